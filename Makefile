@@ -1,0 +1,40 @@
+# Two commands: `make demo` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit sshd clean bench
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch that lies on this machine's disk; any other version is a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[ml,dev]'
+	# speculators' metadata pulls deepspeed (needs CUDA to build); the library Trainer does not.
+	$(PY) -m pip install -q --no-deps speculators==0.3.0
+	touch $(STAMP)
+
+sshd:
+	@scripts/ensure-sshd.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/pytest -q
+
+test: $(STAMP) sshd lint typecheck unit
+
+demo: $(STAMP)
+	$(VENV)/bin/console run --host local --demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/session_io.py
+
+clean:
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,40 @@
+"""`console hosts`: the configured hosts and where the config came from."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from remote.errors import EXIT_OK
+from remote.hosts import all_hosts, config_search_path, load_config
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("hosts", help="list configured hosts", description="List configured hosts.")
+    p.add_argument("--config", metavar="PATH", help="console.toml to use")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    hosts = all_hosts(cfg)
+    if args.json:
+        print(json.dumps([
+            {"name": h.name, "ssh": h.ssh, "runtime": h.runtime, "container": h.container,
+             "python": h.python, "workdir": h.workdir, "vllm_url": h.vllm_url, "source": h.source}
+            for h in hosts
+        ], indent=2))
+        return EXIT_OK
+    if cfg.path:
+        print(f"config: {cfg.path}")
+    else:
+        print("config: none found (looked in " + ", ".join(str(p) for p in config_search_path()) + ")")
+    rows = [("NAME", "SSH", "CONTAINER", "PYTHON", "WORKDIR", "VLLM")]
+    for h in hosts:
+        container = f"{h.runtime}:{h.container}" if h.container else "-"
+        rows.append((h.name, h.ssh or "(this machine)", container, h.python, h.workdir, h.vllm_url))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return EXIT_OK

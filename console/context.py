@@ -1,0 +1,93 @@
+"""What every headless command shares: config, the event bus, the recorder and the printer.
+
+A command gets a Context, publishes events on its bus, and the printer and the recorder see the
+same stream the TUI would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from console.printer import Printer
+from console.session import Recorder, SessionWriter, default_session_path
+from remote import events as ev
+from remote.bus import EventBus
+from remote.hosts import Config, HostConfig, load_config
+from remote.transport import Transport
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) -> None:
+    parser.add_argument("--config", metavar="PATH", help="console.toml to use (default: ./console.toml, then the user config dir)")
+    parser.add_argument("--json", action="store_true", help="print one JSON event per line instead of human lines")
+    if record:
+        parser.add_argument("--session", metavar="PATH", help="record the session to PATH (.jsonl or .jsonl.zst)")
+        parser.add_argument("--no-record", action="store_true", help="do not record a session file")
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    config: Config
+    bus: EventBus = field(default_factory=EventBus)
+    recorder: Recorder | None = None
+    out: IO[str] = field(default_factory=lambda: sys.stdout)
+    transports: dict[str, Transport] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None) -> Context:
+        config = load_config(getattr(args, "config", None))
+        ctx = cls(args=args, config=config)
+        ctx.bus.add_callback(Printer(as_json=getattr(args, "json", False), out=ctx.out))
+        if hasattr(args, "no_record") and not args.no_record:
+            names = hosts or []
+            path = Path(args.session) if args.session else default_session_path(
+                names[0] if names else "console"
+            )
+            ctx.recorder = Recorder(SessionWriter(path, names)).attach(ctx.bus)
+        return ctx
+
+    def host(self, name: str) -> HostConfig:
+        return self.config.host(name)
+
+    async def transport(self, name: str) -> Transport:
+        """One transport (one SSH connection) per host for the whole command."""
+        if name not in self.transports:
+            from remote.connect import make_transport
+
+            t = make_transport(self.host(name), bus=self.bus, **self.ssh_kwargs())
+            await t.connect()
+            self.transports[name] = t
+        return self.transports[name]
+
+    def ssh_kwargs(self) -> dict[str, object]:
+        if getattr(self.args, "accept_new_host_key", False):
+            return {"accept_new_host_key": True}
+        return {}
+
+    def info(self, message: str, host: str = "", **extra: object) -> None:
+        self.bus.emit(ev.CONSOLE_INFO, host, message=message, **extra)
+
+    def warning(self, message: str, host: str = "", **extra: object) -> None:
+        self.bus.emit(ev.CONSOLE_WARNING, host, message=message, **extra)
+
+    def error(self, message: str, host: str = "", **extra: object) -> None:
+        self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
+
+    async def aclose(self) -> None:
+        for t in self.transports.values():
+            try:
+                await t.close()
+            except Exception:  # closing is best effort; the error that brought us here matters
+                pass
+        self.transports.clear()
+        if self.recorder is not None:
+            self.recorder.close()
+            if self.recorder.error:
+                print(f"warning: session recording stopped: {self.recorder.error}", file=sys.stderr)
+            else:
+                print(f"session recorded: {self.recorder.writer.path}", file=sys.stderr)
+        self.bus.close()

@@ -1,0 +1,65 @@
+"""Headless output: one human line per event, or the event itself as JSON (--json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import IO, Any
+
+from remote import events as ev
+from remote.events import Event
+
+
+def _fmt_num(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def human_line(event: Event) -> str | None:
+    """None for events too chatty for a terminal (they stay in the session file)."""
+    p = event.payload
+    t = event.ts.strftime("%H:%M:%S")
+    host = f"[{event.host}] " if event.host else ""
+    k = event.kind
+    if k == ev.JOB_LINE:
+        return f"{t} {host}{p.get('run_id', '')[:20]}| {p.get('text', '')}"
+    if k == ev.STAGE_PROGRESS:
+        done, total = p.get("done"), p.get("total")
+        frac = f" {100 * done / total:5.1f}%" if isinstance(done, (int, float)) and total else ""
+        rate = p.get("rate")
+        unit = p.get("unit", "")
+        extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
+        return f"{t} {host}{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
+    if k == ev.STATS_SAMPLE and not p.get("print", False):
+        return None
+    if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):
+        level = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}[k]
+        return f"{t} {host}{level}{p.get('message', '')}"
+    if k == ev.MARKER:
+        return f"{t} {host}-- {p.get('label', '')} --"
+    summary = p.get("summary") or p.get("message")
+    if summary:
+        return f"{t} {host}{k}: {summary}"
+    short = json.dumps(p, separators=(",", ":"), default=str)
+    if len(short) > 160:
+        short = short[:157] + "..."
+    return f"{t} {host}{k} {short}"
+
+
+class Printer:
+    def __init__(self, *, as_json: bool = False, out: IO[str] | None = None) -> None:
+        self.as_json = as_json
+        self.out = out or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        if self.as_json:
+            line: str | None = event.to_json()
+        else:
+            line = human_line(event)
+        if line is not None:
+            try:
+                self.out.write(line + "\n")
+                self.out.flush()
+            except BrokenPipeError:  # `console replay x --print | head`
+                pass

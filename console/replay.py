@@ -1,0 +1,106 @@
+"""Replays a session file into an event bus, with the controls an operator needs.
+
+The replayer is the only difference between a live session and a replay: consumers (TUI,
+printer) subscribe to the same bus either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from console.session import SessionReader
+from remote.bus import EventBus
+from remote.events import Event
+
+SPEEDS = (1.0, 10.0, float("inf"))
+# Idle gaps longer than this are shortened, so an overnight pause does not stall a replay at 1x.
+MAX_GAP_S = 5.0
+
+
+class Replayer:
+    def __init__(self, reader: SessionReader, bus: EventBus, *, speed: float = 1.0) -> None:
+        self.reader = reader
+        self.bus = bus
+        self.speed = speed
+        self.position = 0  # index of the next event to publish
+        self._playing = asyncio.Event()
+        self._moved = asyncio.Event()
+        self.finished = False
+
+    # -- controls ------------------------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        return not self._playing.is_set()
+
+    def play(self) -> None:
+        self._playing.set()
+
+    def pause(self) -> None:
+        self._playing.clear()
+
+    def toggle(self) -> None:
+        self.pause() if not self.paused else self.play()
+
+    def set_speed(self, speed: float) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be positive")
+        self.speed = speed
+        self._moved.set()
+
+    def step(self) -> Event | None:
+        """Publish exactly the next event (used while paused)."""
+        if self.position >= len(self.reader):
+            self.finished = True
+            return None
+        event = self.reader.event(self.position)
+        self.position += 1
+        self.bus.publish(event)
+        return event
+
+    def seek_index(self, index: int) -> None:
+        """Jump; events between the old and new position are not replayed (consumers that need
+        the state at the new position rebuild it from `state_events`)."""
+        self.position = max(0, min(index, len(self.reader)))
+        self.finished = self.position >= len(self.reader)
+        self._moved.set()
+
+    def seek_time(self, when: datetime) -> None:
+        self.seek_index(self.reader.index_at_time(when))
+
+    def next_marker(self) -> int | None:
+        for i in self.reader.markers():
+            if i >= self.position:
+                return i
+        return None
+
+    def previous_marker(self) -> int | None:
+        before = [i for i in self.reader.markers() if i < self.position - 1]
+        return before[-1] if before else None
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Publish events paced by their timestamps / speed until the end of the file."""
+        previous: datetime | None = None
+        while self.position < len(self.reader):
+            await self._playing.wait()
+            if self.position >= len(self.reader):
+                break
+            ts = self.reader.time_of(self.position)
+            if previous is not None and self.speed != float("inf"):
+                gap = min(max((ts - previous).total_seconds(), 0.0), MAX_GAP_S) / self.speed
+                if gap > 0:
+                    self._moved.clear()
+                    try:
+                        await asyncio.wait_for(self._moved.wait(), gap)
+                        previous = None  # seek or speed change: re-anchor timing
+                        continue
+                    except TimeoutError:
+                        pass
+                if not self._playing.is_set():
+                    continue
+            elif self.speed == float("inf") and self.position % 2000 == 0:
+                await asyncio.sleep(0)  # stay responsive at max speed
+            previous = ts
+            self.step()
+        self.finished = True

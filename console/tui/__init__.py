@@ -1,0 +1,1 @@
+"""The Textual TUI. The only place in the project that imports Textual."""

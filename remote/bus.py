@@ -1,0 +1,99 @@
+"""Fan one event stream out to several consumers (TUI, headless printer, recorder).
+
+Consumers are either synchronous callbacks (the recorder must see every event, in order, before
+the producer moves on) or async subscriptions with their own queue (a slow TUI must not stall a
+job tail). Nothing is dropped: the stream is the record of what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import suppress
+
+from remote.events import Event
+
+Callback = Callable[[Event], None]
+
+_CLOSED = object()
+
+
+class Subscription:
+    def __init__(self, bus: EventBus, kinds: frozenset[str] | None) -> None:
+        self._bus = bus
+        self._kinds = kinds
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+
+    def _offer(self, event: Event) -> None:
+        if self._kinds is None or event.kind in self._kinds or any(
+            event.kind.startswith(k + ".") for k in self._kinds
+        ):
+            self._queue.put_nowait(event)
+
+    def _close(self) -> None:
+        self._queue.put_nowait(_CLOSED)
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def get(self) -> Event | None:
+        """The next event, or None once the bus is closed and this queue drained."""
+        item = await self._queue.get()
+        if item is _CLOSED:
+            return None
+        assert isinstance(item, Event)
+        return item
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iter()
+
+    async def _iter(self) -> AsyncIterator[Event]:
+        while (event := await self.get()) is not None:
+            yield event
+
+    def unsubscribe(self) -> None:
+        self._bus._subs.discard(self)
+        self._close()
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._callbacks: list[Callback] = []
+        self._subs: set[Subscription] = set()
+        self.closed = False
+
+    def add_callback(self, callback: Callback) -> Callable[[], None]:
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return remove
+
+    def subscribe(self, kinds: set[str] | frozenset[str] | None = None) -> Subscription:
+        """kinds: exact kinds or prefixes ("job" matches "job.line"); None for everything."""
+        sub = Subscription(self, frozenset(kinds) if kinds is not None else None)
+        self._subs.add(sub)
+        if self.closed:
+            sub._close()
+        return sub
+
+    def publish(self, event: Event) -> None:
+        if self.closed:
+            raise RuntimeError("publish on a closed event bus")
+        for callback in list(self._callbacks):
+            callback(event)
+        for sub in list(self._subs):
+            sub._offer(event)
+
+    def emit(self, kind: str, host: str = "", **payload: object) -> Event:
+        event = Event(kind=kind, host=host, payload=dict(payload))
+        self.publish(event)
+        return event
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for sub in list(self._subs):
+                sub._close()

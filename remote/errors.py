@@ -1,0 +1,72 @@
+"""Errors that reach the operator, each with the exit code the headless CLI documents.
+
+0 ok, 1 a stage/probe/bench failed, 2 usage or config error, 3 connection/auth/host-key error,
+4 compat/patch refused, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONNECTION = 3
+EXIT_REFUSED = 4
+EXIT_INTERRUPTED = 130
+
+
+class ConsoleError(Exception):
+    """Base: the message is shown to the operator as is, on one line where possible."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageError(ConsoleError):
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(UsageError):
+    """Names the file, the key and what is wrong, so the fix is obvious."""
+
+    def __init__(self, file: str, key: str | None, problem: str) -> None:
+        self.file = file
+        self.key = key
+        self.problem = problem
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {problem}")
+
+
+class ConnectionFailed(ConsoleError):
+    exit_code = EXIT_CONNECTION
+
+
+class AuthFailed(ConnectionFailed):
+    pass
+
+
+class HostKeyError(ConnectionFailed):
+    pass
+
+
+class ContainerError(ConsoleError):
+    """The container runtime or the named container is missing on the box."""
+
+    exit_code = EXIT_USAGE
+
+
+class RemoteCommandError(ConsoleError):
+    def __init__(self, argv: list[str], returncode: int | None, stderr: str) -> None:
+        self.argv = argv
+        self.returncode = returncode
+        self.stderr = stderr
+        tail = stderr.strip().splitlines()[-1] if stderr.strip() else "no stderr"
+        super().__init__(f"{argv[0] if argv else '?'} exited {returncode}: {tail}")
+
+
+class Refused(ConsoleError):
+    """A compatibility check or a patch precondition said no."""
+
+    exit_code = EXIT_REFUSED
+
+
+class StageFailed(ConsoleError):
+    exit_code = EXIT_FAILED

@@ -1,0 +1,120 @@
+"""The one event stream every producer and consumer of the console shares.
+
+Events are plain data so that a recorded session can be replayed into the same consumers as a
+live box: the TUI cannot tell the two apart except by a badge.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Known kinds, grouped by producer. Kinds are open strings (new producers add their own), but the
+# ones consumers rely on are named here so a typo shows up in review, not in a replay.
+CONNECTION_UP = "connection.up"
+CONNECTION_DOWN = "connection.down"
+CONNECTION_RETRY = "connection.retry"
+CONSOLE_INFO = "console.info"
+CONSOLE_WARNING = "console.warning"
+CONSOLE_ERROR = "console.error"
+MARKER = "marker"
+PROBE_RESULT = "probe.result"
+PROBE_ERROR = "probe.error"
+JOB_STARTED = "job.started"
+JOB_LINE = "job.line"
+JOB_EXIT = "job.exit"
+STAGE_START = "stage.start"
+STAGE_PROGRESS = "stage.progress"
+STAGE_END = "stage.end"
+STAGE_SKIPPED = "stage.skipped"
+UPLOAD_PROGRESS = "upload.progress"
+PATCH_PLANNED = "patch.planned"
+PATCH_APPLIED = "patch.applied"
+PATCH_VERIFIED = "patch.verified"
+PATCH_ROLLED_BACK = "patch.rolled_back"
+STATS_SAMPLE = "stats.sample"
+ALLREDUCE_RESULT = "allreduce.result"
+BENCH_POINT = "bench.point"
+BENCH_SUMMARY = "bench.summary"
+
+# Kinds a replay can seek to ("markers"): where a human wants to jump in a long session.
+SEEKABLE_KINDS = frozenset(
+    {MARKER, STAGE_START, STAGE_END, PATCH_APPLIED, PATCH_ROLLED_BACK, BENCH_SUMMARY, JOB_EXIT}
+)
+
+
+def utc_now() -> datetime:
+    """Millisecond precision: what the session format stores, so a round-trip is exact."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=(now.microsecond // 1000) * 1000)
+
+
+def format_ts(ts: datetime) -> str:
+    """Fixed-width ISO form (24 chars) so timestamps compare as strings and sit at a fixed
+    offset in a session line, which is what lets the index seek by time without parsing JSON."""
+    ts = ts.astimezone(UTC)
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def parse_ts(text: str) -> datetime:
+    if not text.endswith("Z"):
+        raise ValueError(f"timestamp {text!r} is not UTC (no trailing Z)")
+    return datetime.strptime(text[:-1], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    host: str = ""
+    payload: dict[str, Any] = field(default_factory=dict)
+    ts: datetime = field(default_factory=utc_now)
+
+    def to_json(self) -> str:
+        # "ts" first and fixed-width: the session index reads it at a known byte offset.
+        return (
+            '{"ts":"'
+            + format_ts(self.ts)
+            + '","host":'
+            + json.dumps(self.host)
+            + ',"kind":'
+            + json.dumps(self.kind)
+            + ',"payload":'
+            + json.dumps(self.payload, separators=(",", ":"), default=_json_default)
+            + "}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ts": format_ts(self.ts), "host": self.host, "kind": self.kind,
+                "payload": self.payload}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        try:
+            kind = data["kind"]
+            ts = parse_ts(data["ts"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not an event: missing {exc}") from None
+        payload = data.get("payload") or {}
+        if not isinstance(kind, str) or not isinstance(payload, dict):
+            raise ValueError("not an event: kind must be a string and payload an object")
+        return cls(kind=kind, host=str(data.get("host", "")), payload=payload, ts=ts)
+
+    @classmethod
+    def from_json(cls, line: str | bytes) -> Event:
+        data = json.loads(line)
+        if not isinstance(data, dict):
+            raise ValueError("not an event: a JSON object was expected")
+        return cls.from_dict(data)
+
+
+def _json_default(obj: Any) -> Any:
+    """Payloads come from probes and stages; tolerate the few non-JSON types they produce."""
+    if isinstance(obj, datetime):
+        return format_ts(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if hasattr(obj, "__fspath__"):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable in an event payload")

@@ -1,0 +1,252 @@
+"""The one interface through which the console touches a box.
+
+`local` runs on this machine; the SSH transport (asyncssh, one connection per host) and the
+container wrapper implement the same methods, so jobs, probes, the patcher, stats and bench are
+written once and tested against all of them.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from remote.argv import with_env
+from remote.errors import RemoteCommandError
+
+Progress = Callable[[int, int], None]  # (bytes done, bytes total)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    argv: list[str]
+    returncode: int  # negative: killed by that signal
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def check(self) -> CompletedRun:
+        if self.returncode != 0:
+            raise RemoteCommandError(self.argv, self.returncode, self.stderr)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLine:
+    stream: str  # "stdout" | "stderr"
+    text: str  # without the trailing newline
+
+
+class RemoteProcess(abc.ABC):
+    """A running command. Closing it does not kill the process on the far side (sshd does not
+    forward signals to root sessions): long work is launched detached through remote.jobs."""
+
+    @abc.abstractmethod
+    def lines(self) -> AsyncIterator[OutputLine]:
+        """stdout and stderr lines interleaved in arrival order; ends when both close."""
+
+    @abc.abstractmethod
+    async def wait(self) -> int: ...
+
+    @abc.abstractmethod
+    async def write(self, data: bytes) -> None: ...
+
+    @abc.abstractmethod
+    async def close_stdin(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the channel/pipes; does not promise the process is gone."""
+
+
+@dataclass(slots=True)
+class Forward:
+    """A local TCP port that reaches a port on the box."""
+
+    local_port: int
+    remote_host: str
+    remote_port: int
+    _closer: Callable[[], object] | None = None
+
+    async def close(self) -> None:
+        if self._closer is not None:
+            result = self._closer()
+            if asyncio.iscoroutine(result):
+                await result
+            self._closer = None
+
+
+class Transport(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    async def connect(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @property
+    @abc.abstractmethod
+    def connected(self) -> bool: ...
+
+    @abc.abstractmethod
+    async def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess: ...
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        check: bool = False,
+    ) -> CompletedRun:
+        proc = await self.start(argv, env=env)
+        try:
+            if input is not None:
+                await proc.write(input.encode() if isinstance(input, str) else input)
+            await proc.close_stdin()
+
+            async def collect() -> tuple[list[str], list[str], int]:
+                out: list[str] = []
+                err: list[str] = []
+                async for line in proc.lines():
+                    (out if line.stream == "stdout" else err).append(line.text)
+                return out, err, await proc.wait()
+
+            out, err, rc = await asyncio.wait_for(collect(), timeout)
+        finally:
+            await proc.close()
+        done = CompletedRun(list(argv), rc, _join(out), _join(err))
+        return done.check() if check else done
+
+    @abc.abstractmethod
+    async def put(self, local: Path, remote: str, progress: Progress | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def get(self, remote: str, local: Path, progress: Progress | None = None) -> None: ...
+
+    @abc.abstractmethod
+    async def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Forward: ...
+
+    async def __aenter__(self) -> Transport:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _join(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+class _LocalProcess(RemoteProcess):
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+
+    async def lines(self) -> AsyncIterator[OutputLine]:
+        queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+
+        async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
+            if stream is not None:
+                while raw := await stream.readline():
+                    queue.put_nowait(OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
+            queue.put_nowait(None)
+
+        tasks = [
+            asyncio.create_task(pump(self._proc.stdout, "stdout")),
+            asyncio.create_task(pump(self._proc.stderr, "stderr")),
+        ]
+        open_streams = 2
+        try:
+            while open_streams:
+                item = await queue.get()
+                if item is None:
+                    open_streams -= 1
+                else:
+                    yield item
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def wait(self) -> int:
+        return await self._proc.wait()
+
+    async def write(self, data: bytes) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(data)
+        await self._proc.stdin.drain()
+
+    async def close_stdin(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def close(self) -> None:
+        await self.close_stdin()
+
+
+class LocalTransport(Transport):
+    """The built-in `local` host: the same interface, no SSH. Paths are this machine's."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+        self._connected = False
+
+    async def connect(self) -> None:
+        self._connected = True
+
+    async def close(self) -> None:
+        self._connected = False
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    async def start(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        full = with_env(argv, env)
+        proc = await asyncio.create_subprocess_exec(
+            *full,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=16 * 1024 * 1024,
+        )
+        return _LocalProcess(proc)
+
+    async def put(self, local: Path, remote: str, progress: Progress | None = None) -> None:
+        dest = Path(os.path.expanduser(remote))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        size = Path(local).stat().st_size
+        await asyncio.to_thread(_copy_atomic, Path(local), dest)
+        if progress:
+            progress(size, size)
+
+    async def get(self, remote: str, local: Path, progress: Progress | None = None) -> None:
+        src = Path(os.path.expanduser(remote))
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        size = src.stat().st_size
+        await asyncio.to_thread(_copy_atomic, src, Path(local))
+        if progress:
+            progress(size, size)
+
+    async def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Forward:
+        # The box is this machine: its port is already reachable.
+        return Forward(local_port=remote_port, remote_host=remote_host, remote_port=remote_port)
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sshd_harness import Sshd, sshd_available, start_sshd
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """A real OpenSSH sshd on loopback for the whole test session."""
+    reason = sshd_available()
+    if reason:
+        pytest.skip(reason)
+    daemon = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture
+def local_workdir(tmp_path: Path) -> Path:
+    wd = tmp_path / "box"
+    wd.mkdir()
+    return wd

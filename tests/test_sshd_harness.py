@@ -1,0 +1,22 @@
+"""The harness itself: the OpenSSH client can log in with the generated config and keys."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.sshd_harness import Sshd
+
+
+def test_openssh_client_logs_in(sshd: Sshd) -> None:
+    if shutil.which("ssh") is None:
+        pytest.skip("OpenSSH client not installed")
+    out = subprocess.run(
+        ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+         "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", sshd.alias, "echo", "hello"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "hello"

@@ -13,7 +13,7 @@ import asyncio
 import builtins
 import json
 import posixpath
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -238,10 +238,14 @@ class Jobs:
             await self.status(run_id)
         return self._names[run_id]
 
-    def tail(self, run_id: str, *, offset: int = 0, follow: bool = True) -> AsyncIterator[LogLine]:
+    def tail(self, run_id: str, *, offset: int = 0,
+             follow: bool = True) -> AsyncGenerator[LogLine, None]:
+        """Lines from `offset` on; with follow, until the job ended and its log is drained.
+
+        An async generator: close it (contextlib.aclosing) to save the cursor at once."""
         return self._tail(run_id, offset, follow)
 
-    async def _tail(self, run_id: str, offset: int, follow: bool) -> AsyncIterator[LogLine]:
+    async def _tail(self, run_id: str, offset: int, follow: bool) -> AsyncGenerator[LogLine, None]:
         root, helper = await self._ready()
         run_dir = self._run_dir(root, run_id)
         name = await self._name(run_id)

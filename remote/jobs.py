@@ -251,6 +251,9 @@ class Jobs:
         name = await self._name(run_id)
         published = offset
         idle_restarts = 0
+        # Saved before the first line, so the cursor names the session recording this tail even
+        # if the console dies before the first batch is done.
+        self._save(run_id, offset)
         try:
             while True:
                 argv = [self.python, helper, "tail", run_dir, str(offset), "1" if follow else "0"]

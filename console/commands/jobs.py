@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from contextlib import aclosing
 
 from console.context import Context
+from remote import events as ev
 from remote.cursors import CursorStore
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.jobs import Jobs, RunInfo
@@ -85,9 +85,9 @@ async def run(args: argparse.Namespace) -> int:
         jobs = Jobs(transport, host.workdir, host=host.name, bus=ctx.bus, python=host.python,
                     cursors=CursorStore(session=session))
         if command == "list":
-            return _print_runs(await jobs.list(), args.json)
+            return _print_runs(ctx, await jobs.list(), args.json)
         if command == "status":
-            return _print_runs([await jobs.status(args.run_id)], args.json)
+            return _print_runs(ctx, [await jobs.status(args.run_id)], args.json)
         if command == "cancel":
             info = await jobs.cancel(args.run_id, grace=args.grace)
             return EXIT_OK if info.done else EXIT_FAILED
@@ -135,10 +135,10 @@ async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
     return EXIT_OK if info.state == "exited" and info.returncode == 0 else EXIT_FAILED
 
 
-def _print_runs(runs: list[RunInfo], as_json: bool) -> int:
-    if as_json:
+def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
+    if as_json:  # one JSON event per line, like every other --json output
         for info in runs:
-            print(json.dumps(info.to_dict()))
+            ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())
         return EXIT_OK
     rows = [("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")]
     for r in runs:

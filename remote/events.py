@@ -25,6 +25,7 @@ PROBE_ERROR = "probe.error"
 JOB_STARTED = "job.started"
 JOB_LINE = "job.line"
 JOB_EXIT = "job.exit"
+JOB_STATUS = "job.status"  # a run record (console jobs --json list/status): RunInfo fields
 STAGE_START = "stage.start"
 STAGE_PROGRESS = "stage.progress"
 STAGE_END = "stage.end"

@@ -44,10 +44,13 @@ def _read(path):
 
 
 def _step(name):
-    """A point between two file operations. EAGLE3_PATCH_STEP_DELAY (seconds) stretches the gaps
-    so the crash-safety test can land its SIGKILL between any two steps, not only at startup."""
+    """A point between two file operations. With EAGLE3_PATCH_STEP_DELAY (seconds) set, the step
+    is announced on stderr and the gap stretched, so the crash-safety test can land its SIGKILL
+    between any two steps, not only at startup."""
     delay = os.environ.get("EAGLE3_PATCH_STEP_DELAY")
     if delay:
+        sys.stderr.write("step %s\n" % name)
+        sys.stderr.flush()
         time.sleep(float(delay))
 
 
@@ -89,10 +92,10 @@ def _write_atomic(path, data, mode=None):
 def _clean_stale_tmp(path):
     """Temp files a killed run left behind; they never replaced anything, so they can go."""
     directory = os.path.dirname(path) or "."
-    prefix = "." + os.path.basename(path) + TMP_TAG
+    prefix = "." + os.path.basename(path)  # its own temp files and those of its backup
     removed = []
     for name in os.listdir(directory):
-        if name.startswith(prefix):
+        if name.startswith(prefix) and TMP_TAG in name:
             try:
                 os.unlink(os.path.join(directory, name))
                 removed.append(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,28 @@ async def test_file_changed_after_patching_is_refused_but_rollback_works(tmp_pat
     assert sha256(worker) == sha256(wheel_file(WORKER))
 
 
+PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
+
+
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 here to stand for an old box")
+async def test_box_with_python_38(tmp_path: Path) -> None:
+    """The helper is the only code that runs on the box: it must work with its oldest python."""
+    sp = make_site_packages(tmp_path)
+    worker = sp / WORKER
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    host = replace(default_local(str(tmp_path / "box")), python=str(PY38))
+    patcher = Patcher(LocalTransport(), host, bus, site_packages=str(sp))
+    plans = await patcher.plan()
+    assert [d.applies for p in plans for d in p.decisions] == [True] * 4  # incl. vLLM's check
+    assert [p.version for p in plans] == ["0.3.0", "0.3.0"]
+    await patcher.apply()
+    assert (worker.parent / "__pycache__" / "custom_worker.cpython-38.pyc").is_file()
+    await patcher.rollback()
+    assert sha256(worker) == sha256(wheel_file(WORKER))
+
+
 async def test_missing_package_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty-sp"
     empty.mkdir()
@@ -150,7 +173,7 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     planned = [e for e in events if e.kind == ev.PATCH_PLANNED]
     assert len(planned) == 2 and all(e.host == "local" for e in planned)
 
-    assert main(["patch", "apply", *common]) == EXIT_REFUSED  # --json cannot ask: needs --yes
+    assert main(["patch", "apply", *common]) == 2  # --json cannot ask: needs --yes
     capsys.readouterr()
     assert sha256(worker) == sha256(wheel_file(WORKER))
     assert main(["patch", "apply", "--yes", *common]) == EXIT_OK

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from console.context import Context, add_common_options
-from remote.errors import EXIT_OK, EXIT_REFUSED, Refused
+from remote.errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
 from remote.patcher.recipes import RECIPES
 from remote.patcher.runner import Patcher
 
@@ -67,7 +67,7 @@ async def run(args: argparse.Namespace) -> int:
                 await patcher.apply(force=args.force)
                 return EXIT_OK
             if args.json or not sys.stdin.isatty():
-                raise Refused("apply changes files on the box: pass --yes to confirm "
+                raise UsageError("apply changes files on the box: pass --yes to confirm "
                               "(no terminal to ask on)")
             for p in plans:
                 if p.changes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -127,6 +128,8 @@ async def test_file_changed_after_patching_is_refused_but_rollback_works(tmp_pat
         await patcher.apply()
     await patcher.rollback()
     assert sha256(worker) == sha256(wheel_file(WORKER))
+    calls = (tmp_path / "docker.log").read_text().split()
+    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
 
 
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
@@ -149,6 +152,8 @@ async def test_box_with_python_38(tmp_path: Path) -> None:
     assert (worker.parent / "__pycache__" / "custom_worker.cpython-38.pyc").is_file()
     await patcher.rollback()
     assert sha256(worker) == sha256(wheel_file(WORKER))
+    calls = (tmp_path / "docker.log").read_text().split()
+    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
 
 
 async def test_missing_package_is_refused(tmp_path: Path) -> None:
@@ -186,3 +191,43 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     assert sha256(worker) == sha256(wheel_file(WORKER))
     assert main(["patch", "plan", "--recipe", "no-such-recipe", *common]) == 2
     assert "unknown recipe no-such-recipe" in capsys.readouterr().err
+
+
+_DOCKER = """#!/bin/sh
+# Test double for the docker CLI: one always-running container whose filesystem is this machine.
+echo "$1" >> "$DOCKER_LOG"
+case "$1" in
+  inspect) echo true ;;
+  exec) shift; shift
+        while [ "$1" = "-w" ] || [ "$1" = "-e" ]; do shift; shift; done
+        shift; exec "$@" ;;
+  cp) src="${2#box-container:}"; dst="${3#box-container:}"; exec cp "$src" "$dst" ;;
+  *) echo "docker double: unsupported $1" >&2; exit 2 ;;
+esac
+"""
+
+
+async def test_through_container_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through ContainerTransport (docker exec -i / docker cp), with a test double for the docker
+    CLI: the helper is copied into the container and run with the container's python."""
+    from remote.connect import make_transport
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "docker").write_text(_DOCKER)
+    (bindir / "docker").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("DOCKER_LOG", str(tmp_path / "docker.log"))
+    sp = make_site_packages(tmp_path)
+    worker = sp / WORKER
+    host = replace(default_local(str(tmp_path / "box")), runtime="docker",
+                   container="box-container")
+    transport = make_transport(host)
+    await transport.connect()
+    patcher = Patcher(transport, host, EventBus(), site_packages=str(sp))
+    await patcher.apply()
+    assert "_resolve_text_decoder(model)" in worker.read_text()
+    await patcher.rollback()
+    assert sha256(worker) == sha256(wheel_file(WORKER))
+    calls = (tmp_path / "docker.log").read_text().split()
+    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4

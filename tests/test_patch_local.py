@@ -128,8 +128,6 @@ async def test_file_changed_after_patching_is_refused_but_rollback_works(tmp_pat
         await patcher.apply()
     await patcher.rollback()
     assert sha256(worker) == sha256(wheel_file(WORKER))
-    calls = (tmp_path / "docker.log").read_text().split()
-    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
 
 
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
@@ -152,8 +150,6 @@ async def test_box_with_python_38(tmp_path: Path) -> None:
     assert (worker.parent / "__pycache__" / "custom_worker.cpython-38.pyc").is_file()
     await patcher.rollback()
     assert sha256(worker) == sha256(wheel_file(WORKER))
-    calls = (tmp_path / "docker.log").read_text().split()
-    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
 
 
 async def test_missing_package_is_refused(tmp_path: Path) -> None:
@@ -191,6 +187,15 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     assert sha256(worker) == sha256(wheel_file(WORKER))
     assert main(["patch", "plan", "--recipe", "no-such-recipe", *common]) == 2
     assert "unknown recipe no-such-recipe" in capsys.readouterr().err
+
+    worker.write_text(worker.read_text() + "# local change\n")
+    assert main(["patch", "plan", *common]) == EXIT_REFUSED
+    planned = [json.loads(line)["payload"] for line in capsys.readouterr().out.splitlines()
+               if '"patch.planned"' in line]
+    assert "not a known original" in planned[0]["refused"] and planned[0]["diff"]
+    assert main(["patch", "apply", "--yes", *common]) == EXIT_REFUSED
+    assert main(["patch", "rollback", *common]) == EXIT_REFUSED
+    assert "nothing to roll back to" in capsys.readouterr().err
 
 
 _DOCKER = """#!/bin/sh

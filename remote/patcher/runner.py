@@ -191,6 +191,11 @@ class Patcher:
 
     async def rollback(self) -> list[FilePlan]:
         plans = await self.plan(emit=False)
+        lost = [p for p in plans if not p.has_backup and not p.original_known]
+        if lost:
+            raise Refused("; ".join(
+                f"{p.path} has no backup on {self.host.name} and is not a known original "
+                f"(sha256 {p.current_sha256[:12]}): nothing to roll back to" for p in lost))
         for p in plans:
             content, remaining = rollback_target(p, self.selected)
             if remaining:

@@ -19,6 +19,7 @@ Stdlib only, Python >= 3.8; never imports `console` or `remote`.
 
 import ast
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -328,7 +329,34 @@ def op_rollback(req):
             "warning": warning, "stale_removed": stale}
 
 
-OPS = {"inspect": op_inspect, "apply": op_apply, "rollback": op_rollback}
+class _DirLock(object):
+    """Exclusive flock on the target's directory: two patchers (two consoles, or a retry racing
+    a run the dropped connection left behind) take turns instead of interleaving steps. Locking
+    the directory itself leaves no lock file behind in site-packages."""
+
+    def __init__(self, path):
+        self.directory = os.path.dirname(path) or "."
+        self.fd = None
+
+    def __enter__(self):
+        self.fd = os.open(self.directory, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing drops the lock
+        return False
+
+
+def _locked(op):
+    def run(req):
+        with _DirLock(req["file"]):
+            return op(req)
+
+    return run
+
+
+OPS = {"inspect": op_inspect, "apply": _locked(op_apply), "rollback": _locked(op_rollback)}
 
 
 def main():

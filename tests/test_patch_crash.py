@@ -116,3 +116,29 @@ def test_sigkill_at_every_step_keeps_target_whole_and_rollback_possible(tmp_path
     answer = _run({"op": "apply", "file": str(target), "expect_sha256": orig_sha,
                    "original_sha256": orig_sha, "content_b64": patched_b64})
     assert answer["changed"] and target.read_text() == patched
+
+
+def test_two_concurrent_applies_take_turns(tmp_path: Path) -> None:
+    """A second patcher waits for the first (directory flock), then sees the file changed
+    under its plan and refuses instead of interleaving its steps."""
+    sp = make_site_packages(tmp_path, vllm=False)
+    target = sp / WORKER
+    orig_sha = sha256(target)
+    patched = compose(target.read_text(), recipes_for("speculators")[CUSTOM_WORKER])
+    request = {"op": "apply", "file": str(target), "expect_sha256": orig_sha,
+               "original_sha256": orig_sha,
+               "content_b64": base64.b64encode(patched.encode()).decode()}
+    first = _spawn(request, 0.1)
+    assert first.stderr is not None
+    assert first.stderr.readline().decode().startswith("step checked")  # first holds the lock
+    second = subprocess.run([sys.executable, str(HELPER)], input=json.dumps(request).encode(),
+                            capture_output=True, timeout=60, check=True)
+    assert first.wait(timeout=60) == 0
+    assert first.stdout is not None
+    assert json.loads(first.stdout.read())["changed"] is True
+    first.stdout.close()
+    first.stderr.close()
+    answer = json.loads(second.stdout)
+    assert answer["ok"] is False and "changed since it was planned" in answer["error"]
+    assert target.read_text() == patched
+    assert len(list(target.parent.glob(f"{target.name}.eagle3-orig-*"))) == 1

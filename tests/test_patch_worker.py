@@ -116,6 +116,11 @@ def test_explicit_path_from_the_structure_probe(patched: types.ModuleType, hf_ll
     kimi = vd.KimiK25ForConditionalGeneration(decoder, with_getter=False)
     monkeypatch.setenv("EAGLE3_TEXT_DECODER_PATH", "language_model.model")
     assert patched._resolve_text_decoder(kimi) is decoder
+    # The model probe's layers_path names the ModuleList itself.
+    monkeypatch.setenv("EAGLE3_TEXT_DECODER_PATH", "language_model.model.layers")
+    assert patched._resolve_text_decoder(kimi) is decoder
+    monkeypatch.setenv("EAGLE3_TEXT_DECODER_PATH", "layers")
+    assert patched._resolve_text_decoder(decoder) is decoder
     monkeypatch.setenv("EAGLE3_TEXT_DECODER_PATH", "vision_tower")
     with pytest.raises(ValueError, match=r"at model\.vision_tower$"):
         patched._resolve_text_decoder(kimi)

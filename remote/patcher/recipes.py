@@ -56,8 +56,9 @@ def _resolve_text_decoder(model):  # {MARK}: resolve-text-decoder
     Multimodal wrappers such as KimiK25ForConditionalGeneration keep their text
     decoder at language_model.model and need not implement SupportsEagle3, so
     the decoder is looked up along a fallback chain instead. An explicit dotted
-    path (from the console's model-structure probe) in EAGLE3_TEXT_DECODER_PATH
-    is tried alone; "." means the model itself.
+    path in EAGLE3_TEXT_DECODER_PATH is tried alone: the model-structure probe's
+    layers_path (e.g. language_model.model.layers) or the decoder's own path;
+    "." means the model itself.
     """
     import os
 
@@ -73,6 +74,10 @@ def _resolve_text_decoder(model):  # {MARK}: resolve-text-decoder
         return obj
 
     explicit = os.environ.get(_TEXT_DECODER_PATH_ENV, "").strip()
+    if explicit == "layers":
+        explicit = "."
+    elif explicit.endswith(".layers"):
+        explicit = explicit[: -len(".layers")]
     if explicit:
         paths = [explicit]
     else:

@@ -236,3 +236,33 @@ async def test_through_container_exec(tmp_path: Path, monkeypatch: pytest.Monkey
     assert sha256(worker) == sha256(wheel_file(WORKER))
     calls = (tmp_path / "docker.log").read_text().split()
     assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
+
+
+def test_cli_apply_asks_on_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = make_site_packages(tmp_path)
+    worker = sp / WORKER
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    answers = iter(["n", "y"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    common = ["--host", "local", "--site-packages", str(sp), "--no-record"]
+    assert main(["patch", "apply", *common]) == EXIT_REFUSED  # operator said no
+    assert "+        base_model = _resolve_text_decoder(model)" in capsys.readouterr().err
+    assert sha256(worker) == sha256(wheel_file(WORKER))
+    assert main(["patch", "apply", *common]) == EXIT_OK
+    assert "_resolve_text_decoder(model)" in worker.read_text()
+
+
+async def test_confirmed_plan_that_went_stale_is_refused(tmp_path: Path) -> None:
+    sp = make_site_packages(tmp_path)
+    worker = sp / WORKER
+    patcher, _ = _patcher(tmp_path, sp)
+    shown = await patcher.plan()
+    meanwhile, _ = _patcher(tmp_path, sp, recipes=["embed-input-ids"])
+    await meanwhile.apply()  # someone else patched one recipe after the plan was shown
+    changed = sha256(worker)
+    with pytest.raises(Refused, match="changed on local since the plan was shown"):
+        await patcher.apply(confirmed=shown)
+    assert sha256(worker) == changed

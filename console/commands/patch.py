@@ -64,11 +64,11 @@ async def run(args: argparse.Namespace) -> int:
             if any(p.refused for p in plans):
                 raise Refused("; ".join(p.refused or "" for p in plans if p.refused))
             if not any(p.changes for p in plans):
-                await patcher.apply(force=args.force)
+                await patcher.apply(force=args.force, emit_plan=False)
                 return EXIT_OK
             if args.json or not sys.stdin.isatty():
                 raise UsageError("apply changes files on the box: pass --yes to confirm "
-                              "(no terminal to ask on)")
+                                 "(no terminal to ask on)")
             for p in plans:
                 if p.changes:
                     print(p.diff, file=sys.stderr)
@@ -76,6 +76,8 @@ async def run(args: argparse.Namespace) -> int:
             if answer not in ("y", "yes"):
                 ctx.info("not applied", host.name)
                 return EXIT_REFUSED
+            await patcher.apply(force=args.force, emit_plan=False, confirmed=plans)
+            return EXIT_OK
         await patcher.apply(force=args.force)
         return EXIT_OK
     finally:

@@ -113,7 +113,11 @@ class Patcher:
             raise Refused(f"{self.package} is not installed in {where} on {self.host.name}")
         for rel, entry in box.get("files", {}).items():
             if not entry.get("exists"):
-                raise Refused(f"{entry.get('path', rel)} does not exist on {self.host.name}")
+                versions = sorted({v for r in self.groups[rel] for v in r.versions})
+                raise Refused(
+                    f"{entry.get('path', rel)} does not exist on {self.host.name} "
+                    f"({self.package} {box.get('version') or 'of unknown version'} is installed;"
+                    f" the recipes are for {', '.join(versions)})")
             entry["current"] = base64.b64decode(entry["content_b64"])
             good = [b for b in entry.get("backups", []) if "content_b64" in b]
             if len(entry.get("backups", [])) > 1:
@@ -155,11 +159,21 @@ class Patcher:
             refused=p.refused, forceable=p.forceable, notes=p.notes, summary=summary,
         )
 
-    async def apply(self, *, force: bool = False) -> list[FilePlan]:
-        plans = await self.plan(force=force)
+    async def apply(self, *, force: bool = False, emit_plan: bool = True,
+                    confirmed: Sequence[FilePlan] | None = None) -> list[FilePlan]:
+        """Plans again and writes. With `confirmed` (the plans an operator approved), refuses
+        if what would be written is no longer exactly that; the helper in turn refuses if the
+        file changes between this plan and its write."""
+        plans = await self.plan(force=force, emit=emit_plan)
         refused = [p for p in plans if p.refused]
         if refused:
             raise Refused("; ".join(p.refused or "" for p in refused))
+        if confirmed is not None:
+            seen = {(p.rel, p.current_sha256, p.target) for p in confirmed}
+            moved = [p.rel for p in plans if (p.rel, p.current_sha256, p.target) not in seen]
+            if moved:
+                raise Refused(f"{', '.join(moved)} changed on {self.host.name} since the plan "
+                              "was shown: nothing applied, plan again")
         for p in plans:
             if not p.changes:
                 self._emit_state(ev.PATCH_APPLIED, p, p.current_sha256, p.in_effect or frozenset(),

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from remote.patcher.plan import compose, recipes_for
 from remote.patcher.recipes import CUSTOM_WORKER
 from remote.patcher.runner import HELPER
@@ -65,6 +67,7 @@ def _kill_at_step(request: dict, step: int, rng: random.Random) -> tuple[int, li
     return proc.returncode, seen
 
 
+@pytest.mark.slow
 def test_sigkill_at_every_step_keeps_target_whole_and_rollback_possible(tmp_path: Path) -> None:
     sp = make_site_packages(tmp_path, vllm=False)
     target = sp / WORKER

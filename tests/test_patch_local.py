@@ -266,3 +266,14 @@ async def test_confirmed_plan_that_went_stale_is_refused(tmp_path: Path) -> None
     with pytest.raises(Refused, match="changed on local since the plan was shown"):
         await patcher.apply(confirmed=shown)
     assert sha256(worker) == changed
+
+
+async def test_workdir_under_home_is_expanded_on_the_box(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = make_site_packages(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    host = replace(default_local(), workdir="~/eagle3")
+    patcher = Patcher(LocalTransport(), host, EventBus(), site_packages=str(sp))
+    await patcher.verify()
+    assert (tmp_path / "home" / "eagle3" / "probes" / "patch_helper.py").is_file()
+    assert not (tmp_path / "~").exists()

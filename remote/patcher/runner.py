@@ -67,15 +67,17 @@ class Patcher:
     # -- box side ------------------------------------------------------------------------
     async def _helper_path(self) -> str:
         if self._helper is None:
-            done = await self.transport.run(
-                [self.host.python, "-c", _EXPANDUSER, self.host.workdir], timeout=60
-            )
-            workdir = done.stdout.strip()
-            if done.returncode != 0 or not workdir:
-                raise PatchError(
-                    f"cannot run {self.host.python} on {self.host.name}: "
-                    f"{done.stderr.strip() or 'no output'}"
+            workdir = self.host.workdir
+            if not workdir.startswith("/"):  # `~` or relative: only the box knows its home
+                done = await self.transport.run(
+                    [self.host.python, "-c", _EXPANDUSER, workdir], timeout=60
                 )
+                workdir = done.stdout.strip()
+                if done.returncode != 0 or not workdir:
+                    raise PatchError(
+                        f"cannot run {self.host.python} on {self.host.name}: "
+                        f"{done.stderr.strip() or 'no output'}"
+                    )
             remote = posixpath.join(workdir, "probes", HELPER.name)
             await upload(self.transport, HELPER, remote, python=self.host.python,
                          bus=self.bus, host=self.host.name)

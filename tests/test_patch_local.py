@@ -272,6 +272,7 @@ async def test_workdir_under_home_is_expanded_on_the_box(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sp = make_site_packages(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)  # a literal "~" directory would appear here
     host = replace(default_local(), workdir="~/eagle3")
     patcher = Patcher(LocalTransport(), host, EventBus(), site_packages=str(sp))
     await patcher.verify()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -278,3 +279,21 @@ async def test_workdir_under_home_is_expanded_on_the_box(
     await patcher.verify()
     assert (tmp_path / "home" / "eagle3" / "probes" / "patch_helper.py").is_file()
     assert not (tmp_path / "~").exists()
+
+
+async def test_package_found_on_the_box_python_path(tmp_path: Path) -> None:
+    """Without --site-packages the helper asks the box python where speculators lives
+    (importlib.util.find_spec, without importing it: its __init__ would pull in vLLM)."""
+    sp = make_site_packages(tmp_path)
+    box_python = tmp_path / "box-python"
+    box_python.write_text(f'#!/bin/sh\nPYTHONPATH="{sp}" exec "{sys.executable}" "$@"\n')
+    box_python.chmod(0o755)
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    host = replace(default_local(str(tmp_path / "box")), python=str(box_python))
+    patcher = Patcher(LocalTransport(), host, bus)
+    plans = await patcher.plan()
+    assert [p.path for p in plans] == [str(sp / WORKER), str(sp / GENERATOR)]
+    assert plans[0].version == "0.3.0"
+    assert all(d.applies for p in plans for d in p.decisions)  # vLLM found the same way

@@ -231,7 +231,8 @@ def plan_file(
             if anchor_problems:
                 refused = why + f"; {'; '.join(anchor_problems)}: refused even with --force"
             else:
-                refused = why + "; the anchors still match, so --force would apply the diff shown"
+                refused = why + ("; the anchors still match, so --force would apply the diff "
+                                 "that `plan` shows")
                 forceable = True
             if force and forceable:
                 notes.append("applying to an unknown original because of --force")

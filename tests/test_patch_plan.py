@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,34 @@ def test_selected_recipe_only_and_partial_rollback() -> None:
     content, remaining = rollback_target(plan, {"embed-input-ids"})
     assert remaining == {"resolve-text-decoder"}
     assert content == compose(original, [recipes[0]])
+
+
+def _required_fields(scheduler_source: str) -> set[str]:
+    """Fields / InitVars of vLLM's SchedulerConfig with no default (the constructor needs them)."""
+    tree = ast.parse(scheduler_source)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SchedulerConfig")
+    return {item.target.id for item in cls.body
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+            and item.value is None and "ClassVar" not in ast.unparse(item.annotation)}
+
+
+def _scheduler_call_keywords(generator_source: str) -> set[str]:
+    calls = [n for n in ast.walk(ast.parse(generator_source)) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Name) and n.func.id == "SchedulerConfig"]
+    assert len(calls) == 1
+    return {k.arg for k in calls[0].keywords if k.arg}
+
+
+def test_patched_generator_passes_every_argument_vllm_016_requires() -> None:
+    scheduler = unpacked("vllm", "0.16.0", ["vllm/config/scheduler.py",
+                                            "vllm-0.16.0.dist-info/METADATA"])
+    required = _required_fields((scheduler / "vllm/config/scheduler.py").read_text())
+    assert required == {"max_model_len", "is_encoder_decoder"}
+    original = _original(GENERATOR)
+    assert required - _scheduler_call_keywords(original) == {"is_encoder_decoder"}
+    patched = compose(original, recipes_for("speculators")[GENERATOR])
+    assert required <= _scheduler_call_keywords(patched)
+    tokenizer_calls = [n for n in ast.walk(ast.parse(patched)) if isinstance(n, ast.Call)
+                       and ast.unparse(n.func) == "AutoTokenizer.from_pretrained"]
+    assert [ast.unparse(k) for c in tokenizer_calls for k in c.keywords] == [
+        "trust_remote_code=True"]

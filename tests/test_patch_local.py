@@ -187,7 +187,7 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["patch", "rollback", *common]) == EXIT_OK
     assert sha256(worker) == sha256(wheel_file(WORKER))
     assert main(["patch", "plan", "--recipe", "no-such-recipe", *common]) == 2
-    assert "unknown recipe no-such-recipe" in capsys.readouterr().err
+    assert "unknown recipe no-such-recipe" in capsys.readouterr().out
 
     worker.write_text(worker.read_text() + "# local change\n")
     assert main(["patch", "plan", *common]) == EXIT_REFUSED
@@ -196,7 +196,7 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     assert "not a known original" in planned[0]["refused"] and planned[0]["diff"]
     assert main(["patch", "apply", "--yes", *common]) == EXIT_REFUSED
     assert main(["patch", "rollback", *common]) == EXIT_REFUSED
-    assert "nothing to roll back to" in capsys.readouterr().err
+    assert "nothing to roll back to" in capsys.readouterr().out
 
 
 _DOCKER = """#!/bin/sh
@@ -297,3 +297,25 @@ async def test_package_found_on_the_box_python_path(tmp_path: Path) -> None:
     assert [p.path for p in plans] == [str(sp / WORKER), str(sp / GENERATOR)]
     assert plans[0].version == "0.3.0"
     assert all(d.applies for p in plans for d in p.decisions)  # vLLM found the same way
+
+
+def test_malformed_helper_output_is_an_error_event_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = make_site_packages(tmp_path)
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'Segmentation fault? not JSON'\n")
+    broken.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "console.toml").write_text(
+        f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\npython = "{broken}"\n')
+    rc = main(["patch", "plan", "--host", "local", "--site-packages", str(sp), "--no-record",
+               "--json"])
+    out = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in out.err
+    errors = [Event.from_json(line) for line in out.out.splitlines()]
+    errors = [e for e in errors if e.kind == ev.CONSOLE_ERROR]
+    assert len(errors) == 1
+    # Either it printed garbage or it exited before its request was written: both are named.
+    message = errors[0].payload["message"]
+    assert "printed no JSON answer" in message or "exited before reading" in message

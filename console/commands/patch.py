@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from console.context import Context, add_common_options
-from remote.errors import EXIT_OK, EXIT_REFUSED, Refused, UsageError
+from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.patcher.recipes import RECIPES
 from remote.patcher.runner import Patcher
 
@@ -42,43 +42,51 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 async def run(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args, hosts=[args.host])
     try:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
-        patcher = Patcher(transport, host, ctx.bus, site_packages=args.site_packages,
-                          recipes=args.recipe)
-        if args.action == "plan":
-            plans = await patcher.plan(force=args.force)
-            if not args.json:
-                for p in plans:
-                    if p.changes:
-                        ctx.out.write(p.diff)
-            return EXIT_REFUSED if any(p.refused for p in plans) else EXIT_OK
-        if args.action == "verify":
-            plans = await patcher.verify()
-            return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
-        if args.action == "rollback":
-            await patcher.rollback()
-            return EXIT_OK
-        if not args.yes:
-            plans = await patcher.plan(force=args.force)
-            if any(p.refused for p in plans):
-                raise Refused("; ".join(p.refused or "" for p in plans if p.refused))
-            if not any(p.changes for p in plans):
-                await patcher.apply(force=args.force, emit_plan=False)
-                return EXIT_OK
-            if args.json or not sys.stdin.isatty():
-                raise UsageError("apply changes files on the box: pass --yes to confirm "
-                                 "(no terminal to ask on)")
-            for p in plans:
-                if p.changes:
-                    print(p.diff, file=sys.stderr)
-            answer = input(f"apply to {host.name}? [y/N] ").strip().lower()
-            if answer not in ("y", "yes"):
-                ctx.info("not applied", host.name)
-                return EXIT_REFUSED
-            await patcher.apply(force=args.force, emit_plan=False, confirmed=plans)
-            return EXIT_OK
-        await patcher.apply(force=args.force)
-        return EXIT_OK
+        return await _run(ctx, args)
+    except ConsoleError as exc:
+        # As an event, so the refusal or failure is in the session file and the --json stream.
+        ctx.error(str(exc), args.host, exit_code=exc.exit_code)
+        return exc.exit_code
     finally:
         await ctx.aclose()
+
+
+async def _run(ctx: Context, args: argparse.Namespace) -> int:
+    host = ctx.host(args.host)
+    transport = await ctx.transport(host.name)
+    patcher = Patcher(transport, host, ctx.bus, site_packages=args.site_packages,
+                      recipes=args.recipe)
+    if args.action == "plan":
+        plans = await patcher.plan(force=args.force)
+        if not args.json:
+            for p in plans:
+                if p.changes:
+                    ctx.out.write(p.diff)
+        return EXIT_REFUSED if any(p.refused for p in plans) else EXIT_OK
+    if args.action == "verify":
+        plans = await patcher.verify()
+        return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
+    if args.action == "rollback":
+        await patcher.rollback()
+        return EXIT_OK
+    if not args.yes:
+        plans = await patcher.plan(force=args.force)
+        if any(p.refused for p in plans):
+            raise Refused("; ".join(p.refused or "" for p in plans if p.refused))
+        if not any(p.changes for p in plans):
+            await patcher.apply(force=args.force, emit_plan=False)
+            return EXIT_OK
+        if args.json or not sys.stdin.isatty():
+            raise UsageError("apply changes files on the box: pass --yes to confirm "
+                             "(no terminal to ask on)")
+        for p in plans:
+            if p.changes:
+                print(p.diff, file=sys.stderr)
+        answer = input(f"apply to {host.name}? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            ctx.info("not applied", host.name)
+            return EXIT_REFUSED
+        await patcher.apply(force=args.force, emit_plan=False, confirmed=plans)
+        return EXIT_OK
+    await patcher.apply(force=args.force)
+    return EXIT_OK

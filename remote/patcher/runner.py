@@ -86,8 +86,12 @@ class Patcher:
 
     async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
         helper = await self._helper_path()
-        done = await self.transport.run([self.host.python, helper], input=json.dumps(request),
-                                        timeout=300)
+        try:
+            done = await self.transport.run([self.host.python, helper],
+                                            input=json.dumps(request), timeout=300)
+        except (BrokenPipeError, ConnectionResetError) as exc:  # it exited before reading
+            raise PatchError(f"the patch helper on {self.host.name} ({self.host.python}) exited "
+                             f"before reading its request: {exc}") from None
         if done.returncode != 0:
             raise RemoteCommandError(done.argv, done.returncode, done.stderr)
         lines = done.stdout.strip().splitlines()

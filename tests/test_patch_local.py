@@ -37,6 +37,7 @@ async def test_apply_verify_reapply_rollback(tmp_path: Path) -> None:
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: sha256(worker), gen: sha256(gen)}
+    worker.chmod(0o640)  # an unusual mode survives apply and rollback
     patcher, seen = _patcher(tmp_path, sp)
 
     plans = await patcher.plan()
@@ -54,6 +55,7 @@ async def test_apply_verify_reapply_rollback(tmp_path: Path) -> None:
     assert backups == [f"custom_worker.py.eagle3-orig-{originals[worker]}",
                        f"vllm_hidden_states_generator.py.eagle3-orig-{originals[gen]}"]
     assert (worker.parent / "__pycache__").is_dir()  # compiled with the box python
+    assert worker.stat().st_mode & 0o777 == 0o640
 
     seen.clear()
     await patcher.verify()
@@ -72,6 +74,7 @@ async def test_apply_verify_reapply_rollback(tmp_path: Path) -> None:
     await patcher.rollback()
     assert sha256(worker) == originals[worker] == sha256(wheel_file(WORKER))
     assert sha256(gen) == originals[gen]
+    assert worker.stat().st_mode & 0o777 == 0o640
     assert not list(worker.parent.glob("*.eagle3-orig-*"))
     rolled = _kinds(seen, ev.PATCH_ROLLED_BACK)
     assert [r["sha256"] for r in rolled] == [originals[worker], originals[gen]]

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "console.commands.replay",
     "console.commands.hosts",
     "console.commands.jobs",
+    "console.commands.patch",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

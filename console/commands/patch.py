@@ -1,0 +1,92 @@
+"""`console patch plan|apply|verify|rollback --host H`: fix the speculators worker in place.
+
+`plan` shows the diff and which recipes apply and why; `apply` asks before writing unless --yes
+(or --json, where nobody can answer); refusals exit 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from console.context import Context, add_common_options
+from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
+from remote.patcher.recipes import RECIPES
+from remote.patcher.runner import Patcher
+
+ACTIONS = ("plan", "apply", "verify", "rollback")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    names = ", ".join(r.name for r in RECIPES)
+    p = sub.add_parser(
+        "patch", help="plan, apply, verify or roll back fixes to the speculators worker",
+        description="Fix speculators' hidden-state worker inside the deployed container, "
+        f"atomically and reversibly. Recipes: {names}.",
+    )
+    p.add_argument("action", choices=ACTIONS)
+    p.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    p.add_argument("--recipe", action="append", metavar="NAME",
+                   help="only this recipe (repeatable; default: every recipe that applies)")
+    p.add_argument("--force", action="store_true",
+                   help="apply to a file that is not a known original when the anchors match")
+    p.add_argument("--yes", action="store_true", help="apply without asking")
+    p.add_argument("--site-packages", metavar="DIR",
+                   help="look for the package in DIR instead of the box python's import path")
+    p.add_argument("--accept-new-host-key", action="store_true",
+                   help="trust and store the host key of a host not yet in known_hosts")
+    add_common_options(p)
+    p.set_defaults(func=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        return await _run(ctx, args)
+    except ConsoleError as exc:
+        # As an event, so the refusal or failure is in the session file and the --json stream.
+        ctx.error(str(exc), args.host, exit_code=exc.exit_code)
+        return exc.exit_code
+    finally:
+        await ctx.aclose()
+
+
+async def _run(ctx: Context, args: argparse.Namespace) -> int:
+    host = ctx.host(args.host)
+    transport = await ctx.transport(host.name)
+    patcher = Patcher(transport, host, ctx.bus, site_packages=args.site_packages,
+                      recipes=args.recipe)
+    if args.action == "plan":
+        plans = await patcher.plan(force=args.force)
+        if not args.json:
+            for p in plans:
+                if p.changes:
+                    ctx.out.write(p.diff)
+        return EXIT_REFUSED if any(p.refused for p in plans) else EXIT_OK
+    if args.action == "verify":
+        plans = await patcher.verify()
+        return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
+    if args.action == "rollback":
+        await patcher.rollback()
+        return EXIT_OK
+    if not args.yes:
+        plans = await patcher.plan(force=args.force)
+        if any(p.refused for p in plans):
+            raise Refused("; ".join(p.refused or "" for p in plans if p.refused))
+        if not any(p.changes for p in plans):
+            await patcher.apply(force=args.force, emit_plan=False)
+            return EXIT_OK
+        if args.json or not sys.stdin.isatty():
+            raise UsageError("apply changes files on the box: pass --yes to confirm "
+                             "(no terminal to ask on)")
+        for p in plans:
+            if p.changes:
+                print(p.diff, file=sys.stderr)
+        answer = input(f"apply to {host.name}? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            ctx.info("not applied", host.name)
+            return EXIT_REFUSED
+        await patcher.apply(force=args.force, emit_plan=False, confirmed=plans)
+        return EXIT_OK
+    await patcher.apply(force=args.force)
+    return EXIT_OK

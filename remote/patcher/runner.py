@@ -1,0 +1,246 @@
+"""The patcher over a Transport: inspect the box, plan, apply, verify, roll back, as events.
+
+The laptop side decides (remote.patcher.plan); the box side (remote/probes/patch_helper.py,
+uploaded content-hashed) does every read and write where the file lives, so the same code runs
+over `local`, SSH and a container exec.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import posixpath
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from remote import events as ev
+from remote.bus import EventBus
+from remote.errors import ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.hosts import HostConfig
+from remote.patcher.plan import (
+    AnchorError,
+    FilePlan,
+    plan_file,
+    recipes_for,
+    rollback_target,
+    sha256_text,
+)
+from remote.patcher.recipes import SPECULATORS, Recipe
+from remote.transport import Transport
+from remote.upload import upload
+
+HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
+_EXPANDUSER = "import os,sys;print(os.path.expanduser(sys.argv[1]))"
+
+
+class PatchError(ConsoleError):
+    """The box answered, but not with what the patcher needs (or the helper said no)."""
+
+
+class Patcher:
+    def __init__(
+        self,
+        transport: Transport,
+        host: HostConfig,
+        bus: EventBus,
+        *,
+        package: str = SPECULATORS,
+        site_packages: str | None = None,
+        recipes: Sequence[str] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.host = host
+        self.bus = bus
+        self.package = package
+        self.site_packages = site_packages
+        try:
+            self.groups = recipes_for(package, recipes)
+        except KeyError as exc:
+            known = ", ".join(r.name for rs in recipes_for(package).values() for r in rs)
+            raise UsageError(f"unknown recipe {exc.args[0]} (known: {known})") from None
+        if not self.groups:
+            raise UsageError(f"no recipes for package {package!r}")
+        self.selected = set(recipes) if recipes is not None else None
+        self._helper: str | None = None
+
+    # -- box side ------------------------------------------------------------------------
+    async def _helper_path(self) -> str:
+        if self._helper is None:
+            workdir = self.host.workdir
+            if not workdir.startswith("/"):  # `~` or relative: only the box knows its home
+                done = await self.transport.run(
+                    [self.host.python, "-c", _EXPANDUSER, workdir], timeout=60
+                )
+                workdir = done.stdout.strip()
+                if done.returncode != 0 or not workdir:
+                    raise PatchError(
+                        f"cannot run {self.host.python} on {self.host.name}: "
+                        f"{done.stderr.strip() or 'no output'}"
+                    )
+            remote = posixpath.join(workdir, "probes", HELPER.name)
+            await upload(self.transport, HELPER, remote, python=self.host.python,
+                         bus=self.bus, host=self.host.name)
+            self._helper = remote
+        return self._helper
+
+    async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
+        helper = await self._helper_path()
+        try:
+            done = await self.transport.run([self.host.python, helper],
+                                            input=json.dumps(request), timeout=300)
+        except (BrokenPipeError, ConnectionResetError) as exc:  # it exited before reading
+            raise PatchError(f"the patch helper on {self.host.name} ({self.host.python}) exited "
+                             f"before reading its request: {exc}") from None
+        if done.returncode != 0:
+            raise RemoteCommandError(done.argv, done.returncode, done.stderr)
+        lines = done.stdout.strip().splitlines()
+        try:
+            answer = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "ok" not in answer:
+            raise PatchError(
+                f"the patch helper on {self.host.name} printed no JSON answer: "
+                f"{done.stdout[-200:]!r} {done.stderr.strip()[-200:]}"
+            )
+        if not answer["ok"]:
+            raise PatchError(f"{request['op']} on {self.host.name}: {answer.get('error')}")
+        return answer
+
+    async def inspect(self) -> dict[str, Any]:
+        req: dict[str, Any] = {"op": "inspect", "package": self.package,
+                               "files": sorted(self.groups)}
+        if self.site_packages:
+            req["site_packages"] = self.site_packages
+        box = await self._call(req)
+        if not box.get("package_dir"):
+            where = self.site_packages or f"the import path of {self.host.python}"
+            raise Refused(f"{self.package} is not installed in {where} on {self.host.name}")
+        for rel, entry in box.get("files", {}).items():
+            if not entry.get("exists"):
+                versions = sorted({v for r in self.groups[rel] for v in r.versions})
+                raise Refused(
+                    f"{entry.get('path', rel)} does not exist on {self.host.name} "
+                    f"({self.package} {box.get('version') or 'of unknown version'} is installed;"
+                    f" the recipes are for {', '.join(versions)})")
+            entry["current"] = base64.b64decode(entry["content_b64"])
+            good = [b for b in entry.get("backups", []) if "content_b64" in b]
+            if len(entry.get("backups", [])) > 1:
+                raise Refused(f"several backups of {entry['path']} exist on {self.host.name}: "
+                              + ", ".join(b["path"] for b in entry["backups"]))
+            if entry.get("backups") and not good:
+                b = entry["backups"][0]
+                raise Refused(f"backup {b['path']} is corrupt (content sha256 {b['sha256']}, "
+                              f"named {b['sha256_named']})")
+            entry["backup"] = base64.b64decode(good[0]["content_b64"]) if good else None
+        return box
+
+    # -- operations ----------------------------------------------------------------------
+    async def plan(self, *, force: bool = False, emit: bool = True) -> list[FilePlan]:
+        box = await self.inspect()
+        plans = []
+        for rel, recipes in self.groups.items():
+            try:
+                p = plan_file(rel, box["files"][rel], box, recipes, self.selected, force=force)
+            except AnchorError as exc:
+                raise Refused(f"{rel}: {exc}") from None
+            plans.append(p)
+            if emit:
+                self._emit_planned(p)
+        return plans
+
+    def _emit_planned(self, p: FilePlan) -> None:
+        applying = [d.name for d in p.decisions if d.applies]
+        if p.refused:
+            summary = f"{p.rel}: refused: {p.refused}"
+        elif applying:
+            summary = f"{p.rel}: would apply {', '.join(applying)}"
+        else:
+            summary = f"{p.rel}: nothing to do"
+        self.bus.emit(
+            ev.PATCH_PLANNED, self.host.name, file=p.path, rel=p.rel, version=p.version,
+            recipes=[d.to_dict() for d in p.decisions], diff=p.diff, sha256=p.current_sha256,
+            original_sha256=p.original_sha256, original_known=p.original_known,
+            refused=p.refused, forceable=p.forceable, notes=p.notes, summary=summary,
+        )
+
+    async def apply(self, *, force: bool = False, emit_plan: bool = True,
+                    confirmed: Sequence[FilePlan] | None = None) -> list[FilePlan]:
+        """Plans again and writes. With `confirmed` (the plans an operator approved), refuses
+        if what would be written is no longer exactly that; the helper in turn refuses if the
+        file changes between this plan and its write."""
+        plans = await self.plan(force=force, emit=emit_plan)
+        refused = [p for p in plans if p.refused]
+        if refused:
+            raise Refused("; ".join(p.refused or "" for p in refused))
+        if confirmed is not None:
+            seen = {(p.rel, p.current_sha256, p.target) for p in confirmed}
+            moved = [p.rel for p in plans if (p.rel, p.current_sha256, p.target) not in seen]
+            if moved:
+                raise Refused(f"{', '.join(moved)} changed on {self.host.name} since the plan "
+                              "was shown: nothing applied, plan again")
+        for p in plans:
+            if not p.changes:
+                self._emit_state(ev.PATCH_APPLIED, p, p.current_sha256, p.in_effect or frozenset(),
+                                 changed=False)
+                continue
+            answer = await self._call({
+                "op": "apply", "file": p.path, "expect_sha256": p.current_sha256,
+                "original_sha256": p.original_sha256,
+                "content_b64": base64.b64encode(p.target.encode("utf-8")).decode("ascii"),
+            })
+            if answer.get("warning"):
+                self.bus.emit(ev.CONSOLE_WARNING, self.host.name,
+                              message=f"{p.rel}: {answer['warning']}")
+            self._emit_state(ev.PATCH_APPLIED, p, answer["sha256"], p.target_set,
+                             changed=bool(answer.get("changed")), backup=answer.get("backup"),
+                             backup_sha256=answer.get("backup_sha256"))
+        return plans
+
+    async def verify(self) -> list[FilePlan]:
+        plans = await self.plan(emit=False)
+        for p in plans:
+            active = p.in_effect if p.in_effect is not None else frozenset(
+                d.name for d in p.decisions if d.in_effect)
+            self._emit_state(ev.PATCH_VERIFIED, p, p.current_sha256, active,
+                             original=p.current_sha256 == p.original_sha256,
+                             original_known=p.original_known, has_backup=p.has_backup,
+                             consistent=p.in_effect is not None)
+        return plans
+
+    async def rollback(self) -> list[FilePlan]:
+        plans = await self.plan(emit=False)
+        lost = [p for p in plans if not p.has_backup and not p.original_known]
+        if lost:
+            raise Refused("; ".join(
+                f"{p.path} has no backup on {self.host.name} and is not a known original "
+                f"(sha256 {p.current_sha256[:12]}): nothing to roll back to" for p in lost))
+        for p in plans:
+            content, remaining = rollback_target(p, self.selected)
+            if remaining:
+                answer = await self._call({
+                    "op": "apply", "file": p.path, "expect_sha256": p.current_sha256,
+                    "original_sha256": p.original_sha256,
+                    "content_b64": base64.b64encode(content.encode("utf-8")).decode("ascii"),
+                })
+            else:
+                answer = await self._call({"op": "rollback", "file": p.path})
+            sha = answer.get("sha256") or sha256_text(content)
+            self._emit_state(ev.PATCH_ROLLED_BACK, p, sha, remaining,
+                             changed=bool(answer.get("changed")), backup=answer.get("backup"))
+        return plans
+
+    def _emit_state(self, kind: str, p: FilePlan, sha: str, active: frozenset[str],
+                    **extra: Any) -> None:
+        recipes: list[Recipe] = self.groups[p.rel]
+        listed = [{"name": r.name, "in_effect": r.name in active} for r in recipes]
+        on = [r["name"] for r in listed if r["in_effect"]]
+        verb = {ev.PATCH_APPLIED: "applied", ev.PATCH_VERIFIED: "verified",
+                ev.PATCH_ROLLED_BACK: "rolled back"}[kind]
+        state = ("in effect: " + ", ".join(str(n) for n in on)) if on else (
+            "original (no recipe in effect)")
+        if kind == ev.PATCH_APPLIED and not extra.get("changed"):
+            verb = "unchanged"
+        self.bus.emit(kind, self.host.name, file=p.path, rel=p.rel, recipes=listed, sha256=sha,
+                      summary=f"{p.rel}: {verb}: {state} (sha256 {sha[:12]})", **extra)

@@ -121,9 +121,12 @@ class Transport(abc.ABC):
     ) -> CompletedRun:
         proc = await self.start(argv, env=env)
         try:
-            if input is not None:
-                await proc.write(input.encode() if isinstance(input, str) else input)
-            await proc.close_stdin()
+            try:
+                if input is not None:
+                    await proc.write(input.encode() if isinstance(input, str) else input)
+                await proc.close_stdin()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # it exited without reading its input: its status and output still count
 
             async def collect() -> tuple[list[str], list[str], int]:
                 out: list[str] = []

@@ -7,19 +7,25 @@ that free when nothing changed, which matters over a slow link.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 from pathlib import Path
 
 from remote import events as ev
 from remote.bus import EventBus
+from remote.errors import RemoteCommandError
 from remote.transport import Transport
 
-# Runs on the box with whatever python is there (>= 3.8); prints the hex digest or nothing.
-_REMOTE_SHA = (
-    "import hashlib,sys\n"
+# Runs on the box with whatever python is there (>= 3.8), in one round trip: expands `~`
+# (argv is quoted, so no shell does it), creates the parent directory, and prints the expanded
+# path and the current digest ("-" when the file is absent).
+_REMOTE_PREPARE = (
+    "import hashlib,os,sys\n"
+    "p=os.path.expanduser(sys.argv[1])\n"
+    "os.makedirs(os.path.dirname(p) or '.',exist_ok=True)\n"
+    "print(p)\n"
     "try:\n"
-    "    f=open(sys.argv[1],'rb')\n"
+    "    f=open(p,'rb')\n"
     "except OSError:\n"
+    "    print('-')\n"
     "    sys.exit(0)\n"
     "h=hashlib.sha256()\n"
     "for b in iter(lambda: f.read(1<<20), b''):\n"
@@ -36,10 +42,19 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+async def prepare_remote(transport: Transport, path: str, python: str = "python3") -> tuple[str, str | None]:
+    """(expanded path, sha256 of what is there now or None)."""
+    done = await transport.run([python, "-c", _REMOTE_PREPARE, path], timeout=120, check=True)
+    lines = done.stdout.splitlines()
+    if len(lines) != 2:
+        raise RemoteCommandError([python, "-c", "<prepare upload>", path], done.returncode,
+                                 f"unexpected output: {done.stdout[:200]!r}")
+    expanded, digest = lines
+    return expanded, (digest if len(digest) == 64 else None)
+
+
 async def remote_sha256(transport: Transport, path: str, python: str = "python3") -> str | None:
-    done = await transport.run([python, "-c", _REMOTE_SHA, path], timeout=120)
-    digest = done.stdout.strip()
-    return digest if done.returncode == 0 and len(digest) == 64 else None
+    return (await prepare_remote(transport, path, python))[1]
 
 
 async def upload(
@@ -51,15 +66,16 @@ async def upload(
     bus: EventBus | None = None,
     host: str = "",
 ) -> bool:
-    """Put `local` at `remote` unless identical content is already there. True if sent."""
+    """Put `local` at `remote` unless identical content is already there. True if sent.
+    `remote` may start with `~` (expanded on the box)."""
     digest = sha256_file(local)
-    if await remote_sha256(transport, remote, python) == digest:
+    expanded, current = await prepare_remote(transport, remote, python)
+    if current == digest:
         return False
-    await transport.run(["mkdir", "-p", posixpath.dirname(remote) or "."], check=True)
 
     def progress(done: int, total: int) -> None:
         if bus is not None:
             bus.emit(ev.UPLOAD_PROGRESS, host, path=remote, done=done, total=total)
 
-    await transport.put(local, remote, progress)
+    await transport.put(local, expanded, progress)
     return True

@@ -74,3 +74,20 @@ async def test_put_get_and_content_hashed_upload(tmp_path: Path) -> None:
         assert back.read_text() == "print('v2')\n"
         fwd = await t.forward(8000)
         assert fwd.local_port == 8000
+
+
+async def test_upload_expands_tilde_on_the_box(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    src = tmp_path / "probe.py"
+    src.write_text("x = 1\n")
+    async with LocalTransport() as t:
+        assert await upload(t, src, "~/eagle3/probes/probe.py") is True
+        assert (tmp_path / "home" / "eagle3" / "probes" / "probe.py").read_text() == "x = 1\n"
+        assert await upload(t, src, "~/eagle3/probes/probe.py") is False
+        assert not Path("~").exists()
+
+
+async def test_run_survives_a_command_that_ignores_its_input() -> None:
+    async with LocalTransport() as t:
+        done = await t.run(["true"], input=b"x" * (1 << 20))
+        assert done.returncode == 0

@@ -1,0 +1,162 @@
+"""The load driver: a concurrency sweep of streamed requests with a fixed output length.
+
+Each point keeps exactly `concurrency` requests in flight (closed loop, as vLLM's own
+benchmark does with --max-concurrency) for `rounds × concurrency` requests, and scrapes the
+spec-decode counters just before and just after, so the acceptance figures cover the same window
+as the throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+
+from remote.bench.client import RequestResult, VllmClient
+from remote.bench.errors import BenchFailed, ModelMismatch
+from remote.errors import UsageError
+from remote.bench.metrics import SpecCounters, acceptance_between
+from remote.bench.prompts import PromptSet
+from remote.bench.results import BenchRun, Point
+from remote.events import format_ts, utc_now
+
+MAX_ERRORS_KEPT = 5
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default), q in 0..100."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def parse_concurrency(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"--concurrency {text!r}: expected comma-separated integers") from None
+    if not values or any(v < 1 for v in values):
+        raise UsageError(f"--concurrency {text!r}: expected positive integers")
+    return sorted(set(values))
+
+
+async def resolve_model(client: VllmClient, model: str | None) -> str:
+    """The served model: the one named (checked against /v1/models) or the only one served."""
+    served = await client.served_models()
+    if not served:
+        raise BenchFailed(f"{client.shown_url}/v1/models lists no model")
+    if model is None:
+        return served[0]
+    if model not in served:
+        raise ModelMismatch(
+            f"{client.shown_url} serves {', '.join(repr(s) for s in served)}, not {model!r}"
+        )
+    return model
+
+
+async def _spec_counters(client: VllmClient, model: str) -> SpecCounters:
+    return (await client.scrape()).for_model(model, client.shown_url)
+
+
+async def run_point(
+    client: VllmClient,
+    model: str,
+    prompts: PromptSet,
+    concurrency: int,
+    *,
+    requests: int,
+    max_tokens: int,
+    speculative: bool,
+    offset: int = 0,
+) -> Point:
+    before = await _spec_counters(client, model) if speculative else None
+    results: list[RequestResult] = []
+    next_index = iter(range(requests))
+
+    async def worker() -> None:
+        for i in next_index:
+            results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens))
+
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, requests))]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+    duration = time.perf_counter() - started
+    acceptance = None
+    if before is not None:
+        after = await _spec_counters(client, model)
+        acceptance = acceptance_between(before, after, client.shown_url).to_dict()
+
+    ok = [r for r in results if r.ok]
+    errors = [r.error or "?" for r in results if not r.ok]
+    if not ok:
+        raise BenchFailed(
+            f"all {len(results)} requests at concurrency {concurrency} failed: {errors[0]}"
+        )
+    tokens = sum(r.output_tokens for r in ok)
+    ttfts = [r.ttft for r in ok if r.ttft is not None]
+    tpots = [t for r in ok if (t := r.tpot) is not None]
+    return Point(
+        concurrency=concurrency,
+        requests=len(results),
+        failed=len(errors),
+        output_tokens=tokens,
+        duration=duration,
+        output_tok_s=tokens / duration if duration > 0 else 0.0,
+        req_s=len(ok) / duration if duration > 0 else 0.0,
+        ttft_p50=percentile(ttfts, 50),
+        ttft_p99=percentile(ttfts, 99),
+        tpot_p50=percentile(tpots, 50),
+        tpot_p99=percentile(tpots, 99),
+        acceptance=acceptance,
+        errors=errors[:MAX_ERRORS_KEPT],
+    )
+
+
+async def run_sweep(
+    client: VllmClient,
+    prompts: PromptSet,
+    concurrencies: Sequence[int],
+    *,
+    label: str,
+    model: str | None,
+    speculative: bool,
+    max_tokens: int,
+    rounds: int,
+    warmup: int = 1,
+    host: str = "",
+    on_point: Callable[[Point], None] | None = None,
+) -> BenchRun:
+    """Checks the server first (reachable, model, counters present when speculation is
+    expected) so a misconfigured run fails in a second, not after the first point."""
+    model = await resolve_model(client, model)
+    if speculative:
+        await _spec_counters(client, model)
+    run = BenchRun(
+        label=label, url=client.shown_url, model=model, speculative=speculative,
+        max_tokens=max_tokens, rounds=rounds, prompts=prompts.name,
+        prompts_sha256=prompts.sha256, started=format_ts(utc_now()), host=host,
+    )
+    if warmup > 0:
+        warm = await asyncio.gather(*(client.stream_chat(model, prompts.get(i), max_tokens)
+                                      for i in range(warmup)))
+        bad = [r for r in warm if not r.ok]
+        if len(bad) == len(warm):
+            raise BenchFailed(f"warm-up request to {client.shown_url} failed: {bad[0].error}")
+    offset = 0
+    for c in concurrencies:
+        point = await run_point(client, model, prompts, c, requests=rounds * c,
+                                max_tokens=max_tokens, speculative=speculative, offset=offset)
+        offset += rounds * c
+        run.points.append(point)
+        if on_point is not None:
+            on_point(point)
+    return run

@@ -47,12 +47,13 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -379,6 +380,23 @@ class RunningDouble:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def vllm_double() -> Iterator[Callable[..., RunningDouble]]:
+    """Factory: `vllm_double(speculative=True, ...)` starts a double, stopped after the test."""
+    started: list[RunningDouble] = []
+
+    def start(**config: Any) -> RunningDouble:
+        double = RunningDouble(DoubleConfig(**config))
+        started.append(double)
+        return double
+
+    yield start
+    for double in started:
+        double.stop()
 
 
 async def _main(cfg: DoubleConfig, port: int) -> None:
@@ -391,3 +409,4 @@ async def _main(cfg: DoubleConfig, port: int) -> None:
 if __name__ == "__main__":
     config = DoubleConfig(**json.loads(sys.argv[1] if len(sys.argv) > 1 else "{}"))
     asyncio.run(_main(config, int(sys.argv[2]) if len(sys.argv) > 2 else 8000))
+

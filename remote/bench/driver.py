@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 
 from remote.bench.client import RequestResult, VllmClient
 from remote.bench.errors import BenchFailed, ModelMismatch
-from remote.errors import UsageError
 from remote.bench.metrics import SpecCounters, acceptance_between
 from remote.bench.prompts import PromptSet
 from remote.bench.results import BenchRun, Point
+from remote.errors import UsageError
 from remote.events import format_ts, utc_now
 
 MAX_ERRORS_KEPT = 5
@@ -87,8 +87,8 @@ async def run_point(
     try:
         await asyncio.gather(*tasks)
     finally:
-        for t in tasks:
-            t.cancel()
+        for task in tasks:
+            task.cancel()
     duration = time.perf_counter() - started
     acceptance = None
     if before is not None:
@@ -103,7 +103,7 @@ async def run_point(
         )
     tokens = sum(r.output_tokens for r in ok)
     ttfts = [r.ttft for r in ok if r.ttft is not None]
-    tpots = [t for r in ok if (t := r.tpot) is not None]
+    tpots = [tp for r in ok if (tp := r.tpot) is not None]
     return Point(
         concurrency=concurrency,
         requests=len(results),

@@ -64,7 +64,7 @@ def parse_prompts(data: bytes, name: str) -> PromptSet:
             continue
         try:
             row = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise UsageError(f"{name}:{lineno}: not JSON ({exc.msg})") from None
         messages = _row_messages(row)
         if messages is None:

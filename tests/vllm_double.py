@@ -31,7 +31,9 @@ Speed model (explicit, so tests can predict the figures they measure):
 
 Test controls (not in vLLM): `GET /_double/state` (counters, requests seen), `POST
 /_double/counters` (set the counters of one engine to given values), `POST /_double/restart`
-(zero the counters and re-create them, as a server restart does).
+(zero the counters and re-create them, as a server restart does); in the config,
+`advance_per_scrape` (known increments after every scrape, for watch windows) and
+`restart_at_scrape`.
 
 Run: `python -m tests.vllm_double '{"speculative": true}'` prints `listening PORT` then serves.
 """
@@ -72,6 +74,10 @@ class DoubleConfig:
     engines: int = 1
     # Also expose spec counters for a second model_name (filtering must drop them).
     other_model: str | None = None
+    # Test controls for watch mode: after each /metrics answer, add these to engine 0's counters
+    # ({"drafts", "draft_tokens", "accepted", "per_pos"}), and restart at the Nth scrape (1-based).
+    advance_per_scrape: dict[str, Any] | None = None
+    restart_at_scrape: int | None = None
 
     def __post_init__(self) -> None:
         if any(a < 0 or a > self.num_speculative_tokens for a in self.accept_pattern):
@@ -216,6 +222,7 @@ class VllmDouble:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_SpecCollector(self))  # type: ignore[arg-type]
         self.requests_seen = 0
+        self.scrapes = 0
         self.bodies_checked: dict[str, Any] = {"ignore_eos": [], "max_tokens": [], "stream": []}
 
     async def serve(self, port: int) -> asyncio.Server:
@@ -243,8 +250,17 @@ class VllmDouble:
     async def _route(self, method: str, path: str, body: bytes,
                      writer: asyncio.StreamWriter) -> None:
         if method == "GET" and path == "/metrics":
-            await _respond(writer, 200, generate_latest(self.registry),
-                           "text/plain; version=0.0.4; charset=utf-8")
+            self.scrapes += 1
+            if self.scrapes == self.cfg.restart_at_scrape:
+                self.engine.restart()
+            text = generate_latest(self.registry)
+            if self.cfg.advance_per_scrape:
+                c, adv = self.engine.counts[0], self.cfg.advance_per_scrape
+                c.drafts += adv["drafts"]
+                c.draft_tokens += adv["draft_tokens"]
+                c.accepted += adv["accepted"]
+                c.per_pos = [a + b for a, b in zip(c.per_pos, adv["per_pos"], strict=True)]
+            await _respond(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8")
         elif method == "GET" and path == "/v1/models":
             await _json(writer, 200, {"object": "list", "data": [
                 {"id": self.cfg.model, "object": "model", "owned_by": "vllm"}]})
@@ -271,6 +287,7 @@ class VllmDouble:
             "config": asdict(self.cfg),
             "counters": [asdict(c) for c in self.engine.counts],
             "requests_seen": self.requests_seen,
+            "scrapes": self.scrapes,
             "generated": self.engine.generated,
             "bodies": self.bodies_checked,
         }

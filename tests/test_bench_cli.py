@@ -12,17 +12,18 @@ from console.cli import main
 from remote.bench.compare import find_crossover
 from remote.bench.results import load_result
 from tests.sshd_harness import free_port
-from tests.vllm_double import DoubleConfig, vllm_double  # noqa: F401  (fixture)
+from tests.vllm_double import DoubleConfig
+from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 
 FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 
 # The speed model of the pair (tests/vllm_double.py): a step costs base + per_seq * batch.
 # Speculation yields 1 + 3 tokens per decode step (every draft fully accepted) but verifying 4
-# positions per sequence makes each sequence 11x dearer per step, so it wins at low concurrency
-# and loses at high: with 16 output tokens, predicted speedups 2.24 (c=1), 1.20 (c=4), 0.59
+# positions per sequence makes each sequence 18x dearer per step, so it wins at low concurrency
+# and loses at high: with 16 output tokens, predicted speedups 2.26 (c=1), 1.26 (c=4), 0.55
 # (c=16).
-BASELINE_SPEED = {"step_base_s": 0.010, "step_per_seq_s": 0.0005}
-SPEC_SPEED = {"step_base_s": 0.010, "step_per_seq_s": 0.0055, "accept_pattern": [3],
+BASELINE_SPEED = {"step_base_s": 0.010, "step_per_seq_s": 0.00025}
+SPEC_SPEED = {"step_base_s": 0.010, "step_per_seq_s": 0.0045, "accept_pattern": [3],
               "num_speculative_tokens": 3}
 
 

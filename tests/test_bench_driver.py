@@ -21,7 +21,7 @@ from remote.bench.prompts import BUILTIN, load_prompts, parse_prompts
 from remote.bench.results import BenchRun, Point, load_result, save_result
 from remote.errors import UsageError
 from tests.sshd_harness import free_port
-from tests.vllm_double import vllm_double  # noqa: F401  (fixture)
+from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 
 FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 
@@ -205,6 +205,6 @@ async def test_restart_between_scrapes(vllm_double) -> None:  # noqa: F811
 async def test_every_request_failing_is_a_bench_failure(vllm_double) -> None:  # noqa: F811
     double = vllm_double(speculative=False, **FAST)
     async with VllmClient(double.url) as client:
-        with pytest.raises(BenchFailed, match="HTTP 404.*does not exist"):
+        with pytest.raises(BenchFailed, match=r"HTTP 404.*does not exist"):
             await run_point(client, "not-served", load_prompts(BUILTIN), 2, requests=2,
                             max_tokens=4, speculative=False)

@@ -10,7 +10,7 @@ import pytest
 from remote.bench import metrics as m
 from remote.bench.client import VllmClient
 from remote.bench.errors import CountersReset, MetricsMalformed, ModelMismatch, NoSpeculation
-from tests.vllm_double import vllm_double  # noqa: F401  (fixture)
+from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 
 
 def exposition(model: str, engines: dict[str, tuple[int, int, int, list[int]]],

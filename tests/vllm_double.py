@@ -35,7 +35,10 @@ Test controls (not in vLLM): `GET /_double/state` (counters, requests seen), `PO
 `advance_per_scrape` (known increments after every scrape, for watch windows) and
 `restart_at_scrape`.
 
-Run: `python -m tests.vllm_double '{"speculative": true}'` prints `listening PORT` then serves.
+Run: `python -m tests.vllm_double '{"speculative": true}' [PORT]` prints `listening PORT` (a
+free port when none is given) then serves. Tests start it with the `vllm_double` fixture
+(tests/vllm_double_fixture.py). It imports only the stdlib and prometheus_client, so it starts
+fast.
 """
 
 from __future__ import annotations
@@ -44,22 +47,15 @@ import asyncio
 import contextlib
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-import httpx
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-from tests.sshd_harness import free_port
 
 
 @dataclass
@@ -137,13 +133,20 @@ class _Engine:
         self.wakeup.set()
 
     async def loop(self) -> None:
+        """Steps end on a fixed schedule (each one `step_time` after the previous), so the
+        double's own processing, done while the next step "runs", does not slow its model."""
+        clock = asyncio.get_running_loop().time
+        step_end = clock()
         while True:
             if not self.running and not self.waiting:
                 self.wakeup.clear()
                 await self.wakeup.wait()
+                step_end = clock()
             while self.waiting and len(self.running) < self.cfg.max_num_seqs:
                 self.running.append(self.waiting.popleft())
-            await asyncio.sleep(self.cfg.step_time(len(self.running)))
+            step_end = max(step_end, clock() - self.cfg.step_base_s)
+            step_end += self.cfg.step_time(len(self.running))
+            await asyncio.sleep(max(0.0, step_end - clock()))
             for seq in list(self.running):
                 if not seq.cancelled:
                     n = self._step(seq)
@@ -230,17 +233,22 @@ class VllmDouble:
         return await asyncio.start_server(self._handle, "127.0.0.1", port)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """HTTP/1.1 with keep-alive (streams use chunked transfer encoding, as uvicorn does), so
+        the client's connection pool is reused as it is against vLLM."""
         try:
-            request_line = (await reader.readline()).decode("latin-1").strip()
-            if not request_line:
-                return
-            method, path, _ = request_line.split(" ", 2)
-            headers: dict[str, str] = {}
-            while (line := (await reader.readline()).decode("latin-1").strip()):
-                k, _, v = line.partition(":")
-                headers[k.strip().lower()] = v.strip()
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            await self._route(method, path.split("?")[0], body, writer)
+            while True:
+                request_line = (await reader.readline()).decode("latin-1").strip()
+                if not request_line:
+                    return
+                method, path, _ = request_line.split(" ", 2)
+                headers: dict[str, str] = {}
+                while (line := (await reader.readline()).decode("latin-1").strip()):
+                    k, _, v = line.partition(":")
+                    headers[k.strip().lower()] = v.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                await self._route(method, path.split("?")[0], body, writer)
+                if headers.get("connection", "").lower() == "close":
+                    return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -316,34 +324,39 @@ class VllmDouble:
                                  "finish_reason": finish}]}
             return b"data: " + json.dumps(data).encode() + b"\n\n"
 
+        def send(data: bytes) -> None:
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
         try:
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                         b"cache-control: no-cache\r\nconnection: close\r\n\r\n")
-            writer.write(chunk({"role": "assistant", "content": ""}))
+                         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+            send(chunk({"role": "assistant", "content": ""}))
             await writer.drain()
             produced = 0
             while (n := await seq.queue.get()) is not None:
                 text = "".join(f"t{produced + i} " for i in range(n))
                 produced += n
-                writer.write(chunk({"content": text}))
+                send(chunk({"content": text}))
                 await writer.drain()
-            writer.write(chunk({}, "length"))
+            send(chunk({}, "length"))
             if include_usage:
                 usage = {"id": rid, "object": "chat.completion.chunk", "created": created,
                          "model": self.cfg.model, "choices": [],
                          "usage": {"prompt_tokens": 10, "completion_tokens": produced,
                                    "total_tokens": 10 + produced}}
-                writer.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
-            writer.write(b"data: [DONE]\n\n")
+                send(b"data: " + json.dumps(usage).encode() + b"\n\n")
+            send(b"data: [DONE]\n\n")
+            writer.write(b"0\r\n\r\n")
             await writer.drain()
         except ConnectionError:
             seq.cancelled = True
+            raise
 
 
 async def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> None:
     reason = {200: "OK", 404: "Not Found"}.get(status, "Error")
     writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\n"
-                 f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+                 f"content-length: {len(body)}\r\n\r\n".encode() + body)
     await writer.drain()
 
 
@@ -351,79 +364,14 @@ async def _json(writer: asyncio.StreamWriter, status: int, data: Any) -> None:
     await _respond(writer, status, json.dumps(data).encode(), "application/json")
 
 
-# --- running it for a test ---------------------------------------------------------------------
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class RunningDouble:
-    """A double in its own process (its own GIL, so its step timing does not depend on the
-    console's work in the test process)."""
-
-    def __init__(self, cfg: DoubleConfig) -> None:
-        self.cfg = cfg
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.vllm_double", json.dumps(asdict(cfg)), str(self.port)],
-            cwd=ROOT, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        if not line.startswith("listening"):
-            self.stop()
-            raise RuntimeError(f"vLLM double did not start: {line!r}")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def state(self) -> dict[str, Any]:
-        return dict(httpx.get(self.url + "/_double/state").json())
-
-    def set_counters(self, engine: int, drafts: int, draft_tokens: int, accepted: int,
-                     per_pos: list[int]) -> None:
-        httpx.post(self.url + "/_double/counters", json={
-            "engine": engine, "drafts": drafts, "draft_tokens": draft_tokens,
-            "accepted": accepted, "per_pos": per_pos}).raise_for_status()
-
-    def restart(self) -> None:
-        httpx.post(self.url + "/_double/restart").raise_for_status()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
-@pytest.fixture
-def vllm_double() -> Iterator[Callable[..., RunningDouble]]:
-    """Factory: `vllm_double(speculative=True, ...)` starts a double, stopped after the test."""
-    started: list[RunningDouble] = []
-
-    def start(**config: Any) -> RunningDouble:
-        double = RunningDouble(DoubleConfig(**config))
-        started.append(double)
-        return double
-
-    yield start
-    for double in started:
-        double.stop()
-
-
 async def _main(cfg: DoubleConfig, port: int) -> None:
     server = await VllmDouble(cfg).serve(port)
-    print(f"listening {port}", flush=True)
+    print(f"listening {server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
 
 
 if __name__ == "__main__":
     config = DoubleConfig(**json.loads(sys.argv[1] if len(sys.argv) > 1 else "{}"))
-    asyncio.run(_main(config, int(sys.argv[2]) if len(sys.argv) > 2 else 8000))
+    asyncio.run(_main(config, int(sys.argv[2]) if len(sys.argv) > 2 else 0))
 

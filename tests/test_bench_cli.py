@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 
 from console.cli import main
 from remote.bench.compare import find_crossover
+from remote.bench.errors import NoServer
 from remote.bench.results import load_result
+from remote.transport import Forward, Transport
 from tests.sshd_harness import free_port
 from tests.vllm_double import DoubleConfig
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
@@ -238,3 +241,76 @@ def test_cli_run_on_an_ssh_host(vllm_double, sshd, tmp_path: Path,  # noqa: F811
     run = load_result(tmp_path / "r.json").run
     assert run.host == "box" and [p.concurrency for p in run.points] == [1, 2]
     assert double.state()["requests_seen"] == 1 + 1 + 2
+
+
+class _AsyncsshForward(Transport):
+    """Only the port forward of an SSH transport, made with asyncssh against the loopback sshd,
+    so the forward path of `vllm_client` runs through a real SSH tunnel before remote.ssh lands.
+    (Not a mock: the tunnel is real; the other Transport methods are not needed here.)"""
+
+    name = "box"
+
+    def __init__(self, sshd: Any) -> None:
+        self._sshd = sshd
+        self._conn: Any = None
+
+    async def connect(self) -> None:
+        import asyncssh
+
+        self._conn = await asyncssh.connect(self._sshd.alias, config=[str(self._sshd.ssh_config)],
+                                            known_hosts=str(self._sshd.known_hosts))
+
+    async def close(self) -> None:
+        self._conn.close()
+        await self._conn.wait_closed()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    async def start(self, argv: Any, *, env: Any = None) -> Any:
+        raise NotImplementedError
+
+    async def put(self, local: Any, remote: str, progress: Any = None) -> None:
+        raise NotImplementedError
+
+    async def get(self, remote: str, local: Any, progress: Any = None) -> None:
+        raise NotImplementedError
+
+    async def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> Forward:
+        listener = await self._conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
+        return Forward(listener.get_port(), remote_host, remote_port, listener.close)
+
+
+@pytest.mark.ssh
+async def test_acceptance_through_a_real_ssh_tunnel(vllm_double, sshd) -> None:  # noqa: F811
+    from remote.bench.driver import run_point
+    from remote.bench.prompts import load_prompts
+    from remote.bench.reach import vllm_client
+
+    double = vllm_double(speculative=True, accept_pattern=[1, 3], **FAST)
+    t = _AsyncsshForward(sshd)
+    await t.connect()
+    try:
+        async with vllm_client(t, double.url + "/", is_local=False) as client:
+            local_port = int(client.url.rsplit(":", 1)[1])
+            assert local_port != double.port and client.shown_url == double.url
+            point = await run_point(client, "double-model", load_prompts(), 2, requests=4,
+                                    max_tokens=9, speculative=True)
+        # The forward is gone with the client.
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", local_port), timeout=2).close()
+        # A forward to a port where nothing listens: the tunnel accepts, the server is absent.
+        dead = f"http://127.0.0.1:{free_port()}"
+        async with vllm_client(t, dead, is_local=False) as client:
+            with pytest.raises(NoServer, match=f"no server at {dead}"):
+                await client.scrape()
+    finally:
+        await t.close()
+    c = double.state()["counters"][0]
+    assert point.output_tokens == 4 * 9 and c["drafts"] > 0
+    assert point.acceptance is not None
+    assert point.acceptance["rate"] == pytest.approx(c["accepted"] / c["draft_tokens"])
+    assert point.acceptance["mean_length"] == pytest.approx(1 + c["accepted"] / c["drafts"])
+    assert point.acceptance["per_position"] == pytest.approx(
+        [p / c["drafts"] for p in c["per_pos"]])

@@ -314,3 +314,24 @@ async def test_acceptance_through_a_real_ssh_tunnel(vllm_double, sshd) -> None: 
     assert point.acceptance["mean_length"] == pytest.approx(1 + c["accepted"] / c["drafts"])
     assert point.acceptance["per_position"] == pytest.approx(
         [p / c["drafts"] for p in c["per_pos"]])
+
+
+def test_a_restart_mid_sweep_stops_it_and_keeps_the_points_measured(
+    vllm_double, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    # Scrapes: 1 the pre-flight check, 2-3 around c=1, 4-5 around c=2; restart at 5.
+    spec = vllm_double(speculative=True, restart_at_scrape=5, **FAST)
+    out = tmp_path / "r.json"
+    rc = main(["bench", "run", "--config", str(write_config(tmp_path, spec.url)),
+               "--concurrency", "1,2", "--max-tokens", "4", "--rounds", "1", "--warmup", "0",
+               "--out", str(out), "--no-record"])
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert captured.err.strip().splitlines()[-1].startswith("error: ")
+    assert "restarted" in captured.err
+    assert f"kept in {out}" in captured.out
+    kept = load_result(out)
+    assert not kept.complete
+    assert [p.concurrency for p in kept.run.points] == [1]
+    assert main(["bench", "compare", str(out), str(out)]) == 0
+    assert "incomplete" in capsys.readouterr().out

@@ -155,7 +155,7 @@ async def test_sweep_points_and_request_counts(vllm_double) -> None:  # noqa: F8
     async with VllmClient(double.url) as client:
         run = await run_sweep(client, load_prompts(BUILTIN), [1, 3], label="baseline",
                               model=None, speculative=False, max_tokens=5, rounds=2, warmup=1,
-                              on_point=lambda p: seen.append(p.concurrency))
+                              on_point=lambda run, p: seen.append(p.concurrency))
     assert seen == [1, 3] and run.model == "double-model" and not run.speculative
     assert [p.requests for p in run.points] == [2, 6]
     assert all(p.acceptance is None for p in run.points)

@@ -8,6 +8,8 @@ bench.point / bench.summary, so a replay shows the same figures.
 from __future__ import annotations
 
 import argparse
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from console.bench_tables import compare_table, point_summary, run_table, watch_table
@@ -20,7 +22,7 @@ from remote.bench.prompts import BUILTIN, PromptSet, load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import BenchRun, Point, load_result, save_result
 from remote.bench.watch import WatchWindow, watch
-from remote.errors import EXIT_OK, UsageError
+from remote.errors import EXIT_OK, ConsoleError, UsageError
 from remote.events import utc_now
 from remote.hosts import HostConfig
 from remote.transport import Transport
@@ -100,14 +102,15 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
 
 async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Namespace,
                  prompts: PromptSet, concurrencies: list[int], url: str, label: str, *,
-                 speculative: bool) -> BenchRun:
+                 speculative: bool, save_partial: Callable[[BenchRun], None]) -> BenchRun:
     async with vllm_client(t, url, is_local=host.is_local, timeout=args.timeout) as client:
         model = await resolve_model(client, args.model)
         ctx.info(f"{label}: {model} at {client.shown_url}, concurrency "
                  f"{','.join(map(str, concurrencies))}, {len(prompts)} prompts, "
                  f"max_tokens {args.max_tokens}", host.name)
 
-        def on_point(p: Point) -> None:
+        def on_point(run: BenchRun, p: Point) -> None:
+            save_partial(run)
             ctx.bus.emit(ev.BENCH_POINT, host.name, label=label, url=client.shown_url,
                          model=model, **p.to_dict(), summary=point_summary(label, p))
             if p.failed:
@@ -138,16 +141,37 @@ async def run_command(args: argparse.Namespace) -> int:
         t = await ctx.transport(host.name)
 
         baseline: BenchRun | None = earlier.run if earlier else None
-        measured_baseline = None
-        if args.baseline_url:
-            measured_baseline = await _sweep(ctx, t, host, args, prompts, concurrencies,
-                                             args.baseline_url, "baseline", speculative=False)
-            baseline = measured_baseline
-        run = await _sweep(ctx, t, host, args, prompts, concurrencies, host.vllm_url, label,
-                           speculative=not args.no_speculation)
+        measured_baseline: BenchRun | None = None
+        out_path = result_path(ctx, args, label)
+
+        saved: list[Path] = []
+
+        def save_partial_baseline(partial: BenchRun) -> None:
+            saved.append(save_result(out_path, None, baseline=partial, complete=False))
+
+        def save_partial_run(partial: BenchRun) -> None:
+            saved.append(save_result(out_path, partial, baseline=measured_baseline,
+                                     complete=False))
+
+        if earlier is not None and not earlier.complete:
+            ctx.warning(f"baseline {earlier.path} is incomplete (its sweep stopped early)",
+                        host.name)
+        try:
+            if args.baseline_url:
+                measured_baseline = await _sweep(ctx, t, host, args, prompts, concurrencies,
+                                                 args.baseline_url, "baseline", speculative=False,
+                                                 save_partial=save_partial_baseline)
+                baseline = measured_baseline
+            run = await _sweep(ctx, t, host, args, prompts, concurrencies, host.vllm_url, label,
+                               speculative=not args.no_speculation, save_partial=save_partial_run)
+        except (ConsoleError, asyncio.CancelledError):
+            if saved:
+                ctx.warning(f"the sweep stopped early: the points measured are kept in {out_path}",
+                            host.name)
+            raise
 
         comparison = compare_runs(baseline, run) if baseline is not None else None
-        path = save_result(result_path(ctx, args, label), run, baseline=measured_baseline,
+        path = save_result(out_path, run, baseline=measured_baseline,
                            comparison=comparison.to_dict() if comparison else None)
         if comparison is not None:
             for w in comparison.warnings:
@@ -178,6 +202,9 @@ async def compare_command(args: argparse.Namespace) -> int:
     comparison = compare_runs(a.run, b.run)
     ctx = Context.from_args(args)
     try:
+        for f in (a, b):
+            if not f.complete:
+                ctx.warning(f"{f.path} is incomplete (its sweep stopped early)")
         ctx.bus.emit(ev.BENCH_SUMMARY, "", label=b.run.label, baseline_file=str(a.path),
                      result_file=str(b.path), **comparison.to_dict(),
                      summary=comparison.summary())

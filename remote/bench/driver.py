@@ -133,7 +133,7 @@ async def run_sweep(
     rounds: int,
     warmup: int = 1,
     host: str = "",
-    on_point: Callable[[Point], None] | None = None,
+    on_point: Callable[[BenchRun, Point], None] | None = None,
 ) -> BenchRun:
     """Checks the server first (reachable, model, counters present when speculation is
     expected) so a misconfigured run fails in a second, not after the first point."""
@@ -158,5 +158,5 @@ async def run_sweep(
         offset += rounds * c
         run.points.append(point)
         if on_point is not None:
-            on_point(point)
+            on_point(run, point)
     return run

@@ -78,16 +78,18 @@ class BenchRun:
         return None
 
 
-def save_result(path: str | os.PathLike[str], run: BenchRun, *, baseline: BenchRun | None = None,
-                comparison: dict[str, Any] | None = None) -> Path:
+def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline: BenchRun | None = None,
+                comparison: dict[str, Any] | None = None, complete: bool = True) -> Path:
     """Written atomically: a crash mid-write never leaves half a result that compare would
-    misread."""
+    misread. Rewritten after every point (complete=False) so a sweep that fails or is
+    interrupted half-way keeps the points it measured."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "format": FORMAT,
         "version": VERSION,
-        "run": run.to_dict(),
+        "complete": complete,
+        "run": run.to_dict() if run else None,  # None: only the baseline was measured
         "baseline": baseline.to_dict() if baseline else None,
         "comparison": comparison,
     }
@@ -103,6 +105,7 @@ class ResultFile:
     run: BenchRun
     baseline: BenchRun | None
     comparison: dict[str, Any] | None
+    complete: bool = True
 
 
 def load_result(path: str | os.PathLike[str]) -> ResultFile:
@@ -117,10 +120,12 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
         raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r})")
     if doc.get("version") != VERSION:
         raise ResultFileError(f"bench result {p}: unsupported version {doc.get('version')!r}")
+    if doc.get("run") is None:
+        raise ResultFileError(f"bench result {p}: incomplete, only its baseline was measured")
     try:
         run = BenchRun.from_dict(doc["run"])
         baseline = BenchRun.from_dict(doc["baseline"]) if doc.get("baseline") else None
     except (KeyError, TypeError, AttributeError) as exc:
         raise ResultFileError(f"bench result {p}: malformed run ({exc})") from None
     comparison = doc.get("comparison") if isinstance(doc.get("comparison"), dict) else None
-    return ResultFile(p, run, baseline, comparison)
+    return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False)

@@ -208,3 +208,16 @@ async def test_every_request_failing_is_a_bench_failure(vllm_double) -> None:  #
         with pytest.raises(BenchFailed, match=r"HTTP 404.*does not exist"):
             await run_point(client, "not-served", load_prompts(BUILTIN), 2, requests=2,
                             max_tokens=4, speculative=False)
+
+
+async def test_concurrency_is_held_and_capacity_queues(vllm_double) -> None:  # noqa: F811
+    # The driver keeps exactly `concurrency` requests in flight; the double runs at most
+    # max_num_seqs of them and queues the rest (vLLM's scheduler limit).
+    wide = vllm_double(speculative=False, **FAST)
+    narrow = vllm_double(speculative=False, max_num_seqs=2, **FAST)
+    for double, expected in ((wide, 4), (narrow, 2)):
+        async with VllmClient(double.url) as client:
+            point = await run_point(client, "double-model", load_prompts(BUILTIN), 4,
+                                    requests=8, max_tokens=50, speculative=False)
+        assert point.failed == 0 and point.output_tokens == 8 * 50
+        assert double.state()["max_running"] == expected

@@ -119,6 +119,7 @@ class _Engine:
         self.wakeup = asyncio.Event()
         self.draft_index = 0
         self.generated = 0
+        self.max_running = 0
         self.counts: list[_Counts] = []
         self.created = 0.0
         self.restart()
@@ -144,6 +145,7 @@ class _Engine:
                 step_end = clock()
             while self.waiting and len(self.running) < self.cfg.max_num_seqs:
                 self.running.append(self.waiting.popleft())
+            self.max_running = max(self.max_running, len(self.running))
             step_end = max(step_end, clock() - self.cfg.step_base_s)
             step_end += self.cfg.step_time(len(self.running))
             await asyncio.sleep(max(0.0, step_end - clock()))
@@ -297,6 +299,7 @@ class VllmDouble:
             "requests_seen": self.requests_seen,
             "scrapes": self.scrapes,
             "generated": self.engine.generated,
+            "max_running": self.engine.max_running,
             "bodies": self.bodies_checked,
         }
 

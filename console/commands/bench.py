@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="the host's server runs without speculation: measure it as a baseline")
     r.add_argument("--prompts", metavar="FILE",
                    help="JSONL of prompts or conversations (default: the shipped prompt set)")
-    r.add_argument("--max-tokens", type=int, default=256, help="output tokens per request")
+    r.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (default 256)")
     r.add_argument("--rounds", type=int, default=4,
                    help="requests per point = rounds x concurrency (default 4)")
     r.add_argument("--warmup", type=int, default=1, help="unmeasured requests first (default 1)")

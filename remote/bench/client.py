@@ -1,6 +1,8 @@
 """HTTP to vLLM's OpenAI-compatible server: /metrics, /v1/models and streamed chat requests.
 
-Timing is taken on this side of the forward, as a user of the service would see it. Tokens are
+Timing is taken on this side of the forward, as a user of the service would see it: TTFT
+includes the tunnel's round trip (small on a LAN, visible over a WAN; it cancels out of a
+baseline-vs-speculative comparison made over the same tunnel). Tokens are
 counted from the final `usage` chunk (`stream_options.include_usage`), not from chunks: with
 speculation one chunk often carries several tokens, and counting chunks would hide the speedup.
 """

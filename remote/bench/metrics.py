@@ -55,7 +55,7 @@ class SpecScrape:
         if not self.by_model:
             raise NoSpeculation(
                 f"{url} exposes no spec-decode counters ({DRAFTS}_total ...): "
-                "is vLLM running without --speculative-config?"
+                "is vLLM running without --speculative-config (or with --disable-log-stats)?"
             )
         if model is None:
             if len(self.by_model) > 1:

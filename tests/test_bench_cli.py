@@ -338,3 +338,15 @@ def test_a_restart_mid_sweep_stops_it_and_keeps_the_points_measured(
     assert [p.concurrency for p in kept.run.points] == [1]
     assert main(["bench", "compare", str(out), str(out)]) == 0
     assert "incomplete" in capsys.readouterr().out
+
+
+def test_a_plain_server_in_place_of_the_speculative_one_fails_before_the_baseline_sweep(
+    vllm_double, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    base = vllm_double(speculative=False, **FAST)
+    not_spec = vllm_double(speculative=False, **FAST)
+    rc = main(["bench", "run", "--config", str(write_config(tmp_path, not_spec.url)),
+               "--baseline-url", base.url, "--concurrency", "1", "--max-tokens", "4",
+               "--no-record"])
+    assert rc == 1 and "no spec-decode counters" in capsys.readouterr().err
+    assert base.state()["requests_seen"] == 0 and not_spec.state()["requests_seen"] == 0

@@ -17,7 +17,7 @@ from console.context import Context, add_common_options
 from console.session import default_session_dir
 from remote import events as ev
 from remote.bench.compare import compare_runs
-from remote.bench.driver import parse_concurrency, resolve_model, run_sweep
+from remote.bench.driver import check_server, parse_concurrency, resolve_model, run_sweep
 from remote.bench.prompts import BUILTIN, PromptSet, load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import BenchRun, Point, load_result, save_result
@@ -158,6 +158,10 @@ async def run_command(args: argparse.Namespace) -> int:
                         host.name)
         try:
             if args.baseline_url:
+                # The speculative server is checked before the baseline sweep, not after it.
+                async with vllm_client(t, host.vllm_url, is_local=host.is_local) as client:
+                    await check_server(client, args.model,
+                                       speculative=not args.no_speculation)
                 measured_baseline = await _sweep(ctx, t, host, args, prompts, concurrencies,
                                                  args.baseline_url, "baseline", speculative=False,
                                                  save_partial=save_partial_baseline)

@@ -59,6 +59,15 @@ async def resolve_model(client: VllmClient, model: str | None) -> str:
     return model
 
 
+async def check_server(client: VllmClient, model: str | None, *, speculative: bool) -> str:
+    """Reachable, serving the model, and (when speculation is expected) exposing the counters:
+    checked before any load so a misconfigured run fails in a second, not after a sweep."""
+    model = await resolve_model(client, model)
+    if speculative:
+        await _spec_counters(client, model)
+    return model
+
+
 async def _spec_counters(client: VllmClient, model: str) -> SpecCounters:
     return (await client.scrape()).for_model(model, client.shown_url)
 
@@ -135,11 +144,7 @@ async def run_sweep(
     host: str = "",
     on_point: Callable[[BenchRun, Point], None] | None = None,
 ) -> BenchRun:
-    """Checks the server first (reachable, model, counters present when speculation is
-    expected) so a misconfigured run fails in a second, not after the first point."""
-    model = await resolve_model(client, model)
-    if speculative:
-        await _spec_counters(client, model)
+    model = await check_server(client, model, speculative=speculative)
     run = BenchRun(
         label=label, url=client.shown_url, model=model, speculative=speculative,
         max_tokens=max_tokens, rounds=rounds, prompts=prompts.name,

@@ -159,3 +159,71 @@ def test_counter_names_and_labels_are_vllms_own() -> None:
     loggers = (root / "vllm" / "v1" / "metrics" / "loggers.py").read_text()
     assert f'labelnames = ["{m.MODEL_LABEL}", "{m.ENGINE_LABEL}"]' in loggers
     assert "prometheus_client.Counter" in spec_src.read_text()  # so the text has `_total`
+
+
+@pytest.mark.slow
+def test_figures_equal_vllms_own_log_for_the_same_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.16.0's real SpecDecodingProm writes the counters (through prometheus_client) and
+    its real SpecDecodingLogging computes the figures it logs, from the same drafts; the console,
+    reading only the /metrics text, must find the same numbers. Only vllm.config and vllm.logger
+    are stood in for (the module imports them for a type and a logger)."""
+    import functools
+    import importlib.util
+    import logging
+    import sys
+    import types
+
+    import prometheus_client
+
+    from tests.wheels import unpacked
+
+    root = unpacked("vllm", "0.16.0", ["vllm/v1/spec_decode/metrics.py",
+                                       "vllm/v1/metrics/prometheus.py",
+                                       "vllm/v1/metrics/loggers.py"])
+    config = types.ModuleType("vllm.config")
+    config.SpeculativeConfig = object  # type: ignore[attr-defined]
+    logger_mod = types.ModuleType("vllm.logger")
+    logger_mod.init_logger = logging.getLogger  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.config", config)
+    monkeypatch.setitem(sys.modules, "vllm.logger", logger_mod)
+    spec = importlib.util.spec_from_file_location(
+        "vllm_spec_decode_metrics_0_16", root / "vllm" / "v1" / "spec_decode" / "metrics.py")
+    assert spec is not None and spec.loader is not None
+    vm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vm)
+
+    registry = prometheus_client.CollectorRegistry()
+
+    class Prom(vm.SpecDecodingProm):  # type: ignore[misc,name-defined]
+        _counter_cls = functools.partial(prometheus_client.Counter, registry=registry)
+
+    k = 4
+    prom = Prom(types.SimpleNamespace(num_speculative_tokens=k), ["model_name", "engine"],
+                {0: ["kimi", "0"], 1: ["kimi", "1"]})
+    logging_agg = vm.SpecDecodingLogging()
+
+    def step(engine: int, accepted: list[int]) -> object:
+        stats = vm.SpecDecodingStats.new(k)
+        for a in accepted:
+            stats.observe_draft(num_draft_tokens=k, num_accepted_tokens=a)
+        prom.observe(stats, engine_idx=engine)
+        return stats
+
+    # Traffic before the window: counted by Prometheus, not part of the window.
+    step(0, [4, 4, 1, 0])
+    step(1, [2, 3])
+    before = m.parse_spec_counters(prometheus_client.generate_latest(registry).decode())
+    logging_agg.reset()
+    for engine, accepted in [(0, [3, 1, 0, 4]), (1, [2, 2, 0]), (0, [1, 4, 3]), (1, [0])]:
+        logging_agg.observe(step(engine, accepted))
+    after = m.parse_spec_counters(prometheus_client.generate_latest(registry).decode())
+
+    logged: list[object] = []
+    logging_agg.log(log_fn=lambda fmt, *args: logged.extend(args))
+    mean_len, _acc_tput, _draft_tput, accepted, drafted, rates_str, rate_pct = logged
+    acc = m.acceptance_between(before.for_model("kimi"), after.for_model("kimi"))
+    assert acc.accepted == accepted and acc.draft_tokens == drafted
+    assert acc.mean_length == pytest.approx(float(mean_len))  # type: ignore[arg-type]
+    assert acc.rate is not None and acc.rate * 100 == pytest.approx(float(rate_pct))  # type: ignore[arg-type]
+    assert [f"{p:.3f}" for p in acc.per_position] == str(rates_str).split(", ")

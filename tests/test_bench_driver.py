@@ -221,3 +221,18 @@ async def test_concurrency_is_held_and_capacity_queues(vllm_double) -> None:  # 
                                     requests=8, max_tokens=50, speculative=False)
         assert point.failed == 0 and point.output_tokens == 8 * 50
         assert double.state()["max_running"] == expected
+
+
+async def test_loop_lag_monitor_sees_a_blocked_driver() -> None:
+    import asyncio
+    import time
+
+    from remote.bench.driver import _loop_lag
+
+    lags: list[float] = []
+    monitor = asyncio.create_task(_loop_lag(lags))
+    await asyncio.sleep(0.03)
+    time.sleep(0.1)  # the driver busy parsing: the loop cannot wake anyone for 100 ms
+    await asyncio.sleep(0.03)
+    monitor.cancel()
+    assert lags and max(lags) >= 0.1 - 0.011  # a 10 ms tick can absorb at most one tick

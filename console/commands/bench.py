@@ -17,7 +17,7 @@ from console.context import Context, add_common_options
 from console.session import default_session_dir
 from remote import events as ev
 from remote.bench.compare import compare_runs
-from remote.bench.driver import check_server, parse_concurrency, resolve_model, run_sweep
+from remote.bench.driver import LAG_WARN_S, check_server, parse_concurrency, resolve_model, run_sweep
 from remote.bench.prompts import BUILTIN, PromptSet, load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import BenchRun, Point, load_result, save_result
@@ -116,6 +116,10 @@ async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Na
             if p.failed:
                 ctx.warning(f"{label} c={p.concurrency}: {p.failed} of {p.requests} requests "
                             f"failed: {p.errors[0]}", host.name)
+            if p.loop_lag_p99 is not None and p.loop_lag_p99 > LAG_WARN_S:
+                ctx.warning(f"{label} c={p.concurrency}: the console's event loop lagged "
+                            f"{p.loop_lag_p99 * 1000:.0f} ms (p99): the load driver may be the "
+                            "bottleneck at this concurrency, not the server", host.name)
 
         return await run_sweep(
             client, prompts, concurrencies, label=label, model=model, speculative=speculative,

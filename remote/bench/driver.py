@@ -91,12 +91,14 @@ async def run_point(
         for i in next_index:
             results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens))
 
+    lags: list[float] = []
+    monitor = asyncio.create_task(_loop_lag(lags))
     started = time.perf_counter()
     tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, requests))]
     try:
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
+        for task in [*tasks, monitor]:
             task.cancel()
     duration = time.perf_counter() - started
     acceptance = None
@@ -127,7 +129,23 @@ async def run_point(
         tpot_p99=percentile(tpots, 99),
         acceptance=acceptance,
         errors=errors[:MAX_ERRORS_KEPT],
+        loop_lag_p99=percentile(lags, 99),
     )
+
+
+LAG_TICK_S = 0.01
+# Above this the driver's own event loop, not the server, sets the pace of the timings.
+LAG_WARN_S = 0.02
+
+
+async def _loop_lag(lags: list[float]) -> None:
+    """How late the event loop wakes a 10 ms sleeper: a load driver that cannot keep up with
+    the chunks it receives (many streams on a slow laptop) would stretch TTFT/TPOT and flatten
+    tokens/s, and report the client's limit as the server's."""
+    while True:
+        t0 = time.perf_counter()
+        await asyncio.sleep(LAG_TICK_S)
+        lags.append(max(0.0, time.perf_counter() - t0 - LAG_TICK_S))
 
 
 async def run_sweep(

@@ -36,6 +36,7 @@ class Point:
     tpot_p99: float | None
     acceptance: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
+    loop_lag_p99: float | None = None  # the load driver's own event-loop lag (driver.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

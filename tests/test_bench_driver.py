@@ -157,6 +157,7 @@ async def test_sweep_points_and_request_counts(vllm_double) -> None:  # noqa: F8
                               model=None, speculative=False, max_tokens=5, rounds=2, warmup=1,
                               on_point=lambda run, p: seen.append(p.concurrency))
     assert seen == [1, 3] and run.model == "double-model" and not run.speculative
+    assert run.server_version == "0.16.0+test-double"
     assert [p.requests for p in run.points] == [2, 6]
     assert all(p.acceptance is None for p in run.points)
     assert double.state()["requests_seen"] == 1 + 2 + 6

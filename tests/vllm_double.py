@@ -2,9 +2,9 @@
 
 It is faithful to what the console relies on (design.md §2, vllm/v1/spec_decode/metrics.py and
 vllm/v1/metrics/loggers.py of vLLM 0.16):
-- `GET /v1/models`, `POST /v1/chat/completions` streamed as server-sent events: a role chunk
-  with empty content, one chunk per engine step carrying every token that step produced (with
-  speculation a chunk carries several tokens), a finish chunk, a `usage` chunk when
+- `GET /version`, `GET /v1/models`, `POST /v1/chat/completions` streamed as server-sent
+  events: a role chunk with empty content, one chunk per engine step carrying every token that
+  step produced (with speculation a chunk carries several tokens), a finish chunk, a `usage` chunk when
   `stream_options.include_usage` is set, then `data: [DONE]`. `max_tokens` + `ignore_eos` give
   exactly `max_tokens` tokens. An unknown model gets vLLM's 404 error body.
 - `GET /metrics` in Prometheus text, written by prometheus_client as vLLM's Counters are:
@@ -56,6 +56,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+DOUBLE_VERSION = "0.16.0+test-double"
 
 
 @dataclass
@@ -271,6 +273,8 @@ class VllmDouble:
                 c.accepted += adv["accepted"]
                 c.per_pos = [a + b for a, b in zip(c.per_pos, adv["per_pos"], strict=True)]
             await _respond(writer, 200, text, "text/plain; version=0.0.4; charset=utf-8")
+        elif method == "GET" and path == "/version":
+            await _json(writer, 200, {"version": DOUBLE_VERSION})
         elif method == "GET" and path == "/v1/models":
             await _json(writer, 200, {"object": "list", "data": [
                 {"id": self.cfg.model, "object": "model", "owned_by": "vllm"}]})

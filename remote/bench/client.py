@@ -98,6 +98,17 @@ class VllmClient:
                 f"{self.shown_url}/v1/models did not answer an OpenAI model list"
             ) from None
 
+    async def server_version(self) -> str | None:
+        """vLLM's /version, kept with the results (None when the server has no such route)."""
+        resp = await self._get("/version")
+        if resp.status_code != 200:
+            return None
+        try:
+            version = resp.json().get("version")
+        except (ValueError, AttributeError):
+            return None
+        return str(version) if version is not None else None
+
     async def stream_chat(self, model: str, messages: Messages, max_tokens: int) -> RequestResult:
         """One streamed request with a fixed output length (ignore_eos). A request that fails is
         reported in the result; a server that cannot be reached at all raises NoServer."""

@@ -167,6 +167,7 @@ async def run_sweep(
         label=label, url=client.shown_url, model=model, speculative=speculative,
         max_tokens=max_tokens, rounds=rounds, prompts=prompts.name,
         prompts_sha256=prompts.sha256, started=format_ts(utc_now()), host=host,
+        server_version=await client.server_version(),
     )
     if warmup > 0:
         warm = await asyncio.gather(*(client.stream_chat(model, prompts.get(i), max_tokens)

@@ -59,6 +59,7 @@ class BenchRun:
     prompts_sha256: str
     started: str
     host: str = ""
+    server_version: str | None = None
     points: list[Point] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

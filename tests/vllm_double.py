@@ -4,8 +4,8 @@ It is faithful to what the console relies on (design.md §2, vllm/v1/spec_decode
 vllm/v1/metrics/loggers.py of vLLM 0.16):
 - `GET /version`, `GET /v1/models`, `POST /v1/chat/completions` streamed as server-sent
   events: a role chunk with empty content, one chunk per engine step carrying every token that
-  step produced (with speculation a chunk carries several tokens), a finish chunk, a `usage` chunk when
-  `stream_options.include_usage` is set, then `data: [DONE]`. `max_tokens` + `ignore_eos` give
+  step produced (with speculation a chunk carries several tokens), a finish chunk, a `usage`
+  chunk when `stream_options.include_usage` is set, then `data: [DONE]`. `max_tokens` + `ignore_eos` give
   exactly `max_tokens` tokens. An unknown model gets vLLM's 404 error body.
 - `GET /metrics` in Prometheus text, written by prometheus_client as vLLM's Counters are:
   `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,

@@ -233,7 +233,7 @@ class VllmDouble:
         self.bodies_checked: dict[str, Any] = {"ignore_eos": [], "max_tokens": [], "stream": []}
 
     async def serve(self, port: int) -> asyncio.Server:
-        asyncio.get_running_loop().create_task(self.engine.loop())
+        self._engine_task = asyncio.get_running_loop().create_task(self.engine.loop())
         return await asyncio.start_server(self._handle, "127.0.0.1", port)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "console.commands.hosts",
     "console.commands.jobs",
     "console.commands.patch",
+    "console.commands.bench",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

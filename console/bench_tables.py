@@ -1,0 +1,104 @@
+"""Plain-text tables for `console bench`: what an operator reads at the end of a sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from remote.bench.compare import Comparison
+from remote.bench.results import BenchRun, Point
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def _f(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def per_position_text(values: Sequence[float | None] | None) -> str:
+    if not values:
+        return "-"
+    return " ".join(_f(v) for v in values)
+
+
+def render(rows: list[list[str]], right: set[int] | None = None) -> str:
+    """Columns padded to their widest cell; numeric columns (index in `right`) right-aligned."""
+    right = right or set()
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def acceptance_cells(acc: dict[str, Any] | None) -> list[str]:
+    if not acc:
+        return ["-", "-", "-"]
+    return [_pct(acc.get("rate")), _f(acc.get("mean_length")),
+            per_position_text(acc.get("per_position"))]
+
+
+def point_summary(label: str, p: Point) -> str:
+    text = (f"{label} c={p.concurrency}: {p.output_tok_s:.1f} tok/s, {p.req_s:.2f} req/s, "
+            f"TTFT p50 {_ms(p.ttft_p50)} ms p99 {_ms(p.ttft_p99)} ms, "
+            f"TPOT p50 {_ms(p.tpot_p50)} ms p99 {_ms(p.tpot_p99)} ms")
+    if p.acceptance:
+        text += (f", acceptance {_pct(p.acceptance.get('rate'))}, "
+                 f"mean length {_f(p.acceptance.get('mean_length'))}")
+    if p.failed:
+        text += f", {p.failed}/{p.requests} requests failed"
+    return text
+
+
+def run_table(run: BenchRun) -> str:
+    head = (f"{run.label}: {run.model} at {run.url}, max_tokens {run.max_tokens}, "
+            f"{'speculative' if run.speculative else 'no speculation'}")
+    rows = [["CONC", "TOK/S", "REQ/S", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99",
+             "FAILED", "ACCEPT", "MEAN LEN", "PER POSITION"],
+            ["", "", "", "ms", "ms", "ms", "ms", "", "", "", ""]]
+    for p in run.points:
+        rows.append([str(p.concurrency), f"{p.output_tok_s:.1f}", f"{p.req_s:.2f}",
+                     _ms(p.ttft_p50), _ms(p.ttft_p99), _ms(p.tpot_p50), _ms(p.tpot_p99),
+                     f"{p.failed}/{p.requests}", *acceptance_cells(p.acceptance)])
+    return head + "\n" + render(rows, right=set(range(8)))
+
+
+def compare_table(cmp: Comparison) -> str:
+    rows = [["CONC", f"{cmp.baseline_label} TOK/S", f"{cmp.spec_label} TOK/S", "SPEEDUP",
+             "BASE TPOT ms", "SPEC TPOT ms", "ACCEPT", "MEAN LEN"]]
+    for r in cmp.rows:
+        rows.append([str(r.concurrency), f"{r.baseline_tok_s:.1f}", f"{r.spec_tok_s:.1f}",
+                     "-" if r.speedup is None else f"x{r.speedup:.2f}",
+                     _ms(r.baseline_tpot_p50), _ms(r.spec_tpot_p50), _pct(r.acceptance_rate),
+                     _f(r.mean_length)])
+    lines = [render(rows, right=set(range(8)))]
+    if cmp.crossover is None:
+        lines.append("crossover: none (speculation pays at every measured concurrency)"
+                     if cmp.rows else "crossover: no common concurrency")
+    elif cmp.last_paying is None:
+        lines.append(f"crossover: speculation does not pay even at concurrency {cmp.crossover}")
+    else:
+        lines.append(f"crossover: speculation stops paying between concurrency "
+                     f"{cmp.last_paying} and {cmp.crossover} (≈{_f(cmp.crossover_estimate, 1)})")
+    lines.extend(f"warning: {w}" for w in cmp.warnings)
+    return "\n".join(lines)
+
+
+def watch_table(windows: Sequence[dict[str, Any]]) -> str:
+    """windows: bench.watch payloads."""
+    rows = [["WINDOW", "SECONDS", "DRAFTS", "ACCEPT", "MEAN LEN", "ACC TOK/S", "PER POSITION"]]
+    for w in windows:
+        acc = w.get("acceptance") or {}
+        rows.append([str(w.get("window")), f"{w.get('seconds', 0):.1f}",
+                     f"{acc.get('drafts', 0):.0f}", _pct(acc.get("rate")),
+                     _f(acc.get("mean_length")), f"{w.get('accepted_tok_s', 0):.1f}",
+                     per_position_text(acc.get("per_position"))])
+    return render(rows, right=set(range(6)))

@@ -1,0 +1,188 @@
+"""HTTP to vLLM's OpenAI-compatible server: /metrics, /v1/models and streamed chat requests.
+
+Timing is taken on this side of the forward, as a user of the service would see it: TTFT
+includes the tunnel's round trip (small on a LAN, visible over a WAN; it cancels out of a
+baseline-vs-speculative comparison made over the same tunnel). Tokens are
+counted from the final `usage` chunk (`stream_options.include_usage`), not from chunks: with
+speculation one chunk often carries several tokens, and counting chunks would hide the speedup.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from remote.bench.errors import MetricsMalformed, NoServer
+from remote.bench.metrics import SpecScrape, parse_spec_counters
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class RequestResult:
+    ok: bool
+    error: str | None = None
+    ttft: float | None = None  # seconds from send to the first content
+    latency: float | None = None  # seconds from send to the end of the stream
+    output_tokens: int = 0
+    chunk_times: list[float] = field(default_factory=list)  # seconds after send, per content chunk
+
+    @property
+    def tpot(self) -> float | None:
+        """Time per output token after the first (vLLM bench's definition)."""
+        if self.ttft is None or self.latency is None or self.output_tokens < 2:
+            return None
+        last = self.chunk_times[-1] if self.chunk_times else self.latency
+        return (last - self.ttft) / (self.output_tokens - 1)
+
+
+class VllmClient:
+    """One connection pool to one server. `url` is where the requests go (the local end of the
+    forward); `shown_url` is the server as the operator configured it, used in messages."""
+
+    def __init__(self, url: str, *, shown_url: str | None = None, timeout: float = 600.0) -> None:
+        self.url = url.rstrip("/")
+        self.shown_url = (shown_url or url).rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> VllmClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _no_server(self, exc: Exception) -> NoServer:
+        detail = str(exc) or type(exc).__name__
+        return NoServer(f"no server at {self.shown_url}: {detail}")
+
+    async def _get(self, path: str) -> httpx.Response:
+        try:
+            return await self._http.get(path)
+        except httpx.TransportError as exc:
+            raise self._no_server(exc) from None
+
+    async def metrics_text(self) -> str:
+        resp = await self._get("/metrics")
+        if resp.status_code != 200:
+            raise MetricsMalformed(
+                f"{self.shown_url}/metrics answered HTTP {resp.status_code}: is this a vLLM server?"
+            )
+        return resp.text
+
+    async def scrape(self) -> SpecScrape:
+        return parse_spec_counters(await self.metrics_text(), self.shown_url)
+
+    async def served_models(self) -> list[str]:
+        resp = await self._get("/v1/models")
+        if resp.status_code != 200:
+            raise MetricsMalformed(
+                f"{self.shown_url}/v1/models answered HTTP {resp.status_code}: "
+                "is this vLLM's OpenAI-compatible server?"
+            )
+        try:
+            data = resp.json()
+            return [str(m["id"]) for m in data["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise MetricsMalformed(
+                f"{self.shown_url}/v1/models did not answer an OpenAI model list"
+            ) from None
+
+    async def server_version(self) -> str | None:
+        """vLLM's /version, kept with the results (None when the server has no such route)."""
+        resp = await self._get("/version")
+        if resp.status_code != 200:
+            return None
+        try:
+            version = resp.json().get("version")
+        except (ValueError, AttributeError):
+            return None
+        return str(version) if version is not None else None
+
+    async def stream_chat(self, model: str, messages: Messages, max_tokens: int) -> RequestResult:
+        """One streamed request with a fixed output length (ignore_eos). A request that fails is
+        reported in the result; a server that cannot be reached at all raises NoServer."""
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        t0 = time.perf_counter()
+        result = RequestResult(ok=False)
+        chunks = 0
+        usage_tokens: int | None = None
+        try:
+            async with self._http.stream("POST", "/v1/chat/completions", json=body) as resp:
+                if resp.status_code != 200:
+                    text = (await resp.aread()).decode("utf-8", "replace")
+                    result.error = f"HTTP {resp.status_code}: {_one_line(text)}"
+                    return result
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError:
+                        result.error = f"malformed stream chunk: {_one_line(data)}"
+                        return result
+                    if not isinstance(chunk, dict):
+                        continue
+                    if isinstance(chunk.get("usage"), dict):
+                        tokens = chunk["usage"].get("completion_tokens")
+                        if isinstance(tokens, int):
+                            usage_tokens = tokens
+                    if "error" in chunk:
+                        result.error = f"server error: {_one_line(json.dumps(chunk['error']))}"
+                        return result
+                    if _has_content(chunk):
+                        now = time.perf_counter() - t0
+                        if result.ttft is None:
+                            result.ttft = now
+                        result.chunk_times.append(now)
+                        chunks += 1
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._no_server(exc) from None
+        except httpx.TransportError as exc:
+            result.error = f"{type(exc).__name__}: {_one_line(str(exc))}"
+            return result
+        result.latency = time.perf_counter() - t0
+        result.output_tokens = usage_tokens if usage_tokens is not None else chunks
+        if result.ttft is None:
+            result.error = "the stream carried no content"
+            return result
+        result.ok = True
+        return result
+
+
+def _has_content(chunk: dict[str, Any]) -> bool:
+    for choice in chunk.get("choices") or []:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta") or {}
+        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
+            return True
+        if choice.get("text"):
+            return True
+    return False
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -1,0 +1,133 @@
+"""Benchmark results as data, and the JSON file they are kept in.
+
+A result file holds one run (and, when it was measured in the same invocation, its baseline and
+the comparison), so `console bench compare` can put two runs made at different times side by
+side and check that they used the same prompts and output length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from remote.bench.errors import ResultFileError
+
+FORMAT = "eagle3-console-bench"
+VERSION = 1
+
+
+@dataclass
+class Point:
+    """One concurrency of a sweep. Times in seconds, rates per second."""
+
+    concurrency: int
+    requests: int
+    failed: int
+    output_tokens: int
+    duration: float
+    output_tok_s: float
+    req_s: float
+    ttft_p50: float | None
+    ttft_p99: float | None
+    tpot_p50: float | None
+    tpot_p99: float | None
+    acceptance: dict[str, Any] | None = None
+    errors: list[str] = field(default_factory=list)
+    loop_lag_p99: float | None = None  # the load driver's own event-loop lag (driver.py)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Point:
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class BenchRun:
+    label: str
+    url: str
+    model: str
+    speculative: bool
+    max_tokens: int
+    rounds: int
+    prompts: str
+    prompts_sha256: str
+    started: str
+    host: str = ""
+    server_version: str | None = None
+    points: list[Point] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["points"] = [p.to_dict() for p in self.points]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchRun:
+        names = cls.__dataclass_fields__
+        values = {k: v for k, v in data.items() if k in names and k != "points"}
+        return cls(**values, points=[Point.from_dict(p) for p in data.get("points", [])])
+
+    def point(self, concurrency: int) -> Point | None:
+        for p in self.points:
+            if p.concurrency == concurrency:
+                return p
+        return None
+
+
+def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline: BenchRun | None = None,
+                comparison: dict[str, Any] | None = None, complete: bool = True) -> Path:
+    """Written atomically: a crash mid-write never leaves half a result that compare would
+    misread. Rewritten after every point (complete=False) so a sweep that fails or is
+    interrupted half-way keeps the points it measured."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "complete": complete,
+        "run": run.to_dict() if run else None,  # None: only the baseline was measured
+        "baseline": baseline.to_dict() if baseline else None,
+        "comparison": comparison,
+    }
+    tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, dest)
+    return dest
+
+
+@dataclass
+class ResultFile:
+    path: Path
+    run: BenchRun
+    baseline: BenchRun | None
+    comparison: dict[str, Any] | None
+    complete: bool = True
+
+
+def load_result(path: str | os.PathLike[str]) -> ResultFile:
+    p = Path(path).expanduser()
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResultFileError(f"bench result {p}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError):
+        raise ResultFileError(f"bench result {p}: not JSON") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r})")
+    if doc.get("version") != VERSION:
+        raise ResultFileError(f"bench result {p}: unsupported version {doc.get('version')!r}")
+    if doc.get("run") is None:
+        raise ResultFileError(f"bench result {p}: incomplete, only its baseline was measured")
+    try:
+        run = BenchRun.from_dict(doc["run"])
+        baseline = BenchRun.from_dict(doc["baseline"]) if doc.get("baseline") else None
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ResultFileError(f"bench result {p}: malformed run ({exc})") from None
+    comparison = doc.get("comparison") if isinstance(doc.get("comparison"), dict) else None
+    return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False)

@@ -32,7 +32,19 @@ STATES = ("running", "exited", "cancelled", "lost")
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
 
-_RESOLVE = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
+# One round trip before the first operation: the absolute workdir, and the sha256 of the helper
+# already on the box (empty when absent), so an unchanged helper is never sent again.
+_RESOLVE = (
+    "import hashlib,os,sys\n"
+    "root=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
+    "p=os.path.join(root,'.console',sys.argv[2])\n"
+    "try:\n"
+    "    d=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+    "except OSError:\n"
+    "    d=''\n"
+    "print(root)\n"
+    "print(d)\n"
+)
 
 
 class JobLocked(Refused):
@@ -145,16 +157,22 @@ class Jobs:
         """Resolve the workdir (`~` means the box user's home) and upload the helper once."""
         async with self._ready_lock:
             if self._root is None or self._helper is None:
-                done = await self.transport.run([self.python, "-c", _RESOLVE, self.workdir],
-                                                timeout=60)
-                root = done.stdout.strip()
-                if done.returncode != 0 or not root.startswith("/"):
+                digest = sha256_file(HELPER)
+                name = f"job_helper-{digest[:12]}.py"
+                done = await self.transport.run(
+                    [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
+                out = done.stdout.splitlines()
+                if done.returncode == 127:
+                    raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
+                                         "(set the host's python in console.toml)")
+                if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
                     raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
                                              done.returncode, done.stderr or done.stdout)
-                helper = posixpath.join(root, ".console",
-                                        f"job_helper-{sha256_file(HELPER)[:12]}.py")
-                await upload(self.transport, HELPER, helper, python=self.python,
-                             bus=self.bus, host=self.host)
+                root = out[0]
+                helper = posixpath.join(root, ".console", name)
+                if out[1] != digest:
+                    await upload(self.transport, HELPER, helper, python=self.python,
+                                 bus=self.bus, host=self.host)
                 self._root, self._helper = root, helper
             return self._root, self._helper
 
@@ -251,6 +269,7 @@ class Jobs:
         name = await self._name(run_id)
         published = offset
         idle_restarts = 0
+        bus, host = self.bus, self.host
         # Saved before the first line, so the cursor names the session recording this tail even
         # if the console dies before the first batch is done.
         self._save(run_id, offset)
@@ -277,11 +296,16 @@ class Jobs:
                         block = bytes(buf[:cut])
                         del buf[:cut]
                         progressed = True
-                        for raw in block.split(b"\n")[:-1]:
-                            offset += len(raw) + 1
-                            line = LogLine(raw.decode("utf-8", "replace"), offset)
-                            self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=line.text,
-                                       offset=offset)
+                        # One timestamp per block: its lines arrived together, and it keeps
+                        # the per-line cost (event + recorder) low for fast logs.
+                        ts = ev.utc_now()
+                        for text, size in _split_lines(block):
+                            offset += size
+                            line = LogLine(text, offset)
+                            if bus is not None:
+                                bus.publish(ev.Event(ev.JOB_LINE, host, {
+                                    "run_id": run_id, "name": name, "text": text,
+                                    "offset": offset}, ts))
                             published = offset
                             yield line
                         self._save(run_id, published)
@@ -383,6 +407,13 @@ class Jobs:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"
         self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+def _split_lines(block: bytes) -> list[tuple[str, int]]:
+    """(text, byte length with its newline) for each line of a block ending in a newline."""
+    if block.isascii():  # the common case: characters are bytes, decode once
+        return [(text, len(text) + 1) for text in block.decode("ascii").split("\n")[:-1]]
+    return [(raw.decode("utf-8", "replace"), len(raw) + 1) for raw in block.split(b"\n")[:-1]]
 
 
 def _trailer(control: bytes) -> dict[str, Any] | None:

@@ -251,3 +251,20 @@ def test_malformed_run_record_is_a_clear_error() -> None:
         RunInfo.from_dict({"run_id": "x", "state": "exploded"})
     with pytest.raises(JobHelperError, match="malformed"):
         RunInfo.from_dict({"state": "running"})
+
+
+def test_box_side_helper_is_stdlib_only_python38() -> None:
+    """job_helper.py runs with whatever python the box or container has."""
+    import ast
+
+    from remote.jobs import HELPER
+
+    tree = ast.parse(HELPER.read_text(), str(HELPER), feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    assert not imported & {"console", "remote"}

@@ -227,10 +227,7 @@ class Jobs:
 
     async def status(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run("status", self._run_dir(root, run_id))
-        lines = out.strip().splitlines()
-        if rc != 0 or not lines:
-            raise RemoteCommandError(["job_helper", "status"], rc, err or out)
+        lines = await self._helper_retrying("status", "status", self._run_dir(root, run_id))
         data = _parse_record(lines[-1], "status")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
@@ -240,11 +237,10 @@ class Jobs:
 
     async def list(self) -> builtins.list[RunInfo]:
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run("list", posixpath.join(root, "runs"))
-        if rc != 0:
-            raise RemoteCommandError(["job_helper", "list"], rc, err or out)
+        lines = await self._helper_retrying("list", "list", posixpath.join(root, "runs"),
+                                            allow_empty=True)
         runs: builtins.list[RunInfo] = []
-        for line in out.splitlines():
+        for line in lines:
             if line.strip():
                 info = RunInfo.from_dict(_parse_record(line, "list"))
                 self._names[info.run_id] = info.name
@@ -347,8 +343,9 @@ class Jobs:
         if self.cursors is not None:
             self.cursors.save(self.host, run_id, offset)
 
-    async def _helper_retrying(self, what: str, *args: str) -> dict[str, Any]:
-        """A blocking helper command that is simply asked again after a dropped connection.
+    async def _helper_retrying(self, what: str, *args: str,
+                               allow_empty: bool = False) -> builtins.list[str]:
+        """An idempotent helper command, simply asked again after a dropped connection.
 
         Started with stdin left open: the helper exits when it sees stdin close, so a console
         that goes away leaves no waiter behind on the box."""
@@ -373,8 +370,8 @@ class Jobs:
                     except Exception:  # the channel may already be gone
                         pass
             lines = out.decode("utf-8", "replace").strip().splitlines()
-            if rc == 0 and lines:
-                return _parse_record(lines[-1], what)
+            if rc == 0 and (lines or allow_empty):
+                return lines
             if rc not in (0, None) and self.transport.connected:
                 raise RemoteCommandError(["job_helper", what], rc,
                                          err.decode("utf-8", "replace"))
@@ -385,7 +382,8 @@ class Jobs:
 
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        data = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        data = _parse_record(lines[-1], "wait")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -394,8 +392,9 @@ class Jobs:
 
     async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
         root, _ = await self._ready()
-        data = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
-                                           str(float(grace)))
+        lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
+                                            str(float(grace)))
+        data = _parse_record(lines[-1], "cancel")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)

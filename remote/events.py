@@ -142,14 +142,22 @@ def _encode_flat(payload: dict[str, Any]) -> str | None:
     separators=(",", ":"), about twice as fast; None for anything else."""
     parts = []
     for key, value in payload.items():
+        prefix = _KEY_CACHE.get(key)
+        if prefix is None:
+            prefix = _escape(key) + ":"
+            if len(_KEY_CACHE) < 4096:
+                _KEY_CACHE[key] = prefix
         kind = type(value)
         if kind is str:
-            parts.append(_escape(key) + ":" + _escape(value))
+            parts.append(prefix + _escape(value))
         elif kind is int:
-            parts.append(_escape(key) + ":" + int.__repr__(value))
+            parts.append(prefix + int.__repr__(value))
         else:
             return None
     return "{" + ",".join(parts) + "}"
+
+
+_KEY_CACHE: dict[str, str] = {}
 
 
 def _json_default(obj: Any) -> Any:

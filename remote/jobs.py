@@ -13,7 +13,7 @@ import asyncio
 import builtins
 import json
 import posixpath
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
-from remote.transport import RemoteProcess, Transport
+from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import sha256_file, upload
 
 HELPER = Path(__file__).with_name("job_helper.py")
@@ -150,6 +150,8 @@ class Jobs:
         self._helper: str | None = None
         self._ready_lock = asyncio.Lock()
         self._names: dict[str, str] = {}
+        self._serve: tuple[RemoteProcess, AsyncIterator[OutputLine]] | None = None
+        self._serve_lock = asyncio.Lock()
 
     # -- box-side setup -------------------------------------------------------------------
 
@@ -181,10 +183,56 @@ class Jobs:
             raise JobNotFound(f"not a run id: {run_id!r}")
         return posixpath.join(root, "runs", run_id)
 
-    async def _helper_run(self, *args: str, timeout: float | None = 120) -> tuple[int, str, str]:
+    async def _served(self, *args: str, retry: bool = True) -> tuple[int, str]:
+        """(rc, stdout) of a quick helper command, through one long-lived `serve` process.
+
+        A request that might have had an effect (launch) is not sent twice: without `retry`, a
+        connection lost after sending raises ConnectionFailed."""
         _, helper = await self._ready()
-        done = await self.transport.run([self.python, helper, *args], timeout=timeout)
-        return done.returncode, done.stdout, done.stderr
+        async with self._serve_lock:
+            attempts = 0
+            while True:
+                sent = False
+                try:
+                    if self._serve is None:
+                        proc = await self.transport.start([self.python, helper, "serve"])
+                        self._serve = (proc, proc.lines())
+                    proc, lines = self._serve
+                    await proc.write((json.dumps(list(args)) + "\n").encode())
+                    sent = True
+                    while True:
+                        line = await anext(lines)
+                        if line.stream == "stdout":
+                            break
+                except (ConnectionFailed, StopAsyncIteration, OSError) as exc:
+                    await self._close_serve()
+                    attempts += 1
+                    if (sent and not retry) or attempts > MAX_IDLE_RESTARTS:
+                        raise ConnectionFailed(f"{args[0]} on {self.host}: the connection was "
+                                               f"lost ({exc or type(exc).__name__}); "
+                                               "check with `console jobs`") from None
+                    await asyncio.sleep(min(1.0, 0.05 * (attempts - 1)))
+                    continue
+                try:
+                    reply = json.loads(line.text)
+                    return int(reply["rc"]), str(reply.get("out") or reply.get("error") or "")
+                except (ValueError, KeyError, TypeError):
+                    await self._close_serve()
+                    raise JobHelperError(f"{args[0]}: the box printed {line.text[:200]!r}, "
+                                         "not a reply") from None
+
+    async def _close_serve(self) -> None:
+        serve, self._serve = self._serve, None
+        if serve is not None:
+            try:
+                await serve[0].close()
+            except Exception:  # the channel may already be gone
+                pass
+
+    async def close(self) -> None:
+        """End the helper session on the box (it also ends by itself when the transport closes)."""
+        async with self._serve_lock:
+            await self._close_serve()
 
     def _emit(self, kind: str, **payload: object) -> None:
         if self.bus is not None:
@@ -208,16 +256,16 @@ class Jobs:
             if not key or "=" in key or not key.replace("_", "a").isalnum():
                 raise UsageError(f"invalid environment variable name: {key!r}")
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run(
+        rc, out = await self._served(
             "launch", posixpath.join(root, "runs"), posixpath.join(root, "locks"), name, cwd or "",
-            json.dumps(dict(env or {})), *argv,
+            json.dumps(dict(env or {})), *argv, retry=False,
         )
         lines = out.strip().splitlines()
         if rc == EXIT_LOCKED:
             holder = _parse_record(lines[-1], "launch") if lines else {}
             raise JobLocked(name, str(holder.get("run_id", "")), self.host)
         if rc != 0 or not lines:
-            raise RemoteCommandError(["job_helper", "launch"], rc, err or out)
+            raise RemoteCommandError(["job_helper", "launch"], rc, out)
         info = RunInfo.from_dict(_parse_record(lines[-1], "launch"))
         self._names[info.run_id] = info.name
         self._emit(ev.JOB_STARTED, run_id=info.run_id, name=info.name, argv=info.argv,
@@ -227,7 +275,10 @@ class Jobs:
 
     async def status(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        lines = await self._helper_retrying("status", "status", self._run_dir(root, run_id))
+        rc, out = await self._served("status", self._run_dir(root, run_id))
+        lines = out.strip().splitlines()
+        if rc != 0 or not lines:
+            raise RemoteCommandError(["job_helper", "status"], rc, out)
         data = _parse_record(lines[-1], "status")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
@@ -237,8 +288,10 @@ class Jobs:
 
     async def list(self) -> builtins.list[RunInfo]:
         root, _ = await self._ready()
-        lines = await self._helper_retrying("list", "list", posixpath.join(root, "runs"),
-                                            allow_empty=True)
+        rc, out = await self._served("list", posixpath.join(root, "runs"))
+        if rc != 0:
+            raise RemoteCommandError(["job_helper", "list"], rc, out)
+        lines = out.splitlines()
         runs: builtins.list[RunInfo] = []
         for line in lines:
             if line.strip():

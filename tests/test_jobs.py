@@ -268,3 +268,19 @@ def test_box_side_helper_is_stdlib_only_python38() -> None:
             imported.add(node.module.split(".")[0])
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
     assert not imported & {"console", "remote"}
+
+
+def test_helper_session_survives_bad_requests_and_ends_on_eof(tmp_path: Path) -> None:
+    import subprocess
+
+    from remote.jobs import HELPER
+
+    requests = [b"not json\n", b'["rm", "-rf", "/"]\n', json.dumps(["list", str(tmp_path)]).encode()
+                + b"\n"]
+    done = subprocess.run([sys.executable, str(HELPER), "serve"], input=b"".join(requests),
+                          capture_output=True, timeout=30)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and len(replies) == 3
+    assert replies[0]["rc"] == 1 and "JSONDecodeError" in replies[0]["error"]
+    assert replies[1]["rc"] == 1 and "not a served request" in replies[1]["error"]
+    assert replies[2] == {"rc": 0, "out": ""}

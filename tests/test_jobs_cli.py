@@ -64,6 +64,7 @@ def recorded_lines(session: Path, run_id: str) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 def test_launch_list_status_and_lock(console_env: tuple[dict[str, str], Path]) -> None:
     env, config = console_env
     rc, out, err = finish(console(env, config, "launch", "--name", "hello world", "--no-record",

@@ -337,6 +337,8 @@ class SSHTransport(Transport):
                 return self._conn
             attempt = 0
             while True:
+                if self._closing:
+                    raise ConnectionFailed(f"connection to {self.name} was closed")
                 attempt += 1
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
                 delay *= random.uniform(0.5, 1.0)

@@ -21,6 +21,7 @@ Commands (argv after the script path):
                                                   the unterminated rest once the job ended), then
                                                   `END {json}` on stderr
     wait RUN_DIR                                   -> the JSON run record once the job ended
+    serve                                          launch/status/list requests as JSON lines
     cancel RUN_DIR GRACE                           -> TERM the process group, KILL after GRACE s
 Every blocking command exits when its stdin closes: a dropped SSH connection leaves nothing behind.
 """
@@ -138,9 +139,47 @@ def record(run_dir):
     }
 
 
+# Where emit() writes: stdout, or the reply buffer of the request `serve` is answering.
+_out = []  # type: list[list[str]]
+
+
 def emit(obj):
-    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    line = json.dumps(obj, separators=(",", ":")) + "\n"
+    if _out:
+        _out[-1].append(line)
+        return
+    sys.stdout.write(line)
     sys.stdout.flush()
+
+
+SERVED = ("launch", "status", "list")
+
+
+def cmd_serve():
+    """Answer requests until stdin closes: one long-lived process for the quick operations, so
+    each costs a round trip instead of a new remote command (and the login shell's rc files).
+
+    Request: a JSON list (command and arguments) per line. Reply: {"rc": int, "out": str} per line.
+    """
+    stdin = sys.stdin.buffer
+    while True:
+        raw = stdin.readline()
+        if not raw:
+            return 0
+        reply = {"rc": 2, "out": ""}
+        try:
+            argv = json.loads(raw)
+            if not isinstance(argv, list) or not argv or argv[0] not in SERVED:
+                raise ValueError(f"not a served request: {raw[:200]!r}")
+            _out.append([])
+            try:
+                reply["rc"] = main([str(a) for a in argv])
+            finally:
+                reply["out"] = "".join(_out.pop())
+        except Exception as exc:  # a bad request must not end the session
+            reply = {"rc": 1, "out": "", "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
 
 
 def safe_name(name):
@@ -392,6 +431,8 @@ def main(argv):
         return cmd_wait(args[0])
     if cmd == "cancel":
         return cmd_cancel(args[0], args[1])
+    if cmd == "serve":
+        return cmd_serve()
     sys.stderr.write(f"unknown command {cmd!r}\n")
     return 2
 

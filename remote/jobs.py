@@ -13,7 +13,7 @@ import asyncio
 import builtins
 import json
 import posixpath
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
-from remote.transport import RemoteProcess, Transport
+from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import sha256_file, upload
 
 HELPER = Path(__file__).with_name("job_helper.py")
@@ -32,7 +32,19 @@ STATES = ("running", "exited", "cancelled", "lost")
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
 
-_RESOLVE = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
+# One round trip before the first operation: the absolute workdir, and the sha256 of the helper
+# already on the box (empty when absent), so an unchanged helper is never sent again.
+_RESOLVE = (
+    "import hashlib,os,sys\n"
+    "root=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
+    "p=os.path.join(root,'.console',sys.argv[2])\n"
+    "try:\n"
+    "    d=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+    "except OSError:\n"
+    "    d=''\n"
+    "print(root)\n"
+    "print(d)\n"
+)
 
 
 class JobLocked(Refused):
@@ -138,6 +150,8 @@ class Jobs:
         self._helper: str | None = None
         self._ready_lock = asyncio.Lock()
         self._names: dict[str, str] = {}
+        self._serve: tuple[RemoteProcess, AsyncIterator[OutputLine]] | None = None
+        self._serve_lock = asyncio.Lock()
 
     # -- box-side setup -------------------------------------------------------------------
 
@@ -145,16 +159,22 @@ class Jobs:
         """Resolve the workdir (`~` means the box user's home) and upload the helper once."""
         async with self._ready_lock:
             if self._root is None or self._helper is None:
-                done = await self.transport.run([self.python, "-c", _RESOLVE, self.workdir],
-                                                timeout=60)
-                root = done.stdout.strip()
-                if done.returncode != 0 or not root.startswith("/"):
+                digest = sha256_file(HELPER)
+                name = f"job_helper-{digest[:12]}.py"
+                done = await self.transport.run(
+                    [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
+                out = done.stdout.splitlines()
+                if done.returncode == 127:
+                    raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
+                                         "(set the host's python in console.toml)")
+                if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
                     raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
                                              done.returncode, done.stderr or done.stdout)
-                helper = posixpath.join(root, ".console",
-                                        f"job_helper-{sha256_file(HELPER)[:12]}.py")
-                await upload(self.transport, HELPER, helper, python=self.python,
-                             bus=self.bus, host=self.host)
+                root = out[0]
+                helper = posixpath.join(root, ".console", name)
+                if out[1] != digest:
+                    await upload(self.transport, HELPER, helper, python=self.python,
+                                 bus=self.bus, host=self.host)
                 self._root, self._helper = root, helper
             return self._root, self._helper
 
@@ -163,10 +183,56 @@ class Jobs:
             raise JobNotFound(f"not a run id: {run_id!r}")
         return posixpath.join(root, "runs", run_id)
 
-    async def _helper_run(self, *args: str, timeout: float | None = 120) -> tuple[int, str, str]:
+    async def _served(self, *args: str, retry: bool = True) -> tuple[int, str]:
+        """(rc, stdout) of a quick helper command, through one long-lived `serve` process.
+
+        A request that might have had an effect (launch) is not sent twice: without `retry`, a
+        connection lost after sending raises ConnectionFailed."""
         _, helper = await self._ready()
-        done = await self.transport.run([self.python, helper, *args], timeout=timeout)
-        return done.returncode, done.stdout, done.stderr
+        async with self._serve_lock:
+            attempts = 0
+            while True:
+                sent = False
+                try:
+                    if self._serve is None:
+                        proc = await self.transport.start([self.python, helper, "serve"])
+                        self._serve = (proc, proc.lines())
+                    proc, lines = self._serve
+                    await proc.write((json.dumps(list(args)) + "\n").encode())
+                    sent = True
+                    while True:
+                        line = await anext(lines)
+                        if line.stream == "stdout":
+                            break
+                except (ConnectionFailed, StopAsyncIteration, OSError) as exc:
+                    await self._close_serve()
+                    attempts += 1
+                    if (sent and not retry) or attempts > MAX_IDLE_RESTARTS:
+                        raise ConnectionFailed(f"{args[0]} on {self.host}: the connection was "
+                                               f"lost ({exc or type(exc).__name__}); "
+                                               "check with `console jobs`") from None
+                    await asyncio.sleep(min(1.0, 0.05 * (attempts - 1)))
+                    continue
+                try:
+                    reply = json.loads(line.text)
+                    return int(reply["rc"]), str(reply.get("out") or reply.get("error") or "")
+                except (ValueError, KeyError, TypeError):
+                    await self._close_serve()
+                    raise JobHelperError(f"{args[0]}: the box printed {line.text[:200]!r}, "
+                                         "not a reply") from None
+
+    async def _close_serve(self) -> None:
+        serve, self._serve = self._serve, None
+        if serve is not None:
+            try:
+                await serve[0].close()
+            except Exception:  # the channel may already be gone
+                pass
+
+    async def close(self) -> None:
+        """End the helper session on the box (it also ends by itself when the transport closes)."""
+        async with self._serve_lock:
+            await self._close_serve()
 
     def _emit(self, kind: str, **payload: object) -> None:
         if self.bus is not None:
@@ -190,16 +256,16 @@ class Jobs:
             if not key or "=" in key or not key.replace("_", "a").isalnum():
                 raise UsageError(f"invalid environment variable name: {key!r}")
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run(
+        rc, out = await self._served(
             "launch", posixpath.join(root, "runs"), posixpath.join(root, "locks"), name, cwd or "",
-            json.dumps(dict(env or {})), *argv,
+            json.dumps(dict(env or {})), *argv, retry=False,
         )
         lines = out.strip().splitlines()
         if rc == EXIT_LOCKED:
             holder = _parse_record(lines[-1], "launch") if lines else {}
             raise JobLocked(name, str(holder.get("run_id", "")), self.host)
         if rc != 0 or not lines:
-            raise RemoteCommandError(["job_helper", "launch"], rc, err or out)
+            raise RemoteCommandError(["job_helper", "launch"], rc, out)
         info = RunInfo.from_dict(_parse_record(lines[-1], "launch"))
         self._names[info.run_id] = info.name
         self._emit(ev.JOB_STARTED, run_id=info.run_id, name=info.name, argv=info.argv,
@@ -209,10 +275,10 @@ class Jobs:
 
     async def status(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run("status", self._run_dir(root, run_id))
+        rc, out = await self._served("status", self._run_dir(root, run_id))
         lines = out.strip().splitlines()
         if rc != 0 or not lines:
-            raise RemoteCommandError(["job_helper", "status"], rc, err or out)
+            raise RemoteCommandError(["job_helper", "status"], rc, out)
         data = _parse_record(lines[-1], "status")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
@@ -222,11 +288,12 @@ class Jobs:
 
     async def list(self) -> builtins.list[RunInfo]:
         root, _ = await self._ready()
-        rc, out, err = await self._helper_run("list", posixpath.join(root, "runs"))
+        rc, out = await self._served("list", posixpath.join(root, "runs"))
         if rc != 0:
-            raise RemoteCommandError(["job_helper", "list"], rc, err or out)
+            raise RemoteCommandError(["job_helper", "list"], rc, out)
+        lines = out.splitlines()
         runs: builtins.list[RunInfo] = []
-        for line in out.splitlines():
+        for line in lines:
             if line.strip():
                 info = RunInfo.from_dict(_parse_record(line, "list"))
                 self._names[info.run_id] = info.name
@@ -251,6 +318,7 @@ class Jobs:
         name = await self._name(run_id)
         published = offset
         idle_restarts = 0
+        bus, host = self.bus, self.host
         # Saved before the first line, so the cursor names the session recording this tail even
         # if the console dies before the first batch is done.
         self._save(run_id, offset)
@@ -277,11 +345,16 @@ class Jobs:
                         block = bytes(buf[:cut])
                         del buf[:cut]
                         progressed = True
-                        for raw in block.split(b"\n")[:-1]:
-                            offset += len(raw) + 1
-                            line = LogLine(raw.decode("utf-8", "replace"), offset)
-                            self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=line.text,
-                                       offset=offset)
+                        # One timestamp per block: its lines arrived together, and it keeps
+                        # the per-line cost (event + recorder) low for fast logs.
+                        ts = ev.utc_now()
+                        for text, size in _split_lines(block):
+                            offset += size
+                            line = LogLine(text, offset)
+                            if bus is not None:
+                                bus.publish(ev.Event(ev.JOB_LINE, host, {
+                                    "run_id": run_id, "name": name, "text": text,
+                                    "offset": offset}, ts))
                             published = offset
                             yield line
                         self._save(run_id, published)
@@ -323,8 +396,9 @@ class Jobs:
         if self.cursors is not None:
             self.cursors.save(self.host, run_id, offset)
 
-    async def _helper_retrying(self, what: str, *args: str) -> dict[str, Any]:
-        """A blocking helper command that is simply asked again after a dropped connection.
+    async def _helper_retrying(self, what: str, *args: str,
+                               allow_empty: bool = False) -> builtins.list[str]:
+        """An idempotent helper command, simply asked again after a dropped connection.
 
         Started with stdin left open: the helper exits when it sees stdin close, so a console
         that goes away leaves no waiter behind on the box."""
@@ -349,8 +423,8 @@ class Jobs:
                     except Exception:  # the channel may already be gone
                         pass
             lines = out.decode("utf-8", "replace").strip().splitlines()
-            if rc == 0 and lines:
-                return _parse_record(lines[-1], what)
+            if rc == 0 and (lines or allow_empty):
+                return lines
             if rc not in (0, None) and self.transport.connected:
                 raise RemoteCommandError(["job_helper", what], rc,
                                          err.decode("utf-8", "replace"))
@@ -361,7 +435,8 @@ class Jobs:
 
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        data = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        data = _parse_record(lines[-1], "wait")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -370,8 +445,9 @@ class Jobs:
 
     async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
         root, _ = await self._ready()
-        data = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
-                                           str(float(grace)))
+        lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
+                                            str(float(grace)))
+        data = _parse_record(lines[-1], "cancel")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -383,6 +459,13 @@ class Jobs:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"
         self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+def _split_lines(block: bytes) -> list[tuple[str, int]]:
+    """(text, byte length with its newline) for each line of a block ending in a newline."""
+    if block.isascii():  # the common case: characters are bytes, decode once
+        return [(text, len(text) + 1) for text in block.decode("ascii").split("\n")[:-1]]
+    return [(raw.decode("utf-8", "replace"), len(raw) + 1) for raw in block.split(b"\n")[:-1]]
 
 
 def _trailer(control: bytes) -> dict[str, Any] | None:

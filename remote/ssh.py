@@ -9,6 +9,7 @@ man-in-the-middle). Errors reach the operator as one line with exit code 3.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import random
 import socket
@@ -232,8 +233,39 @@ class SSHTransport(Transport):
 
     async def _open(self) -> asyncssh.SSHClientConnection:
         target, kwargs = self._target()
+        jumps = _proxy_jump(target, kwargs)
+        tunnel: asyncssh.SSHClientConnection | None = None
+        try:
+            for hop in jumps:  # each hop is checked like the box itself
+                user, _, rest = hop.rpartition("@")
+                name, _, port = rest.partition(":")
+                hop_kwargs = {k: v for k, v in kwargs.items()
+                              if k in ("known_hosts", "keepalive_interval", "keepalive_count_max",
+                                       "connect_timeout", "config")}
+                if user:
+                    hop_kwargs["username"] = user
+                if port.isdigit():
+                    hop_kwargs["port"] = int(port)
+                if tunnel is not None:
+                    hop_kwargs["tunnel"] = tunnel
+                hop_conn = await self._open_one(name, hop_kwargs, f"jump host {name}")
+                if tunnel is not None:
+                    hop_conn.set_tunnel(tunnel)  # closing the last hop closes the chain
+                tunnel = hop_conn
+            if tunnel is not None:
+                kwargs["tunnel"] = tunnel  # also stops asyncssh applying ProxyJump itself
+            conn = await self._open_one(target, kwargs, f"{self.name} ({target})")
+        except BaseException:
+            if tunnel is not None:
+                tunnel.close()
+            raise
+        if tunnel is not None:
+            conn.set_tunnel(tunnel)
+        return conn
+
+    async def _open_one(self, target: str, kwargs: dict[str, Any],
+                        box: str) -> asyncssh.SSHClientConnection:
         check = _HostKeyCheck(self.known_hosts, self.accept_new_host_key)
-        box = f"{self.name} ({target})"
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, check), **kwargs),
@@ -305,6 +337,8 @@ class SSHTransport(Transport):
                 return self._conn
             attempt = 0
             while True:
+                if self._closing:
+                    raise ConnectionFailed(f"connection to {self.name} was closed")
                 attempt += 1
                 delay = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
                 delay *= random.uniform(0.5, 1.0)
@@ -465,6 +499,28 @@ class SSHTransport(Transport):
             except (OSError, asyncssh.Error) as exc:
                 self._emit(ev.CONSOLE_WARNING, message=f"port forward {fwd.local_port} -> "
                            f"{fwd.remote_host}:{fwd.remote_port} not restored: {_one_line(exc)}")
+
+
+def _proxy_jump(target: str, kwargs: dict[str, Any]) -> list[str]:
+    """The ProxyJump hops the ssh config names for target ([] when none or unreadable)."""
+    paths = kwargs.get("config")
+    if not paths:
+        default = Path("~/.ssh/config").expanduser()
+        paths = [str(default)] if default.is_file() else []
+    if not paths:
+        return []
+    try:
+        from asyncssh.config import SSHClientConfig
+
+        config = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
+                                      kwargs.get("username", ()), target,
+                                      kwargs.get("port", ()))
+        jump = config.get("ProxyJump")
+    except Exception:  # an asyncssh without this internal API: it applies ProxyJump itself
+        return []
+    if not isinstance(jump, str) or jump.lower() == "none":
+        return []
+    return [hop.strip() for hop in jump.split(",") if hop.strip()]
 
 
 def _sftp_path(remote: str) -> str:

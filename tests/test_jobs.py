@@ -251,3 +251,36 @@ def test_malformed_run_record_is_a_clear_error() -> None:
         RunInfo.from_dict({"run_id": "x", "state": "exploded"})
     with pytest.raises(JobHelperError, match="malformed"):
         RunInfo.from_dict({"state": "running"})
+
+
+def test_box_side_helper_is_stdlib_only_python38() -> None:
+    """job_helper.py runs with whatever python the box or container has."""
+    import ast
+
+    from remote.jobs import HELPER
+
+    tree = ast.parse(HELPER.read_text(), str(HELPER), feature_version=(3, 8))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    assert not imported & {"console", "remote"}
+
+
+def test_helper_session_survives_bad_requests_and_ends_on_eof(tmp_path: Path) -> None:
+    import subprocess
+
+    from remote.jobs import HELPER
+
+    requests = [b"not json\n", b'["rm", "-rf", "/"]\n', json.dumps(["list", str(tmp_path)]).encode()
+                + b"\n"]
+    done = subprocess.run([sys.executable, str(HELPER), "serve"], input=b"".join(requests),
+                          capture_output=True, timeout=30)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and len(replies) == 3
+    assert replies[0]["rc"] == 1 and "JSONDecodeError" in replies[0]["error"]
+    assert replies[1]["rc"] == 1 and "not a served request" in replies[1]["error"]
+    assert replies[2] == {"rc": 0, "out": ""}

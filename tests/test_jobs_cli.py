@@ -64,6 +64,7 @@ def recorded_lines(session: Path, run_id: str) -> list[str]:
     return texts
 
 
+@pytest.mark.slow
 def test_launch_list_status_and_lock(console_env: tuple[dict[str, str], Path]) -> None:
     env, config = console_env
     rc, out, err = finish(console(env, config, "launch", "--name", "hello world", "--no-record",
@@ -126,3 +127,16 @@ def _until(cond: object, timeout: float = 60.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("condition not reached")
+
+
+def test_unknown_host_key_exit_code_and_accept_flag(console_env: tuple[dict[str, str], Path],
+                                                    sshd: Sshd, tmp_path: Path) -> None:
+    env, config = console_env
+    known = tmp_path / "fresh_known_hosts"
+    config.write_text(config.read_text().replace(str(sshd.known_hosts), str(known)))
+    rc, out, err = finish(console(env, config, "list"))
+    assert rc == 3 and "unknown host key" in err and "--accept-new-host-key" in err
+    assert err.count("\n") == 1 and not known.exists()  # one line, nothing stored
+    rc, out, err = finish(console(env, config, "--accept-new-host-key", "list"))
+    assert rc == 0, err
+    assert "trusted new host key" in out and known.read_text().startswith(f"[127.0.0.1]:{sshd.port} ")

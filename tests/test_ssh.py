@@ -211,3 +211,52 @@ async def test_tail_survives_twenty_connection_drops(sshd: Sshd, tmp_path: Path)
     assert kinds.count(ev.CONNECTION_UP) == 21  # the first connect and 20 reconnects
     lines = [e.payload["offset"] for e in seen if e.kind == ev.JOB_LINE]
     assert lines == sorted(set(lines))  # job.line events: no duplicates, in order
+
+
+async def test_job_survives_drops_and_idempotent_calls_reconnect(sshd: Sshd,
+                                                                 tmp_path: Path) -> None:
+    bus = EventBus()
+    seen: list[ev.Event] = []
+    bus.add_callback(seen.append)
+    t = ssh.SSHTransport(sshd.host_config(), bus=bus, backoff_base=0.05)
+    await t.connect()
+    jobs = Jobs(t, str(tmp_path / "box"), host="box", python=sys.executable)
+    try:
+        info = await jobs.launch(["sh", "-c", "sleep 1; echo survived"], name="survivor")
+        sshd.drop_connections()
+        await _until(lambda: not t.connected)
+        assert (await jobs.status(info.run_id)).state in ("running", "exited")
+        sshd.drop_connections()
+        await _until(lambda: not t.connected)
+        assert [r.run_id for r in await jobs.list()] == [info.run_id]
+        sshd.drop_connections()
+        done = await jobs.wait(info.run_id)
+        assert (done.state, done.returncode) == ("exited", 0)
+        assert Path(done.log_path).read_text() == "survived\n"
+    finally:
+        await t.close()
+    assert [e.kind for e in seen].count(ev.CONNECTION_DOWN) >= 2
+
+
+async def test_proxyjump_from_ssh_config(sshd: Sshd, tmp_path: Path) -> None:
+    """ProxyJump through the loopback box to itself: the tunnel is opened over SSH."""
+    config = tmp_path / "ssh_config"
+    config.write_text(sshd.ssh_config.read_text() + "\n".join([
+        "Host via-jump",
+        "  HostName 127.0.0.1",
+        f"  Port {sshd.port}",
+        f"  User {sshd.user}",
+        f"  IdentityFile {sshd.client_key}",
+        "  ProxyJump loopback-box",
+        "",
+    ]))
+    host = sshd.host_config(ssh="via-jump", ssh_options={
+        "ssh_config": str(config), "known_hosts": str(sshd.known_hosts)})
+    before = len(sshd.serving_children())
+    t = ssh.SSHTransport(host)
+    await t.connect()
+    try:
+        assert (await t.run(["echo", "jumped"])).stdout == "jumped\n"
+        assert len(sshd.serving_children()) == before + 2  # the jump and the tunneled session
+    finally:
+        await t.close()

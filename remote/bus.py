@@ -8,12 +8,13 @@ job tail). Nothing is dropped: the stream is the record of what happened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
 
 from remote.events import Event
 
 Callback = Callable[[Event], None]
+BatchCallback = Callable[[Sequence[Event]], None]
 
 _CLOSED = object()
 
@@ -59,6 +60,7 @@ class Subscription:
 class EventBus:
     def __init__(self) -> None:
         self._callbacks: list[Callback] = []
+        self._batch_callbacks: list[BatchCallback] = []
         self._subs: set[Subscription] = set()
         self.closed = False
 
@@ -68,6 +70,18 @@ class EventBus:
         def remove() -> None:
             with suppress(ValueError):
                 self._callbacks.remove(callback)
+
+        return remove
+
+    def add_batch_callback(self, callback: BatchCallback) -> Callable[[], None]:
+        """Like add_callback, but events published together (publish_many: the lines of one
+        block received from a job log) arrive in one call, so the recorder writes them with one
+        write and one flush instead of one per line."""
+        self._batch_callbacks.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._batch_callbacks.remove(callback)
 
         return remove
 
@@ -84,8 +98,24 @@ class EventBus:
             raise RuntimeError("publish on a closed event bus")
         for callback in list(self._callbacks):
             callback(event)
+        for batch_callback in list(self._batch_callbacks):
+            batch_callback((event,))
         for sub in list(self._subs):
             sub._offer(event)
+
+    def publish_many(self, events: Sequence[Event]) -> None:
+        if self.closed:
+            raise RuntimeError("publish on a closed event bus")
+        if not events:
+            return
+        for callback in list(self._callbacks):
+            for event in events:
+                callback(event)
+        for batch_callback in list(self._batch_callbacks):
+            batch_callback(events)
+        for sub in list(self._subs):
+            for event in events:
+                sub._offer(event)
 
     def emit(self, kind: str, host: str = "", **payload: object) -> Event:
         event = Event(kind=kind, host=host, payload=dict(payload))

@@ -40,6 +40,7 @@ STATS_SAMPLE = "stats.sample"
 ALLREDUCE_RESULT = "allreduce.result"
 BENCH_POINT = "bench.point"
 BENCH_SUMMARY = "bench.summary"
+BENCH_WATCH = "bench.watch"  # acceptance over one scrape interval of `console bench watch`
 
 # Kinds a replay can seek to ("markers"): where a human wants to jump in a long session.
 SEEKABLE_KINDS = frozenset(

@@ -348,14 +348,19 @@ class Jobs:
                         # One timestamp per block: its lines arrived together, and it keeps
                         # the per-line cost (event + recorder) low for fast logs.
                         ts = ev.utc_now()
+                        lines: list[LogLine] = []
                         for text, size in _split_lines(block):
                             offset += size
-                            line = LogLine(text, offset)
-                            if bus is not None:
-                                bus.publish(ev.Event(ev.JOB_LINE, host, {
-                                    "run_id": run_id, "name": name, "text": text,
-                                    "offset": offset}, ts))
-                            published = offset
+                            lines.append(LogLine(text, offset))
+                        if bus is not None:
+                            # One batch: the recorder writes the block with one write.
+                            bus.publish_many([
+                                ev.Event(ev.JOB_LINE, host, {"run_id": run_id, "name": name,
+                                                             "text": ln.text, "offset": ln.offset}, ts)
+                                for ln in lines
+                            ])
+                        for line in lines:
+                            published = line.offset
                             yield line
                         self._save(run_id, published)
                     rc = await proc.wait()

@@ -60,3 +60,19 @@ async def test_bus_fans_out_in_order_to_callbacks_and_subscribers() -> None:
     assert [e.kind async for e in jobs_sub] == ["job.started", "job.line", "job.exit"]
     with pytest.raises(RuntimeError):
         bus.emit("late")
+
+
+async def test_publish_many_reaches_every_kind_of_consumer_in_order() -> None:
+    bus = EventBus()
+    single: list[int] = []
+    batches: list[list[int]] = []
+    bus.add_callback(lambda e: single.append(e.payload["i"]))
+    bus.add_batch_callback(lambda es: batches.append([e.payload["i"] for e in es]))
+    sub = bus.subscribe({"job"})
+    bus.publish_many([Event("job.line", "h", {"i": i}) for i in range(3)])
+    bus.publish(Event("job.line", "h", {"i": 3}))
+    bus.publish_many([])
+    bus.close()
+    assert single == [0, 1, 2, 3]
+    assert batches == [[0, 1, 2], [3]]
+    assert [e.payload["i"] async for e in sub] == [0, 1, 2, 3]

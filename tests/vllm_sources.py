@@ -46,6 +46,10 @@ def sweep(version: str) -> tuple[dict[str, Any], ...]:
 KIMI_K25_CONFIG: dict[str, Any] = {
     "architectures": ["KimiK25ForConditionalGeneration"],
     "model_type": "kimi_k25",
+    "auto_map": {
+        "AutoConfig": "configuration_kimi_k25.KimiK25Config",
+        "AutoModel": "modeling_kimi_k25.KimiK25ForConditionalGeneration",
+    },
     "text_config": {
         "architectures": ["DeepseekV3ForCausalLM"],
         "model_type": "deepseek_v3",

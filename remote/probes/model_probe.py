@@ -763,6 +763,20 @@ def eagle3_config_gate(src, model_type):
     return {"present": False, "file": mod.rel, "model_types": None, "allows": True}
 
 
+def scheduler_check(src):
+    """Does the installed SchedulerConfig require `is_encoder_decoder` (an InitVar without a
+    default, vLLM >= 0.16)? Callers that build it by hand (speculators 0.3.x) then fail."""
+    mod = src.module("vllm.config.scheduler")
+    if mod is None or "SchedulerConfig" not in mod.classes:
+        return {"known": False, "reason": "no vllm/config/scheduler.py SchedulerConfig"}
+    for stmt in mod.classes["SchedulerConfig"].body:
+        if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                and stmt.target.id == "is_encoder_decoder"):
+            return {"known": True, "field": True, "required": stmt.value is None,
+                    "init_var": "InitVar" in expr_text(stmt.annotation), "file": mod.where(stmt)}
+    return {"known": True, "field": False, "required": False, "file": mod.where(mod.classes["SchedulerConfig"])}
+
+
 def describe(src, arch, hf=None):
     hf = hf or {}
     res = {"architecture": arch, "vllm_version": src.version, "vllm_root": src.root}
@@ -773,6 +787,11 @@ def describe(src, arch, hf=None):
     model_type = (text or {}).get("model_type") or hf.get("model_type")
     res["model_type"] = hf.get("model_type")
     res["text_model_type"] = model_type
+    # auto_map in config.json: transformers loads this model's config/tokenizer code from the
+    # checkpoint, which only happens with trust_remote_code=True.
+    auto_map = hf.get("auto_map")
+    res["hf_auto_map"] = sorted(auto_map) if isinstance(auto_map, dict) else None
+    res["vllm_checks"] = {"scheduler_is_encoder_decoder": scheduler_check(src)}
     try:
         reg = src.registry()
     except Stop as exc:

@@ -110,6 +110,16 @@ def _scheduler_requires_flag(f: Facts) -> str | None:
     return "vLLM >= 0.16 requires SchedulerConfig(is_encoder_decoder=...)"
 
 
+def _owner_lacks_get_input_embeddings(f: Facts) -> str | None:
+    methods = f.model.get("layers_owner_methods") or {}
+    if methods and not methods.get("get_input_embeddings"):
+        owner = ((f.model.get("hops") or [{}])[-1]).get("class")
+        alt = " (it has embed_input_ids)" if methods.get("embed_input_ids") else ""
+        return (f"{owner} has no get_input_embeddings{alt}: the patched forward fails whenever vLLM calls it "
+                "with input_ids and no inputs_embeds (text-only models; multimodal wrappers pass inputs_embeds)")
+    return None
+
+
 def _config_gate_refuses(f: Facts) -> str | None:
     gate = f.model.get("eagle3_config_gate") or {}
     if gate.get("present") and gate.get("allows") is False:
@@ -222,6 +232,21 @@ RULES: tuple[Rule, ...] = (
         stage="hidden-states",
     ),
     Rule(
+        id="speculators-0.3-forward-embeddings",
+        title="speculators 0.3's patched forward embeds with get_input_embeddings (embed_input_ids in vLLM 0.16+)",
+        severity="warning",
+        versions={"speculators": ">=0.3,<0.4"},
+        check=_owner_lacks_get_input_embeddings,
+        evidence=(
+            Evidence("speculators", "0.3.0", "speculators/data_generation/custom_worker.py", 30,
+                     "else self.get_input_embeddings(input_ids)"),
+            Evidence("vllm", "0.16.0", "vllm/model_executor/models/llama.py", 398,
+                     "def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:"),
+        ),
+        fix=Fix("patch", "call embed_input_ids when get_input_embeddings is absent", recipe="forward-embed-input-ids"),
+        stage="hidden-states",
+    ),
+    Rule(
         id="vllm-eagle3-model-type-gate",
         title="this vLLM refuses eagle3 for the target's model_type at config time",
         severity="error",
@@ -310,6 +335,10 @@ def _model_evidence(rule: Rule, facts: Facts) -> list[dict[str, Any]]:
         check = (m.get("vllm_checks") or {}).get("scheduler_is_encoder_decoder") or {}
         if check.get("file"):
             out.append({"package": "vllm", "version": v, "where": check["file"], "on_box": True})
+    elif rule.id == "speculators-0.3-forward-embeddings" and m.get("hops"):
+        last = m["hops"][-1]
+        out.append({"package": "vllm", "version": v, "where": last.get("file"), "on_box": True,
+                    "note": f"{last.get('class')} methods: {m.get('layers_owner_methods')}"})
     elif rule.id == "layer-id-convention":
         cap = m.get("aux_capture") or {}
         if cap.get("evidence"):

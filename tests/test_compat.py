@@ -56,15 +56,20 @@ def test_kimi_k25_on_the_reference_box_flags_the_three_speculators_problems_and_
     gate = by["vllm-eagle3-model-type-gate"]
     assert "deepseek_v3" in gate.detail and gate.fix["kind"] == "upgrade"
     assert all(f.severity in compat.SEVERITIES for f in findings)
-    assert compat.summarize(findings).startswith("5 errors, 1 warning")
+    # the patched forward's embedding call: Kimi's DeepseekV2Model only has embed_input_ids
+    emb = by["speculators-0.3-forward-embeddings"]
+    assert emb.severity == "warning" and "DeepseekV2Model has no get_input_embeddings" in emb.detail
+    assert compat.summarize(findings).startswith("5 errors, 2 warnings")
 
 
 def test_llama_on_the_same_box_has_only_the_version_problem() -> None:
     """Llama implements SupportsEagle3 with model.model and needs no remote code: of the three
-    speculators 0.3 problems only the SchedulerConfig one (a vLLM 0.16 API change) applies."""
+    speculators 0.3 problems only the SchedulerConfig one (a vLLM 0.16 API change) applies, plus
+    the renamed embedding method the patched forward calls."""
     m = model("0.16.0", "LlamaForCausalLM", vs.LLAMA_CONFIG)
     fired = rules_fired(compat.advise(env("0.16.0", "0.3.0"), m))
     assert fired & SPEC03_PROBLEMS == {"speculators-0.3-scheduler-encoder-decoder"}
+    assert "speculators-0.3-forward-embeddings" in fired
     assert "vllm-eagle3-model-type-gate" not in fired
     assert "vllm-no-eagle3-for-deepseek-kimi" not in fired and "vllm-model-no-eagle3" not in fired
 

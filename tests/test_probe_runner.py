@@ -210,6 +210,7 @@ def test_cli_probe_compat_for_kimi_on_016_exits_4(tmp_path: Path) -> None:
     assert {"speculators-0.3-worker-hook", "speculators-0.3-tokenizer-remote-code",
             "speculators-0.3-scheduler-encoder-decoder"} <= rules
     assert sum(e.kind == ev.CONSOLE_ERROR for e in events) == 5
+    assert sum(e.kind == ev.CONSOLE_WARNING for e in events) == 2
 
 
 def test_cli_probe_source_and_model_human_lines(tmp_path: Path) -> None:

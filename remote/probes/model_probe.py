@@ -829,6 +829,11 @@ def describe(src, arch, hf=None):
     last = hops[-1]
     owner = resolver.src.resolve_name(src.module(last["module"]), last["class"])
     conv = resolver.capture_convention(owner) if isinstance(owner, ClassRef) else None
+    if isinstance(owner, ClassRef):
+        # what a replacement forward on the layers owner can call to embed tokens
+        res["layers_owner_methods"] = dict(
+            (name, src.method(owner, name)[1] is not None)
+            for name in ("get_input_embeddings", "embed_input_ids", "forward"))
     if conv is None:
         llama = src.module(MODELS_PKG + ".llama")
         if llama is not None and "LlamaModel" in llama.classes:

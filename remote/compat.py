@@ -15,8 +15,9 @@ from typing import Any
 
 SEVERITIES = ("error", "warning", "info")
 
-# Which hidden state a layer id names, per producer (design.md §3; speculators 0.3.0 checked in
-# custom_worker.py: the state is appended after `layer(...)` runs, i.e. the layer's output).
+# Which hidden state a layer id names, per producer (design.md §3). Checked in the wheels:
+# 0.3.0 custom_worker.py appends the state after `layer(...)` runs (the layer's output); 0.9.0
+# models/utils.py uses vLLM's default ids and accepts id N as the final state (input of layer L).
 SPECULATORS_LAYER_ID_MEANS = (
     (">=0.3,<0.4", "output_of_layer"),
     (">=0.9,<1.0", "input_of_layer"),
@@ -296,6 +297,8 @@ RULES: tuple[Rule, ...] = (
                      "aux_hidden_states.append((hidden_states + residual).clone())"),
             Evidence("vllm", "0.16.0", "vllm/model_executor/models/llama.py", 424,
                      "if idx in self.aux_hidden_state_layers:"),
+            Evidence("speculators", "0.9.0", "speculators/models/utils.py", 111,
+                     "target_layer_ids = [2, num_layers // 2, num_layers - 3]"),
         ),
         fix=Fix("config", "shift the head's aux layer ids by one to vLLM's convention before serving"),
         stage="serving",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import collections
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,30 @@ def test_source_diagnostic_lists_kimi_files_classes_and_mentions() -> None:
 def test_probes_are_python38_syntax() -> None:
     for path in sorted(PROBE.parent.glob("*.py")):
         ast.parse(path.read_text(), str(path), feature_version=(3, 8))
+
+
+PY38 = Path(shutil.which("python3.8") or Path.home() / ".pyenv/versions/3.8.18/bin/python3.8")
+
+
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")
+@pytest.mark.parametrize("version", ["0.16.0", "0.33.0"])
+def test_probe_under_python38_matches(version: str, tmp_path: Path) -> None:
+    """The box's python may be as old as 3.8: same answer as in-process, for real."""
+    (tmp_path / "config.json").write_text(json.dumps(vs.KIMI_K25_CONFIG))
+    proc = subprocess.run([str(PY38), str(PROBE), "--model", str(tmp_path), "--vllm-root", str(vs.vllm_root(version))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    got = json.loads(line)["result"]
+    want = model_probe.describe(vs.source(version), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
+    assert got == json.loads(json.dumps(want, sort_keys=True))
+
+
+def test_unparsable_model_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "registry.py").write_text('_VLLM_MODELS = {"BrokenForCausalLM": ("broken", "BrokenForCausalLM")}\n')
+    (models / "broken.py").write_text("class BrokenForCausalLM:\n    def __init__(self:\n        pass\n")
+    res = model_probe.describe(model_probe.Source(str(tmp_path / "vllm")), "BrokenForCausalLM")
+    assert res["status"] == "unresolved"
+    assert res["reason"].startswith("vllm/model_executor/models/broken.py:2: cannot parse with Python")

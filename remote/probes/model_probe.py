@@ -20,6 +20,7 @@ import ast
 import importlib.util
 import json
 import os
+import platform
 import sys
 
 MODELS_PKG = "vllm.model_executor.models"
@@ -146,6 +147,7 @@ class Source(object):
         self.root = os.path.abspath(root)  # the `vllm` package directory
         self.top = os.path.dirname(self.root)
         self._modules = {}
+        self.parse_errors = {}
         self.version = read_version(self.root)
 
     def module(self, name):
@@ -157,8 +159,15 @@ class Source(object):
             for cand, is_pkg in ((rel + ".py", False), (os.path.join(rel, "__init__.py"), True)):
                 path = os.path.join(self.top, cand)
                 if os.path.isfile(path):
-                    with open(path, "rb") as fh:
-                        tree = ast.parse(fh.read(), path)
+                    try:
+                        with open(path, "rb") as fh:
+                            tree = ast.parse(fh.read(), path)
+                    except (SyntaxError, ValueError, OSError) as exc:
+                        # e.g. newer syntax than this python parses: say so where it is used
+                        self.parse_errors[name] = "%s:%s: cannot parse with Python %s: %s" % (
+                            cand.replace(os.sep, "/"), getattr(exc, "lineno", "?"), platform.python_version(),
+                            getattr(exc, "msg", exc))
+                        break
                     mod = Module(name, path, cand.replace(os.sep, "/"), tree, is_pkg)
                     break
         self._modules[name] = mod
@@ -169,6 +178,8 @@ class Source(object):
         if "_registry" in self.__dict__:
             return self._registry
         mod = self.module(MODELS_PKG + ".registry")
+        if mod is None and MODELS_PKG + ".registry" in self.parse_errors:
+            raise Stop(self.parse_errors[MODELS_PKG + ".registry"])
         if mod is None:
             raise Stop("no model registry at vllm/model_executor/models/registry.py under " + self.root)
         cache = {}
@@ -222,9 +233,8 @@ class Source(object):
                 return ("external", src)
             target = self.module(src)
             if target is None:
-                sub = self.module(src + "." + orig)
-                if sub is not None:
-                    return ("external", src + "." + orig)
+                if src in self.parse_errors:
+                    return ("external", "%s.%s (%s)" % (src, orig, self.parse_errors[src]))
                 return ("external", src + "." + orig)
             return self.resolve_name(target, orig, depth + 1)
         return None
@@ -547,6 +557,8 @@ class Resolver(object):
         # registry entries are relative to the models package unless fully qualified (0.33+)
         full = modname if modname.startswith("vllm.") else MODELS_PKG + "." + modname
         mod = self.src.module(full)
+        if mod is None and full in self.src.parse_errors:
+            raise Stop(self.src.parse_errors[full], where)
         if mod is None:
             raise Stop("registry names module %s, which is not in this vLLM" % modname, where)
         r = self.src.resolve_name(mod, clsname)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import collections
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -182,7 +181,7 @@ def test_probes_are_python38_syntax() -> None:
         ast.parse(path.read_text(), str(path), feature_version=(3, 8))
 
 
-PY38 = Path(shutil.which("python3.8") or Path.home() / ".pyenv/versions/3.8.18/bin/python3.8")
+PY38 = next(iter(sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))), Path("/nonexistent/python3.8"))
 
 
 @pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")

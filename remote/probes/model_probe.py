@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import sys
+import traceback
 
 MODELS_PKG = "vllm.model_executor.models"
 # Attributes through which a wrapper holds its text model, in the order they are tried when the
@@ -621,6 +622,10 @@ class Resolver(object):
                     except Stop as exc:
                         stop = stop or exc
                         continue
+                    if not classes:
+                        stop = stop or Stop("self.%s is built from an empty architecture list" % attr,
+                                            c.module.where(stmt))
+                        continue
                     hop["attr"] = attr
                     hop["attr_file"] = c.module.where(stmt)
                     if len(classes) > 1:
@@ -630,7 +635,7 @@ class Resolver(object):
                 if nxt is not None:
                     break
             if nxt is None:
-                raise _Partial(hops, stop)
+                raise _Partial(hops, stop or Stop("no text model candidate resolves", current.where()))
             current = nxt
         raise _Partial(hops, Stop("more than %d hops" % MAX_DEPTH, current.where()))
 
@@ -790,6 +795,18 @@ def scheduler_check(src):
 
 
 def describe(src, arch, hf=None):
+    """Never raises: a bug or a surprise in vLLM's source becomes a result saying so, so one odd
+    architecture cannot take down a sweep."""
+    try:
+        return _describe(src, arch, hf)
+    except Exception as exc:  # reported in the result, not swallowed
+        tb = traceback.extract_tb(sys.exc_info()[2])[-1]
+        return {"architecture": arch, "vllm_version": src.version, "vllm_root": src.root, "status": "unresolved",
+                "reason": "probe error: %s: %s" % (type(exc).__name__, exc),
+                "stopped_at": "model_probe.py:%d" % tb.lineno}
+
+
+def _describe(src, arch, hf=None):
     hf = hf or {}
     res = {"architecture": arch, "vllm_version": src.version, "vllm_root": src.root}
     n, n_key = layer_count(hf)

@@ -28,7 +28,7 @@ MODELS_PKG = "vllm.model_executor.models"
 # Attributes through which a wrapper holds its text model, in the order they are tried when the
 # source does not say it explicitly (init_vllm_registered_model says it explicitly).
 TEXT_ATTRS = ("model", "language_model", "text_model", "llm", "lm", "transformer", "decoder",
-              "backbone", "text_decoder")
+              "backbone", "text_decoder", "encoder")
 LAYER_ATTRS = ("layers", "h", "blocks", "layer")
 MAX_DEPTH = 8
 
@@ -452,6 +452,10 @@ class Resolver(object):
             local = self._local_value(fn, value.id, value)
             if local is not None:
                 return self.value_classes(local, cls, fn, mod_of, depth + 1)
+            passed = self._param_value(cls, fn, value.id)
+            if passed is not None:
+                expr, pfn, pmod = passed
+                return self.value_classes(expr, cls, pfn, pmod, depth + 1)
             r = self.src.resolve_expr_class(mod_of, value)
             if isinstance(r, ClassRef):
                 return [r]
@@ -481,6 +485,10 @@ class Resolver(object):
             local = self._local_value(fn, func.id, value)
             if local is not None:
                 return self.value_classes(local, cls, fn, mod_of, depth + 1)
+            passed = self._param_value(cls, fn, func.id)
+            if passed is not None:
+                expr, pfn, pmod = passed
+                return self.value_classes(expr, cls, pfn, pmod, depth + 1)
             r = self.src.resolve_name(mod_of, func.id)
             if isinstance(r, ClassRef):
                 return [r]
@@ -572,6 +580,37 @@ class Resolver(object):
             raise Stop("registry class %s.%s is not a class it can read" % (modname, clsname), where)
         return r
 
+    def _param_value(self, cls, fn, name):
+        """A constructor parameter (`transformer_type: type[X] = X`): the value a more derived
+        class passes up through `super().__init__(name=...)`, else the default. Registry classes
+        are built with keyword config only, so nothing else can pass it. (expr, fn, module)."""
+        if fn is None or fn.name != "__init__":
+            return None
+        args = fn.args
+        params = list(args.args) + list(args.kwonlyargs)
+        if not any(a.arg == name for a in params):
+            return None
+        mro = self.src.mro(cls)
+        owner = next((c for c in mro if fn in c.node.body), None)
+        if owner is None:
+            return None
+        for c in reversed(mro[:mro.index(owner)]):
+            init = next((st for st in c.node.body if isinstance(st, ast.FunctionDef) and st.name == "__init__"), None)
+            if init is None:
+                continue
+            for node in ast.walk(init):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"
+                        and isinstance(node.func.value, ast.Call) and expr_text(node.func.value.func) == "super"):
+                    for kw in node.keywords:
+                        if kw.arg == name:
+                            return kw.value, init, c.module
+            break  # the nearest derived __init__ does not pass it: the default applies
+        positional = args.args[len(args.args) - len(args.defaults):] if args.defaults else []
+        for a, d in list(zip(positional, args.defaults)) + list(zip(args.kwonlyargs, args.kw_defaults)):  # noqa: B905
+            if a.arg == name and d is not None:
+                return d, fn, owner.module
+        return None
+
     @staticmethod
     def _local_value(fn, name, before):
         """The value last assigned to a local name in `fn` before `before` (same function)."""
@@ -632,7 +671,9 @@ class Resolver(object):
                         hop["alternatives"] = [k.name for k in classes]
                     nxt = classes[0]
                     break
-                if nxt is not None:
+                if nxt is not None or stop is not None:
+                    # the most likely text model could not be followed: say where, rather than
+                    # walking into a less likely attribute (a vision encoder has layers too)
                     break
             if nxt is None:
                 raise _Partial(hops, stop or Stop("no text model candidate resolves", current.where()))

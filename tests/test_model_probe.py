@@ -78,6 +78,8 @@ def test_llama_resolves_to_model_layers_and_implements_eagle3(version: str) -> N
     assert res["aux_capture"]["id_means"] == "input_of_layer"
     assert res["aux_capture"]["evidence"].startswith("vllm/model_executor/models/llama.py:")
     assert res["eagle3_config_gate"]["allows"] is True
+    # 0.18+ (here 0.33): the inner model records aux states through EagleModelMixin
+    assert res["hops"][-1]["eagle_model_mixin"] is (version == "0.33.0")
     # vLLM 0.16+ renamed the embedding method a replacement forward must call
     assert res["layers_owner_methods"] == {"get_input_embeddings": False, "embed_input_ids": True, "forward": True}
 

@@ -312,6 +312,14 @@ class Source(object):
                         return True, "declares supports_eagle3 (%s)" % c.module.where(stmt)
         return False, "no SupportsEagle3 among the bases of %s (%s)" % (cls.name, cls.where())
 
+    def inherits(self, cls, name):
+        """Does `cls` name a class called `name` among its bases, at any depth?"""
+        for c in self.mro(cls):
+            for _, r in self.bases(c):
+                if isinstance(r, ClassRef) and r.name == name:
+                    return True
+        return False
+
     def method(self, cls, name):
         for c in self.mro(cls):
             for stmt in c.node.body:
@@ -636,7 +644,9 @@ class Resolver(object):
             seen.add(current.key)
             ok, how = self.src.eagle3(current)
             hop = {"class": current.name, "module": current.module.name, "file": current.where(),
-                   "supports_eagle3": ok, "eagle3_evidence": how}
+                   "supports_eagle3": ok, "eagle3_evidence": how,
+                   # 0.18+: the class holding the layers records aux states through this mixin
+                   "eagle_model_mixin": self.src.inherits(current, "EagleModelMixin")}
             hops.append(hop)
             assigns = self.assignments(current)
             owner = self.layers_attr(assigns)

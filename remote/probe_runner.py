@@ -105,7 +105,10 @@ async def run_probe(
         wd = await box_workdir(transport, workdir, python)
         remote_path = posixpath.join(wd, "probes", script.name)
         await upload(transport, script, remote_path, python=python, bus=bus, host=host)
-        done = await transport.run([python, remote_path, *args], timeout=timeout)
+        # The probe ends itself shortly after we stop waiting: closing a channel does not kill
+        # a process on the box (design.md §4), and a stuck probe must not linger there.
+        deadline = ["--deadline", str(int(timeout) + 5)] if timeout else []
+        done = await transport.run([python, remote_path, *args, *deadline], timeout=timeout)
         results = parse_probe_output(probe, done.stdout.splitlines(), done.stderr.splitlines(), done.returncode)
     except ProbeFailed as exc:
         _error(bus, host, probe, str(exc))

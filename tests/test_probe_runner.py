@@ -7,6 +7,7 @@ prints garbage, crashes or prints nothing, uploaded and run exactly like the rea
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -132,6 +133,40 @@ async def test_broken_probe_output_becomes_one_error_event(
     assert seen.of(ev.PROBE_RESULT) == []
     (err,) = seen.of(ev.PROBE_ERROR)
     assert err.payload == {"probe": "env", "message": str(info.value), "summary": str(info.value)}
+
+
+def _running_with(arg: str) -> list[int]:
+    """PIDs (not zombies) whose command line mentions `arg`."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if arg.encode() in cmd and state != "Z":
+            pids.append(int(proc.name))
+    return pids
+
+
+async def test_timed_out_probe_ends_itself_on_the_box(local_workdir: Path) -> None:
+    """The console stops waiting after `timeout`; the probe (a real sweep of vLLM 0.33.0, which
+    takes far longer) must not linger: it ends itself at its deadline."""
+    bus = EventBus()
+    seen = Collect(bus)
+    script = str(local_workdir / "probes" / "model_probe.py")
+    async with LocalTransport() as t:
+        with pytest.raises(ProbeFailed, match="did not finish within 1 s"):
+            await run_probe(t, "model", ["--all", "--vllm-root", str(vs.vllm_root("0.33.0"))],
+                            workdir=str(local_workdir), python=sys.executable, bus=bus, host="local", timeout=1)
+    assert len(seen.of(ev.PROBE_ERROR)) == 1
+    for _ in range(100):  # deadline = timeout + 5 s
+        if not _running_with(script):
+            break
+        await asyncio.sleep(0.2)
+    assert _running_with(script) == []
 
 
 def test_parse_probe_output_keeps_valid_results_in_order() -> None:

@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -381,7 +382,11 @@ def collect(workdir):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", default=os.getcwd(), help="where the console works on this box")
+    ap.add_argument("--deadline", type=int, default=0,
+                    help="seconds after which the probe ends itself (the console stopped waiting)")
     args = ap.parse_args(argv)
+    if args.deadline > 0 and hasattr(signal, "alarm"):
+        signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     sys.stdout.write(json.dumps({"kind": "result", "probe": "env", "result": collect(args.workdir)},
                                 sort_keys=True) + "\n")
     return 0

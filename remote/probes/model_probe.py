@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import sys
 import traceback
 
@@ -985,7 +986,11 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every registered architecture")
     ap.add_argument("--family", help="generic source diagnostic for model files matching this name")
     ap.add_argument("--vllm-root", help="the vllm package directory (default: the installed one)")
+    ap.add_argument("--deadline", type=int, default=0,
+                    help="seconds after which the probe ends itself (the console stopped waiting)")
     args = ap.parse_args(argv)
+    if args.deadline > 0 and hasattr(signal, "alarm"):
+        signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     probe = "source" if args.family else "model"
     root = args.vllm_root or find_vllm_root()
     if not root or not os.path.isdir(root):

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "console.commands.jobs",
     "console.commands.patch",
     "console.commands.bench",
+    "console.commands.probe",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

@@ -1,0 +1,111 @@
+"""`console probe env|model|compat|source --host H`: ask the box what it has before launching.
+
+compat runs the env and model probes and evaluates the advisor's rules on their results; it
+exits 4 when a finding of severity `error` says a stage will fail as things stand.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from console.context import Context, add_common_options
+from remote import compat
+from remote import events as ev
+from remote.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from remote.probe_runner import run_probe, summarize
+from remote.transport import Transport
+
+PROBES = ("env", "model", "compat", "source")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "probe",
+        help="run a diagnostic probe on a host (env, model, compat, source)",
+        description="Upload a stdlib-only probe to the host and run it with the host's python. "
+        "env: versions, GPUs, topology, host. model: where the model's decoder layers are in the "
+        "installed vLLM and whether it implements SupportsEagle3 (static reading of vLLM's source). "
+        "compat: known incompatibilities for this box and model, with the fix (exit 4 on errors). "
+        "source: the model files, classes and attribute mentions for a family, for what the "
+        "resolver cannot settle.",
+    )
+    p.add_argument("probe", choices=PROBES)
+    p.add_argument("--host", default="local", help="host name from console.toml (default: local)")
+    p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
+    p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
+    p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
+    p.add_argument("--all", action="store_true", help="model: every architecture in vLLM's registry")
+    p.add_argument("--vllm-root", metavar="DIR", help="the vllm package directory on the host (default: installed)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a probe (default 600)")
+    add_common_options(p)
+    p.set_defaults(func=run)
+
+
+def _model_args(args: argparse.Namespace) -> list[str]:
+    out: list[str] = []
+    if args.model:
+        out += ["--model", args.model]
+    if args.arch:
+        out += ["--arch", args.arch]
+    if args.vllm_root:
+        out += ["--vllm-root", args.vllm_root]
+    return out
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.probe in ("model", "compat") and not (args.model or args.arch or (args.all and args.probe == "model")):
+        raise UsageError(f"probe {args.probe} needs --model PATH or --arch NAME")
+    if args.probe == "source" and not args.family:
+        raise UsageError("probe source needs --family NAME (e.g. kimi)")
+    if args.all and args.probe != "model":
+        raise UsageError("--all applies to the model probe only")
+
+
+async def run(args: argparse.Namespace) -> int:
+    _validate(args)
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        transport = await ctx.transport(args.host)
+        common: dict[str, Any] = {"workdir": host.workdir, "python": host.python, "bus": ctx.bus,
+                                  "host": host.name, "timeout": args.timeout}
+        if args.probe == "env":
+            await run_probe(transport, "env", ["--workdir", host.workdir], **common)
+            return EXIT_OK
+        if args.probe == "source":
+            extra = ["--vllm-root", args.vllm_root] if args.vllm_root else []
+            await run_probe(transport, "source", ["--family", args.family, *extra], **common)
+            return EXIT_OK
+        if args.probe == "model":
+            await run_probe(transport, "model", _model_args(args) + (["--all"] if args.all else []), **common)
+            return EXIT_OK
+        return await _compat(ctx, transport, args, common)
+    finally:
+        await ctx.aclose()
+
+
+async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace, common: dict[str, Any]) -> int:
+    (env,) = await run_probe(transport, "env", ["--workdir", common["workdir"]], **common)
+    models = await run_probe(transport, "model", _model_args(args), **common)
+    refused = False
+    for model in models:
+        findings = compat.advise(env, model)
+        result = {
+            "architecture": model.get("architecture"),
+            "versions": {k: (env.get("packages") or {}).get(k) for k in ("vllm", "speculators", "transformers")},
+            "findings": [f.to_dict() for f in findings],
+            "summary": compat.summarize(findings),
+        }
+        ctx.bus.emit(ev.PROBE_RESULT, common["host"], probe="compat", result=result,
+                     summary=f"{model.get('architecture')}: {summarize('compat', result)}")
+        for f in findings:
+            line = f"[{f.severity}] {f.rule}: {f.detail} -> fix ({f.fix['kind']}): {f.fix['text']}"
+            if f.severity == "error":
+                refused = True
+                ctx.error(line, common["host"], rule=f.rule)
+            elif f.severity == "warning":
+                ctx.warning(line, common["host"], rule=f.rule)
+            else:
+                ctx.info(line, common["host"], rule=f.rule)
+    return EXIT_REFUSED if refused else EXIT_OK

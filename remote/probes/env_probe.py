@@ -1,0 +1,396 @@
+"""What is on this box: python, the ML stack's versions, GPUs and how they are linked, host size.
+
+Runs on the box with only the container's python (stdlib, Python >= 3.8). Package versions come
+from installed metadata and torch's generated version.py read as text: importing torch or vLLM
+costs seconds to minutes and can fail on a half-broken box, which is exactly when this probe is
+needed. GPUs come from NVML (nvidia-ml-py) when importable, else `nvidia-smi`, else a stated
+reason why there are none.
+
+Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
+  env_probe.py [--workdir DIR]
+"""
+
+from __future__ import print_function
+
+import argparse
+import ast
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
+            "safetensors", "accelerate", "flashinfer-python", "triton")
+SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu",
+              "power.draw", "power.limit", "temperature.gpu", "driver_version")
+MIB = 1024 * 1024
+
+
+def dist_version(name):
+    try:
+        import importlib.metadata as md
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return None
+    try:
+        return md.version(name)
+    except Exception:
+        return None
+
+
+def dist_requires(name):
+    try:
+        import importlib.metadata as md
+
+        return md.requires(name) or []
+    except Exception:
+        return []
+
+
+def package_dir(name):
+    try:
+        spec = importlib.util.find_spec(name)  # locates the package without executing it
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return next(iter(spec.submodule_search_locations))
+
+
+def read_assignments(path):
+    """Top-level `name = <literal>` of a generated file like torch/version.py, without running it."""
+    out = {}
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return out
+    for node in tree.body:
+        targets = []
+        value = None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        for t in targets:
+            if isinstance(t, ast.Name):
+                try:
+                    out[t.id] = ast.literal_eval(value)
+                except ValueError:
+                    pass
+    return out
+
+
+def torch_build():
+    """torch's own version.py (cuda / hip / git version) and the NCCL its wheel depends on."""
+    root = package_dir("torch")
+    info = {"version": dist_version("torch"), "path": root}
+    if root:
+        v = read_assignments(os.path.join(root, "version.py"))
+        info["version_py"] = v.get("__version__")
+        info["cuda"] = v.get("cuda")
+        info["hip"] = v.get("hip")
+        info["git_version"] = v.get("git_version")
+    nccl = None
+    for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
+        ver = dist_version(dist)
+        if ver:
+            nccl = {"version": ver, "from": dist + " (installed)"}
+            break
+    if nccl is None:
+        for req in dist_requires("torch"):
+            if req.startswith("nvidia-nccl"):
+                pin = req.split(";")[0].strip()
+                nccl = {"version": pin.split("==")[-1].strip(), "from": "torch requires " + pin}
+                break
+    info["nccl"] = nccl
+    return info
+
+
+def _num(text):
+    """nvidia-smi CSV field with `nounits`: a number, or None for [N/A] / [Not Supported]."""
+    text = text.strip()
+    if not text or text.startswith("[") or text in ("N/A", "Not Supported"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+
+
+def parse_smi_csv(text, fields=SMI_FIELDS):
+    """Rows of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` into GPU dicts
+    (units of the event conventions: bytes, percent, watts, Celsius)."""
+    gpus = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(fields):
+            raise ValueError("nvidia-smi row has %d fields, expected %d: %r" % (len(cells), len(fields), line))
+        row = dict(zip(fields, cells))  # noqa: B905 (strict= is 3.10+; checked above)
+        mem_total = _num(row["memory.total"])
+        mem_used = _num(row["memory.used"])
+        gpus.append({
+            "index": _num(row["index"]),
+            "name": row["name"],
+            "uuid": row.get("uuid"),
+            "pci_bus_id": row.get("pci.bus_id"),
+            "mem_total": mem_total * MIB if mem_total is not None else None,
+            "mem_used": mem_used * MIB if mem_used is not None else None,
+            "util": _num(row["utilization.gpu"]),
+            "power": _num(row["power.draw"]),
+            "power_limit": _num(row["power.limit"]),
+            "temp": _num(row["temperature.gpu"]),
+            "driver_version": row.get("driver_version"),
+        })
+    return gpus
+
+
+def parse_topo(text):
+    """`nvidia-smi topo -m`: the GPU-to-GPU link matrix and whether the GPUs talk over NVLink.
+
+    The matrix is tab-separated: a header of column names (GPU0.. NIC0.. then affinity columns),
+    then one row per device; the legend after a blank line is ignored."""
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines()  # bold escapes when run on a tty
+    header = None
+    rows = {}
+    for line in lines:
+        if not line.strip():
+            if header is not None and rows:
+                break
+            continue
+        cells = [c.strip() for c in line.split("\t")]
+        if header is None:
+            if cells and cells[0] == "" and any(c.startswith("GPU") for c in cells):
+                header = cells[1:]
+            continue
+        name = cells[0]
+        if not (name.startswith("GPU") or name.startswith("NIC") or name.startswith("mlx")):
+            break
+        rows[name] = dict(zip(header, cells[1:]))  # noqa: B905 (strict= is 3.10+)
+    if header is None:
+        raise ValueError("no topology matrix header in nvidia-smi topo -m output")
+    gpus = [h for h in header if h.startswith("GPU") and h[3:].isdigit()]
+    links = {}
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            kind = rows.get(a, {}).get(b)
+            if kind:
+                links["%s-%s" % (a, b)] = kind
+    kinds = set(links.values())
+    if not links:
+        interconnect = "single GPU" if len(gpus) == 1 else "unknown"
+    elif all(k.startswith("NV") for k in kinds):
+        interconnect = "NVLink"
+    elif any(k.startswith("NV") for k in kinds):
+        interconnect = "mixed NVLink/PCIe"
+    else:
+        interconnect = "PCIe"
+    affinity = {g: rows.get(g, {}).get("CPU Affinity") for g in gpus}
+    return {"gpus": gpus, "links": links, "link_kinds": sorted(kinds), "interconnect": interconnect,
+            "cpu_affinity": affinity}
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _try(fn, *args):
+    """One NVML query; a GPU that does not support it (or a driver hiccup) gives None."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _nvml_device(pynvml, index, driver):
+    h = pynvml.nvmlDeviceGetHandleByIndex(index)
+    mem = _try(pynvml.nvmlDeviceGetMemoryInfo, h)
+    util = _try(pynvml.nvmlDeviceGetUtilizationRates, h)
+    pci = _try(pynvml.nvmlDeviceGetPciInfo, h)
+    power = _try(pynvml.nvmlDeviceGetPowerUsage, h)
+    limit = _try(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+    return {
+        "index": index,
+        "name": _text(pynvml.nvmlDeviceGetName(h)),
+        "uuid": _text(_try(pynvml.nvmlDeviceGetUUID, h)),
+        "pci_bus_id": _text(getattr(pci, "busId", None)),
+        "mem_total": getattr(mem, "total", None),
+        "mem_used": getattr(mem, "used", None),
+        "util": getattr(util, "gpu", None),
+        "power": power / 1000.0 if power is not None else None,  # mW -> W
+        "power_limit": limit / 1000.0 if limit is not None else None,
+        "temp": _try(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
+        "driver_version": driver,
+    }
+
+
+def gpus_from_nvml():
+    try:
+        import pynvml  # nvidia-ml-py
+    except ImportError as exc:
+        return None, "nvidia-ml-py not importable (%s)" % exc
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return None, "NVML init failed: %s: %s" % (type(exc).__name__, exc)
+    try:
+        driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
+        gpus = [_nvml_device(pynvml, i, driver) for i in range(pynvml.nvmlDeviceGetCount())]
+        return {"gpus": gpus, "cuda_driver_version": _try(pynvml.nvmlSystemGetCudaDriverVersion)}, None
+    except Exception as exc:
+        return None, "NVML query failed: %s: %s" % (type(exc).__name__, exc)
+    finally:
+        _try(pynvml.nvmlShutdown)
+
+
+def run(argv, timeout=30):
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except FileNotFoundError:
+        return None, "%s not found on PATH" % argv[0]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, "%s failed: %s" % (argv[0], exc)
+    if proc.returncode != 0:
+        err = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        return None, "%s exited %d: %s" % (argv[0], proc.returncode, err[-1] if err else "no output")
+    return proc.stdout.decode("utf-8", "replace"), None
+
+
+def gpus_from_smi():
+    out, err = run(["nvidia-smi", "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
+    if out is None:
+        return None, err
+    try:
+        return {"gpus": parse_smi_csv(out)}, None
+    except ValueError as exc:
+        return None, "cannot parse nvidia-smi output: %s" % exc
+
+
+def gpu_section():
+    reasons = []
+    data, why = gpus_from_nvml()
+    source = "nvml"
+    if data is None:
+        reasons.append(why)
+        data, why = gpus_from_smi()
+        source = "nvidia-smi"
+        if data is None:
+            reasons.append(why)
+    if data is None or not data.get("gpus"):
+        if data is not None:
+            reasons.append("%s reports no GPUs" % source)
+        return {"source": "none", "count": 0, "gpus": [], "reason": "no NVIDIA GPU: " + "; ".join(reasons)}
+    data["source"] = source
+    data["count"] = len(data["gpus"])
+    if reasons:
+        data["fallback_reasons"] = reasons
+    topo, why = run(["nvidia-smi", "topo", "-m"])
+    if topo is not None:
+        try:
+            data["topology"] = parse_topo(topo)
+        except ValueError as exc:
+            data["topology"] = {"error": str(exc)}
+    else:
+        data["topology"] = {"error": why}
+    return data
+
+
+def meminfo(path="/proc/meminfo"):
+    out = {}
+    try:
+        with open(path) as fh:
+            for line in fh:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    except OSError:
+        pass
+    return out
+
+
+def cpu_model(path="/proc/cpuinfo"):
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def disk(path):
+    p = os.path.abspath(os.path.expanduser(path))
+    probe = p
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        du = shutil.disk_usage(probe)
+    except OSError as exc:
+        return {"path": p, "error": str(exc)}
+    return {"path": p, "exists": os.path.exists(p), "measured_at": probe, "total": du.total, "free": du.free,
+            "used": du.used}
+
+
+def host_section(workdir):
+    mem = meminfo()
+    try:
+        load = os.getloadavg()
+    except (OSError, AttributeError):
+        load = None
+    try:
+        cpus_usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus_usable = None
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "cpus_usable": cpus_usable,
+        "mem_total": mem.get("MemTotal"),
+        "mem_available": mem.get("MemAvailable"),
+        "load": list(load) if load else None,
+        "in_container": os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+        "workdir": disk(workdir),
+        "root_disk": disk("/"),
+    }
+
+
+def collect(workdir):
+    return {
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "implementation": platform.python_implementation()},
+        "packages": dict((name, dist_version(name)) for name in PACKAGES),
+        "torch": torch_build(),
+        "vllm_path": package_dir("vllm"),
+        "gpu": gpu_section(),
+        "host": host_section(workdir),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", default=os.getcwd(), help="where the console works on this box")
+    ap.add_argument("--deadline", type=int, default=0,
+                    help="seconds after which the probe ends itself (the console stopped waiting)")
+    args = ap.parse_args(argv)
+    if args.deadline > 0 and hasattr(signal, "alarm"):
+        signal.alarm(args.deadline)  # SIGALRM's default action ends the process
+    sys.stdout.write(json.dumps({"kind": "result", "probe": "env", "result": collect(args.workdir)},
+                                sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The model-structure probe against the real source of vLLM 0.16.0 and 0.33.0 (wheels, not mocks).
+
+Ground truth (read by hand from the same files, design.md §2): Kimi-K2.5 keeps its decoder at
+`language_model.model.layers`, has no top-level `.model`, and implements SupportsEagle3 only from
+0.18 on; Llama is `model.layers` and implements it in both; DeepSeek-V3 is `model.layers` and
+implements it only in the newer release.
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from remote.probes import model_probe
+from tests import vllm_sources as vs
+
+PROBE = Path(model_probe.__file__)
+
+
+def hop_classes(res: dict) -> list[tuple[str, str | None, bool]]:
+    return [(h["class"], h.get("attr"), h["supports_eagle3"]) for h in res["hops"]]
+
+
+def test_kimi_k25_on_016_has_no_eagle3_and_no_top_level_model() -> None:
+    res = model_probe.describe(vs.source("0.16.0"), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
+    assert res["vllm_version"] == "0.16.0"
+    assert res["status"] == "resolved", res.get("reason")
+    assert res["layers_path"] == "language_model.model.layers"
+    assert hop_classes(res) == [
+        ("KimiK25ForConditionalGeneration", "language_model", False),
+        ("DeepseekV2ForCausalLM", "model", False),
+        ("DeepseekV2Model", None, False),
+    ]
+    assert res["has_model_attr"] is False
+    assert res["supports_eagle3"] is False
+    assert res["num_layers"] == 61 and res["num_layers_from"] == "text_config.num_hidden_layers"
+    assert res["default_aux_layers"] is None
+    assert "does not implement SupportsEagle3" in res["default_aux_layers_from"]
+    # The language model is chosen in kimi_k25.py by an explicit architectures=[...] list.
+    assert res["hops"][0]["attr_file"].startswith("vllm/model_executor/models/kimi_k25.py:")
+    assert res["hops"][-1]["layers_built_by"] == "make_layers"
+    # vLLM 0.16 refuses eagle3 for the deepseek_v3 text model at config time.
+    gate = res["eagle3_config_gate"]
+    assert gate["present"] is True and gate["allows"] is False
+    assert "llama" in gate["model_types"] and gate["file"].startswith("vllm/config/speculative.py:")
+
+
+def test_kimi_k25_on_033_implements_eagle3_with_default_aux_layers() -> None:
+    res = model_probe.describe(vs.source("0.33.0"), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
+    assert res["status"] == "resolved", res.get("reason")
+    assert res["layers_path"] == "language_model.model.layers"
+    assert hop_classes(res) == [
+        ("KimiK25ForConditionalGeneration", "language_model", True),
+        ("DeepseekV2ForCausalLM", "model", True),
+        ("DeepseekV2Model", None, False),
+    ]
+    assert res["supports_eagle3"] is True
+    assert res["default_aux_layers"] == [2, 30, 58]
+    assert "interfaces.py" in res["default_aux_layers_from"]
+    assert res["aux_capture"]["id_means"] == "input_of_layer"
+    assert res["eagle3_config_gate"]["present"] is False
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "0.33.0"])
+def test_llama_resolves_to_model_layers_and_implements_eagle3(version: str) -> None:
+    res = model_probe.describe(vs.source(version), "LlamaForCausalLM", vs.LLAMA_CONFIG)
+    assert res["status"] == "resolved", res.get("reason")
+    assert res["layers_path"] == "model.layers"
+    assert hop_classes(res) == [("LlamaForCausalLM", "model", True), ("LlamaModel", None, False)]
+    assert res["has_model_attr"] is True
+    assert res["default_aux_layers"] == [2, 16, 29]
+    assert res["aux_capture"]["id_means"] == "input_of_layer"
+    assert res["aux_capture"]["evidence"].startswith("vllm/model_executor/models/llama.py:")
+    assert res["eagle3_config_gate"]["allows"] is True
+    # 0.18+ (here 0.33): the inner model records aux states through EagleModelMixin
+    assert res["hops"][-1]["eagle_model_mixin"] is (version == "0.33.0")
+    # vLLM 0.16+ renamed the embedding method a replacement forward must call
+    assert res["layers_owner_methods"] == {"get_input_embeddings": False, "embed_input_ids": True, "forward": True}
+
+
+@pytest.mark.parametrize(("version", "eagle3"), [("0.16.0", False), ("0.33.0", True)])
+def test_deepseek_v3(version: str, eagle3: bool) -> None:
+    res = model_probe.describe(vs.source(version), "DeepseekV3ForCausalLM", vs.DEEPSEEK_V3_CONFIG)
+    assert res["status"] == "resolved", res.get("reason")
+    assert res["layers_path"] == "model.layers"
+    assert hop_classes(res) == [("DeepseekV3ForCausalLM", "model", eagle3), ("DeepseekV2Model", None, False)]
+    if eagle3:  # inherited from DeepseekV2ForCausalLM, which names SupportsEagle3 in its bases
+        assert "through DeepseekV2ForCausalLM" in res["hops"][0]["eagle3_evidence"]
+        assert res["default_aux_layers"] == [2, 30, 58]
+    else:
+        assert res["default_aux_layers"] is None
+
+
+def test_hf_config_settles_a_wrapper_whose_text_model_comes_from_the_config() -> None:
+    """Llava builds its language model from hf_config.text_config: without a config the probe
+    says so (needs_config) with the line; with one it follows text_config.architectures."""
+    src = vs.source("0.16.0")
+    bare = model_probe.describe(src, "LlavaForConditionalGeneration")
+    assert bare["status"] == "needs_config"
+    assert bare["stopped_at"].startswith("vllm/model_executor/models/llava.py:")
+    cfg = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+           "text_config": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                           "num_hidden_layers": 32}}
+    res = model_probe.describe(src, "LlavaForConditionalGeneration", cfg)
+    assert res["status"] == "resolved", res.get("reason")
+    assert res["layers_path"] == "language_model.model.layers"
+    assert [h["class"] for h in res["hops"]] == ["LlavaForConditionalGeneration", "LlamaForCausalLM", "LlamaModel"]
+
+
+def test_unknown_architecture_is_reported_not_guessed() -> None:
+    res = model_probe.describe(vs.source("0.16.0"), "NoSuchModelForCausalLM")
+    assert res["status"] == "unresolved"
+    assert "not in this vLLM's model registry" in res["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["0.16.0", "0.33.0"])
+def test_registry_sweep_resolves_the_large_majority(version: str, capsys: pytest.CaptureFixture[str]) -> None:
+    results = vs.sweep(version)
+    counts = collections.Counter(r["status"] for r in results)
+    total = len(results)
+    with capsys.disabled():
+        print(f"\nvLLM {version}: {total} registered architectures: {dict(counts)}")
+    assert total > 200
+    assert counts["resolved"] + counts["needs_config"] + counts["unresolved"] == total
+    # Fully resolved without any HF config: well over half. Settled once the model's config.json
+    # is given (the text model is named there): more. The rest are mostly MTP drafts (layers in
+    # a ModuleDict) and the Transformers backend, whose layers exist only at runtime.
+    assert counts["resolved"] / total > 0.6
+    assert (counts["resolved"] + counts["needs_config"]) / total > 0.75
+    for r in results:
+        assert not r.get("reason", "").startswith("probe error"), (r["architecture"], r["reason"], r["stopped_at"])
+        if r["status"] != "resolved":
+            assert r["reason"], r["architecture"]
+            assert r["stopped_at"] and ".py" in r["stopped_at"], r["architecture"]
+        else:
+            assert r["layers_path"].split(".")[-1] in model_probe.LAYER_ATTRS
+    by_arch = {r["architecture"]: r for r in results}
+    # The Transformers backend builds its layers at runtime: said so, not guessed.
+    tf = by_arch["TransformersForCausalLM"]
+    assert tf["status"] == "unresolved" and "built at runtime by AutoModel.from_config" in tf["reason"]
+    # A constructor parameter's class comes from what the subclass passes up, else its default.
+    assert by_arch["InternLM2ForCausalLM"]["layers_path"] == "model.layers"
+    assert by_arch["ChatGLMModel"]["layers_path"] == "transformer.encoder.layers"
+
+
+def test_probe_cli_prints_json_lines(tmp_path: Path) -> None:
+    cfg = tmp_path / "kimi"
+    cfg.mkdir()
+    (cfg / "config.json").write_text(json.dumps(vs.KIMI_K25_CONFIG))
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), "--model", str(cfg), "--vllm-root", str(vs.vllm_root("0.16.0"))],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [(x["kind"], x["probe"]) for x in lines] == [("result", "model")]
+    assert lines[0]["result"]["layers_path"] == "language_model.model.layers"
+
+
+def test_probe_cli_without_vllm_says_so(tmp_path: Path) -> None:
+    """Run with an interpreter where vLLM is not installed (this venv has none)."""
+    proc = subprocess.run([sys.executable, str(PROBE), "--arch", "LlamaForCausalLM"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    (line,) = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert line["kind"] == "error" and "vLLM is not installed" in line["message"]
+
+
+def test_source_diagnostic_lists_kimi_files_classes_and_mentions() -> None:
+    rep = model_probe.source_report(vs.source("0.16.0"), "kimi")
+    files = {f["file"]: f for f in rep["files"]}
+    k25 = files["vllm/model_executor/models/kimi_k25.py"]
+    assert "KimiK25ForConditionalGeneration" in [c["name"] for c in k25["classes"]]
+    assert any("self.language_model = init_vllm_registered_model(" in m["text"] for m in k25["mentions"])
+    assert "KimiK25ForConditionalGeneration" in rep["architectures"]
+
+
+def test_probes_are_python38_syntax() -> None:
+    for path in sorted(PROBE.parent.glob("*.py")):
+        ast.parse(path.read_text(), str(path), feature_version=(3, 8))
+
+
+PY38 = next(iter(sorted(Path.home().glob(".pyenv/versions/3.8*/bin/python3.8"))), Path("/nonexistent/python3.8"))
+
+
+@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 interpreter on this machine")
+@pytest.mark.parametrize("version", ["0.16.0", "0.33.0"])
+def test_probe_under_python38_matches(version: str, tmp_path: Path) -> None:
+    """The box's python may be as old as 3.8: same answer as in-process, for real."""
+    (tmp_path / "config.json").write_text(json.dumps(vs.KIMI_K25_CONFIG))
+    proc = subprocess.run([str(PY38), str(PROBE), "--model", str(tmp_path), "--vllm-root", str(vs.vllm_root(version))],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    got = json.loads(line)["result"]
+    want = model_probe.describe(vs.source(version), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
+    assert got == json.loads(json.dumps(want, sort_keys=True))
+
+
+def test_unparsable_model_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "registry.py").write_text('_VLLM_MODELS = {"BrokenForCausalLM": ("broken", "BrokenForCausalLM")}\n')
+    (models / "broken.py").write_text("class BrokenForCausalLM:\n    def __init__(self:\n        pass\n")
+    res = model_probe.describe(model_probe.Source(str(tmp_path / "vllm")), "BrokenForCausalLM")
+    assert res["status"] == "unresolved"
+    assert res["reason"].startswith("vllm/model_executor/models/broken.py:2: cannot parse with Python")
+
+
+def test_constructor_parameter_follows_what_the_subclass_passes() -> None:
+    """InternLM2ForCausalLM builds `self.model = model_type(...)` with a parameter defaulting to
+    InternLM2Model; InternLM2VEForCausalLM passes model_type=InternLM2VEModel up through super()."""
+    src = vs.source("0.16.0")
+    base = model_probe.describe(src, "InternLM2ForCausalLM")
+    ve = model_probe.describe(src, "InternLM2VEForCausalLM")
+    assert [h["class"] for h in base["hops"]] == ["InternLM2ForCausalLM", "InternLM2Model"]
+    assert [h["class"] for h in ve["hops"]] == ["InternLM2VEForCausalLM", "InternLM2VEModel"]
+    assert ve["layers_path"] == "model.layers"

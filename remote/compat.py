@@ -200,7 +200,7 @@ RULES: tuple[Rule, ...] = (
                      "base_model = model.model  # type: ignore[attr-defined]"),
         ),
         fix=Fix("patch", "patch the worker to skip the supports_eagle3 gate and hook the resolved layers path",
-                recipe="worker-layers-path"),
+                recipe="resolve-text-decoder"),
         stage="hidden-states",
     ),
     Rule(
@@ -244,7 +244,7 @@ RULES: tuple[Rule, ...] = (
             Evidence("vllm", "0.16.0", "vllm/model_executor/models/llama.py", 398,
                      "def embed_input_ids(self, input_ids: torch.Tensor) -> torch.Tensor:"),
         ),
-        fix=Fix("patch", "call embed_input_ids when get_input_embeddings is absent", recipe="forward-embed-input-ids"),
+        fix=Fix("patch", "call embed_input_ids when get_input_embeddings is absent", recipe="embed-input-ids"),
         stage="hidden-states",
     ),
     Rule(

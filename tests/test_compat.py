@@ -49,7 +49,7 @@ def test_kimi_k25_on_the_reference_box_flags_the_three_speculators_problems_and_
     worker = by["speculators-0.3-worker-hook"]
     assert "does not implement SupportsEagle3" in worker.detail
     assert "language_model.model.layers" in worker.detail
-    assert worker.fix["kind"] == "patch" and worker.fix["recipe"] == "worker-layers-path"
+    assert worker.fix["kind"] == "patch" and worker.fix["recipe"] == "resolve-text-decoder"
     assert by["speculators-0.3-tokenizer-remote-code"].fix["recipe"] == "tokenizer-trust-remote-code"
     sched = by["speculators-0.3-scheduler-encoder-decoder"]
     assert any(e.get("on_box") and e["where"] == "vllm/config/scheduler.py:35" for e in sched.evidence)
@@ -145,3 +145,14 @@ def test_rule_ids_are_unique_and_unless_refers_to_real_rules() -> None:
     for r in compat.RULES:
         assert set(r.unless) <= set(ids)
         assert ids.index(r.id) > max((ids.index(u) for u in r.unless), default=-1)
+
+
+def test_every_fix_recipe_is_a_patcher_recipe() -> None:
+    """The advisor's fixes name recipes the patcher really has, so `console patch apply
+    --recipe NAME` works for each finding that offers a patch."""
+    from remote.compat import RULES
+    from remote.patcher.recipes import RECIPES
+
+    known = {r.name for r in RECIPES}
+    named = {rule.fix.recipe for rule in RULES if rule.fix is not None and rule.fix.recipe}
+    assert named and named <= known, named - known

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from remote import events as ev
 from remote.bus import EventBus
-from remote.errors import RemoteCommandError
+from remote.errors import ConsoleError
 from remote.transport import Transport
 
 # Runs on the box with whatever python is there (>= 3.8), in one round trip: expands `~`
@@ -47,8 +47,8 @@ async def prepare_remote(transport: Transport, path: str, python: str = "python3
     done = await transport.run([python, "-c", _REMOTE_PREPARE, path], timeout=120, check=True)
     lines = done.stdout.splitlines()
     if len(lines) != 2:
-        raise RemoteCommandError([python, "-c", "<prepare upload>", path], done.returncode,
-                                 f"unexpected output: {done.stdout[:200]!r}")
+        raise ConsoleError(f"{python} on the box gave no usable answer while preparing the upload "
+                           f"of {path} (printed {done.stdout[:120]!r}): is it a working python?")
     expanded, digest = lines
     return expanded, (digest if len(digest) == 64 else None)
 

@@ -20,6 +20,8 @@ COMMAND_MODULES = (
     "console.commands.run",
     "console.commands.replay",
     "console.commands.hosts",
+    "console.commands.stats",
+    "console.commands.allreduce",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

@@ -145,25 +145,37 @@ def test_nvml_path_in_a_real_run(tmp_path: Path) -> None:
 
 
 def test_nvidia_smi_path_in_a_real_run(tmp_path: Path) -> None:
-    """A test double `nvidia-smi` on PATH printing its documented CSV."""
+    """A test double `nvidia-smi` on PATH printing its documented CSV; in loop mode (-lms) it
+    repeats rows with a different utilisation, as the real one re-samples."""
+    log = tmp_path / "calls.log"
+    looped = SMI_GPUS.replace(", 87, ", ", 99, ")
     fake = tmp_path / "nvidia-smi"
     fake.write_text(
         "#!/bin/sh\n"
+        f'echo "$*" >> {log}\n'
         'case "$1" in\n'
-        f"  --query-gpu=*) printf '%s' '{SMI_GPUS}' ;;\n"
+        '  --query-gpu=*) if [ "$3" = "-lms" ]; then\n'
+        f"      while true; do printf '%s' '{looped}' || exit 0; sleep 0.1; done\n"
+        f"    else printf '%s' '{SMI_GPUS}'; fi ;;\n"
         f"  --query-compute-apps=*) printf '%s' '{SMI_APPS}' ;;\n"
         "  *) echo bad args >&2; exit 2 ;;\n"
         "esac\n"
     )
     fake.chmod(0o755)
     path = f"{tmp_path}:{os.environ.get('PATH', '')}"
-    lines = _run(["--interval", "0.1", "--count", "1"], env={"PATH": path})
-    start, sample = lines
+    lines = _run(["--interval", "0.1", "--count", "5"], env={"PATH": path})
+    start, *samples = lines
     assert start["source"] == "nvidia-smi" and "pynvml not importable" in start["reason"]
-    g0 = sample["gpus"][0]
+    g0 = samples[0]["gpus"][0]
     assert g0["mem_used"] == 72704 * 2**20 and "uuid" not in g0
     assert [p["pid"] for p in g0["procs"]] == [4242, 4243]
-    assert sample["gpus"][1]["procs"] == []
+    assert samples[0]["gpus"][1]["procs"] == []
+    assert samples[-1]["gpus"][0]["util"] == 99  # from the long-lived loop
+    calls = log.read_text().splitlines()
+    # One query to learn the GPUs, one long-lived loop, one process list: not one per sample.
+    assert sum(c.startswith("--query-gpu") and "-lms 100" not in c for c in calls) == 1
+    assert sum("-lms 100" in c for c in calls) == 1
+    assert sum(c.startswith("--query-compute-apps") for c in calls) == 1
 
 
 def test_watch_stdin_exits_when_the_listener_goes() -> None:

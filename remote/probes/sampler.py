@@ -27,6 +27,7 @@ import select
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 MIN_INTERVAL = 0.1
@@ -35,6 +36,8 @@ MIN_INTERVAL = 0.1
 PCIE_REFRESH_S = 1.0
 # Process lists change slowly and cost a driver call (or an nvidia-smi run) per refresh.
 PROCS_REFRESH_S = 2.0
+# With nvidia-smi a process list costs a whole nvidia-smi run.
+SMI_PROCS_REFRESH_S = 5.0
 
 SMI_FIELDS = (
     "index",
@@ -231,17 +234,30 @@ def _kb(value):
 
 
 class SmiSource:
-    """GPU stats from `nvidia-smi` CSV when NVML's python binding is missing. PCIe throughput is
-    not among its query fields, so those stay null."""
+    """GPU stats from `nvidia-smi` CSV when NVML's python binding is missing.
+
+    One nvidia-smi per sample would cost a process start and a driver handshake ten times a
+    second; instead one long-lived `nvidia-smi --query-gpu=... -lms MS` streams rows and the
+    latest row per GPU is used. Process lists come from a one-shot query every few seconds.
+    PCIe throughput is not among nvidia-smi's query fields, so those stay null."""
 
     name = "nvidia-smi"
 
-    def __init__(self, exe):
+    def __init__(self, exe, interval=1.0):
         self.exe = exe
+        self.interval = interval
         self._procs = {}
         self._procs_at = -1e9
         first = self._query()
         self.names = [g["name"] for g in first]
+        self._latest = {g["index"]: g for g in first}
+        self._lock = threading.Lock()
+        self._loop = None
+        self._loop_at = -1e9
+        self._start_loop(time.monotonic())
+
+    def _query_args(self):
+        return ["--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]
 
     def _run(self, args):
         done = subprocess.run([self.exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -252,12 +268,40 @@ class SmiSource:
         return done.stdout
 
     def _query(self):
-        return parse_smi_gpus(self._run(["--query-gpu=" + ",".join(SMI_FIELDS),
-                                         "--format=csv,noheader,nounits"]))
+        return parse_smi_gpus(self._run(self._query_args()))
+
+    def _start_loop(self, now):
+        self._loop_at = now
+        ms = max(100, round(self.interval * 1000))
+        try:
+            self._loop = subprocess.Popen([self.exe, *self._query_args(), "-lms", str(ms)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, universal_newlines=True)
+        except OSError:
+            self._loop = None
+            return
+        threading.Thread(target=self._pump, args=(self._loop,), daemon=True).start()
+
+    def _pump(self, proc):
+        for line in proc.stdout:
+            try:
+                rows = parse_smi_gpus(line)
+            except ValueError:
+                continue
+            with self._lock:
+                for g in rows:
+                    self._latest[g["index"]] = g
 
     def read(self, now):
-        gpus = self._query()
-        if now - self._procs_at >= PROCS_REFRESH_S:
+        if self._loop is None or self._loop.poll() is not None:
+            # The streaming child is gone: one-shot queries until a restart (at most every 5 s).
+            if now - self._loop_at >= 5.0:
+                self._start_loop(now)
+            gpus = self._query()
+        else:
+            with self._lock:
+                gpus = [dict(self._latest[i]) for i in sorted(self._latest)]
+        if now - self._procs_at >= SMI_PROCS_REFRESH_S:
             self._procs_at = now
             try:
                 self._procs = parse_smi_apps(self._run(["--query-compute-apps=" + ",".join(SMI_APPS_FIELDS),
@@ -265,11 +309,16 @@ class SmiSource:
             except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
                 self._procs = {}
         for g in gpus:
-            g["procs"] = self._procs.get(g.pop("uuid"), [])
+            g["procs"] = self._procs.get(g.pop("uuid", None), [])
         return gpus
 
     def close(self):
-        pass
+        if self._loop is not None and self._loop.poll() is None:
+            self._loop.terminate()
+            try:
+                self._loop.wait(5)
+            except subprocess.TimeoutExpired:
+                self._loop.kill()
 
 
 def _smi_value(text):
@@ -337,7 +386,7 @@ def parse_smi_apps(text):
 # ---------------------------------------------------------------------------------- selection
 
 
-def open_gpu_source(prefer="auto", nvml_module=None):
+def open_gpu_source(prefer="auto", nvml_module=None, interval=1.0):
     """(source or None, reason or None). The reason says why each better source was skipped."""
     notes = []
     if prefer in ("auto", "nvml"):
@@ -356,7 +405,7 @@ def open_gpu_source(prefer="auto", nvml_module=None):
             notes.append("nvidia-smi not found on PATH")
         else:
             try:
-                return SmiSource(exe), "; ".join(notes) or None
+                return SmiSource(exe, interval), "; ".join(notes) or None
             except Exception as exc:
                 notes.append("nvidia-smi failed (%s)" % exc)
     if prefer == "none":
@@ -386,7 +435,7 @@ def main(argv=None):
     count = 1 if args.once else args.count
 
     host = HostReader()
-    gpu, reason = open_gpu_source(args.source)
+    gpu, reason = open_gpu_source(args.source, interval=args.interval)
     source = gpu.name if gpu is not None else "none"
     emit({"type": "start", "pid": os.getpid(), "source": source, "reason": reason,
           "interval": args.interval, "gpus": list(gpu.names) if gpu is not None else [],

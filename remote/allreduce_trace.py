@@ -308,8 +308,9 @@ async def capture(
             if r.status_code in (404, 405):
                 raise Refused(
                     f"vLLM {version} at {url or host.vllm_url} has no profiler endpoints: start "
-                    "it with VLLM_TORCH_PROFILER_DIR=DIR (vLLM <= 0.15) or --profiler-config "
-                    "(>= 0.13), with DIR = --profiler-dir")
+                    "it with --profiler-config.profiler=torch --profiler-config."
+                    "torch_profiler_dir=DIR (vLLM >= 0.13) or VLLM_TORCH_PROFILER_DIR=DIR "
+                    "(<= 0.15), DIR being --profiler-dir")
             if r.status_code >= 400:
                 raise ConsoleError(f"POST /start_profile: HTTP {r.status_code}: {r.text[:200]}")
             bus.emit(ev.CONSOLE_INFO, host.name,

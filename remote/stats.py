@@ -277,6 +277,7 @@ class StatsStream:
         got_any = False
         lines: AsyncIterator[OutputLine] = proc.lines()
         stopper = asyncio.ensure_future(self._stop.wait())
+        nxt: asyncio.Future[OutputLine] | None = None
         try:
             while True:
                 if target is not None and self.samples >= target:
@@ -316,6 +317,9 @@ class StatsStream:
                     got_any = True
         finally:
             stopper.cancel()
+            if nxt is not None and not nxt.done():
+                nxt.cancel()
+                await asyncio.wait({nxt}, timeout=1)  # let the reader unwind; raises nothing
             try:
                 await proc.close_stdin()  # --watch-stdin: the sampler exits on EOF
                 await _wait_rc(proc, 2)

@@ -36,6 +36,20 @@ def _json_events(out: str) -> list[Event]:
 # ------------------------------------------------------------------------------------- sweep
 
 
+def test_sweep_script_imports_only_stdlib_and_torch() -> None:
+    """It runs on the box with the container's python: no console/remote, no laptop deps."""
+    import ast
+
+    from remote.allreduce_sweep import SCRIPT
+
+    tree = ast.parse(SCRIPT.read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in imported if m not in sys.stdlib_module_names} == {"torch"}
+
+
 def test_size_ranges_double_like_nccl_tests() -> None:
     sizes = parse_sizes("4K..256M")
     assert sizes[0] == 4096 and sizes[-1] == 256 << 20 and len(sizes) == 17

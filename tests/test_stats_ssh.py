@@ -62,3 +62,21 @@ async def test_stats_stream_restarts_after_a_network_drop(sshd: Sshd, tmp_path: 
     assert broke and broke[0] > first_sample
     assert kinds[broke[0]:].count(ev.STATS_SAMPLE) == 3  # the rest came after the restart
     assert stream.restarts >= 1
+
+
+def test_console_stats_once_over_ssh(sshd: Sshd, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    h = sshd.host_config("box", workdir=str(tmp_path / "box"))
+    cfg = tmp_path / "console.toml"
+    cfg.write_text(
+        "[hosts.box]\n"
+        f'ssh = "{h.ssh}"\npython = "{h.python}"\nworkdir = "{h.workdir}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n'
+    )
+    rc = main(["stats", "--host", "box", "--once", "--interval", "0.1", "--config", str(cfg),
+               "--no-record"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "box: cpu " in out and "gpu source: none" in out

@@ -7,8 +7,10 @@ python; this side uploads it, validates sizes before anything is sent, and repor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import posixpath
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from remote.upload import upload
 SCRIPT = Path(__file__).resolve().parent.parent / "pipeline" / "allreduce_sweep.py"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_POINTS = 64
+STAGE = "allreduce-sweep"
 
 
 class SweepFailed(ConsoleError):
@@ -106,31 +109,57 @@ async def run_sweep(
             "--sizes", ",".join(str(s) for s in sizes), "--iters", str(iters),
             "--warmup", str(warmup), "--backend", backend, "--dtype", dtype,
             "--timeout", repr(float(timeout))]
-    done = await transport.run(argv, timeout=timeout + 60)
     start: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
+    stderr: list[str] = []
     error: str | None = None
     ended = False
-    for line in done.stdout.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            bus.emit(ev.CONSOLE_WARNING, host.name, message=f"allreduce sweep: {line[:200]}")
-            continue
-        kind = obj.get("type") if isinstance(obj, dict) else None
-        if kind == "start":
-            start = obj
-        elif kind == "row":
-            rows.append({k: obj.get(k) for k in
-                         ("size", "count", "dtype", "time_s", "algbw", "busbw", "ok")})
-        elif kind == "error":
-            error = str(obj.get("message"))
-        elif kind == "end":
-            ended = True
-    if done.returncode != 0 or not ended:
-        why = error or (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        if "No module named 'torch'" in (done.stderr + (error or "")):
+    # Streamed, not collected: a CPU sweep up to 256M takes minutes, and each size is progress.
+    t0 = time.monotonic()
+    proc = await transport.start(argv)
+    try:
+        await proc.close_stdin()
+
+        async def read() -> int:
+            nonlocal start, error, ended
+            async for line in proc.lines():
+                if line.stream == "stderr":
+                    stderr.append(line.text)
+                    del stderr[:-50]
+                    continue
+                try:
+                    obj = json.loads(line.text)
+                except ValueError:
+                    bus.emit(ev.CONSOLE_WARNING, host.name,
+                             message=f"allreduce sweep: {line.text[:200]}")
+                    continue
+                kind = obj.get("type") if isinstance(obj, dict) else None
+                if kind == "start":
+                    start = obj
+                    bus.emit(ev.STAGE_START, host.name, stage=STAGE)
+                elif kind == "row":
+                    rows.append({k: obj.get(k) for k in
+                                 ("size", "count", "dtype", "time_s", "algbw", "busbw", "ok")})
+                    bus.emit(ev.STAGE_PROGRESS, host.name, stage=STAGE, done=len(rows),
+                             total=len(sizes), unit="sizes")
+                elif kind == "error":
+                    error = str(obj.get("message"))
+                elif kind == "end":
+                    ended = True
+            return await proc.wait()
+
+        returncode = await asyncio.wait_for(read(), timeout + 60)
+    except TimeoutError:
+        raise SweepFailed(f"all-reduce sweep on {host.name} gave no result within "
+                          f"{timeout + 60:g}s") from None
+    finally:
+        await proc.close()
+    if returncode != 0 or not ended:
+        why = error or (stderr or [f"exit {returncode}"])[-1]
+        if "No module named 'torch'" in ("\n".join(stderr) + (error or "")):
             why = f"torch is not importable with {host.python} on {host.name}"
+        bus.emit(ev.STAGE_END, host.name, stage=STAGE, ok=False,
+                 seconds=round(time.monotonic() - t0, 3))
         raise SweepFailed(f"all-reduce sweep on {host.name} failed: {why}")
     payload: dict[str, Any] = {
         "mode": "sweep", "backend": start.get("backend"), "ranks": start.get("world_size", ranks),
@@ -138,6 +167,7 @@ async def run_sweep(
         "dtype": dtype, "iters": iters, "warmup": warmup, "rows": rows,
     }
     payload["summary"] = sweep_summary(payload)
+    bus.emit(ev.STAGE_END, host.name, stage=STAGE, ok=True, seconds=round(time.monotonic() - t0, 3))
     bus.emit(ev.ALLREDUCE_RESULT, host.name, **payload)
     return payload
 

@@ -67,8 +67,12 @@ def test_sweep_real_gloo_three_ranks(tmp_path: Path, capsys: pytest.CaptureFixtu
     rc = main(["allreduce", "sweep", "--host", "local", "--ranks", "3", "--sizes", "4K,64K",
                "--iters", "3", "--warmup", "1", "--json", "--no-record", "--config", str(cfg)])
     assert rc == 0
-    results = [e for e in _json_events(capsys.readouterr().out) if e.kind == ev.ALLREDUCE_RESULT]
+    events = _json_events(capsys.readouterr().out)
+    results = [e for e in events if e.kind == ev.ALLREDUCE_RESULT]
     assert len(results) == 1
+    progress = [(e.payload["done"], e.payload["total"]) for e in events
+                if e.kind == ev.STAGE_PROGRESS]
+    assert progress == [(1, 2), (2, 2)]  # streamed per size, not only at the end
     p = results[0].payload
     assert p["mode"] == "sweep" and p["backend"] == "gloo" and p["ranks"] == 3
     assert [r["size"] for r in p["rows"]] == [4096, 65536]

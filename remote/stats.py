@@ -322,6 +322,11 @@ class StatsStream:
                 await asyncio.wait({nxt}, timeout=1)  # let the reader unwind; raises nothing
             try:
                 await proc.close_stdin()  # --watch-stdin: the sampler exits on EOF
+                # Read to the end so the pipes/channel close with the process, not at GC.
+                await asyncio.wait_for(_drain(lines), 2)
+            except (OSError, ConnectionFailed, EOFError, TimeoutError, RuntimeError):
+                pass
+            try:
                 await _wait_rc(proc, 2)
                 await proc.close()
             except (OSError, ConnectionFailed, EOFError):
@@ -359,6 +364,7 @@ class StatsStream:
                 self.bus.emit(ev.CONSOLE_ERROR, self.name,
                               message=f"malformed sampler output ({exc}): {text[:120]!r}{more}")
             return False
+        payload["interval"] = self.interval
         self.history.add(payload)
         if self.printable:
             payload["print"] = True
@@ -381,6 +387,11 @@ class StatsStream:
             what = "no GPU stats" if source == "none" else f"GPU stats from {source}"
             self.bus.emit(ev.CONSOLE_WARNING, self.name, message=f"{what}: {reason}",
                           source=source, reason=reason)
+
+
+async def _drain(lines: AsyncIterator[OutputLine]) -> None:
+    async for _ in lines:
+        pass
 
 
 async def _wait_rc(proc: RemoteProcess, timeout: float = 5) -> int | None:

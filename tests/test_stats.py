@@ -138,7 +138,7 @@ async def test_stream_restarts_after_a_stall(tmp_path: Path) -> None:
     t = LocalTransport()
     await t.connect()
     stream = StatsStream(t, default_local(str(tmp_path)), bus, interval=0.1,
-                         backoff_initial=0.1, stall_seconds=0.5, stall_intervals=1)
+                         backoff_initial=0.1, stall_seconds=2.0, stall_intervals=1)
     stopped: list[int] = []
 
     def freeze(event: Event) -> None:
@@ -232,12 +232,13 @@ def test_console_stats_once_prints_a_table(tmp_path: Path, capsys: pytest.Captur
 def test_console_stats_json_streams_events_and_records(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     session = tmp_path / "s.jsonl"
-    rc = main(["stats", "--host", "local", "--interval", "0.1", "--duration", "2", "--json",
+    rc = main(["stats", "--host", "local", "--interval", "0.1", "--count", "3", "--json",
                "--config", str(_local_config(tmp_path)), "--session", str(session)])
     assert rc == 0
     printed = [Event.from_json(line) for line in capsys.readouterr().out.splitlines()]
     samples = [e for e in printed if e.kind == ev.STATS_SAMPLE]
-    assert samples and samples[0].payload["print"] is True
+    assert len(samples) == 3 and samples[0].payload["print"] is True
+    assert samples[0].payload["interval"] == 0.1
     assert samples[0].payload["summary"].startswith("cpu ")
     recorded = session.read_text().splitlines()[1:]
     assert sum('"stats.sample"' in line for line in recorded) == len(samples)

@@ -25,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help=f"seconds between samples (>= {MIN_INTERVAL}; default 1)")
     p.add_argument("--duration", type=float, default=None,
                    help="stop after this many seconds (default: until interrupted)")
+    p.add_argument("--count", type=int, default=None,
+                   help="stop after this many samples (default: until interrupted)")
     p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto",
                    help="GPU source on the box (default: NVML, else nvidia-smi, else none)")
     p.add_argument("--accept-new-host-key", action="store_true",
@@ -38,6 +40,8 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
     if args.duration is not None and not args.duration > 0:
         raise UsageError(f"--duration must be positive (got {args.duration})")
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count must be at least 1 (got {args.count})")
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
@@ -56,7 +60,7 @@ async def run(args: argparse.Namespace) -> int:
             if not args.json:
                 print(format_table(host.name, last[-1]), file=ctx.out, flush=True)
             return EXIT_OK
-        got = await stream.run(duration=args.duration)
+        got = await stream.run(duration=args.duration, count=args.count)
         if args.duration is not None and not got:
             ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
             return EXIT_FAILED

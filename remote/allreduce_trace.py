@@ -210,7 +210,10 @@ def analyse_files(paths: Sequence[Path], kernels: Sequence[str] = DEFAULT_KERNEL
     payload["summary"] = (f"all-reduce {100 * overall['share']:.1f}% of {what} over "
                           f"{len(per_rank)} rank(s), {calls} calls, mean "
                           f"{overall['mean_s'] * 1e6:.1f} us")
-    if not calls:
+    if not busy:
+        payload["summary"] += (" (no device activity traced: was the model running during "
+                               "the capture?)")
+    elif not calls:
         payload["summary"] += " (no all-reduce matched: check --kernels)"
     return payload
 

@@ -176,6 +176,17 @@ def test_gpu_trace_shares_match_the_hand_count(tmp_path: Path) -> None:
     assert extended["rows"][1]["share"] == pytest.approx(0.375)
 
 
+def test_idle_and_unmatched_traces_say_why(tmp_path: Path) -> None:
+    idle = _write_trace(tmp_path / "idle-rank-0.1.pt.trace.json", [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python3"}}], rank=0)
+    assert "no device activity traced" in analyse_files([idle])["summary"]
+    busy = _write_trace(tmp_path / "busy-rank-0.1.pt.trace.json", [_k(GEMM, 0, 10)], rank=0)
+    p = analyse_files([busy])
+    assert p["rows"][-1]["share"] == 0 and "check --kernels" in p["summary"]
+    with pytest.raises(UsageError, match="two traces for rank 0"):
+        analyse_files([idle, busy])
+
+
 def test_short_kernel_names() -> None:
     assert short_name(CUSTOM_1) == "vllm::cross_device_reduce_1stage"
     assert short_name("gloo:all_reduce") == "gloo:all_reduce"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -146,13 +147,17 @@ async def test_stream_restarts_after_a_stall(tmp_path: Path) -> None:
             assert stream.sampler_pid is not None
             os.kill(stream.sampler_pid, signal.SIGSTOP)
             stopped.append(stream.sampler_pid)
+        elif event.kind == ev.CONSOLE_WARNING and stopped:
+            # Reap the frozen one while the loop runs (its pipes close with it, not at GC).
+            os.kill(stopped[0], signal.SIGKILL)
 
     bus.add_callback(freeze)
     try:
         assert await stream.run(count=3, duration=60) == 3
     finally:
         for pid in stopped:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     assert any("no output for" in e.payload.get("message", "") for e in seen)
 
 
@@ -193,13 +198,24 @@ async def test_stream_reconnects_after_connection_failed(tmp_path: Path) -> None
 
 
 async def test_sampler_that_cannot_start_is_an_error_not_a_restart_loop(tmp_path: Path) -> None:
+    """A box python that runs the upload helpers (`-c`) but cannot run the sampler."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-c" ]; then exec {default_local().python} "$@"; fi\n'
+        'echo "sampler cannot start: /proc is not mounted" >&2\n'
+        "exit 3\n"
+    )
+    wrapper.chmod(0o755)
     bus = EventBus()
+    seen = _events(bus)
     t = LocalTransport()
     await t.connect()
-    host = HostConfig(name="local", ssh=None, python="/bin/false", workdir=str(tmp_path))
+    host = HostConfig(name="local", ssh=None, python=str(wrapper), workdir=str(tmp_path / "box"))
     stream = StatsStream(t, host, bus, interval=0.1)
-    with pytest.raises(StatsError, match="exited 1 before its first sample"):
+    with pytest.raises(StatsError, match="exited 3 before its first sample: sampler cannot start"):
         await stream.run(duration=30)
+    assert stream.restarts == 0 and not [e for e in seen if e.kind == ev.CONSOLE_WARNING]
 
 
 async def test_malformed_sampler_output_becomes_an_error_event(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -19,7 +20,14 @@ from remote.bus import EventBus
 from remote.errors import ConnectionFailed
 from remote.events import Event
 from remote.hosts import HostConfig, default_local
-from remote.stats import History, StatsError, StatsStream, sample_payload, summary_line
+from remote.stats import (
+    History,
+    StatsError,
+    StatsStream,
+    sample_payload,
+    stream_stats,
+    summary_line,
+)
 from remote.transport import LocalTransport, RemoteProcess
 
 
@@ -159,6 +167,43 @@ async def test_stream_restarts_after_a_stall(tmp_path: Path) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert any("no output for" in e.payload.get("message", "") for e in seen)
+
+
+def _sampler_pids(marker: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmdline and "sampler.py" in cmdline:
+                pids.append(int(proc.name))
+    return pids
+
+
+async def test_stream_stats_as_the_tui_runs_it_stops_the_sampler_on_cancel(tmp_path: Path
+                                                                           ) -> None:
+    bus = EventBus()
+    seen = _events(bus)
+    t = LocalTransport()
+    await t.connect()
+    host = default_local(str(tmp_path / "tui-box"))
+    task = asyncio.create_task(stream_stats(transport=t, host=host, bus=bus, interval=0.1))
+    for _ in range(600):
+        if sum(e.kind == ev.STATS_SAMPLE for e in seen) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    pids = _sampler_pids(str(tmp_path / "tui-box"))
+    assert len(pids) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if not _sampler_pids(str(tmp_path / "tui-box")):
+            break
+        await asyncio.sleep(0.05)
+    assert _sampler_pids(str(tmp_path / "tui-box")) == []
 
 
 class FlakyTransport(LocalTransport):

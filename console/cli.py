@@ -24,6 +24,8 @@ COMMAND_MODULES = (
     "console.commands.patch",
     "console.commands.bench",
     "console.commands.probe",
+    "console.commands.stats",
+    "console.commands.allreduce",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Streaming stats vs one `ssh host <stats command>` per sample, in the same run.
+
+Starts the loopback OpenSSH sshd of the tests (tests/sshd_harness.py), then:
+1. the `console stats` path (StatsStream, printer on /dev/null) over the SSH transport at
+   10 Hz for --seconds, measuring the sampler's CPU from /proc/<pid>/stat, and also the sshd
+   session processes and this console process, for an end-to-end figure;
+2. a loop of `ssh loopback-box python3 sampler.py --once` (OpenSSH client), one per sample,
+   measuring the ssh clients (RUSAGE_CHILDREN) and everything sshd spawned for them (the
+   listener's reaped-children CPU: cutime + cstime).
+It prints samples per CPU-second for both and their ratio (target >= 20x, sampler < 2% of a
+core). `--via local` runs side 1 over LocalTransport instead (while remote/ssh.py is missing,
+or to separate SSH costs from the sampler's).
+
+    python benchmarks/stats_stream.py [--seconds 60] [--interval 0.1] [--baseline-samples 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from console.printer import Printer  # noqa: E402
+from remote.bus import EventBus  # noqa: E402
+from remote.connect import make_transport  # noqa: E402
+from remote.hosts import HostConfig  # noqa: E402
+from remote.stats import StatsStream  # noqa: E402
+from tests.sshd_harness import Sshd, sshd_available, start_sshd  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds of a process from /proc/<pid>/stat (utime+stime, or cutime+cstime)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    # fields[11..14] are utime, stime, cutime, cstime (stat(5) fields 14..17)
+    ticks = int(fields[13]) + int(fields[14]) if children else int(fields[11]) + int(fields[12])
+    return ticks / TICK
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def self_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: Sshd | None
+                      ) -> dict[str, float]:
+    bus = EventBus()
+    devnull = open(os.devnull, "w")
+    bus.add_callback(Printer(out=devnull))
+    transport = make_transport(host, bus)
+    await transport.connect()
+    stream = StatsStream(transport, host, bus, interval=interval, printable=True)
+    task = asyncio.create_task(stream.run(duration=seconds + 30))
+    while stream.sampler_pid is None or stream.samples < 2:  # warm: uploaded and streaming
+        if task.done():
+            await task
+            raise RuntimeError("stats stream ended before it started")
+        await asyncio.sleep(0.05)
+    pid = stream.sampler_pid
+    session = [p for p in descendants(sshd.proc.pid) if p != pid] if sshd else []
+    t0, n0, s0, c0 = time.monotonic(), stream.samples, proc_cpu(pid), self_cpu()
+    sess0 = sum(proc_cpu(p) for p in session)
+    await asyncio.sleep(seconds)
+    t1, n1, s1, c1 = time.monotonic(), stream.samples, proc_cpu(pid), self_cpu()
+    sess1 = sum(proc_cpu(p) for p in session if Path(f"/proc/{p}").exists())
+    stream.stop()
+    await task
+    await transport.close()
+    devnull.close()
+    return {"seconds": t1 - t0, "samples": n1 - n0, "sampler_cpu": s1 - s0,
+            "session_cpu": max(0.0, sess1 - sess0), "console_cpu": c1 - c0,
+            "restarts": stream.restarts}
+
+
+def oneshot_side(sshd: Sshd, python: str, sampler: str, samples: int) -> dict[str, float]:
+    argv = ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+            "-o", "BatchMode=yes", sshd.alias, python, sampler, "--once", "--interval", "0.1"]
+    subprocess.run(argv, check=True, capture_output=True, timeout=60)  # warm caches first
+    t0, c0, srv0 = time.monotonic(), children_cpu(), proc_cpu(sshd.proc.pid, children=True)
+    got = 0
+    for _ in range(samples):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if done.returncode == 0 and '"type":"sample"' in done.stdout:
+            got += 1
+    t1, c1, srv1 = time.monotonic(), children_cpu(), proc_cpu(sshd.proc.pid, children=True)
+    return {"seconds": t1 - t0, "samples": got, "client_cpu": c1 - c0, "server_cpu": srv1 - srv0}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--interval", type=float, default=0.1)
+    p.add_argument("--baseline-samples", type=int, default=30)
+    p.add_argument("--via", choices=("ssh", "local"), default="ssh")
+    args = p.parse_args()
+    why = sshd_available()
+    if why:
+        print(f"cannot run: {why}", file=sys.stderr)
+        return 2
+    if args.via == "ssh":
+        try:
+            import remote.ssh  # noqa: F401
+        except ImportError:
+            print("cannot run: remote/ssh.py (the SSH transport) has not landed on this branch; "
+                  "use --via local to measure the stream over LocalTransport meanwhile",
+                  file=sys.stderr)
+            return 2
+    with tempfile.TemporaryDirectory(prefix="stats-bench-") as tmp:
+        sshd = start_sshd(Path(tmp) / "sshd")
+        try:
+            python = shutil.which("python3") or "python3"
+            workdir = str(Path(tmp) / "box")
+            if args.via == "ssh":
+                host = sshd.host_config("box", python=python, workdir=workdir)
+            else:
+                host = HostConfig(name="local", ssh=None, python=python, workdir=workdir)
+            s = asyncio.run(stream_side(host, args.seconds, args.interval,
+                                        sshd if args.via == "ssh" else None))
+            sampler = str(Path(workdir) / "probes" / "sampler.py")
+            b = oneshot_side(sshd, python, sampler, args.baseline_samples)
+        finally:
+            sshd.stop()
+    core_pct = 100 * s["sampler_cpu"] / s["seconds"]
+    stream_rate = s["samples"] / max(s["sampler_cpu"], 1e-9)
+    e2e_cpu = s["sampler_cpu"] + s["session_cpu"] + s["console_cpu"]
+    e2e_rate = s["samples"] / max(e2e_cpu, 1e-9)
+    base_cpu = b["client_cpu"] + b["server_cpu"]
+    base_rate = b["samples"] / max(base_cpu, 1e-9)
+    print(f"stream ({args.via}, {args.interval:g}s interval): {s['samples']:.0f} samples in "
+          f"{s['seconds']:.1f}s ({s['samples'] / s['seconds']:.1f}/s), restarts {s['restarts']:.0f}")
+    print(f"  sampler CPU {s['sampler_cpu']:.3f}s = {core_pct:.2f}% of a core; "
+          f"{stream_rate:,.0f} samples per sampler CPU-second")
+    print(f"  end to end (sampler {s['sampler_cpu']:.3f}s + sshd session "
+          f"{s['session_cpu']:.3f}s + console {s['console_cpu']:.3f}s): "
+          f"{e2e_rate:,.0f} samples per CPU-second")
+    print(f"one-shot ssh loop: {b['samples']:.0f} samples in {b['seconds']:.1f}s; CPU client "
+          f"{b['client_cpu']:.3f}s + server {b['server_cpu']:.3f}s; "
+          f"{base_rate:,.1f} samples per CPU-second")
+    ratio = stream_rate / max(base_rate, 1e-9)
+    e2e_ratio = e2e_rate / max(base_rate, 1e-9)
+    print(f"ratio (sampler / one-shot): {ratio:,.0f}x; end to end: {e2e_ratio:,.0f}x "
+          f"(target >= 20x, sampler < 2% of a core)")
+    met = ratio >= 20 and core_pct < 2
+    print("target met" if met else "target MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

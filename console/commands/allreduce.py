@@ -1,0 +1,136 @@
+"""`console allreduce sweep|trace|capture`: what all-reduce costs on a box.
+
+sweep: bus bandwidth over message sizes on N ranks (torch.distributed on the box).
+trace: share of device time in all-reduce kernels, from torch-profiler traces.
+capture: drive vLLM's profiler on the box, fetch the traces, analyse them.
+Each prints a table and emits an `allreduce.result` event (recorded with the session).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from console.context import Context, add_common_options
+from remote import events as ev
+from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
+from remote.allreduce_trace import DEFAULT_KERNELS, analyse_files, capture, format_trace_table
+from remote.errors import EXIT_OK, UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("allreduce", help="all-reduce bandwidth sweep and trace analysis",
+                       description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
+                       "share of device time in torch-profiler traces.")
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    s = verbs.add_parser("sweep", help="bus bandwidth over message sizes on N ranks",
+                         description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "
+                         "message sizes (nccl-tests' definitions), NCCL on GPUs, gloo on CPU.")
+    s.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    s.add_argument("--ranks", type=int, required=True, help="number of ranks (GPUs with NCCL)")
+    s.add_argument("--sizes", default="4K..256M",
+                   help="message sizes: 4K..256M (doubling), or a list 4K,1M (default 4K..256M)")
+    s.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
+    s.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
+    s.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole sweep")
+    s.add_argument("--accept-new-host-key", action="store_true",
+                   help="trust and store the host key of a host not yet in known_hosts")
+    add_common_options(s)
+    s.set_defaults(func=run_sweep_cmd)
+
+    t = verbs.add_parser("trace", help="all-reduce share of device time in profiler traces",
+                         description="Analyse torch-profiler Chrome traces (.json or .json.gz, "
+                         "one per rank, as vLLM's profiler writes them).")
+    t.add_argument("files", nargs="+", metavar="FILE", type=Path)
+    _kernel_options(t)
+    add_common_options(t)
+    t.set_defaults(func=run_trace_cmd)
+
+    c = verbs.add_parser("capture", help="profile vLLM on the box, then analyse the traces",
+                         description="POST /start_profile, wait, POST /stop_profile on the "
+                         "host's vLLM (through the SSH connection), fetch the new trace files "
+                         "and analyse them. vLLM must run with VLLM_TORCH_PROFILER_DIR "
+                         "(<= 0.15) or --profiler-config (>= 0.13) pointing at --profiler-dir.")
+    c.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    c.add_argument("--profiler-dir", required=True,
+                   help="the directory vLLM writes traces to, on the box")
+    c.add_argument("--seconds", type=float, default=5.0,
+                   help="how long to profile (drive load meanwhile, e.g. `console bench`)")
+    c.add_argument("--url", default=None, help="vLLM URL on the box (default: the host's)")
+    c.add_argument("--out", type=Path, default=Path("traces"),
+                   help="local directory for the fetched traces (default ./traces)")
+    c.add_argument("--accept-new-host-key", action="store_true",
+                   help="trust and store the host key of a host not yet in known_hosts")
+    _kernel_options(c)
+    add_common_options(c)
+    c.set_defaults(func=run_capture_cmd)
+
+
+def _kernel_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kernels", nargs="+", default=[], metavar="PATTERN",
+                   help="more all-reduce kernel names (fnmatch patterns, e.g. '*my_allreduce*')")
+    p.add_argument("--only-kernels", action="store_true",
+                   help="use only --kernels, not the built-in list")
+
+
+def _patterns(args: argparse.Namespace) -> list[str]:
+    if args.only_kernels and not args.kernels:
+        raise UsageError("--only-kernels needs --kernels PATTERN ...")
+    return list(args.kernels) if args.only_kernels else [*DEFAULT_KERNELS, *args.kernels]
+
+
+async def run_sweep_cmd(args: argparse.Namespace) -> int:
+    sizes = parse_sizes(args.sizes)
+    if args.ranks < 1:
+        raise UsageError(f"--ranks must be at least 1 (got {args.ranks})")
+    if args.iters < 1 or args.warmup < 0:
+        raise UsageError("--iters must be >= 1 and --warmup >= 0")
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        transport = await ctx.transport(host.name)
+        ctx.info(f"all-reduce sweep on {host.name}: {args.ranks} ranks, {len(sizes)} sizes",
+                 host.name)
+        payload = await run_sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
+                                  iters=args.iters, warmup=args.warmup, backend=args.backend,
+                                  dtype=args.dtype, timeout=args.timeout)
+        if not args.json:
+            print(format_sweep_table(payload), file=ctx.out, flush=True)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()
+
+
+async def run_trace_cmd(args: argparse.Namespace) -> int:
+    patterns = _patterns(args)
+    ctx = Context.from_args(args, hosts=[])
+    try:
+        payload = analyse_files(args.files, patterns)
+        ctx.bus.emit(ev.ALLREDUCE_RESULT, "", **payload)
+        if not args.json:
+            print(format_trace_table(payload), file=ctx.out, flush=True)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()
+
+
+async def run_capture_cmd(args: argparse.Namespace) -> int:
+    patterns = _patterns(args)
+    if not args.seconds > 0:
+        raise UsageError(f"--seconds must be positive (got {args.seconds})")
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        transport = await ctx.transport(host.name)
+        files = await capture(transport, host, ctx.bus, profiler_dir=args.profiler_dir,
+                              local_dir=args.out, seconds=args.seconds, url=args.url)
+        payload = analyse_files(files, patterns)
+        ctx.bus.emit(ev.ALLREDUCE_RESULT, host.name, **payload)
+        if not args.json:
+            print(format_trace_table(payload), file=ctx.out, flush=True)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()

@@ -1,0 +1,103 @@
+"""`console stats --host H`: live GPU and host stats, one compact line per sample.
+
+`--once` takes one sample and prints it as a table. Samples are stats.sample events, so they
+are recorded in the session and `--json` prints them as events.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from console.context import Context, add_common_options
+from remote import events as ev
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.stats import MIN_INTERVAL, StatsStream
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("stats", help="live GPU and host stats from a host",
+                       description="Stream GPU and host stats from a host (one sampler process "
+                       "on the box, over the host's one connection).")
+    p.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    p.add_argument("--once", action="store_true", help="take one sample and print a table")
+    p.add_argument("--interval", type=float, default=1.0,
+                   help=f"seconds between samples (>= {MIN_INTERVAL}; default 1)")
+    p.add_argument("--duration", type=float, default=None,
+                   help="stop after this many seconds (default: until interrupted)")
+    p.add_argument("--count", type=int, default=None,
+                   help="stop after this many samples (default: until interrupted)")
+    p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto",
+                   help="GPU source on the box (default: NVML, else nvidia-smi, else none)")
+    p.add_argument("--accept-new-host-key", action="store_true",
+                   help="trust and store the host key of a host not yet in known_hosts")
+    add_common_options(p)
+    p.set_defaults(func=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    if not args.interval >= MIN_INTERVAL:
+        raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
+    if args.duration is not None and not args.duration > 0:
+        raise UsageError(f"--duration must be positive (got {args.duration})")
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count must be at least 1 (got {args.count})")
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        transport = await ctx.transport(host.name)
+        stream = StatsStream(transport, host, ctx.bus, interval=args.interval,
+                             source=args.source, printable=not args.once)
+        if args.once:
+            last: list[dict[str, Any]] = []
+            ctx.bus.add_callback(
+                lambda e: last.append(e.payload) if e.kind == ev.STATS_SAMPLE else None
+            )
+            got = await stream.run(count=1, duration=max(30.0, 10 * args.interval))
+            if not got:
+                ctx.error(f"no sample from {host.name}", host.name)
+                return EXIT_FAILED
+            if not args.json:
+                print(format_table(host.name, last[-1]), file=ctx.out, flush=True)
+            return EXIT_OK
+        got = await stream.run(duration=args.duration, count=args.count)
+        if args.duration is not None and not got:
+            ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
+            return EXIT_FAILED
+        return EXIT_OK
+    finally:
+        await ctx.aclose()
+
+
+def _fmt(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v / scale:.{digits}f}{unit}"
+
+
+def format_table(host: str, payload: dict[str, Any]) -> str:
+    h = payload.get("host", {})
+    lines = [
+        f"{host}: cpu {_fmt(h.get('cpu'), digits=1, unit='%')}  "
+        f"mem {_fmt(h.get('mem_used'), 2**30, 1)}/{_fmt(h.get('mem_total'), 2**30, 1)} GiB  "
+        f"load1 {_fmt(h.get('load1'), digits=2)}  gpu source: {payload.get('source', 'none')}"
+    ]
+    if payload.get("reason"):
+        lines.append(f"  ({payload['reason']})")
+    gpus = payload.get("gpus") or []
+    if gpus:
+        rows = [("GPU", "NAME", "UTIL", "MEM GiB", "POWER W", "TEMP", "SM MHz", "PCIe tx/rx MB/s",
+                 "PROCS")]
+        for g in gpus:
+            rows.append((
+                str(g.get("index")), str(g.get("name", "")), _fmt(g.get("util"), unit="%"),
+                f"{_fmt(g.get('mem_used'), 2**30, 1)}/{_fmt(g.get('mem_total'), 2**30, 1)}",
+                f"{_fmt(g.get('power'))}/{_fmt(g.get('power_limit'))}",
+                _fmt(g.get("temp"), unit="C"), _fmt(g.get("sm_clock")),
+                f"{_fmt(g.get('pcie_tx'), 1e6, 1)}/{_fmt(g.get('pcie_rx'), 1e6, 1)}",
+                ",".join(str(p.get("pid")) for p in g.get("procs") or []) or "-",
+            ))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                  for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Live GPU and host stats as JSON lines, from one long-lived process per host.
+
+Runs on the box with whatever python the box has (stdlib only, Python >= 3.8). One process
+streaming over the one SSH connection costs a fraction of a percent of a core; a fresh
+`ssh host nvidia-smi` per sample costs a process tree, a login shell and a driver handshake
+each time.
+
+GPU sources, best first: NVML through nvidia-ml-py (`import pynvml`), then
+`nvidia-smi --query-gpu=... --format=csv,noheader,nounits`, then none (host stats only). Why a
+better source was not used is said once, in the first line.
+
+Output lines:
+  {"type": "start", "pid", "source", "reason", "interval", "gpus", "python"}
+  {"type": "sample", "seq", "t", "source", "host": {...}, "gpus": [...], "self_cpu"}
+  {"type": "error", "message"}     (something went wrong; sampling continues where it can)
+Units: bytes, bytes/s, watts, percent 0-100, Celsius, MHz; a value the GPU does not report
+is null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+MIN_INTERVAL = 0.1
+# NVML's PCIe throughput call samples a byte counter for 20 ms per direction and GPU: at 8 GPUs
+# that is 320 ms, longer than a 100 ms sample. Refresh it at most this often, reuse in between.
+PCIE_REFRESH_S = 1.0
+# Process lists change slowly and cost a driver call (or an nvidia-smi run) per refresh.
+PROCS_REFRESH_S = 2.0
+# With nvidia-smi a process list costs a whole nvidia-smi run.
+SMI_PROCS_REFRESH_S = 5.0
+
+SMI_FIELDS = (
+    "index",
+    "name",
+    "uuid",
+    "utilization.gpu",
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "power.limit",
+    "temperature.gpu",
+    "clocks.sm",
+)
+SMI_APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
+MIB = 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------- host
+
+
+class HostReader:
+    """/proc directly: the box may not have psutil, and reading three small files by pread on
+    descriptors kept open is the cheapest way to sample them ten times a second."""
+
+    def __init__(self, proc="/proc"):
+        self._stat = os.open(os.path.join(proc, "stat"), os.O_RDONLY)
+        self._meminfo = os.open(os.path.join(proc, "meminfo"), os.O_RDONLY)
+        self._loadavg = os.open(os.path.join(proc, "loadavg"), os.O_RDONLY)
+        self._last = self._cpu_times()
+
+    def _cpu_times(self):
+        first = os.pread(self._stat, 512, 0).split(b"\n", 1)[0]
+        return parse_proc_stat_cpu(first.decode("ascii", "replace"))
+
+    def read(self):
+        now = self._cpu_times()
+        cpu = cpu_percent(self._last, now)
+        self._last = now
+        mem_total, mem_used = parse_meminfo(os.pread(self._meminfo, 4096, 0).decode("ascii", "replace"))
+        load1 = float(os.pread(self._loadavg, 128, 0).split()[0])
+        return {"cpu": cpu, "mem_used": mem_used, "mem_total": mem_total, "load1": load1}
+
+    def close(self):
+        for fd in (self._stat, self._meminfo, self._loadavg):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def parse_proc_stat_cpu(line):
+    """(busy, total) jiffies from the aggregate `cpu ` line of /proc/stat."""
+    parts = line.split()
+    if not parts or parts[0] != "cpu":
+        raise ValueError("not the aggregate cpu line of /proc/stat: %r" % line[:60])
+    values = [int(v) for v in parts[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is already
+    # counted in user/nice, so only the first eight add up to the total.
+    fields = values[:8]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    total = sum(fields)
+    return total - idle, total
+
+
+def cpu_percent(before, after):
+    busy = after[0] - before[0]
+    total = after[1] - before[1]
+    if total <= 0:
+        return 0.0
+    return round(max(0.0, min(100.0, 100.0 * busy / total)), 1)
+
+
+def parse_meminfo(text):
+    """(total, used) bytes; used = MemTotal - MemAvailable, what `free` calls used."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("MemTotal", "MemAvailable", "MemFree"):
+            values[key] = int(rest.split()[0]) * 1024
+    total = values["MemTotal"]
+    available = values.get("MemAvailable", values.get("MemFree", 0))
+    return total, total - available
+
+
+def process_cpu_seconds():
+    t = os.times()
+    return round(t.user + t.system, 3)
+
+
+def process_name(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as fh:
+            return fh.read().strip()
+    except OSError:  # another PID namespace (the container) or already gone
+        return None
+
+
+# ----------------------------------------------------------------------------------------- NVML
+
+
+class NvmlSource:
+    """GPU stats through NVML. `nvml` is the pynvml module (or anything shaped like it)."""
+
+    name = "nvml"
+
+    def __init__(self, nvml):
+        self.nvml = nvml
+        nvml.nvmlInit()
+        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        self.names = [_text(nvml.nvmlDeviceGetName(h)) for h in self.handles]
+        self._pcie = [(None, None)] * len(self.handles)
+        self._pcie_at = -1e9
+        self._procs = [[] for _ in self.handles]
+        self._procs_at = -1e9
+
+    def _get(self, fn, *args):
+        """One field; None where the GPU does not support it (NVML raises NVMLError)."""
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def read(self, now):
+        n = self.nvml
+        if now - self._pcie_at >= PCIE_REFRESH_S:
+            self._pcie_at = now
+            self._pcie = [
+                (
+                    _kb(self._get(n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_TX_BYTES)),
+                    _kb(self._get(n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_RX_BYTES)),
+                )
+                for h in self.handles
+            ]
+        if now - self._procs_at >= PROCS_REFRESH_S:
+            self._procs_at = now
+            self._procs = [self._processes(h) for h in self.handles]
+        gpus = []
+        for i, h in enumerate(self.handles):
+            util = self._get(n.nvmlDeviceGetUtilizationRates, h)
+            mem = self._get(n.nvmlDeviceGetMemoryInfo, h)
+            power = self._get(n.nvmlDeviceGetPowerUsage, h)
+            limit = self._get(n.nvmlDeviceGetEnforcedPowerLimit, h)
+            gpus.append({
+                "index": i,
+                "name": self.names[i],
+                "util": None if util is None else float(util.gpu),
+                "mem_used": None if mem is None else int(mem.used),
+                "mem_total": None if mem is None else int(mem.total),
+                "power": _mw(power),
+                "power_limit": _mw(limit),
+                "temp": _num(self._get(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)),
+                "sm_clock": _num(self._get(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM)),
+                "pcie_tx": self._pcie[i][0],
+                "pcie_rx": self._pcie[i][1],
+                "procs": self._procs[i],
+            })
+        return gpus
+
+    def _processes(self, handle):
+        n = self.nvml
+        found = self._get(n.nvmlDeviceGetComputeRunningProcesses, handle) or []
+        out = []
+        for p in found:
+            used = getattr(p, "usedGpuMemory", None)
+            out.append({"pid": int(p.pid), "name": process_name(int(p.pid)),
+                        "mem_used": int(used) if isinstance(used, int) else None})
+        return out
+
+    def close(self):
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _num(value):
+    return None if value is None else float(value)
+
+
+def _mw(value):
+    return None if value is None else round(value / 1000.0, 3)
+
+
+def _kb(value):
+    # nvmlDeviceGetPcieThroughput reports KB/s.
+    return None if value is None else int(value) * 1024
+
+
+# ----------------------------------------------------------------------------------- nvidia-smi
+
+
+class SmiSource:
+    """GPU stats from `nvidia-smi` CSV when NVML's python binding is missing.
+
+    One nvidia-smi per sample would cost a process start and a driver handshake ten times a
+    second; instead one long-lived `nvidia-smi --query-gpu=... -lms MS` streams rows and the
+    latest row per GPU is used. Process lists come from a one-shot query every few seconds.
+    PCIe throughput is not among nvidia-smi's query fields, so those stay null."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, exe, interval=1.0):
+        self.exe = exe
+        self.interval = interval
+        self._procs = {}
+        self._procs_at = -1e9
+        first = self._query()
+        self.names = [g["name"] for g in first]
+        self._latest = {g["index"]: g for g in first}
+        self._lock = threading.Lock()
+        self._loop = None
+        self._loop_at = -1e9
+        self._start_loop(time.monotonic())
+
+    def _query_args(self):
+        return ["--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]
+
+    def _run(self, args):
+        done = subprocess.run([self.exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=10)
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()
+            raise RuntimeError("nvidia-smi exited %d: %s" % (done.returncode, tail[-1] if tail else "no output"))
+        return done.stdout
+
+    def _query(self):
+        return parse_smi_gpus(self._run(self._query_args()))
+
+    def _start_loop(self, now):
+        self._loop_at = now
+        ms = max(100, round(self.interval * 1000))
+        try:
+            self._loop = subprocess.Popen([self.exe, *self._query_args(), "-lms", str(ms)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, universal_newlines=True)
+        except OSError:
+            self._loop = None
+            return
+        threading.Thread(target=self._pump, args=(self._loop,), daemon=True).start()
+
+    def _pump(self, proc):
+        for line in proc.stdout:
+            try:
+                rows = parse_smi_gpus(line)
+            except ValueError:
+                continue
+            with self._lock:
+                for g in rows:
+                    self._latest[g["index"]] = g
+
+    def read(self, now):
+        if self._loop is None or self._loop.poll() is not None:
+            # The streaming child is gone: one-shot queries until a restart (at most every 5 s).
+            if now - self._loop_at >= 5.0:
+                self._start_loop(now)
+            gpus = self._query()
+        else:
+            with self._lock:
+                gpus = [dict(self._latest[i]) for i in sorted(self._latest)]
+        if now - self._procs_at >= SMI_PROCS_REFRESH_S:
+            self._procs_at = now
+            try:
+                self._procs = parse_smi_apps(self._run(["--query-compute-apps=" + ",".join(SMI_APPS_FIELDS),
+                                                        "--format=csv,noheader,nounits"]))
+            except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
+                self._procs = {}
+        for g in gpus:
+            g["procs"] = self._procs.get(g.pop("uuid", None), [])
+        return gpus
+
+    def close(self):
+        if self._loop is not None and self._loop.poll() is None:
+            self._loop.terminate()
+            try:
+                self._loop.wait(5)
+            except subprocess.TimeoutExpired:
+                self._loop.kill()
+
+
+def _smi_value(text):
+    text = text.strip()
+    if not text or text.startswith("[") or text in ("N/A", "Not Supported"):
+        return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
+    return float(text)
+
+
+def _split_csv(line):
+    # nvidia-smi does not quote cells; a comma inside a name is re-joined by the callers.
+    return [c.strip() for c in line.split(",")]
+
+
+def parse_smi_gpus(text):
+    """Rows of `nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`."""
+    gpus = []
+    n = len(SMI_FIELDS)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = _split_csv(line)
+        if len(cells) < n:
+            raise ValueError("nvidia-smi row has %d fields, expected %d: %r" % (len(cells), n, line[:120]))
+        if len(cells) > n:  # a comma inside the name: re-join it
+            extra = len(cells) - n
+            cells = [cells[0], ", ".join(cells[1:2 + extra]), *cells[2 + extra:]]
+        mem_used = _smi_value(cells[4])
+        mem_total = _smi_value(cells[5])
+        gpus.append({
+            "index": int(cells[0]),
+            "name": cells[1],
+            "uuid": cells[2],
+            "util": _smi_value(cells[3]),
+            "mem_used": None if mem_used is None else int(mem_used * MIB),
+            "mem_total": None if mem_total is None else int(mem_total * MIB),
+            "power": _smi_value(cells[6]),
+            "power_limit": _smi_value(cells[7]),
+            "temp": _smi_value(cells[8]),
+            "sm_clock": _smi_value(cells[9]),
+            "pcie_tx": None,
+            "pcie_rx": None,
+        })
+    return gpus
+
+
+def parse_smi_apps(text):
+    """{gpu_uuid: [proc]} from `--query-compute-apps=gpu_uuid,pid,process_name,used_memory`."""
+    out = {}
+    for line in text.splitlines():
+        if not line.strip() or "No running" in line:
+            continue
+        cells = _split_csv(line)
+        if len(cells) < 4:
+            raise ValueError("nvidia-smi compute-apps row has %d fields: %r" % (len(cells), line[:120]))
+        used = _smi_value(cells[-1])
+        out.setdefault(cells[0], []).append({
+            "pid": int(cells[1]),
+            "name": ", ".join(cells[2:-1]),
+            "mem_used": None if used is None else int(used * MIB),
+        })
+    return out
+
+
+# ---------------------------------------------------------------------------------- selection
+
+
+def open_gpu_source(prefer="auto", nvml_module=None, interval=1.0):
+    """(source or None, reason or None). The reason says why each better source was skipped."""
+    notes = []
+    if prefer in ("auto", "nvml"):
+        try:
+            nvml = nvml_module
+            if nvml is None:
+                import pynvml as nvml  # type: ignore
+            return NvmlSource(nvml), None
+        except ImportError as exc:
+            notes.append("pynvml not importable (%s)" % exc)
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            notes.append("NVML unavailable (%s: %s)" % (type(exc).__name__, exc))
+    if prefer in ("auto", "nvidia-smi"):
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            notes.append("nvidia-smi not found on PATH")
+        else:
+            try:
+                return SmiSource(exe, interval), "; ".join(notes) or None
+            except Exception as exc:
+                notes.append("nvidia-smi failed (%s)" % exc)
+    if prefer == "none":
+        notes.append("GPU sampling turned off (--source none)")
+    return None, "; ".join(notes) or "no GPU source"
+
+
+# --------------------------------------------------------------------------------------- main
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Stream GPU and host stats as JSON lines.")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between samples (>= 0.1)")
+    p.add_argument("--count", type=int, default=0, help="stop after N samples (0: run until stopped)")
+    p.add_argument("--once", action="store_true", help="one sample (CPU percent over one interval)")
+    p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto")
+    p.add_argument("--watch-stdin", action="store_true",
+                   help="exit when stdin closes (the console holds it open while it listens)")
+    args = p.parse_args(argv)
+    if args.interval < MIN_INTERVAL:
+        p.error("--interval must be at least %.1f s" % MIN_INTERVAL)
+    count = 1 if args.once else args.count
+
+    host = HostReader()
+    gpu, reason = open_gpu_source(args.source, interval=args.interval)
+    source = gpu.name if gpu is not None else "none"
+    emit({"type": "start", "pid": os.getpid(), "source": source, "reason": reason,
+          "interval": args.interval, "gpus": list(gpu.names) if gpu is not None else [],
+          "python": sys.version.split()[0]})
+    watch = sys.stdin if args.watch_stdin else None
+    seq = 0
+    next_at = time.monotonic() + args.interval
+    try:
+        while True:
+            delay = next_at - time.monotonic()
+            if delay > 0 and _wait(watch, delay):
+                return 0  # stdin closed: nobody is listening any more
+            now = time.monotonic()
+            next_at += args.interval
+            if next_at < now:  # fell behind (a slow nvidia-smi): skip, do not burst
+                next_at = now + args.interval
+            sample = {"type": "sample", "seq": seq, "t": round(time.time(), 3), "source": source}
+            sample["host"] = host.read()
+            if gpu is not None:
+                try:
+                    sample["gpus"] = gpu.read(now)
+                except Exception as exc:
+                    sample["gpus"] = []
+                    emit({"type": "error", "message": "%s read failed: %s" % (gpu.name, exc)})
+            else:
+                sample["gpus"] = []
+            sample["self_cpu"] = process_cpu_seconds()
+            emit(sample)
+            seq += 1
+            if count and seq >= count:
+                return 0
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0
+    finally:
+        host.close()
+        if gpu is not None:
+            gpu.close()
+
+
+def _wait(stream, delay):
+    """Sleep `delay`; True as soon as `stream` reaches end of file."""
+    if stream is None:
+        time.sleep(delay)
+        return False
+    deadline = time.monotonic() + delay
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([stream], [], [], left)
+        if ready and not os.read(stream.fileno(), 4096):
+            return True  # input itself is ignored
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        try:
+            sys.stdout = None  # type: ignore
+        except Exception:
+            pass
+        sys.exit(0)

@@ -1,0 +1,82 @@
+"""Live stats over the real loopback sshd (runs once remote/ssh.py has landed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remote import events as ev
+from remote.bus import EventBus
+from remote.connect import make_transport
+from remote.events import Event
+from remote.stats import StatsStream
+from tests.sshd_harness import Sshd
+
+pytest.importorskip("remote.ssh")
+pytestmark = pytest.mark.ssh
+
+
+async def test_stats_stream_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
+    host = sshd.host_config("box", workdir=str(tmp_path / "box"))
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    transport = make_transport(host, bus)
+    await transport.connect()
+    try:
+        stream = StatsStream(transport, host, bus, interval=0.1)
+        assert await stream.run(count=3, duration=60) == 3
+    finally:
+        await transport.close()
+    samples = [e for e in seen if e.kind == ev.STATS_SAMPLE]
+    assert len(samples) == 3 and samples[0].host == "box"
+    assert samples[0].payload["host"]["mem_total"] > 0
+
+
+@pytest.mark.slow
+async def test_stats_stream_restarts_after_a_network_drop(sshd: Sshd, tmp_path: Path) -> None:
+    host = sshd.host_config("box", workdir=str(tmp_path / "box"))
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    transport = make_transport(host, bus)
+    await transport.connect()
+    stream = StatsStream(transport, host, bus, interval=0.1, backoff_initial=0.2)
+    dropped: list[int] = []
+
+    def drop_after_three(event: Event) -> None:
+        if event.kind == ev.STATS_SAMPLE and stream.samples == 3 and not dropped:
+            dropped.append(sshd.drop_connections())
+
+    bus.add_callback(drop_after_three)
+    try:
+        assert await stream.run(count=6, duration=120) == 6
+    finally:
+        await transport.close()
+    assert dropped and dropped[0] > 0
+    kinds = [e.kind for e in seen]
+    first_sample = kinds.index(ev.STATS_SAMPLE)
+    broke = [i for i, e in enumerate(seen)
+             if e.kind == ev.CONSOLE_WARNING and "broke" in e.payload.get("message", "")]
+    assert broke and broke[0] > first_sample
+    assert kinds[broke[0]:].count(ev.STATS_SAMPLE) == 3  # the rest came after the restart
+    assert stream.restarts >= 1
+
+
+def test_console_stats_once_over_ssh(sshd: Sshd, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from console.cli import main
+
+    h = sshd.host_config("box", workdir=str(tmp_path / "box"))
+    cfg = tmp_path / "console.toml"
+    cfg.write_text(
+        "[hosts.box]\n"
+        f'ssh = "{h.ssh}"\npython = "{h.python}"\nworkdir = "{h.workdir}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n'
+    )
+    rc = main(["stats", "--host", "box", "--once", "--interval", "0.1", "--config", str(cfg),
+               "--no-record"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "box: cpu " in out and "gpu source: none" in out

@@ -17,7 +17,7 @@ from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
 from remote.transport import Transport
-from remote.upload import upload
+from remote.upload import box_path, upload
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 # probe name -> the script that answers it (the source diagnostic is a mode of the model probe,
@@ -25,24 +25,15 @@ PROBES_DIR = Path(__file__).resolve().parent / "probes"
 PROBE_SCRIPTS = {"env": "env_probe.py", "model": "model_probe.py", "source": "model_probe.py"}
 DEFAULT_TIMEOUT = 600.0
 
-_EXPAND = "import os,sys\nprint(os.path.abspath(os.path.expanduser(sys.argv[1])))\n"
-
-
 class ProbeFailed(ConsoleError):
     """A probe ran but did not produce a usable result."""
 
 
 async def box_workdir(transport: Transport, workdir: str, python: str = "python3") -> str:
-    """The workdir as an absolute path on the box: `~` means the box user's home (or the
-    container's), which only the box can expand; argv never goes through a shell that would."""
-    if not workdir.startswith("~"):
-        return workdir
-    done = await transport.run([python, "-c", _EXPAND, workdir], timeout=60)
-    path = done.stdout.strip()
-    if done.returncode != 0 or not path.startswith("/"):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ProbeFailed(f"cannot resolve workdir {workdir!r} with {python} on the box: {tail}")
-    return path
+    try:
+        return await box_path(transport, workdir, python)
+    except ConsoleError as exc:
+        raise ProbeFailed(str(exc)) from None
 
 
 def parse_probe_output(probe: str, stdout_lines: Sequence[str], stderr_lines: Sequence[str],

@@ -25,7 +25,7 @@ from remote.errors import ConnectionFailed, ConsoleError
 from remote.events import Event
 from remote.hosts import HostConfig
 from remote.transport import OutputLine, RemoteProcess, Transport
-from remote.upload import upload
+from remote.upload import box_path, upload
 
 SAMPLER = Path(__file__).parent / "probes" / "sampler.py"
 MIN_INTERVAL = 0.1
@@ -166,18 +166,10 @@ def summary_line(payload: dict[str, Any]) -> str:
 
 
 async def expand_remote_path(transport: Transport, python: str, path: str) -> str:
-    """`~` in a workdir must be expanded on the box: argv never passes through a remote shell
-    unquoted, so a literal `~/eagle3` would otherwise become a directory named `~`."""
-    if not path.startswith("~"):
-        return path
-    done = await transport.run(
-        [python, "-c", "import os,sys;print(os.path.expanduser(sys.argv[1]))", path], timeout=60
-    )
-    out = done.stdout.strip()
-    if done.returncode != 0 or not out.startswith("/"):
-        raise StatsError(f"cannot resolve {path} on the box with {python}: "
-                         f"{done.stderr.strip()[-200:] or 'no output'}")
-    return out
+    try:
+        return await box_path(transport, path, python)
+    except ConsoleError as exc:
+        raise StatsError(str(exc)) from None
 
 
 class _Broken(Exception):

@@ -42,6 +42,23 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+_EXPAND = "import os,sys\nprint(os.path.abspath(os.path.expanduser(sys.argv[1])))\n"
+
+
+async def box_path(transport: Transport, path: str, python: str = "python3") -> str:
+    """`path` as an absolute path on the box: `~` means the box user's home (or the
+    container's), which only the box can expand; argv never goes through a shell that would,
+    so a literal `~/eagle3` would otherwise become a directory named `~`."""
+    if not path.startswith("~"):
+        return path
+    done = await transport.run([python, "-c", _EXPAND, path], timeout=60)
+    out = done.stdout.strip()
+    if done.returncode != 0 or not out.startswith("/"):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ConsoleError(f"cannot resolve {path!r} with {python} on the box: {tail}")
+    return out
+
+
 async def prepare_remote(transport: Transport, path: str, python: str = "python3") -> tuple[str, str | None]:
     """(expanded path, sha256 of what is there now or None)."""
     done = await transport.run([python, "-c", _REMOTE_PREPARE, path], timeout=120, check=True)

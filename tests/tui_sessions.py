@@ -80,8 +80,8 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
     c = Clock()
     out: list[Event] = []
 
-    def add(kind: str, seconds: float = 1.0, h: str = host, **payload: Any) -> None:
-        out.append(Event(kind=kind, host=h, payload=payload, ts=c.tick(seconds)))
+    def add(kind: str, dt: float = 1.0, h: str = host, **payload: Any) -> None:
+        out.append(Event(kind=kind, host=h, payload=payload, ts=c.tick(dt)))
 
     add(ev.CONNECTION_UP, summary=f"connected to {host}")
     add(ev.PROBE_RESULT, probe="env", result={"python": "3.12.3", "packages": {

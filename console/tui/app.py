@@ -119,7 +119,7 @@ class ConsoleApp(App[int]):
             for name in SCREENS:
                 if name == "replay" and self.mode != "replay":
                     continue
-                with TabPane(TITLES[name], id=name):
+                with TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name):
                     yield self._make_view(name)
         yield Footer()
 
@@ -236,6 +236,9 @@ class ConsoleApp(App[int]):
         view = self.active_view
         if view is not None:
             view.post_message(StateChanged(self.state, self.current_host, frozenset()))
+            focusable = [w for w in view.query("*") if w.focusable]
+            if focusable:
+                focusable[0].focus()
         self.refresh_bindings()
 
     def action_show(self, name: str) -> None:

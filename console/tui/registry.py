@@ -25,14 +25,14 @@ SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench",
 
 COMMANDS: tuple[Command, ...] = (
     # navigation
-    Command("screen.hosts", "1", "show('hosts')", "Hosts", "Configured hosts and their connection", "global"),
-    Command("screen.overview", "2", "show('overview')", "Overview", "GPUs, load, jobs, findings", "global"),
-    Command("screen.probes", "3", "show('probes')", "Probes", "Environment, model structure, compat", "global"),
-    Command("screen.patch", "4", "show('patch')", "Patch", "Worker patch recipes and diff", "global"),
-    Command("screen.pipeline", "5", "show('pipeline')", "Pipeline", "Stages, progress, log tail", "global"),
-    Command("screen.stats", "6", "show('stats')", "Stats", "GPU history and AllReduce", "global"),
-    Command("screen.bench", "7", "show('bench')", "Bench", "Benchmark sweep and acceptance", "global"),
-    Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global",
+    Command("screen.hosts", "1", "show('hosts')", "Hosts", "Configured hosts and their connection", "global", show=False),
+    Command("screen.overview", "2", "show('overview')", "Overview", "GPUs, load, jobs, findings", "global", show=False),
+    Command("screen.probes", "3", "show('probes')", "Probes", "Environment, model structure, compat", "global", show=False),
+    Command("screen.patch", "4", "show('patch')", "Patch", "Worker patch recipes and diff", "global", show=False),
+    Command("screen.pipeline", "5", "show('pipeline')", "Pipeline", "Stages, progress, log tail", "global", show=False),
+    Command("screen.stats", "6", "show('stats')", "Stats", "GPU history and AllReduce", "global", show=False),
+    Command("screen.bench", "7", "show('bench')", "Bench", "Benchmark sweep and acceptance", "global", show=False),
+    Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global", show=False,
             replay_only=True),
     Command("help", "question_mark,f1", "help", "Help", "List every key", "global"),
     Command("palette", "ctrl+p", "command_palette", "Palette", "Search commands", "global", show=False),
@@ -71,7 +71,7 @@ COMMANDS: tuple[Command, ...] = (
             "Seek to the previous marker", "replay", replay_only=True),
     Command("replay.seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)",
             "replay", replay_only=True),
-    Command("replay.start", "home", "replay_restart", "Restart", "Seek to the start of the session", "replay",
+    Command("replay.start", "0", "replay_restart", "Restart", "Seek to the start of the session", "replay",
             replay_only=True),
 )
 

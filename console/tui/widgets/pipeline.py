@@ -51,7 +51,7 @@ class LogView(ScrollView, can_focus=True):
         width = max(tail.longest if tail is not None else 0, self.size.width)
         self.virtual_size = Size(width, n)
         if self.follow:
-            self.scroll_to(y=max(0, n - self.scrollable_content_region.height), animate=False, immediate=True)
+            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
         self.refresh()
 
     def set_follow(self, follow: bool) -> None:
@@ -72,9 +72,11 @@ class LogView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
-        width = self.scrollable_content_region.width
+        width, height = self.scrollable_content_region.size
         tail = self.tail
+        # Following: the last lines, whatever the scroll offset has caught up to so far.
+        top = tail.tail_start(height) if self.follow and tail is not None else scroll_y
+        index = top + y
         if tail is None or index >= len(tail):
             return Strip.blank(width, self.rich_style)
         text = tail.line(index).expandtabs(4)

@@ -71,7 +71,7 @@ class StatsView(View):
         if not domains or STATS in domains:
             if host.gpus:
                 load = Text(f"host load1 {spark(host.load, 60)}", style="cyan")
-                self.query_one("#history", Static).update(Group(gpu_table(host, width=40), load))
+                self.query_one("#history", Static).update(Group(gpu_table(host, width=28), load))
             else:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
                 self.query_one("#history", Static).update(Text(f"No GPU samples{reason}", style="dim"))

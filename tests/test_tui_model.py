@@ -46,7 +46,7 @@ def test_demo_session_folds_into_every_domain() -> None:
                                   for i in range(40))
     assert [j.run_id for j in h.running_jobs()] == ["r-extract"]
     assert len(h.bench_points) == 6 and h.bench_summary["summary"].startswith("eagle3")
-    assert [r["busbw"] for r in h.allreduce["sweep"]][0] == pytest.approx(17.5e9)
+    assert h.allreduce["sweep"][0]["busbw"] == pytest.approx(17.5e9)
 
 
 def test_connection_states_down_and_reconnecting() -> None:
@@ -148,7 +148,7 @@ def test_missing_remote_module_is_feature_unavailable(monkeypatch: pytest.Monkey
     with pytest.raises(ctl.FeatureUnavailable, match="probe runner is not available in this build"):
         ctl.resolve("probe")
     monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.bus", "no_such_function"))
-    with pytest.raises(ctl.FeatureUnavailable, match="remote.bus.no_such_function not found"):
+    with pytest.raises(ctl.FeatureUnavailable, match=r"remote\.bus\.no_such_function not found"):
         ctl.resolve("probe")
 
 

@@ -395,7 +395,10 @@ class ConsoleApp(App[int]):
         text.append(f"event {r.position}/{len(reader)}  ")
         speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
         text.append(f"speed {speed}  ", style="bold")
-        text.append("paused" if r.paused else "playing", style="yellow" if r.paused else "green")
+        if r.position >= len(reader):
+            text.append("at the end", style="bold")
+        else:
+            text.append("paused" if r.paused else "playing", style="yellow" if r.paused else "green")
         for w in reader.warnings[-2:]:
             text.append(f"\nwarning: {w}", style="yellow")
         return text

@@ -114,6 +114,7 @@ class PatchState:
     diff: str = ""
     status: str = "planned"  # planned | applied | verified | rolled_back
     sha256: str = ""
+    in_effect: list[str] = field(default_factory=list)  # recipe names applied/verified
 
 
 @dataclass
@@ -345,10 +346,17 @@ def _patch(host: HostState, e: Event) -> set[str]:
     host.patches[file] = ps
     ps.status = _PATCH_STATUS[e.kind]
     recipes = p.get("recipes")
-    if isinstance(recipes, list):
-        ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
+    recipes = recipes if isinstance(recipes, list) else []
     if e.kind == ev.PATCH_PLANNED:
+        ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
         ps.diff = str(p.get("diff") or "")
+        ps.in_effect = []
+    else:
+        # applied/verified/rolled_back name the recipes in effect (names or dicts)
+        names = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes]
+        ps.in_effect = [] if e.kind == ev.PATCH_ROLLED_BACK else names
+        known = {str(r.get("name")) for r in ps.recipes}
+        ps.recipes += [{"name": n} for n in names if n not in known]
     if p.get("sha256"):
         ps.sha256 = str(p["sha256"])
     return {PATCH}

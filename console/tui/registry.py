@@ -21,17 +21,22 @@ class Command:
     live_only: bool = False
 
 
+def _nav(screen: str, key: str, title: str, help: str) -> Command:
+    """Screen switching: listed in the palette and help, not in the footer (the tabs show it)."""
+    return Command(f"screen.{screen}", key, f"show('{screen}')", title, help, "global", show=False)
+
+
 SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay")
 
 COMMANDS: tuple[Command, ...] = (
     # navigation
-    Command("screen.hosts", "1", "show('hosts')", "Hosts", "Configured hosts and their connection", "global", show=False),
-    Command("screen.overview", "2", "show('overview')", "Overview", "GPUs, load, jobs, findings", "global", show=False),
-    Command("screen.probes", "3", "show('probes')", "Probes", "Environment, model structure, compat", "global", show=False),
-    Command("screen.patch", "4", "show('patch')", "Patch", "Worker patch recipes and diff", "global", show=False),
-    Command("screen.pipeline", "5", "show('pipeline')", "Pipeline", "Stages, progress, log tail", "global", show=False),
-    Command("screen.stats", "6", "show('stats')", "Stats", "GPU history and AllReduce", "global", show=False),
-    Command("screen.bench", "7", "show('bench')", "Bench", "Benchmark sweep and acceptance", "global", show=False),
+    _nav("hosts", "1", "Hosts", "Configured hosts and their connection"),
+    _nav("overview", "2", "Overview", "GPUs, load, jobs, findings"),
+    _nav("probes", "3", "Probes", "Environment, model structure, compat"),
+    _nav("patch", "4", "Patch", "Worker patch recipes and diff"),
+    _nav("pipeline", "5", "Pipeline", "Stages, progress, log tail"),
+    _nav("stats", "6", "Stats", "GPU history and AllReduce"),
+    _nav("bench", "7", "Bench", "Benchmark sweep and acceptance"),
     Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global", show=False,
             replay_only=True),
     Command("help", "question_mark,f1", "help", "Help", "List every key", "global"),
@@ -62,17 +67,17 @@ COMMANDS: tuple[Command, ...] = (
     Command("replay.pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay", "replay",
             replay_only=True),
     Command("replay.step", "full_stop", "replay_step", "Step", "Publish the next event (while paused)",
-            "replay", replay_only=True),
+            "replay", replay_only=True, show=False),
     Command("replay.speed", "greater_than_sign", "replay_speed", "Speed", "Cycle speed 1x / 10x / max",
             "replay", replay_only=True),
     Command("replay.next_marker", "right_square_bracket", "replay_marker(1)", "Next marker",
             "Seek to the next stage/patch/bench marker", "replay", replay_only=True),
     Command("replay.prev_marker", "left_square_bracket", "replay_marker(-1)", "Prev marker",
-            "Seek to the previous marker", "replay", replay_only=True),
+            "Seek to the previous marker", "replay", replay_only=True, show=False),
     Command("replay.seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)",
             "replay", replay_only=True),
     Command("replay.start", "0", "replay_restart", "Restart", "Seek to the start of the session", "replay",
-            replay_only=True),
+            replay_only=True, show=False),
 )
 
 

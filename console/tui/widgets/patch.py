@@ -14,6 +14,11 @@ from console.tui.widgets.common import View
 STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
 
 
+def short_path(path: str, parts: int = 2) -> str:
+    bits = path.split("/")
+    return "/".join(bits[-parts:]) if len(bits) > parts else path
+
+
 class PatchView(View):
     DOMAINS = (PATCH,)
 
@@ -25,6 +30,7 @@ class PatchView(View):
                 yield Static("Recipes", classes="title")
                 yield Static(id="recipes")
             with VerticalScroll(id="diff-pane"):
+                yield Static(id="diff-title")
                 yield Static("No plan yet (p plans the worker patch)", id="diff")
 
     def on_mount(self) -> None:
@@ -46,7 +52,8 @@ class PatchView(View):
         cursor = table.cursor_row
         table.clear()
         for f, ps in host.patches.items():
-            table.add_row(f, Text(ps.status, style=STATUS_STYLE.get(ps.status, "")), ps.sha256[:12] or "-", key=f)
+            status = Text(ps.status, style=STATUS_STYLE.get(ps.status, ""))
+            table.add_row(short_path(f), status, ps.sha256[:12] or "-", key=f)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.show_file(host)
@@ -61,10 +68,13 @@ class PatchView(View):
             applies = r.get("applies")
             mark, style = ("✓", "green") if applies else ("✗", "red") if applies is False else ("•", "")
             text.append(f"{mark} {r.get('name', '?')}", style=style)
+            if r.get("name") in ps.in_effect:
+                text.append(f" ({ps.status.replace('_', ' ')})", style="bold green")
             if r.get("reason"):
                 text.append(f"  {r['reason']}", style="dim")
             text.append("\n")
         self.query_one("#recipes", Static).update(text)
+        self.query_one("#diff-title", Static).update(Text(ps.file, style="bold"))
         diff = self.query_one("#diff", Static)
         diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=False) if ps.diff
                     else Text("(no changes: the file already matches)", style="dim"))

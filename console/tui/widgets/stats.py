@@ -16,7 +16,6 @@ from textual.widgets import Static
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
 from console.tui.widgets.common import View
-from console.tui.widgets.overview import gpu_table
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
 BW_KEYS = ("busbw", "bus_bw", "busbw_bytes_s", "bus_bandwidth")
@@ -58,6 +57,20 @@ def generic_table(rows: list[dict[str, Any]], title: str) -> Table | Text:
     return t
 
 
+def history_table(host: HostState) -> Table:
+    t = Table(box=None, title="GPU history", title_justify="left", header_style="bold")
+    for col in ("GPU", "util % (history)", "power W (history)", "mem", "temp", "sm MHz", "pcie tx/rx"):
+        t.add_column(col, no_wrap=True)
+    for g in sorted(host.gpus.values(), key=lambda g: g.index):
+        last = g.last
+        limit = last.get("power_limit")
+        t.add_row(str(g.index), spark(g.util, 40, 0, 100), spark(g.power, 24, 0, float(limit) if limit else None),
+                  f"{fmt_bytes(last.get('mem_used'))}", f"{fmt_num(last.get('temp'), 0)}°C",
+                  fmt_num(last.get("sm_clock"), 0),
+                  f"{fmt_bytes(last.get('pcie_tx'))}/s {fmt_bytes(last.get('pcie_rx'))}/s")
+    return t
+
+
 class StatsView(View):
     DOMAINS = (STATS, ALLREDUCE)
 
@@ -71,7 +84,7 @@ class StatsView(View):
         if not domains or STATS in domains:
             if host.gpus:
                 load = Text(f"host load1 {spark(host.load, 60)}", style="cyan")
-                self.query_one("#history", Static).update(Group(gpu_table(host, width=28), load))
+                self.query_one("#history", Static).update(Group(history_table(host), load))
             else:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
                 self.query_one("#history", Static).update(Text(f"No GPU samples{reason}", style="dim"))

@@ -174,7 +174,8 @@ async def test_stats_and_allreduce_screen(session: Path) -> None:
         assert "AllReduce bus bandwidth" in sweep and "64.0 MiB" in sweep and "█" in sweep
         trace = plain(app.query_one("#trace", Static))
         assert "ncclDevKernel_AllReduce" in trace and "0.52" in trace
-        assert "NVIDIA H200" in plain(app.query_one("#history", Static))
+        history = plain(app.query_one("#history", Static))
+        assert "GPU history" in history and "65°C" in history and "▁" in history
 
 
 async def test_bench_screen_table_acceptance_and_speedup(session: Path) -> None:

@@ -119,8 +119,8 @@ class ConsoleApp(App[int]):
             for name in SCREENS:
                 if name == "replay" and self.mode != "replay":
                     continue
-                with TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name):
-                    yield self._make_view(name)
+                # Views are mounted on first show: the first paint only pays for one.
+                yield TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name)
         yield Footer()
 
     def _make_view(self, name: str) -> View:
@@ -132,25 +132,43 @@ class ConsoleApp(App[int]):
             "pipeline": lambda: PipelineView(id="view-pipeline"),
             "stats": lambda: StatsView(id="view-stats"),
             "bench": lambda: BenchView(id="view-bench"),
-            "replay": lambda: ReplayView(id="view-replay"),
+            "replay": lambda: ReplayView(self._marker_rows(), id="view-replay"),
         }
         return views[name]()
+
+    def view(self, name: str) -> View | None:
+        """The view of screen `name` if it has been shown (mounted) yet."""
+        found = self.query(f"#view-{name}")
+        view = found.first() if found else None
+        return view if isinstance(view, View) else None
+
+    def ensure_view(self, name: str) -> View:
+        view = self.view(name)
+        if view is None:
+            view = self._make_view(name)
+            self.query_one(f"TabPane#{name}", TabPane).mount(view)
+        return view
+
+    def _marker_rows(self) -> list[MarkerRow]:
+        if not isinstance(self.source, ReplaySource):
+            return []
+        reader = self.source.reader
+        rows = []
+        for i in self._markers:
+            try:
+                e = reader.event(i)
+            except ConsoleError:
+                continue
+            label = str(e.payload.get("summary") or e.payload.get("label") or e.payload.get("stage")
+                        or e.payload.get("file") or e.payload.get("name") or "")
+            rows.append(MarkerRow(i, format_ts(e.ts)[11:19], e.kind, label))
+        return rows
 
     def on_mount(self) -> None:
         self._unsubscribe = self.source.bus.add_callback(self._on_event)
         if isinstance(self.source, ReplaySource):
-            reader = self.source.reader
-            self._markers = reader.markers()
-            rows = []
-            for i in self._markers:
-                try:
-                    e = reader.event(i)
-                except ConsoleError:
-                    continue
-                label = str(e.payload.get("summary") or e.payload.get("label") or e.payload.get("stage")
-                            or e.payload.get("file") or e.payload.get("name") or "")
-                rows.append(MarkerRow(i, format_ts(e.ts)[11:19], e.kind, label))
-            self.query_one(ReplayView).set_markers(rows)
+            self._markers = self.source.reader.markers()
+        self.ensure_view(self.start_screen)
         self.run_worker(self._pump(), name="pump", group="pump")
         self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
         self.refresh_all()
@@ -202,8 +220,9 @@ class ConsoleApp(App[int]):
         view = self.active_view
         if view is not None:
             view.post_message(StateChanged(self.state, self.current_host, domains))
-        if "connection" in domains and not isinstance(view, HostsView):
-            self.query_one(HostsView).post_message(StateChanged(self.state, self.current_host, domains))
+        hosts_view = self.view("hosts")
+        if "connection" in domains and hosts_view is not None and hosts_view is not view:
+            hosts_view.post_message(StateChanged(self.state, self.current_host, domains))
         self._update_chrome()
 
     def refresh_all(self) -> None:
@@ -213,8 +232,9 @@ class ConsoleApp(App[int]):
 
     def _update_chrome(self) -> None:
         self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status())
-        if isinstance(self.source, ReplaySource):
-            self.query_one(ReplayView).set_status(self._replay_text())
+        replay_view = self.view("replay")
+        if isinstance(replay_view, ReplayView):
+            replay_view.set_status(self._replay_text())
 
     # -- views -------------------------------------------------------------------------------------
     @property
@@ -227,15 +247,19 @@ class ConsoleApp(App[int]):
             pane = self.query_one(TabbedContent).active_pane
         except Exception:
             return None
-        if pane is None:
+        if pane is None or pane.id is None:
             return None
-        views = pane.query(View)
-        return views.first() if views else None
+        return self.view(pane.id)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id is not None:
+            self.ensure_view(event.pane.id)
+        self.call_after_refresh(self._activated)
+
+    def _activated(self) -> None:
+        self._post_state(frozenset())
         view = self.active_view
         if view is not None:
-            view.post_message(StateChanged(self.state, self.current_host, frozenset()))
             focusable = [w for w in view.query("*") if w.focusable]
             if focusable:
                 focusable[0].focus()
@@ -303,7 +327,8 @@ class ConsoleApp(App[int]):
         self._act("patch plan", lambda: self.source.controller.plan_patch(host))
 
     def _selected_patch(self) -> str | None:
-        name = self.query_one(PatchView).selected_file
+        view = self.view("patch")
+        name = view.selected_file if isinstance(view, PatchView) else None
         if name is None:
             self.notify("plan a patch first (p)", severity="warning")
         return name
@@ -336,7 +361,8 @@ class ConsoleApp(App[int]):
             self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
 
     def _selected_stage(self) -> str | None:
-        name = self.query_one(PipelineView).selected_stage
+        view = self.view("pipeline")
+        name = view.selected_stage if isinstance(view, PipelineView) else None
         if name is None:
             from console.tui.model import STAGE_ORDER
 
@@ -364,7 +390,10 @@ class ConsoleApp(App[int]):
         self.push_screen(ConfirmScreen(f"Cancel stage {stage} on {host}?"), answered)
 
     def action_follow(self) -> None:
-        log = self.query_one(LogView)
+        view = self.view("pipeline")
+        if view is None:
+            return
+        log = view.query_one(LogView)
         log.set_follow(not log.follow)
         self.notify("following the log" if log.follow else "not following", timeout=1)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +25,10 @@ class MarkerRow:
 class ReplayView(View):
     DOMAINS = (MARKERS,)
 
+    def __init__(self, markers: list[MarkerRow], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.markers = markers
+
     def compose(self) -> ComposeResult:
         yield Static(id="replay-status")
         yield Static("Markers — enter seeks, [ ] previous/next, t seeks to a time", classes="title")
@@ -31,6 +36,9 @@ class ReplayView(View):
 
     def on_mount(self) -> None:
         self.query_one("#markers", DataTable).add_columns("#", "time", "kind", "what")
+        self.set_markers(self.markers)
+        if self._status is not None:
+            self.set_status(self._status)
 
     def set_markers(self, rows: list[MarkerRow]) -> None:
         table = self.query_one("#markers", DataTable)
@@ -38,8 +46,14 @@ class ReplayView(View):
         for r in rows:
             table.add_row(str(r.index), r.time, r.kind, r.label[:70], key=str(r.index))
 
+    _status: Text | None = None
+
     def set_status(self, text: Text) -> None:
-        self.query_one("#replay-status", Static).update(text)
+        """Called by the app on every refresh; may come before this view's children exist."""
+        self._status = text
+        found = self.query("#replay-status")
+        if found:
+            found.first(Static).update(text)
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         return None  # markers come from the file index, set once by the app

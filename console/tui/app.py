@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -21,7 +22,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from console.tui.controller import (
     FeatureUnavailable,
@@ -35,7 +36,7 @@ from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, commands_for, key_label
 from console.tui.widgets.bench import BenchView
-from console.tui.widgets.common import TopBar, View
+from console.tui.widgets.common import KeyBar, TopBar, View
 from console.tui.widgets.hosts import HostsView
 from console.tui.widgets.overview import OverviewView
 from console.tui.widgets.patch import PatchView
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from console.session import SessionReader
 
 FRAME_S = 1 / 30  # at most this many state refreshes per second
-DRAIN_BATCH = 50_000  # events folded per refresh at most (keeps a frame bounded at max speed)
+DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
+DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
           "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
 
@@ -121,7 +123,7 @@ class ConsoleApp(App[int]):
                     continue
                 # Views are mounted on first show: the first paint only pays for one.
                 yield TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name)
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def _make_view(self, name: str) -> View:
         views: dict[str, Callable[[], View]] = {
@@ -169,6 +171,7 @@ class ConsoleApp(App[int]):
         if isinstance(self.source, ReplaySource):
             self._markers = self.source.reader.markers()
         self.ensure_view(self.start_screen)
+        self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
         self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
         self.refresh_all()
@@ -200,12 +203,18 @@ class ConsoleApp(App[int]):
         changed: set[str] = set()
         hosts: set[str] = set()
         apply = self.state.apply
-        for _ in range(min(len(pending), DRAIN_BATCH)):
-            e = pending.popleft()
-            d = apply(e)
-            if d:
-                changed |= d
-                hosts.add(e.host)
+        popleft = pending.popleft
+        clock = time.perf_counter
+        deadline = clock() + DRAIN_SLICE_S
+        while pending:
+            for _ in range(min(len(pending), DRAIN_CHECK)):
+                e = popleft()
+                d = apply(e)
+                if d:
+                    changed |= d
+                    hosts.add(e.host)
+            if clock() > deadline:
+                break  # the rest waits for the next frame; the pump wakes again at once
         new_hosts = [h for h in self.state.hosts if h not in self._known_hosts]
         if new_hosts:
             self._known_hosts.update(new_hosts)
@@ -263,7 +272,12 @@ class ConsoleApp(App[int]):
             focusable = [w for w in view.query("*") if w.focusable]
             if focusable:
                 focusable[0].focus()
-        self.refresh_bindings()
+        self._update_keys()
+
+    def _update_keys(self) -> None:
+        pairs = [(key_label(c.key), c.title) for c in COMMANDS
+                 if c.show and self.check_action(_action_name(c.action), ()) is not False]
+        self.query_one(KeyBar).show_keys(pairs)
 
     def action_show(self, name: str) -> None:
         if name == "replay" and self.mode != "replay":

@@ -60,4 +60,21 @@ class TopBar(Static):
         text.append(" EAGLE-3 console ", style="bold reverse")
         text.append(f"  host: {host.name}  ", style="bold")
         text.append_text(badge_text(host, mode, replay_status))
+        if text.markup != self._shown:  # an update re-lays out: skip it when nothing changed
+            self._shown = text.markup
+            self.update(text)
+
+    _shown = ""
+
+
+class KeyBar(Static):
+    """The footer: the keys usable on the current screen, from the command registry. Textual's
+    Footer recomposes itself on every focus or binding change (hundreds of widgets a second
+    while a log streams); this is one line of text redrawn only when the screen changes."""
+
+    def show_keys(self, pairs: list[tuple[str, str]]) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for key, title in pairs:
+            text.append(f" {key} ", style="bold reverse")
+            text.append(f" {title} ")
         self.update(text)

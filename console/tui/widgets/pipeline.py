@@ -122,6 +122,9 @@ class PipelineView(View):
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         self._host = host
+        if domains == {LOG}:  # the hot path: a job printing lines
+            self.query_one(LogView).sync()
+            return
         if not domains or STAGES in domains or JOBS in domains:
             table = self.query_one("#stages", DataTable)
             cursor = table.cursor_row
@@ -137,6 +140,7 @@ class PipelineView(View):
         self.show_selected()
 
     _user_moved = False
+    _artifacts = ""
 
     def show_selected(self) -> None:
         host = self._host
@@ -156,7 +160,9 @@ class PipelineView(View):
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
             text.append("\nartifacts: ", style="bold")
             text.append(", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outs)[:300])
-        self.query_one("#artifacts", Static).update(text)
+        if text.plain != self._artifacts:  # a Static update re-lays out; skip it when unchanged
+            self._artifacts = text.plain
+            self.query_one("#artifacts", Static).update(text)
         log.show_tail(job.tail if job is not None else None)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -50,6 +50,8 @@ class ReplayView(View):
 
     def set_status(self, text: Text) -> None:
         """Called by the app on every refresh; may come before this view's children exist."""
+        if self._status is not None and text.markup == self._status.markup:
+            return
         self._status = text
         found = self.query("#replay-status")
         if found:

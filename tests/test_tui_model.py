@@ -160,7 +160,7 @@ async def test_live_controller_connects_local_and_calls_a_resolved_feature(
     bus.add_callback(seen.append)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
-    assert [e.kind for e in seen] == [ev.CONNECTION_UP]
+    assert seen[0].kind == ev.CONNECTION_UP
     monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "tests.tui_features", "run_probe"))
     await c.run_probe("local", "env")
     result = [e for e in seen if e.kind == ev.PROBE_RESULT][-1]
@@ -197,3 +197,45 @@ async def test_replay_source_publishes_the_file(tmp_path: Path) -> None:
         await asyncio.wait_for(src.run(), 10)
         assert len(got) == len(reader) and src.host_names() == [HOST]
         assert got[-1].ts - got[0].ts > timedelta(seconds=10)
+
+
+async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    monkeypatch.setitem(ctl.FEATURES, "stats", ctl.Feature("stats sampler", "tests.tui_features", "stream_stats"))
+    c = ctl.LiveController(Config(hosts={}, path=None), bus)
+    await c.connect("local")
+    for _ in range(100):
+        if sum(e.kind == ev.STATS_SAMPLE for e in seen) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    await c.aclose()
+    n = sum(e.kind == ev.STATS_SAMPLE for e in seen)
+    assert n >= 3
+    await asyncio.sleep(0.05)
+    assert sum(e.kind == ev.STATS_SAMPLE for e in seen) == n  # cancelled on close
+
+
+async def test_connect_without_a_stats_sampler_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    monkeypatch.setitem(ctl.FEATURES, "stats", ctl.Feature("stats sampler", "remote.not_in_this_build", "x"))
+    c = ctl.LiveController(Config(hosts={}, path=None), bus)
+    await c.connect("local")
+    await c.aclose()
+    assert seen[-1].kind == ev.CONSOLE_INFO and "stats sampler is not available in this build" in \
+        seen[-1].payload["message"]
+
+
+def test_state_layers_do_not_import_textual() -> None:
+    """model/tail/controller/registry/render are the Textual-free layers the lead can reuse."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import console.tui.model, console.tui.tail, console.tui.controller, "
+            "console.tui.registry, console.tui.render; print('textual' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"

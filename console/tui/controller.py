@@ -118,6 +118,7 @@ class LiveController:
         self.transports: dict[str, Transport] = {}
         self._factory = transport_factory
         self._lock = asyncio.Lock()
+        self._background: dict[str, asyncio.Task[Any]] = {}
 
     def host_config(self, name: str) -> HostConfig:
         return self.config.host(name)
@@ -142,7 +143,14 @@ class LiveController:
             return t
 
     async def connect(self, host: str) -> None:
-        if host in self.transports:
+        """Connect (or reconnect after a drop). The SSH transport announces its own connection
+        events; for the local transport this says it."""
+        existing = self.transports.get(host)
+        if existing is not None:
+            if not existing.connected:
+                await existing.connect()
+                if self.host_config(host).is_local:
+                    self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
             return
         try:
             await self.transport(host)
@@ -151,8 +159,30 @@ class LiveController:
         except Exception as exc:
             self.bus.emit(ev.CONNECTION_DOWN, host, error=str(exc), summary=f"{host}: {exc}")
             raise
-        # The SSH transport publishes its own connection events; the local one has none.
-        self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
+        if self.host_config(host).is_local:
+            self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
+        self._start_stats(host)
+
+    def _start_stats(self, host: str) -> None:
+        """Live stats stream for as long as the console runs, where this build has a sampler."""
+        try:
+            fn = resolve("stats")
+        except FeatureUnavailable as exc:
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"live stats: {exc}")
+            return
+        transport = self.transports[host]
+
+        async def stream() -> None:
+            try:
+                result = fn(transport=transport, host=self.host_config(host), bus=self.bus)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the sampler failed: say so once, keep the console up
+                self.bus.emit(ev.CONSOLE_ERROR, host, message=f"live stats stopped: {exc}")
+
+        self._background[host] = asyncio.create_task(stream(), name=f"stats-{host}")
 
     async def _call(self, action: str, host: str, **kwargs: Any) -> None:
         fn = resolve(action)
@@ -186,6 +216,14 @@ class LiveController:
         await self._call("stage.cancel", host, stage=stage)
 
     async def aclose(self) -> None:
+        for task in self._background.values():
+            task.cancel()
+        for task in self._background.values():
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._background.clear()
         for t in list(self.transports.values()):
             try:
                 await t.close()

@@ -308,3 +308,25 @@ def test_entry_points_keep_their_signatures() -> None:
     assert list(inspect.signature(app_module.run_app).parameters) == ["args"]
     assert list(inspect.signature(app_module.run_replay_app).parameters) == ["reader"]
     assert issubclass(app_module.HostsApp, ConsoleApp)
+
+
+async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> None:
+    """Read-only: plans against the speculators installed in this venv (never applies here)."""
+    import sys
+
+    pytest.importorskip("remote.patcher.runner")
+    from console.tui.controller import LiveSource
+    from remote.hosts import Config, HostConfig
+
+    hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
+    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="patch")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        await wait_for(pilot, lambda: len(app.state.host("local").patches) >= 2, timeout=60)
+        await settle(pilot)
+        table = app.query_one("#patch-files", DataTable)
+        files = {str(table.get_row_at(i)[0]) for i in range(table.row_count)}
+        assert "data_generation/custom_worker.py" in files
+        assert "+++ b/data_generation/" in plain(app.query_one("#diff", Static))
+        assert "✓ " in plain(app.query_one("#recipes", Static))
+        await app.source.controller.aclose()

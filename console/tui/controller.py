@@ -48,10 +48,10 @@ class Feature:
 # transport=, host= (HostConfig), bus=, plus the action's own (probe=, file=, stage=).
 FEATURES: dict[str, Feature] = {
     "probe": Feature("probe runner", "remote.probe_runner", "run_probe"),
-    "patch.plan": Feature("patcher", "remote.patcher", "plan"),
-    "patch.apply": Feature("patcher", "remote.patcher", "apply"),
-    "patch.verify": Feature("patcher", "remote.patcher", "verify"),
-    "patch.rollback": Feature("patcher", "remote.patcher", "rollback"),
+    "patch.plan": Feature("patcher", "console.tui.wiring", "patch_plan"),
+    "patch.apply": Feature("patcher", "console.tui.wiring", "patch_apply"),
+    "patch.verify": Feature("patcher", "console.tui.wiring", "patch_verify"),
+    "patch.rollback": Feature("patcher", "console.tui.wiring", "patch_rollback"),
     "stage.start": Feature("pipeline runner", "remote.pipeline_runner", "start_stage"),
     "stage.resume": Feature("pipeline runner", "remote.pipeline_runner", "resume"),
     "stage.cancel": Feature("pipeline runner", "remote.pipeline_runner", "cancel_stage"),

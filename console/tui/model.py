@@ -115,6 +115,7 @@ class PatchState:
     status: str = "planned"  # planned | applied | verified | rolled_back
     sha256: str = ""
     in_effect: list[str] = field(default_factory=list)  # recipe names applied/verified
+    refused: str = ""  # why the patcher will not touch this file (unknown original, ...)
 
 
 @dataclass
@@ -351,10 +352,12 @@ def _patch(host: HostState, e: Event) -> set[str]:
         ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
         ps.diff = str(p.get("diff") or "")
         ps.in_effect = []
+        ps.refused = str(p.get("refused") or "")
     else:
-        # applied/verified/rolled_back name the recipes in effect (names or dicts)
+        # applied/verified/rolled_back list the recipes as {name, in_effect} (or bare names)
         names = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes]
-        ps.in_effect = [] if e.kind == ev.PATCH_ROLLED_BACK else names
+        ps.in_effect = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes
+                        if not isinstance(r, dict) or r.get("in_effect", e.kind != ev.PATCH_ROLLED_BACK)]
         known = {str(r.get("name")) for r in ps.recipes}
         ps.recipes += [{"name": n} for n in names if n not in known]
     if p.get("sha256"):

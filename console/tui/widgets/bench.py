@@ -62,8 +62,19 @@ def speedups(points: list[dict[str, Any]]) -> list[tuple[str, Any, float]]:
     return out
 
 
-def speedup_chart(points: list[dict[str, Any]], width: int = 30) -> Table | Text:
-    rows = speedups(points)
+def summary_speedups(summary: dict[str, Any]) -> list[tuple[str, Any, float]]:
+    """The bench comparison's own rows ({concurrency, speedup}), when the summary has them."""
+    rows = summary.get("rows")
+    label = str(summary.get("spec_label") or summary.get("label") or "speculative")
+    if not isinstance(rows, list):
+        return []
+    return [(label, r.get("concurrency"), float(r["speedup"])) for r in rows
+            if isinstance(r, dict) and isinstance(r.get("speedup"), (int, float))]
+
+
+def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None = None,
+                  width: int = 30) -> Table | Text:
+    rows = summary_speedups(summary or {}) or speedups(points)
     if not rows:
         return Text("Speedup vs concurrency: needs a baseline label and a speculative label at the same "
                     "concurrency", style="dim")
@@ -93,7 +104,7 @@ class BenchView(View):
         self.query_one("#sweep-table", Static).update(
             sweep_table(pts) if pts else Text("No benchmark points yet", style="dim"))
         self.query_one("#acceptance", Static).update(acceptance_chart(pts))
-        self.query_one("#speedup", Static).update(speedup_chart(pts))
+        self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary))
         summ = host.bench_summary
         self.query_one("#bench-summary", Static).update(
             Text(f"summary: {summ.get('summary') or summ}") if summ else "")

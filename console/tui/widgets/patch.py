@@ -64,6 +64,8 @@ class PatchView(View):
         if ps is None:
             return
         text = Text()
+        if ps.refused:
+            text.append(f"refused: {ps.refused}\n", style="bold red")
         for r in ps.recipes:
             applies = r.get("applies")
             mark, style = ("✓", "green") if applies else ("✗", "red") if applies is False else ("•", "")

@@ -330,3 +330,51 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
         assert "+++ b/data_generation/" in plain(app.query_one("#diff", Static))
         assert "✓ " in plain(app.query_one("#recipes", Static))
         await app.source.controller.aclose()
+
+
+async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: Path) -> None:
+    """Real detached job on the local host (remote.jobs): the console connects, shows the run with
+    its log, and cancels it after confirmation."""
+    import sys
+
+    jobs_mod = pytest.importorskip("remote.jobs")
+    from remote import transport as transport_mod
+
+    if not hasattr(transport_mod.RemoteProcess, "chunks"):
+        pytest.skip("remote.jobs needs the transport it was merged with (RemoteProcess.chunks)")
+    from console.tui.controller import LiveSource
+    from remote.bus import EventBus
+    from remote.hosts import Config, HostConfig
+    from remote.transport import LocalTransport
+
+    workdir = str(tmp_path / "box")
+    transport = LocalTransport("local")
+    await transport.connect()
+    jobs = jobs_mod.Jobs(transport, workdir, host="local", bus=EventBus(), python=sys.executable)
+    info = await jobs.launch(["sh", "-c", "for i in 1 2 3; do echo line $i; done; exec sleep 60"], name="train")
+    await jobs.close()
+    await transport.close()
+
+    hc = HostConfig(name="local", python=sys.executable, workdir=workdir)
+    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="pipeline")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("1", "c", "5")
+        h = app.state.host("local")
+        try:
+            await wait_for(pilot, lambda: info.run_id in h.jobs and h.jobs[info.run_id].tail.total >= 3, timeout=30)
+        except AssertionError:
+            raise AssertionError(f"{[(n.level, n.text) for n in h.notes]} {app.notices} {h.jobs}") from None
+        await settle(pilot)
+        log = app.query_one(LogView)
+        assert log.tail is not None and [log.tail.line(i) for i in range(3)] == ["line 1", "line 2", "line 3"]
+        assert app.query_one(PipelineView_stages()).get_row_at(0)[0] == "train (run)"
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: h.jobs[info.run_id].state == "cancelled", timeout=30)
+        await app.source.controller.aclose()
+
+
+def PipelineView_stages() -> str:  # noqa: N802 - reads as the selector it returns
+    return "#stages"

@@ -113,7 +113,7 @@ class ScriptedController:
     async def resume_pipeline(self, host: str) -> None:
         self.calls.append(("resume", host))
 
-    async def cancel_stage(self, host: str, stage: str) -> None:
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
         self.calls.append(("cancel", host, stage))
         self.bus.emit(ev.JOB_EXIT, host, run_id=f"r-{stage}", name=stage, state="cancelled", returncode=-15)
         self.bus.emit(ev.STAGE_END, host, stage=stage, ok=False, seconds=1.0)

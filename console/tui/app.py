@@ -282,6 +282,9 @@ class ConsoleApp(App[int]):
     def action_show(self, name: str) -> None:
         if name == "replay" and self.mode != "replay":
             return
+        # Focus left in the old pane would pull the tabs back to it (Textual shows the pane
+        # that holds the focused widget); the new view takes focus once it is shown.
+        self.set_focus(None)
         self.query_one(TabbedContent).active = name
 
     def action_help(self) -> None:
@@ -397,9 +400,14 @@ class ConsoleApp(App[int]):
         if stage is None:
             return
 
+        job = self.state.host(host).job_for_stage(stage)
+        run_id = job.run_id if job is not None else None
+        if stage.startswith("job:") and job is not None:
+            stage = job.name
+
         def answered(yes: bool | None) -> None:
             if yes:
-                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage))
+                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, run_id))
 
         self.push_screen(ConfirmScreen(f"Cancel stage {stage} on {host}?"), answered)
 

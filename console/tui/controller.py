@@ -54,8 +54,9 @@ FEATURES: dict[str, Feature] = {
     "patch.rollback": Feature("patcher", "console.tui.wiring", "patch_rollback"),
     "stage.start": Feature("pipeline runner", "remote.pipeline_runner", "start_stage"),
     "stage.resume": Feature("pipeline runner", "remote.pipeline_runner", "resume"),
-    "stage.cancel": Feature("pipeline runner", "remote.pipeline_runner", "cancel_stage"),
+    "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
     "stats": Feature("stats sampler", "remote.stats", "stream_stats"),
+    "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
 }
 
 
@@ -89,14 +90,14 @@ class Controller(Protocol):
     async def rollback_patch(self, host: str, file: str) -> None: ...
     async def start_stage(self, host: str, stage: str) -> None: ...
     async def resume_pipeline(self, host: str) -> None: ...
-    async def cancel_stage(self, host: str, stage: str) -> None: ...
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None: ...
     async def aclose(self) -> None: ...
 
 
 class ReplayController:
     live = False
 
-    async def _refuse(self, *_: object) -> None:
+    async def _refuse(self, *_: object, **__: object) -> None:
         raise ReadOnlyReplay("this is a replay: actions that drive the box are disabled")
 
     connect = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
@@ -161,14 +162,16 @@ class LiveController:
             raise
         if self.host_config(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
-        self._start_stats(host)
+        self._start_background(host, "stats", "live stats")
+        self._start_background(host, "jobs.reattach", "job tails")
 
-    def _start_stats(self, host: str) -> None:
-        """Live stats stream for as long as the console runs, where this build has a sampler."""
+    def _start_background(self, host: str, action: str, label: str) -> None:
+        """Streams that run as long as the console (live stats, reattached job tails), where
+        this build has them."""
         try:
-            fn = resolve("stats")
+            fn = resolve(action)
         except FeatureUnavailable as exc:
-            self.bus.emit(ev.CONSOLE_INFO, host, message=f"live stats: {exc}")
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"{label}: {exc}")
             return
         transport = self.transports[host]
 
@@ -179,10 +182,13 @@ class LiveController:
                     await result
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the sampler failed: say so once, keep the console up
-                self.bus.emit(ev.CONSOLE_ERROR, host, message=f"live stats stopped: {exc}")
+            except Exception as exc:  # it failed: say so once, keep the console up
+                self.bus.emit(ev.CONSOLE_ERROR, host, message=f"{label} stopped: {exc}")
 
-        self._background[host] = asyncio.create_task(stream(), name=f"stats-{host}")
+        old = self._background.pop(f"{action}:{host}", None)
+        if old is not None:
+            old.cancel()
+        self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
 
     async def _call(self, action: str, host: str, **kwargs: Any) -> None:
         fn = resolve(action)
@@ -212,8 +218,8 @@ class LiveController:
     async def resume_pipeline(self, host: str) -> None:
         await self._call("stage.resume", host)
 
-    async def cancel_stage(self, host: str, stage: str) -> None:
-        await self._call("stage.cancel", host, stage=stage)
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
+        await self._call("stage.cancel", host, stage=stage, run_id=run_id)
 
     async def aclose(self) -> None:
         for task in self._background.values():

@@ -157,9 +157,16 @@ class HostState:
     def running_jobs(self) -> list[JobState]:
         return [j for j in self.jobs.values() if j.running]
 
+    def jobs_without_stage(self) -> list[JobState]:
+        """Runs no stage event claims (reattached on connect, or launched by other tools)."""
+        claimed = {s.run_id for s in self.stages.values() if s.run_id}
+        return [j for j in self.jobs.values() if j.run_id not in claimed and j.name not in self.stages]
+
     def job_for_stage(self, stage: str) -> JobState | None:
         """The run whose log a stage's tail shows: by run_id when the stage said, else the latest
-        job with the stage's name."""
+        job with the stage's name. `job:<run_id>` names a run directly."""
+        if stage.startswith("job:"):
+            return self.jobs.get(stage[4:])
         st = self.stages.get(stage)
         if st is not None and st.run_id and st.run_id in self.jobs:
             return self.jobs[st.run_id]

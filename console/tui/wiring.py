@@ -42,3 +42,44 @@ async def patch_verify(*, transport: Any, host: Any, bus: Any, file: str) -> Non
 
 async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> None:
     await _patcher(transport, host, bus).rollback()
+
+
+def _jobs(transport: Any, host: Any, bus: Any) -> Any:
+    mod = _module("remote.jobs", "detached jobs")
+    return mod.Jobs(transport, host.workdir, host=host.name, bus=bus, python=host.python)
+
+
+async def jobs_reattach(*, transport: Any, host: Any, bus: Any) -> None:
+    """On connect: announce the box's running jobs and tail their logs into the event stream
+    (the box keeps its own truth; the jobs module emits job.line/job.exit as it reads)."""
+    import asyncio
+    from contextlib import aclosing
+
+    from remote import events as ev
+
+    jobs = _jobs(transport, host, bus)
+
+    async def drain(run_id: str) -> None:
+        async with aclosing(jobs.tail(run_id, offset=0, follow=True)) as lines:
+            async for _ in lines:
+                pass
+
+    try:
+        running = [info for info in await jobs.list() if not info.done]
+        for info in running:
+            bus.emit(ev.JOB_STARTED, host.name, run_id=info.run_id, name=info.name, argv=list(info.argv),
+                     pid=info.pid, log=info.log_path, summary=f"reattached to {info.name} ({info.run_id})")
+        await asyncio.gather(*(drain(info.run_id) for info in running))
+    finally:
+        await jobs.close()
+
+
+async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_id: str | None) -> None:
+    """Cancel the run behind a stage (its process group on the box: TERM, then KILL)."""
+    if not run_id:
+        raise FeatureUnavailable(f"no run is known for stage {stage!r}: nothing to cancel")
+    jobs = _jobs(transport, host, bus)
+    try:
+        await jobs.cancel(run_id)
+    finally:
+        await jobs.close()

@@ -132,9 +132,15 @@ class PipelineView(View):
             table.clear()
             for st in stages:
                 table.add_row(st.name, *stage_cells(st), key=st.name)
+            for job in host.jobs_without_stage():
+                status = Text(job.state, style=STATUS_STYLE.get("running" if job.running else "done", ""))
+                table.add_row(f"{job.name} (run)", status, "", f"{job.tail.total} lines", "-",
+                              key=f"job:{job.run_id}")
             if table.row_count:
                 # follow the running stage unless the operator moved the cursor
                 running = [i for i, s in enumerate(stages) if s.status == "running"]
+                if not running and not stages:
+                    running = [i for i, j in enumerate(host.jobs_without_stage()) if j.running]
                 row = running[-1] if running and not self._user_moved else cursor
                 table.move_cursor(row=min(row, table.row_count - 1))
         self.show_selected()

@@ -367,14 +367,10 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         await settle(pilot)
         log = app.query_one(LogView)
         assert log.tail is not None and [log.tail.line(i) for i in range(3)] == ["line 1", "line 2", "line 3"]
-        assert app.query_one(PipelineView_stages()).get_row_at(0)[0] == "train (run)"
+        assert app.query_one("#stages", DataTable).get_row_at(0)[0] == "train (run)"
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await wait_for(pilot, lambda: h.jobs[info.run_id].state == "cancelled", timeout=30)
         await app.source.controller.aclose()
-
-
-def PipelineView_stages() -> str:  # noqa: N802 - reads as the selector it returns
-    return "#stages"

@@ -274,6 +274,7 @@ async def test_live_actions_are_not_bound_in_replay(session: Path) -> None:
 async def test_screen_keys_only_work_on_their_screen() -> None:
     app = live_app(start_screen="overview")
     async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
         await pilot.press("p")  # patch.plan belongs to the Patch screen
         await pilot.pause(0.1)
         assert app.source.controller.calls == []  # type: ignore[attr-defined]
@@ -358,6 +359,9 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
     hc = HostConfig(name="local", python=sys.executable, workdir=workdir)
     app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="pipeline")
     async with app.run_test(size=SIZE) as pilot:
+        # Keys pressed before Textual's own start-up activation of the first tab is processed
+        # can be undone by it: let the app settle first, as an operator's first key would.
+        await settle(pilot)
         await pilot.press("1", "c", "5")
         h = app.state.host("local")
         try:

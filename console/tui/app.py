@@ -95,6 +95,9 @@ class ConsoleApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
     COMMANDS = {RegistryCommands}
     ENABLE_COMMAND_PALETTE = True
+    # Focus is given by _activated when a screen is shown; Textual's own auto-focus could land
+    # late in the start pane and pull the tabs back to it after the operator switched.
+    AUTO_FOCUS = None
 
     def __init__(self, source: Source, *, describe: dict[str, str] | None = None,
                  start_screen: str | None = None) -> None:

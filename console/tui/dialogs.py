@@ -53,6 +53,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class SeekScreen(ModalScreen[str | None]):
+    AUTO_FOCUS = "Input"  # the app turns auto-focus off for its own screens
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek.cancel")]
 
     def compose(self) -> ComposeResult:

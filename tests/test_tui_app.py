@@ -104,8 +104,7 @@ async def test_patch_plan_apply_needs_confirmation_verify_rollback() -> None:
         ctrl = app.source.controller
         assert isinstance(ctrl, ScriptedController)
         await pilot.press("a")  # nothing planned yet
-        await pilot.pause()
-        assert "plan a patch first (p)" in app.notices
+        await wait_for(pilot, lambda: "plan a patch first (p)" in app.notices)
         await pilot.press("p")
         await wait_for(pilot, lambda: WORKER in app.state.host(HOST).patches)
         await settle(pilot)
@@ -295,10 +294,15 @@ async def test_help_screen_and_palette_come_from_the_registry() -> None:
         await pilot.pause()
         await pilot.press(*"rollback")
         await pilot.pause(0.3)
-        from textual.command import CommandPalette
+        from textual.command import CommandList, CommandPalette
 
         assert isinstance(app.screen, CommandPalette)
-        await pilot.press("escape")
+        options = app.screen.query_one(CommandList)
+        await wait_for(pilot, lambda: options.option_count > 0)
+        first = str(options.get_option_at_index(0).prompt)
+        assert "Rollback (r)" in first
+        await pilot.press("down", "enter")  # pick it: rollback asks first, nothing planned -> a notice
+        await wait_for(pilot, lambda: "plan a patch first (p)" in app.notices)
 
 
 def test_entry_points_keep_their_signatures() -> None:

@@ -15,13 +15,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.widgets import TabbedContent, TabPane
 
 from console.tui.controller import (
@@ -34,7 +32,7 @@ from console.tui.controller import (
 from console.tui.dialogs import ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
-from console.tui.registry import COMMANDS, SCREENS, Command, commands_for, key_label
+from console.tui.registry import COMMANDS, SCREENS, Command, key_label
 from console.tui.widgets.bench import BenchView
 from console.tui.widgets.common import KeyBar, TopBar, View
 from console.tui.widgets.hosts import HostsView
@@ -67,33 +65,17 @@ def _action_name(action: str) -> str:
     return action.split("(", 1)[0]
 
 
-class RegistryCommands(Provider):
-    """The command palette: the same registry as the key bindings, filtered to the mode."""
+def _palette_provider() -> Any:
+    from console.tui.palette import RegistryCommands
 
-    def _commands(self) -> list[Command]:
-        app = self.app
-        assert isinstance(app, ConsoleApp)
-        return [c for c in commands_for(app.source.mode) if c.id != "palette"]
-
-    async def discover(self) -> Hits:
-        for c in self._commands():
-            yield DiscoveryHit(f"{c.title} ({key_label(c.key)})", partial(self.app.run_action, c.action),
-                               help=c.help)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for c in self._commands():
-            label = f"{c.title} ({key_label(c.key)})"
-            score = max(matcher.match(label), matcher.match(c.help) * 0.8)
-            if score > 0:
-                yield Hit(score, matcher.highlight(label), partial(self.app.run_action, c.action), help=c.help)
+    return RegistryCommands
 
 
 class ConsoleApp(App[int]):
     TITLE = "EAGLE-3 console"
     CSS_PATH = "console.tcss"
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
-    COMMANDS = {RegistryCommands}
+    COMMANDS = {_palette_provider}  # textual.command is imported when the palette first opens
     ENABLE_COMMAND_PALETTE = True
     # Focus is given by _activated when a screen is shown; Textual's own auto-focus could land
     # late in the start pane and pull the tabs back to it after the operator switched.
@@ -289,6 +271,13 @@ class ConsoleApp(App[int]):
         # that holds the focused widget); the new view takes focus once it is shown.
         self.set_focus(None)
         self.query_one(TabbedContent).active = name
+
+    async def run_command(self, command: Command) -> None:
+        """From the palette: a command of another screen switches there first, then runs."""
+        if command.group in SCREENS and command.group != self.active_screen_name:
+            self.action_show(command.group)
+            await asyncio.sleep(0)
+        await self.run_action(command.action)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.mode))

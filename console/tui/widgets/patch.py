@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -78,6 +77,8 @@ class PatchView(View):
         self.query_one("#recipes", Static).update(text)
         self.query_one("#diff-title", Static).update(Text(ps.file, style="bold"))
         diff = self.query_one("#diff", Static)
+        from rich.syntax import Syntax  # pygments: imported when a diff is first shown
+
         diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=False) if ps.diff
                     else Text("(no changes: the file already matches)", style="dim"))
 

@@ -44,7 +44,7 @@ async def settle(pilot: Pilot[Any]) -> None:
     """Let the pump fold what is queued and the views process their messages."""
     app = pilot.app
     assert isinstance(app, ConsoleApp)
-    await wait_for(pilot, lambda: not app._pending)
+    await wait_for(pilot, lambda: not app._pending and not app.seeking)
     app.drain()
     await pilot.pause()
     await pilot.pause()

@@ -97,6 +97,7 @@ class ConsoleApp(App[int]):
         self._unsubscribe: Callable[[], None] | None = None
         self._markers: list[int] = []
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
+        self.seeking = 0  # seeks whose state is still being rebuilt
         self._known_hosts: set[str] = set(self.state.hosts)
 
     # -- layout ----------------------------------------------------------------------------------
@@ -468,15 +469,39 @@ class ConsoleApp(App[int]):
             self._update_chrome()
 
     def seek(self, index: int) -> None:
-        """Jump to event `index`: the state is rebuilt by folding the events before it."""
+        """Jump to event `index`. The state there is rebuilt by folding the events before it, in
+        a thread (a long session takes a while to fold), with the replay held meanwhile; the
+        new state replaces the old one in one step when it is complete."""
         r = self.replayer
         if r is None:
             return
+        was_playing = not r.paused
+        r.pause()
         r.seek_index(index)
         self._pending.clear()
-        self.state = ConsoleState(self.source.host_names())
-        self.state.apply_all(r.reader.events(0, r.position))
-        self.refresh_all()
+        self.seeking += 1
+        position = r.position
+        names = self.source.host_names()
+
+        def fold() -> ConsoleState:
+            state = ConsoleState(names)
+            state.apply_all(r.reader.events(0, position))
+            return state
+
+        async def rebuild() -> None:
+            try:
+                state = await asyncio.to_thread(fold)
+            finally:
+                self.seeking -= 1
+            if r.position != position:
+                return  # a later seek superseded this one
+            self._pending.clear()
+            self.state = state
+            self.refresh_all()
+            if was_playing:
+                r.play()
+
+        self.run_worker(rebuild(), name="seek", group="seek", exit_on_error=False)
 
     def action_replay_marker(self, direction: int) -> None:
         r = self.replayer

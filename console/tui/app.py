@@ -551,16 +551,25 @@ class ConsoleApp(App[int]):
         return datetime.combine(start.date(), t, tzinfo=UTC)
 
 
-# Kept for callers of the original placeholder names.
-HostsApp = ConsoleApp
-ReplayApp = ConsoleApp
+class HostsApp(ConsoleApp):
+    """The live console on the hosts of a console.toml (the placeholder's name and signature)."""
+
+    def __init__(self, config_path: str | None = None) -> None:
+        config = load_config(config_path)
+        describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
+                    for h in all_hosts(config)}
+        super().__init__(LiveSource(config), describe=describe)
+
+
+class ReplayApp(ConsoleApp):
+    """The console fed from a session file (the placeholder's name and signature)."""
+
+    def __init__(self, reader: SessionReader) -> None:
+        super().__init__(ReplaySource(reader))
 
 
 def live_app(config_path: str | None = None) -> ConsoleApp:
-    config = load_config(config_path)
-    describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
-                for h in all_hosts(config)}
-    return ConsoleApp(LiveSource(config), describe=describe)
+    return HostsApp(config_path)
 
 
 async def run_app(args: argparse.Namespace) -> int:
@@ -573,5 +582,5 @@ async def run_app(args: argparse.Namespace) -> int:
 
 
 async def run_replay_app(reader: SessionReader) -> int:
-    await ConsoleApp(ReplaySource(reader)).run_async()
+    await ReplayApp(reader).run_async()
     return EXIT_OK

@@ -239,3 +239,23 @@ def test_state_layers_do_not_import_textual() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+def test_bench_watch_windows_and_positions_without_drafts() -> None:
+    from console.tui.widgets.bench import acceptance_chart, watch_line
+
+    state = ConsoleState()
+    for i in range(3):
+        state.apply(Event("bench.watch", HOST, {"window": i, "seconds": 5.0, "accepted_tok_s": 100.0 + i,
+                                                "acceptance": {"rate": 0.5 + i / 10, "mean_length": 2.0,
+                                                               "per_position": [0.8, None]}}))
+    h = state.host(HOST)
+    assert len(h.bench_watch) == 3
+    assert "rate 0.70" in watch_line(list(h.bench_watch)).plain
+    point = {"label": "speculative", "concurrency": 1, "acceptance": {"per_position": [0.8, None]}}
+    from rich.console import Console
+
+    console = Console(width=100, color_system=None)
+    with console.capture() as cap:
+        console.print(acceptance_chart([point]))
+    assert "0.80" in cap.get() and "-" in cap.get()

@@ -24,6 +24,7 @@ from remote.events import Event
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
 STAGE_ORDER = ("prepare", "extract", "vocab", "train", "evaluate")
+BENCH_WATCH_KIND = "bench.watch"  # `console bench watch`: acceptance over one scrape window
 
 # Domains a reducer can report as changed; views subscribe to the ones they render.
 CONNECTION = "connection"
@@ -147,6 +148,7 @@ class HostState:
     bench_points: list[dict[str, Any]] = field(default_factory=list)
     bench_summary: dict[str, Any] = field(default_factory=dict)
     allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
     last_event: datetime | None = None
 
@@ -380,6 +382,11 @@ def _bench(host: HostState, e: Event) -> set[str]:
     return {BENCH}
 
 
+def _bench_watch(host: HostState, e: Event) -> set[str]:
+    host.bench_watch.append(dict(e.payload))
+    return {BENCH}
+
+
 def _allreduce(host: HostState, e: Event) -> set[str]:
     mode = str(e.payload.get("mode") or "sweep")
     rows = e.payload.get("rows")
@@ -414,6 +421,7 @@ REDUCERS: dict[str, Reducer] = {
     ev.PATCH_ROLLED_BACK: _patch,
     ev.BENCH_POINT: _bench,
     ev.BENCH_SUMMARY: _bench,
+    BENCH_WATCH_KIND: _bench_watch,
     ev.ALLREDUCE_RESULT: _allreduce,
     ev.CONSOLE_INFO: _note,
     ev.CONSOLE_WARNING: _note,

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import BENCH, ConsoleState, HostState
-from console.tui.render import fmt_num, hbar
+from console.tui.render import fmt_num, hbar, spark
 from console.tui.widgets.common import View
 
 BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
@@ -38,14 +38,17 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
                    if isinstance(p.get("acceptance"), dict) and p["acceptance"].get("per_position")), None)
     if latest is None:
         return Text("Acceptance per position: no speculative points yet", style="dim")
-    per = [float(x) for x in latest["acceptance"]["per_position"] if isinstance(x, (int, float))]
+    per = [float(x) if isinstance(x, (int, float)) else None for x in latest["acceptance"]["per_position"]]
     t = Table(box=None, title=f"Acceptance per position ({latest.get('label')}, conc {latest.get('concurrency')})",
               title_justify="left", header_style="bold")
     t.add_column("pos", justify="right")
     t.add_column("rate", no_wrap=True)
     t.add_column("", justify="right")
     for i, v in enumerate(per):
-        t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
+        if v is None:
+            t.add_row(str(i), "", "-")
+        else:
+            t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
     return t
 
 
@@ -89,6 +92,22 @@ def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None =
     return t
 
 
+def watch_line(windows: list[dict[str, Any]]) -> Text:
+    """`console bench watch` windows: acceptance rate history and the latest window."""
+    if not windows:
+        return Text("")
+    rates = [float(w["acceptance"]["rate"]) for w in windows
+             if isinstance(w.get("acceptance"), dict) and isinstance(w["acceptance"].get("rate"), (int, float))]
+    last = windows[-1]
+    raw = last.get("acceptance")
+    acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    text = Text("live acceptance (bench watch) ", style="bold")
+    text.append(spark(rates, 40, 0, 1), style="green")
+    text.append(f"  rate {fmt_num(acc.get('rate'), 2)}  mean length {fmt_num(acc.get('mean_length'), 2)}"
+                f"  accepted {fmt_num(last.get('accepted_tok_s'))} tok/s")
+    return text
+
+
 class BenchView(View):
     DOMAINS = (BENCH,)
 
@@ -98,6 +117,7 @@ class BenchView(View):
             yield Static(id="acceptance")
             yield Static(id="speedup")
             yield Static(id="bench-summary")
+            yield Static(id="bench-watch")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points
@@ -108,3 +128,4 @@ class BenchView(View):
         summ = host.bench_summary
         self.query_one("#bench-summary", Static).update(
             Text(f"summary: {summ.get('summary') or summ}") if summ else "")
+        self.query_one("#bench-watch", Static).update(watch_line(list(host.bench_watch)))

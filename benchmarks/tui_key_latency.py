@@ -2,11 +2,13 @@
 pipeline log view, against the same measurement with no log traffic (baseline, same run).
 
 The job's lines arrive as job.line events on the app's bus from a producer task on the same
-event loop, exactly as the remote layer delivers them (batches every 5 ms). Each press switches
-between the Overview and Pipeline screens (alternately, so every press changes the screen) and
-the latency is measured from posting the key event to the first compositor update after the
-key's action ran. Headless, 120x36. Also prints the log lines delivered per second and
-checks that the log view kept every line (its tail count).
+event loop, exactly as the remote layer delivers them (batches every 5 ms), into a log already
+5,000 lines long. Two kinds of key press, each measured idle (baseline) and under the stream:
+- page up / page down in the log view while it is visible and streaming;
+- switching between the Overview and Pipeline screens (the heaviest common key).
+Latency runs from posting the key event to the first compositor update after the key's action
+ran. Headless, 120x36. Also prints the lines delivered per second and checks that the log view
+kept every line (its tail count).
 
     python benchmarks/tui_key_latency.py [--rate 10000] [--presses 20]
 """
@@ -32,9 +34,11 @@ from remote import events as ev
 from remote.hosts import Config
 
 HOST = "local"
+PREFILL = 5_000
 
 
-async def measure(rate: int, presses: int) -> tuple[list[float], float, int, int]:
+async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[float], float, int, int]:
+    """mode "switch": alternate Overview/Pipeline; "scroll": page up/down in the visible log."""
     app = ConsoleApp(LiveSource(Config(hosts={}, path=None)), start_screen="pipeline")
     displays: list[float] = []
     original = app._display
@@ -53,12 +57,27 @@ async def measure(rate: int, presses: int) -> tuple[list[float], float, int, int
         original_show(name)
 
     app.action_show = show  # type: ignore[method-assign]
+    from console.tui.widgets.pipeline import LogView as _LogView
+
+    page_up, page_down = _LogView.action_page_up, _LogView.action_page_down
+
+    def wrap(fn: Any) -> Any:
+        def action(self: Any) -> None:
+            handled.append(time.perf_counter())
+            fn(self)
+        return action
+
+    _LogView.action_page_up = wrap(page_up)  # type: ignore[method-assign]
+    _LogView.action_page_down = wrap(page_down)  # type: ignore[method-assign]
     produced = 0
     async with app.run_test(size=(120, 36)) as pilot:
         bus = app.source.bus
         bus.emit(ev.STAGE_START, HOST, stage="train", run_id="r-train")
         bus.emit(ev.JOB_STARTED, HOST, run_id="r-train", name="train", argv=["python"], pid=1, log="log")
         stop = asyncio.Event()
+        for i in range(PREFILL):  # a log already long, so scrolling it has something to show
+            bus.emit(ev.JOB_LINE, HOST, run_id="r-train", name="train", text=f"earlier line {i}", offset=i)
+        produced = PREFILL
 
         async def producer() -> None:
             nonlocal produced
@@ -74,10 +93,14 @@ async def measure(rate: int, presses: int) -> tuple[list[float], float, int, int
 
         task = asyncio.create_task(producer()) if rate else None
         await pilot.pause(0.5)
+        if mode == "scroll":
+            app.query_one(LogView).focus()
+            await pilot.pause(0.1)
         t_start, n_start = time.perf_counter(), produced
         latencies: list[float] = []
         for i in range(presses):
-            key = "2" if i % 2 == 0 else "5"
+            keys = ("pageup", "pagedown") if mode == "scroll" else ("2", "5")
+            key = keys[i % 2]
             handled.clear()
             t0 = time.perf_counter()
             app.post_message(events.Key(key, key))
@@ -99,6 +122,7 @@ async def measure(rate: int, presses: int) -> tuple[list[float], float, int, int
             await pilot.pause(0.01)
         log = app.query_one(LogView)
         kept = log.tail.total if log.tail is not None else 0
+    _LogView.action_page_up, _LogView.action_page_down = page_up, page_down  # type: ignore[method-assign]
     return latencies, delivered_rate, produced, kept
 
 
@@ -107,20 +131,26 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=10_000, help="log lines per second")
     ap.add_argument("--presses", type=int, default=20)
     args = ap.parse_args()
-    base, _, _, _ = asyncio.run(measure(0, args.presses))
-    loaded, delivered, produced, kept = asyncio.run(measure(args.rate, args.presses))
+    results = {}
+    for mode in ("switch", "scroll"):
+        base, _, _, _ = asyncio.run(measure(0, args.presses, mode))
+        loaded, delivered, produced, kept = asyncio.run(measure(args.rate, args.presses, mode))
+        results[mode] = (base, loaded, delivered, produced, kept)
 
     def fmt(xs: list[float]) -> str:
         xs = sorted(xs)
         return (f"median {statistics.median(xs) * 1000:7.1f} ms   p90 {xs[int(len(xs) * 0.9) - 1] * 1000:7.1f} ms"
                 f"   max {xs[-1] * 1000:7.1f} ms")
 
-    print(f"key-press-to-repaint, {args.presses} screen switches (headless 120x36):")
-    print(f"  idle (baseline)            {fmt(base)}")
-    print(f"  {args.rate:,} lines/s log     {fmt(loaded)}   x{statistics.median(loaded) / statistics.median(base):5.2f}"
-          " of baseline (median)")
-    print(f"  lines delivered: {delivered:,.0f}/s during the presses; {produced:,} produced, {kept:,} in the log view"
-          f" ({'all kept' if kept == produced else 'MISSING LINES'})")
+    titles = {"switch": "screen switches Overview <-> Pipeline",
+              "scroll": "page up / page down in the streaming log (log visible throughout)"}
+    for mode, (base, loaded, delivered, produced, kept) in results.items():
+        print(f"key-press-to-repaint, {args.presses} {titles[mode]} (headless 120x36):")
+        print(f"  idle (baseline)            {fmt(base)}")
+        print(f"  {args.rate:,} lines/s log     {fmt(loaded)}   "
+              f"x{statistics.median(loaded) / statistics.median(base):5.2f} of baseline (median)")
+        print(f"  lines delivered: {delivered:,.0f}/s during the presses; {produced:,} produced, {kept:,} in the "
+              f"log view ({'all kept' if kept == produced else 'MISSING LINES'})")
     return 0
 
 

@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Input, Static, Tree
 
 from console.tui import controller as ctl
 from console.tui.app import ConsoleApp
-from console.tui.dialogs import ConfirmScreen, HelpScreen, SeekScreen
+from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.pipeline import LogView
 from tests.tui_helpers import SIZE, ScriptedController, finish_replay, live_app, plain, replay_app, settle, wait_for
@@ -87,13 +87,20 @@ async def test_probes_screen_tree_marks_and_findings_live() -> None:
     app = live_app(start_screen="probes")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("m")
+        await pilot.pause()
+        assert isinstance(app.screen, AskScreen)  # which model: asked once, remembered per host
+        await pilot.press(*"/models/kimi", "enter")
         await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, AskScreen) and app.screen.query_one(Input).value == "/models/kimi"
+        await pilot.press("enter")
         await wait_for(pilot, lambda: "compat" in app.state.host(HOST).probes)
         await settle(pilot)
         labels = tree_labels(app.query_one("#model-tree", Tree))
         assert labels[0].startswith("KimiK25ForConditionalGeneration") and "✗ no SupportsEagle3" in labels[0]
         assert any("language_model: DeepseekV2ForCausalLM" in x for x in labels)
-        assert any("layers at language_model.model.layers (61 layers)" in x for x in labels)
+        assert any("model: DeepseekV2Model" in x for x in labels)
+        assert any("layers — layers path language_model.model.layers (61 layers)" in x for x in labels)
         assert "worker patch: resolve layers path" in plain(app.query_one("#compat", Static))
         assert [c[2] for c in app.source.controller.calls] == ["model", "compat"]  # type: ignore[attr-defined]
 
@@ -381,4 +388,22 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await wait_for(pilot, lambda: h.jobs[info.run_id].state == "cancelled", timeout=30)
+        await app.source.controller.aclose()
+
+
+async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: Path) -> None:
+    import sys
+
+    pytest.importorskip("remote.probe_runner")
+    from console.tui.controller import LiveSource
+    from remote.hosts import Config, HostConfig
+
+    hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
+    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="probes")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("e")
+        await wait_for(pilot, lambda: "env" in app.state.host("local").probes, timeout=60)
+        await settle(pilot)
+        env = plain(app.query_one("#env", Static))
+        assert f"py {sys.version.split()[0]}" in env and "torch" in env
         await app.source.controller.aclose()

@@ -162,6 +162,8 @@ async def test_live_controller_connects_local_and_calls_a_resolved_feature(
     await c.connect("local")
     assert seen[0].kind == ev.CONNECTION_UP
     monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "tests.tui_features", "run_probe"))
+    monkeypatch.setattr(ctl.LiveController, "run_probe", lambda self, host, probe, target=None:
+                        self._call("probe", host, probe=probe))
     await c.run_probe("local", "env")
     result = [e for e in seen if e.kind == ev.PROBE_RESULT][-1]
     assert result.payload["probe"] == "env" and result.payload["result"]["returncode"] == 0

@@ -78,7 +78,7 @@ class ScriptedController:
         self.calls.append(("connect", host))
         self.bus.emit(ev.CONNECTION_UP, host)
 
-    async def run_probe(self, host: str, probe: str) -> None:
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
         self.calls.append(("probe", host, probe))
         result = {"model": MODEL_RESULT, "compat": COMPAT_RESULT}.get(probe, {"python": "3.12.3"})
         self.bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result)

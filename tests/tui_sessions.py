@@ -14,29 +14,37 @@ from remote.events import Event
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOST = "gpu-box"
 
+# Shapes as remote/probes/model_probe.py and remote/compat.py produce them.
 MODEL_RESULT: dict[str, Any] = {
     "architecture": "KimiK25ForConditionalGeneration",
+    "vllm_version": "0.16.0",
+    "num_layers": 61,
+    "status": "resolved",
     "supports_eagle3": False,
     "hops": [
-        {"attr": "language_model", "class": "DeepseekV2ForCausalLM", "supports_eagle3": False,
-         "module": "vllm.model_executor.models.deepseek_v2"},
-        {"attr": "model", "class": "DeepseekV2Model", "supports_eagle3": None},
+        {"class": "KimiK25ForConditionalGeneration", "module": "vllm.model_executor.models.kimi_k25",
+         "supports_eagle3": False, "attr": "language_model"},
+        {"class": "DeepseekV2ForCausalLM", "module": "vllm.model_executor.models.deepseek_v2",
+         "supports_eagle3": False, "attr": "model"},
+        {"class": "DeepseekV2Model", "module": "vllm.model_executor.models.deepseek_v2",
+         "supports_eagle3": False, "layers_attr": "layers"},
     ],
     "layers_path": "language_model.model.layers",
-    "num_layers": 61,
-    "aux_layers": [2, 30, 58],
-    "vllm_version": "0.16.0",
+    "default_aux_layers": [2, 30, 58],
 }
 
 COMPAT_RESULT: dict[str, Any] = {
     "findings": [
-        {"id": "worker-model-model", "severity": "error",
+        {"rule": "worker-model-model", "severity": "error", "stage": "extract",
          "title": "speculators 0.3 worker assumes model.model and supports_eagle3()",
-         "fix": "worker patch: resolve layers path"},
-        {"id": "tokenizer-trust", "severity": "warning",
-         "title": "tokenizer loaded without trust_remote_code", "fix": "worker patch: trust_remote_code"},
-        {"id": "serve-version", "severity": "info",
-         "title": "serving the head needs vLLM >= 0.18", "fix": "upgrade vLLM on the serving box"},
+         "detail": "KimiK25ForConditionalGeneration has no .model", "evidence": [],
+         "fix": {"kind": "patch", "text": "worker patch: resolve layers path"}},
+        {"rule": "tokenizer-trust", "severity": "warning", "stage": "extract",
+         "title": "tokenizer loaded without trust_remote_code", "detail": "", "evidence": [],
+         "fix": {"kind": "patch", "text": "worker patch: trust_remote_code"}},
+        {"rule": "serve-version", "severity": "info", "stage": "serving",
+         "title": "serving the head needs vLLM >= 0.18", "detail": "", "evidence": [],
+         "fix": {"kind": "upgrade", "text": "upgrade vLLM on the serving box"}},
     ]
 }
 
@@ -84,9 +92,10 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
         out.append(Event(kind=kind, host=h, payload=payload, ts=c.tick(dt)))
 
     add(ev.CONNECTION_UP, summary=f"connected to {host}")
-    add(ev.PROBE_RESULT, probe="env", result={"python": "3.12.3", "packages": {
-        "torch": "2.9.0", "vllm": "0.16.0", "speculators": "0.3.0", "transformers": "4.57.6"},
-        "gpus": [{"index": 0}, {"index": 1}]}, summary="env ok")
+    add(ev.PROBE_RESULT, probe="env", result={
+        "python": {"executable": "/usr/bin/python3", "implementation": "CPython", "version": "3.12.3"},
+        "packages": {"torch": "2.9.0", "vllm": "0.16.0", "speculators": "0.3.0", "transformers": "4.57.6"},
+        "gpu": {"count": 2, "gpus": [{"index": 0}, {"index": 1}], "source": "nvml"}}, summary="env ok")
     for i in range(12):
         add(ev.STATS_SAMPLE, 0.5, **stats_payload(i))
     add(ev.PROBE_RESULT, probe="model", result=MODEL_RESULT, summary="layers at language_model.model.layers")

@@ -29,7 +29,7 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import ConfirmScreen, HelpScreen, SeekScreen
+from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -98,6 +98,7 @@ class ConsoleApp(App[int]):
         self._markers: list[int] = []
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
+        self.probe_targets: dict[str, str] = {}  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
 
     # -- layout ----------------------------------------------------------------------------------
@@ -330,7 +331,18 @@ class ConsoleApp(App[int]):
 
     def action_probe(self, probe: str) -> None:
         host = self.current_host
-        self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe))
+        if probe == "env":
+            self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
+            return
+
+        def answered(target: str | None) -> None:
+            if target:
+                self.probe_targets[host] = target
+                self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target))
+
+        self.push_screen(AskScreen(f"{probe} probe on {host}: HF model directory or config.json on the box, "
+                                   "or an architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
+                                   self.probe_targets.get(host, "")), answered)
 
     def action_patch_plan(self) -> None:
         host = self.current_host

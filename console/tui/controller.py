@@ -47,7 +47,7 @@ class Feature:
 # action -> where the remote layer implements it. The function is called with keyword arguments
 # transport=, host= (HostConfig), bus=, plus the action's own (probe=, file=, stage=).
 FEATURES: dict[str, Feature] = {
-    "probe": Feature("probe runner", "remote.probe_runner", "run_probe"),
+    "probe": Feature("probe runner", "console.tui.wiring", "probe"),
     "patch.plan": Feature("patcher", "console.tui.wiring", "patch_plan"),
     "patch.apply": Feature("patcher", "console.tui.wiring", "patch_apply"),
     "patch.verify": Feature("patcher", "console.tui.wiring", "patch_verify"),
@@ -83,7 +83,7 @@ class Controller(Protocol):
     live: bool
 
     async def connect(self, host: str) -> None: ...
-    async def run_probe(self, host: str, probe: str) -> None: ...
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None: ...
     async def plan_patch(self, host: str) -> None: ...
     async def apply_patch(self, host: str, file: str) -> None: ...
     async def verify_patch(self, host: str, file: str) -> None: ...
@@ -197,8 +197,8 @@ class LiveController:
         if inspect.isawaitable(result):
             await result
 
-    async def run_probe(self, host: str, probe: str) -> None:
-        await self._call("probe", host, probe=probe)
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
+        await self._call("probe", host, probe=probe, target=target)
 
     async def plan_patch(self, host: str) -> None:
         await self._call("patch.plan", host)

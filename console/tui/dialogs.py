@@ -66,3 +66,25 @@ class SeekScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One line of input (e.g. the model path the model/compat probes need)."""
+
+    AUTO_FOCUS = "Input"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="ask.cancel")]
+
+    def __init__(self, question: str, placeholder: str = "", value: str = "") -> None:
+        super().__init__()
+        self.question, self.placeholder, self.value = question, placeholder, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ask-box"):
+            yield Static(self.question)
+            yield Input(value=self.value, placeholder=self.placeholder, id="ask-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -83,3 +83,33 @@ async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_i
         await jobs.cancel(run_id)
     finally:
         await jobs.close()
+
+
+def _target_args(target: str | None) -> list[str]:
+    """A path on the box (HF model dir or config.json) or an architecture name."""
+    if not target:
+        raise FeatureUnavailable("the model and compat probes need a model path or an architecture name")
+    return ["--model", target] if ("/" in target or target.endswith(".json")) else ["--arch", target]
+
+
+async def probe(*, transport: Any, host: Any, bus: Any, probe: str, target: str | None = None) -> None:
+    """env / model / compat, as `console probe` runs them; results arrive as probe.* events."""
+    runner = _module("remote.probe_runner", "probe runner")
+    common: dict[str, Any] = {"workdir": host.workdir, "python": host.python, "bus": bus, "host": host.name}
+    if probe == "env":
+        await runner.run_probe(transport, "env", ["--workdir", host.workdir], **common)
+        return
+    if probe == "model":
+        await runner.run_probe(transport, "model", _target_args(target), **common)
+        return
+    compat = _module("remote.compat", "compatibility advisor")
+    from remote import events as ev
+
+    (env,) = await runner.run_probe(transport, "env", ["--workdir", host.workdir], **common)
+    for model in await runner.run_probe(transport, "model", _target_args(target), **common):
+        findings = compat.advise(env, model)
+        result = {"architecture": model.get("architecture"),
+                  "versions": {k: (env.get("packages") or {}).get(k) for k in ("vllm", "speculators", "transformers")},
+                  "findings": [f.to_dict() for f in findings], "summary": compat.summarize(findings)}
+        bus.emit(ev.PROBE_RESULT, host.name, probe="compat", result=result,
+                 summary=f"{model.get('architecture')}: {result['summary']}")

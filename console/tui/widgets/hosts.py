@@ -17,8 +17,11 @@ def env_summary(env: dict[str, Any]) -> str:
     if not env:
         return "-"
     parts = []
-    if env.get("python"):
-        parts.append(f"py {env['python']}")
+    py = env.get("python")
+    if isinstance(py, dict):  # the env probe: {executable, implementation, version}
+        py = py.get("version")
+    if py:
+        parts.append(f"py {py}")
     packages = env.get("packages")
     pkgs: dict[str, Any] = packages if isinstance(packages, dict) else env
     for name in ("torch", "vllm", "speculators", "transformers"):
@@ -27,9 +30,10 @@ def env_summary(env: dict[str, Any]) -> str:
             v = v.get("version")
         if v:
             parts.append(f"{name} {v}")
-    gpus = env.get("gpus")
+    gpu = env.get("gpu")
+    gpus = gpu.get("gpus") if isinstance(gpu, dict) else env.get("gpus")
     if isinstance(gpus, list):
-        parts.append(f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else ""))
+        parts.append(f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else "") if gpus else "no GPU")
     return ", ".join(parts) or "-"
 
 

@@ -64,9 +64,12 @@ def findings_table(findings: list[dict[str, object]], limit: int | None = None) 
     t.add_column("fix", ratio=2)
     for f in findings[:limit]:
         sev = str(f.get("severity") or "info")
+        fix = f.get("fix")
+        if isinstance(fix, dict):  # the advisor's {kind, text}
+            fix = f"{fix.get('text', '')} ({fix.get('kind')})" if fix.get("kind") else fix.get("text")
         t.add_row(Text(sev, style=SEVERITY_STYLE.get(sev, "")),
-                  str(f.get("title") or f.get("message") or f.get("id") or ""),
-                  str(f.get("fix") or "-"))
+                  str(f.get("title") or f.get("detail") or f.get("message") or f.get("rule") or ""),
+                  str(fix or "-"))
     return t
 
 

@@ -3,6 +3,7 @@ marks, the resolved layers path) and the compat findings with their fixes."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from rich.text import Text
@@ -25,37 +26,40 @@ def eagle_mark(flag: object) -> str:
 
 
 def fill_model_tree(tree: Tree[Any], result: dict[str, Any]) -> None:
-    """Hops as nested nodes: `attr: Class  ✓/✗`, down to the layers. Keys this does not know
-    are shown as-is under "details" so nothing the probe said is hidden."""
+    """The model probe's hops as nested nodes, top class first: each child is reached through
+    its parent hop's `attr`, the last hop owns the layers (`layers_attr`). Each node shows the
+    class and its SupportsEagle3 mark. What the probe could not resolve is shown with
+    where it stopped; other keys go under "details" so nothing the probe said is hidden."""
     tree.clear()
-    arch = result.get("architecture") or result.get("class") or "model"
-    tree.root.set_label(Text.from_markup(f"[bold]{arch}[/]{eagle_mark(result.get('supports_eagle3'))}"))
+    arch = str(result.get("architecture") or "model")
+    hops = [h for h in result.get("hops") or [] if isinstance(h, dict)]
+
+    def label(prefix: str, hop: dict[str, Any]) -> Text:
+        return Text.from_markup(f"{prefix}[bold]{hop.get('class', '?')}[/]{eagle_mark(hop.get('supports_eagle3'))}")
+
+    if hops:
+        tree.root.set_label(label("", hops[0]))
+    else:
+        tree.root.set_label(Text.from_markup(f"[bold]{arch}[/]{eagle_mark(result.get('supports_eagle3'))}"))
     node = tree.root
-    hops = result.get("hops")
-    if isinstance(hops, list):
-        for hop in hops:
-            if not isinstance(hop, dict):
-                continue
-            attr = hop.get("attr") or hop.get("name") or "?"
-            cls = hop.get("class") or ""
-            where = f" [dim]{hop['module']}[/]" if hop.get("module") else ""
-            node = node.add(Text.from_markup(f"{attr}: [bold]{cls}[/]{eagle_mark(hop.get('supports_eagle3'))}{where}"),
-                            expand=True)
+    for parent, hop in itertools.pairwise(hops):
+        node = node.add(label(f"{parent.get('attr', '?')}: ", hop), expand=True)
     path = result.get("layers_path")
     layers = result.get("num_layers")
     if path:
-        node.add_leaf(Text.from_markup(f"[bold cyan]layers[/] at [bold]{path}[/]"
+        attr = hops[-1].get("layers_attr", "layers") if hops else "layers"
+        node.add_leaf(Text.from_markup(f"[bold cyan]{attr}[/] — layers path [bold]{path}[/]"
                                        + (f" ({layers} layers)" if layers else "")))
-    aux = result.get("aux_layers")
+    aux = result.get("default_aux_layers") or result.get("aux_layers")
     if aux:
         tree.root.add_leaf(f"default EAGLE-3 aux layers: {aux}")
-    unresolved = result.get("unresolved")
-    if unresolved:
-        bad = tree.root.add(Text("unresolved", style="bold red"), expand=True)
-        for item in unresolved if isinstance(unresolved, list) else [unresolved]:
-            bad.add_leaf(str(item))
-    known = {"architecture", "class", "supports_eagle3", "hops", "layers_path", "num_layers",
-             "aux_layers", "unresolved", "summary"}
+    if result.get("status") not in (None, "resolved"):
+        bad = tree.root.add(Text(f"{result.get('status')}: {result.get('reason', '')}", style="bold red"),
+                            expand=True)
+        if result.get("stopped_at"):
+            bad.add_leaf(f"stopped at {result['stopped_at']}")
+    known = {"architecture", "supports_eagle3", "hops", "layers_path", "num_layers", "aux_layers",
+             "default_aux_layers", "status", "reason", "stopped_at", "summary"}
     extra = {k: v for k, v in result.items() if k not in known}
     if extra:
         details = tree.root.add("details")

@@ -407,3 +407,23 @@ async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: 
         env = plain(app.query_one("#env", Static))
         assert f"py {sys.version.split()[0]}" in env and "torch" in env
         await app.source.controller.aclose()
+
+
+async def test_log_view_paging_stops_following_and_end_resumes(tmp_path: Path) -> None:
+    app = replay_app(demo_session(tmp_path / "s.jsonl", log_lines=400), start_screen="pipeline")
+    async with app.run_test(size=SIZE) as pilot:
+        await finish_replay(pilot)
+        table = app.query_one("#stages", DataTable)
+        table.focus()
+        await pilot.press("up")  # the prepare stage: 400 lines
+        await settle(pilot)
+        log = app.query_one(LogView)
+        height = log.scrollable_content_region.height
+        assert log.render_line(height - 1).text.startswith("prepare: tokenized conversation 399")
+        log.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        assert not log.follow and log.render_line(0).text.startswith("prepare: tokenized conversation 0 ")
+        await pilot.press("end")
+        await pilot.pause()
+        assert log.follow and log.render_line(height - 1).text.startswith("prepare: tokenized conversation 399")

@@ -70,6 +70,14 @@ class LogView(ScrollView, can_focus=True):
         self.follow = False
         super().action_page_up()
 
+    def action_scroll_home(self) -> None:
+        self.follow = False
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        """`end` goes back to following the log."""
+        self.set_follow(True)
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width, height = self.scrollable_content_region.size

@@ -427,3 +427,13 @@ async def test_log_view_paging_stops_following_and_end_resumes(tmp_path: Path) -
         await pilot.press("end")
         await pilot.pause()
         assert log.follow and log.render_line(height - 1).text.startswith("prepare: tokenized conversation 399")
+
+
+async def test_first_keys_are_not_undone_by_start_up_tab_activation() -> None:
+    """Keys pressed before Textual has processed its own activation of the start tab."""
+    for _ in range(3):
+        app = live_app(start_screen="pipeline")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("1", "c")
+            await wait_for(pilot, lambda: app.state.host(HOST).connection == "live")  # noqa: B023
+            assert app.active_screen_name == "hosts"

@@ -98,7 +98,8 @@ class ConsoleApp(App[int]):
         self._markers: list[int] = []
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
-        self.probe_targets: dict[str, str] = {}  # host -> model path or architecture last probed
+        self.probe_targets: dict[str, str] = {}
+        self._wanted_screen: str | None = None  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
 
     # -- layout ----------------------------------------------------------------------------------
@@ -248,6 +249,14 @@ class ConsoleApp(App[int]):
         return self.view(pane.id)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        wanted = self._wanted_screen
+        if wanted is not None:
+            if event.pane.id != wanted:
+                # A stale activation (Textual's start-up one, processed after the operator's
+                # first key) must not undo the operator's choice.
+                self.query_one(TabbedContent).active = wanted
+                return
+            self._wanted_screen = None
         if event.pane.id is not None:
             self.ensure_view(event.pane.id)
         self.call_after_refresh(self._activated)
@@ -272,6 +281,7 @@ class ConsoleApp(App[int]):
         # Focus left in the old pane would pull the tabs back to it (Textual shows the pane
         # that holds the focused widget); the new view takes focus once it is shown.
         self.set_focus(None)
+        self._wanted_screen = name
         self.query_one(TabbedContent).active = name
 
     async def run_command(self, command: Command) -> None:

@@ -1,79 +1,605 @@
-"""Placeholder TUI until the TUI issue lands: shows the hosts, or the replayed events."""
+"""The operator console: one app, fed by a Source (live hosts or a replayed session file).
+
+Events arrive on the source's bus; a bus callback only queues them (O(1), so a job printing
+10,000 lines/s never waits on the UI). A single pump task folds the queue into ConsoleState at
+most ~30 times a second and posts one StateChanged message to the visible view. Actions go to the
+source's Controller in workers, never on the UI loop; their results come back as events like
+everything else. Key bindings, the command palette and the help screen come from one registry.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import asyncio
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header, RichLog, Static
+from textual.binding import Binding, BindingType
+from textual.widgets import TabbedContent, TabPane
 
-from remote.bus import EventBus
-from remote.errors import EXIT_OK
-from remote.events import Event
+from console.tui.controller import (
+    FeatureUnavailable,
+    LiveSource,
+    ReadOnlyReplay,
+    ReplaySource,
+    Source,
+)
+from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
+from console.tui.messages import HostSelected, MarkerChosen, StateChanged
+from console.tui.model import ConsoleState
+from console.tui.registry import COMMANDS, SCREENS, Command, key_label
+from console.tui.widgets.bench import BenchView
+from console.tui.widgets.common import KeyBar, TopBar, View
+from console.tui.widgets.hosts import HostsView
+from console.tui.widgets.overview import OverviewView
+from console.tui.widgets.patch import PatchView
+from console.tui.widgets.pipeline import LogView, PipelineView
+from console.tui.widgets.probes import ProbesView
+from console.tui.widgets.replay import MarkerRow, ReplayView
+from console.tui.widgets.stats import StatsView
+from remote.errors import EXIT_OK, ConsoleError
+from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
 
 if TYPE_CHECKING:
     from console.session import SessionReader
 
+FRAME_S = 1 / 30  # at most this many state refreshes per second
+DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
+DRAIN_CHECK = 256  # events folded between clock checks
+TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
+          "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
 
-class HostsApp(App[int]):
+
+def _bindings() -> list[BindingType]:
+    return [Binding(c.key, c.action, c.title, show=c.show, id=c.id, key_display=key_label(c.key))
+            for c in COMMANDS]
+
+
+def _action_name(action: str) -> str:
+    return action.split("(", 1)[0]
+
+
+def _palette_provider() -> Any:
+    from console.tui.palette import RegistryCommands
+
+    return RegistryCommands
+
+
+class ConsoleApp(App[int]):
     TITLE = "EAGLE-3 console"
-    BINDINGS = [Binding("q", "quit", "Quit", id="quit")]
+    CSS_PATH = "console.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    COMMANDS = {_palette_provider}  # textual.command is imported when the palette first opens
+    ENABLE_COMMAND_PALETTE = True
+    # Focus is given by _activated when a screen is shown; Textual's own auto-focus could land
+    # late in the start pane and pull the tabs back to it after the operator switched.
+    AUTO_FOCUS = None
 
-    def __init__(self, config_path: str | None = None) -> None:
+    def __init__(self, source: Source, *, describe: dict[str, str] | None = None,
+                 start_screen: str | None = None) -> None:
         super().__init__()
-        self.config_path = config_path
+        self.source = source
+        self.mode = source.mode
+        names = source.host_names()
+        self.state = ConsoleState(names)
+        self.current_host = names[0]
+        self.describe = describe or {}
+        self.start_screen = start_screen or ("replay" if self.mode == "replay" else "hosts")
+        self.notices: list[str] = []  # what notify() showed, kept for tests and the help line
+        self._pending: deque[Event] = deque()
+        self._wake = asyncio.Event()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._markers: list[int] = []
+        self.refreshes = 0  # state refreshes posted (benchmarks read it)
+        self.seeking = 0  # seeks whose state is still being rebuilt
+        self.probe_targets: dict[str, str] = {}
+        self._wanted_screen: str | None = None  # host -> model path or architecture last probed
+        self._known_hosts: set[str] = set(self.state.hosts)
 
+    # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header()
-        yield Static("Hosts (the full console is under construction: use the headless commands, "
-                     "see `console --help`)", id="banner")
-        yield DataTable(id="hosts")
-        yield Footer()
+        yield TopBar(id="topbar")
+        with TabbedContent(initial=self.start_screen, id="tabs"):
+            for name in SCREENS:
+                if name == "replay" and self.mode != "replay":
+                    continue
+                # Views are mounted on first show: the first paint only pays for one.
+                yield TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name)
+        yield KeyBar(id="keybar")
+
+    def _make_view(self, name: str) -> View:
+        views: dict[str, Callable[[], View]] = {
+            "hosts": lambda: HostsView(self.describe, id="view-hosts"),
+            "overview": lambda: OverviewView(id="view-overview"),
+            "probes": lambda: ProbesView(id="view-probes"),
+            "patch": lambda: PatchView(id="view-patch"),
+            "pipeline": lambda: PipelineView(id="view-pipeline"),
+            "stats": lambda: StatsView(id="view-stats"),
+            "bench": lambda: BenchView(id="view-bench"),
+            "replay": lambda: ReplayView(self._marker_rows(), id="view-replay"),
+        }
+        return views[name]()
+
+    def view(self, name: str) -> View | None:
+        """The view of screen `name` if it has been shown (mounted) yet."""
+        found = self.query(f"#view-{name}")
+        view = found.first() if found else None
+        return view if isinstance(view, View) else None
+
+    def ensure_view(self, name: str) -> View:
+        view = self.view(name)
+        if view is None:
+            view = self._make_view(name)
+            self.query_one(f"TabPane#{name}", TabPane).mount(view)
+        return view
+
+    def _marker_rows(self) -> list[MarkerRow]:
+        if not isinstance(self.source, ReplaySource):
+            return []
+        reader = self.source.reader
+        rows = []
+        for i in self._markers:
+            try:
+                e = reader.event(i)
+            except ConsoleError:
+                continue
+            label = str(e.payload.get("summary") or e.payload.get("label") or e.payload.get("stage")
+                        or e.payload.get("file") or e.payload.get("name") or "")
+            rows.append(MarkerRow(i, format_ts(e.ts)[11:19], e.kind, label))
+        return rows
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("name", "ssh", "container", "workdir")
-        for h in all_hosts(load_config(self.config_path)):
-            table.add_row(h.name, h.ssh or "(this machine)",
-                          f"{h.runtime}:{h.container}" if h.container else "-", h.workdir)
+        self._unsubscribe = self.source.bus.add_callback(self._on_event)
+        if isinstance(self.source, ReplaySource):
+            self._markers = self.source.reader.markers()
+        self.ensure_view(self.start_screen)
+        self._update_keys()
+        self.run_worker(self._pump(), name="pump", group="pump")
+        self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
+        self.refresh_all()
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+
+    # -- the event pump ----------------------------------------------------------------------------
+    def _on_event(self, event: Event) -> None:
+        self._pending.append(event)
+        self._wake.set()
+
+    async def _pump(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self.drain()
+            if self._pending:
+                self._wake.set()
+            await asyncio.sleep(FRAME_S)
+
+    def drain(self) -> None:
+        """Fold queued events and tell the visible view what changed."""
+        pending = self._pending
+        if not pending:
+            self._update_chrome()
+            return
+        changed: set[str] = set()
+        hosts: set[str] = set()
+        apply = self.state.apply
+        popleft = pending.popleft
+        clock = time.perf_counter
+        deadline = clock() + DRAIN_SLICE_S
+        while pending:
+            for _ in range(min(len(pending), DRAIN_CHECK)):
+                e = popleft()
+                d = apply(e)
+                if d:
+                    changed |= d
+                    hosts.add(e.host)
+            if clock() > deadline:
+                break  # the rest waits for the next frame; the pump wakes again at once
+        new_hosts = [h for h in self.state.hosts if h not in self._known_hosts]
+        if new_hosts:
+            self._known_hosts.update(new_hosts)
+            changed.add("connection")
+        if self.current_host in hosts or "markers" in changed or new_hosts or "connection" in changed:
+            self._post_state(frozenset(changed))
+        else:
+            self._update_chrome()
+
+    def _post_state(self, domains: frozenset[str]) -> None:
+        self.refreshes += 1
+        view = self.active_view
+        if view is not None:
+            view.post_message(StateChanged(self.state, self.current_host, domains))
+        hosts_view = self.view("hosts")
+        if "connection" in domains and hosts_view is not None and hosts_view is not view:
+            hosts_view.post_message(StateChanged(self.state, self.current_host, domains))
+        self._update_chrome()
+
+    def refresh_all(self) -> None:
+        """Everything changed (startup, host switch, seek)."""
+        self._known_hosts = set(self.state.hosts)
+        self._post_state(frozenset())
+
+    def _update_chrome(self) -> None:
+        self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status())
+        replay_view = self.view("replay")
+        if isinstance(replay_view, ReplayView):
+            replay_view.set_status(self._replay_text())
+
+    # -- views -------------------------------------------------------------------------------------
+    @property
+    def active_screen_name(self) -> str:
+        return self.query_one(TabbedContent).active or self.start_screen
+
+    @property
+    def active_view(self) -> View | None:
+        try:
+            pane = self.query_one(TabbedContent).active_pane
+        except Exception:
+            return None
+        if pane is None or pane.id is None:
+            return None
+        return self.view(pane.id)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        wanted = self._wanted_screen
+        if wanted is not None:
+            if event.pane.id != wanted:
+                # A stale activation (Textual's start-up one, processed after the operator's
+                # first key) must not undo the operator's choice.
+                self.query_one(TabbedContent).active = wanted
+                return
+            self._wanted_screen = None
+        if event.pane.id is not None:
+            self.ensure_view(event.pane.id)
+        self.call_after_refresh(self._activated)
+
+    def _activated(self) -> None:
+        self._post_state(frozenset())
+        view = self.active_view
+        if view is not None:
+            focusable = [w for w in view.query("*") if w.focusable]
+            if focusable:
+                focusable[0].focus()
+        self._update_keys()
+
+    def _update_keys(self) -> None:
+        pairs = [(key_label(c.key), c.title) for c in COMMANDS
+                 if c.show and self.check_action(_action_name(c.action), ()) is not False]
+        self.query_one(KeyBar).show_keys(pairs)
+
+    def action_show(self, name: str) -> None:
+        if name == "replay" and self.mode != "replay":
+            return
+        # Focus left in the old pane would pull the tabs back to it (Textual shows the pane
+        # that holds the focused widget); the new view takes focus once it is shown.
+        self.set_focus(None)
+        self._wanted_screen = name
+        self.query_one(TabbedContent).active = name
+
+    async def run_command(self, command: Command) -> None:
+        """From the palette: a command of another screen switches there first, then runs."""
+        if command.group in SCREENS and command.group != self.active_screen_name:
+            self.action_show(command.group)
+            await asyncio.sleep(0)
+        await self.run_action(command.action)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.mode))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Hide commands that belong to another screen or the other mode from footer and keys."""
+        for c in COMMANDS:
+            if _action_name(c.action) != action:
+                continue
+            if (c.replay_only and self.mode != "replay") or (c.live_only and self.mode != "live"):
+                return False
+            if action == "show":
+                return not (parameters and parameters[0] == "replay" and self.mode != "replay")
+            if c.group in ("global", "replay"):
+                return True
+            return self.screen is self.screen_stack[0] and self.active_screen_name == c.group
+        return True
+
+    def on_host_selected(self, message: HostSelected) -> None:
+        self.current_host = message.host
+        self.state.host(message.host)
+        self.notify(f"host: {message.host}", timeout=2)
+        self.refresh_all()
+
+    # -- actions that drive the box ---------------------------------------------------------------
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        self.notices.append(message)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def _act(self, label: str, work: Callable[[], Awaitable[None]]) -> None:
+        async def run() -> None:
+            try:
+                await work()
+            except FeatureUnavailable as exc:
+                self.notify(str(exc), title="not available in this build", severity="warning")
+            except ReadOnlyReplay as exc:
+                self.notify(str(exc), title=label, severity="warning")
+            except ConsoleError as exc:
+                self.notify(str(exc), title=f"{label} failed", severity="error")
+            except Exception as exc:  # a bug or an unexpected remote failure: say so, keep running
+                self.notify(f"{type(exc).__name__}: {exc}", title=f"{label} failed", severity="error")
+
+        self.run_worker(run(), name=label, group="actions", exit_on_error=False)
+
+    def action_connect(self) -> None:
+        host = self.current_host
+        self._act("connect", lambda: self.source.controller.connect(host))
+
+    def action_probe(self, probe: str) -> None:
+        host = self.current_host
+        if probe == "env":
+            self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
+            return
+
+        def answered(target: str | None) -> None:
+            if target:
+                self.probe_targets[host] = target
+                self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target))
+
+        self.push_screen(AskScreen(f"{probe} probe on {host}: HF model directory or config.json on the box, "
+                                   "or an architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
+                                   self.probe_targets.get(host, "")), answered)
+
+    def action_patch_plan(self) -> None:
+        host = self.current_host
+        self._act("patch plan", lambda: self.source.controller.plan_patch(host))
+
+    def _selected_patch(self) -> str | None:
+        view = self.view("patch")
+        name = view.selected_file if isinstance(view, PatchView) else None
+        if name is None:
+            self.notify("plan a patch first (p)", severity="warning")
+        return name
+
+    def action_patch_apply(self) -> None:
+        self._confirmed_patch("apply", "Apply the planned patch to {file} on {host}?",
+                              self.source.controller.apply_patch)
+
+    def action_patch_rollback(self) -> None:
+        self._confirmed_patch("rollback", "Roll {file} on {host} back to the original?",
+                              self.source.controller.rollback_patch)
+
+    def _confirmed_patch(self, label: str, question: str,
+                         call: Callable[[str, str], Awaitable[None]]) -> None:
+        file, host = self._selected_patch(), self.current_host
+        if file is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act(f"patch {label}", lambda: call(host, file))
+            else:
+                self.notify(f"patch {label} cancelled", timeout=2)
+
+        self.push_screen(ConfirmScreen(question.format(file=file, host=host)), answered)
+
+    def action_patch_verify(self) -> None:
+        file, host = self._selected_patch(), self.current_host
+        if file is not None:
+            self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
+
+    def _selected_stage(self) -> str | None:
+        view = self.view("pipeline")
+        name = view.selected_stage if isinstance(view, PipelineView) else None
+        if name is None:
+            from console.tui.model import STAGE_ORDER
+
+            return STAGE_ORDER[0]
+        return name
+
+    def action_stage_start(self) -> None:
+        stage, host = self._selected_stage(), self.current_host
+        if stage is not None:
+            self._act(f"start {stage}", lambda: self.source.controller.start_stage(host, stage))
+
+    def action_stage_resume(self) -> None:
+        host = self.current_host
+        self._act("resume pipeline", lambda: self.source.controller.resume_pipeline(host))
+
+    def action_stage_cancel(self) -> None:
+        stage, host = self._selected_stage(), self.current_host
+        if stage is None:
+            return
+
+        job = self.state.host(host).job_for_stage(stage)
+        run_id = job.run_id if job is not None else None
+        if stage.startswith("job:") and job is not None:
+            stage = job.name
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, run_id))
+
+        self.push_screen(ConfirmScreen(f"Cancel stage {stage} on {host}?"), answered)
+
+    def action_follow(self) -> None:
+        view = self.view("pipeline")
+        if view is None:
+            return
+        log = view.query_one(LogView)
+        log.set_follow(not log.follow)
+        self.notify("following the log" if log.follow else "not following", timeout=1)
+
+    # -- replay controls ----------------------------------------------------------------------------
+    @property
+    def replayer(self) -> Any:
+        return self.source.replayer if isinstance(self.source, ReplaySource) else None
+
+    def replay_status(self) -> str:
+        r = self.replayer
+        if r is None:
+            return ""
+        speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
+        state = "ended" if r.finished and r.position >= len(r.reader) else ("paused" if r.paused else speed)
+        return f"{state} {r.position}/{len(r.reader)}"
+
+    def _replay_text(self) -> Text:
+        r = self.replayer
+        text = Text()
+        if r is None:
+            return text
+        reader = r.reader
+        text.append(f"{reader.path.name}", style="bold")
+        text.append(f"  started {reader.header.started:%Y-%m-%d %H:%M:%S} UTC  ")
+        pos = min(r.position, len(reader)) - 1
+        if pos >= 0:
+            text.append(f"at {reader.ts_at(pos)[11:23]}  ")
+        text.append(f"event {r.position}/{len(reader)}  ")
+        speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
+        text.append(f"speed {speed}  ", style="bold")
+        if r.position >= len(reader):
+            text.append("at the end", style="bold")
+        else:
+            text.append("paused" if r.paused else "playing", style="yellow" if r.paused else "green")
+        for w in reader.warnings[-2:]:
+            text.append(f"\nwarning: {w}", style="yellow")
+        return text
+
+    def action_replay_toggle(self) -> None:
+        if self.replayer is not None:
+            self.replayer.toggle()
+            self._update_chrome()
+
+    def action_replay_step(self) -> None:
+        r = self.replayer
+        if r is not None:
+            r.pause()
+            r.step()
+            self.drain()
+
+    def action_replay_speed(self) -> None:
+        from console.replay import SPEEDS
+
+        r = self.replayer
+        if r is not None:
+            i = SPEEDS.index(r.speed) if r.speed in SPEEDS else -1
+            r.set_speed(SPEEDS[(i + 1) % len(SPEEDS)])
+            self._update_chrome()
+
+    def seek(self, index: int) -> None:
+        """Jump to event `index`. The state there is rebuilt by folding the events before it, in
+        a thread (a long session takes a while to fold), with the replay held meanwhile; the
+        new state replaces the old one in one step when it is complete."""
+        r = self.replayer
+        if r is None:
+            return
+        was_playing = not r.paused
+        r.pause()
+        r.seek_index(index)
+        self._pending.clear()
+        self.seeking += 1
+        position = r.position
+        names = self.source.host_names()
+
+        def fold() -> ConsoleState:
+            state = ConsoleState(names)
+            state.apply_all(r.reader.events(0, position))
+            return state
+
+        async def rebuild() -> None:
+            try:
+                state = await asyncio.to_thread(fold)
+            finally:
+                self.seeking -= 1
+            if r.position != position:
+                return  # a later seek superseded this one
+            self._pending.clear()
+            self.state = state
+            self.refresh_all()
+            if was_playing:
+                r.play()
+
+        self.run_worker(rebuild(), name="seek", group="seek", exit_on_error=False)
+
+    def action_replay_marker(self, direction: int) -> None:
+        r = self.replayer
+        if r is None:
+            return
+        target = r.next_marker() if direction > 0 else r.previous_marker()
+        if direction > 0 and target is not None and target < r.position:
+            target = None
+        if target is None:
+            self.notify("no more markers", timeout=2)
+            return
+        self.seek(target + 1)  # land just after the marker event, so its effect is visible
+
+    def on_marker_chosen(self, message: MarkerChosen) -> None:
+        self.seek(message.index + 1)
+
+    def action_replay_restart(self) -> None:
+        self.seek(0)
+
+    def action_replay_seek(self) -> None:
+        if self.replayer is None:
+            return
+
+        def chosen(value: str | None) -> None:
+            if value:
+                try:
+                    when = self.parse_seek(value)
+                except ValueError as exc:
+                    self.notify(str(exc), severity="error")
+                    return
+                self.seek(self.replayer.reader.index_at_time(when))
+
+        self.push_screen(SeekScreen(), chosen)
+
+    def parse_seek(self, value: str) -> datetime:
+        reader = self.replayer.reader
+        start = reader.time_of(0) if len(reader) else reader.header.started
+        if value.startswith("+"):
+            try:
+                return start + timedelta(seconds=float(value[1:]))
+            except ValueError:
+                raise ValueError(f"not a number of seconds: {value!r}") from None
+        try:
+            t = datetime.strptime(value, "%H:%M:%S").time()
+        except ValueError:
+            raise ValueError(f"not a time: {value!r} (use HH:MM:SS or +SECONDS)") from None
+        return datetime.combine(start.date(), t, tzinfo=UTC)
 
 
-class ReplayApp(App[int]):
-    TITLE = "EAGLE-3 console — replay"
-    BINDINGS = [Binding("q", "quit", "Quit", id="quit")]
+class HostsApp(ConsoleApp):
+    """The live console on the hosts of a console.toml (the placeholder's name and signature)."""
+
+    def __init__(self, config_path: str | None = None) -> None:
+        config = load_config(config_path)
+        describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
+                    for h in all_hosts(config)}
+        super().__init__(LiveSource(config), describe=describe)
+
+
+class ReplayApp(ConsoleApp):
+    """The console fed from a session file (the placeholder's name and signature)."""
 
     def __init__(self, reader: SessionReader) -> None:
-        super().__init__()
-        self.reader = reader
+        super().__init__(ReplaySource(reader))
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield RichLog(id="log", max_lines=5000)
-        yield Footer()
 
-    async def on_mount(self) -> None:
-        from console.printer import human_line
-        from console.replay import Replayer
-
-        log = self.query_one(RichLog)
-        bus = EventBus()
-
-        def show(event: Event) -> None:
-            line = human_line(event)
-            if line is not None:
-                log.write(line)
-
-        bus.add_callback(show)
-        replayer = Replayer(self.reader, bus, speed=float("inf"))
-        replayer.play()
-        self.run_worker(replayer.run(), exclusive=True)
+def live_app(config_path: str | None = None) -> ConsoleApp:
+    return HostsApp(config_path)
 
 
 async def run_app(args: argparse.Namespace) -> int:
-    await HostsApp(getattr(args, "config", None)).run_async()
+    app = live_app(getattr(args, "config", None))
+    try:
+        await app.run_async()
+    finally:
+        await app.source.controller.aclose()
     return EXIT_OK
 
 

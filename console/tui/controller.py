@@ -1,0 +1,287 @@
+"""What the TUI can ask of the box, and where its events come from. No Textual here.
+
+The app is handed a `Source`: a live one (hosts from console.toml, actions go to the remote
+layer, events come from it) or a replay (events come from a session file, actions are refused).
+Either way the app only sees an EventBus and a `Controller`, so "disconnected / reconnecting"
+and "replay" are states like any other, testable without a terminal or a box.
+
+The remote modules that do the work (probe runner, patcher, pipeline runner, stats) are written
+in parallel with this one. Each action resolves its module lazily through `FEATURES`; when a
+module or function is missing the action fails with `FeatureUnavailable`, which the app shows as
+"not available in this build" instead of crashing. Wiring a feature is one row in that table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from console.replay import Replayer
+from console.session import SessionReader
+from remote import events as ev
+from remote.bus import EventBus
+from remote.errors import ConsoleError
+from remote.hosts import LOCAL, Config, HostConfig, all_hosts
+from remote.transport import Transport
+
+
+class FeatureUnavailable(ConsoleError):
+    """An action whose remote module is not part of this build."""
+
+
+class ReadOnlyReplay(ConsoleError):
+    """Actions that would drive the box are refused while replaying a session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    label: str
+    module: str
+    function: str
+
+
+# action -> where the remote layer implements it. The function is called with keyword arguments
+# transport=, host= (HostConfig), bus=, plus the action's own (probe=, file=, stage=).
+FEATURES: dict[str, Feature] = {
+    "probe": Feature("probe runner", "console.tui.wiring", "probe"),
+    "patch.plan": Feature("patcher", "console.tui.wiring", "patch_plan"),
+    "patch.apply": Feature("patcher", "console.tui.wiring", "patch_apply"),
+    "patch.verify": Feature("patcher", "console.tui.wiring", "patch_verify"),
+    "patch.rollback": Feature("patcher", "console.tui.wiring", "patch_rollback"),
+    "stage.start": Feature("pipeline runner", "remote.pipeline_runner", "start_stage"),
+    "stage.resume": Feature("pipeline runner", "remote.pipeline_runner", "resume"),
+    "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
+    "stats": Feature("stats sampler", "remote.stats", "stream_stats"),
+    "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
+}
+
+
+def resolve(action: str) -> Callable[..., Any]:
+    feature = FEATURES[action]
+    try:
+        module = importlib.import_module(feature.module)
+    except ImportError as exc:
+        raise FeatureUnavailable(
+            f"{feature.label} is not available in this build ({feature.module}: {exc})"
+        ) from None
+    fn = getattr(module, feature.function, None)
+    if not callable(fn):
+        raise FeatureUnavailable(
+            f"{feature.label} is not available in this build "
+            f"({feature.module}.{feature.function} not found)"
+        )
+    return fn  # type: ignore[no-any-return]
+
+
+class Controller(Protocol):
+    """Actions the operator can take; each publishes its results as events on the bus."""
+
+    live: bool
+
+    async def connect(self, host: str) -> None: ...
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None: ...
+    async def plan_patch(self, host: str) -> None: ...
+    async def apply_patch(self, host: str, file: str) -> None: ...
+    async def verify_patch(self, host: str, file: str) -> None: ...
+    async def rollback_patch(self, host: str, file: str) -> None: ...
+    async def start_stage(self, host: str, stage: str) -> None: ...
+    async def resume_pipeline(self, host: str) -> None: ...
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class ReplayController:
+    live = False
+
+    async def _refuse(self, *_: object, **__: object) -> None:
+        raise ReadOnlyReplay("this is a replay: actions that drive the box are disabled")
+
+    connect = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
+    start_stage = resume_pipeline = cancel_stage = _refuse
+
+    async def aclose(self) -> None:
+        return None
+
+
+class LiveController:
+    """Drives real hosts: one transport per host, remote functions resolved per action."""
+
+    live = True
+
+    def __init__(self, config: Config, bus: EventBus,
+                 transport_factory: Callable[[HostConfig, EventBus], Transport] | None = None) -> None:
+        self.config = config
+        self.bus = bus
+        self.transports: dict[str, Transport] = {}
+        self._factory = transport_factory
+        self._lock = asyncio.Lock()
+        self._background: dict[str, asyncio.Task[Any]] = {}
+
+    def host_config(self, name: str) -> HostConfig:
+        return self.config.host(name)
+
+    async def transport(self, name: str) -> Transport:
+        async with self._lock:
+            if name in self.transports:
+                return self.transports[name]
+            hc = self.host_config(name)
+            if self._factory is not None:
+                t = self._factory(hc, self.bus)
+            else:
+                from remote.connect import make_transport
+
+                try:
+                    t = make_transport(hc, bus=self.bus)
+                except ImportError as exc:
+                    raise FeatureUnavailable(
+                        f"SSH transport is not available in this build ({exc})") from None
+            await t.connect()
+            self.transports[name] = t
+            return t
+
+    async def connect(self, host: str) -> None:
+        """Connect (or reconnect after a drop). The SSH transport announces its own connection
+        events; for the local transport this says it."""
+        existing = self.transports.get(host)
+        if existing is not None:
+            if not existing.connected:
+                await existing.connect()
+                if self.host_config(host).is_local:
+                    self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
+            return
+        try:
+            await self.transport(host)
+        except FeatureUnavailable:
+            raise
+        except Exception as exc:
+            self.bus.emit(ev.CONNECTION_DOWN, host, error=str(exc), summary=f"{host}: {exc}")
+            raise
+        if self.host_config(host).is_local:
+            self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
+        self._start_background(host, "stats", "live stats")
+        self._start_background(host, "jobs.reattach", "job tails")
+
+    def _start_background(self, host: str, action: str, label: str) -> None:
+        """Streams that run as long as the console (live stats, reattached job tails), where
+        this build has them."""
+        try:
+            fn = resolve(action)
+        except FeatureUnavailable as exc:
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"{label}: {exc}")
+            return
+        transport = self.transports[host]
+
+        async def stream() -> None:
+            try:
+                result = fn(transport=transport, host=self.host_config(host), bus=self.bus)
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # it failed: say so once, keep the console up
+                self.bus.emit(ev.CONSOLE_ERROR, host, message=f"{label} stopped: {exc}")
+
+        old = self._background.pop(f"{action}:{host}", None)
+        if old is not None:
+            old.cancel()
+        self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
+
+    async def _call(self, action: str, host: str, **kwargs: Any) -> None:
+        fn = resolve(action)
+        t = await self.transport(host)
+        result = fn(transport=t, host=self.host_config(host), bus=self.bus, **kwargs)
+        if inspect.isawaitable(result):
+            await result
+
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
+        await self._call("probe", host, probe=probe, target=target)
+
+    async def plan_patch(self, host: str) -> None:
+        await self._call("patch.plan", host)
+
+    async def apply_patch(self, host: str, file: str) -> None:
+        await self._call("patch.apply", host, file=file)
+
+    async def verify_patch(self, host: str, file: str) -> None:
+        await self._call("patch.verify", host, file=file)
+
+    async def rollback_patch(self, host: str, file: str) -> None:
+        await self._call("patch.rollback", host, file=file)
+
+    async def start_stage(self, host: str, stage: str) -> None:
+        await self._call("stage.start", host, stage=stage)
+
+    async def resume_pipeline(self, host: str) -> None:
+        await self._call("stage.resume", host)
+
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
+        await self._call("stage.cancel", host, stage=stage, run_id=run_id)
+
+    async def aclose(self) -> None:
+        for task in self._background.values():
+            task.cancel()
+        for task in self._background.values():
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._background.clear()
+        for t in list(self.transports.values()):
+            try:
+                await t.close()
+            except Exception:  # best effort on the way out
+                pass
+        self.transports.clear()
+
+
+class Source(Protocol):
+    """Where the app's events come from and where its actions go."""
+
+    mode: str  # "live" | "replay"
+    bus: EventBus
+    controller: Controller
+
+    def host_names(self) -> list[str]: ...
+    async def run(self) -> None: ...
+
+
+class LiveSource:
+    mode = "live"
+
+    def __init__(self, config: Config, bus: EventBus | None = None,
+                 controller: Controller | None = None) -> None:
+        self.config = config
+        self.bus = bus or EventBus()
+        self.controller: Controller = controller or LiveController(config, self.bus)
+
+    def host_names(self) -> list[str]:
+        return [h.name for h in all_hosts(self.config)] or [LOCAL]
+
+    async def run(self) -> None:
+        """Live events arrive as the operator acts; nothing to pump here."""
+        return None
+
+
+class ReplaySource:
+    mode = "replay"
+
+    def __init__(self, reader: SessionReader, *, speed: float = 1.0, paused: bool = False,
+                 bus: EventBus | None = None) -> None:
+        self.reader = reader
+        self.bus = bus or EventBus()
+        self.controller: Controller = ReplayController()
+        self.replayer = Replayer(reader, self.bus, speed=speed)
+        if not paused:
+            self.replayer.play()
+
+    def host_names(self) -> list[str]:
+        names = list(self.reader.header.hosts)
+        return names or [LOCAL]
+
+    async def run(self) -> None:
+        await self.replayer.run()
+

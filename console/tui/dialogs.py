@@ -1,0 +1,90 @@
+"""Modal screens: help (built from the command registry), confirmation, and seek-to-time."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from console.tui.registry import commands_for, key_label
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+
+    def compose(self) -> ComposeResult:
+        t = Table(title=f"Keys ({self.mode})", box=None, header_style="bold", expand=True)
+        t.add_column("key", style="bold cyan", no_wrap=True)
+        t.add_column("command", no_wrap=True)
+        t.add_column("screen")
+        t.add_column("what it does")
+        t.add_column("id", style="dim")
+        for c in commands_for(self.mode):
+            t.add_row(key_label(c.key), c.title, c.group, c.help, c.id)
+        with Vertical(id="help-box"):
+            yield Static(t, id="help-table")
+            yield Static("escape closes", classes="hint")
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(self.question, id="question")
+            yield Static("y: yes   n / escape: no", classes="hint")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class SeekScreen(ModalScreen[str | None]):
+    AUTO_FOCUS = "Input"  # the app turns auto-focus off for its own screens
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek.cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="seek-box"):
+            yield Static("Seek to a time: HH:MM:SS (UTC, the session's day) or +SECONDS from the start")
+            yield Input(placeholder="14:03:20 or +90", id="seek-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One line of input (e.g. the model path the model/compat probes need)."""
+
+    AUTO_FOCUS = "Input"
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="ask.cancel")]
+
+    def __init__(self, question: str, placeholder: str = "", value: str = "") -> None:
+        super().__init__()
+        self.question, self.placeholder, self.value = question, placeholder, value
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ask-box"):
+            yield Static(self.question)
+            yield Input(value=self.value, placeholder=self.placeholder, id="ask-input")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,429 @@
+"""What the console knows about each host, folded from the event stream. No Textual here.
+
+The TUI never asks the box anything directly: every screen renders this state, and this state
+is only ever changed by `ConsoleState.apply(event)`. That is what makes a replay look exactly
+like a live session, and what lets a seek rebuild the picture by folding the events before the
+new position. Reducers mutate in place and report which domains changed, so the app refreshes
+only the views that care (a job printing 10,000 lines/s must not redraw the GPU charts).
+Payloads come from other machines: every field is read defensively, a malformed payload becomes
+a note on the host, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from console.tui.tail import LogTail
+from remote import events as ev
+from remote.events import Event
+
+HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
+NOTES = 200  # console.info/warning/error messages kept per host
+STAGE_ORDER = ("prepare", "extract", "vocab", "train", "evaluate")
+BENCH_WATCH_KIND = "bench.watch"  # `console bench watch`: acceptance over one scrape window
+
+# Domains a reducer can report as changed; views subscribe to the ones they render.
+CONNECTION = "connection"
+STATS = "stats"
+JOBS = "jobs"
+LOG = "log"
+STAGES = "stages"
+PROBES = "probes"
+PATCH = "patch"
+BENCH = "bench"
+ALLREDUCE = "allreduce"
+NOTES_DOMAIN = "notes"
+MARKERS = "markers"
+
+
+def _num(value: Any, default: float = 0.0) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _opt_num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass
+class GpuState:
+    index: int
+    name: str = ""
+    util: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    mem: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # percent of total
+    power: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # watts
+    last: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobState:
+    run_id: str
+    name: str = ""
+    argv: list[str] = field(default_factory=list)
+    pid: int | None = None
+    log_path: str = ""
+    state: str = "running"
+    returncode: int | None = None
+    tail: LogTail = field(default_factory=LogTail)
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+
+@dataclass
+class StageState:
+    name: str
+    status: str = "pending"  # pending | running | done | failed | skipped
+    done: float = 0.0
+    total: float | None = None
+    unit: str = ""
+    rate: float | None = None
+    seconds: float | None = None
+    outputs: Any = None
+    reason: str = ""
+    run_id: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        if self.status == "done":
+            return 1.0
+        if not self.total:
+            return None
+        return max(0.0, min(1.0, self.done / self.total))
+
+
+@dataclass
+class PatchState:
+    file: str
+    recipes: list[dict[str, Any]] = field(default_factory=list)
+    diff: str = ""
+    status: str = "planned"  # planned | applied | verified | rolled_back
+    sha256: str = ""
+    in_effect: list[str] = field(default_factory=list)  # recipe names applied/verified
+    refused: str = ""  # why the patcher will not touch this file (unknown original, ...)
+
+
+@dataclass
+class Note:
+    ts: datetime
+    level: str  # info | warning | error
+    text: str
+
+
+@dataclass
+class HostState:
+    name: str
+    connection: str = "unknown"  # unknown | live | reconnecting | down
+    attempt: int | None = None
+    retry_delay: float | None = None
+    connection_error: str = ""
+    stats_source: str = ""
+    stats_reason: str = ""
+    cpu: float | None = None
+    mem_used: float | None = None
+    mem_total: float | None = None
+    load: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    gpus: dict[int, GpuState] = field(default_factory=dict)
+    jobs: dict[str, JobState] = field(default_factory=dict)
+    stages: dict[str, StageState] = field(default_factory=dict)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    probe_errors: dict[str, str] = field(default_factory=dict)
+    patches: dict[str, PatchState] = field(default_factory=dict)
+    bench_points: list[dict[str, Any]] = field(default_factory=list)
+    bench_summary: dict[str, Any] = field(default_factory=dict)
+    allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
+    last_event: datetime | None = None
+
+    def ordered_stages(self) -> list[StageState]:
+        known = [self.stages[n] for n in STAGE_ORDER if n in self.stages]
+        return known + [s for n, s in self.stages.items() if n not in STAGE_ORDER]
+
+    def running_jobs(self) -> list[JobState]:
+        return [j for j in self.jobs.values() if j.running]
+
+    def jobs_without_stage(self) -> list[JobState]:
+        """Runs no stage event claims (reattached on connect, or launched by other tools)."""
+        claimed = {s.run_id for s in self.stages.values() if s.run_id}
+        return [j for j in self.jobs.values() if j.run_id not in claimed and j.name not in self.stages]
+
+    def job_for_stage(self, stage: str) -> JobState | None:
+        """The run whose log a stage's tail shows: by run_id when the stage said, else the latest
+        job with the stage's name. `job:<run_id>` names a run directly."""
+        if stage.startswith("job:"):
+            return self.jobs.get(stage[4:])
+        st = self.stages.get(stage)
+        if st is not None and st.run_id and st.run_id in self.jobs:
+            return self.jobs[st.run_id]
+        for job in reversed(list(self.jobs.values())):
+            if job.name == stage:
+                return job
+        return None
+
+    def compat_findings(self) -> list[dict[str, Any]]:
+        result = self.probes.get("compat") or {}
+        findings = result.get("findings") if isinstance(result, dict) else None
+        return [f for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
+
+
+Reducer = Callable[[HostState, Event], set[str]]
+
+
+class ConsoleState:
+    """All hosts' state plus the session-wide bits (markers, replay position)."""
+
+    def __init__(self, hosts: Iterable[str] = ()) -> None:
+        self.hosts: dict[str, HostState] = {}
+        self.markers: list[tuple[datetime, str, str]] = []  # (ts, host, label)
+        self.notes: deque[Note] = deque(maxlen=NOTES)  # messages not about one host
+        self.events_seen = 0
+        self.last_ts: datetime | None = None
+        for name in hosts:
+            self.host(name)
+
+    def host(self, name: str) -> HostState:
+        if name not in self.hosts:
+            self.hosts[name] = HostState(name)
+        return self.hosts[name]
+
+    def apply(self, event: Event) -> set[str]:
+        """Fold one event in; returns the domains that changed."""
+        self.events_seen += 1
+        self.last_ts = event.ts
+        if event.kind == ev.MARKER:
+            label = str(event.payload.get("label") or event.payload.get("summary") or "marker")
+            self.markers.append((event.ts, event.host, label))
+            return {MARKERS}
+        reducer = REDUCERS.get(event.kind)
+        if reducer is None:
+            return set()
+        if not event.host and reducer is _note:
+            self.notes.append(Note(event.ts, event.kind.rsplit(".", 1)[-1],
+                                   str(event.payload.get("message") or event.payload.get("summary") or "")))
+            return {NOTES_DOMAIN}
+        host = self.host(event.host or "local")
+        host.last_event = event.ts
+        try:
+            return reducer(host, event)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            host.notes.append(Note(event.ts, "error", f"malformed {event.kind} payload: {exc}"))
+            return {NOTES_DOMAIN}
+
+    def apply_all(self, events: Iterable[Event]) -> set[str]:
+        changed: set[str] = set()
+        for e in events:
+            changed |= self.apply(e)
+        return changed
+
+
+# -- reducers -------------------------------------------------------------------------------------
+
+def _connection(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    if e.kind == ev.CONNECTION_UP:
+        host.connection, host.attempt, host.retry_delay, host.connection_error = "live", None, None, ""
+    elif e.kind == ev.CONNECTION_RETRY:
+        host.connection = "reconnecting"
+        host.attempt = int(_num(p.get("attempt"), 0)) or None
+        host.retry_delay = _opt_num(p.get("delay"))
+        host.connection_error = str(p.get("error") or host.connection_error)
+    else:
+        host.connection = "down"
+        host.connection_error = str(p.get("error") or "")
+    return {CONNECTION}
+
+
+def _stats(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    host.stats_source = str(p.get("source") or "")
+    host.stats_reason = str(p.get("reason") or "")
+    h = p.get("host") or {}
+    if isinstance(h, dict):
+        host.cpu = _opt_num(h.get("cpu"))
+        host.mem_used = _opt_num(h.get("mem_used"))
+        host.mem_total = _opt_num(h.get("mem_total"))
+        load = _opt_num(h.get("load1"))
+        if load is not None:
+            host.load.append(load)
+    for g in p.get("gpus") or []:
+        if not isinstance(g, dict):
+            continue
+        index = int(_num(g.get("index"), len(host.gpus)))
+        gpu = host.gpus.get(index) or GpuState(index)
+        host.gpus[index] = gpu
+        gpu.name = str(g.get("name") or gpu.name)
+        gpu.util.append(_num(g.get("util")))
+        total = _num(g.get("mem_total"))
+        gpu.mem.append(100.0 * _num(g.get("mem_used")) / total if total > 0 else 0.0)
+        gpu.power.append(_num(g.get("power")))
+        gpu.last = dict(g)
+    return {STATS}
+
+
+def _job(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    run_id = str(p.get("run_id") or p.get("name") or "?")
+    job = host.jobs.get(run_id)
+    if job is None:
+        job = JobState(run_id=run_id, name=str(p.get("name") or run_id))
+        host.jobs[run_id] = job
+    if e.kind == ev.JOB_LINE:
+        offset = p.get("offset")
+        job.tail.append(str(p.get("text", "")), int(offset) if isinstance(offset, int) else None)
+        return {LOG}
+    if e.kind == ev.JOB_STARTED:
+        argv = p.get("argv")
+        job.argv = [str(a) for a in argv] if isinstance(argv, list) else []
+        job.pid = int(p["pid"]) if isinstance(p.get("pid"), int) else None
+        job.log_path = str(p.get("log") or "")
+        job.state = "running"
+    else:
+        job.state = str(p.get("state") or "exited")
+        rc = p.get("returncode")
+        job.returncode = int(rc) if isinstance(rc, int) else None
+    return {JOBS}
+
+
+def _stage(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    name = str(p.get("stage") or "?")
+    st = host.stages.get(name)
+    if st is None:
+        st = StageState(name)
+        host.stages[name] = st
+    if e.kind == ev.STAGE_START:
+        st.status, st.done, st.total, st.rate, st.seconds, st.reason = "running", 0.0, None, None, None, ""
+        if p.get("run_id"):
+            st.run_id = str(p["run_id"])
+    elif e.kind == ev.STAGE_PROGRESS:
+        st.status = "running" if st.status == "pending" else st.status
+        st.done = _num(p.get("done"))
+        st.total = _opt_num(p.get("total"))
+        st.unit = str(p.get("unit") or st.unit)
+        st.rate = _opt_num(p.get("rate"))
+    elif e.kind == ev.STAGE_END:
+        st.status = "done" if p.get("ok") else "failed"
+        st.seconds = _opt_num(p.get("seconds"))
+        st.outputs = p.get("outputs")
+        if st.status == "done" and st.total:
+            st.done = st.total
+    else:
+        st.status, st.reason = "skipped", str(p.get("reason") or "")
+    return {STAGES}
+
+
+def _probe(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    probe = str(p.get("probe") or "?")
+    if e.kind == ev.PROBE_RESULT:
+        result = p.get("result")
+        host.probes[probe] = result if isinstance(result, dict) else {"value": result}
+        host.probe_errors.pop(probe, None)
+    else:
+        host.probe_errors[probe] = str(p.get("message") or p.get("summary") or "probe failed")
+    return {PROBES}
+
+
+_PATCH_STATUS = {
+    ev.PATCH_PLANNED: "planned",
+    ev.PATCH_APPLIED: "applied",
+    ev.PATCH_VERIFIED: "verified",
+    ev.PATCH_ROLLED_BACK: "rolled_back",
+}
+
+
+def _patch(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    file = str(p.get("file") or "?")
+    ps = host.patches.get(file) or PatchState(file)
+    host.patches[file] = ps
+    ps.status = _PATCH_STATUS[e.kind]
+    recipes = p.get("recipes")
+    recipes = recipes if isinstance(recipes, list) else []
+    if e.kind == ev.PATCH_PLANNED:
+        ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
+        ps.diff = str(p.get("diff") or "")
+        ps.in_effect = []
+        ps.refused = str(p.get("refused") or "")
+    else:
+        # applied/verified/rolled_back list the recipes as {name, in_effect} (or bare names)
+        names = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes]
+        ps.in_effect = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes
+                        if not isinstance(r, dict) or r.get("in_effect", e.kind != ev.PATCH_ROLLED_BACK)]
+        known = {str(r.get("name")) for r in ps.recipes}
+        ps.recipes += [{"name": n} for n in names if n not in known]
+    if p.get("sha256"):
+        ps.sha256 = str(p["sha256"])
+    return {PATCH}
+
+
+def _bench(host: HostState, e: Event) -> set[str]:
+    if e.kind == ev.BENCH_POINT:
+        host.bench_points.append(dict(e.payload))
+    else:
+        host.bench_summary = dict(e.payload)
+    return {BENCH}
+
+
+def _bench_watch(host: HostState, e: Event) -> set[str]:
+    host.bench_watch.append(dict(e.payload))
+    return {BENCH}
+
+
+def _allreduce(host: HostState, e: Event) -> set[str]:
+    mode = str(e.payload.get("mode") or "sweep")
+    rows = e.payload.get("rows")
+    host.allreduce[mode] = [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    return {ALLREDUCE}
+
+
+def _note(host: HostState, e: Event) -> set[str]:
+    level = e.kind.rsplit(".", 1)[-1]
+    text = str(e.payload.get("message") or e.payload.get("summary") or "")
+    host.notes.append(Note(e.ts, level, text))
+    return {NOTES_DOMAIN}
+
+
+REDUCERS: dict[str, Reducer] = {
+    ev.CONNECTION_UP: _connection,
+    ev.CONNECTION_DOWN: _connection,
+    ev.CONNECTION_RETRY: _connection,
+    ev.STATS_SAMPLE: _stats,
+    ev.JOB_STARTED: _job,
+    ev.JOB_LINE: _job,
+    ev.JOB_EXIT: _job,
+    ev.STAGE_START: _stage,
+    ev.STAGE_PROGRESS: _stage,
+    ev.STAGE_END: _stage,
+    ev.STAGE_SKIPPED: _stage,
+    ev.PROBE_RESULT: _probe,
+    ev.PROBE_ERROR: _probe,
+    ev.PATCH_PLANNED: _patch,
+    ev.PATCH_APPLIED: _patch,
+    ev.PATCH_VERIFIED: _patch,
+    ev.PATCH_ROLLED_BACK: _patch,
+    ev.BENCH_POINT: _bench,
+    ev.BENCH_SUMMARY: _bench,
+    BENCH_WATCH_KIND: _bench_watch,
+    ev.ALLREDUCE_RESULT: _allreduce,
+    ev.CONSOLE_INFO: _note,
+    ev.CONSOLE_WARNING: _note,
+    ev.CONSOLE_ERROR: _note,
+}

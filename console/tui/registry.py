@@ -1,0 +1,99 @@
+"""One registry of operator commands: key bindings, the command palette and the help screen are
+all built from it, so a key can never do something the palette does not list (or vice versa).
+No Textual here; app.py turns entries into Bindings and palette hits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    id: str  # stable binding id (users can remap keys by id)
+    key: str  # Textual key name(s), comma-separated
+    action: str  # Textual action string run on the app
+    title: str  # shown in the footer, palette and help
+    help: str  # one line for the palette and the help screen
+    group: str  # which screen it belongs to (or "global")
+    show: bool = True  # in the footer
+    replay_only: bool = False
+    live_only: bool = False
+
+
+def _nav(screen: str, key: str, title: str, help: str) -> Command:
+    """Screen switching: listed in the palette and help, not in the footer (the tabs show it)."""
+    return Command(f"screen.{screen}", key, f"show('{screen}')", title, help, "global", show=False)
+
+
+SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay")
+
+COMMANDS: tuple[Command, ...] = (
+    # navigation
+    _nav("hosts", "1", "Hosts", "Configured hosts and their connection"),
+    _nav("overview", "2", "Overview", "GPUs, load, jobs, findings"),
+    _nav("probes", "3", "Probes", "Environment, model structure, compat"),
+    _nav("patch", "4", "Patch", "Worker patch recipes and diff"),
+    _nav("pipeline", "5", "Pipeline", "Stages, progress, log tail"),
+    _nav("stats", "6", "Stats", "GPU history and AllReduce"),
+    _nav("bench", "7", "Bench", "Benchmark sweep and acceptance"),
+    Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global", show=False,
+            replay_only=True),
+    Command("help", "question_mark,f1", "help", "Help", "List every key", "global"),
+    Command("palette", "ctrl+p", "command_palette", "Palette", "Search commands", "global", show=False),
+    Command("quit", "q", "quit", "Quit", "Leave the console", "global"),
+    # host actions
+    Command("host.connect", "c", "connect", "Connect", "Connect to the selected host", "hosts", live_only=True),
+    Command("probe.env", "e", "probe('env')", "Env probe", "Run the environment probe", "probes",
+            live_only=True),
+    Command("probe.model", "m", "probe('model')", "Model probe", "Resolve the model structure", "probes",
+            live_only=True),
+    Command("probe.compat", "k", "probe('compat')", "Compat", "Run the compatibility advisor", "probes",
+            live_only=True),
+    Command("patch.plan", "p", "patch_plan", "Plan", "Plan the worker patch (diff)", "patch", live_only=True),
+    Command("patch.apply", "a", "patch_apply", "Apply", "Apply the planned patch (asks first)", "patch",
+            live_only=True),
+    Command("patch.verify", "v", "patch_verify", "Verify", "Check which recipes are in effect", "patch",
+            live_only=True),
+    Command("patch.rollback", "r", "patch_rollback", "Rollback", "Restore the original file (asks first)",
+            "patch", live_only=True),
+    Command("stage.start", "s", "stage_start", "Start", "Start the selected stage", "pipeline", live_only=True),
+    Command("stage.resume", "u", "stage_resume", "Resume", "Resume the pipeline from where it stopped",
+            "pipeline", live_only=True),
+    Command("stage.cancel", "x", "stage_cancel", "Cancel", "Cancel the selected stage (asks first)",
+            "pipeline", live_only=True),
+    Command("log.follow", "f", "follow", "Follow", "Follow the end of the log", "pipeline"),
+    # replay
+    Command("replay.pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay", "replay",
+            replay_only=True),
+    Command("replay.step", "full_stop", "replay_step", "Step", "Publish the next event (while paused)",
+            "replay", replay_only=True, show=False),
+    Command("replay.speed", "greater_than_sign", "replay_speed", "Speed", "Cycle speed 1x / 10x / max",
+            "replay", replay_only=True),
+    Command("replay.next_marker", "right_square_bracket", "replay_marker(1)", "Next marker",
+            "Seek to the next stage/patch/bench marker", "replay", replay_only=True),
+    Command("replay.prev_marker", "left_square_bracket", "replay_marker(-1)", "Prev marker",
+            "Seek to the previous marker", "replay", replay_only=True, show=False),
+    Command("replay.seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)",
+            "replay", replay_only=True),
+    Command("replay.start", "0", "replay_restart", "Restart", "Seek to the start of the session", "replay",
+            replay_only=True, show=False),
+)
+
+
+def commands_for(mode: str) -> list[Command]:
+    """The commands that make sense in this mode ("live" or "replay")."""
+    return [c for c in COMMANDS if not (c.replay_only and mode != "replay") and not (c.live_only and mode != "live")]
+
+
+def by_id(command_id: str) -> Command:
+    for c in COMMANDS:
+        if c.id == command_id:
+            return c
+    raise KeyError(command_id)
+
+
+def key_label(key: str) -> str:
+    names = {"question_mark": "?", "full_stop": ".", "greater_than_sign": ">", "space": "space",
+             "right_square_bracket": "]", "left_square_bracket": "[", "ctrl+p": "ctrl+p"}
+    return "/".join(names.get(k, k) for k in key.split(","))

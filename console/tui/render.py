@@ -1,0 +1,75 @@
+"""Text renderings shared by the views: sparklines, bars, units. Rich only, no Textual, so the
+views stay thin and these are testable as plain strings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def spark(values: Iterable[float], width: int, lo: float = 0.0, hi: float | None = None) -> str:
+    """The last `width` values as block characters, padded on the left so time runs right."""
+    vals = list(values)[-width:]
+    if not vals:
+        return " " * width
+    top = hi if hi is not None else max(max(vals), lo + 1e-9)
+    span = max(top - lo, 1e-9)
+    chars = [BLOCKS[min(len(BLOCKS) - 1, max(0, int((v - lo) / span * (len(BLOCKS) - 1) + 0.5)))]
+             for v in vals]
+    return " " * (width - len(chars)) + "".join(chars)
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A progress bar; an unknown total shows as a hatched bar rather than a fake percentage."""
+    if fraction is None:
+        return "░" * width
+    full = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * full + "·" * (width - full)
+
+
+def hbar(value: float, top: float, width: int) -> str:
+    if top <= 0:
+        return ""
+    n = max(0.0, min(1.0, value / top)) * width
+    whole = int(n)
+    part = " ▏▎▍▌▋▊▉"[int((n - whole) * 8)]
+    return ("█" * whole + (part if whole < width and part != " " else "")).ljust(width)
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def fmt_num(v: object, digits: int = 1) -> str:
+    if isinstance(v, bool) or v is None:
+        return "-"
+    if isinstance(v, (int, float)):
+        return f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
+    return str(v)
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(s), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
+    """Keys of a list of dicts in first-seen order (rows from other engineers' producers)."""
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols and k != "summary":
+                cols.append(k)
+    return cols

@@ -1,0 +1,131 @@
+"""Bench screen: the sweep table, acceptance per position, and speedup vs concurrency (each
+label's output tokens/s over the baseline label's at the same concurrency)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from console.tui.model import BENCH, ConsoleState, HostState
+from console.tui.render import fmt_num, hbar, spark
+from console.tui.widgets.common import View
+
+BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
+
+
+def sweep_table(points: list[dict[str, Any]]) -> Table:
+    t = Table(box=None, title="Sweep", title_justify="left", header_style="bold")
+    for col in ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
+                "accept", "mean len"):
+        t.add_column(col, justify="right")
+    for p in points:
+        raw = p.get("acceptance")
+        acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        t.add_row(str(p.get("label", "")), str(p.get("concurrency", "")), fmt_num(p.get("output_tok_s")),
+                  fmt_num(p.get("req_s"), 2), fmt_num(p.get("ttft_p50"), 3), fmt_num(p.get("ttft_p99"), 3),
+                  fmt_num(p.get("tpot_p50"), 4), fmt_num(p.get("tpot_p99"), 4),
+                  fmt_num(acc.get("rate"), 2), fmt_num(acc.get("mean_length"), 2))
+    return t
+
+
+def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | Text:
+    latest = next((p for p in reversed(points)
+                   if isinstance(p.get("acceptance"), dict) and p["acceptance"].get("per_position")), None)
+    if latest is None:
+        return Text("Acceptance per position: no speculative points yet", style="dim")
+    per = [float(x) if isinstance(x, (int, float)) else None for x in latest["acceptance"]["per_position"]]
+    t = Table(box=None, title=f"Acceptance per position ({latest.get('label')}, conc {latest.get('concurrency')})",
+              title_justify="left", header_style="bold")
+    t.add_column("pos", justify="right")
+    t.add_column("rate", no_wrap=True)
+    t.add_column("", justify="right")
+    for i, v in enumerate(per):
+        if v is None:
+            t.add_row(str(i), "", "-")
+        else:
+            t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
+    return t
+
+
+def speedups(points: list[dict[str, Any]]) -> list[tuple[str, Any, float]]:
+    base = {p.get("concurrency"): p.get("output_tok_s") for p in points
+            if str(p.get("label", "")).lower() in BASELINE_LABELS and isinstance(p.get("output_tok_s"), (int, float))}
+    out = []
+    for p in points:
+        b = base.get(p.get("concurrency"))
+        v = p.get("output_tok_s")
+        if str(p.get("label", "")).lower() in BASELINE_LABELS or not b or not isinstance(v, (int, float)):
+            continue
+        out.append((str(p.get("label")), p.get("concurrency"), float(v) / float(b)))
+    return out
+
+
+def summary_speedups(summary: dict[str, Any]) -> list[tuple[str, Any, float]]:
+    """The bench comparison's own rows ({concurrency, speedup}), when the summary has them."""
+    rows = summary.get("rows")
+    label = str(summary.get("spec_label") or summary.get("label") or "speculative")
+    if not isinstance(rows, list):
+        return []
+    return [(label, r.get("concurrency"), float(r["speedup"])) for r in rows
+            if isinstance(r, dict) and isinstance(r.get("speedup"), (int, float))]
+
+
+def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None = None,
+                  width: int = 30) -> Table | Text:
+    rows = summary_speedups(summary or {}) or speedups(points)
+    if not rows:
+        return Text("Speedup vs concurrency: needs a baseline label and a speculative label at the same "
+                    "concurrency", style="dim")
+    top = max(s for *_, s in rows)
+    t = Table(box=None, title="Speedup vs concurrency", title_justify="left", header_style="bold")
+    t.add_column("label")
+    t.add_column("conc", justify="right")
+    t.add_column("speedup", no_wrap=True)
+    t.add_column("", justify="right")
+    for label, conc, s in rows:
+        t.add_row(label, str(conc), Text(hbar(s, max(top, 1.0), width), style="magenta"), f"{s:.2f}x")
+    return t
+
+
+def watch_line(windows: list[dict[str, Any]]) -> Text:
+    """`console bench watch` windows: acceptance rate history and the latest window."""
+    if not windows:
+        return Text("")
+    rates = [float(w["acceptance"]["rate"]) for w in windows
+             if isinstance(w.get("acceptance"), dict) and isinstance(w["acceptance"].get("rate"), (int, float))]
+    last = windows[-1]
+    raw = last.get("acceptance")
+    acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    text = Text("live acceptance (bench watch) ", style="bold")
+    text.append(spark(rates, 40, 0, 1), style="green")
+    text.append(f"  rate {fmt_num(acc.get('rate'), 2)}  mean length {fmt_num(acc.get('mean_length'), 2)}"
+                f"  accepted {fmt_num(last.get('accepted_tok_s'))} tok/s")
+    return text
+
+
+class BenchView(View):
+    DOMAINS = (BENCH,)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="sweep-table")
+            yield Static(id="acceptance")
+            yield Static(id="speedup")
+            yield Static(id="bench-summary")
+            yield Static(id="bench-watch")
+
+    def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        pts = host.bench_points
+        self.query_one("#sweep-table", Static).update(
+            sweep_table(pts) if pts else Text("No benchmark points yet", style="dim"))
+        self.query_one("#acceptance", Static).update(acceptance_chart(pts))
+        self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary))
+        summ = host.bench_summary
+        self.query_one("#bench-summary", Static).update(
+            Text(f"summary: {summ.get('summary') or summ}") if summ else "")
+        self.query_one("#bench-watch", Static).update(watch_line(list(host.bench_watch)))

@@ -1,0 +1,80 @@
+"""Pieces every view shares: the base view class and the connection badge."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from console.tui.messages import StateChanged
+from console.tui.model import ConsoleState, HostState
+
+
+class View(Vertical):
+    """A screen's content. Subclasses implement `update_view`; it runs only for messages that
+    touch the domains the view renders, and on being shown."""
+
+    DOMAINS: tuple[str, ...] = ()
+
+    def on_state_changed(self, message: StateChanged) -> None:
+        if message.touches(*self.DOMAINS):
+            self.update_view(message.state, message.state.host(message.host), message.domains)
+
+    def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        raise NotImplementedError
+
+
+BADGE_STYLE = {
+    "live": ("● live", "bold green"),
+    "reconnecting": ("◌ reconnecting", "bold yellow"),
+    "down": ("✖ disconnected", "bold red"),
+    "unknown": ("○ not connected", "dim"),
+}
+
+
+def badge_text(host: HostState, mode: str, replay_status: str = "") -> Text:
+    label, style = BADGE_STYLE.get(host.connection, BADGE_STYLE["unknown"])
+    if host.connection == "reconnecting":
+        extra = []
+        if host.attempt:
+            extra.append(f"attempt {host.attempt}")
+        if host.retry_delay is not None:
+            extra.append(f"in {host.retry_delay:g}s")
+        if extra:
+            label += f" ({', '.join(extra)})"
+    text = Text()
+    if mode == "replay":
+        text.append(f"▶ replay {replay_status}".rstrip(), style="bold cyan")
+        text.append("  ")
+    text.append(label, style=style)
+    if host.connection in ("reconnecting", "down") and host.connection_error:
+        text.append(f"  {host.connection_error[:60]}", style="dim")
+    return text
+
+
+class TopBar(Static):
+    """Title, selected host and the connection badge, always visible."""
+
+    def show(self, host: HostState, mode: str, replay_status: str = "") -> None:
+        text = Text()
+        text.append(" EAGLE-3 console ", style="bold reverse")
+        text.append(f"  host: {host.name}  ", style="bold")
+        text.append_text(badge_text(host, mode, replay_status))
+        if text.markup != self._shown:  # an update re-lays out: skip it when nothing changed
+            self._shown = text.markup
+            self.update(text)
+
+    _shown = ""
+
+
+class KeyBar(Static):
+    """The footer: the keys usable on the current screen, from the command registry. Textual's
+    Footer recomposes itself on every focus or binding change (hundreds of widgets a second
+    while a log streams); this is one line of text redrawn only when the screen changes."""
+
+    def show_keys(self, pairs: list[tuple[str, str]]) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for key, title in pairs:
+            text.append(f" {key} ", style="bold reverse")
+            text.append(f" {title} ")
+        self.update(text)

@@ -1,0 +1,67 @@
+"""Hosts screen: every configured host, its connection state and its environment summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from console.tui.messages import HostSelected
+from console.tui.model import CONNECTION, PROBES, STATS, ConsoleState, HostState
+from console.tui.widgets.common import BADGE_STYLE, View
+
+
+def env_summary(env: dict[str, Any]) -> str:
+    """One line from an env probe result; tolerant of missing keys (the probe may be partial)."""
+    if not env:
+        return "-"
+    parts = []
+    py = env.get("python")
+    if isinstance(py, dict):  # the env probe: {executable, implementation, version}
+        py = py.get("version")
+    if py:
+        parts.append(f"py {py}")
+    packages = env.get("packages")
+    pkgs: dict[str, Any] = packages if isinstance(packages, dict) else env
+    for name in ("torch", "vllm", "speculators", "transformers"):
+        v = pkgs.get(name)
+        if isinstance(v, dict):
+            v = v.get("version")
+        if v:
+            parts.append(f"{name} {v}")
+    gpu = env.get("gpu")
+    gpus = gpu.get("gpus") if isinstance(gpu, dict) else env.get("gpus")
+    if isinstance(gpus, list):
+        parts.append(f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else "") if gpus else "no GPU")
+    return ", ".join(parts) or "-"
+
+
+class HostsView(View):
+    DOMAINS = (CONNECTION, PROBES, STATS)
+
+    def __init__(self, describe: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.describe = describe
+
+    def compose(self) -> ComposeResult:
+        yield Static("Hosts — enter selects, c connects", classes="title")
+        yield DataTable(id="hosts-table", cursor_type="row")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("host", "target", "connection", "environment")
+
+    def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        table = self.query_one(DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for name, h in state.hosts.items():
+            label, style = BADGE_STYLE.get(h.connection, BADGE_STYLE["unknown"])
+            table.add_row(name, self.describe.get(name, ""), f"[{style}]{label}[/]",
+                          env_summary(h.probes.get("env") or {}), key=name)
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.post_message(HostSelected(str(event.row_key.value)))

@@ -1,0 +1,87 @@
+"""Patch screen: files the patcher knows about, their recipes (applies or why not) and the diff."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from console.tui.model import PATCH, ConsoleState, HostState
+from console.tui.widgets.common import View
+
+STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
+
+
+def short_path(path: str, parts: int = 2) -> str:
+    bits = path.split("/")
+    return "/".join(bits[-parts:]) if len(bits) > parts else path
+
+
+class PatchView(View):
+    DOMAINS = (PATCH,)
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="patch-left"):
+                yield Static("Files", classes="title")
+                yield DataTable(id="patch-files", cursor_type="row")
+                yield Static("Recipes", classes="title")
+                yield Static(id="recipes")
+            with VerticalScroll(id="diff-pane"):
+                yield Static(id="diff-title")
+                yield Static("No plan yet (p plans the worker patch)", id="diff")
+
+    def on_mount(self) -> None:
+        self.query_one("#patch-files", DataTable).add_columns("file", "status", "sha256")
+
+    @property
+    def selected_file(self) -> str | None:
+        table = self.query_one("#patch-files", DataTable)
+        if not table.row_count:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        return str(key.value) if key.value else None
+
+    _host: HostState | None = None
+
+    def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        self._host = host
+        table = self.query_one("#patch-files", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for f, ps in host.patches.items():
+            status = Text(ps.status, style=STATUS_STYLE.get(ps.status, ""))
+            table.add_row(short_path(f), status, ps.sha256[:12] or "-", key=f)
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
+        self.show_file(host)
+
+    def show_file(self, host: HostState) -> None:
+        name = self.selected_file
+        ps = host.patches.get(name) if name else None
+        if ps is None:
+            return
+        text = Text()
+        if ps.refused:
+            text.append(f"refused: {ps.refused}\n", style="bold red")
+        for r in ps.recipes:
+            applies = r.get("applies")
+            mark, style = ("✓", "green") if applies else ("✗", "red") if applies is False else ("•", "")
+            text.append(f"{mark} {r.get('name', '?')}", style=style)
+            if r.get("name") in ps.in_effect:
+                text.append(f" ({ps.status.replace('_', ' ')})", style="bold green")
+            if r.get("reason"):
+                text.append(f"  {r['reason']}", style="dim")
+            text.append("\n")
+        self.query_one("#recipes", Static).update(text)
+        self.query_one("#diff-title", Static).update(Text(ps.file, style="bold"))
+        diff = self.query_one("#diff", Static)
+        from rich.syntax import Syntax  # pygments: imported when a diff is first shown
+
+        diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=False) if ps.diff
+                    else Text("(no changes: the file already matches)", style="dim"))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if self._host is not None:
+            self.show_file(self._host)

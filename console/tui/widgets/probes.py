@@ -1,0 +1,95 @@
+"""Probes screen: environment, the model structure as a tree (class at each hop, SupportsEagle3
+marks, the resolved layers path) and the compat findings with their fixes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Static, Tree
+
+from console.tui.model import PROBES, ConsoleState, HostState
+from console.tui.widgets.common import View
+from console.tui.widgets.hosts import env_summary
+from console.tui.widgets.overview import findings_table
+
+
+def eagle_mark(flag: object) -> str:
+    if flag is True:
+        return " [green]✓ SupportsEagle3[/]"
+    if flag is False:
+        return " [red]✗ no SupportsEagle3[/]"
+    return ""
+
+
+def fill_model_tree(tree: Tree[Any], result: dict[str, Any]) -> None:
+    """The model probe's hops as nested nodes, top class first: each child is reached through
+    its parent hop's `attr`, the last hop owns the layers (`layers_attr`). Each node shows the
+    class and its SupportsEagle3 mark. What the probe could not resolve is shown with
+    where it stopped; other keys go under "details" so nothing the probe said is hidden."""
+    tree.clear()
+    arch = str(result.get("architecture") or "model")
+    hops = [h for h in result.get("hops") or [] if isinstance(h, dict)]
+
+    def label(prefix: str, hop: dict[str, Any]) -> Text:
+        return Text.from_markup(f"{prefix}[bold]{hop.get('class', '?')}[/]{eagle_mark(hop.get('supports_eagle3'))}")
+
+    if hops:
+        tree.root.set_label(label("", hops[0]))
+    else:
+        tree.root.set_label(Text.from_markup(f"[bold]{arch}[/]{eagle_mark(result.get('supports_eagle3'))}"))
+    node = tree.root
+    for parent, hop in itertools.pairwise(hops):
+        node = node.add(label(f"{parent.get('attr', '?')}: ", hop), expand=True)
+    path = result.get("layers_path")
+    layers = result.get("num_layers")
+    if path:
+        attr = hops[-1].get("layers_attr", "layers") if hops else "layers"
+        node.add_leaf(Text.from_markup(f"[bold cyan]{attr}[/] — layers path [bold]{path}[/]"
+                                       + (f" ({layers} layers)" if layers else "")))
+    aux = result.get("default_aux_layers") or result.get("aux_layers")
+    if aux:
+        tree.root.add_leaf(f"default EAGLE-3 aux layers: {aux}")
+    if result.get("status") not in (None, "resolved"):
+        bad = tree.root.add(Text(f"{result.get('status')}: {result.get('reason', '')}", style="bold red"),
+                            expand=True)
+        if result.get("stopped_at"):
+            bad.add_leaf(f"stopped at {result['stopped_at']}")
+    known = {"architecture", "supports_eagle3", "hops", "layers_path", "num_layers", "aux_layers",
+             "default_aux_layers", "status", "reason", "stopped_at", "summary"}
+    extra = {k: v for k, v in result.items() if k not in known}
+    if extra:
+        details = tree.root.add("details")
+        for k, v in extra.items():
+            details.add_leaf(f"{k}: {v}"[:200])
+    tree.root.expand()
+
+
+class ProbesView(View):
+    DOMAINS = (PROBES,)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="env")
+        with Horizontal():
+            tree: Tree[Any] = Tree("model structure (run the model probe: m)", id="model-tree")
+            yield tree
+            with VerticalScroll(id="findings-pane"):
+                yield Static(id="compat")
+
+    def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        env = host.probes.get("env") or host.probes.get("check") or {}
+        text = Text()
+        text.append("Environment: ", style="bold")
+        text.append(env_summary(env))
+        for probe, message in sorted(host.probe_errors.items()):
+            text.append(f"\n{probe} probe failed: {message}", style="red")
+        self.query_one("#env", Static).update(text)
+        model = host.probes.get("model")
+        if model:
+            fill_model_tree(self.query_one("#model-tree", Tree), model)
+        findings = host.compat_findings()
+        self.query_one("#compat", Static).update(
+            findings_table(findings) if findings else Text("No compat findings (k runs the advisor)", style="dim"))

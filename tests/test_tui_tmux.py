@@ -1,0 +1,89 @@
+"""Smoke test: the real console in a real terminal (tmux), driven by keys, read by capture-pane."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.tui_sessions import demo_session
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Tmux:
+    def __init__(self) -> None:
+        self.socket = f"tui-{uuid.uuid4().hex[:8]}"
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
+                              timeout=20).stdout
+
+    def start(self, name: str, argv: list[str]) -> None:
+        cmd = " ".join(f"'{a}'" for a in argv)
+        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", "120", "-y", "36",
+                        "-c", str(ROOT), f"cd '{ROOT}' && TERM=xterm-256color {cmd}"], check=True, timeout=20)
+
+    def screen(self, name: str) -> str:
+        return self.tmux("capture-pane", "-p", "-t", name)
+
+    def keys(self, name: str, *keys: str) -> None:
+        for k in keys:
+            self.tmux("send-keys", "-t", name, k)
+            time.sleep(0.15)
+
+    def wait(self, name: str, text: str, timeout: float = 30.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            screen = self.screen(name)
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not on screen after {timeout}s:\n{self.screen(name)}")
+
+    def alive(self, name: str) -> bool:
+        return subprocess.run(["tmux", "-L", self.socket, "has-session", "-t", name],
+                              capture_output=True, timeout=20).returncode == 0
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    t = Tmux()
+    yield t
+    t.kill()
+
+
+def test_replay_and_live_console_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
+    session = demo_session(tmp_path / "demo.jsonl")
+    tmux.start("replay", [sys.executable, "-m", "console", "replay", str(session)])
+    tmux.wait("replay", "EAGLE-3 console")
+    tmux.wait("replay", "Markers")
+    tmux.keys("replay", ">", ">")  # 1x -> 10x -> max
+    tmux.wait("replay", "replay ended 89/89")
+    tmux.keys("replay", "5")
+    screen = tmux.wait("replay", "850.5 tok/s")
+    assert "prepare" in screen and "100.0%" in screen and "extract: batch 4" in screen
+    tmux.keys("replay", "q")
+    end = time.monotonic() + 15
+    while tmux.alive("replay") and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not tmux.alive("replay"), "q did not quit the console"
+
+    config = tmp_path / "console.toml"
+    config.write_text("")  # no remote hosts: the built-in local host only
+    tmux.start("live", [sys.executable, "-m", "console", "--config", str(config)])
+    tmux.wait("live", "not connected")
+    tmux.keys("live", "c")
+    screen = tmux.wait("live", "● live")
+    assert "local" in screen and "(this machine)" in screen
+    tmux.keys("live", "q")

@@ -1,0 +1,29 @@
+"""A stand-in remote feature for controller tests: runs a real command on the real transport
+and publishes its result the way the probe runner will (probe.result {probe, result})."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from remote import events as ev
+
+
+async def run_probe(*, transport: Any, host: Any, bus: Any, probe: str) -> None:
+    done = await transport.run([sys.executable, "-c", "print('ok')"], timeout=30)
+    bus.emit(ev.PROBE_RESULT, host.name, probe=probe,
+             result={"returncode": done.returncode, "stdout": done.stdout.strip()})
+
+
+async def stream_stats(*, transport: Any, host: Any, bus: Any) -> None:
+    """Publishes stats.sample in the brief's shape until cancelled, like the stats sampler."""
+    import asyncio
+
+    i = 0
+    while True:
+        # publish, not emit: the payload's own "host" key would collide with emit's argument
+        bus.publish(ev.Event(ev.STATS_SAMPLE, host.name, {
+            "source": "none", "reason": "no NVIDIA GPU (test)",
+            "host": {"cpu": 1.0, "mem_used": 1e9, "mem_total": 2e9, "load1": 0.1 * i}, "gpus": []}))
+        i += 1
+        await asyncio.sleep(0.01)

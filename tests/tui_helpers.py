@@ -1,0 +1,139 @@
+"""Helpers for the TUI tests: build apps on a replayed file or a live source with a controller
+test double, wait for the event pump, and read what a widget shows as plain text."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from console.session import SessionReader
+from console.tui.app import ConsoleApp
+from console.tui.controller import LiveSource, ReplaySource
+from remote import events as ev
+from remote.bus import EventBus
+from remote.hosts import Config
+from tests.tui_sessions import COMPAT_RESULT, DIFF, HOST, MODEL_RESULT, WORKER
+
+SIZE = (120, 36)
+
+
+def plain(widget: Static, width: int = SIZE[0]) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, legacy_windows=False)
+    console.print(widget.content)
+    return out.getvalue()
+
+
+async def wait_for(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await pilot.pause(0.02)
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Let the pump fold what is queued and the views process their messages."""
+    app = pilot.app
+    assert isinstance(app, ConsoleApp)
+    await wait_for(pilot, lambda: not app._pending and not app.seeking)
+    app.drain()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def replay_app(path: Path, *, speed: float = float("inf"), paused: bool = False,
+               start_screen: str | None = None) -> ConsoleApp:
+    return ConsoleApp(ReplaySource(SessionReader(path), speed=speed, paused=paused), start_screen=start_screen)
+
+
+async def finish_replay(pilot: Pilot[Any]) -> None:
+    app = pilot.app
+    assert isinstance(app, ConsoleApp)
+    await wait_for(pilot, lambda: app.replayer is not None and app.replayer.finished)
+    await settle(pilot)
+
+
+class ScriptedController:
+    """Test double for the remote layer (the probe runner, patcher and pipeline runner are other
+    issues): each action records the call and publishes the events the real module emits, in the
+    brief's payload shapes, so the screens are driven exactly as by a live box."""
+
+    live = True
+
+    def __init__(self, bus: EventBus, host: str = HOST) -> None:
+        self.bus = bus
+        self.host = host
+        self.calls: list[tuple[str, ...]] = []
+
+    async def connect(self, host: str) -> None:
+        self.calls.append(("connect", host))
+        self.bus.emit(ev.CONNECTION_UP, host)
+
+    async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
+        self.calls.append(("probe", host, probe))
+        result = {"model": MODEL_RESULT, "compat": COMPAT_RESULT}.get(probe, {"python": "3.12.3"})
+        self.bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result)
+
+    async def plan_patch(self, host: str) -> None:
+        self.calls.append(("plan", host))
+        self.bus.emit(ev.PATCH_PLANNED, host, file=WORKER, diff=DIFF,
+                      recipes=[{"name": "resolve-layers-path", "applies": True, "reason": ""},
+                               {"name": "scheduler-is-encoder-decoder", "applies": False,
+                                "reason": "already present"}])
+
+    async def apply_patch(self, host: str, file: str) -> None:
+        self.calls.append(("apply", host, file))
+        self.bus.emit(ev.PATCH_APPLIED, host, file=file, recipes=["resolve-layers-path"], sha256="cd" * 32)
+
+    async def verify_patch(self, host: str, file: str) -> None:
+        self.calls.append(("verify", host, file))
+        self.bus.emit(ev.PATCH_VERIFIED, host, file=file, recipes=["resolve-layers-path"], sha256="cd" * 32)
+
+    async def rollback_patch(self, host: str, file: str) -> None:
+        self.calls.append(("rollback", host, file))
+        self.bus.emit(ev.PATCH_ROLLED_BACK, host, file=file, recipes=[], sha256="ef" * 32)
+
+    async def start_stage(self, host: str, stage: str) -> None:
+        self.calls.append(("start", host, stage))
+        self.bus.emit(ev.STAGE_START, host, stage=stage, run_id=f"r-{stage}")
+        self.bus.emit(ev.JOB_STARTED, host, run_id=f"r-{stage}", name=stage, argv=["python"], pid=1, log="log")
+        for i in range(3):
+            self.bus.emit(ev.JOB_LINE, host, run_id=f"r-{stage}", name=stage, text=f"{stage} line {i}", offset=i)
+        self.bus.emit(ev.STAGE_PROGRESS, host, stage=stage, done=3, total=10, unit="steps")
+
+    async def resume_pipeline(self, host: str) -> None:
+        self.calls.append(("resume", host))
+
+    async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
+        self.calls.append(("cancel", host, stage))
+        self.bus.emit(ev.JOB_EXIT, host, run_id=f"r-{stage}", name=stage, state="cancelled", returncode=-15)
+        self.bus.emit(ev.STAGE_END, host, stage=stage, ok=False, seconds=1.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class FixedHostsSource(LiveSource):
+    def __init__(self, hosts: list[str], controller_factory: Callable[[EventBus], Any] | None = None) -> None:
+        bus = EventBus()
+        super().__init__(Config(hosts={}, path=None), bus,
+                         controller=controller_factory(bus) if controller_factory else None)
+        self._names = hosts
+
+    def host_names(self) -> list[str]:
+        return self._names
+
+
+def live_app(*, start_screen: str | None = None, hosts: list[str] | None = None,
+             scripted: bool = True) -> ConsoleApp:
+    source = FixedHostsSource(hosts or [HOST], ScriptedController if scripted else None)
+    return ConsoleApp(source, describe={HOST: "root@box"}, start_screen=start_screen)

@@ -186,6 +186,7 @@ def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> 
         "loss_mask": [s["loss_mask"] for s in samples],
         "seq_len": [len(s["input_ids"]) for s in samples],
     })
+    ds.set_format("torch")  # persisted in state.json; the trainer compares torch tensors
     ds.save_to_disk(str(tmp))
     files = []
     for child in tmp.iterdir():

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "console.commands.run",
     "console.commands.replay",
     "console.commands.hosts",
+    "console.commands.jobs",
 )
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,

@@ -21,7 +21,9 @@ from remote.transport import Transport
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) -> None:
-    parser.add_argument("--config", metavar="PATH", help="console.toml to use (default: ./console.toml, then the user config dir)")
+    parser.add_argument(
+        "--config", metavar="PATH", help="console.toml to use (default: ./console.toml, then the user config dir)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON event per line instead of human lines")
     if record:
         parser.add_argument("--session", metavar="PATH", help="record the session to PATH (.jsonl or .jsonl.zst)")

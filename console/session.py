@@ -67,7 +67,9 @@ class SessionWriter:
         self.compress = self.path.name.endswith(".zst") if compress is None else compress
         self.count = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._raw: IO[bytes] = open(self.path, "xb")  # never clobber an earlier session
+        # Unbuffered: each event goes to the kernel in one write, so a SIGKILL loses at most the
+        # line being written, and a failed write (disk full) leaves nothing queued to retry.
+        self._raw: IO[bytes] = open(self.path, "xb", buffering=0)  # never clobber a session
         self._zw: Any = None
         if self.compress:
             import zstandard
@@ -91,8 +93,9 @@ class SessionWriter:
                 self._zw.write(data)
                 self._zw.flush(zstandard.FLUSH_BLOCK)
             else:
-                self._raw.write(data)
-            self._raw.flush()
+                view = memoryview(data)
+                while view:
+                    view = view[self._raw.write(view) or 0 :]
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise SessionWriteError(f"disk full while recording {self.path}") from exc
@@ -108,6 +111,8 @@ class SessionWriter:
         try:
             if self._zw is not None:
                 self._zw.close()
+        except OSError:
+            pass  # disk full at the frame end: every flushed event is already on disk
         finally:
             self._raw.close()
 
@@ -153,6 +158,39 @@ class SessionHeader:
     version: int
 
 
+def _zstd_ends_mid_block(fh: IO[bytes]) -> bool:
+    """Walk the frame and block headers (RFC 8878) to tell a file that ends on a block boundary
+    (a recorder that flushed every event) from one cut mid-block: the decompressor itself
+    silently returns what it could decode in both cases."""
+    data = fh.read()
+    pos = 0
+    while pos < len(data):
+        if data[pos : pos + 4] != ZSTD_MAGIC:
+            return True
+        if pos + 5 > len(data):
+            return True
+        fhd = data[pos + 4]
+        fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
+        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
+        pos += (1 if single else 0, 2, 4, 8)[fcs_flag]
+        while True:
+            if pos == len(data):
+                return False  # unclosed frame ending on a block boundary: nothing lost
+            if pos + 3 > len(data):
+                return True
+            header = int.from_bytes(data[pos : pos + 3], "little")
+            last, btype, bsize = header & 1, (header >> 1) & 3, header >> 3
+            pos += 3 + (1 if btype == 1 else bsize)
+            if pos > len(data):
+                return True
+            if last:
+                pos += 4 if checksum else 0
+                if pos > len(data):
+                    return True
+                break
+    return False
+
+
 class SessionReader:
     """Random access to a session file. `.zst` files are decompressed once into a temp file."""
 
@@ -185,6 +223,10 @@ class SessionReader:
     def _decompress(self, fh: IO[bytes]) -> IO[bytes]:
         import zstandard
 
+        if _zstd_ends_mid_block(fh):
+            self.warnings.append("compressed stream is cut mid-block (recorder killed while "
+                                 "writing); the event being written is lost")
+        fh.seek(0)
         tmp = tempfile.TemporaryFile()
         reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
         try:

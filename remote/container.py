@@ -28,8 +28,7 @@ def exec_argv(
 ) -> list[str]:
     if runtime not in RUNTIMES:
         raise ContainerError(f"unknown container runtime {runtime!r} (use docker, podman or none)")
-    if not container:
-        raise ContainerError("no container name given")
+    _check_name(container)
     out = [runtime, "exec", "-i"]
     if workdir:
         out += ["-w", workdir]
@@ -39,12 +38,32 @@ def exec_argv(
     return [*out, container, *argv]
 
 
+def _check_name(container: str) -> None:
+    """Names travel verbatim (quoted once); only what would change the command is refused."""
+    if not container:
+        raise ContainerError("no container name given")
+    if container.startswith("-"):
+        raise ContainerError(f"container name {container!r} starts with '-' (it would be read "
+                             "as an option)")
+    if ":" in container or "\x00" in container:
+        raise ContainerError(f"container name {container!r} contains ':' or NUL")
+
+
+def _host_path(path: str) -> str:
+    # `docker cp` reads `NAME:PATH` as a container path and `-x` as an option.
+    if ":" in path.split("/", 1)[0] or path.startswith("-"):
+        return "./" + path
+    return path
+
+
 def cp_into_argv(runtime: str, container: str, host_path: str, container_path: str) -> list[str]:
-    return [runtime, "cp", host_path, f"{container}:{container_path}"]
+    _check_name(container)
+    return [runtime, "cp", _host_path(host_path), f"{container}:{container_path}"]
 
 
 def cp_out_argv(runtime: str, container: str, container_path: str, host_path: str) -> list[str]:
-    return [runtime, "cp", f"{container}:{container_path}", host_path]
+    _check_name(container)
+    return [runtime, "cp", f"{container}:{container_path}", _host_path(host_path)]
 
 
 class ContainerTransport(Transport):
@@ -53,6 +72,7 @@ class ContainerTransport(Transport):
     def __init__(self, inner: Transport, runtime: str, container: str) -> None:
         if runtime not in RUNTIMES:
             raise ContainerError(f"unknown container runtime {runtime!r} (use docker, podman or none)")
+        _check_name(container)
         self.inner = inner
         self.runtime = runtime
         self.container = container

@@ -52,6 +52,15 @@ class RemoteProcess(abc.ABC):
     def lines(self) -> AsyncIterator[OutputLine]:
         """stdout and stderr lines interleaved in arrival order; ends when both close."""
 
+    async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
+        """(stream, raw bytes) in arrival order, ends when both streams close.
+
+        Byte-exact (no decoding, newlines kept): what a log tail needs to count offsets, and
+        far cheaper than one object per line. The fallback re-encodes lines(); transports
+        override it."""
+        async for line in self.lines():
+            yield line.stream, line.text.encode("utf-8") + b"\n"
+
     @abc.abstractmethod
     async def wait(self) -> int: ...
 
@@ -161,6 +170,31 @@ class _LocalProcess(RemoteProcess):
             if stream is not None:
                 while raw := await stream.readline():
                     queue.put_nowait(OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
+            queue.put_nowait(None)
+
+        tasks = [
+            asyncio.create_task(pump(self._proc.stdout, "stdout")),
+            asyncio.create_task(pump(self._proc.stderr, "stderr")),
+        ]
+        open_streams = 2
+        try:
+            while open_streams:
+                item = await queue.get()
+                if item is None:
+                    open_streams -= 1
+                else:
+                    yield item
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
+        queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
+
+        async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
+            if stream is not None:
+                while data := await stream.read(1 << 18):
+                    queue.put_nowait((name, data))
             queue.put_nowait(None)
 
         tasks = [

@@ -135,7 +135,7 @@ def start_sshd(root: Path) -> Sshd:
             "",
         ])
     )
-    log = open(root / "sshd.log", "wb")  # noqa: SIM115 - lives as long as the daemon
+    log = open(root / "sshd.log", "wb")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log)
     deadline = time.monotonic() + 10
     while True:

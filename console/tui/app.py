@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Footer, Header, RichLog, Static
 
 from remote.bus import EventBus
 from remote.errors import EXIT_OK
+from remote.events import Event
 from remote.hosts import all_hosts, load_config
 
 if TYPE_CHECKING:
@@ -59,7 +60,13 @@ class ReplayApp(App[int]):
 
         log = self.query_one(RichLog)
         bus = EventBus()
-        bus.add_callback(lambda e: (line := human_line(e)) and log.write(line))
+
+        def show(event: Event) -> None:
+            line = human_line(event)
+            if line is not None:
+                log.write(line)
+
+        bus.add_callback(show)
         replayer = Replayer(self.reader, bus, speed=float("inf"))
         replayer.play()
         self.run_worker(replayer.run(), exclusive=True)

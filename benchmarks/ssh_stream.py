@@ -1,0 +1,117 @@
+"""Log streaming over SSH: lines/s from a detached job through Jobs.tail into the session recorder.
+
+Starts a real OpenSSH sshd on loopback (tests/sshd_harness.py), launches a job that writes N
+numbered lines, waits for it, then measures in the same run:
+- console: Jobs.tail over SSHTransport, every line published as a job.line event and written by
+  the session recorder (SessionWriter, flushed per event), as `console jobs tail` does;
+- baseline: `ssh HOST cat LOG` with the OpenSSH client, lines counted from its stdout.
+Prints both rates, their ratio, and lines lost (must be 0). Target: >= 100,000 lines/s.
+
+    python benchmarks/ssh_stream.py [--lines N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from console.session import Recorder, SessionWriter
+from remote.bus import EventBus
+from remote.jobs import Jobs
+from remote.ssh import SSHTransport
+from tests.sshd_harness import Sshd, start_sshd
+
+WRITER = (
+    "import sys\n"
+    "w = sys.stdout.write\n"
+    "for i in range(1, int(sys.argv[1]) + 1):\n"
+    "    w(f'line {i} of the benchmark log\\n')\n"
+)
+
+
+async def console_rate(sshd: Sshd, root: Path, n: int) -> tuple[float, int, str, Path]:
+    session = root / "bench-session.jsonl"
+    bus = EventBus()
+    recorder = Recorder(SessionWriter(session, ["box"])).attach(bus)
+    t = SSHTransport(sshd.host_config(workdir=str(root / "box")), bus=bus)
+    await t.connect()
+    jobs = Jobs(t, str(root / "box"), host="box", bus=bus, python=sys.executable)
+    info = await jobs.launch([sys.executable, "-c", WRITER, str(n)], name="bench")
+    done = await jobs.wait(info.run_id)
+    assert done.returncode == 0, done
+    count = 0
+    t0 = time.perf_counter()
+    async for _line in jobs.tail(info.run_id):
+        count += 1
+    elapsed = time.perf_counter() - t0
+    await t.close()
+    recorder.close()
+    if recorder.error:
+        raise SystemExit(f"recorder failed: {recorder.error}")
+    return elapsed, count, done.log_path, session
+
+
+def baseline_rate(sshd: Sshd, log: str) -> tuple[float, int]:
+    argv = ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", sshd.alias, "cat", log]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    count = 0
+    while block := proc.stdout.read1(1 << 20):
+        count += block.count(b"\n")
+    proc.wait()
+    return time.perf_counter() - t0, count
+
+
+def verify(session: Path, n: int) -> int:
+    """Lines missing or out of order in the recorded session (0 when all N arrived in order)."""
+    expected = 1
+    bad = 0
+    with open(session, "rb") as fh:
+        next(fh)
+        for raw in fh:
+            event = json.loads(raw)
+            if event["kind"] != "job.line":
+                continue
+            if int(event["payload"]["text"].split()[1]) != expected:
+                bad += 1
+            expected += 1
+    return bad + abs(n - (expected - 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=500_000)
+    args = parser.parse_args()
+    if shutil.which("ssh") is None:
+        raise SystemExit("the OpenSSH client (ssh) is needed for the baseline")
+    with tempfile.TemporaryDirectory(prefix="ssh-stream-bench-") as tmp:
+        root = Path(tmp)
+        sshd = start_sshd(root / "sshd")
+        try:
+            c_time, c_count, log, session = asyncio.run(console_rate(sshd, root, args.lines))
+            b_time, b_count = baseline_rate(sshd, log)
+            lost = verify(session, args.lines)
+        finally:
+            sshd.stop()
+    c_rate, b_rate = c_count / c_time, b_count / b_time
+    print(f"lines: {args.lines:,} (the same log file for both)")
+    print(f"console tail -> recorder : {c_rate:12,.0f} lines/s ({c_time:.2f} s, {c_count:,} lines)")
+    print(f"ssh host cat (OpenSSH)   : {b_rate:12,.0f} lines/s ({b_time:.2f} s, {b_count:,} lines)")
+    print(f"ratio console/baseline   : {c_rate / b_rate:.3f}")
+    print(f"lost or out of order     : {lost}")
+    print(f"target >= 100,000 lines/s: {'met' if c_rate >= 100_000 and lost == 0 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

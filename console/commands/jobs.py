@@ -1,0 +1,154 @@
+"""`console jobs`: detached runs on a box — list, launch, status, tail (resumable), cancel.
+
+A run lives on the box (remote/jobs.py); this command only looks at it. Tailing records the
+session and keeps a cursor per run on this machine, so a console that died (or a new terminal)
+resumes the tail exactly where the recorded lines stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from contextlib import aclosing
+
+from console.context import Context
+from remote import events as ev
+from remote.cursors import CursorStore
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.jobs import Jobs, RunInfo
+
+_S = argparse.SUPPRESS
+
+
+def _options(p: argparse.ArgumentParser, *, leaf: bool) -> None:
+    """Shared options, accepted before or after the subcommand (leaf defaults do not override)."""
+    d = (lambda v: _S) if leaf else (lambda v: v)
+    p.add_argument("--host", default=d("local"), help="host name from console.toml, or 'local'")
+    p.add_argument("--accept-new-host-key", action="store_true", default=d(False),
+                   help="trust and store the host key of a host not yet in known_hosts")
+    p.add_argument("--config", metavar="PATH", default=d(None), help="console.toml to use")
+    p.add_argument("--json", action="store_true", default=d(False),
+                   help="print JSON instead of human lines")
+    p.add_argument("--session", metavar="PATH", default=d(None),
+                   help="record the session to PATH (launch and tail record by default)")
+    p.add_argument("--no-record", action="store_true", default=d(False),
+                   help="do not record a session file")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("jobs", help="list, launch, tail and cancel detached runs on a host",
+                       description="Detached runs on a host. With no subcommand, lists them.")
+    _options(p, leaf=False)
+    p.set_defaults(func=run, jobs_command="list")
+    jsub = p.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND")
+
+    ls = jsub.add_parser("list", help="list runs (the default)")
+    _options(ls, leaf=True)
+
+    la = jsub.add_parser("launch", help="start a detached run and follow its log",
+                         description="Start ARGV detached on the host (it survives this console "
+                         "and the connection) and follow its log until it ends.")
+    _options(la, leaf=True)
+    la.add_argument("--name", required=True, help="run name; a second run of a running name is refused")
+    la.add_argument("--cwd", help="working directory on the box")
+    la.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="environment variable for the run (repeatable)")
+    la.add_argument("--detach", action="store_true", help="print the run id and return at once")
+    la.add_argument("argv", nargs=argparse.REMAINDER, help="-- command and arguments")
+
+    st = jsub.add_parser("status", help="show one run")
+    _options(st, leaf=True)
+    st.add_argument("run_id")
+
+    ta = jsub.add_parser("tail", help="follow a run's log, resuming where this machine left off")
+    _options(ta, leaf=True)
+    ta.add_argument("run_id")
+    ta.add_argument("--from-start", action="store_true", help="ignore the saved cursor")
+    ta.add_argument("--no-follow", action="store_true", help="print what is there and stop")
+
+    ca = jsub.add_parser("cancel", help="stop a run: TERM its process group, KILL after a grace")
+    _options(ca, leaf=True)
+    ca.add_argument("run_id")
+    ca.add_argument("--grace", type=float, default=10.0, help="seconds between TERM and KILL")
+
+
+async def run(args: argparse.Namespace) -> int:
+    command = args.jobs_command or "list"
+    if command not in ("launch", "tail"):
+        args.no_record = True  # a listing is not a session worth keeping
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        transport = await ctx.transport(host.name)
+        session = ctx.recorder.writer.path if ctx.recorder is not None else None
+        jobs = Jobs(transport, host.workdir, host=host.name, bus=ctx.bus, python=host.python,
+                    cursors=CursorStore(session=session))
+        if command == "list":
+            return _print_runs(ctx, await jobs.list(), args.json)
+        if command == "status":
+            return _print_runs(ctx, [await jobs.status(args.run_id)], args.json)
+        if command == "cancel":
+            info = await jobs.cancel(args.run_id, grace=args.grace)
+            return EXIT_OK if info.done else EXIT_FAILED
+        if command == "launch":
+            argv = list(args.argv)
+            if argv and argv[0] == "--":
+                argv = argv[1:]
+            if not argv:
+                raise UsageError("console jobs launch: give the command after --")
+            env = {}
+            for item in args.env:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise UsageError(f"--env {item!r}: expected K=V")
+                env[key] = value
+            info = await jobs.launch(argv, name=args.name, env=env, cwd=args.cwd)
+            if args.detach:
+                print(info.run_id)
+                return EXIT_OK
+            return await _follow(ctx, jobs, info.run_id, 0)
+        if command == "tail":
+            start = 0 if args.from_start else jobs.cursors.load(host.name, args.run_id) \
+                if jobs.cursors else 0
+            if start:
+                ctx.info(f"resuming {args.run_id} at byte {start}", host.name)
+            return await _follow(ctx, jobs, args.run_id, start, follow=not args.no_follow)
+        raise UsageError(f"unknown jobs subcommand {command!r}")
+    finally:
+        await ctx.aclose()
+
+
+async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
+                  follow: bool = True) -> int:
+    try:
+        async with aclosing(jobs.tail(run_id, offset=offset, follow=follow)) as lines:
+            async for _ in lines:
+                pass  # job.line events reach the printer and the recorder through the bus
+    except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels us, then raises KeyboardInterrupt
+        print(f"detached; the run goes on. Reattach: console jobs tail --host {jobs.host} {run_id}",
+              file=sys.stderr)
+        raise
+    if not follow:
+        return EXIT_OK
+    info = await jobs.wait(run_id)
+    return EXIT_OK if info.state == "exited" and info.returncode == 0 else EXIT_FAILED
+
+
+def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
+    if as_json:  # one JSON event per line, like every other --json output
+        for info in runs:
+            ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())
+        return EXIT_OK
+    rows = [("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")]
+    for r in runs:
+        rows.append((r.run_id, r.name.replace("\n", "\\n"), r.state,
+                     "-" if r.returncode is None else str(r.returncode),
+                     "-" if r.pid is None else str(r.pid), r.started, str(r.log_size)))
+    if len(rows) == 1:
+        print("no runs")
+        return EXIT_OK
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return EXIT_OK

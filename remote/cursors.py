@@ -1,0 +1,90 @@
+"""Where a laptop-side tail got to, so a new console process resumes without loss or repeats.
+
+The box's log is the source; the session file the console records is the ledger of what was
+received. A cursor file holds the last saved offset and which session file was recording; on
+load, any job.line events of that run recorded after the save (the process may have been killed
+between recording a line and saving the cursor) move the cursor forward. So a line recorded once
+is never recorded again, and a line never recorded is fetched again.
+
+    <state dir>/cursors/<host>/<run-id>.json  {"offset": int, "session": path|null, "session_pos": int}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import platformdirs
+
+from remote.hosts import APP_NAME
+
+
+def default_cursor_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP_NAME)) / "cursors"
+
+
+def _safe(part: str) -> str:
+    out = "".join(c if c.isalnum() or c in "-_." else "_" for c in part).strip(".")
+    return out or "_"
+
+
+class CursorStore:
+    def __init__(self, root: Path | None = None, *, session: Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_cursor_dir()
+        self.session = Path(session) if session is not None else None
+
+    def path(self, host: str, run_id: str) -> Path:
+        return self.root / _safe(host or "local") / f"{_safe(run_id)}.json"
+
+    def save(self, host: str, run_id: str, offset: int) -> None:
+        path = self.path(host, run_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pos = 0
+        if self.session is not None and not self.session.name.endswith(".zst"):
+            try:
+                pos = self.session.stat().st_size
+            except OSError:
+                pos = 0
+        data = {"offset": offset, "session": str(self.session) if self.session else None,
+                "session_pos": pos}
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+
+    def load(self, host: str, run_id: str) -> int:
+        """The offset to resume from (0 when this run was never tailed here)."""
+        try:
+            data = json.loads(self.path(host, run_id).read_text())
+            offset = int(data.get("offset", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return 0
+        session = data.get("session")
+        if isinstance(session, str) and not session.endswith(".zst"):
+            offset = max(offset, _recorded_offset(Path(session), int(data.get("session_pos") or 0),
+                                                  host, run_id))
+        return offset
+
+
+def _recorded_offset(session: Path, start: int, host: str, run_id: str) -> int:
+    """The highest job.line offset of this run recorded in session from byte `start` on."""
+    best = 0
+    needle = run_id.encode()
+    try:
+        with open(session, "rb") as fh:
+            fh.seek(start)
+            for raw in fh:
+                if needle not in raw or not raw.endswith(b"\n"):
+                    continue  # a torn last line was not recorded
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                if (isinstance(event, dict) and event.get("kind") == "job.line"
+                        and event.get("host", "") == host):
+                    payload = event.get("payload") or {}
+                    if payload.get("run_id") == run_id and isinstance(payload.get("offset"), int):
+                        best = max(best, payload["offset"])
+    except OSError:
+        return 0
+    return best

@@ -1,0 +1,426 @@
+"""Detached runs on the box that outlive the SSH connection and the console.
+
+The box keeps the truth (remote/job_helper.py describes the run directory); this side launches,
+asks, tails by byte offset and cancels through one helper command per operation, over any
+Transport. A dropped connection only ends a stream: the tail restarts from the last offset it
+delivered, so no line is lost or repeated, and with a CursorStore a new console process does the
+same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import posixpath
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from remote import events as ev
+from remote.bus import EventBus
+from remote.cursors import CursorStore
+from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.transport import RemoteProcess, Transport
+from remote.upload import sha256_file, upload
+
+HELPER = Path(__file__).with_name("job_helper.py")
+EXIT_LOCKED = 75  # job_helper.py
+STATES = ("running", "exited", "cancelled", "lost")
+# Stream restarts in a row that delivered nothing before the tail gives up (the transport does
+# its own reconnect backoff; this only stops a loop on a helper that keeps failing).
+MAX_IDLE_RESTARTS = 60
+
+# One round trip before the first operation: the absolute workdir, and the sha256 of the helper
+# already on the box (empty when absent), so an unchanged helper is never sent again.
+_RESOLVE = (
+    "import hashlib,os,sys\n"
+    "root=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
+    "p=os.path.join(root,'.console',sys.argv[2])\n"
+    "try:\n"
+    "    d=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+    "except OSError:\n"
+    "    d=''\n"
+    "print(root)\n"
+    "print(d)\n"
+)
+
+
+class JobLocked(Refused):
+    """A run with the same name is running on the box (exit code 4)."""
+
+    def __init__(self, name: str, run_id: str, host: str = "") -> None:
+        self.name = name
+        self.run_id = run_id
+        where = f" on {host}" if host else ""
+        super().__init__(f"a run named {name!r} is already running{where} ({run_id or 'unknown id'})"
+                         "; cancel it or wait for it to end")
+
+
+class JobNotFound(UsageError):
+    pass
+
+
+class JobHelperError(ConsoleError):
+    """The box-side helper printed something that is not a run record."""
+
+
+@dataclass(slots=True)
+class RunInfo:
+    run_id: str
+    name: str
+    argv: list[str]
+    pid: int | None
+    started: str
+    state: str  # "running" | "exited" | "cancelled" | "lost"
+    returncode: int | None
+    ended: str | None
+    log_path: str
+    log_size: int
+
+    @property
+    def done(self) -> bool:
+        return self.state != "running"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
+        try:
+            state = str(data["state"])
+            if state not in STATES:
+                raise ValueError(f"unknown state {state!r}")
+            argv = data.get("argv") or []
+            if not isinstance(argv, list):
+                raise ValueError("argv is not a list")
+            pid = data.get("pid")
+            rc = data.get("returncode")
+            return cls(
+                run_id=str(data["run_id"]),
+                name=str(data.get("name", "")),
+                argv=[str(a) for a in argv],
+                pid=int(pid) if pid is not None else None,
+                started=str(data.get("started", "")),
+                state=state,
+                returncode=int(rc) if rc is not None else None,
+                ended=str(data["ended"]) if data.get("ended") else None,
+                log_path=str(data.get("log_path", "")),
+                log_size=int(data.get("log_size", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise JobHelperError(f"malformed run record from the box: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    text: str
+    offset: int  # byte offset in the log just after this line
+
+
+def _parse_record(line: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record") from None
+    if not isinstance(data, dict):
+        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record")
+    return data
+
+
+class Jobs:
+    def __init__(
+        self,
+        transport: Transport,
+        workdir: str,
+        *,
+        host: str = "",
+        bus: EventBus | None = None,
+        python: str = "python3",
+        cursors: CursorStore | None = None,
+    ) -> None:
+        self.transport = transport
+        self.workdir = workdir
+        self.host = host or getattr(transport, "name", "")
+        self.bus = bus
+        self.python = python
+        self.cursors = cursors
+        self._root: str | None = None
+        self._helper: str | None = None
+        self._ready_lock = asyncio.Lock()
+        self._names: dict[str, str] = {}
+
+    # -- box-side setup -------------------------------------------------------------------
+
+    async def _ready(self) -> tuple[str, str]:
+        """Resolve the workdir (`~` means the box user's home) and upload the helper once."""
+        async with self._ready_lock:
+            if self._root is None or self._helper is None:
+                digest = sha256_file(HELPER)
+                name = f"job_helper-{digest[:12]}.py"
+                done = await self.transport.run(
+                    [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
+                out = done.stdout.splitlines()
+                if done.returncode == 127:
+                    raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
+                                         "(set the host's python in console.toml)")
+                if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
+                    raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
+                                             done.returncode, done.stderr or done.stdout)
+                root = out[0]
+                helper = posixpath.join(root, ".console", name)
+                if out[1] != digest:
+                    await upload(self.transport, HELPER, helper, python=self.python,
+                                 bus=self.bus, host=self.host)
+                self._root, self._helper = root, helper
+            return self._root, self._helper
+
+    def _run_dir(self, root: str, run_id: str) -> str:
+        if not run_id or "/" in run_id or run_id in (".", ".."):
+            raise JobNotFound(f"not a run id: {run_id!r}")
+        return posixpath.join(root, "runs", run_id)
+
+    async def _helper_run(self, *args: str, timeout: float | None = 120) -> tuple[int, str, str]:
+        _, helper = await self._ready()
+        done = await self.transport.run([self.python, helper, *args], timeout=timeout)
+        return done.returncode, done.stdout, done.stderr
+
+    def _emit(self, kind: str, **payload: object) -> None:
+        if self.bus is not None:
+            self.bus.emit(kind, self.host, **payload)
+
+    # -- operations -----------------------------------------------------------------------
+
+    async def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> RunInfo:
+        if not argv:
+            raise UsageError("nothing to launch: empty command")
+        if not name:
+            raise UsageError("a run needs a name")
+        for key in env or {}:
+            if not key or "=" in key or not key.replace("_", "a").isalnum():
+                raise UsageError(f"invalid environment variable name: {key!r}")
+        root, _ = await self._ready()
+        rc, out, err = await self._helper_run(
+            "launch", posixpath.join(root, "runs"), posixpath.join(root, "locks"), name, cwd or "",
+            json.dumps(dict(env or {})), *argv,
+        )
+        lines = out.strip().splitlines()
+        if rc == EXIT_LOCKED:
+            holder = _parse_record(lines[-1], "launch") if lines else {}
+            raise JobLocked(name, str(holder.get("run_id", "")), self.host)
+        if rc != 0 or not lines:
+            raise RemoteCommandError(["job_helper", "launch"], rc, err or out)
+        info = RunInfo.from_dict(_parse_record(lines[-1], "launch"))
+        self._names[info.run_id] = info.name
+        self._emit(ev.JOB_STARTED, run_id=info.run_id, name=info.name, argv=info.argv,
+                   pid=info.pid, log=info.log_path,
+                   summary=f"started {info.name} ({info.run_id}, pid {info.pid})")
+        return info
+
+    async def status(self, run_id: str) -> RunInfo:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("status", "status", self._run_dir(root, run_id))
+        data = _parse_record(lines[-1], "status")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        self._names[info.run_id] = info.name
+        return info
+
+    async def list(self) -> builtins.list[RunInfo]:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("list", "list", posixpath.join(root, "runs"),
+                                            allow_empty=True)
+        runs: builtins.list[RunInfo] = []
+        for line in lines:
+            if line.strip():
+                info = RunInfo.from_dict(_parse_record(line, "list"))
+                self._names[info.run_id] = info.name
+                runs.append(info)
+        return runs
+
+    async def _name(self, run_id: str) -> str:
+        if run_id not in self._names:
+            await self.status(run_id)
+        return self._names[run_id]
+
+    def tail(self, run_id: str, *, offset: int = 0,
+             follow: bool = True) -> AsyncGenerator[LogLine, None]:
+        """Lines from `offset` on; with follow, until the job ended and its log is drained.
+
+        An async generator: close it (contextlib.aclosing) to save the cursor at once."""
+        return self._tail(run_id, offset, follow)
+
+    async def _tail(self, run_id: str, offset: int, follow: bool) -> AsyncGenerator[LogLine, None]:
+        root, helper = await self._ready()
+        run_dir = self._run_dir(root, run_id)
+        name = await self._name(run_id)
+        published = offset
+        idle_restarts = 0
+        bus, host = self.bus, self.host
+        # Saved before the first line, so the cursor names the session recording this tail even
+        # if the console dies before the first batch is done.
+        self._save(run_id, offset)
+        try:
+            while True:
+                argv = [self.python, helper, "tail", run_dir, str(offset), "1" if follow else "0"]
+                proc: RemoteProcess | None = None
+                buf = bytearray()
+                control = bytearray()
+                progressed = False
+                dropped = False
+                rc: int | None = None
+                try:
+                    proc = await self.transport.start(argv)
+                    # stdin stays open: the helper takes its EOF as "the console went away".
+                    async for stream, data in proc.chunks():
+                        if stream != "stdout":
+                            control += data
+                            continue
+                        buf += data
+                        cut = buf.rfind(b"\n") + 1
+                        if not cut:
+                            continue
+                        block = bytes(buf[:cut])
+                        del buf[:cut]
+                        progressed = True
+                        # One timestamp per block: its lines arrived together, and it keeps
+                        # the per-line cost (event + recorder) low for fast logs.
+                        ts = ev.utc_now()
+                        for text, size in _split_lines(block):
+                            offset += size
+                            line = LogLine(text, offset)
+                            if bus is not None:
+                                bus.publish(ev.Event(ev.JOB_LINE, host, {
+                                    "run_id": run_id, "name": name, "text": text,
+                                    "offset": offset}, ts))
+                            published = offset
+                            yield line
+                        self._save(run_id, published)
+                    rc = await proc.wait()
+                except ConnectionFailed:
+                    dropped = True
+                finally:
+                    if proc is not None:
+                        try:
+                            await proc.close()
+                        except Exception:  # the channel may already be gone
+                            pass
+                end = _trailer(bytes(control))
+                if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
+                    if buf:  # the job's last line had no newline
+                        offset += len(buf)
+                        line = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
+                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=line.text,
+                                   offset=offset)
+                        published = offset
+                        yield line
+                    return
+                if "ERROR" in control.decode("utf-8", "replace") and not dropped:
+                    raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+                if not dropped and rc is not None and rc != 0 and self.transport.connected:
+                    raise RemoteCommandError(["job_helper", "tail"], rc,
+                                             control.decode("utf-8", "replace"))
+                # The stream ended early (connection dropped): resume from the last whole line.
+                idle_restarts = 0 if progressed else idle_restarts + 1
+                if idle_restarts > MAX_IDLE_RESTARTS:
+                    raise ConnectionFailed(f"lost the log stream of {run_id} on {self.host} "
+                                           f"{MAX_IDLE_RESTARTS} times in a row")
+                if idle_restarts:
+                    await asyncio.sleep(min(1.0, 0.05 * idle_restarts))
+        finally:
+            self._save(run_id, published)
+
+    def _save(self, run_id: str, offset: int) -> None:
+        if self.cursors is not None:
+            self.cursors.save(self.host, run_id, offset)
+
+    async def _helper_retrying(self, what: str, *args: str,
+                               allow_empty: bool = False) -> builtins.list[str]:
+        """An idempotent helper command, simply asked again after a dropped connection.
+
+        Started with stdin left open: the helper exits when it sees stdin close, so a console
+        that goes away leaves no waiter behind on the box."""
+        _, helper = await self._ready()
+        attempts = 0
+        while True:
+            out = bytearray()
+            err = bytearray()
+            rc: int | None = None
+            proc: RemoteProcess | None = None
+            try:
+                proc = await self.transport.start([self.python, helper, *args])
+                async for stream, data in proc.chunks():
+                    (out if stream == "stdout" else err).extend(data)
+                rc = await proc.wait()
+            except ConnectionFailed:
+                rc = None
+            finally:
+                if proc is not None:
+                    try:
+                        await proc.close()
+                    except Exception:  # the channel may already be gone
+                        pass
+            lines = out.decode("utf-8", "replace").strip().splitlines()
+            if rc == 0 and (lines or allow_empty):
+                return lines
+            if rc not in (0, None) and self.transport.connected:
+                raise RemoteCommandError(["job_helper", what], rc,
+                                         err.decode("utf-8", "replace"))
+            attempts += 1
+            if attempts > MAX_IDLE_RESTARTS:
+                raise ConnectionFailed(f"{what}: no answer from {self.host} after {attempts} tries")
+            await asyncio.sleep(min(1.0, 0.05 * attempts))
+
+    async def wait(self, run_id: str) -> RunInfo:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        data = _parse_record(lines[-1], "wait")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        self._emit_exit(info)
+        return info
+
+    async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
+                                            str(float(grace)))
+        data = _parse_record(lines[-1], "cancel")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        if info.done:
+            self._emit_exit(info)
+        return info
+
+    def _emit_exit(self, info: RunInfo) -> None:
+        rc = "" if info.returncode is None else f", returncode {info.returncode}"
+        self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
+                   returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+def _split_lines(block: bytes) -> list[tuple[str, int]]:
+    """(text, byte length with its newline) for each line of a block ending in a newline."""
+    if block.isascii():  # the common case: characters are bytes, decode once
+        return [(text, len(text) + 1) for text in block.decode("ascii").split("\n")[:-1]]
+    return [(raw.decode("utf-8", "replace"), len(raw) + 1) for raw in block.split(b"\n")[:-1]]
+
+
+def _trailer(control: bytes) -> dict[str, Any] | None:
+    for raw in control.decode("utf-8", "replace").splitlines():
+        if raw.startswith("END "):
+            try:
+                data = json.loads(raw[4:])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from remote.errors import ConfigError
+from remote.hosts import LOCAL, find_config, load_config, parse_config
+
+GOOD = """
+[hosts.kimi]
+ssh = "ops@gpu-box"
+runtime = "docker"
+container = "vllm-server"
+python = "/usr/bin/python3"
+workdir = "/data/eagle3"
+vllm_url = "http://127.0.0.1:8000"
+port = 2222
+keepalive_interval = 15
+"""
+
+
+def test_parse_good_config() -> None:
+    cfg = parse_config(GOOD, "console.toml")
+    h = cfg.host("kimi")
+    assert (h.ssh, h.runtime, h.container, h.workdir) == (
+        "ops@gpu-box", "docker", "vllm-server", "/data/eagle3")
+    assert h.ssh_options == {"port": 2222, "keepalive_interval": 15.0}
+    assert not h.is_local
+    local = cfg.host(LOCAL)
+    assert local.is_local and local.runtime == "none"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "problem"),
+    [
+        ("[hosts.a]\nssh = 'x'\nruntime = 'lxc'\n", "hosts.a.runtime", "not one of"),
+        ("[hosts.a]\nssh = 'x'\nruntime = 'docker'\n", "hosts.a.container", "required"),
+        ("[hosts.a]\nworkdir = '/w'\n", "hosts.a.ssh", "missing"),
+        ("[hosts.a]\nssh = 'x'\nprot = 22\n", "hosts.a.prot", "unknown key"),
+        ("[hosts.a]\nssh = 'x'\nport = 'ssh'\n", "hosts.a.port", "must be int"),
+        ("[hosts.a]\nssh = ''\n", "hosts.a.ssh", "non-empty"),
+        ("hosts = 3\n", "hosts", "table"),
+        ("[hostz.a]\n", "hostz", "unknown top-level"),
+        ("[hosts.local]\nssh = 'x'\n", "hosts.local.ssh", "built-in"),
+    ],
+)
+def test_config_errors_name_file_key_and_problem(text: str, key: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "/etc/console.toml")
+    assert info.value.file == "/etc/console.toml"
+    assert info.value.key == key
+    assert problem in info.value.problem
+    assert str(info.value).startswith(f"/etc/console.toml: {key}: ")
+
+
+def test_invalid_toml_names_the_file() -> None:
+    with pytest.raises(ConfigError, match=r"^x.toml: invalid TOML"):
+        parse_config("[hosts.a\n", "x.toml")
+
+
+def test_unknown_host_lists_known_ones() -> None:
+    cfg = parse_config(GOOD, "console.toml")
+    with pytest.raises(ConfigError, match=r"hosts.nope: no such host \(known: kimi, local\)"):
+        cfg.host("nope")
+
+
+def test_lookup_order_cwd_then_user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert find_config() is None
+    user = tmp_path / "xdg" / "eagle3-console" / "console.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("[hosts.u]\nssh = 'u@h'\n")
+    assert find_config() == user
+    (tmp_path / "console.toml").write_text(GOOD)
+    assert find_config() == tmp_path / "console.toml"
+    assert set(load_config().hosts) == {"kimi"}
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.toml")

@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from console.session import (
+    Recorder,
+    SessionFormatError,
+    SessionReader,
+    SessionWriteError,
+    SessionWriter,
+)
+from remote.bus import EventBus
+from remote.events import Event, utc_now
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _events(n: int) -> list[Event]:
+    t0 = utc_now()
+    kinds = ["job.line", "stage.start", "stats.sample", "marker"]
+    return [
+        Event(kinds[i % 4], "box", {"i": i, "text": f"line {i}"}, t0 + timedelta(milliseconds=10 * i))
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_write_then_read_back_everything(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"s{suffix}"
+    evs = _events(50)
+    with SessionWriter(path, ["box"]) as w:
+        for e in evs:
+            w.write(e)
+    with SessionReader(path) as r:
+        assert r.header.hosts == ["box"]
+        assert len(r) == 50
+        assert list(r.events()) == evs
+        assert r.event(17) == evs[17]
+        assert r.event(-1) == evs[-1]
+        assert r.warnings == []
+    if suffix.endswith(".zst"):
+        assert path.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"
+
+
+def test_writer_never_clobbers_an_existing_session(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    SessionWriter(path).close()
+    with pytest.raises(FileExistsError):
+        SessionWriter(path)
+
+
+def test_seek_by_time_and_markers(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    evs = _events(1000)
+    with SessionWriter(path) as w:
+        for e in evs:
+            w.write(e)
+    with SessionReader(path) as r:
+        assert r.index_at_time(evs[0].ts - timedelta(seconds=1)) == 0
+        assert r.index_at_time(evs[500].ts) == 500
+        assert r.index_at_time(evs[500].ts + timedelta(milliseconds=5)) == 501
+        assert r.index_at_time(evs[-1].ts + timedelta(seconds=1)) == 1000
+        markers = r.markers()
+        assert markers == [i for i, e in enumerate(evs) if e.kind in ("stage.start", "marker")]
+
+
+def test_nested_kind_in_payload_is_not_a_marker(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with SessionWriter(path) as w:
+        w.write(Event("probe.result", "h", {"inner": {"kind": "marker"}}))
+        w.write(Event("marker", "h", {"label": "here"}))
+    with SessionReader(path) as r:
+        assert r.markers() == [1]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_torn_last_line_keeps_every_complete_event(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"s{suffix}"
+    evs = _events(20)
+    with SessionWriter(path) as w:
+        for e in evs:
+            w.write(e)
+    data = path.read_bytes()
+    # cut into the last event's line (plain) or into its zstd block, past the 3-byte end block
+    cut = 40 if suffix == ".jsonl" else 12
+    path.write_bytes(data[: len(data) - cut])
+    with SessionReader(path) as r:
+        got = list(r.events())
+        assert got == evs[:19]
+        assert len(r.warnings) == 1
+
+
+def test_random_binary_and_other_json_are_rejected_clearly(tmp_path: Path) -> None:
+    rnd = tmp_path / "random.bin"
+    rnd.write_bytes(os.urandom(4096))
+    with pytest.raises(SessionFormatError, match="not a console session file"):
+        SessionReader(rnd)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"hello": 1}) + "\n")
+    with pytest.raises(SessionFormatError, match="not a console session file"):
+        SessionReader(other)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(SessionFormatError, match="empty"):
+        SessionReader(empty)
+    with pytest.raises(SessionFormatError, match="cannot open"):
+        SessionReader(tmp_path / "missing.jsonl")
+    fake_zst = tmp_path / "fake.jsonl.zst"
+    fake_zst.write_bytes(b"\x28\xb5\x2f\xfd" + os.urandom(64))
+    with pytest.raises(SessionFormatError):
+        SessionReader(fake_zst)
+
+
+def test_future_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v9.jsonl"
+    path.write_text(json.dumps({"format": "eagle3-console-session", "version": 9}) + "\n")
+    with pytest.raises(SessionFormatError, match="version 9"):
+        SessionReader(path)
+
+
+_RECORDER = textwrap.dedent(
+    """
+    import sys, time
+    from console.session import SessionWriter
+    from remote.events import Event
+    w = SessionWriter(sys.argv[1], ["box"], compress=sys.argv[1].endswith(".zst"))
+    i = 0
+    while True:
+        w.write(Event("job.line", "box", {"i": i, "text": "x" * (i % 300)}))
+        i += 1
+        if i == 200:
+            print("ready", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_sigkill_while_recording_loses_at_most_the_event_being_written(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = tmp_path / f"killed{suffix}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _RECORDER, str(path)], cwd=REPO, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with SessionReader(path) as r:
+        got = [e.payload["i"] for e in r.events()]
+    assert len(got) >= 200
+    assert got == list(range(len(got)))  # every complete event, in order, no gaps
+
+
+def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) -> None:
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
+    ).returncode != 0:
+        pytest.skip("needs root to mount a tiny tmpfs")
+    try:
+        bus = EventBus()
+        rec = Recorder(SessionWriter(mnt / "s.jsonl", ["box"])).attach(bus)
+        for i in range(2000):
+            bus.emit("job.line", "box", text="y" * 100, i=i)  # ~250 KB: more than fits
+        assert rec.error is not None and "disk full" in rec.error
+        written = rec.writer.count
+        rec.close()
+        with SessionReader(mnt / "s.jsonl") as r:
+            got = [e.payload["i"] for e in r.events()]
+        assert 0 < len(got) <= written
+        assert got == list(range(len(got)))
+        with pytest.raises(SessionWriteError, match="disk full"):
+            w = SessionWriter(mnt / "s2.jsonl")
+            while True:
+                w.write(Event("x", payload={"pad": "z" * 1000}))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -28,6 +28,7 @@ class StageContext:
     stage: str
     key: str
     workdir: Path  # where the stage writes; becomes output_dir/<stage> on success
+    force: bool = False  # a resumable stage starts over instead of keeping finished work
 
     def input_dir(self, stage: str) -> Path:
         return manifest.stage_dir(self.cfg, stage)
@@ -79,7 +80,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         if work.exists():
             shutil.rmtree(work)
         work.mkdir(parents=True)
-    ctx = StageContext(cfg=cfg, stage=stage, key=key, workdir=work)
+    ctx = StageContext(cfg=cfg, stage=stage, key=key, workdir=work, force=force)
     try:
         outputs, summary = fn(ctx)
     except PipelineError:

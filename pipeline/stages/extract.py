@@ -41,10 +41,11 @@ def read_samples(prepare_dir: Path) -> list[dict[str, list[int]]]:
 
 
 def _prepare_resume(ctx: StageContext) -> None:
-    """Keep finished samples only if they were written for this exact key."""
+    """Keep finished samples only if they were written for this exact key (and not --force:
+    forcing recomputes everything; a plain re-run after a kill resumes)."""
     key_path = ctx.workdir / KEY_FILE
     old = key_path.read_text().strip() if key_path.exists() else None
-    if old != ctx.key:
+    if old != ctx.key or ctx.force:
         for child in ctx.workdir.iterdir():
             if child.is_dir():
                 shutil.rmtree(child)

@@ -8,6 +8,7 @@ well under a second even on a box whose torch import takes a minute.
 Example (every key but target.model, data.dataset and output_dir has a default):
 
     output_dir = "out"
+    cpu_threads = 0                    # torch threads for CPU work (0: torch's default)
     [target]
     model = "/models/Kimi-K2.5"
     [data]
@@ -114,6 +115,7 @@ class PipelineConfig:
     vocab: VocabConfig = field(default_factory=VocabConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    cpu_threads: int = 0  # torch threads for CPU work; 0 = torch's default
     num_layers: int = 0  # the target's decoder layers, read from its config.json
     hidden_size: int = 0
     vocab_size: int = 0
@@ -186,7 +188,7 @@ def load(path: str | os.PathLike[str], *, check_disk: bool = True) -> PipelineCo
 
 def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> PipelineConfig:
     src = str(cfg_path)
-    unknown = set(raw) - set(_SECTIONS) - {"output_dir"}
+    unknown = set(raw) - set(_SECTIONS) - {"output_dir", "cpu_threads"}
     if unknown:
         raise ConfigInvalid(src, f"{sorted(unknown)[0]}: unknown key (sections: "
                             f"output_dir, {', '.join(_SECTIONS)})")
@@ -198,8 +200,11 @@ def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> Pi
         if not isinstance(table, dict):
             raise ConfigInvalid(src, f"{name}: must be a table ([{name}])")
         sections[name] = _build(cls, table, f"{src}: {name}")
+    threads = raw.get("cpu_threads", 0)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ConfigInvalid(src, f"cpu_threads: must be an integer >= 0, got {threads!r}")
     cfg = PipelineConfig(path=cfg_path, output_dir=_resolve(cfg_path, raw["output_dir"]),
-                         **sections)
+                         cpu_threads=threads, **sections)
     return _check(cfg, check_disk=check_disk)
 
 
@@ -301,7 +306,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
     cfg = PipelineConfig(
         path=cfg.path, output_dir=cfg.output_dir, target=cfg.target, data=cfg.data,
         extract=ExtractConfig(**{**asdict(e), "layer_ids": tuple(ids)}), vocab=cfg.vocab,
-        train=cfg.train, evaluate=cfg.evaluate, num_layers=n_layers, hidden_size=hidden,
+        train=cfg.train, evaluate=cfg.evaluate, cpu_threads=cfg.cpu_threads,
+        num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
     if check_disk:

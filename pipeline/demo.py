@@ -69,6 +69,7 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
+    torch.set_num_threads(1)  # see cpu_threads in DEMO_TOML
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
@@ -105,6 +106,7 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
 DEMO_TOML = """\
 # The local demo: a tiny 4-layer target on CPU. Every path is relative to this file.
 output_dir = "out"
+cpu_threads = 1         # a tiny model on a shared CPU: one thread beats several
 
 [target]
 model = "target"

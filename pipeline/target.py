@@ -17,10 +17,10 @@ from pipeline.errors import PipelineError
 def load_target(cfg: PipelineConfig, device: str, dtype: Any) -> Any:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(  # type: ignore[call-overload,arg-type]
+    model = AutoModelForCausalLM.from_pretrained(  # type: ignore[call-overload]
         str(cfg.model_path), torch_dtype=dtype,
         trust_remote_code=cfg.target.trust_remote_code)
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]
     model.eval()
     return model
 

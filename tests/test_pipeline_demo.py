@@ -148,7 +148,7 @@ def test_killing_extract_midway_then_rerunning_resumes(demo: Demo) -> None:
     session = demo.root / "resume.jsonl"
     assert _run(demo, session, "--pipeline", str(demo.config)) == 0
     events = _events(session)
-    assert [e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED][0] == "prepare"
+    assert next(e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED) == "prepare"
     infos = [e.payload["message"] for e in events if e.kind == ev.CONSOLE_INFO]
     resumed = [m for m in infos if "extract: resuming:" in m]
     assert resumed and f"{done_before} of {total}" in resumed[0]

@@ -180,3 +180,19 @@ def test_manifest_status_follows_config_and_outputs(good: Path) -> None:
     assert manifest.status(changed, "prepare").complete
     good.write_text(good.read_text().replace("max_seq_len = 64", "max_seq_len = 32"))
     assert "config or inputs changed" in manifest.status(pconfig.load(good), "prepare").reason
+
+
+def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) -> None:
+    """The vLLM paths cannot run here (no GPU); their layer-id translation can be checked."""
+    from pipeline.stages.extract import vllm_09_server_argv, worker_03_layer_ids
+
+    cfg = pconfig.load(good)  # ids [2, 4, 5] + 8
+    # 0.3's worker records the output of layer L: ask for L-1 to get the state entering L.
+    assert worker_03_layer_ids(cfg) == [1, 3, 4, 7]
+    argv = vllm_09_server_argv(cfg, Path("/staging"), 8765)
+    spec = json.loads(argv[argv.index("--speculative_config") + 1])
+    assert spec["method"] == "extract_hidden_states"
+    assert spec["draft_model_config"]["hf_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5, 8]
+    kv = json.loads(argv[argv.index("--kv_transfer_config") + 1])
+    assert kv["kv_connector"] == "ExampleHiddenStatesConnector"
+    assert kv["kv_connector_extra_config"]["shared_storage_path"] == "/staging"

@@ -10,9 +10,10 @@ Backends:
 - vllm: on the box. speculators 0.3.x: its VllmHiddenStatesGenerator (worker extension
   HiddenStatesWorkerExtension; needs the patcher's worker patch for multimodal wrappers such as
   Kimi-K2.5). That extension captures the *output of* layer L, so it is asked for L-1 to get
-  our id L. speculators 0.9.x: `speculators generate-offline-data` against a vLLM server started
-  with the extract_hidden_states speculative config (see _extract_vllm_09). Neither can run on
-  this machine (no GPU, no vLLM): the code path follows the real sources but is untested here.
+  our id L. speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative
+  config (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it.
+  Neither can run on this machine (no GPU, no vLLM): the code path follows the real sources but
+  is untested here.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
         _extract_hf(cfg, fmt, samples, todo, hs_dir, progress)
     elif fmt == "0.3":
         _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
-    else:
+    elif todo:
         _extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
     progress.update(len(samples), force=True)
 
@@ -129,6 +130,12 @@ def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]
         progress.advance(tokens=tokens)
 
 
+def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
+    """speculators 0.3's worker extension captures the *output of* layer L (after layer L ran,
+    before the final norm); our id L is the state *entering* layer L, i.e. the output of L-1."""
+    return [lid - 1 for lid in cfg.all_layer_ids]
+
+
 def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], todo: list[int],
                      hs_dir: Path, progress: Progress, batch: int = 32) -> None:
     """speculators 0.3.x: its own generator and worker extension (on the box only)."""
@@ -143,10 +150,8 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
     except ImportError as exc:
         raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM and "
                             f"speculators' generator in this python: {exc}") from None
-    # Its worker captures the output of layer L; our id L is the input to layer L.
-    output_of = [lid - 1 for lid in cfg.all_layer_ids]
     gen = VllmHiddenStatesGenerator(
-        str(cfg.model_path), layer_ids=output_of, max_model_len=cfg.data.max_seq_len + 1,
+        str(cfg.model_path), layer_ids=worker_03_layer_ids(cfg), max_model_len=cfg.data.max_seq_len + 1,
         tensor_parallel_size=cfg.extract.tensor_parallel_size)
     for start in range(0, len(todo), batch):
         chunk = todo[start:start + batch]
@@ -158,20 +163,72 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
             progress.advance()
 
 
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int) -> list[str]:
+    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
+    target served with the extract_hidden_states speculative method (ids incl. N) and the
+    ExampleHiddenStatesConnector writing to a shared directory."""
+    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                   "draft_model_config": {"hf_config": {
+                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
+    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
+    argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(cfg.model_path),
+            "--speculative_config", json.dumps(speculative),
+            "--kv_transfer_config", json.dumps(kv_transfer),
+            "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
+            "--max-model-len", str(cfg.data.max_seq_len + 1), "--port", str(port)]
+    if cfg.target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    return argv
+
+
 def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress) -> None:
-    """speculators 0.9.x: `speculators generate-offline-data` against a running vLLM server
-    that serves the target with the extract_hidden_states speculative config. That server is
-    the operator's (started from the console with the layer ids recorded here); this stage
-    drives the client side, which resumes by itself (it skips existing hs_{i} files)."""
-    dataset_dir = ctx.workdir
-    _write_arrow_dataset(dataset_dir, samples)
-    argv = [sys.executable, "-m", "speculators", "generate-offline-data",
-            "--data-path", str(dataset_dir), "--output-path", str(hs_dir)]
-    emit("info", "extract", message="running " + " ".join(argv))
-    proc = subprocess.run(argv, check=False)
-    if proc.returncode != 0:
-        raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}")
+                     hs_dir: Path, progress: Progress, port: int = 8765,
+                     ready_timeout: float = 1800) -> None:
+    """speculators 0.9.x: start the extraction server (above), wait for it, then
+    `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
+    re-run resumes), then stop the server. Box only; untested here (no GPU, no vLLM)."""
+    import time
+    import urllib.request
+
+    _write_arrow_dataset(ctx.workdir, samples)
+    staging = ctx.workdir / "staging"
+    staging.mkdir(exist_ok=True)
+    server_argv = vllm_09_server_argv(cfg, staging, port)
+    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
+    log = open(ctx.workdir / "vllm_server.log", "ab")
+    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if server.poll() is not None:
+                raise PipelineError(f"the extraction server exited {server.returncode} (see "
+                                    f"{ctx.workdir / 'vllm_server.log'})")
+            try:
+                with urllib.request.urlopen(endpoint + "/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise PipelineError("the extraction server did not come up within "
+                                        f"{ready_timeout:.0f} s") from None
+                time.sleep(5)
+        argv = [sys.executable, "-m", "speculators", "generate-offline-data",
+                "--model", str(cfg.model_path), "--endpoint", endpoint,
+                "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
+                "--validate-outputs", "--fail-on-error"]
+        emit("info", "extract", message="running " + " ".join(argv))
+        proc = subprocess.run(argv, check=False)
+        if proc.returncode != 0:
+            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:

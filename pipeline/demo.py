@@ -94,7 +94,7 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
         opt.zero_grad()
         out.loss.backward()
         opt.step()
-        progress.advance(loss=round(float(out.loss), 4))
+        progress.advance(loss=round(out.loss.detach().item(), 4))
     model.eval()
     gen_cfg = model.generation_config
     if gen_cfg is not None:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.progress import emit
+from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 
 
@@ -23,6 +23,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     freq_raw = json.loads((ctx.input_dir("prepare") / "token_freq.json").read_text())
     freq = {int(k): int(v) for k, v in freq_raw.items()}
     size = cfg.vocab.draft_vocab_size
+    Progress("vocab", len(freq), "tokens").update(len(freq), force=True)
     d2t, t2d = build_vocab_mappings_from_distribution(freq, size, cfg.vocab_size)
     total = sum(freq.values())
     covered = sum(v for k, v in freq.items() if bool(t2d[k]))

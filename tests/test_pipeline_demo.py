@@ -24,6 +24,7 @@ import pytest
 from console.cli import main as console_main
 from console.session import SessionReader
 from remote import events as ev
+from tests.sshd_harness import Sshd
 
 pytestmark = pytest.mark.slow
 
@@ -109,6 +110,52 @@ def test_second_run_skips_every_stage(demo: Demo) -> None:
     assert not [e for e in events if e.kind == ev.STAGE_START]
     assert not [e for e in events if e.kind == ev.JOB_STARTED
                 and e.payload["name"] != "pipeline-demo-setup"]
+
+
+def test_from_stage_reruns_it_and_skips_the_rest(demo: Demo) -> None:
+    session = demo.root / "from.jsonl"
+    assert _run(demo, session, "--pipeline", str(demo.config), "--from", "evaluate") == 0
+    events = _events(session)
+    assert [e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED] == list(STAGES[:4])
+    assert [e.payload["stage"] for e in events if e.kind == ev.STAGE_START] == ["evaluate"]
+    assert [e.payload["reason"] for e in events if e.kind == ev.STAGE_START] == ["forced"]
+
+
+def test_over_ssh_the_package_is_uploaded_once_and_complete_stages_skip(
+        demo: Demo, sshd: Sshd, tmp_path: Path) -> None:
+    """A real box path: SSH to the loopback sshd, the pipeline package uploaded (content-hashed),
+    the config uploaded, validated and planned there. Absolute paths: the TOML moves."""
+    pytest.importorskip("remote.ssh")
+    text = demo.config.read_text()
+    d = demo.config.parent
+    for key, rel in (("output_dir", "out"), ("model", "target"),
+                     ("dataset", "conversations.jsonl")):
+        text = text.replace(f'{key} = "{rel}"', f'{key} = "{d / rel}"')
+    cfg = tmp_path / "ssh-pipeline.toml"
+    cfg.write_text(text)
+    console_toml = tmp_path / "console.toml"
+    console_toml.write_text(
+        "[hosts.box]\n"
+        f'ssh = "{sshd.alias}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\n'
+        f'known_hosts = "{sshd.known_hosts}"\n'
+        f'python = "{sys.executable}"\n'
+        f'workdir = "{tmp_path / "sshbox"}"\n')
+    for i in range(2):
+        session = tmp_path / f"ssh{i}.jsonl"
+        rc = console_main(["run", "--host", "box", "--config", str(console_toml),
+                           "--pipeline", str(cfg), "--session", str(session)])
+        assert rc == 0
+        events = _events(session)
+        skipped = [e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED]
+        assert skipped == list(STAGES)
+        sent = [e.payload["message"] for e in events if e.kind == ev.CONSOLE_INFO
+                and "pipeline package on the box" in e.payload["message"]]
+        n_files = len(list((REPO / "pipeline").rglob("*.py")))
+        assert sent and (f"({n_files} file(s) sent" if i == 0 else "(0 file(s) sent") in sent[0]
+    assert (tmp_path / "sshbox" / "src" / "pipeline" / "__main__.py").read_bytes() == (
+        REPO / "pipeline" / "__main__.py").read_bytes()
+    assert (tmp_path / "sshbox" / "configs" / cfg.name).exists()
 
 
 def _box_env() -> dict[str, str]:

@@ -19,6 +19,7 @@ serving JSON and the session file are.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import posixpath
 import tomllib
 from pathlib import Path
@@ -78,6 +79,13 @@ async def run(args: argparse.Namespace) -> int:
         except StageFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
+        except asyncio.CancelledError:
+            # Ctrl-C: the running stage is a detached job and goes on; say how to find it.
+            ctx.warning(f"interrupted: a running stage keeps running on {host.name}; "
+                        f"`console jobs --host {host.name}` lists and tails it; a new "
+                        "`console run` is refused while it runs, then skips what it finished",
+                        host.name)
+            raise
         resolved = await runner.validate(config)
         out_dir = str(resolved["output_dir"])
         ran = [o.stage for o in outcomes if o.state == "ran"]

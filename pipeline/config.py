@@ -141,10 +141,13 @@ class PipelineConfig:
     def section_digest(self, *sections: str) -> str:
         """Hash of the config sections a stage's outputs depend on (manifest matching)."""
         data = {s: _jsonable(asdict(getattr(self, s))) for s in sections}
+        # Paths as resolved, not as written: the same files reached from a config elsewhere
+        # (uploaded to the box, relative or absolute) are the same inputs.
         if "target" in sections:
-            data["target_model"] = str(self.model_path)
+            data["target"]["model"] = str(self.model_path.resolve())
         if "data" in sections:
-            data["dataset"] = str(self.dataset_path() or self.data.dataset)
+            ds = self.dataset_path()
+            data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 

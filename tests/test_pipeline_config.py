@@ -196,3 +196,64 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
     kv = json.loads(argv[argv.index("--kv_transfer_config") + 1])
     assert kv["kv_connector"] == "ExampleHiddenStatesConnector"
     assert kv["kv_connector_extra_config"]["shared_storage_path"] == "/staging"
+
+
+def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
+        good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The model directory has a config but no tokenizer: prepare fails on the box; the console
+    reports stage.end ok=false, exits 1, and launches nothing after it."""
+    console_toml = tmp_path / "console.toml"
+    console_toml.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    session = tmp_path / "s.jsonl"
+    rc = console_main(["run", "--host", "local", "--config", str(console_toml),
+                       "--pipeline", str(good), "--session", str(session)])
+    assert rc == 1
+    from console.session import SessionReader
+    from remote import events as ev
+
+    with SessionReader(session) as reader:
+        events = list(reader.events())
+    ends = [e.payload for e in events if e.kind == ev.STAGE_END]
+    assert [(p["stage"], p["ok"]) for p in ends] == [("prepare", False)]
+    started = [e.payload["name"] for e in events if e.kind == ev.JOB_STARTED]
+    assert started == ["pipeline-prepare"]
+    assert not (good.parent / "out" / "manifests" / "prepare.json").exists()
+    assert "stage prepare failed" in capsys.readouterr().out
+
+
+def test_stage_records_become_stage_events() -> None:
+    """What the runner makes of each record a stage prints (and of lines that are not one)."""
+    from pipeline.progress import parse
+    from remote.bus import EventBus
+    from remote.hosts import default_local
+    from remote.pipeline_runner import PipelineRunner, StageOutcome
+
+    bus = EventBus()
+    seen: list[tuple[str, dict[str, object]]] = []
+    bus.add_callback(lambda e: seen.append((e.kind, e.payload)))
+    runner = PipelineRunner.__new__(PipelineRunner)
+    runner.bus = bus
+    runner.host = default_local()
+    out = StageOutcome("extract", "failed")
+    lines = [
+        '@@eagle3 {"type":"start","stage":"extract","reason":"no manifest"}',
+        '@@eagle3 {"type":"progress","stage":"extract","done":3,"total":9,"unit":"samples",'
+        '"rate":1.5,"tokens":42}',
+        '@@eagle3 {"type":"progress", broken json',
+        "plain library chatter",
+        '@@eagle3 {"type":"info","stage":"extract","message":"resuming"}',
+        '@@eagle3 {"type":"end","stage":"extract","ok":true,"seconds":2.5,"outputs":["a"],'
+        '"summary":{"samples":9}}',
+    ]
+    for line in lines:
+        rec = parse(line)
+        if rec is not None:
+            runner._on_record(rec, "run-1", out)
+    kinds = [k for k, _ in seen]
+    assert kinds == ["stage.start", "stage.progress", "console.info", "stage.end"]
+    progress = seen[1][1]
+    assert (progress["done"], progress["total"], progress["unit"], progress["rate"],
+            progress["tokens"]) == (3, 9, "samples", 1.5, 42)
+    assert seen[0][1]["run_id"] == "run-1"
+    assert seen[3][1]["ok"] is True and seen[3][1]["outputs"] == ["a"]
+    assert out.summary == {"samples": 9}

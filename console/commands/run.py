@@ -4,6 +4,7 @@
     console run --host box --pipeline box.toml      a real pipeline config
     console run ... --from train                    re-run train and everything after it
     console run ... --force                         re-run every stage
+    console run --host box                          environment check only (no pipeline)
 
 `--config` is the console.toml of every command; given a pipeline TOML instead (recognised by
 its top-level output_dir or [target] table) it is taken as --pipeline, so the spelling in the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import posixpath
 import tomllib
 from pathlib import Path
@@ -47,6 +49,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+_CHECK = (
+    "import json, platform, sys, os;"
+    "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
+    " 'platform': platform.platform(), 'hostname': platform.node(), 'cpus': os.cpu_count()}))"
+)
+
+
+async def _environment_check(ctx: Context, host: str, python: str) -> int:
+    """No pipeline given: a short, recorded look at the box's python (what `console run`
+    did before the pipeline existed; still the cheapest "can I reach it" check)."""
+    ctx.info("no --pipeline or --demo given: environment check only", host)
+    done = await (await ctx.transport(host)).run([python, "-c", _CHECK], timeout=60)
+    if done.returncode != 0:
+        ctx.error(f"environment check failed (exit {done.returncode}): {done.stderr.strip()}",
+                  host)
+        return EXIT_FAILED
+    try:
+        info = json.loads(done.stdout)
+    except ValueError:
+        ctx.error(f"environment check printed no JSON: {done.stdout[:200]!r}", host)
+        return EXIT_FAILED
+    ctx.bus.emit(ev.PROBE_RESULT, host, probe="check", result=info,
+                 summary=f"python {info['python']} on {info['hostname']} ({info['cpus']} CPUs)")
+    return EXIT_OK
+
+
 def _is_pipeline_toml(path: str) -> bool:
     try:
         data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
@@ -60,8 +88,6 @@ async def run(args: argparse.Namespace) -> int:
         args.pipeline, args.config = args.config, None
     if args.demo and args.pipeline:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
-    if not args.demo and not args.pipeline:
-        raise UsageError("nothing to run: give --pipeline FILE (a pipeline TOML) or --demo")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         raise UsageError(f"{args.pipeline}: pipeline config not found")
     ctx = Context.from_args(args, hosts=[args.host])
@@ -69,6 +95,8 @@ async def run(args: argparse.Namespace) -> int:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
+        if not args.demo and not args.pipeline:
+            return await _environment_check(ctx, host.name, host.python)
         runner = PipelineRunner(transport, host, ctx.bus)
         if args.demo:
             config = await runner.demo_setup()

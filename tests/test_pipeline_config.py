@@ -157,6 +157,9 @@ def test_console_run_refuses_bad_config_before_work(tmp_path: Path,
     assert rc == 2
     assert "extract.layer_ids" in err and "[99] out of range" in err
     assert not (tmp_path / "out").exists()  # nothing was started
+    # The spelling: --config naming a pipeline TOML is taken as --pipeline.
+    rc = console_main(["run", "--host", "local", "--config", str(cfg), "--no-record"])
+    assert rc == 2 and "[99] out of range" in capsys.readouterr().err
     assert not (tmp_path / "box" / "runs").exists() or not any((tmp_path / "box" / "runs").iterdir())
 
 

@@ -9,6 +9,10 @@ from typing import IO, Any
 from remote import events as ev
 from remote.events import Event
 
+# Lines a pipeline stage prints for the console (pipeline/progress.py); they also arrive as
+# stage.* events, so the human printer does not show them twice.
+STAGE_RECORD_PREFIX = "@@eagle3 "
+
 
 def _fmt_num(v: Any) -> str:
     if isinstance(v, float):
@@ -23,6 +27,8 @@ def human_line(event: Event) -> str | None:
     host = f"[{event.host}] " if event.host else ""
     k = event.kind
     if k == ev.JOB_LINE:
+        if str(p.get("text", "")).startswith(STAGE_RECORD_PREFIX):
+            return None  # a pipeline stage record: shown as its stage.* event instead
         return f"{t} {host}{p.get('run_id', '')[:20]}| {p.get('text', '')}"
     if k == ev.STAGE_PROGRESS:
         done, total = p.get("done"), p.get("total")

@@ -1,55 +1,138 @@
-"""`console run --host H`: the headless session against one host.
+"""`console run --host H`: the EAGLE-3 pipeline on a host, headless and recorded.
 
-Until the pipeline lands, this connects, runs a short environment check on the box with the
-host's python, and records the session. It says so in its output rather than pretending.
+    console run --host local --demo                 the tiny CPU demo (what `make demo` runs)
+    console run --host box --pipeline box.toml      a real pipeline config
+    console run ... --from train                    re-run train and everything after it
+    console run ... --force                         re-run every stage
+    console run --host box                          environment check only (no pipeline)
+
+`--config` is the console.toml of every command; given a pipeline TOML instead (recognised by
+its top-level output_dir or [target] table) it is taken as --pipeline, so the spelling in the
+issue (`console run --config pipeline.toml`) works too.
+
+The pipeline package is uploaded to the box (content-hashed; run in place on `local`), the
+config is validated there before any work, and each stage runs as a detached job whose progress
+lines become stage events (remote/pipeline_runner.py). A stage whose manifest matches is skipped,
+so a second run of the same config does nothing. At the end it prints where the checkpoint, the
+serving JSON and the session file are.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import posixpath
+import tomllib
+from pathlib import Path
 
 from console.context import Context, add_common_options
 from remote import events as ev
-from remote.errors import EXIT_FAILED, EXIT_OK
-
-_CHECK = (
-    "import json, platform, sys, os, shutil;"
-    "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
-    " 'platform': platform.platform(), 'hostname': platform.node(), 'cpus': os.cpu_count()}))"
-)
+from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
+from remote.pipeline_runner import STAGES, PipelineRunner
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("run", help="run the headless session against a host",
-                       description="Run the headless session against a host and record it.")
+    p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
+                       description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
+                       "evaluate) on a host as detached jobs, and record the session.")
     p.add_argument("--host", default="local", help="host name from console.toml, or 'local' (default)")
+    p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
+    p.add_argument("--demo", action="store_true",
+                   help="build and run the tiny local demo (tiny target, tokenizer, conversations)")
+    p.add_argument("--from", dest="start", choices=STAGES, metavar="STAGE",
+                   help=f"re-run STAGE and every stage after it ({', '.join(STAGES)})")
+    p.add_argument("--force", action="store_true", help="re-run every stage")
     p.add_argument("--accept-new-host-key", action="store_true",
                    help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(p)
     p.set_defaults(func=run)
 
 
+_CHECK = (
+    "import json, platform, sys, os;"
+    "print(json.dumps({'python': sys.version.split()[0], 'executable': sys.executable,"
+    " 'platform': platform.platform(), 'hostname': platform.node(), 'cpus': os.cpu_count()}))"
+)
+
+
+async def _environment_check(ctx: Context, host: str, python: str) -> int:
+    """No pipeline given: a short, recorded look at the box's python (what `console run`
+    did before the pipeline existed; still the cheapest "can I reach it" check)."""
+    ctx.info("no --pipeline or --demo given: environment check only", host)
+    done = await (await ctx.transport(host)).run([python, "-c", _CHECK], timeout=60)
+    if done.returncode != 0:
+        ctx.error(f"environment check failed (exit {done.returncode}): {done.stderr.strip()}",
+                  host)
+        return EXIT_FAILED
+    try:
+        info = json.loads(done.stdout)
+    except ValueError:
+        ctx.error(f"environment check printed no JSON: {done.stdout[:200]!r}", host)
+        return EXIT_FAILED
+    ctx.bus.emit(ev.PROBE_RESULT, host, probe="check", result=info,
+                 summary=f"python {info['python']} on {info['hostname']} ({info['cpus']} CPUs)")
+    return EXIT_OK
+
+
+def _is_pipeline_toml(path: str) -> bool:
+    try:
+        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return "output_dir" in data or "target" in data
+
+
 async def run(args: argparse.Namespace) -> int:
+    if args.config and not args.pipeline and _is_pipeline_toml(args.config):
+        args.pipeline, args.config = args.config, None
+    if args.demo and args.pipeline:
+        raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
+    if args.pipeline and not Path(args.pipeline).expanduser().is_file():
+        raise UsageError(f"{args.pipeline}: pipeline config not found")
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
-        t = await ctx.transport(host.name)
+        transport = await ctx.transport(host.name)
         ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
-        ctx.info("the EAGLE-3 pipeline is not wired into `console run` yet: "
-                 "running an environment check only", host.name)
-        done = await t.run([host.python, "-c", _CHECK], timeout=60)
-        if done.returncode != 0:
-            ctx.error(f"environment check failed (exit {done.returncode}): {done.stderr.strip()}",
-                      host.name)
-            return EXIT_FAILED
+        if not args.demo and not args.pipeline:
+            return await _environment_check(ctx, host.name, host.python)
+        runner = PipelineRunner(transport, host, ctx.bus)
+        if args.demo:
+            config = await runner.demo_setup()
+        else:
+            config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
-            info = json.loads(done.stdout)
-        except ValueError:
-            ctx.error(f"environment check printed no JSON: {done.stdout[:200]!r}", host.name)
+            outcomes = await runner.run(config, start=args.start, force=args.force)
+        except StageFailed as exc:
+            ctx.error(str(exc), host.name)
             return EXIT_FAILED
-        ctx.bus.emit(ev.PROBE_RESULT, host.name, probe="check", result=info,
-                     summary=f"python {info['python']} on {info['hostname']} ({info['cpus']} CPUs)")
+        except asyncio.CancelledError:
+            # Ctrl-C: the running stage is a detached job and goes on; say how to find it.
+            ctx.warning(f"interrupted: a running stage keeps running on {host.name}; "
+                        f"`console jobs --host {host.name}` lists and tails it; a new "
+                        "`console run` is refused while it runs, then skips what it finished",
+                        host.name)
+            raise
+        resolved = await runner.validate(config)
+        out_dir = str(resolved["output_dir"])
+        ran = [o.stage for o in outcomes if o.state == "ran"]
+        skipped = [o.stage for o in outcomes if o.state == "skipped"]
+        ctx.info(f"pipeline done on {host.name}: ran {', '.join(ran) or 'nothing'}; "
+                 f"skipped {', '.join(skipped) or 'nothing'}", host.name,
+                 ran=ran, skipped=skipped)
+        evaluated = next((o.summary for o in outcomes if o.stage == "evaluate" and o.summary),
+                         None)
+        if evaluated:
+            line = f"offline mean acceptance length {evaluated.get('mean_length', 0):.3f}"
+            if "untrained_mean_length" in evaluated:
+                line += f" (untrained head: {evaluated['untrained_mean_length']:.3f})"
+            ctx.info(line, host.name, acceptance=evaluated)
+        ctx.info(f"checkpoint: {posixpath.join(out_dir, 'train', 'checkpoint')}", host.name)
+        ctx.info(f"serving JSON: {posixpath.join(out_dir, 'train', 'speculative_config.json')} "
+                 "(vllm serve ... --speculative-config \"$(cat it)\")", host.name)
+        ctx.info(f"evaluation: {posixpath.join(out_dir, 'evaluate', 'acceptance.json')}",
+                 host.name)
         return EXIT_OK
     finally:
         await ctx.aclose()

@@ -1,0 +1,89 @@
+"""`python -m pipeline STAGE --config FILE` on the box.
+
+    validate            check the config (and the disk floor); print what it resolved to
+    plan                which stages are complete; nothing runs
+    prepare|extract|vocab|train|evaluate    one stage (skipped when its manifest matches)
+    all                 every stage in order
+    demo-setup --dir D  build the tiny local demo (target, tokenizer, conversations, config)
+
+--force runs a stage even when its manifest matches; --from STAGE (with all) forces STAGE and
+every stage after it. Exit codes: 0 ok, 1 a stage failed, 2 bad config or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from pipeline import STAGES
+from pipeline.errors import PipelineError
+from pipeline.progress import emit
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=[*STAGES, "all", "plan", "validate", "demo-setup"])
+    p.add_argument("--config", help="pipeline TOML")
+    p.add_argument("--force", action="store_true", help="run even when the manifest matches")
+    p.add_argument("--from", dest="start", choices=STAGES, help="with all: force from STAGE on")
+    p.add_argument("--dir", help="demo-setup: directory to build the demo in")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stage = args.command
+    try:
+        if stage == "demo-setup":
+            if not args.dir:
+                raise PipelineError("demo-setup needs --dir")
+            from pipeline.demo import build_demo
+
+            path = build_demo(args.dir)
+            emit("info", "demo-setup", message=f"demo config: {path}", config=str(path))
+            return 0
+        if not args.config:
+            raise PipelineError("--config FILE is required")
+        from pipeline import config as config_mod
+        from pipeline.runner import plan, run_stage
+
+        cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", "extract"))
+        if stage == "validate":
+            print(json.dumps({"ok": True, "model": str(cfg.model_path),
+                              "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
+                              "vocab_size": cfg.vocab_size, "layer_ids": cfg.all_layer_ids,
+                              "bytes_per_token": config_mod.bytes_per_token(cfg),
+                              "output_dir": str(cfg.output_dir)}))
+            return 0
+        if stage == "plan":
+            for row in plan(cfg, start=args.start, force=args.force):
+                print(json.dumps(row))
+            return 0
+        if stage == "all":
+            first_forced = STAGES.index(args.start) if args.start else (0 if args.force else 99)
+            for i, s in enumerate(STAGES):
+                run_stage(cfg, s, force=i >= first_forced)
+            return 0
+        run_stage(cfg, stage, force=args.force)
+        return 0
+    except PipelineError as exc:
+        emit("error", stage, message=str(exc), exit_code=exc.exit_code)
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit:
+        raise
+    except BaseException as exc:  # a stage crashing must still leave one clear line
+        import traceback
+
+        traceback.print_exc()
+        emit("error", stage, message=f"{type(exc).__name__}: {exc}", exit_code=1)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,424 @@
+"""The one pipeline config (TOML), validated before any stage does work.
+
+Every problem is reported as `FILE: key: what is wrong` with exit code 2. Paths are relative to
+the config file's directory. The cheap checks (model directory, dataset rows, layer ids, free
+disk) happen here, in the standard library only, so `python -m pipeline validate` answers in
+well under a second even on a box whose torch import takes a minute.
+
+Example (every key but target.model, data.dataset and output_dir has a default):
+
+    output_dir = "out"
+    cpu_threads = 0                    # torch threads for CPU work (0: torch's default)
+    [target]
+    model = "/models/Kimi-K2.5"
+    [data]
+    dataset = "conversations.jsonl"   # local .json/.jsonl, or a hub dataset name
+    max_seq_len = 2048
+    samples = 5000                     # 0: all rows
+    eval_samples = 16                  # held out for evaluate, never trained on
+    [extract]
+    backend = "vllm"                   # or "hf"
+    layer_ids = [2, 30, 58]            # see pipeline/__init__.py for the convention
+    [vocab]
+    draft_vocab_size = 32000
+    [train]
+    epochs = 10
+    lr = 1e-4
+    [evaluate]
+    num_speculative_tokens = 3
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import MISSING, asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import ConfigInvalid, NotEnoughDisk
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11 in some containers
+    import tomli as tomllib  # type: ignore[no-redef]
+
+BACKENDS = ("hf", "vllm")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("bfloat16", "float16", "float32")
+SPECULATORS_PATHS = ("auto", "0.3", "0.9")
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    model: str
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    dataset: str
+    max_seq_len: int = 2048
+    samples: int = 0
+    eval_samples: int = 8
+    regenerate: bool = False
+    regenerate_max_new_tokens: int = 256
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ExtractConfig:
+    backend: str = "hf"
+    layer_ids: tuple[int, ...] = ()
+    device: str = "auto"
+    dtype: str = "bfloat16"
+    tensor_parallel_size: int = 1
+    reserve_bytes: int = 1 << 30  # leave this much free on the output disk
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    draft_vocab_size: int = 32000
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 10
+    lr: float = 1e-4
+    num_layers: int = 1
+    ttt_steps: int = 3
+    total_seq_len: int = 8192
+    device: str = "auto"
+    speculators: str = "auto"
+    seed: int = 0
+    noise_std: float = 0.05
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    num_speculative_tokens: int = 3
+    max_new_tokens: int = 64
+    device: str = "auto"
+    draft_tensor_parallel_size: int = 1
+    baseline: bool = False  # also measure an untrained head on the same prompts
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    path: Path
+    output_dir: Path
+    target: TargetConfig
+    data: DataConfig
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    vocab: VocabConfig = field(default_factory=VocabConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    cpu_threads: int = 0  # torch threads for CPU work; 0 = torch's default
+    num_layers: int = 0  # the target's decoder layers, read from its config.json
+    hidden_size: int = 0
+    vocab_size: int = 0
+
+    @property
+    def model_path(self) -> Path:
+        return _resolve(self.path, self.target.model)
+
+    def dataset_path(self) -> Path | None:
+        """The local dataset file, or None when data.dataset names a hub dataset."""
+        p = _resolve(self.path, self.data.dataset)
+        return p if p.exists() else None
+
+    @property
+    def aux_layer_ids(self) -> list[int]:
+        return list(self.extract.layer_ids)
+
+    @property
+    def all_layer_ids(self) -> list[int]:
+        """The aux ids plus N (the last layer's pre-norm output): what extract stores."""
+        return [*self.extract.layer_ids, self.num_layers]
+
+    def section_digest(self, *sections: str) -> str:
+        """Hash of the config sections a stage's outputs depend on (manifest matching)."""
+        data = {s: _jsonable(asdict(getattr(self, s))) for s in sections}
+        # Paths as resolved, not as written: the same files reached from a config elsewhere
+        # (uploaded to the box, relative or absolute) are the same inputs.
+        if "target" in sections:
+            data["target"]["model"] = str(self.model_path.resolve())
+        if "data" in sections:
+            ds = self.dataset_path()
+            data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
+        blob = json.dumps(data, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _resolve(config_path: Path, value: str) -> Path:
+    p = Path(os.path.expanduser(value))
+    return p if p.is_absolute() else (config_path.parent / p)
+
+
+_SECTIONS: dict[str, type] = {
+    "target": TargetConfig,
+    "data": DataConfig,
+    "extract": ExtractConfig,
+    "vocab": VocabConfig,
+    "train": TrainConfig,
+    "evaluate": EvaluateConfig,
+}
+
+
+def load(path: str | os.PathLike[str], *, check_disk: bool = True) -> PipelineConfig:
+    cfg_path = Path(path).expanduser().resolve()
+    src = str(cfg_path)
+    if not cfg_path.is_file():
+        raise ConfigInvalid(src, "pipeline config file not found")
+    try:
+        raw = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigInvalid(src, f"cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigInvalid(src, f"invalid TOML: {exc}") from None
+    return parse(raw, cfg_path, check_disk=check_disk)
+
+
+def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> PipelineConfig:
+    src = str(cfg_path)
+    unknown = set(raw) - set(_SECTIONS) - {"output_dir", "cpu_threads"}
+    if unknown:
+        raise ConfigInvalid(src, f"{sorted(unknown)[0]}: unknown key (sections: "
+                            f"output_dir, {', '.join(_SECTIONS)})")
+    if "output_dir" not in raw or not isinstance(raw["output_dir"], str) or not raw["output_dir"]:
+        raise ConfigInvalid(src, "output_dir: missing (a directory for all stage outputs)")
+    sections: dict[str, Any] = {}
+    for name, cls in _SECTIONS.items():
+        table = raw.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigInvalid(src, f"{name}: must be a table ([{name}])")
+        sections[name] = _build(cls, table, f"{src}: {name}")
+    threads = raw.get("cpu_threads", 0)
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise ConfigInvalid(src, f"cpu_threads: must be an integer >= 0, got {threads!r}")
+    cfg = PipelineConfig(path=cfg_path, output_dir=_resolve(cfg_path, raw["output_dir"]),
+                         cpu_threads=threads, **sections)
+    return _check(cfg, check_disk=check_disk)
+
+
+def _build(cls: Any, table: dict[str, Any], where: str) -> Any:
+    fields = cls.__dataclass_fields__
+    for key in table:
+        if key not in fields:
+            raise ConfigInvalid(where, f"{key}: unknown key (allowed: {', '.join(fields)})")
+    values: dict[str, Any] = {}
+    for key, f in fields.items():
+        if key not in table:
+            if f.default is MISSING and f.default_factory is MISSING:  # required
+                raise ConfigInvalid(where, f"{key}: missing")
+            continue
+        v = table[key]
+        typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if typ == "float" and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        if typ.startswith("tuple"):
+            if not isinstance(v, list) or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v
+            ):
+                raise ConfigInvalid(where, f"{key}: must be a list of integers")
+            v = tuple(v)
+        elif typ in ("int", "float", "bool", "str"):
+            expected = {"int": int, "float": float, "bool": bool, "str": str}[typ]
+            if not isinstance(v, expected) or (expected is int and isinstance(v, bool)):
+                raise ConfigInvalid(where, f"{key}: must be {typ}, got {v!r}")
+        values[key] = v
+    return cls(**values)
+
+
+def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
+    src = str(cfg.path)
+    model = cfg.model_path
+    if not model.is_dir():
+        raise ConfigInvalid(src, f"target.model: {model} is not a directory (the target model "
+                            "must be a local directory on the box with config.json)")
+    config_json = model / "config.json"
+    if not config_json.is_file():
+        raise ConfigInvalid(src, f"target.model: {model} has no config.json")
+    try:
+        hf = json.loads(config_json.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigInvalid(src, f"target.model: {config_json} is not valid JSON: {exc}") from None
+    text = hf.get("text_config") or hf
+    try:
+        n_layers = int(text["num_hidden_layers"])
+        hidden = int(text["hidden_size"])
+        vocab = int(text["vocab_size"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigInvalid(src, f"target.model: {config_json} lacks {exc}") from None
+
+    d = cfg.data
+    for key, val, low in (("max_seq_len", d.max_seq_len, 8), ("samples", d.samples, 0),
+                          ("eval_samples", d.eval_samples, 0)):
+        if val < low:
+            raise ConfigInvalid(src, f"data.{key}: must be >= {low}, got {val}")
+    _check_dataset(cfg)
+
+    e = cfg.extract
+    if e.backend not in BACKENDS:
+        raise ConfigInvalid(src, f"extract.backend: {e.backend!r} is not one of {BACKENDS}")
+    for sec, dev in (("extract", e.device), ("train", cfg.train.device),
+                     ("evaluate", cfg.evaluate.device)):
+        if dev not in DEVICES:
+            raise ConfigInvalid(src, f"{sec}.device: {dev!r} is not one of {DEVICES}")
+    if e.dtype not in DTYPES:
+        raise ConfigInvalid(src, f"extract.dtype: {e.dtype!r} is not one of {DTYPES}")
+    ids = e.layer_ids or default_layer_ids(n_layers)
+    if len(ids) != 3:
+        raise ConfigInvalid(src, f"extract.layer_ids: EAGLE-3 takes exactly 3 auxiliary layers, "
+                            f"got {list(ids)}")
+    if len(set(ids)) != len(ids):
+        raise ConfigInvalid(src, f"extract.layer_ids: {list(ids)} repeats a layer")
+    bad = [i for i in ids if not 1 <= i <= n_layers - 1]
+    if bad:
+        raise ConfigInvalid(src, f"extract.layer_ids: {bad} out of range: the target has "
+                            f"{n_layers} layers, so ids run 1..{n_layers - 1} (an id L is the "
+                            f"state entering layer L; {n_layers} is added for the last layer)")
+    if list(ids) != sorted(ids):
+        raise ConfigInvalid(src, f"extract.layer_ids: {list(ids)} must be ascending")
+
+    if cfg.vocab.draft_vocab_size < 2 or cfg.vocab.draft_vocab_size > vocab:
+        raise ConfigInvalid(src, f"vocab.draft_vocab_size: {cfg.vocab.draft_vocab_size} must be "
+                            f"2..{vocab} (the target's vocab size)")
+    t = cfg.train
+    if t.epochs < 1 or t.lr <= 0 or t.num_layers < 1 or t.ttt_steps < 1:
+        raise ConfigInvalid(src, "train: epochs, num_layers and ttt_steps must be >= 1, lr > 0")
+    if t.total_seq_len < d.max_seq_len:
+        raise ConfigInvalid(src, f"train.total_seq_len: {t.total_seq_len} is below "
+                            f"data.max_seq_len {d.max_seq_len} (a sample must fit in a batch)")
+    if t.speculators not in SPECULATORS_PATHS:
+        raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
+                            f"{SPECULATORS_PATHS}")
+    if cfg.evaluate.num_speculative_tokens < 1:
+        raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
+
+    cfg = PipelineConfig(
+        path=cfg.path, output_dir=cfg.output_dir, target=cfg.target, data=cfg.data,
+        extract=ExtractConfig(**{**asdict(e), "layer_ids": tuple(ids)}), vocab=cfg.vocab,
+        train=cfg.train, evaluate=cfg.evaluate, cpu_threads=cfg.cpu_threads,
+        num_layers=n_layers, hidden_size=hidden,
+        vocab_size=vocab,
+    )
+    if check_disk:
+        # The floor before anything starts; extract checks its exact projection again.
+        projected = d.max_seq_len * max(d.samples, 1) * bytes_per_token(cfg)
+        check_free_space(cfg, projected, what="hidden states (upper bound: samples × max_seq_len)"
+                         if d.samples else "hidden states for one sample")
+    return cfg
+
+
+def default_layer_ids(num_layers: int) -> tuple[int, ...]:
+    """vLLM's default auxiliary layers (2, N//2, N-3) in its own convention."""
+    return (2, num_layers // 2, num_layers - 3)
+
+
+def bytes_per_token(cfg: PipelineConfig) -> int:
+    """Extracted bytes per token: (3 aux + last) × hidden × 2 (bf16) + ids and mask (int64)."""
+    return len(cfg.all_layer_ids) * cfg.hidden_size * 2 + 16
+
+
+def free_bytes(path: Path) -> int:
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    return shutil.disk_usage(probe).free
+
+
+def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:
+    free = free_bytes(cfg.output_dir)
+    reserve = cfg.extract.reserve_bytes
+    if needed + reserve > free:
+        raise NotEnoughDisk(
+            str(cfg.path),
+            f"not enough disk under {cfg.output_dir}: {what} need {human(needed)} "
+            f"({needed} bytes) + reserve {human(reserve)}, free {human(free)} ({free} bytes)")
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _check_dataset(cfg: PipelineConfig) -> None:
+    src = str(cfg.path)
+    local = cfg.dataset_path()
+    if local is None:
+        name = cfg.data.dataset
+        looks_local = name.endswith((".json", ".jsonl")) or "/" not in name or name.startswith(
+            (".", "/", "~"))
+        if looks_local:
+            raise ConfigInvalid(src, f"data.dataset: {_resolve(cfg.path, name)} not found")
+        return  # a hub dataset name: checked by prepare where the box can reach the hub
+    try:
+        rows = list(_first_rows(local, 5))
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ConfigInvalid(src, f"data.dataset: {local}: cannot read rows: {exc}") from None
+    if not rows:
+        raise ConfigInvalid(src, f"data.dataset: {local} has no rows")
+    for i, row in enumerate(rows):
+        if conversation_of(row) is None:
+            keys = sorted(row) if isinstance(row, dict) else type(row).__name__
+            raise ConfigInvalid(src, f"data.dataset: {local} row {i} has no conversations "
+                                f"(a list of {{role, content}} under 'conversations' or "
+                                f"'messages'; found keys {keys})")
+
+
+def _first_rows(path: Path, n: int) -> Any:
+    if path.suffix == ".jsonl":
+        with open(path, encoding="utf-8") as fh:
+            for i, line in enumerate(fh):
+                if i >= n:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+    else:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            data = data.get("data") or data.get("rows") or [data]
+        yield from list(data)[:n]
+
+
+_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant",
+                 "user": "user", "assistant": "assistant", "system": "system"}
+
+
+def conversation_of(row: Any) -> list[dict[str, str]] | None:
+    """Normalised [{role, content}] from a row with 'conversations' or 'messages' (ShareGPT's
+    from/value form included), or None when the row has neither or no assistant turn."""
+    if not isinstance(row, dict):
+        return None
+    turns = row.get("conversations", row.get("messages"))
+    if not isinstance(turns, list) or not turns:
+        return None
+    out = []
+    for t in turns:
+        if not isinstance(t, dict):
+            return None
+        role = t.get("role", t.get("from"))
+        content = t.get("content", t.get("value"))
+        if not isinstance(role, str) or not isinstance(content, str):
+            return None
+        role = _ROLE_ALIASES.get(role.lower())
+        if role is None:
+            return None
+        out.append({"role": role, "content": content})
+    if not any(t["role"] == "assistant" for t in out):
+        return None
+    return out

@@ -1,0 +1,66 @@
+"""Machine-readable progress: one JSON object per stdout line, prefixed so the console can tell
+them from library chatter (transformers, speculators and tqdm print freely on the same streams).
+
+Line shape: `@@eagle3 {"type": "start"|"progress"|"end"|"skipped"|"info"|"error", "stage": ...}`.
+progress lines carry done, total, unit and, when known, rate (units per second).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+PREFIX = "@@eagle3 "
+
+
+def emit(type_: str, stage: str, **fields: Any) -> None:
+    record = {"type": type_, "stage": stage, **fields}
+    sys.stdout.write(PREFIX + json.dumps(record, default=str, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """The record on a progress line, or None for any other line (malformed included)."""
+    if not line.startswith(PREFIX):
+        return None
+    try:
+        data = json.loads(line[len(PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        return None
+    return data
+
+
+class Progress:
+    """Rate-limited progress for one stage: at most a few lines a second, always the last."""
+
+    def __init__(self, stage: str, total: int, unit: str, *, interval: float = 0.5) -> None:
+        self.stage = stage
+        self.total = total
+        self.unit = unit
+        self.interval = interval
+        self.done = 0
+        self._start = time.monotonic()
+        self._last = 0.0
+        self._base = 0
+
+    def resume_at(self, done: int) -> None:
+        """Work already on disk from an earlier run: counted, but not in the rate."""
+        self.done = self._base = done
+
+    def advance(self, n: int = 1, **extra: Any) -> None:
+        self.update(self.done + n, **extra)
+
+    def update(self, done: int, *, force: bool = False, **extra: Any) -> None:
+        self.done = done
+        now = time.monotonic()
+        if not force and now - self._last < self.interval and done < self.total:
+            return
+        self._last = now
+        elapsed = max(now - self._start, 1e-9)
+        rate = (done - self._base) / elapsed
+        emit("progress", self.stage, done=done, total=self.total, unit=self.unit,
+             rate=round(rate, 3), **extra)

@@ -1,0 +1,117 @@
+"""Runs one stage with the rules every stage shares: skip when the manifest matches, otherwise
+invalidate the manifest, work in a temporary directory, move outputs into place, manifest last.
+
+A resumable stage (extract) writes straight into its final directory, one atomically renamed
+file per sample, guarded by a key file: a re-run with the same key keeps finished samples and
+does the rest; a different key wipes the directory first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline import STAGES, manifest
+from pipeline.config import PipelineConfig
+from pipeline.errors import PipelineError
+from pipeline.progress import emit
+
+
+@dataclass
+class StageContext:
+    cfg: PipelineConfig
+    stage: str
+    key: str
+    workdir: Path  # where the stage writes; becomes output_dir/<stage> on success
+    force: bool = False  # a resumable stage starts over instead of keeping finished work
+
+    def input_dir(self, stage: str) -> Path:
+        return manifest.stage_dir(self.cfg, stage)
+
+
+StageFn = Callable[[StageContext], tuple[list[Path], dict[str, Any]]]
+RESUMABLE = frozenset({"extract"})
+
+
+def stage_function(stage: str) -> StageFn:
+    # Imported on demand: each module pulls torch/transformers, which `plan` must not pay for.
+    if stage == "prepare":
+        from pipeline.stages.prepare import run
+    elif stage == "extract":
+        from pipeline.stages.extract import run
+    elif stage == "vocab":
+        from pipeline.stages.vocab import run
+    elif stage == "train":
+        from pipeline.stages.train import run
+    elif stage == "evaluate":
+        from pipeline.stages.evaluate import run
+    else:
+        raise PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+    return run
+
+
+def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
+    """Run (or skip) one stage. True if it ran, False if skipped; raises on failure."""
+    st = manifest.status(cfg, stage)
+    if st.complete and not force:
+        emit("skipped", stage, reason=st.reason)
+        return False
+    key = manifest.stage_key(cfg, stage)
+    if key is None:
+        missing = [u for u in manifest.DEPENDS[stage][1] if manifest.read(cfg, u) is None]
+        raise PipelineError(f"{stage}: input stage(s) {', '.join(missing)} not complete: "
+                            f"run them first")
+    fn = stage_function(stage)
+    if cfg.cpu_threads:
+        import torch  # every stage past this point needs it anyway
+
+        # Tiny models on a few shared cores run faster on one thread than on several.
+        torch.set_num_threads(cfg.cpu_threads)
+    emit("start", stage, reason=("forced" if force and st.complete else st.reason))
+    t0 = time.monotonic()
+    manifest.invalidate(cfg, stage)
+    final = manifest.stage_dir(cfg, stage)
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    if stage in RESUMABLE:
+        work = final
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        work = cfg.output_dir / f".{stage}.partial"
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+    ctx = StageContext(cfg=cfg, stage=stage, key=key, workdir=work, force=force)
+    try:
+        outputs, summary = fn(ctx)
+    except PipelineError:
+        raise
+    except Exception as exc:
+        traceback.print_exc()
+        raise PipelineError(f"{stage} failed: {type(exc).__name__}: {exc}") from exc
+    if work != final:
+        if final.exists():
+            shutil.rmtree(final)
+        work.rename(final)
+        outputs = [final / p.relative_to(work) for p in outputs]
+    seconds = time.monotonic() - t0
+    m = manifest.write(cfg, stage, outputs, key=key, summary=summary, seconds=seconds)
+    emit("end", stage, ok=True, seconds=round(seconds, 3),
+         outputs=[o["path"] for o in m["outputs"]][:20], summary=summary)
+    return True
+
+
+def plan(cfg: PipelineConfig, *, start: str | None = None,
+         force: bool = False) -> list[dict[str, Any]]:
+    """Which stages would run. --from STAGE forces STAGE and everything after it."""
+    rows = []
+    forced_from = STAGES.index(start) if start else (0 if force else len(STAGES))
+    for i, stage in enumerate(STAGES):
+        st = manifest.status(cfg, stage)
+        rows.append({"stage": stage, "complete": st.complete, "reason": st.reason,
+                     "force": i >= forced_from})
+    return rows

@@ -1,0 +1,214 @@
+"""speculators 0.3.x: its Eagle3DraftModel and library Trainer, made to run on CPU too.
+
+What CPU needs (design.md §3), and how it is done here without editing speculators:
+- device placement: TrainerConfig(local_rank="cpu"); the trainer calls model.to(local_rank)
+  and tensor.to(local_rank), which accept a device string.
+- flex_attention has no CPU backward: the decoder layers get a dense attention implementation
+  registered under its own name, which evaluates the same mask_mod speculators builds into its
+  BlockMask on every (query, key) pair and calls scaled_dot_product_attention with it.
+- Eagle3DraftModel.forward is wrapped in torch.compile; on CPU that would compile with inductor
+  (minutes on two cores), so dynamo is disabled there.
+- importing speculators.data_generation runs the package __init__, which imports vLLM; nothing
+  here imports that package.
+- the trainer globs every file ending in "pt" under its data path: extract writes only
+  data_{i}.pt there (partial files end in .part).
+On GPUs the upstream choices stand (flex attention, compile, local rank 0).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.progress import Progress
+
+DENSE_ATTN = "eagle3_console_dense"
+
+
+def dense_attention_forward(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+                            scaling: float | None = None, **_kwargs: Any) -> tuple[Any, None]:
+    """The BlockMask's mask_mod evaluated densely: same attention pattern as flex_attention,
+    differentiable on CPU. query [B, Hq, Q, D], key/value [B, Hkv, K, D]."""
+    import torch
+    import torch.nn.functional as F
+
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    dev = query.device
+    q_idx = torch.arange(q_len, device=dev).view(q_len, 1)
+    kv_idx = torch.arange(k_len, device=dev).view(1, k_len)
+    zero = torch.zeros((), dtype=torch.long, device=dev)
+    mask = attention_mask.mask_mod(zero, zero, q_idx, kv_idx)
+    mask = mask.expand(q_len, k_len)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=scaling,
+        enable_gqa=query.shape[1] != key.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_dense_attention() -> None:
+    from transformers.modeling_utils import AttentionInterface
+
+    AttentionInterface.register(DENSE_ATTN, dense_attention_forward)
+
+
+def _verifier_text_config(cfg: PipelineConfig) -> dict[str, Any]:
+    raw = json.loads((cfg.model_path / "config.json").read_text())
+    return raw.get("text_config") or raw
+
+
+def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
+    """An untrained Eagle3DraftModel for this target, as speculators' own train script builds
+    it, with the layer ids and their convention recorded in its config."""
+    from speculators.config import SpeculatorsConfig, VerifierConfig
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+    from speculators.proposals.greedy import GreedyTokenProposalConfig
+    from transformers import LlamaConfig
+
+    v = _verifier_text_config(cfg)
+    layer_cfg = LlamaConfig(
+        vocab_size=v["vocab_size"], hidden_size=v["hidden_size"],
+        intermediate_size=v["intermediate_size"], num_hidden_layers=cfg.train.num_layers,
+        num_attention_heads=v["num_attention_heads"],
+        num_key_value_heads=v.get("num_key_value_heads", v["num_attention_heads"]),
+        hidden_act=v.get("hidden_act", "silu"),
+        max_position_embeddings=v.get("max_position_embeddings", 4096),
+        initializer_range=v.get("initializer_range", 0.02),
+        rms_norm_eps=v.get("rms_norm_eps", 1e-6), head_dim=v.get("head_dim"),
+    )
+    if dense:
+        register_dense_attention()
+    layer_cfg._attn_implementation = DENSE_ATTN if dense else "simple_flex_attention"
+    spec_cfg = Eagle3SpeculatorConfig(
+        transformer_layer_config=layer_cfg,
+        draft_vocab_size=int(d2t.shape[0]),
+        norm_before_residual=True,
+        eagle_aux_hidden_state_layer_ids=cfg.aux_layer_ids,
+        speculators_config=SpeculatorsConfig(
+            algorithm="eagle3",
+            proposal_methods=[GreedyTokenProposalConfig(
+                proposal_type="greedy", speculative_tokens=cfg.train.ttt_steps)],
+            default_proposal_method="greedy",
+            verifier=VerifierConfig(name_or_path=str(cfg.model_path),
+                                    architectures=v.get("architectures") or ["LlamaForCausalLM"]),
+        ),
+    )
+    return Eagle3DraftModel(config=spec_cfg, t2d=t2d, d2t=d2t)
+
+
+def load_vocab(vocab_dir: Path) -> tuple[Any, Any]:
+    import numpy as np
+    import torch
+
+    return (torch.from_numpy(np.load(vocab_dir / "d2t.npy")),
+            torch.from_numpy(np.load(vocab_dir / "t2d.npy")))
+
+
+class _MetricsToProgress(logging.Handler):
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+        self.last: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg
+        if isinstance(msg, dict) and "train" in msg:
+            self.last = {k: round(float(v), 5) for k, v in msg["train"].items()}
+            self.progress.advance(loss=self.last.get("loss"), epoch=msg.get("epoch"),
+                                  acc_0=self.last.get("full_acc_0"))
+
+
+def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
+          device: str) -> dict[str, Any]:
+    import torch
+    from speculators.train.data import (
+        Eagle3SampleFileDataset,
+        create_collate_fn,
+        list_files,
+        standardize_data_v1,
+    )
+    from speculators.train.distributed_batch_sampler import MultipackDistributedBatchSamplerV2
+    from speculators.train.noise_transforms import AddUniformNoise
+    from speculators.train.trainer import Trainer, TrainerConfig
+    from torch.utils.data import DataLoader
+
+    cpu = device == "cpu"
+    if cpu:
+        import torch._dynamo
+
+        torch._dynamo.config.disable = True
+    torch.manual_seed(cfg.train.seed)
+    d2t, t2d = load_vocab(vocab_dir)
+    model = build_draft(cfg, d2t.to(device), t2d.to(device), dense=cpu)
+    seq = cfg.train.total_seq_len
+    files = sorted(str(p) for p in list_files(str(data_dir)))
+
+    def loader(file_list: list[str], noise: bool) -> Any:
+        ds = Eagle3SampleFileDataset(
+            file_list=file_list, max_len=seq, standardize_fn=standardize_data_v1,
+            transform=AddUniformNoise(std=cfg.train.noise_std,
+                                      tensors=("hidden_states", "verifier_last_hidden_states"))
+            if noise and cfg.train.noise_std > 0 else None)
+        sampler = MultipackDistributedBatchSamplerV2(
+            batch_max_length=seq, lengths=ds.approx_lengths, num_replicas=1, rank=0,
+            seed=cfg.train.seed)
+        return DataLoader(ds, batch_sampler=sampler, num_workers=0 if cpu else 4,
+                          pin_memory=not cpu, collate_fn=create_collate_fn(seq))
+
+    # A validation split only when there is enough data for one to mean something.
+    n_val = len(files) // 10 if len(files) >= 20 else 0
+    train_loader = loader(files[n_val:], noise=True)
+    val_loader = loader(files[:n_val], noise=False) if n_val else None
+    steps = cfg.train.epochs * len(train_loader)
+    progress = Progress("train", steps, "steps")
+    handler = _MetricsToProgress(progress)
+    metrics_logger = logging.getLogger("speculators.metrics")
+    metrics_logger.setLevel(logging.INFO)
+    metrics_logger.addHandler(handler)
+    call = {"use_off_policy_tokens": False, "ttt_steps": cfg.train.ttt_steps,
+            "ttt_step_loss_decay": 1.0}
+    trainer = Trainer(model, TrainerConfig(
+        lr=cfg.train.lr, num_epochs=cfg.train.epochs, save_path=str(save_dir),
+        resume_from_checkpoint=False, is_distributed=False,
+        local_rank="cpu" if cpu else 0,  # type: ignore[arg-type]
+        train_call_kwargs=call, val_call_kwargs=call,
+    ), train_loader, val_loader)
+    try:
+        trainer.run_training()
+    finally:
+        metrics_logger.removeHandler(handler)
+    progress.update(progress.done, force=True)
+    return {"steps": progress.done, "final": handler.last}
+
+
+def load_trained(cfg: PipelineConfig, checkpoint: Path, vocab_dir: Path, device: str) -> Any:
+    """The head from a checkpoint directory, built as in training (dense attention)."""
+    from safetensors.torch import load_file
+
+    d2t, t2d = load_vocab(vocab_dir)
+    model = build_draft(cfg, d2t, t2d, dense=True)
+    state = load_file(str(checkpoint / "model.safetensors"))
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    return model.to(device).float().eval()
+
+
+def untrained(cfg: PipelineConfig, vocab_dir: Path, device: str) -> Any:
+    import torch
+
+    torch.manual_seed(cfg.train.seed)
+    d2t, t2d = load_vocab(vocab_dir)
+    return build_draft(cfg, d2t, t2d, dense=True).to(device).float().eval()
+
+
+def draft_tokens(model: Any, hidden: Any, input_ids: Any, k: int) -> list[int]:
+    """k greedy draft tokens (target vocabulary) after the last position, from the model's own
+    forward: hidden [L, 3H] (target states for positions 0..L-1), input_ids [L] (tokens 1..L)."""
+    import torch
+
+    with torch.no_grad():
+        out = model(hidden_states=hidden[None].float(), input_ids=input_ids[None], ttt_steps=k)
+    ids = [int(t[0, -1]) for t in out]
+    d2t = model.d2t
+    return [i + int(d2t[i]) for i in ids]

@@ -1,0 +1,176 @@
+"""speculators 0.9.x: `speculators train` (its TrainConfig + cli.main, in this process) and its
+Eagle3DraftModel for evaluation, made to run on CPU too.
+
+What CPU needs (design.md §3), done without editing speculators:
+- its local rank must be the string "cpu": maybe_setup_distributed() sets it to 0 (a CUDA
+  ordinal) for a single process, so the name the CLI module imported is wrapped to set "cpu"
+  after it ran;
+- torch.accelerator.synchronize() (its step timer) fails without an accelerator: a no-op;
+- flags --draft-attn-impl sdpa --loss-implementation eager --num-workers 0.
+Layer ids: 0.9 uses the pipeline's convention (id L enters layer L, N is the last layer's
+output), so --target-layer-ids gets the three auxiliary ids as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.progress import Progress
+
+
+def _cpu_patches() -> None:
+    import torch
+
+    def _no_sync(*_a: Any, **_k: Any) -> None:
+        return None
+
+    torch.accelerator.synchronize = _no_sync  # type: ignore[assignment]
+    import speculators.train.cli as cli
+    import speculators.train.distributed as distributed
+
+    original = distributed.maybe_setup_distributed
+
+    def setup_on_cpu(*args: Any, **kwargs: Any) -> None:
+        original(*args, **kwargs)
+        distributed._local_rank = "cpu"  # type: ignore[assignment]
+
+    cli.maybe_setup_distributed = setup_on_cpu  # type: ignore[attr-defined]
+
+
+def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
+               device: str) -> list[str]:
+    t = cfg.train
+    argv = [
+        "--speculator-type", "eagle3",
+        "--verifier-name-or-path", str(cfg.model_path),
+        "--data-path", str(data_dir),
+        "--save-path", str(save_dir),
+        "--log-dir", str(save_dir.parent / "logs"),
+        "--epochs", str(t.epochs),
+        "--lr", str(t.lr),
+        "--num-layers", str(t.num_layers),
+        "--ttt-steps", str(t.ttt_steps),
+        "--total-seq-len", str(t.total_seq_len),
+        "--d2t-path", str(vocab_dir / "d2t.npy"),
+        "--t2d-path", str(vocab_dir / "t2d.npy"),
+        "--draft-vocab-size", str(cfg.vocab.draft_vocab_size),
+        "--target-layer-ids", *[str(i) for i in cfg.aux_layer_ids],
+        "--seed", str(t.seed),
+        "--no-resume-from-checkpoint",
+        "--on-missing", "raise",
+    ]
+    if cfg.target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    if device == "cpu":
+        argv += ["--draft-attn-impl", "sdpa", "--loss-implementation", "eager",
+                 "--num-workers", "0", "--hidden-states-dtype", "float32"]
+    return argv
+
+
+class _MetricsToProgress(logging.Handler):
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+        self.last: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.msg
+        if isinstance(msg, dict) and "train" in msg:
+            self.last = {k: round(float(v), 5) for k, v in msg["train"].items()
+                         if isinstance(v, (int, float))}
+            step = int(msg.get("global_step", self.progress.done)) + 1
+            self.progress.update(step, epoch=msg.get("epoch"),
+                                 loss=self.last.get("loss", self.last.get("loss_sum")))
+
+
+def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
+          device: str) -> dict[str, Any]:
+    import json
+
+    if device == "cpu":
+        _cpu_patches()
+    from speculators.train.cli import main
+    from speculators.train.config import TrainConfig
+
+    n_tokens = json.loads((data_dir / "meta.json").read_text())["tokens"] \
+        if (data_dir / "meta.json").exists() else 0
+    approx_steps = max(1, cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len))
+    progress = Progress("train", approx_steps, "steps")
+    handler = _MetricsToProgress(progress)
+    metrics = logging.getLogger("speculators.metrics")
+    import speculators.train.cli as cli
+
+    original_setup = cli.setup_metric_logger
+
+    def setup_then_attach(*args: Any, **kwargs: Any) -> None:
+        # Its dictConfig replaces the metric logger's handlers: attach ours after it.
+        original_setup(*args, **kwargs)
+        metrics.setLevel(logging.INFO)
+        metrics.addHandler(handler)
+
+    cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
+    try:
+        main(TrainConfig.resolve(train_argv(cfg, data_dir, vocab_dir, save_dir, device)))
+    finally:
+        metrics.removeHandler(handler)
+        cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
+    progress.total = max(progress.total, progress.done)
+    progress.update(progress.done, force=True)
+    return {"steps": progress.done, "final": handler.last}
+
+
+def _prepare_model(model: Any, device: str) -> Any:
+    # Evaluation runs the model's own forward on arbitrary lengths: dense (sdpa) attention.
+    from torch.nn.attention.flex_attention import create_mask
+
+    cfg = model.config.transformer_layer_config
+    cfg._attn_implementation = "sdpa"
+    model._attn_impl = "sdpa"
+    model._create_mask_fn = create_mask  # what its __init__ picks for sdpa
+    return model.to(device).float().eval()
+
+
+def load_trained(cfg: PipelineConfig, checkpoint: Path, vocab_dir: Path, device: str) -> Any:
+    from speculators.models.eagle3 import Eagle3DraftModel
+
+    if device == "cpu":
+        import torch._dynamo
+
+        torch._dynamo.config.disable = True
+    model = Eagle3DraftModel.from_pretrained(str(checkpoint))
+    return _prepare_model(model, device)
+
+
+def untrained(cfg: PipelineConfig, vocab_dir: Path, device: str) -> Any:
+    import torch
+    from speculators.models.eagle3 import Eagle3DraftModel
+    from speculators.train.cli import create_transformer_layer_config
+
+    from pipeline.spec03 import load_vocab
+
+    torch.manual_seed(cfg.train.seed)
+    d2t, t2d = load_vocab(vocab_dir)
+    layer_cfg = create_transformer_layer_config(
+        verifier_name_or_path=str(cfg.model_path), num_layers=cfg.train.num_layers,
+        draft_arch="llama", hidden_act="silu", sliding_window=0, full_attention_indices=[],
+        mrope_full_head_hack=False, trust_remote_code=cfg.target.trust_remote_code)
+    model = Eagle3DraftModel.from_training_args(
+        verifier_config=layer_cfg, t2d=t2d, d2t=d2t, draft_vocab_size=int(d2t.shape[0]),
+        norm_before_residual=True, verifier_name_or_path=str(cfg.model_path),
+        target_layer_ids=cfg.aux_layer_ids, ttt_steps=cfg.train.ttt_steps,
+        draft_attn_impl="sdpa")
+    return _prepare_model(model, device)
+
+
+def draft_tokens(model: Any, hidden: Any, input_ids: Any, k: int) -> list[int]:
+    import torch
+
+    with torch.no_grad():
+        out = model(hidden_states=hidden[None].float(), input_ids=input_ids[None],
+                    document_ids=torch.zeros_like(input_ids)[None], ttt_steps=k)
+    ids = [int(t[0, -1]) for t in out]
+    d2t = model.d2t
+    return [i + int(d2t[i]) for i in ids]

@@ -1,0 +1,139 @@
+"""evaluate: offline acceptance of the trained head, without vLLM.
+
+Greedy speculative decoding on the held-out prompts of prepare: the target (transformers) gives
+its hidden states, the head drafts k tokens after the last position, the target verifies them in
+one forward pass; the leading matches are accepted and the target adds one token of its own.
+Counted exactly as vLLM's spec-decode counters are (design.md §2): per drafting step
+num_drafts += 1, num_draft_tokens += k, num_accepted_tokens += accepted, and
+accepted_per_pos[i] += 1 for every accepted position i. Reported: mean acceptance length
+1 + accepted/drafts, acceptance rate accepted/draft_tokens, per-position accepted_per_pos[i]/drafts.
+
+With evaluate.baseline = true, an untrained head (same construction and seed) is measured on the
+same prompts, so "did training help" is a number in the same report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.devices import pick_device
+from pipeline.formats import speculators_path
+from pipeline.progress import Progress, emit
+from pipeline.runner import StageContext
+
+
+class Acceptance:
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.drafts = 0
+        self.draft_tokens = 0
+        self.accepted = 0
+        self.per_pos = [0] * k
+        self.generated = 0
+
+    def record(self, accepted: int) -> None:
+        self.drafts += 1
+        self.draft_tokens += self.k
+        self.accepted += accepted
+        for i in range(accepted):
+            self.per_pos[i] += 1
+
+    def result(self) -> dict[str, Any]:
+        d = max(self.drafts, 1)
+        return {
+            "num_drafts": self.drafts, "num_draft_tokens": self.draft_tokens,
+            "num_accepted_tokens": self.accepted, "accepted_per_pos": self.per_pos,
+            "mean_length": 1 + self.accepted / d,
+            "rate": self.accepted / max(self.draft_tokens, 1),
+            "per_position": [a / d for a in self.per_pos], "generated_tokens": self.generated,
+        }
+
+
+def speculative_decode(capture: Any, draft: Any, draft_fn: Any, prompt: list[int],
+                       aux_ids: list[int], k: int, max_new: int, eos: int | None,
+                       stats: Acceptance, device: str) -> list[int]:
+    import torch
+
+    seq = list(prompt)
+    states, logits = capture(torch.tensor([seq], device=device), aux_ids)
+    seq.append(int(logits[-1].argmax()))
+    new = 1
+    while new < max_new and seq[-1] != eos:
+        hidden = torch.cat([states[i] for i in aux_ids], dim=-1)[: len(seq) - 1]
+        proposal = draft_fn(draft, hidden, torch.tensor(seq[1:], device=device), k)
+        cand = seq + proposal
+        states, logits = capture(torch.tensor([cand], device=device), aux_ids)
+        greedy = logits[len(seq) - 1: len(seq) + k].argmax(-1).tolist()
+        accepted = 0
+        while accepted < k and proposal[accepted] == greedy[accepted]:
+            accepted += 1
+        stats.record(accepted)
+        seq += [*proposal[:accepted], greedy[accepted]]
+        new += accepted + 1
+    stats.generated += new
+    return seq[len(prompt):]
+
+
+def _heads(cfg: PipelineConfig, ctx: StageContext, device: str) -> tuple[Any, dict[str, Any]]:
+    ckpt = ctx.input_dir("train") / "checkpoint"
+    vocab = ctx.cfg.output_dir / "vocab"
+    if speculators_path(cfg) == "0.3":
+        from pipeline import spec03 as impl
+    else:
+        from pipeline import spec09 as impl  # type: ignore[no-redef]
+    heads = {"trained": impl.load_trained(cfg, ckpt, vocab, device)}
+    if cfg.evaluate.baseline:
+        heads["untrained"] = impl.untrained(cfg, vocab, device)
+    return impl.draft_tokens, heads
+
+
+def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
+    import torch
+
+    from pipeline.target import HiddenStateCapture, load_target
+
+    cfg = ctx.cfg
+    device = pick_device(cfg.evaluate.device)
+    if device == "cpu":
+        import torch._dynamo
+
+        torch._dynamo.config.disable = True
+    with open(ctx.input_dir("prepare") / "eval.jsonl", encoding="utf-8") as fh:
+        prompts = [json.loads(line)["prompt_ids"] for line in fh if line.strip()]
+    if not prompts:
+        raise RuntimeError("no held-out prompts: set data.eval_samples >= 1")
+    model = load_target(cfg, device, torch.float32 if device == "cpu" else torch.bfloat16)
+    capture = HiddenStateCapture(model, cfg.num_layers)
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    eos = eos[0] if isinstance(eos, list) else eos
+    draft_fn, heads = _heads(cfg, ctx, device)
+    k = cfg.evaluate.num_speculative_tokens
+    progress = Progress("evaluate", len(prompts) * len(heads), "prompts")
+    results: dict[str, Any] = {}
+    for name, head in heads.items():
+        stats = Acceptance(k)
+        for p in prompts:
+            speculative_decode(capture, head, draft_fn, p, cfg.aux_layer_ids, k,
+                               cfg.evaluate.max_new_tokens, eos, stats, device)
+            progress.advance(head=name)
+        results[name] = stats.result()
+        r = results[name]
+        emit("info", "evaluate", message=f"{name} head: mean acceptance length "
+             f"{r['mean_length']:.3f}, rate {r['rate']:.3f}, per position "
+             + " ".join(f"{x:.2f}" for x in r["per_position"]))
+    out = ctx.workdir / "acceptance.json"
+    report = {"num_speculative_tokens": k, "prompts": len(prompts),
+              "max_new_tokens": cfg.evaluate.max_new_tokens, "heads": results,
+              "definitions": "vLLM spec_decode counters: mean_length = 1 + accepted/drafts; "
+                             "rate = accepted/draft_tokens; per_position[i] = "
+                             "accepted_per_pos[i]/drafts"}
+    out.write_text(json.dumps(report, indent=2))
+    summary = {"mean_length": results["trained"]["mean_length"],
+               "rate": results["trained"]["rate"],
+               "per_position": results["trained"]["per_position"]}
+    if "untrained" in results:
+        summary["untrained_mean_length"] = results["untrained"]["mean_length"]
+    return [out], summary

@@ -1,0 +1,257 @@
+"""extract: the target's hidden states for the configured layer ids, written in the format the
+installed speculators trains from (pipeline.formats), resumable sample by sample.
+
+Before writing anything it reports bytes per token and the projected size of the dataset, and
+refuses with those numbers when the output disk cannot hold them (plus extract.reserve_bytes).
+
+Backends:
+- hf: transformers with output_hidden_states (+ a pre-hook on the final norm for id N); any
+  device. This is what the demo and the tests run.
+- vllm: on the box. speculators 0.3.x: its VllmHiddenStatesGenerator (worker extension
+  HiddenStatesWorkerExtension; needs the patcher's worker patch for multimodal wrappers such as
+  Kimi-K2.5). That extension captures the *output of* layer L, so it is asked for L-1 to get
+  our id L. speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative
+  config (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it.
+  Neither can run on this machine (no GPU, no vLLM): the code path follows the real sources but
+  is untested here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PipelineConfig, bytes_per_token, check_free_space, human
+from pipeline.errors import ConfigInvalid, PipelineError
+from pipeline.formats import sample_name, speculators_path, write_sample
+from pipeline.progress import Progress, emit
+from pipeline.runner import StageContext
+
+KEY_FILE = ".key"
+CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
+              "id N = last layer output before the final norm (vLLM aux_hidden_state_layers)")
+
+
+def read_samples(prepare_dir: Path) -> list[dict[str, list[int]]]:
+    with open(prepare_dir / "train.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _prepare_resume(ctx: StageContext) -> None:
+    """Keep finished samples only if they were written for this exact key (and not --force:
+    forcing recomputes everything; a plain re-run after a kill resumes)."""
+    key_path = ctx.workdir / KEY_FILE
+    old = key_path.read_text().strip() if key_path.exists() else None
+    if old != ctx.key or ctx.force:
+        for child in ctx.workdir.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        key_path.write_text(ctx.key + "\n")
+    hs = ctx.workdir / "hidden_states"
+    hs.mkdir(exist_ok=True)
+    for part in hs.glob("*.part"):
+        part.unlink()  # a sample interrupted mid-write
+
+
+def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
+    cfg = ctx.cfg
+    fmt = speculators_path(cfg)
+    samples = read_samples(ctx.input_dir("prepare"))
+    n_tokens = sum(len(s["input_ids"]) for s in samples)
+    bpt = bytes_per_token(cfg)
+    projected = bpt * n_tokens
+    emit("info", "extract", message=f"{bpt} bytes/token × {n_tokens} tokens = "
+         f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
+         "bf16 + ids/mask)", bytes_per_token=bpt, tokens=n_tokens, projected_bytes=projected)
+    _prepare_resume(ctx)
+    hs_dir = ctx.workdir / "hidden_states"
+    todo = [i for i in range(len(samples)) if not (hs_dir / sample_name(fmt, i)).exists()]
+    remaining = sum(len(samples[i]["input_ids"]) for i in todo) * bpt
+    check_free_space(cfg, remaining, what=f"hidden states ({len(todo)} samples left)")
+
+    progress = Progress("extract", len(samples), "samples")
+    progress.resume_at(len(samples) - len(todo))
+    if todo and len(todo) < len(samples):
+        emit("info", "extract", message=f"resuming: {len(samples) - len(todo)} of "
+             f"{len(samples)} samples already on disk")
+    if cfg.extract.backend == "hf":
+        _extract_hf(cfg, fmt, samples, todo, hs_dir, progress)
+    elif fmt == "0.3":
+        _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
+    elif todo:
+        _extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
+    progress.update(len(samples), force=True)
+
+    outputs = [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
+    missing = [p.name for p in outputs if not p.exists()]
+    if missing:
+        raise PipelineError(f"extract: {len(missing)} samples missing after extraction "
+                            f"(first: {missing[0]})")
+    if fmt == "0.9":
+        outputs += _write_arrow_dataset(ctx.workdir, samples)
+    meta = {"format": fmt, "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
+            "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
+            "convention": CONVENTION, "backend": cfg.extract.backend, "samples": len(samples),
+            "tokens": n_tokens, "bytes_per_token": bpt}
+    meta_path = ctx.workdir / "meta.json"
+    meta_path.write_text(json.dumps(meta, indent=2))
+    return [*outputs, meta_path], {k: meta[k] for k in ("format", "layer_ids", "samples",
+                                                          "tokens", "bytes_per_token")}
+
+
+def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]]],
+                todo: list[int], hs_dir: Path, progress: Progress) -> None:
+    if not todo:
+        return
+    import torch
+
+    from pipeline.devices import pick_device, torch_dtype
+    from pipeline.target import HiddenStateCapture, load_target
+
+    device = pick_device(cfg.extract.device)
+    model = load_target(cfg, device, torch_dtype(cfg.extract.dtype, device))
+    capture = HiddenStateCapture(model, cfg.num_layers)
+    ids_all = cfg.all_layer_ids
+    tokens = 0
+    for i in todo:
+        s = samples[i]
+        ids = torch.tensor([s["input_ids"]], dtype=torch.long, device=device)
+        states, _ = capture(ids, ids_all)
+        write_sample(fmt, hs_dir / sample_name(fmt, i), ids[0],
+                     torch.tensor(s["loss_mask"], dtype=torch.long),
+                     [states[lid] for lid in ids_all])
+        tokens += len(s["input_ids"])
+        progress.advance(tokens=tokens)
+
+
+def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
+    """speculators 0.3's worker extension captures the *output of* layer L (after layer L ran,
+    before the final norm); our id L is the state *entering* layer L, i.e. the output of L-1."""
+    return [lid - 1 for lid in cfg.all_layer_ids]
+
+
+def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], todo: list[int],
+                     hs_dir: Path, progress: Progress, batch: int = 32) -> None:
+    """speculators 0.3.x: its own generator and worker extension (on the box only)."""
+    if not todo:
+        return
+    import torch
+
+    try:
+        from speculators.data_generation.vllm_hidden_states_generator import (
+            VllmHiddenStatesGenerator,
+        )
+    except ImportError as exc:
+        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM and "
+                            f"speculators' generator in this python: {exc}") from None
+    gen = VllmHiddenStatesGenerator(
+        str(cfg.model_path), layer_ids=worker_03_layer_ids(cfg), max_model_len=cfg.data.max_seq_len + 1,
+        tensor_parallel_size=cfg.extract.tensor_parallel_size)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start:start + batch]
+        results = gen.generate([samples[i]["input_ids"] for i in chunk])
+        for i, res in zip(chunk, results, strict=True):
+            write_sample("0.3", hs_dir / sample_name("0.3", i), res["input_ids"],
+                         torch.tensor(samples[i]["loss_mask"], dtype=torch.long),
+                         list(res["hidden_states"]))
+            progress.advance()
+
+
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int) -> list[str]:
+    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
+    target served with the extract_hidden_states speculative method (ids incl. N) and the
+    ExampleHiddenStatesConnector writing to a shared directory."""
+    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                   "draft_model_config": {"hf_config": {
+                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
+    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
+    argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(cfg.model_path),
+            "--speculative_config", json.dumps(speculative),
+            "--kv_transfer_config", json.dumps(kv_transfer),
+            "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
+            "--max-model-len", str(cfg.data.max_seq_len + 1), "--port", str(port)]
+    if cfg.target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    return argv
+
+
+def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
+                     hs_dir: Path, progress: Progress, port: int = 8765,
+                     ready_timeout: float = 1800) -> None:
+    """speculators 0.9.x: start the extraction server (above), wait for it, then
+    `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
+    re-run resumes), then stop the server. Box only; untested here (no GPU, no vLLM)."""
+    import time
+    import urllib.request
+
+    _write_arrow_dataset(ctx.workdir, samples)
+    staging = ctx.workdir / "staging"
+    staging.mkdir(exist_ok=True)
+    server_argv = vllm_09_server_argv(cfg, staging, port)
+    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
+    log = open(ctx.workdir / "vllm_server.log", "ab")
+    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if server.poll() is not None:
+                raise PipelineError(f"the extraction server exited {server.returncode} (see "
+                                    f"{ctx.workdir / 'vllm_server.log'})")
+            try:
+                with urllib.request.urlopen(endpoint + "/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise PipelineError("the extraction server did not come up within "
+                                        f"{ready_timeout:.0f} s") from None
+                time.sleep(5)
+        argv = [sys.executable, "-m", "speculators", "generate-offline-data",
+                "--model", str(cfg.model_path), "--endpoint", endpoint,
+                "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
+                "--validate-outputs", "--fail-on-error"]
+        emit("info", "extract", message="running " + " ".join(argv))
+        proc = subprocess.run(argv, check=False)
+        if proc.returncode != 0:
+            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
+    """The prepared rows as the Arrow dataset speculators 0.9 trains from (input_ids,
+    loss_mask, seq_len), beside hidden_states/."""
+    import datasets
+
+    tmp = workdir / ".arrow.part"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    ds = datasets.Dataset.from_dict({
+        "input_ids": [s["input_ids"] for s in samples],
+        "loss_mask": [s["loss_mask"] for s in samples],
+        "seq_len": [len(s["input_ids"]) for s in samples],
+    })
+    ds.set_format("torch")  # persisted in state.json; the trainer compares torch tensors
+    ds.save_to_disk(str(tmp))
+    files = []
+    for child in tmp.iterdir():
+        dest = workdir / child.name
+        if dest.exists():
+            dest.unlink()
+        child.rename(dest)
+        files.append(dest)
+    tmp.rmdir()
+    return files

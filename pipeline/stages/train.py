@@ -1,0 +1,77 @@
+"""train: an EAGLE-3 head with the installed speculators' own trainer (library Trainer for
+0.3.x, `speculators train` for 0.9.x), then the serving artefacts:
+
+- train/checkpoint/: config.json + model.safetensors of the last epoch, the directory vLLM's
+  `--speculative-config` points at. Its config records `eagle_aux_hidden_state_layer_ids` (the
+  ids vLLM captures when serving, in its own input-to-layer convention, which is the pipeline's)
+  and an `eagle3_console` block with every id, the convention in words, and the target's layer
+  count, so a head is never served one layer off.
+- train/speculative_config.json: the JSON for `vllm serve ... --speculative-config '<it>'`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipeline.devices import pick_device
+from pipeline.formats import installed_speculators, speculators_path
+from pipeline.manifest import stage_dir
+from pipeline.progress import emit
+from pipeline.runner import StageContext
+from pipeline.stages.extract import CONVENTION
+
+
+def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
+    cfg = ctx.cfg
+    fmt = speculators_path(cfg)
+    meta = json.loads((ctx.input_dir("extract") / "meta.json").read_text())
+    if meta["layer_ids"] != cfg.all_layer_ids or meta["format"] != fmt:
+        raise RuntimeError(f"extract wrote layers {meta['layer_ids']} in format {meta['format']}"
+                           f", train expects {cfg.all_layer_ids} in {fmt}: re-run extract")
+    device = pick_device(cfg.train.device)
+    save_dir = ctx.workdir / "checkpoints"
+    emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
+         f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
+    if fmt == "0.3":
+        from pipeline import spec03
+
+        result = spec03.train(cfg, ctx.input_dir("extract") / "hidden_states",
+                              ctx.input_dir("vocab"), save_dir, device)
+    else:
+        from pipeline import spec09
+
+        result = spec09.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"),
+                              save_dir, device)
+    last = _last_epoch_dir(save_dir)
+    serve = ctx.workdir / "checkpoint"
+    serve.mkdir()
+    shutil.copy2(last / "model.safetensors", serve / "model.safetensors")
+    conf = json.loads((last / "config.json").read_text())
+    conf["eagle_aux_hidden_state_layer_ids"] = cfg.aux_layer_ids
+    conf["eagle3_console"] = {
+        "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
+        "layer_id_convention": CONVENTION, "target_num_layers": cfg.num_layers,
+        "speculators": installed_speculators(), "format": fmt, "epochs": cfg.train.epochs,
+    }
+    (serve / "config.json").write_text(json.dumps(conf, indent=2))
+    final_serve = stage_dir(cfg, "train") / "checkpoint"
+    spec = {"method": "eagle3", "model": str(final_serve),
+            "num_speculative_tokens": cfg.evaluate.num_speculative_tokens,
+            "draft_tensor_parallel_size": cfg.evaluate.draft_tensor_parallel_size}
+    spec_path = ctx.workdir / "speculative_config.json"
+    spec_path.write_text(json.dumps(spec) + "\n")
+    emit("info", "train", message=f"serve with: --speculative-config '{json.dumps(spec)}'")
+    outputs = [p for p in ctx.workdir.rglob("*") if p.is_file()]
+    return outputs, {"checkpoint": str(final_serve), "speculative_config": spec,
+                     "epochs": cfg.train.epochs, **result}
+
+
+def _last_epoch_dir(save_dir: Path) -> Path:
+    epochs = sorted((int(p.name), p) for p in save_dir.iterdir()
+                    if p.is_dir() and p.name.isdigit())
+    if not epochs:
+        raise RuntimeError(f"the trainer wrote no checkpoint under {save_dir}")
+    return epochs[-1][1]

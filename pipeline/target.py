@@ -1,0 +1,66 @@
+"""The target model through transformers, and its hidden states in the pipeline's convention.
+
+transformers' `output_hidden_states=True` returns hidden_states[k] = the state entering layer k
+(k = 0: the embeddings) for k < N, which is exactly our layer id k. Its last entry is *after* the
+final norm, so id N (the last layer's output before the norm) comes from a forward pre-hook on
+the final norm module instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import PipelineError
+
+
+def load_target(cfg: PipelineConfig, device: str, dtype: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(  # type: ignore[call-overload]
+        str(cfg.model_path), torch_dtype=dtype,
+        trust_remote_code=cfg.target.trust_remote_code)
+    model.to(device)  # type: ignore[arg-type]
+    model.eval()
+    return model
+
+
+def final_norm(model: Any) -> Any:
+    """The final norm of a causal LM, for the usual layouts (model.norm, language_model...)."""
+    for path in ("model.norm", "model.language_model.norm", "language_model.model.norm",
+                 "model.final_layernorm", "transformer.ln_f"):
+        obj = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None:
+            return obj
+    raise PipelineError(f"cannot find the final norm of {type(model).__name__}")
+
+
+class HiddenStateCapture:
+    """Runs the target and returns {layer_id: [seq, H]} for the requested ids (id N included),
+    plus the logits, from one forward pass."""
+
+    def __init__(self, model: Any, num_layers: int) -> None:
+        self.model = model
+        self.num_layers = num_layers
+        self._pre_norm: Any = None
+        final_norm(model).register_forward_pre_hook(self._hook)
+
+    def _hook(self, _module: Any, args: tuple[Any, ...]) -> None:
+        self._pre_norm = args[0]
+
+    def __call__(self, input_ids: Any, layer_ids: list[int]) -> tuple[dict[int, Any], Any]:
+        import torch
+
+        with torch.no_grad():
+            out = self.model(input_ids=input_ids, output_hidden_states=True, use_cache=False)
+        hs = out.hidden_states
+        if len(hs) != self.num_layers + 1:
+            raise PipelineError(f"expected {self.num_layers + 1} hidden states, got {len(hs)}")
+        states = {}
+        for lid in layer_ids:
+            states[lid] = (self._pre_norm if lid == self.num_layers else hs[lid])[0]
+        return states, out.logits[0]

@@ -12,6 +12,7 @@ import asyncio
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,12 +239,31 @@ class LocalTransport(Transport):
     def __init__(self, name: str = "local") -> None:
         self.name = name
         self._connected = False
+        self._procs: set[asyncio.subprocess.Process] = set()
 
     async def connect(self) -> None:
         self._connected = True
 
     async def close(self) -> None:
+        """Like closing an SSH connection: every process started here loses its stdin (the
+        console's long-lived helpers exit on EOF); one that lingers is killed. Detached jobs
+        are not ours to end: they run in their own session with stdin from /dev/null."""
         self._connected = False
+        procs, self._procs = [p for p in self._procs if p.returncode is None], set()
+        for proc in procs:
+            if proc.stdin is not None and not proc.stdin.is_closing():
+                proc.stdin.close()
+        for proc in procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 2.0)
+            except TimeoutError:
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
+                # wait() also waits for its pipes, which a grandchild may still hold: bounded.
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 2.0)
 
     @property
     def connected(self) -> bool:
@@ -260,6 +280,8 @@ class LocalTransport(Transport):
             stderr=asyncio.subprocess.PIPE,
             limit=16 * 1024 * 1024,
         )
+        self._procs = {p for p in self._procs if p.returncode is None}
+        self._procs.add(proc)
         return _LocalProcess(proc)
 
     async def put(self, local: Path, remote: str, progress: Progress | None = None) -> None:

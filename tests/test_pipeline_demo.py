@@ -205,3 +205,27 @@ def test_killing_extract_midway_then_rerunning_resumes(demo: Demo) -> None:
     assert len(list(hs.glob("data_*.pt"))) == total
     assert not list(hs.glob("*.part"))
     assert (demo.out / "manifests" / "extract.json").exists()
+
+
+async def test_tui_controller_starts_a_stage_and_resumes_the_pipeline(demo: Demo) -> None:
+    """The TUI's `s` (start stage) and `u` (resume) drive the same runner as `console run`: the
+    stage runs as a detached job whose progress arrives as stage.* events on the bus."""
+    from console.tui.controller import LiveController
+    from remote.bus import EventBus
+    from remote.hosts import load_config
+
+    bus = EventBus()
+    seen: list[ev.Event] = []
+    bus.add_callback(seen.append)
+    ctl = LiveController(load_config(demo.console_toml), bus)
+    try:
+        await ctl.start_stage("local", "vocab")
+        starts = [e.payload["stage"] for e in seen if e.kind == ev.STAGE_START]
+        ends = [(e.payload["stage"], e.payload["ok"]) for e in seen if e.kind == ev.STAGE_END]
+        assert starts == ["vocab"] and ends == [("vocab", True)]
+        assert any(e.kind == ev.JOB_LINE and e.payload["name"] == "pipeline-vocab" for e in seen)
+        seen.clear()
+        await ctl.resume_pipeline("local")
+        assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_SKIPPED] == list(STAGES)
+    finally:
+        await ctl.aclose()

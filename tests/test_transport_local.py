@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,13 @@ async def test_run_survives_a_command_that_ignores_its_input() -> None:
     async with LocalTransport() as t:
         done = await t.run(["true"], input=b"x" * (1 << 20))
         assert done.returncode == 0
+
+
+async def test_close_ends_the_processes_it_started_like_an_ssh_disconnect() -> None:
+    t = LocalTransport()
+    await t.connect()
+    reader = await t.start(["cat"])  # waits for EOF on stdin, as the console's helpers do
+    stubborn = await t.start(["python3", "-c", "import os, time; os.close(0); time.sleep(60)"])
+    await t.close()
+    assert await asyncio.wait_for(reader.wait(), 5) == 0
+    assert await asyncio.wait_for(stubborn.wait(), 5) != 0  # killed after the grace period

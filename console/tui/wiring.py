@@ -113,3 +113,45 @@ async def probe(*, transport: Any, host: Any, bus: Any, probe: str, target: str 
                   "findings": [f.to_dict() for f in findings], "summary": compat.summarize(findings)}
         bus.emit(ev.PROBE_RESULT, host.name, probe="compat", result=result,
                  summary=f"{model.get('architecture')}: {result['summary']}")
+
+
+PIPELINE_CONFIG_NAME = "pipeline.toml"
+
+
+async def _pipeline(transport: Any, host: Any, bus: Any) -> tuple[Any, str]:
+    """The runner and the pipeline config it uses: `<workdir>/pipeline.toml` on the box, or,
+    on the built-in local host without one, the tiny CPU demo (built once, then reused)."""
+    module = _module("remote.pipeline_runner", "pipeline runner")
+    runner = module.PipelineRunner(transport, host, bus)
+    root = await runner.root()
+    config = f"{root.rstrip('/')}/{PIPELINE_CONFIG_NAME}"
+    found = await transport.run(["test", "-f", config])
+    if found.returncode == 0:
+        return runner, config
+    if host.is_local:
+        return runner, await runner.demo_setup()
+    raise FeatureUnavailable(
+        f"no pipeline config at {config} on {host.name}: put one there (docs/pipeline.md), "
+        f"or run `console run --host {host.name} --pipeline FILE`"
+    )
+
+
+async def start_stage(*, transport: Any, host: Any, bus: Any, stage: str) -> None:
+    """Run one stage now (even if its manifest matches), tailing it into stage.* events."""
+    runner, config = await _pipeline(transport, host, bus)
+    try:
+        await runner.validate(config)
+        outcome = await runner.run_job(stage, stage, [stage, "--config", config, "--force"])
+    finally:
+        await runner.jobs.close()
+    if outcome.state == "failed":
+        raise FeatureUnavailable(f"stage {stage} failed: {outcome.error}")
+
+
+async def resume(*, transport: Any, host: Any, bus: Any) -> None:
+    """Every stage in order, skipping those whose manifest matches (what `console run` does)."""
+    runner, config = await _pipeline(transport, host, bus)
+    try:
+        await runner.run(config)
+    finally:
+        await runner.jobs.close()

@@ -15,9 +15,11 @@ import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from remote import bulk
 from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
@@ -348,17 +350,12 @@ class Jobs:
                         # One timestamp per block: its lines arrived together, and it keeps
                         # the per-line cost (event + recorder) low for fast logs.
                         ts = ev.utc_now()
-                        lines: list[LogLine] = []
-                        for text, size in _split_lines(block):
-                            offset += size
-                            lines.append(LogLine(text, offset))
+                        texts, ends = _split_lines(block, offset)
+                        offset = ends[-1]
+                        lines = bulk.build(LogLine, len(texts), {"text": texts, "offset": ends})
                         if bus is not None:
                             # One batch: the recorder writes the block with one write.
-                            bus.publish_many([
-                                ev.Event(ev.JOB_LINE, host, {"run_id": run_id, "name": name,
-                                                             "text": ln.text, "offset": ln.offset}, ts)
-                                for ln in lines
-                            ])
+                            bus.publish_many(ev.JobLines(host, run_id, name, texts, ends, ts))
                         for line in lines:
                             published = line.offset
                             yield line
@@ -466,11 +463,23 @@ class Jobs:
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
 
 
-def _split_lines(block: bytes) -> list[tuple[str, int]]:
-    """(text, byte length with its newline) for each line of a block ending in a newline."""
+def _split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:
+    """The lines of a block ending in a newline, and the log offset just after each one (the
+    block begins at offset `start`)."""
+    pieces: list[str] | list[bytes]
     if block.isascii():  # the common case: characters are bytes, decode once
-        return [(text, len(text) + 1) for text in block.decode("ascii").split("\n")[:-1]]
-    return [(raw.decode("utf-8", "replace"), len(raw) + 1) for raw in block.split(b"\n")[:-1]]
+        texts = pieces = block.decode("ascii").split("\n")
+        texts.pop()  # after the final newline
+    else:
+        pieces = block.split(b"\n")
+        pieces.pop()
+        texts = [raw.decode("utf-8", "replace") for raw in pieces]
+    ends = list(accumulate(map(_PLUS_NEWLINE, map(len, pieces)), initial=start))
+    del ends[0]
+    return texts, ends
+
+
+_PLUS_NEWLINE = (1).__add__
 
 
 def _trailer(control: bytes) -> dict[str, Any] | None:

@@ -108,8 +108,8 @@ class SessionWriter:
         self.count += 1
 
     def write_many(self, events: Sequence[Event]) -> None:
-        """Events that arrived together, in one write: a SIGKILL loses at most this batch (the
-        lines of one block just received), never an earlier one."""
+        """Events that arrived together, in one write: a SIGKILL loses at most this batch (up to
+        remote.jobs.BATCH_LINES lines of a block just received), never an earlier one."""
         if isinstance(events, JobLines):  # a log block: its shared fields encoded once
             self._write_bytes(events.to_jsonl().encode("utf-8"))
             self.count += len(events)

@@ -21,7 +21,7 @@ from console.session import Recorder, SessionReader, SessionWriter
 from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
-from remote.jobs import JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
+from remote.jobs import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
 from remote.transport import LocalTransport, Transport
 from tests.sshd_harness import Sshd
 
@@ -131,11 +131,18 @@ async def test_tail_offsets_and_recorded_lines_are_byte_exact_for_any_content(
         transport: Transport, tmp_path: Path) -> None:
     bus = EventBus()
     recorder = Recorder(SessionWriter(tmp_path / "s.jsonl", ["box"])).attach(bus)
+    batches: list[int] = []
+    bus.add_batch_callback(lambda es: batches.extend([len(es)] if es[0].kind == ev.JOB_LINE else []))
     jobs = jobs_for(transport, tmp_path / "box", bus)
     info = await jobs.launch([PY, "-c", MIXED, "3000"], name="mixed")
     await jobs.wait(info.run_id)
-    lines = [x async for x in jobs.tail(info.run_id)]
+    lines = []
+    async for x in jobs.tail(info.run_id):
+        # A line reaches the consumer only once it is recorded.
+        assert recorder.writer.count > len(lines)
+        lines.append(x)
     recorder.close()
+    assert max(batches) <= BATCH_LINES and sum(batches) == len(lines)
     raw = (tmp_path / "box" / "runs" / info.run_id / "log").read_bytes()
     pieces = raw.split(b"\n")
     assert [x.text for x in lines] == [p.decode("utf-8", "replace") for p in pieces]

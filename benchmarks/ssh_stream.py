@@ -3,7 +3,7 @@
 Starts a real OpenSSH sshd on loopback (tests/sshd_harness.py), launches a job that writes N
 numbered lines, waits for it, then measures in the same run:
 - console: Jobs.tail over SSHTransport, every line published as a job.line event and written by
-  the session recorder (SessionWriter, flushed per event), as `console jobs tail` does;
+  the session recorder (SessionWriter, one write per published batch), as `console jobs tail` does;
 - baseline: `ssh HOST cat LOG` with the OpenSSH client, lines counted from its stdout.
 Prints both rates, their ratio, and lines lost (must be 0). Target: >= 100,000 lines/s.
 

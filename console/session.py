@@ -26,7 +26,7 @@ import platformdirs
 from console import __version__
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
-from remote.events import SEEKABLE_KINDS, Event, format_ts, parse_ts, utc_now
+from remote.events import SEEKABLE_KINDS, Event, JobLines, format_ts, parse_ts, utc_now
 from remote.hosts import APP_NAME
 
 FORMAT = "eagle3-console-session"
@@ -108,8 +108,12 @@ class SessionWriter:
         self.count += 1
 
     def write_many(self, events: Sequence[Event]) -> None:
-        """Events that arrived together, in one write: a SIGKILL loses at most this batch (the
-        lines of one block just received), never an earlier one."""
+        """Events that arrived together, in one write: a SIGKILL loses at most this batch (up to
+        remote.jobs.BATCH_LINES lines of a block just received), never an earlier one."""
+        if isinstance(events, JobLines):  # a log block: its shared fields encoded once
+            self._write_bytes(events.to_jsonl().encode("utf-8"))
+            self.count += len(events)
+            return
         if len(events) == 1:
             self.write(events[0])
             return

@@ -7,10 +7,14 @@ live box: the TUI cannot tell the two apart except by a badge.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 from json.encoder import encode_basestring_ascii as _escape
-from typing import Any
+from typing import Any, overload
+
+from remote import bulk
 
 # Known kinds, grouped by producer. Kinds are open strings (new producers add their own), but the
 # ones consumers rely on are named here so a typo shows up in review, not in a replay.
@@ -122,6 +126,62 @@ class Event:
         if not isinstance(data, dict):
             raise ValueError("not an event: a JSON object was expected")
         return cls.from_dict(data)
+
+
+class JobLines(Sequence[Event]):
+    """The job.line events of one block of a job's log, published together (bus.publish_many).
+
+    Its items are ordinary Events, one per line, built at once (remote/bulk.py). The batch also
+    keeps the columns they were built from, so the recorder encodes the whole block in one pass
+    with the parts every line shares (ts, host, kind, run_id, name) encoded once: byte for byte
+    what each Event.to_json gives, which tests/test_events.py checks on awkward text. Like any
+    Event, the payloads are not to be changed by consumers."""
+
+    __slots__ = ("_events", "_head", "_offsets", "_texts")
+
+    def __init__(self, host: str, run_id: str, name: str, texts: Sequence[str],
+                 offsets: Sequence[int], ts: datetime | None = None) -> None:
+        if len(texts) != len(offsets):
+            raise ValueError(f"{len(texts)} lines but {len(offsets)} offsets")
+        ts = ts or utc_now()
+        payloads = [{"run_id": run_id, "name": name, "text": text, "offset": offset}
+                    for text, offset in zip(texts, offsets, strict=True)]
+        self._events: tuple[Event, ...] = tuple(bulk.build(Event, len(payloads), {
+            "kind": repeat(JOB_LINE), "host": repeat(host), "payload": payloads, "ts": repeat(ts),
+        }))
+        self._texts = texts
+        self._offsets = offsets
+        # Everything before a line's text, from a real event so it cannot drift from to_json.
+        template = Event(JOB_LINE, host, {"run_id": run_id, "name": name, "text": "",
+                                          "offset": 0}, ts).to_json()
+        assert template.endswith(_TEMPLATE_END), template
+        self._head = template[: -len(_TEMPLATE_END)]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @overload
+    def __getitem__(self, i: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[Event, ...]: ...
+
+    def __getitem__(self, i: int | slice) -> Event | tuple[Event, ...]:
+        return self._events[i]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def to_jsonl(self) -> str:
+        """Every event's to_json() followed by a newline, concatenated."""
+        if not self._events:
+            return ""
+        head = self._head
+        return "".join([f'{head}{_escape(text)},"offset":{offset}}}}}\n'
+                        for text, offset in zip(self._texts, self._offsets, strict=True)])
+
+
+_TEMPLATE_END = '"","offset":0}}'
 
 
 def _encode_str(text: str) -> str:

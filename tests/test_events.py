@@ -1,12 +1,23 @@
 from __future__ import annotations
 
+import dataclasses
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
 
 import pytest
 
+from remote import bulk
 from remote.bus import EventBus
-from remote.events import Event, format_ts, parse_ts, utc_now
+from remote.events import JOB_LINE, Event, JobLines, format_ts, parse_ts, utc_now
+
+# Text a log line can hold that JSON must escape: quotes, backslashes (also before an n, which
+# must not read as a newline), control characters, DEL, non-ASCII in and beyond the BMP, the
+# replacement character a bad UTF-8 byte decodes to, format characters, nothing at all.
+AWKWARD = ['plain', 'say "hi"', 'C:\\new\\n', '\\n', 'tab\there', 'bell\x07 esc\x1b[0m', 'del\x7f',
+           'caf\u00e9 \u2014 \u00fcber', 'emoji \U0001f680', 'bad \ufffd byte', '100% {x} %s %d', '',
+           ' ', '}}', '"', '\\']
 
 
 def test_event_json_round_trip_is_exact() -> None:
@@ -76,3 +87,49 @@ async def test_publish_many_reaches_every_kind_of_consumer_in_order() -> None:
     assert single == [0, 1, 2, 3]
     assert batches == [[0, 1, 2], [3]]
     assert [e.payload["i"] async for e in sub] == [0, 1, 2, 3]
+
+
+def test_job_lines_are_ordinary_events_encoded_byte_for_byte_as_each_one() -> None:
+    ts = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    host, run_id, name = 'b\u00f6x "1"', "20260102-030405-ab%cd", 'na\\me "x" \u00e9'
+    offsets = [10 * (i + 1) for i in range(len(AWKWARD))]
+    batch = JobLines(host, run_id, name, AWKWARD, offsets, ts)
+    expected = [Event(JOB_LINE, host, {"run_id": run_id, "name": name, "text": t, "offset": o}, ts)
+                for t, o in zip(AWKWARD, offsets, strict=True)]
+    assert list(batch) == expected and len(batch) == len(expected)
+    assert batch[3] == expected[3] and batch[-1] == expected[-1]
+    assert repr(batch[1]) == repr(expected[1])
+    assert batch.to_jsonl() == "".join(e.to_json() + "\n" for e in expected)
+    lines = batch.to_jsonl().splitlines()
+    assert len(lines) == len(expected)
+    for line, event in zip(lines, expected, strict=True):
+        assert line.startswith('{"ts":"2026-01-02T03:04:05.678Z",')
+        assert Event.from_json(line) == event
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch[0].kind = "x"  # type: ignore[misc]
+    assert JobLines(host, run_id, name, [], []).to_jsonl() == ""
+    with pytest.raises(ValueError, match="offsets"):
+        JobLines(host, run_id, name, ["a", "b"], [1])
+
+
+def test_bulk_build_fills_every_field_or_refuses() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Pair:
+        a: str
+        b: int
+
+    built = bulk.build(Pair, 3, {"a": repeat("x"), "b": [1, 2, 3]})
+    assert built == [Pair("x", 1), Pair("x", 2), Pair("x", 3)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built[0].a = "y"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="expected"):
+        bulk.build(Pair, 1, {"a": ["x"]})
+    with pytest.raises(ValueError, match="fewer than 3 values for b"):
+        bulk.build(Pair, 3, {"a": repeat("x"), "b": [1, 2]})
+
+    @dataclass(slots=True)
+    class Mutable:
+        a: str
+
+    with pytest.raises(TypeError, match="frozen"):
+        bulk.build(Mutable, 1, {"a": ["x"]})

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from console.session import Recorder, SessionReader, SessionWriter
 from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
-from remote.jobs import JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
+from remote.jobs import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
 from remote.transport import LocalTransport, Transport
 from tests.sshd_harness import Sshd
 
@@ -109,6 +110,54 @@ async def test_non_follow_tail_of_running_job_stops_at_what_is_there(
         assert got == ["a", "b"]
     finally:
         await jobs.cancel(info.run_id, grace=1)
+
+
+# Bytes a log can hold: multi-byte UTF-8, a byte that is not UTF-8, JSON specials, control
+# characters, an empty line, a carriage return, long lines (a block boundary falls inside some).
+MIXED = (
+    "import sys\n"
+    "w = sys.stdout.buffer.write\n"
+    "for i in range(int(sys.argv[1])):\n"
+    "    if i // 400 % 2:  # runs of ASCII-only blocks between the others\n"
+    "        w(b'caf\\xc3\\xa9 %d \\xe2\\x80\\x94 \\xf0\\x9f\\x9a\\x80\\n' % i)\n"
+    "        w(b'bad \\xff byte\\n')\n"
+    "    w(b'esc \\\\n \\\"q\\\" \\t \\x1b[0m\\n\\n')\n"
+    "    w(b'cr\\r\\n' + b'x' * (i * 37 % 5000) + b'\\n')\n"
+    "w(b'no newline \\xc3\\xa9')\n"
+)
+
+
+async def test_tail_offsets_and_recorded_lines_are_byte_exact_for_any_content(
+        transport: Transport, tmp_path: Path) -> None:
+    bus = EventBus()
+    recorder = Recorder(SessionWriter(tmp_path / "s.jsonl", ["box"])).attach(bus)
+    batches: list[int] = []
+    bus.add_batch_callback(lambda es: batches.extend([len(es)] if es[0].kind == ev.JOB_LINE else []))
+    jobs = jobs_for(transport, tmp_path / "box", bus)
+    info = await jobs.launch([PY, "-c", MIXED, "3000"], name="mixed")
+    await jobs.wait(info.run_id)
+    lines = []
+    async for x in jobs.tail(info.run_id):
+        # A line reaches the consumer only once it is recorded.
+        assert recorder.writer.count > len(lines)
+        lines.append(x)
+    recorder.close()
+    assert max(batches) <= BATCH_LINES and sum(batches) == len(lines)
+    raw = (tmp_path / "box" / "runs" / info.run_id / "log").read_bytes()
+    pieces = raw.split(b"\n")
+    assert [x.text for x in lines] == [p.decode("utf-8", "replace") for p in pieces]
+    ends, pos = [], 0
+    for piece in pieces[:-1]:
+        pos += len(piece) + 1
+        ends.append(pos)
+    assert [x.offset for x in lines] == [*ends, len(raw)]
+    with SessionReader(tmp_path / "s.jsonl") as r:
+        recorded = [e for e in r.events() if e.kind == ev.JOB_LINE]
+        assert not r.warnings
+    assert [(e.payload["text"], e.payload["offset"]) for e in recorded] == \
+        [(x.text, x.offset) for x in lines]
+    assert {(e.host, e.payload["run_id"], e.payload["name"]) for e in recorded} == \
+        {("box", info.run_id, "mixed")}
 
 
 async def test_lock_refuses_second_launch_of_same_name(transport: Transport, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from console.session import (
     SessionWriter,
 )
 from remote.bus import EventBus
-from remote.events import Event, utc_now
+from remote.events import JOB_LINE, Event, JobLines, utc_now
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -161,6 +161,68 @@ def test_sigkill_while_recording_loses_at_most_the_event_being_written(
         got = [e.payload["i"] for e in r.events()]
     assert len(got) >= 200
     assert got == list(range(len(got)))  # every complete event, in order, no gaps
+
+
+_BATCH_RECORDER = textwrap.dedent(
+    """
+    import sys
+    from console.session import Recorder, SessionWriter
+    from remote.bus import EventBus
+    from remote.events import JobLines
+    bus = EventBus()
+    Recorder(SessionWriter(sys.argv[1], ["box"])).attach(bus)
+    offset = 0
+    batches = 0
+    while True:
+        texts = [f"{offset + i} " + "x" * (i % 300) for i in range(500)]
+        ends = [offset + i + 1 for i in range(500)]
+        bus.publish_many(JobLines("box", "run-1", "big", texts, ends))
+        offset += 500
+        batches += 1
+        if batches == 20:
+            print("ready", flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_sigkill_while_recording_log_blocks_loses_at_most_the_block_being_written(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = tmp_path / f"killed{suffix}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BATCH_RECORDER, str(path)], cwd=REPO, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == b"ready"
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with SessionReader(path) as r:
+        got = [e.payload["offset"] for e in r.events()]
+        assert not [w for w in r.warnings if "corrupt" in w]
+    assert len(got) >= 20 * 500
+    assert got == list(range(1, len(got) + 1))  # every complete line, in order, no gaps
+
+
+def test_log_blocks_are_recorded_as_the_same_bytes_as_single_events(tmp_path: Path) -> None:
+    ts = utc_now()
+    texts = ["plain", 'q "x" \\n', "caf\u00e9 \U0001f680", "", "ctl \x00\x1f\x7f"]
+    ends = [6, 20, 33, 34, 45]
+    one = SessionWriter(tmp_path / "one.jsonl", ["box"], started=ts)
+    for text, end in zip(texts, ends, strict=True):
+        one.write(Event(JOB_LINE, "box", {"run_id": "r", "name": "n", "text": text, "offset": end},
+                        ts))
+    one.close()
+    bus = EventBus()
+    rec = Recorder(SessionWriter(tmp_path / "batch.jsonl", ["box"], started=ts)).attach(bus)
+    bus.publish_many(JobLines("box", "r", "n", texts, ends, ts))
+    rec.close()
+    assert rec.writer.count == len(texts)
+    assert (tmp_path / "batch.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
+    with SessionReader(tmp_path / "batch.jsonl") as r:
+        assert [e.payload["text"] for e in r.events()] == texts
+        assert r.ts_at(len(texts) - 1) == r.ts_at(0)
 
 
 def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) -> None:

@@ -11,14 +11,16 @@ import abc
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from remote.argv import with_env
 from remote.errors import RemoteCommandError
 
+_T = TypeVar("_T")
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
@@ -167,38 +169,27 @@ class _LocalProcess(RemoteProcess):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
 
-    async def lines(self) -> AsyncIterator[OutputLine]:
-        queue: asyncio.Queue[OutputLine | None] = asyncio.Queue()
+    def lines(self) -> AsyncIterator[OutputLine]:
+        return self._merged(
+            lambda stream: stream.readline(),
+            lambda name, raw: OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n")),
+        )
+
+    def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
+        return self._merged(lambda stream: stream.read(1 << 18), lambda name, data: (name, data))
+
+    async def _merged(
+        self,
+        read: Callable[[asyncio.StreamReader], Awaitable[bytes]],
+        make: Callable[[str, bytes], _T],
+    ) -> AsyncIterator[_T]:
+        """stdout and stderr read concurrently, items in arrival order, until both close."""
+        queue: asyncio.Queue[_T | None] = asyncio.Queue()
 
         async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
             if stream is not None:
-                while raw := await stream.readline():
-                    queue.put_nowait(OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
-            queue.put_nowait(None)
-
-        tasks = [
-            asyncio.create_task(pump(self._proc.stdout, "stdout")),
-            asyncio.create_task(pump(self._proc.stderr, "stderr")),
-        ]
-        open_streams = 2
-        try:
-            while open_streams:
-                item = await queue.get()
-                if item is None:
-                    open_streams -= 1
-                else:
-                    yield item
-        finally:
-            for t in tasks:
-                t.cancel()
-
-    async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
-        queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
-
-        async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
-            if stream is not None:
-                while data := await stream.read(1 << 18):
-                    queue.put_nowait((name, data))
+                while data := await read(stream):
+                    queue.put_nowait(make(name, data))
             queue.put_nowait(None)
 
         tasks = [

@@ -61,6 +61,7 @@ class StageOutcome:
     seconds: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    ended: bool = False  # the stage reported its own end (stage.end already emitted)
 
 
 class PipelineRunner:
@@ -169,6 +170,10 @@ class PipelineRunner:
         final = await self.jobs.wait(info.run_id)
         if final.returncode == 0 and outcome.state != "skipped":
             outcome.state = "ran"
+            if not outcome.ended:  # a step with no end record of its own (demo-setup)
+                self._emit(ev.STAGE_END, stage=stage, ok=True,
+                           seconds=round(time.monotonic() - t0, 3), run_id=info.run_id,
+                           summary=f"{stage} done in {time.monotonic() - t0:.1f} s")
         elif final.returncode != 0:
             outcome.state = "failed"
             outcome.error = outcome.error or f"{stage} exited {final.returncode} ({final.state})"
@@ -190,6 +195,7 @@ class PipelineRunner:
                      if k not in ("type", "stage", "done", "total", "unit", "rate")}
             self._emit(ev.STAGE_PROGRESS, stage=stage, **payload, **extra)
         elif kind == "end":
+            outcome.ended = True
             outcome.summary = dict(rec.get("summary") or {})
             self._emit(ev.STAGE_END, stage=stage, ok=bool(rec.get("ok", True)),
                        seconds=rec.get("seconds"), outputs=rec.get("outputs"), run_id=run_id,

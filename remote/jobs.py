@@ -373,11 +373,7 @@ class Jobs:
                 except ConnectionFailed:
                     dropped = True
                 finally:
-                    if proc is not None:
-                        try:
-                            await proc.close()
-                        except Exception:  # the channel may already be gone
-                            pass
+                    await _close_quietly(proc)
                 end = _trailer(bytes(control))
                 if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
                     if buf:  # the job's last line had no newline
@@ -428,11 +424,7 @@ class Jobs:
             except ConnectionFailed:
                 rc = None
             finally:
-                if proc is not None:
-                    try:
-                        await proc.close()
-                    except Exception:  # the channel may already be gone
-                        pass
+                await _close_quietly(proc)
             lines = out.decode("utf-8", "replace").strip().splitlines()
             if rc == 0 and (lines or allow_empty):
                 return lines
@@ -500,3 +492,13 @@ def _trailer(control: bytes) -> dict[str, Any] | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
+
+
+async def _close_quietly(proc: RemoteProcess | None) -> None:
+    """Release a helper's channel after its stream ended or broke: the channel may already be
+    gone with the connection, and that is not an error worth more than the one that got us here."""
+    if proc is not None:
+        try:
+            await proc.close()
+        except Exception:
+            pass

@@ -144,19 +144,24 @@ _RECORDER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
-def test_sigkill_while_recording_loses_at_most_the_event_being_written(
-    tmp_path: Path, suffix: str
-) -> None:
-    path = tmp_path / f"killed{suffix}"
+def _record_then_sigkill(script: str, path: Path) -> None:
+    """Run a recording script in a real process, SIGKILL it mid-write once it is under way."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _RECORDER, str(path)], cwd=REPO, stdout=subprocess.PIPE
+        [sys.executable, "-c", script, str(path)], cwd=REPO, stdout=subprocess.PIPE
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == b"ready"
     time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_sigkill_while_recording_loses_at_most_the_event_being_written(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = tmp_path / f"killed{suffix}"
+    _record_then_sigkill(_RECORDER, path)
     with SessionReader(path) as r:
         got = [e.payload["i"] for e in r.events()]
     assert len(got) >= 200
@@ -190,14 +195,7 @@ def test_sigkill_while_recording_log_blocks_loses_at_most_the_block_being_writte
     tmp_path: Path, suffix: str
 ) -> None:
     path = tmp_path / f"killed{suffix}"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _BATCH_RECORDER, str(path)], cwd=REPO, stdout=subprocess.PIPE
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _record_then_sigkill(_BATCH_RECORDER, path)
     with SessionReader(path) as r:
         got = [e.payload["offset"] for e in r.events()]
         assert not [w for w in r.warnings if "corrupt" in w]

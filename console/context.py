@@ -20,6 +20,13 @@ from remote.hosts import Config, HostConfig, load_config
 from remote.transport import Transport
 
 
+def add_host_options(parser: argparse.ArgumentParser) -> None:
+    """--host and --accept-new-host-key: every command that reaches a box takes both."""
+    parser.add_argument("--host", default="local", help="host name from console.toml, or 'local' (default)")
+    parser.add_argument("--accept-new-host-key", action="store_true",
+                        help="trust and store the host key of a host not yet in known_hosts")
+
+
 def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) -> None:
     parser.add_argument(
         "--config", metavar="PATH", help="console.toml to use (default: ./console.toml, then the user config dir)"

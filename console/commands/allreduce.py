@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
 from remote.allreduce_trace import DEFAULT_KERNELS, analyse_files, capture, format_trace_table
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s = verbs.add_parser("sweep", help="bus bandwidth over message sizes on N ranks",
                          description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "
                          "message sizes (nccl-tests' definitions), NCCL on GPUs, gloo on CPU.")
-    s.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    add_host_options(s)
     s.add_argument("--ranks", type=int, required=True, help="number of ranks (GPUs with NCCL)")
     s.add_argument("--sizes", default="4K..256M",
                    help="message sizes: 4K..256M (doubling), or a list 4K,1M (default 4K..256M)")
@@ -36,8 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     s.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole sweep")
-    s.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(s)
     s.set_defaults(func=run_sweep_cmd)
 
@@ -54,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                          "host's vLLM (through the SSH connection), fetch the new trace files "
                          "and analyse them. vLLM must run with VLLM_TORCH_PROFILER_DIR "
                          "(<= 0.15) or --profiler-config (>= 0.13) pointing at --profiler-dir.")
-    c.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    add_host_options(c)
     c.add_argument("--profiler-dir", required=True,
                    help="the directory vLLM writes traces to, on the box")
     c.add_argument("--seconds", type=float, default=5.0,
@@ -62,8 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c.add_argument("--url", default=None, help="vLLM URL on the box (default: the host's)")
     c.add_argument("--out", type=Path, default=Path("traces"),
                    help="local directory for the fetched traces (default ./traces)")
-    c.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     _kernel_options(c)
     add_common_options(c)
     c.set_defaults(func=run_capture_cmd)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from console.bench_tables import compare_table, point_summary, run_table, watch_table
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from console.session import default_session_dir
 from remote import events as ev
 from remote.bench.compare import compare_runs
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         description="Sweep concurrencies with streamed fixed-length requests; "
                         "per point: tokens/s, requests/s, TTFT/TPOT p50/p99 and the acceptance "
                         "figures of that window. With a baseline: speedup and crossover.")
-    r.add_argument("--host", default="local", help="host from console.toml, or 'local'")
+    add_host_options(r)
     r.add_argument("--concurrency", default="1,4,16", help="comma-separated (default 1,4,16)")
     r.add_argument("--label", help="name of this run (default: speculative, or baseline)")
     r.add_argument("--model", help="served model name (default: the one the server lists)")
@@ -57,8 +57,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r.add_argument("--warmup", type=int, default=1, help="unmeasured requests first (default 1)")
     r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
     r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
-    r.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(r)
     r.set_defaults(func=run_command)
 
@@ -73,12 +71,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     w = bsub.add_parser("watch", help="acceptance per scrape interval while the server runs",
                         description="Scrape the spec-decode counters every interval and show "
                         "the acceptance figures of each window.")
-    w.add_argument("--host", default="local", help="host from console.toml, or 'local'")
+    add_host_options(w)
     w.add_argument("--interval", type=float, default=10.0, help="seconds between scrapes")
     w.add_argument("--count", type=int, help="stop after this many windows (default: until ^C)")
     w.add_argument("--model", help="served model name (default: the one the server lists)")
-    w.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(w)
     w.set_defaults(func=watch_command)
 

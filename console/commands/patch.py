@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.patcher.recipes import RECIPES
 from remote.patcher.runner import Patcher
@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         f"atomically and reversibly. Recipes: {names}.",
     )
     p.add_argument("action", choices=ACTIONS)
-    p.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    add_host_options(p)
     p.add_argument("--recipe", action="append", metavar="NAME",
                    help="only this recipe (repeatable; default: every recipe that applies)")
     p.add_argument("--force", action="store_true",
@@ -33,8 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--site-packages", metavar="DIR",
                    help="look for the package in DIR instead of the box python's import path")
-    p.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(p)
     p.set_defaults(func=run)
 

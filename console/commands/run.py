@@ -26,7 +26,7 @@ import posixpath
 import tomllib
 from pathlib import Path
 
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 from remote.pipeline_runner import STAGES, PipelineRunner
@@ -36,15 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
                        description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
                        "evaluate) on a host as detached jobs, and record the session.")
-    p.add_argument("--host", default="local", help="host name from console.toml, or 'local' (default)")
+    add_host_options(p)
     p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
     p.add_argument("--demo", action="store_true",
                    help="build and run the tiny local demo (tiny target, tokenizer, conversations)")
     p.add_argument("--from", dest="start", choices=STAGES, metavar="STAGE",
                    help=f"re-run STAGE and every stage after it ({', '.join(STAGES)})")
     p.add_argument("--force", action="store_true", help="re-run every stage")
-    p.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(p)
     p.set_defaults(func=run)
 

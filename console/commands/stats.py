@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.stats import MIN_INTERVAL, StatsStream
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("stats", help="live GPU and host stats from a host",
                        description="Stream GPU and host stats from a host (one sampler process "
                        "on the box, over the host's one connection).")
-    p.add_argument("--host", default="local", help="host name from console.toml, or 'local'")
+    add_host_options(p)
     p.add_argument("--once", action="store_true", help="take one sample and print a table")
     p.add_argument("--interval", type=float, default=1.0,
                    help=f"seconds between samples (>= {MIN_INTERVAL}; default 1)")
@@ -29,8 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="stop after this many samples (default: until interrupted)")
     p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto",
                    help="GPU source on the box (default: NVML, else nvidia-smi, else none)")
-    p.add_argument("--accept-new-host-key", action="store_true",
-                   help="trust and store the host key of a host not yet in known_hosts")
     add_common_options(p)
     p.set_defaults(func=run)
 

@@ -17,7 +17,6 @@ from remote.patcher.runner import Patcher
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
 
-pytest.importorskip("remote.ssh")
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
 

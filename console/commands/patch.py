@@ -29,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--recipe", action="append", metavar="NAME",
                    help="only this recipe (repeatable; default: every recipe that applies)")
     p.add_argument("--force", action="store_true",
-                   help="apply to a file that is not a known original when the anchors match")
+                   help="apply: to a file that is not a known original when the anchors match;"
+                   " rollback: also a file edited after apply, keeping the edit as"
+                   " <file>.eagle3-edited-<sha256> beside it")
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--site-packages", metavar="DIR",
                    help="look for the package in DIR instead of the box python's import path")
@@ -65,7 +67,7 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
         plans = await patcher.verify()
         return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
     if args.action == "rollback":
-        await patcher.rollback()
+        await patcher.rollback(force=args.force)
         return EXIT_OK
     if not args.yes:
         plans = await patcher.plan(force=args.force)

@@ -221,7 +221,11 @@ class SSHTransport(Transport):
         if opts.get("port"):
             kwargs["port"] = int(opts["port"])
         if opts.get("identity_file"):
-            kwargs["client_keys"] = [os.path.expanduser(str(opts["identity_file"]))]
+            key_path = os.path.expanduser(str(opts["identity_file"]))
+            if not os.path.isfile(key_path):  # a config error (exit 2), not a failed connect
+                raise ConfigError(self.host.source, f"hosts.{self.name}.identity_file",
+                                  f"identity file {key_path} not found")
+            kwargs["client_keys"] = [key_path]
         config = opts.get("ssh_config")
         if config:
             path = os.path.expanduser(str(config))

@@ -62,7 +62,8 @@ class _HostKeyCheck:
         line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
                f"{key.export_public_key('openssh').decode().split()[1]}\n"
         self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.known_hosts, "a", encoding="utf-8") as fh:
+        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             fh.write(line)
         self.verdict = "accepted"
         return True

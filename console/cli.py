@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from console import __version__
 from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
+from remote.sanitize import visible
 
 # Each module registers its own subparser; order is the order shown in --help.
 COMMAND_MODULES = (
@@ -79,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "(no message)"
+    """An error may quote the box (its stderr): one line, its escapes drawn, not obeyed."""
+    return visible(" ".join(text.split())) or "(no message)"
 
 
 def _first_console_error(group: BaseExceptionGroup) -> ConsoleError | None:

@@ -13,6 +13,7 @@ from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.patcher.recipes import RECIPES
 from remote.patcher.runner import Patcher
+from remote.sanitize import visible_lines
 
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
@@ -61,7 +62,7 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
         if not args.json:
             for p in plans:
                 if p.changes:
-                    ctx.out.write(p.diff)
+                    ctx.out.write(visible_lines(p.diff))
         return EXIT_REFUSED if any(p.refused for p in plans) else EXIT_OK
     if args.action == "verify":
         plans = await patcher.verify()
@@ -81,7 +82,7 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
                              "(no terminal to ask on)")
         for p in plans:
             if p.changes:
-                print(p.diff, file=sys.stderr)
+                print(visible_lines(p.diff), file=sys.stderr)
         answer = input(f"apply to {host.name}? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
             ctx.info("not applied", host.name)

@@ -31,7 +31,9 @@ from remote.transport import Transport
 from remote.upload import upload
 
 HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
-_EXPANDUSER = "import os,sys;print(os.path.expanduser(sys.argv[1]))"
+# Absolute as well as expanded: a relative workdir such as `-wd` would put `-wd/probes/...`
+# right after the python, which reads it as an option.
+_EXPANDUSER = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
 
 
 class PatchError(ConsoleError):

@@ -19,11 +19,13 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from remote import bulk
+import msgspec
+
 from remote import events as ev
 from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.retry import Backoff, reraise_fatal
 from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import sha256_file, upload
 
@@ -33,12 +35,11 @@ STATES = ("running", "exited", "cancelled", "lost")
 # Stream restarts in a row that delivered nothing before the tail gives up (the transport does
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
-# Lines of a received block published (and recorded) as one batch. A block is up to 256 KiB
-# (thousands of lines); in batches this small the objects of a batch (an Event and a LogLine per
-# line) are freed before the cyclic GC's first threshold (700 allocations) is reached, so the
-# collector never runs during a fast tail. In 7000-line batches every Event and LogLine lived
-# through collections and was promoted, and full collections took a fifth of the time.
-BATCH_LINES = 256
+# Lines of a received block published (and recorded) as one batch: one write per batch. Events
+# and LogLines are structs the cyclic GC does not track (gc=False; their fields are strings and
+# ints), so a large batch no longer drags the collector in; this only bounds how much of a block
+# a subscriber sees at once.
+BATCH_LINES = 4096
 
 # One round trip before the first operation: the absolute workdir, and the sha256 of the helper
 # already on the box (empty when absent), so an unchanged helper is never sent again.
@@ -121,8 +122,7 @@ class RunInfo:
             raise JobHelperError(f"malformed run record from the box: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
+class LogLine(msgspec.Struct, frozen=True, gc=False):
     text: str
     offset: int  # byte offset in the log just after this line
 
@@ -198,7 +198,7 @@ class Jobs:
         connection lost after sending raises ConnectionFailed."""
         _, helper = await self._ready()
         async with self._serve_lock:
-            attempts = 0
+            backoff = Backoff(f"{args[0]} on {self.host}", limit=MAX_IDLE_RESTARTS)
             while True:
                 sent = False
                 try:
@@ -214,12 +214,12 @@ class Jobs:
                             break
                 except (ConnectionFailed, StopAsyncIteration, OSError) as exc:
                     await self._close_serve()
-                    attempts += 1
-                    if (sent and not retry) or attempts > MAX_IDLE_RESTARTS:
+                    reraise_fatal(exc)
+                    if (sent and not retry) or backoff.failures >= MAX_IDLE_RESTARTS:
                         raise ConnectionFailed(f"{args[0]} on {self.host}: the connection was "
                                                f"lost ({exc or type(exc).__name__}); "
                                                "check with `console jobs`") from None
-                    await asyncio.sleep(min(1.0, 0.05 * (attempts - 1)))
+                    await backoff.failed(exc)
                     continue
                 try:
                     reply = json.loads(line.text)
@@ -325,7 +325,7 @@ class Jobs:
         run_dir = self._run_dir(root, run_id)
         name = await self._name(run_id)
         published = offset
-        idle_restarts = 0
+        backoff = Backoff(f"the log stream of {run_id} on {self.host}", limit=MAX_IDLE_RESTARTS)
         bus, host = self.bus, self.host
         # Saved before the first line, so the cursor names the session recording this tail even
         # if the console dies before the first batch is done.
@@ -364,13 +364,13 @@ class Jobs:
                                 # One batch: the recorder writes it with one write.
                                 bus.publish_many(ev.JobLines(host, run_id, name, part, part_ends,
                                                              ts))
-                            for line in bulk.build(LogLine, len(part),
-                                                   {"text": part, "offset": part_ends}):
+                            for line in list(map(LogLine, part, part_ends)):
                                 published = line.offset
                                 yield line
                         self._save(run_id, published)
                     rc = await proc.wait()
-                except ConnectionFailed:
+                except ConnectionFailed as exc:
+                    reraise_fatal(exc)  # a changed host key ends the tail now, loudly
                     dropped = True
                 finally:
                     await _close_quietly(proc)
@@ -390,12 +390,10 @@ class Jobs:
                     raise RemoteCommandError(["job_helper", "tail"], rc,
                                              control.decode("utf-8", "replace"))
                 # The stream ended early (connection dropped): resume from the last whole line.
-                idle_restarts = 0 if progressed else idle_restarts + 1
-                if idle_restarts > MAX_IDLE_RESTARTS:
-                    raise ConnectionFailed(f"lost the log stream of {run_id} on {self.host} "
-                                           f"{MAX_IDLE_RESTARTS} times in a row")
-                if idle_restarts:
-                    await asyncio.sleep(min(1.0, 0.05 * idle_restarts))
+                if progressed:
+                    backoff.succeeded()
+                else:
+                    await backoff.failed()
         finally:
             self._save(run_id, published)
 
@@ -410,7 +408,7 @@ class Jobs:
         Started with stdin left open: the helper exits when it sees stdin close, so a console
         that goes away leaves no waiter behind on the box."""
         _, helper = await self._ready()
-        attempts = 0
+        backoff = Backoff(f"{what}: no answer from {self.host}", limit=MAX_IDLE_RESTARTS)
         while True:
             out = bytearray()
             err = bytearray()
@@ -421,7 +419,8 @@ class Jobs:
                 async for stream, data in proc.chunks():
                     (out if stream == "stdout" else err).extend(data)
                 rc = await proc.wait()
-            except ConnectionFailed:
+            except ConnectionFailed as exc:
+                reraise_fatal(exc)
                 rc = None
             finally:
                 await _close_quietly(proc)
@@ -431,10 +430,7 @@ class Jobs:
             if rc not in (0, None) and self.transport.connected:
                 raise RemoteCommandError(["job_helper", what], rc,
                                          err.decode("utf-8", "replace"))
-            attempts += 1
-            if attempts > MAX_IDLE_RESTARTS:
-                raise ConnectionFailed(f"{what}: no answer from {self.host} after {attempts} tries")
-            await asyncio.sleep(min(1.0, 0.05 * attempts))
+            await backoff.failed()
 
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()

@@ -22,6 +22,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import TabbedContent, TabPane
 
+from console.live_session import open_session
 from console.tui.controller import (
     FeatureUnavailable,
     LiveSource,
@@ -42,6 +43,7 @@ from console.tui.widgets.pipeline import LogView, PipelineView
 from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
+from remote.bus import EventBus
 from remote.errors import EXIT_OK, ConsoleError
 from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
@@ -576,11 +578,11 @@ class ConsoleApp(App[int]):
 class HostsApp(ConsoleApp):
     """The live console on the hosts of a console.toml (the placeholder's name and signature)."""
 
-    def __init__(self, config_path: str | None = None) -> None:
+    def __init__(self, config_path: str | None = None, bus: EventBus | None = None) -> None:
         config = load_config(config_path)
         describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
                     for h in all_hosts(config)}
-        super().__init__(LiveSource(config), describe=describe)
+        super().__init__(LiveSource(config, bus=bus), describe=describe)
 
 
 class ReplayApp(ConsoleApp):
@@ -590,16 +592,24 @@ class ReplayApp(ConsoleApp):
         super().__init__(ReplaySource(reader))
 
 
-def live_app(config_path: str | None = None) -> ConsoleApp:
-    return HostsApp(config_path)
+def live_app(config_path: str | None = None, bus: EventBus | None = None) -> ConsoleApp:
+    return HostsApp(config_path, bus)
 
 
 async def run_app(args: argparse.Namespace) -> int:
-    app = live_app(getattr(args, "config", None))
+    """The live TUI, recorded like any headless command (console/live_session.py)."""
+    config_path = getattr(args, "config", None)
+    hosts = [h.name for h in all_hosts(load_config(config_path))]
+    session = open_session(hosts, record=not getattr(args, "no_record", False),
+                           path=getattr(args, "session", None))
+    app = live_app(config_path, session.bus)
     try:
         await app.run_async()
     finally:
-        await app.source.controller.aclose()
+        try:
+            await app.source.controller.aclose()
+        finally:
+            session.close()
     return EXIT_OK
 
 

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from console.tui.tail import LogTail
+from remote import event_types as et
 from remote import events as ev
 from remote.events import Event
 
@@ -253,7 +254,11 @@ def _connection(host: HostState, e: Event) -> set[str]:
 def _stats(host: HostState, e: Event) -> set[str]:
     p = e.payload
     host.stats_source = str(p.get("source") or "")
-    host.stats_reason = str(p.get("reason") or "")
+    # The reason is sent once when it changes (remote/stats.py); NVML needs none.
+    if "reason" in p:
+        host.stats_reason = str(p.get("reason") or "")
+    elif p.get("source") == "nvml":
+        host.stats_reason = ""
     h = p.get("host") or {}
     if isinstance(h, dict):
         host.cpu = _opt_num(h.get("cpu"))
@@ -350,27 +355,25 @@ _PATCH_STATUS = {
 
 
 def _patch(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    file = str(p.get("file") or "?")
-    ps = host.patches.get(file) or PatchState(file)
-    host.patches[file] = ps
+    data = e.data()
+    if not isinstance(data, (et.PatchPlanned, et.PatchApplied, et.PatchVerified,
+                             et.PatchRolledBack)):
+        return set()  # a damaged or pre-schema record: nothing reliable to show
+    ps = host.patches.get(data.file) or PatchState(data.file)
+    host.patches[data.file] = ps
     ps.status = _PATCH_STATUS[e.kind]
-    recipes = p.get("recipes")
-    recipes = recipes if isinstance(recipes, list) else []
-    if e.kind == ev.PATCH_PLANNED:
-        ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
-        ps.diff = str(p.get("diff") or "")
+    if isinstance(data, et.PatchPlanned):
+        ps.recipes = [{"name": r.name, "applies": r.applies, "reason": r.reason}
+                      for r in data.recipes]
+        ps.diff = data.diff
         ps.in_effect = []
-        ps.refused = str(p.get("refused") or "")
+        ps.refused = data.refused or ""
     else:
-        # applied/verified/rolled_back list the recipes as {name, in_effect} (or bare names)
-        names = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes]
-        ps.in_effect = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes
-                        if not isinstance(r, dict) or r.get("in_effect", e.kind != ev.PATCH_ROLLED_BACK)]
+        ps.in_effect = [r.name for r in data.recipes if r.in_effect]
         known = {str(r.get("name")) for r in ps.recipes}
-        ps.recipes += [{"name": n} for n in names if n not in known]
-    if p.get("sha256"):
-        ps.sha256 = str(p["sha256"])
+        ps.recipes += [{"name": r.name} for r in data.recipes if r.name not in known]
+    if data.sha256:
+        ps.sha256 = data.sha256
     return {PATCH}
 
 

@@ -15,6 +15,7 @@ import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import msgspec
 
 from remote import events as ev
+from remote import stage_records
 from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
@@ -358,9 +360,14 @@ class Jobs:
                         ts = ev.utc_now()
                         texts, ends = _split_lines(block, offset)
                         offset = ends[-1]
+                        has_records = _RECORD in block
                         for i in range(0, len(texts), BATCH_LINES):
                             part, part_ends = texts[i : i + BATCH_LINES], ends[i : i + BATCH_LINES]
-                            if bus is not None:
+                            if bus is None:
+                                pass
+                            elif has_records:
+                                _publish_with_stages(bus, host, run_id, name, part, part_ends, ts)
+                            else:
                                 # One batch: the recorder writes it with one write.
                                 bus.publish_many(ev.JobLines(host, run_id, name, part, part_ends,
                                                              ts))
@@ -458,6 +465,30 @@ class Jobs:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"
         self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+_RECORD = stage_records.PREFIX.encode()
+
+
+def _publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
+                         ends: list[int], ts: datetime) -> None:
+    """A block holding stage records: each record's stage event right after its line, so a
+    tail of any job (live, reattached, replayed) shows the same stage progress."""
+    stage = stage_records.default_stage(name)
+    start = 0
+    for j, text in enumerate(texts):
+        if not text.startswith(stage_records.PREFIX):
+            continue
+        rec = stage_records.parse_record(text)
+        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
+        if found is None:
+            continue
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
+                                     ends[start : j + 1], ts))
+        start = j + 1
+        bus.emit(found[0], host, **found[1])
+    if start < len(texts):
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
 
 
 def _split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.context import Context, add_common_options
+from console.context import Context, add_common_options, add_host_options
 from remote import compat
 from remote import events as ev
 from remote.errors import EXIT_OK, EXIT_REFUSED, UsageError
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "resolver cannot settle.",
     )
     p.add_argument("probe", choices=PROBES)
-    p.add_argument("--host", default="local", help="host name from console.toml (default: local)")
+    add_host_options(p)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
     p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import TabbedContent, TabPane
 
 from console.live_session import open_session
+from console.tui.checkpoints import StateCheckpoints
 from console.tui.controller import (
     FeatureUnavailable,
     LiveSource,
@@ -98,6 +100,8 @@ class ConsoleApp(App[int]):
         self._wake = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
         self._markers: list[int] = []
+        self.checkpoints: StateCheckpoints | None = None  # replay: state copies for seeks
+        self._stopping = threading.Event()
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
         self.probe_targets: dict[str, str] = {}
@@ -159,16 +163,27 @@ class ConsoleApp(App[int]):
     def on_mount(self) -> None:
         self._unsubscribe = self.source.bus.add_callback(self._on_event)
         if isinstance(self.source, ReplaySource):
-            self._markers = self.source.reader.markers()
+            self._markers = self.source.replayer.markers()
+            # Seeks start from the nearest state copy instead of the session's first event.
+            self.checkpoints = StateCheckpoints(self.source.reader.path, self.source.host_names())
+            self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
+                            group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
         self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
         self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
         self.refresh_all()
 
+    def _build_checkpoints(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.build(self._stopping)
+
     async def on_unmount(self) -> None:
+        self._stopping.set()
         if self._unsubscribe:
             self._unsubscribe()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
 
     # -- the event pump ----------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -508,6 +523,8 @@ class ConsoleApp(App[int]):
         names = self.source.host_names()
 
         def fold() -> ConsoleState:
+            if self.checkpoints is not None:
+                return self.checkpoints.state_at(position)
             state = ConsoleState(names)
             state.apply_all(r.reader.events(0, position))
             return state

@@ -31,7 +31,7 @@ def doc_command_lines() -> list[tuple[str, str]]:
                 fenced = not fenced
                 continue
             where = f"{doc.name}:{n}"
-            if fenced and raw.strip().startswith("console"):
+            if fenced and re.match(r"console(\s|$)", raw.strip()):
                 found.append((where, raw.split("#", 1)[0].strip()))
             elif not fenced:  # prose naming a command (`console jobs tail`) is not a command line
                 found += [(where, m) for m in re.findall(r"`(console(?: [^`]*)?)`", raw)

@@ -237,17 +237,19 @@ class ConsoleState:
 # -- reducers -------------------------------------------------------------------------------------
 
 def _connection(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    if e.kind == ev.CONNECTION_UP:
+    data = e.data()
+    if isinstance(data, et.ConnectionUp):
         host.connection, host.attempt, host.retry_delay, host.connection_error = "live", None, None, ""
-    elif e.kind == ev.CONNECTION_RETRY:
+    elif isinstance(data, et.ConnectionRetry):
         host.connection = "reconnecting"
-        host.attempt = int(_num(p.get("attempt"), 0)) or None
-        host.retry_delay = _opt_num(p.get("delay"))
-        host.connection_error = str(p.get("error") or host.connection_error)
-    else:
+        host.attempt = data.attempt or None
+        host.retry_delay = float(data.delay)
+        host.connection_error = data.error or host.connection_error
+    elif isinstance(data, et.ConnectionDown):
         host.connection = "down"
-        host.connection_error = str(p.get("error") or "")
+        host.connection_error = data.error
+    else:
+        return _malformed(host, e)
     return {CONNECTION}
 
 
@@ -307,31 +309,39 @@ def _job(host: HostState, e: Event) -> set[str]:
 
 
 def _stage(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    name = str(p.get("stage") or "?")
-    st = host.stages.get(name)
+    data = e.data()
+    if not isinstance(data, (et.StageStart, et.StageProgress, et.StageEnd, et.StageSkipped)):
+        return _malformed(host, e)
+    st = host.stages.get(data.stage)
     if st is None:
-        st = StageState(name)
-        host.stages[name] = st
-    if e.kind == ev.STAGE_START:
+        st = StageState(data.stage)
+        host.stages[data.stage] = st
+    if isinstance(data, et.StageStart):
         st.status, st.done, st.total, st.rate, st.seconds, st.reason = "running", 0.0, None, None, None, ""
-        if p.get("run_id"):
-            st.run_id = str(p["run_id"])
-    elif e.kind == ev.STAGE_PROGRESS:
+        if data.run_id:
+            st.run_id = data.run_id
+    elif isinstance(data, et.StageProgress):
         st.status = "running" if st.status == "pending" else st.status
-        st.done = _num(p.get("done"))
-        st.total = _opt_num(p.get("total"))
-        st.unit = str(p.get("unit") or st.unit)
-        st.rate = _opt_num(p.get("rate"))
-    elif e.kind == ev.STAGE_END:
-        st.status = "done" if p.get("ok") else "failed"
-        st.seconds = _opt_num(p.get("seconds"))
-        st.outputs = p.get("outputs")
+        st.done = float(data.done or 0)
+        st.total = None if data.total is None else float(data.total)
+        st.unit = data.unit or st.unit
+        st.rate = None if data.rate is None else float(data.rate)
+    elif isinstance(data, et.StageEnd):
+        st.status = "done" if data.ok else "failed"
+        st.seconds = None if data.seconds is None else float(data.seconds)
+        st.outputs = data.outputs
         if st.status == "done" and st.total:
             st.done = st.total
     else:
-        st.status, st.reason = "skipped", str(p.get("reason") or "")
+        st.status, st.reason = "skipped", data.reason
     return {STAGES}
+
+
+def _malformed(host: HostState, e: Event) -> set[str]:
+    """A payload its kind's schema does not accept (a damaged or pre-schema session): said once
+    as a note, the state left as it was."""
+    host.notes.append(Note(e.ts, "error", f"malformed {e.kind} payload (not its schema); skipped"))
+    return {NOTES_DOMAIN}
 
 
 def _probe(host: HostState, e: Event) -> set[str]:

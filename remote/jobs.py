@@ -37,11 +37,12 @@ STATES = ("running", "exited", "cancelled", "lost")
 # Stream restarts in a row that delivered nothing before the tail gives up (the transport does
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
-# Lines of a received block published (and recorded) as one batch: one write per batch. Events
-# and LogLines are structs the cyclic GC does not track (gc=False; their fields are strings and
-# ints), so a large batch no longer drags the collector in; this only bounds how much of a block
-# a subscriber sees at once.
-BATCH_LINES = 4096
+# Lines of a received block published (and recorded) as one batch: one write per batch, and a
+# SIGKILL loses at most the batch being written. Small enough that a consumer that stalls (a
+# printer writing to a pipe nobody reads) leaves the recorder at most one batch behind. Events
+# and LogLines are structs the cyclic GC does not track (gc=False), so the batch size no longer
+# matters to the collector.
+BATCH_LINES = 256
 
 # One round trip before the first operation: the absolute workdir, and the sha256 of the helper
 # already on the box (empty when absent), so an unchanged helper is never sent again.

@@ -56,6 +56,9 @@ class StateCheckpoints:
                     with self._lock:
                         self._positions.append(start + self.every)
                         self._states.append(snapshot)
+        with self._reading:  # the seek reader's index is built here too, not on the first seek
+            if self._reader is None:
+                self._reader = SessionReader(self.path)
         self.complete = True
 
     def state_at(self, position: int) -> ConsoleState:

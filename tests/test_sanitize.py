@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -61,7 +60,8 @@ def test_a_real_job_printing_escapes_through_the_cli(
 async def test_tui_log_view_draws_escapes(tmp_path: Path) -> None:
     events = demo_events()
     last = max(i for i, e in enumerate(events) if e.kind == ev.JOB_LINE)
-    events[last] = replace(events[last], payload={**events[last].payload, "text": HOSTILE})
+    e = events[last]
+    events[last] = Event(kind=e.kind, host=e.host, ts=e.ts, payload={**e.payload, "text": HOSTILE})
     app = replay_app(write_session(tmp_path / "s.jsonl", events), start_screen="pipeline")
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)

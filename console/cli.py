@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from console import __version__
-from remote.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
+from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
+from remote.sanitize import visible
 
 # Each module registers its own subparser; order is the order shown in --help.
 COMMAND_MODULES = (
@@ -64,13 +65,56 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_app(args))
         return int(asyncio.run(args.func(args)))
     except ConsoleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except BaseExceptionGroup as group:  # a TaskGroup's: the first operator-facing error wins
+        first = _first_console_error(group)
+        if first is not None:
+            print(f"error: {_one_line(str(first))}", file=sys.stderr)
+            return first.exit_code
+        return _internal_error(group)
+    except Exception as exc:  # the last line of defence: never a traceback
+        return _internal_error(exc)
+
+
+def _one_line(text: str) -> str:
+    """An error may quote the box (its stderr): one line, its escapes drawn, not obeyed."""
+    return visible(" ".join(text.split())) or "(no message)"
+
+
+def _first_console_error(group: BaseExceptionGroup) -> ConsoleError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, ConsoleError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            found = _first_console_error(exc)
+            if found is not None:
+                return found
+    return None
+
+
+def _internal_error(exc: BaseException) -> int:
+    """A bug, not bad input: one line for the operator, the traceback kept in a file for the
+    report (a traceback on the terminal would be the only thing they see otherwise)."""
+    import tempfile
+    import traceback
+
+    where = ""
+    try:
+        with tempfile.NamedTemporaryFile("w", prefix="console-crash-", suffix=".txt",
+                                         delete=False) as fh:
+            traceback.print_exception(exc, file=fh)
+            where = f" (traceback in {fh.name})"
+    except OSError:
+        pass
+    print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}{where}",
+          file=sys.stderr)
+    return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import IO, Any
 
 from remote import events as ev
 from remote.events import Event
+from remote.sanitize import visible
 
 # Lines a pipeline stage prints for the console (pipeline/progress.py); they also arrive as
 # stage.* events, so the human printer does not show them twice.
@@ -71,6 +72,8 @@ class Printer:
             line: str | None = event.to_json()
         else:
             line = human_line(event, show_stats=self.show_stats)
+            if line is not None:
+                line = visible(line)  # remote text is drawn, never obeyed by the terminal
         if line is not None:
             try:
                 self.out.write(line + "\n")

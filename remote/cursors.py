@@ -39,7 +39,7 @@ class CursorStore:
 
     def save(self, host: str, run_id: str, offset: int) -> None:
         path = self.path(host, run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         pos = 0
         if self.session is not None and not self.session.name.endswith(".zst"):
             try:
@@ -49,7 +49,9 @@ class CursorStore:
         data = {"offset": offset, "session": str(self.session) if self.session else None,
                 "session_pos": pos}
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(data))
+        # 0600: a cursor names the session file and the run; nobody else's business.
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+            fh.write(json.dumps(data))
         os.replace(tmp, path)
 
     def load(self, host: str, run_id: str) -> int:

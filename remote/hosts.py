@@ -7,11 +7,13 @@ HostConfig, never raw strings.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import platformdirs
 
@@ -122,7 +124,10 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
         if k in table:
             if not isinstance(table[k], str) or not table[k]:
                 raise ConfigError(source, f"{key}.{k}", "must be a non-empty string")
+            _check_text(source, f"{key}.{k}", table[k])
             values[k] = table[k]
+    if "vllm_url" in values:
+        _check_url(source, f"{key}.vllm_url", values["vllm_url"])
     ssh_options: dict[str, Any] = {}
     for k, typ in _SSH_OPTION_KEYS.items():
         if k in table:
@@ -131,6 +136,7 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
                 v = float(v)
             if not isinstance(v, typ) or isinstance(v, bool):
                 raise ConfigError(source, f"{key}.{k}", f"must be {typ.__name__}")
+            _check_option(source, f"{key}.{k}", k, v)
             ssh_options[k] = v
     if name == LOCAL and "ssh" in values:
         raise ConfigError(source, f"{key}.ssh", "'local' is the built-in host; name an SSH host differently")
@@ -148,6 +154,49 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
         values.setdefault("python", base.python)
         values.setdefault("workdir", base.workdir)
     return HostConfig(name=name, ssh_options=ssh_options, source=source, **values)
+
+
+# Ranges of the SSH options: a value out of range is refused here, with its key, rather than
+# failing deep inside a connect (OverflowError for port 70000) or silently meaning something
+# else (port 0 became 22; a nan timeout waits forever).
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "port": (1, 65535, "a TCP port, 1..65535"),
+    "keepalive_interval": (0, 86400, "seconds, 0 (off) .. 86400"),
+    "connect_timeout": (0.1, 3600, "seconds, 0.1 .. 3600"),
+}
+
+
+def _check_option(source: str, key: str, name: str, value: Any) -> None:
+    if isinstance(value, str):
+        if not value:
+            raise ConfigError(source, key, "must be a non-empty string")
+        _check_text(source, key, value)
+        return
+    if name not in _RANGES:
+        return
+    low, high, what = _RANGES[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(source, key, f"{value} is not a number of {what}")
+    if not low <= value <= high:
+        raise ConfigError(source, key, f"{value} is out of range: must be {what}")
+
+
+def _check_text(source: str, key: str, value: str) -> None:
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise ConfigError(source, key, f"contains the control character {bad!r}")
+
+
+def _check_url(source: str, key: str, value: str) -> None:
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as exc:
+        raise ConfigError(source, key, f"{value!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(source, key, f"{value!r} must be http://HOST[:PORT] or https://...")
+    if port == 0:
+        raise ConfigError(source, key, f"{value!r}: port 0 is not a port")
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:

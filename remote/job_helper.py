@@ -5,7 +5,8 @@ the laptop side to a single remote command per stream (root's .bashrc can cost 1
 command), and the supervisor it starts keeps the box's own truth in the run directory:
 
     <workdir>/runs/<run-id>/argv.json   the command, as a JSON list
-                            meta.json   name, cwd, started, env keys
+                            meta.json   name, cwd, started, env keys (never values: they
+                                        reach the supervisor through a pipe, not the disk)
                             pid         the job's pid (= its process group and session id)
                             supervisor.pid
                             log         stdout and stderr of the job, appended
@@ -15,7 +16,8 @@ command), and the supervisor it starts keeps the box's own truth in the run dire
 
 Commands (argv after the script path):
     launch RUNS LOCKS NAME CWD ENV_JSON ARGV...   -> one JSON run record on stdout; exit 75 if locked
-    supervise RUN_DIR WFD                          (internal) runs the job, writes exit.json
+    supervise RUN_DIR WFD ENVFD                    (internal) runs the job, writes exit.json
+Run directories are 0700 and their files 0600: a run's argv and log are the operator's.
     status RUN_DIR... / list RUNS                  -> JSON run records, one per line
     tail RUN_DIR OFFSET FOLLOW                     -> raw log bytes on stdout (whole lines only,
                                                   the unterminated rest once the job ended), then
@@ -49,7 +51,7 @@ def now_iso():
 
 def write_atomic(path, text):
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -206,10 +208,10 @@ def stdin_closed(timeout):
 def cmd_launch(runs, locks, name, cwd, env_json, argv):
     runs = os.path.expanduser(runs)
     locks = os.path.expanduser(locks)
-    os.makedirs(runs, exist_ok=True)
-    os.makedirs(locks, exist_ok=True)
+    os.makedirs(runs, mode=0o700, exist_ok=True)
+    os.makedirs(locks, mode=0o700, exist_ok=True)
     lock_path = os.path.join(locks, hashlib.sha256(name.encode()).hexdigest()[:16] + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -221,26 +223,36 @@ def cmd_launch(runs, locks, name, cwd, env_json, argv):
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run_id = f"{stamp}-{safe_name(name)}-{os.urandom(3).hex()}"
     run_dir = os.path.join(runs, run_id)
-    os.makedirs(run_dir)
+    os.makedirs(run_dir, mode=0o700)
+    os.chmod(run_dir, 0o700)  # whatever the umask: argv and log are the operator's
     os.ftruncate(fd, 0)
     os.pwrite(fd, (run_id + "\n").encode(), 0)
     env = json.loads(env_json) if env_json else {}
     write_atomic(os.path.join(run_dir, "argv.json"), json.dumps(argv))
+    # Keys only: values (tokens) go to the supervisor through a pipe and are never on disk.
     write_atomic(
         os.path.join(run_dir, "meta.json"),
-        json.dumps({"name": name, "cwd": cwd or None, "started": now_iso(), "env": env}),
+        json.dumps({"name": name, "cwd": cwd or None, "started": now_iso(),
+                    "env": sorted(env)}),
     )
-    open(os.path.join(run_dir, "log"), "ab").close()
+    os.close(os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     rfd, wfd = os.pipe()
+    env_r, env_w = os.pipe()
     devnull = os.open(os.devnull, os.O_RDWR)
     sup = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "supervise", run_dir, str(wfd)],
+        [sys.executable, os.path.abspath(__file__), "supervise", run_dir, str(wfd), str(env_r)],
         stdin=devnull, stdout=devnull, stderr=devnull,
-        pass_fds=(fd, wfd), start_new_session=True, close_fds=True,
+        pass_fds=(fd, wfd, env_r), start_new_session=True, close_fds=True,
     )
     os.close(wfd)
+    os.close(env_r)
     os.close(devnull)
     os.close(fd)  # the supervisor holds the lock now
+    with os.fdopen(env_w, "w") as pipe:
+        try:
+            pipe.write(json.dumps(env))
+        except BrokenPipeError:  # the supervisor died at start: its exit.json says why
+            pass
     with os.fdopen(rfd) as pipe:
         pipe.read()  # the supervisor closes its end once the job is started (or failed to)
     del sup  # not waited for: it outlives this process, reparented to init
@@ -248,14 +260,28 @@ def cmd_launch(runs, locks, name, cwd, env_json, argv):
     return 0
 
 
-def cmd_supervise(run_dir, wfd):
+def _read_env(envfd):
+    """The run's environment values, from the launcher's pipe (never from meta.json)."""
+    if envfd is None:
+        return {}
+    with os.fdopen(int(envfd), "r") as pipe:
+        text = pipe.read()
+    try:
+        env = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+
+
+def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
+    extra = _read_env(envfd)
     write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
-    meta = read_json(os.path.join(run_dir, "meta.json")) or {}
     argv = read_json(os.path.join(run_dir, "argv.json")) or []
+    meta = read_json(os.path.join(run_dir, "meta.json")) or {}
     env = dict(os.environ)
-    env.update(meta.get("env") or {})
-    log = os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    env.update(extra)
+    log = os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=meta.get("cwd") or None,
@@ -420,7 +446,7 @@ def main(argv):
     if cmd == "launch":
         return cmd_launch(args[0], args[1], args[2], args[3], args[4], args[5:])
     if cmd == "supervise":
-        return cmd_supervise(args[0], args[1])
+        return cmd_supervise(args[0], args[1], args[2] if len(args) > 2 else None)
     if cmd == "status":
         return cmd_status(args)
     if cmd == "list":

@@ -59,6 +59,13 @@ _RESOLVE = (
 )
 
 
+PREPARE_RETRIES = 20
+
+
+class _Dropped(Exception):
+    """A command that ended with the connection instead of an exit status."""
+
+
 class JobLocked(Refused):
     """A run with the same name is running on the box (exit code 4)."""
 
@@ -167,27 +174,40 @@ class Jobs:
     # -- box-side setup -------------------------------------------------------------------
 
     async def _ready(self) -> tuple[str, str]:
-        """Resolve the workdir (`~` means the box user's home) and upload the helper once."""
+        """Resolve the workdir (`~` means the box user's home) and upload the helper once.
+
+        Both steps are idempotent (a resolve reads; the upload is content-hashed and renamed
+        into place), so a connection dropped while they run is simply retried, as the other
+        idempotent helper commands are. A host-key or auth failure is not a drop: it ends here."""
         async with self._ready_lock:
-            if self._root is None or self._helper is None:
-                digest = sha256_file(HELPER)
-                name = f"job_helper-{digest[:12]}.py"
-                done = await self.transport.run(
-                    [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
-                out = done.stdout.splitlines()
-                if done.returncode == 127:
-                    raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
-                                         "(set the host's python in console.toml)")
-                if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
-                    raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
-                                             done.returncode, done.stderr or done.stdout)
-                root = out[0]
-                helper = posixpath.join(root, ".console", name)
-                if out[1] != digest:
-                    await upload(self.transport, HELPER, helper, python=self.python,
-                                 bus=self.bus, host=self.host)
-                self._root, self._helper = root, helper
+            backoff = Backoff(f"preparing {self.workdir} on {self.host}", limit=PREPARE_RETRIES)
+            while self._root is None or self._helper is None:
+                try:
+                    self._root, self._helper = await self._prepare()
+                except (ConnectionFailed, _Dropped) as exc:
+                    await backoff.failed(exc)  # host key / auth / config: raised at once
             return self._root, self._helper
+
+    async def _prepare(self) -> tuple[str, str]:
+        digest = sha256_file(HELPER)
+        name = f"job_helper-{digest[:12]}.py"
+        done = await self.transport.run(
+            [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
+        out = done.stdout.splitlines()
+        if done.returncode == 127:
+            raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
+                                 "(set the host's python in console.toml)")
+        if done.returncode is None or (done.returncode < 0 and not self.transport.connected):
+            raise _Dropped(f"the resolve of {self.workdir} ended without an exit status")
+        if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
+            raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
+                                     done.returncode, done.stderr or done.stdout)
+        root = out[0]
+        helper = posixpath.join(root, ".console", name)
+        if out[1] != digest:
+            await upload(self.transport, HELPER, helper, python=self.python,
+                         bus=self.bus, host=self.host)
+        return root, helper
 
     def _run_dir(self, root: str, run_id: str) -> str:
         if not run_id or "/" in run_id or run_id in (".", ".."):

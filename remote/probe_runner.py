@@ -99,7 +99,8 @@ async def run_probe(
         # The probe ends itself shortly after we stop waiting: closing a channel does not kill
         # a process on the box (design.md §4), and a stuck probe must not linger there.
         deadline = ["--deadline", str(int(timeout) + 5)] if timeout else []
-        done = await transport.run([python, remote_path, *args, *deadline], timeout=timeout)
+        done = await transport.run([python, remote_path, *_glued(args), *deadline],
+                                   timeout=timeout)
         results = parse_probe_output(probe, done.stdout.splitlines(), done.stderr.splitlines(), done.returncode)
     except ProbeFailed as exc:
         _error(bus, host, probe, str(exc))
@@ -115,6 +116,23 @@ async def run_probe(
         for result in results:
             bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result, summary=summarize(probe, result))
     return results
+
+
+# The probes' options that take a value. Passed as `--opt=value`, so a value that starts with
+# `-` (a workdir `-wd`, a model dir `-m`) is not read by the probe's argparse as an option.
+_VALUE_OPTIONS = frozenset({"--workdir", "--model", "--arch", "--family", "--vllm-root"})
+
+
+def _glued(args: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    it = iter(args)
+    for a in it:
+        if a in _VALUE_OPTIONS:
+            value = next(it, None)
+            out.append(a if value is None else f"{a}={value}")
+        else:
+            out.append(a)
+    return out
 
 
 def _error(bus: EventBus | None, host: str, probe: str, message: str) -> None:

@@ -63,10 +63,36 @@ class _HostKeyCheck:
         line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
                f"{key.export_public_key('openssh').decode().split()[1]}\n"
         self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(self.known_hosts, "a", encoding="utf-8") as fh:
+        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             fh.write(line)
         self.verdict = "accepted"
         return True
+
+
+class _KeyTypeProbe(_HostKeyCheck):
+    """Looks at the key a server offers when known_hosts is not allowed to narrow the
+    algorithms: a server whose known key was ed25519 and now offers only RSA fails the narrowed
+    handshake with "no matching host key type" (the client sees a reset), which is a changed
+    host key, not a network fault. Never accepts: the probe connection is always refused."""
+
+    offered = "?"
+    known_types: tuple[str, ...] = ()
+
+    def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.fingerprint = key.get_fingerprint("sha256")
+        self.where = host if port == 22 else f"[{host}]:{port}"
+        try:
+            known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
+        except (OSError, ValueError):
+            known = []
+        if any(k.public_data == key.public_data for k in known):
+            self.verdict = "same"
+        else:
+            self.verdict = "changed" if known else "unknown"
+        self.offered = key.get_algorithm()
+        self.known_types = tuple(sorted({k.get_algorithm() for k in known}))
+        return False
 
 
 class _Client(asyncssh.SSHClient):
@@ -207,7 +233,11 @@ class SSHTransport(Transport):
         if opts.get("port"):
             kwargs["port"] = int(opts["port"])
         if opts.get("identity_file"):
-            kwargs["client_keys"] = [os.path.expanduser(str(opts["identity_file"]))]
+            key_path = os.path.expanduser(str(opts["identity_file"]))
+            if not os.path.isfile(key_path):  # a config error (exit 2), not a failed connect
+                raise ConfigError(self.host.source, f"hosts.{self.name}.identity_file",
+                                  f"identity file {key_path} not found")
+            kwargs["client_keys"] = [key_path]
         config = opts.get("ssh_config")
         if config:
             path = os.path.expanduser(str(config))
@@ -266,6 +296,7 @@ class SSHTransport(Transport):
         except asyncssh.DisconnectError as exc:
             if check.verdict in ("unknown", "changed"):
                 raise self._host_key_error(check, box) from None
+            await self._key_type_changed(target, kwargs, box, check)
             raise ConnectionFailed(f"{box} closed the connection: {_one_line(exc)}") from None
         except TimeoutError:
             raise ConnectionFailed(f"cannot reach {box}: no answer within "
@@ -273,6 +304,8 @@ class SSHTransport(Transport):
         except socket.gaierror as exc:
             raise ConnectionFailed(f"cannot reach {box}: unknown host ({exc.strerror})") from None
         except OSError as exc:
+            if isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+                await self._key_type_changed(target, kwargs, box, check)
             raise ConnectionFailed(f"cannot reach {box}: {exc.strerror or exc}") from None
         except (ValueError, asyncssh.KeyImportError, asyncssh.ConfigParseError) as exc:
             raise ConfigError(self.host.source, f"hosts.{self.name}", f"SSH setup: {exc}") from None
@@ -280,6 +313,31 @@ class SSHTransport(Transport):
             self._emit(ev.CONSOLE_WARNING, message=f"trusted new host key {check.fingerprint} for "
                        f"{check.where}, stored in {self.known_hosts}")
         return conn
+
+    async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
+                                check: _HostKeyCheck) -> None:
+        """Raise HostKeyError when a handshake that never reached the key check failed because
+        the server no longer offers any key type known_hosts holds for it."""
+        if check.verdict is not None or not isinstance(kwargs.get("known_hosts"), str):
+            return
+        probe = _KeyTypeProbe(self.known_hosts, accept_new=False)
+        probe_kwargs = {**kwargs, "known_hosts": []}  # every algorithm; the probe decides
+        try:
+            await asyncio.wait_for(
+                asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
+                                 **probe_kwargs),
+                self.connect_timeout + 5)
+        except (asyncssh.Error, OSError, TimeoutError, ValueError):
+            pass
+        else:  # cannot happen (the probe refuses every key); never keep such a connection
+            return
+        if probe.verdict == "changed":
+            raise HostKeyError(
+                f"HOST KEY CHANGED for {box}: the server now offers only "
+                f"{probe.offered} {probe.fingerprint}, while {self.known_hosts} "
+                f"holds {', '.join(probe.known_types) or 'other'} key(s) for it "
+                "(possible man-in-the-middle attack). Refusing to connect; if the box was really "
+                "reinstalled, remove its old line from that file") from None
 
     def _host_key_error(self, check: _HostKeyCheck, box: str) -> HostKeyError:
         if check.verdict == "changed":

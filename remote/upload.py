@@ -48,8 +48,9 @@ _EXPAND = "import os,sys\nprint(os.path.abspath(os.path.expanduser(sys.argv[1]))
 async def box_path(transport: Transport, path: str, python: str = "python3") -> str:
     """`path` as an absolute path on the box: `~` means the box user's home (or the
     container's), which only the box can expand; argv never goes through a shell that would,
-    so a literal `~/eagle3` would otherwise become a directory named `~`."""
-    if not path.startswith("~"):
+    so a literal `~/eagle3` would otherwise become a directory named `~`. A relative path is
+    made absolute there too: `-wd/probes/x.py` after the python would be read as an option."""
+    if path.startswith("/"):
         return path
     done = await transport.run([python, "-c", _EXPAND, path], timeout=60)
     out = done.stdout.strip()

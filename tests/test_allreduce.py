@@ -26,7 +26,6 @@ from remote.errors import Refused, UsageError
 from remote.events import Event
 from remote.hosts import HostConfig
 from remote.transport import LocalTransport
-from tests.sshd_harness import free_port
 
 
 def _json_events(out: str) -> list[Event]:
@@ -223,17 +222,22 @@ def test_trace_command_bad_input_is_one_line_exit_2(tmp_path: Path,
 
 # ------------------------------------------------------------------------- trace: CPU, real
 
+# Teardown is ordered so that neither rank can pull the ground from under the other: a FileStore
+# (no TCPStore server living in rank 0's process, no free-port race), every collective done and
+# both traces written (the barrier) before either rank destroys its group and exits. Without
+# that, a rank leaving while its peer was still inside gloo aborted the peer once in a loaded
+# `make test` ("terminate called without an active exception", exit -6).
 _RECORD = """
-import os, sys, torch, torch.distributed as dist
-rank, port, out, calls = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-dist.init_process_group("gloo", rank=rank, world_size=2)
+import sys, torch, torch.distributed as dist
+rank, store, out, calls = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2)
 x = torch.ones(4096)
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
     for _ in range(calls):
         y = x @ x
         dist.all_reduce(x)
 prof.export_chrome_trace(out)
+dist.barrier()
 dist.destroy_process_group()
 """
 
@@ -242,9 +246,9 @@ dist.destroy_process_group()
 def test_real_cpu_trace_of_a_gloo_all_reduce(tmp_path: Path) -> None:
     script = tmp_path / "record.py"
     script.write_text(_RECORD)
-    port = str(free_port())
+    store = str(tmp_path / "store")
     outs = [tmp_path / f"trace{r}.json" for r in (0, 1)]
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), port, str(outs[r]), "4"],
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), store, str(outs[r]), "4"],
                               stderr=subprocess.PIPE) for r in (0, 1)]
     for p in procs:
         _, err = p.communicate(timeout=240)

@@ -196,7 +196,6 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.ssh
 async def test_server_reached_through_the_ssh_forward(vllm_double, sshd) -> None:  # noqa: F811
-    pytest.importorskip("remote.ssh")
     from remote.bench.driver import run_point
     from remote.bench.prompts import load_prompts
     from remote.bench.reach import vllm_client
@@ -227,7 +226,6 @@ async def test_server_reached_through_the_ssh_forward(vllm_double, sshd) -> None
 @pytest.mark.slow
 def test_cli_run_on_an_ssh_host(vllm_double, sshd, tmp_path: Path,  # noqa: F811
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("remote.ssh")
     double = vllm_double(speculative=True, **FAST)
     cfg = tmp_path / "console.toml"
     cfg.write_text(

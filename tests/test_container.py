@@ -109,7 +109,7 @@ def bindir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def box(sshd: Sshd, bindir: Path) -> AsyncIterator[Transport]:
-    ssh = pytest.importorskip("remote.ssh")
+    from remote import ssh
     t = OnPath(ssh.SSHTransport(sshd.host_config()), bindir)
     await t.connect()
     yield t

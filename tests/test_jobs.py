@@ -41,7 +41,7 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     if request.param == "local":
         t: Transport = LocalTransport()
     else:
-        ssh = pytest.importorskip("remote.ssh")
+        from remote import ssh
         sshd: Sshd = request.getfixturevalue("sshd")
         t = ssh.SSHTransport(sshd.host_config())
     await t.connect()

@@ -18,7 +18,6 @@ import pytest
 
 from tests.sshd_harness import Sshd
 
-pytest.importorskip("remote.ssh")
 pytestmark = pytest.mark.ssh
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -130,7 +130,9 @@ async def test_file_changed_after_patching_is_refused_but_rollback_works(tmp_pat
         fh.write("# edited on the box\n")
     with pytest.raises(Refused, match="changed by something else"):
         await patcher.apply()
-    await patcher.rollback()
+    with pytest.raises(Refused, match="differs from both its original and the patched text"):
+        await patcher.rollback()  # would discard the edit
+    await patcher.rollback(force=True)
     assert sha256(worker) == sha256(wheel_file(WORKER))
 
 

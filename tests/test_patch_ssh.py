@@ -17,7 +17,6 @@ from remote.patcher.runner import Patcher
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
 
-pytest.importorskip("remote.ssh")
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
 
@@ -49,12 +48,17 @@ async def test_plan_apply_verify_reapply_rollback_over_ssh(sshd: Sshd, tmp_path:
         verified = [e.payload for e in seen if e.kind == ev.PATCH_VERIFIED]
         assert all(r["in_effect"] for v in verified for r in v["recipes"])
 
-        worker.write_text(worker.read_text() + "# hand edit on the box\n")
+        edited = worker.read_text() + "# hand edit on the box\n"
+        worker.write_text(edited)
         with pytest.raises(Refused):
             await patcher.apply()
+        with pytest.raises(Refused, match="rolling back would discard that edit"):
+            await patcher.rollback()
 
-        await patcher.rollback()
+        await patcher.rollback(force=True)  # keeps the edit beside the original
         assert sha256(worker) == sha256(wheel_file(WORKER))
+        kept = list(worker.parent.glob("custom_worker.py.eagle3-edited-*"))
+        assert [k.read_text() for k in kept] == [edited]
         assert sha256(gen) == sha256(wheel_file(GENERATOR))
     finally:
         await transport.close()

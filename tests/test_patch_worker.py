@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+import transformers
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from remote.patcher.plan import compose, recipes_for  # noqa: E402
-from remote.patcher.recipes import CUSTOM_WORKER  # noqa: E402
-from tests import vllm_doubles as vd  # noqa: E402
-from tests.patchbox import wheel_file  # noqa: E402
+from remote.patcher.plan import compose, recipes_for
+from remote.patcher.recipes import CUSTOM_WORKER
+from tests import vllm_doubles as vd
+from tests.patchbox import wheel_file
 
 N_LAYERS = 4
 _count = itertools.count()

@@ -128,7 +128,6 @@ def test_over_ssh_the_package_is_uploaded_once_and_complete_stages_skip(
         demo: Demo, sshd: Sshd, tmp_path: Path) -> None:
     """A real box path: SSH to the loopback sshd, the pipeline package uploaded (content-hashed),
     the config uploaded, validated and planned there. Absolute paths: the TOML moves."""
-    pytest.importorskip("remote.ssh")
     text = demo.config.read_text()
     d = demo.config.parent
     for key, rel in (("output_dir", "out"), ("model", "target"),

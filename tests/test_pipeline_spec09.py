@@ -31,7 +31,7 @@ def spec09_python() -> Path:
     try:
         return spec09_env.ensure()
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot build the speculators 0.9 environment: {exc}")
+        pytest.fail(f"cannot build the speculators 0.9 environment: {exc}", pytrace=False)
 
 
 def test_speculators_09_path_end_to_end(tmp_path: Path, spec09_python: Path) -> None:

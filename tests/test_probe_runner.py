@@ -186,7 +186,6 @@ async def test_unknown_probe_is_a_usage_error(local_workdir: Path) -> None:
 # -- over the loopback sshd ---------------------------------------------------------------------
 @pytest.mark.ssh
 async def test_probes_over_ssh(sshd: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("remote.ssh")
     from remote.connect import make_transport
 
     host = sshd.host_config("box")

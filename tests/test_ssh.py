@@ -7,17 +7,16 @@ import asyncio
 import sys
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from remote import events as ev
+from remote import ssh
 from remote.bus import EventBus
 from remote.errors import AuthFailed, ConnectionFailed, HostKeyError
 from remote.hosts import HostConfig
 from remote.jobs import Jobs
 from tests.sshd_harness import Sshd, free_port
-
-ssh = pytest.importorskip("remote.ssh")
-asyncssh = pytest.importorskip("asyncssh")
 
 pytestmark = pytest.mark.ssh
 

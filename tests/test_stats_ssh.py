@@ -13,7 +13,6 @@ from remote.events import Event
 from remote.stats import StatsStream
 from tests.sshd_harness import Sshd
 
-pytest.importorskip("remote.ssh")
 pytestmark = pytest.mark.ssh
 
 

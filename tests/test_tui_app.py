@@ -326,7 +326,6 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
     """Read-only: plans against the speculators installed in this venv (never applies here)."""
     import sys
 
-    pytest.importorskip("remote.patcher.runner")
     from console.tui.controller import LiveSource
     from remote.hosts import Config, HostConfig
 
@@ -349,12 +348,8 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
     its log, and cancels it after confirmation."""
     import sys
 
-    jobs_mod = pytest.importorskip("remote.jobs")
-    from remote import transport as transport_mod
-
-    if not hasattr(transport_mod.RemoteProcess, "chunks"):
-        pytest.skip("remote.jobs needs the transport it was merged with (RemoteProcess.chunks)")
     from console.tui.controller import LiveSource
+    from remote import jobs as jobs_mod
     from remote.bus import EventBus
     from remote.hosts import Config, HostConfig
     from remote.transport import LocalTransport
@@ -394,7 +389,6 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
 async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: Path) -> None:
     import sys
 
-    pytest.importorskip("remote.probe_runner")
     from console.tui.controller import LiveSource
     from remote.hosts import Config, HostConfig
 

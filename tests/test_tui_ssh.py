@@ -11,7 +11,6 @@ from console.tui.widgets.common import TopBar
 from remote.hosts import Config
 from tests.tui_helpers import SIZE, plain, settle, wait_for
 
-pytest.importorskip("remote.ssh")
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
 

@@ -52,7 +52,9 @@ def wheel_path(package: str, version: str) -> Path:
             )
             found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
             if proc.returncode != 0 or not found:
-                pytest.skip(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}")
+                # A missing wheel is a missing real part: fail, never skip.
+                pytest.fail(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}",
+                            pytrace=False)
         return found[0]
 
 

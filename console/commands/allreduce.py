@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
@@ -28,14 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                          description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "
                          "message sizes (nccl-tests' definitions), NCCL on GPUs, gloo on CPU.")
     add_host_options(s)
-    s.add_argument("--ranks", type=int, required=True, help="number of ranks (GPUs with NCCL)")
+    s.add_argument("--ranks", type=positive_int, required=True, help="number of ranks (GPUs with NCCL)")
     s.add_argument("--sizes", default="4K..256M",
                    help="message sizes: 4K..256M (doubling), or a list 4K,1M (default 4K..256M)")
-    s.add_argument("--iters", type=int, default=20, help="timed all-reduces per size")
-    s.add_argument("--warmup", type=int, default=5, help="untimed all-reduces per size")
+    s.add_argument("--iters", type=positive_int, default=20, help="timed all-reduces per size")
+    s.add_argument("--warmup", type=nonneg_int, default=5, help="untimed all-reduces per size")
     s.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
-    s.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole sweep")
+    s.add_argument("--timeout", type=positive_float, default=600.0, help="seconds for the whole sweep")
     add_common_options(s)
     s.set_defaults(func=run_sweep_cmd)
 
@@ -55,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_host_options(c)
     c.add_argument("--profiler-dir", required=True,
                    help="the directory vLLM writes traces to, on the box")
-    c.add_argument("--seconds", type=float, default=5.0,
+    c.add_argument("--seconds", type=positive_float, default=5.0,
                    help="how long to profile (drive load meanwhile, e.g. `console bench`)")
     c.add_argument("--url", default=None, help="vLLM URL on the box (default: the host's)")
     c.add_argument("--out", type=Path, default=Path("traces"),

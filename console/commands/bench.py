@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+from console.argtypes import nonneg_int, positive_float, positive_int
 from console.bench_tables import compare_table, point_summary, run_table, watch_table
 from console.context import Context, add_common_options, add_host_options
 from console.session import default_session_dir
@@ -51,11 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="the host's server runs without speculation: measure it as a baseline")
     r.add_argument("--prompts", metavar="FILE",
                    help="JSONL of prompts or conversations (default: the shipped prompt set)")
-    r.add_argument("--max-tokens", type=int, default=256, help="output tokens per request (default 256)")
-    r.add_argument("--rounds", type=int, default=4,
+    r.add_argument("--max-tokens", type=positive_int, default=256, help="output tokens per request (default 256)")
+    r.add_argument("--rounds", type=positive_int, default=4,
                    help="requests per point = rounds x concurrency (default 4)")
-    r.add_argument("--warmup", type=int, default=1, help="unmeasured requests first (default 1)")
-    r.add_argument("--timeout", type=float, default=600.0, help="per-request timeout, seconds")
+    r.add_argument("--warmup", type=nonneg_int, default=1, help="unmeasured requests first (default 1)")
+    r.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
     r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
     add_common_options(r)
     r.set_defaults(func=run_command)
@@ -72,8 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         description="Scrape the spec-decode counters every interval and show "
                         "the acceptance figures of each window.")
     add_host_options(w)
-    w.add_argument("--interval", type=float, default=10.0, help="seconds between scrapes")
-    w.add_argument("--count", type=int, help="stop after this many windows (default: until ^C)")
+    w.add_argument("--interval", type=positive_float, default=10.0, help="seconds between scrapes")
+    w.add_argument("--count", type=positive_int, help="stop after this many windows (default: until ^C)")
     w.add_argument("--model", help="served model name (default: the one the server lists)")
     add_common_options(w)
     w.set_defaults(func=watch_command)

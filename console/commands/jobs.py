@@ -12,6 +12,7 @@ import asyncio
 import sys
 from contextlib import aclosing
 
+from console.argtypes import nonneg_float
 from console.context import Context
 from remote import events as ev
 from remote.cursors import CursorStore
@@ -70,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     ca = jsub.add_parser("cancel", help="stop a run: TERM its process group, KILL after a grace")
     _options(ca, leaf=True)
     ca.add_argument("run_id")
-    ca.add_argument("--grace", type=float, default=10.0, help="seconds between TERM and KILL")
+    ca.add_argument("--grace", type=nonneg_float, default=10.0, help="seconds between TERM and KILL")
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.ops import patch as ops
 from remote.patcher.recipes import RECIPES
+from remote.sanitize import visible_lines
 
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
@@ -29,7 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--recipe", action="append", metavar="NAME",
                    help="only this recipe (repeatable; default: every recipe that applies)")
     p.add_argument("--force", action="store_true",
-                   help="apply to a file that is not a known original when the anchors match")
+                   help="apply: to a file that is not a known original when the anchors match;"
+                   " rollback: also a file edited after apply, keeping the edit as"
+                   " <file>.eagle3-edited-<sha256> beside it")
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--site-packages", metavar="DIR",
                    help="look for the package in DIR instead of the box python's import path")
@@ -59,13 +62,13 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
         if not args.json:
             for p in plans:
                 if p.changes:
-                    ctx.out.write(p.diff)
+                    ctx.out.write(visible_lines(p.diff))
         return EXIT_REFUSED if ops.refused(plans) else EXIT_OK
     if args.action == "verify":
         plans = await ops.verify(patcher)
         return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
     if args.action == "rollback":
-        await ops.rollback(patcher)
+        await ops.rollback(patcher, force=args.force)
         return EXIT_OK
     if args.yes:
         await ops.apply(patcher, force=args.force)
@@ -80,7 +83,7 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
                              "(no terminal to ask on)")
         for p in plans:
             if p.changes:
-                print(p.diff, file=sys.stderr)
+                print(visible_lines(p.diff), file=sys.stderr)
         answer = input(f"apply to {host.name}? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
             ctx.info("not applied", host.name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from remote.ops import probes as ops
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
     p.add_argument("--all", action="store_true", help="model: every architecture in vLLM's registry")
     p.add_argument("--vllm-root", metavar="DIR", help="the vllm package directory on the host (default: installed)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a probe (default 600)")
+    p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds to wait for a probe (default 600)")
     add_common_options(p)
     p.set_defaults(func=run)
 

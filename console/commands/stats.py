@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from console.argtypes import nonneg_float, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -21,11 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        "on the box, over the host's one connection).")
     add_host_options(p)
     p.add_argument("--once", action="store_true", help="take one sample and print a table")
-    p.add_argument("--interval", type=float, default=1.0,
+    p.add_argument("--interval", type=nonneg_float, default=1.0,
                    help=f"seconds between samples (>= {MIN_INTERVAL}; default 1)")
-    p.add_argument("--duration", type=float, default=None,
+    p.add_argument("--duration", type=positive_float, default=None,
                    help="stop after this many seconds (default: until interrupted)")
-    p.add_argument("--count", type=int, default=None,
+    p.add_argument("--count", type=positive_int, default=None,
                    help="stop after this many samples (default: until interrupted)")
     p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto",
                    help="GPU source on the box (default: NVML, else nvidia-smi, else none)")

@@ -58,8 +58,9 @@ async def verify(p: Patcher) -> list[FilePlan]:
     return await p.verify()
 
 
-async def rollback(p: Patcher) -> list[FilePlan]:
-    return await p.rollback()
+async def rollback(p: Patcher, *, force: bool = False) -> list[FilePlan]:
+    """A file edited since apply is refused unless `force` (which keeps the edit beside it)."""
+    return await p.rollback(force=force)
 
 
 def refused(plans: Sequence[FilePlan]) -> str | None:

@@ -3,7 +3,9 @@
 recipes (the fixes, as data) · plan (what a file should become, as a diff) · runner (over a
 Transport, as events). The file operations themselves run on the box:
 remote/probes/patch_helper.py (atomic replace, backup `<file>.eagle3-orig-<sha256>` next to the
-target, compile check, directory lock).
+target, compile check, directory lock; one apply of several files is all-or-nothing through a
+journal `.eagle3-patch-journal` that the next verify / apply / rollback completes; rollback refuses
+a file edited after apply unless forced, which keeps the edit as `<file>.eagle3-edited-<sha>`).
 
 Events, one per target file (keys beyond the brief's are extra, none renamed):
 - patch.planned {file, rel, version, recipes: [{name, applies, reason, in_effect}], diff,
@@ -12,6 +14,7 @@ Events, one per target file (keys beyond the brief's are extra, none renamed):
   backup_sha256?, summary}
 - patch.verified {file, rel, recipes: [{name, in_effect}], sha256, original, original_known,
   has_backup, consistent, summary}
-- patch.rolled_back {file, rel, recipes: [{name, in_effect}], sha256, changed, backup, summary}
+- patch.rolled_back {file, rel, recipes: [{name, in_effect}], sha256, changed, backup,
+  kept_edited?, summary}
 Refusals raise remote.errors.Refused (exit 4) and, from the CLI, become console.error events.
 """

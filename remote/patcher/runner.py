@@ -31,7 +31,9 @@ from remote.transport import Transport
 from remote.upload import upload
 
 HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
-_EXPANDUSER = "import os,sys;print(os.path.expanduser(sys.argv[1]))"
+# Absolute as well as expanded: a relative workdir such as `-wd` would put `-wd/probes/...`
+# right after the python, which reads it as an option.
+_EXPANDUSER = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
 
 
 class PatchError(ConsoleError):
@@ -137,8 +139,30 @@ class Patcher:
         return box
 
     # -- operations ----------------------------------------------------------------------
-    async def plan(self, *, force: bool = False, emit: bool = True) -> list[FilePlan]:
+    async def _inspect_recovered(self, recover: bool, emit: bool) -> dict[str, Any]:
+        """inspect, after completing an apply a kill interrupted (its journal on the box) when
+        `recover`; `plan` alone only says one is pending, since it never writes."""
         box = await self.inspect()
+        if not box.get("journal_pending"):
+            return box
+        journal = str(box.get("journal"))
+        if not recover:
+            if emit:
+                self.bus.emit(ev.CONSOLE_WARNING, self.host.name, message=(
+                    f"an interrupted apply is pending on {self.host.name} ({journal}): "
+                    "`patch verify`, `apply` or `rollback` completes it first"))
+            return box
+        answer = await self._call({"op": "recover", "journal": journal})
+        done = answer.get("recovered") or []
+        self.bus.emit(ev.CONSOLE_WARNING, self.host.name, message=(
+            f"completed an interrupted apply on {self.host.name} from {journal}"
+            + (f" ({len(done)} file(s) written: {', '.join(done)})" if done else
+               " (every file was already written)")))
+        return await self.inspect()
+
+    async def plan(self, *, force: bool = False, emit: bool = True,
+                   recover: bool = False) -> list[FilePlan]:
+        box = await self._inspect_recovered(recover, emit)
         plans = []
         for rel, recipes in self.groups.items():
             try:
@@ -170,7 +194,7 @@ class Patcher:
         """Plans again and writes. With `confirmed` (the plans an operator approved), refuses
         if what would be written is no longer exactly that; the helper in turn refuses if the
         file changes between this plan and its write."""
-        plans = await self.plan(force=force, emit=emit_plan)
+        plans = await self.plan(force=force, emit=emit_plan, recover=True)
         refused = [p for p in plans if p.refused]
         if refused:
             raise Refused("; ".join(p.refused or "" for p in refused))
@@ -180,26 +204,33 @@ class Patcher:
             if moved:
                 raise Refused(f"{', '.join(moved)} changed on {self.host.name} since the plan "
                               "was shown: nothing applied, plan again")
+        writes = [p for p in plans if p.changes]
+        answers: dict[str, dict[str, Any]] = {}
+        if writes:
+            # One helper call for every file: all-or-nothing on the box (its journal).
+            done = await self._call({"op": "apply_all", "files": [{
+                "file": p.path, "expect_sha256": p.current_sha256,
+                "original_sha256": p.original_sha256,
+                "content_b64": base64.b64encode(p.target.encode("utf-8")).decode("ascii"),
+            } for p in writes]})
+            answers = {a["file"]: a for a in done.get("files", [])}
         for p in plans:
             if not p.changes:
                 self._emit_state(ev.PATCH_APPLIED, p, p.current_sha256, p.in_effect or frozenset(),
                                  changed=False)
                 continue
-            answer = await self._call({
-                "op": "apply", "file": p.path, "expect_sha256": p.current_sha256,
-                "original_sha256": p.original_sha256,
-                "content_b64": base64.b64encode(p.target.encode("utf-8")).decode("ascii"),
-            })
+            answer = answers.get(p.path, {})
             if answer.get("warning"):
                 self.bus.emit(ev.CONSOLE_WARNING, self.host.name,
                               message=f"{p.rel}: {answer['warning']}")
-            self._emit_state(ev.PATCH_APPLIED, p, answer["sha256"], p.target_set,
-                             changed=bool(answer.get("changed")), backup=answer.get("backup"),
+            self._emit_state(ev.PATCH_APPLIED, p, answer.get("sha256") or p.current_sha256,
+                             p.target_set, changed=bool(answer.get("changed")),
+                             backup=answer.get("backup"),
                              backup_sha256=answer.get("backup_sha256"))
         return plans
 
     async def verify(self) -> list[FilePlan]:
-        plans = await self.plan(emit=False)
+        plans = await self.plan(emit=False, recover=True)
         for p in plans:
             active = p.in_effect if p.in_effect is not None else frozenset(
                 d.name for d in p.decisions if d.in_effect)
@@ -209,13 +240,24 @@ class Patcher:
                              consistent=p.in_effect is not None)
         return plans
 
-    async def rollback(self) -> list[FilePlan]:
-        plans = await self.plan(emit=False)
+    async def rollback(self, *, force: bool = False) -> list[FilePlan]:
+        """Back to the originals. A file edited after apply (neither its original nor a state
+        the recipes produce) is refused, every file untouched, since restoring would discard
+        the edit; with `force` the edit is kept beside the original first."""
+        plans = await self.plan(emit=False, recover=True)
         lost = [p for p in plans if not p.has_backup and not p.original_known]
         if lost:
             raise Refused("; ".join(
                 f"{p.path} has no backup on {self.host.name} and is not a known original "
                 f"(sha256 {p.current_sha256[:12]}): nothing to roll back to" for p in lost))
+        edited = [p for p in plans if p.in_effect is None]
+        if edited and not force:
+            raise Refused("; ".join(
+                f"{p.path} on {self.host.name} differs from both its original and the patched "
+                f"text (sha256 {p.current_sha256[:12]}; edited after apply?): rolling back "
+                "would discard that edit" for p in edited)
+                + ". Nothing rolled back; --force keeps each edited file as "
+                "<file>.eagle3-edited-<sha256> beside it and restores the original")
         for p in plans:
             content, remaining = rollback_target(p, self.selected)
             if remaining:
@@ -225,10 +267,19 @@ class Patcher:
                     "content_b64": base64.b64encode(content.encode("utf-8")).decode("ascii"),
                 })
             else:
-                answer = await self._call({"op": "rollback", "file": p.path})
+                answer = await self._call({"op": "rollback", "file": p.path,
+                                           "expect_sha256": p.current_sha256,
+                                           "keep_edited": p.in_effect is None})
             sha = answer.get("sha256") or sha256_text(content)
+            extra: dict[str, Any] = {}
+            if answer.get("kept_edited"):
+                extra["kept_edited"] = answer["kept_edited"]
+                self.bus.emit(ev.CONSOLE_WARNING, self.host.name,
+                              message=f"{p.rel}: the edited file is kept as "
+                              f"{answer['kept_edited']}")
             self._emit_state(ev.PATCH_ROLLED_BACK, p, sha, remaining,
-                             changed=bool(answer.get("changed")), backup=answer.get("backup"))
+                             changed=bool(answer.get("changed")), backup=answer.get("backup"),
+                             **extra)
         return plans
 
     def _emit_state(self, kind: str, p: FilePlan, sha: str, active: frozenset[str],
@@ -240,6 +291,11 @@ class Patcher:
                 ev.PATCH_ROLLED_BACK: "rolled back"}[kind]
         state = ("in effect: " + ", ".join(str(n) for n in on)) if on else (
             "original (no recipe in effect)")
+        if kind == ev.PATCH_VERIFIED and extra.get("consistent") is False:
+            verb = "inconsistent"
+            state = ("neither the original nor the original with the console's "
+                     "recipes (edited by hand or by something else; `patch rollback --force` "
+                     "keeps the edit and restores the original)")
         if kind == ev.PATCH_APPLIED and not extra.get("changed"):
             verb = "unchanged"
         self.bus.emit(kind, self.host.name, file=p.path, rel=p.rel, recipes=listed, sha256=sha,

@@ -10,7 +10,15 @@ leave a half-written module in site-packages:
   first replaced, and removed only after a rollback has put it back, so a rollback is possible
   from every state a crash can leave;
 - new content is compiled before it replaces anything, and the target's bytecode is refreshed
-  after.
+  after;
+- one apply of several files is all-or-nothing: every check runs before anything is written,
+  then a journal (`.eagle3-patch-journal` in the first target's directory) records every
+  file's planned and new content before the first file is touched, and is removed after the
+  last. A run killed in between leaves the journal; the next `recover` (the console runs it
+  before verify, apply and rollback) completes the apply from it, so no later command ever sees
+  one file patched and its sibling original;
+- a rollback of a file that is neither the planned text nor the original refuses unless told
+  to keep the edit, which it then copies to `<name>.eagle3-edited-<sha256[:12]>` first.
 
 Protocol: one JSON request on stdin, one JSON object on stdout ({"ok": true, ...} or
 {"ok": false, "error": "..."}); exit status 0 either way unless the script itself broke.
@@ -29,6 +37,8 @@ import time
 
 BACKUP_TAG = ".eagle3-orig-"
 TMP_TAG = ".eagle3-tmp-"
+JOURNAL_NAME = ".eagle3-patch-journal"
+EDITED_TAG = ".eagle3-edited-"
 
 
 class HelperError(Exception):
@@ -94,9 +104,10 @@ def _clean_stale_tmp(path):
     """Temp files a killed run left behind; they never replaced anything, so they can go."""
     directory = os.path.dirname(path) or "."
     prefix = "." + os.path.basename(path)  # its own temp files and those of its backup
+    journal_tmp = "." + JOURNAL_NAME + TMP_TAG  # a journal never renamed into place
     removed = []
     for name in os.listdir(directory):
-        if name.startswith(prefix) and TMP_TAG in name:
+        if (name.startswith(prefix) and TMP_TAG in name) or name.startswith(journal_tmp):
             try:
                 os.unlink(os.path.join(directory, name))
                 removed.append(name)
@@ -245,6 +256,11 @@ def op_inspect(req):
                     backups.append(b)
                 entry["backups"] = backups
             out["files"][rel] = entry
+    if pkg_dir is not None:
+        paths = [os.path.join(pkg_dir, *rel.split("/")) for rel in req.get("files", [])]
+        journal = journal_path(paths) if paths else None
+        out["journal"] = journal
+        out["journal_pending"] = bool(journal and os.path.exists(journal))
     vllm_dir = _package_dir("vllm", site_packages)
     vllm = {"found": vllm_dir is not None, "dir": vllm_dir}
     if vllm_dir is not None:
@@ -254,25 +270,23 @@ def op_inspect(req):
     return out
 
 
-def op_apply(req):
-    """Replace `file` with `content_b64`, keeping the original (sha `original_sha256`) first."""
-    path = req["file"]
-    new = base64.b64decode(req["content_b64"])
-    expect = req["expect_sha256"]
-    original_sha = req["original_sha256"]
-    stale = _clean_stale_tmp(path)
-    current = _read(path)
-    current_sha = _sha(current)
+def _check_apply(entry):
+    """Everything that could refuse an apply of one file, before anything is written. Returns
+    None when the file already holds the new content, else the (path, new, backup) to write."""
+    path = entry["file"]
+    new = base64.b64decode(entry["content_b64"])
+    expect = entry["expect_sha256"]
+    original_sha = entry["original_sha256"]
+    _clean_stale_tmp(path)
+    current_sha = _sha(_read(path))
     if current_sha != expect:
         raise HelperError(
             "%s changed since it was planned (sha256 %s, planned against %s): plan again"
             % (path, current_sha, expect)
         )
-    _step("checked")
     if _sha(new) == current_sha:
-        return {"file": path, "changed": False, "sha256": current_sha, "stale_removed": stale}
+        return None
     _compile_check(new, path)
-    _step("compiled")
     backup = _good_backup(path)
     if backup is None:
         if current_sha != original_sha:
@@ -281,28 +295,125 @@ def op_apply(req):
                 "(sha256 %s, original %s): refusing to replace it" % (path, current_sha,
                                                                        original_sha)
             )
-        mode = os.stat(path).st_mode & 0o7777
-        _write_atomic(_backup_path(path, original_sha), current, mode)
-        _step("backed-up")
-        backup = (_backup_path(path, original_sha), original_sha)
     elif backup[1] != original_sha:
         raise HelperError(
             "the backup of %s holds sha256 %s, not the original %s this plan assumed"
             % (path, backup[1], original_sha)
         )
+    return path, new, backup
+
+
+def _write_apply(path, new, backup, original_sha):
+    """The writes of one checked apply: the backup first (if none yet), then the target."""
+    if backup is None:
+        current = _read(path)
+        mode = os.stat(path).st_mode & 0o7777
+        _write_atomic(_backup_path(path, original_sha), current, mode)
+        _step("backed-up")
+        backup = (_backup_path(path, original_sha), original_sha)
     mode = os.stat(path).st_mode & 0o7777
     _write_atomic(path, new, mode)
     _step("replaced")
-    warning = _refresh_bytecode(path)
     return {
         "file": path,
         "changed": True,
         "sha256": _sha(new),
         "backup": backup[0],
         "backup_sha256": backup[1],
-        "warning": warning,
-        "stale_removed": stale,
+        "warning": _refresh_bytecode(path),
     }
+
+
+def op_apply(req):
+    """Replace `file` with `content_b64`, keeping the original (sha `original_sha256`) first."""
+    stale = _clean_stale_tmp(req["file"])
+    _step("checked")
+    checked = _check_apply(req)
+    if checked is None:
+        return {"file": req["file"], "changed": False, "sha256": req["expect_sha256"],
+                "stale_removed": stale}
+    _step("compiled")
+    out = _write_apply(checked[0], checked[1], checked[2], req["original_sha256"])
+    out["stale_removed"] = stale
+    return out
+
+
+def journal_path(paths):
+    return os.path.join(os.path.dirname(min(paths)) or ".", JOURNAL_NAME)
+
+
+def _read_journal(path):
+    try:
+        data = json.loads(_read(path).decode("utf-8"))
+        files = data["files"]
+        keys = ("file", "expect_sha256", "original_sha256", "content_b64")
+        if not all(isinstance(f, dict) and all(k in f for k in keys) for f in files):
+            raise ValueError("an entry lacks one of %s" % ", ".join(keys))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HelperError("patch journal %s is unreadable (%s): remove it by hand after "
+                          "checking its files" % (path, exc)) from None
+    return files
+
+
+def _complete(journal, files):
+    """Finish an interrupted apply: every file must be either as planned or already new."""
+    todo = []
+    for f in files:
+        new_sha = _sha(base64.b64decode(f["content_b64"]))
+        current_sha = _sha(_read(f["file"])) if os.path.isfile(f["file"]) else None
+        if current_sha == new_sha:
+            continue
+        if current_sha != f["expect_sha256"]:
+            raise HelperError(
+                "an interrupted apply (journal %s) cannot be completed: %s is neither as "
+                "planned (sha256 %s) nor as patched (%s) but %s; fix it by hand, then remove "
+                "the journal" % (journal, f["file"], f["expect_sha256"], new_sha, current_sha))
+        todo.append(f)
+    checked = [(f, _check_apply(f)) for f in todo]
+    done = []
+    for f, c in checked:
+        if c is not None:
+            _write_apply(c[0], c[1], c[2], f["original_sha256"])
+            done.append(f["file"])
+    os.unlink(journal)
+    _fsync_dir(os.path.dirname(journal) or ".")
+    return done
+
+
+def op_apply_all(req):
+    """Several files as one: all checked, journalled, written, journal dropped."""
+    entries = req["files"]
+    if not entries:
+        return {"files": [], "recovered": []}
+    journal = journal_path([e["file"] for e in entries])
+    _clean_stale_tmp(journal)
+    recovered = _complete(journal, _read_journal(journal)) if os.path.exists(journal) else []
+    checked = [(e, _check_apply(e)) for e in entries]
+    _step("checked")
+    pending = [(e, c) for e, c in checked if c is not None]
+    answers = [{"file": e["file"], "changed": False, "sha256": e["expect_sha256"]}
+               for e, c in checked if c is None]
+    if pending:
+        record = {"version": 1, "files": [
+            {k: e[k] for k in ("file", "expect_sha256", "original_sha256", "content_b64")}
+            for e, _ in pending]}
+        _write_atomic(journal, json.dumps(record).encode("utf-8"), 0o600)
+        _step("journal-written")
+        for e, c in pending:
+            answers.append(_write_apply(c[0], c[1], c[2], e["original_sha256"]))
+        os.unlink(journal)
+        _fsync_dir(os.path.dirname(journal) or ".")
+        _step("journal-removed")
+    return {"files": answers, "recovered": recovered}
+
+
+def op_recover(req):
+    """Complete the apply a killed run left journalled (nothing to do without a journal)."""
+    journal = req["journal"]
+    _clean_stale_tmp(journal)
+    if not os.path.exists(journal):
+        return {"journal": journal, "recovered": []}
+    return {"journal": journal, "recovered": _complete(journal, _read_journal(journal))}
 
 
 def op_rollback(req):
@@ -316,7 +427,18 @@ def op_rollback(req):
                 "stale_removed": stale}
     bpath, bsha = backup
     original = _read(bpath)
-    current_sha = _sha(_read(path)) if os.path.isfile(path) else None
+    current = _read(path) if os.path.isfile(path) else None
+    current_sha = _sha(current) if current is not None else None
+    expect = req.get("expect_sha256")
+    if expect is not None and current_sha != expect:
+        raise HelperError(
+            "%s changed since it was planned (sha256 %s, planned against %s): plan again"
+            % (path, current_sha, expect))
+    kept = None
+    if req.get("keep_edited") and current is not None and current_sha != bsha:
+        kept = path + EDITED_TAG + current_sha[:12]
+        _write_atomic(kept, current, os.stat(path).st_mode & 0o7777)
+        _step("kept-edited")
     changed = current_sha != bsha
     if changed:
         mode = os.stat(bpath).st_mode & 0o7777
@@ -326,7 +448,7 @@ def op_rollback(req):
     os.unlink(bpath)
     _fsync_dir(os.path.dirname(path) or ".")
     return {"file": path, "changed": changed, "sha256": bsha, "backup": bpath,
-            "warning": warning, "stale_removed": stale}
+            "warning": warning, "stale_removed": stale, "kept_edited": kept}
 
 
 class _DirLock(object):
@@ -356,7 +478,42 @@ def _locked(op):
     return run
 
 
-OPS = {"inspect": op_inspect, "apply": _locked(op_apply), "rollback": _locked(op_rollback)}
+def _locked_all(paths_of, op):
+    """Every directory involved, locked in sorted order (the order single-file ops share), so
+    a multi-file op and a single-file op never interleave nor deadlock."""
+
+    def run(req):
+        dirs = sorted({os.path.dirname(p) or "." for p in paths_of(req)})
+        locks = []
+        try:
+            for d in dirs:
+                locks.append(_DirLock(os.path.join(d, "x")).__enter__())
+            return op(req)
+        finally:
+            for lock in reversed(locks):
+                lock.__exit__()
+
+    return run
+
+
+def _journal_files(req):
+    journal = req["journal"]
+    paths = [journal]
+    if os.path.exists(journal):
+        try:
+            paths += [f["file"] for f in _read_journal(journal)]
+        except HelperError:
+            pass
+    return paths
+
+
+OPS = {
+    "inspect": op_inspect,
+    "apply": _locked(op_apply),
+    "rollback": _locked(op_rollback),
+    "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]], op_apply_all),
+    "recover": _locked_all(_journal_files, op_recover),
+}
 
 
 def main():

@@ -19,6 +19,7 @@ from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, StageS
 from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
+from remote.sanitize import visible
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan"}
@@ -87,7 +88,7 @@ class LogView(ScrollView, can_focus=True):
         index = top + y
         if tail is None or index >= len(tail):
             return Strip.blank(width, self.rich_style)
-        text = tail.line(index).expandtabs(4)
+        text = visible(tail.line(index).expandtabs(4))  # the box's escapes drawn, not obeyed
         style = self.rich_style
         if "Traceback" in text or "Error" in text:
             style = style + ERROR_STYLE

@@ -1,0 +1,220 @@
+"""The patcher under hand edits and kills: rollback never discards an edit silently, verify says
+"inconsistent" in words, and one apply of two files is all-or-nothing (a journal on the box that
+the next verify / apply / rollback completes), with real SIGKILLs locally and over real sshd."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from remote.bus import EventBus
+from remote.errors import EXIT_OK, EXIT_REFUSED
+from remote.events import Event
+from remote.hosts import default_local
+from remote.patcher.plan import compose, recipes_for
+from remote.patcher.runner import HELPER, Patcher
+from remote.transport import LocalTransport
+from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
+from tests.sshd_harness import Sshd
+
+REPO = Path(__file__).resolve().parents[1]
+JOURNAL = ".eagle3-patch-journal"
+
+
+def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sp: Path) -> list[str]:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    return ["--host", "local", "--site-packages", str(sp), "--no-record"]
+
+
+def test_rollback_refuses_a_hand_edit_and_force_keeps_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = make_site_packages(tmp_path)
+    worker, gen = sp / WORKER, sp / GENERATOR
+    common = _cli(tmp_path, monkeypatch, sp)
+    assert main(["patch", "apply", "--yes", *common]) == EXIT_OK
+    patched_gen = gen.read_bytes()
+    edited = worker.read_text() + "# hand edit on the box\n"
+    worker.write_text(edited)
+    capsys.readouterr()
+
+    assert main(["patch", "verify", *common]) == EXIT_REFUSED
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "custom_worker.py" in x)
+    assert "inconsistent" in line and "verified: in effect" not in line, out
+
+    assert main(["patch", "rollback", *common]) == EXIT_REFUSED
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "differs from both its original and the patched text" in text
+    assert "--force" in text
+    # Nothing touched, in either file: the refusal comes before any write.
+    assert worker.read_text() == edited and gen.read_bytes() == patched_gen
+
+    assert main(["patch", "rollback", "--force", *common]) == EXIT_OK
+    assert sha256(worker) == sha256(wheel_file(WORKER))
+    assert sha256(gen) == sha256(wheel_file(GENERATOR))
+    kept = list(worker.parent.glob("custom_worker.py.eagle3-edited-*"))
+    assert len(kept) == 1 and kept[0].read_text() == edited
+    assert "kept as" in capsys.readouterr().out
+
+
+def _apply_all_request(sp: Path) -> tuple[dict, dict[Path, str]]:
+    files = []
+    patched: dict[Path, str] = {}
+    for rel, recipes in recipes_for("speculators").items():
+        path = sp / "speculators" / rel
+        text = compose(path.read_text(), recipes)
+        patched[path] = text
+        sha = sha256(path)
+        files.append({"file": str(path), "expect_sha256": sha, "original_sha256": sha,
+                      "content_b64": base64.b64encode(text.encode()).decode()})
+    return {"op": "apply_all", "files": files}, patched
+
+
+def _kill_after(request: dict, step: int) -> list[str]:
+    """Run the helper with a pause after each step, SIGKILL it after its `step`-th."""
+    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY="0.05")
+    proc = subprocess.Popen([sys.executable, str(HELPER)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(request).encode())
+    proc.stdin.close()
+    seen: list[str] = []
+    while len(seen) < step:
+        line = proc.stderr.readline().decode()
+        if not line:
+            break
+        if line.startswith("step "):
+            seen.append(line.split()[1])
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    return seen
+
+
+async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Path) -> None:
+    """SIGKILL after every step of a two-file apply; after each, the next command (verify,
+    then rollback, alternating) never sees one file patched and the other original."""
+    sp = make_site_packages(tmp_path)
+    worker, gen = sp / WORKER, sp / GENERATOR
+    originals = {worker: sha256(worker), gen: sha256(gen)}
+    host = default_local(str(tmp_path / "box"))
+    torn_seen = 0
+    steps_seen: set[str] = set()
+    # checked, tmp-written (journal), journal-written, then per file: tmp-written, backed-up,
+    # tmp-written, replaced; then journal-removed: 12 steps. 13 lets one run finish.
+    for step in range(0, 14):
+        request, patched = _apply_all_request(sp)
+        seen = _kill_after(request, step)
+        steps_seen.update(seen)
+        states = {p: ("patched" if p.read_text() == patched[p] else
+                      "original" if sha256(p) == originals[p] else "torn") for p in (worker, gen)}
+        assert "torn" not in states.values(), (step, seen)  # each file whole ...
+        if len(set(states.values())) > 1:
+            torn_seen += 1  # ... but the pair can be split until the next command runs
+            assert (worker.parent / JOURNAL).is_file()
+        bus = EventBus()
+        events: list[Event] = []
+        bus.add_callback(events.append)
+        patcher = Patcher(LocalTransport(), host, bus, site_packages=str(sp))
+        if step % 2 == 0:
+            plans = await patcher.verify()
+            assert all(p.in_effect is not None for p in plans)
+            kinds = {p.rel: p.in_effect for p in plans}
+            assert len({bool(v) for v in kinds.values()}) == 1, (step, seen, kinds)
+            if len(set(states.values())) > 1:
+                assert worker.read_text() == patched[worker] and gen.read_text() == patched[gen]
+                assert any("completed an interrupted apply" in str(e.payload.get("message"))
+                           for e in events)
+            await patcher.rollback()
+        else:
+            await patcher.rollback()  # completes, then undoes
+        assert sha256(worker) == originals[worker] and sha256(gen) == originals[gen]
+        assert not (worker.parent / JOURNAL).exists()
+        assert not [p for p in worker.parent.iterdir() if "eagle3-" in p.name]
+    assert torn_seen >= 3, "no kill landed between the two files"
+    assert {"journal-written", "replaced", "backed-up", "journal-removed"} <= steps_seen
+
+
+@pytest.mark.ssh
+@pytest.mark.slow
+def test_kills_of_an_apply_over_ssh_never_leave_the_pair_split(
+        sshd: Sshd, tmp_path: Path) -> None:
+    """`console patch apply --yes` over the real sshd: the helper on the box SIGKILLed after its
+    first file, or after its journal, or the console SIGKILLed mid-apply. After each, the next
+    `patch verify` over SSH finds both files in one state and exits 0."""
+    sp = make_site_packages(tmp_path)
+    worker, gen = sp / WORKER, sp / GENERATOR
+    originals = {worker: sha256(worker), gen: sha256(gen)}
+    slow = tmp_path / "slowpy"  # the box python, pausing between the helper's steps
+    slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY=0.3 exec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    workdir = tmp_path / "box-workdir"
+    (tmp_path / "console.toml").write_text(
+        "[hosts.box]\n"
+        f'ssh = "{sshd.alias}"\n'
+        f'python = "{slow}"\n'
+        f'workdir = "{workdir}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\n'
+        f'known_hosts = "{sshd.known_hosts}"\n')
+    common = ["--host", "box", "--site-packages", str(sp), "--no-record"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def console(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "console", *args, *common], cwd=tmp_path,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+
+    def helper_pids() -> list[int]:
+        out = subprocess.run(["pgrep", "-f", f"{workdir}/probes/patch_helper.py"],
+                             capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def until(cond: object, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():  # type: ignore[operator]
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.01)
+
+    split_seen = 0
+    for how in ("helper-between-files", "helper-after-journal", "console-mid-apply"):
+        apply = console("patch", "apply", "--yes")
+        if how == "helper-between-files":
+            until(lambda: sha256(worker) != originals[worker])
+            assert sha256(gen) == originals[gen]
+            for pid in helper_pids():
+                os.kill(pid, signal.SIGKILL)
+            split_seen += 1
+        elif how == "helper-after-journal":
+            until(lambda: (worker.parent / JOURNAL).exists())
+            for pid in helper_pids():
+                os.kill(pid, signal.SIGKILL)
+        else:
+            until(lambda: bool(helper_pids()))
+            os.kill(apply.pid, signal.SIGKILL)
+        apply.communicate(timeout=120)
+        until(lambda: not helper_pids())
+        verify = console("patch", "verify")
+        out, _ = verify.communicate(timeout=120)
+        assert verify.returncode == EXIT_OK, (how, out)
+        assert "inconsistent" not in out
+        states = {sha256(worker) == originals[worker], sha256(gen) == originals[gen]}
+        assert len(states) == 1, (how, out)  # both original or both patched
+        assert not (worker.parent / JOURNAL).exists()
+        rollback = console("patch", "rollback")
+        out, _ = rollback.communicate(timeout=120)
+        assert rollback.returncode == EXIT_OK, (how, out)
+        assert sha256(worker) == originals[worker] and sha256(gen) == originals[gen]
+    assert split_seen == 1

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit sshd clean bench
+.PHONY: demo test lint typecheck unit sshd clean bench box-env
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 sshd:
 	@scripts/ensure-sshd.sh
 
+# The box environment (vLLM 0.32 CPU + speculators 0.9), built once into the test cache.
+box-env:
+	@$(PYTHON) scripts/box_env.py vllm032 --quiet >/dev/null
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
@@ -28,7 +32,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q
 
-test: $(STAMP) sshd lint typecheck unit
+test: $(STAMP) sshd box-env lint typecheck unit
 
 demo: $(STAMP)
 	$(VENV)/bin/console run --host local --demo

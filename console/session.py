@@ -299,6 +299,7 @@ class SessionReader:
         self._dropped_warnings = 0
         self._mm: Any = None
         self._cache: dict[int, list[bytes]] = {}
+        self._seg_keys: list[str] | None = None
         self._fd: int | None = self._open()
         try:
             self._load(write_index)
@@ -523,7 +524,15 @@ class SessionReader:
         """First event at or after `when` (events are recorded in time order): a bisection
         over the segments' first times, then over one segment's lines."""
         key = format_ts(when)
-        keys = [s.ts for s in self._segments]
+        keys = self._seg_keys
+        if keys is None:
+            # A segment whose first line has no readable ts takes its predecessor's, so the
+            # keys stay sorted and bisection stays right around a damaged line.
+            keys, last = [], ""
+            for seg in self._segments:
+                last = seg.ts or last
+                keys.append(last)
+            self._seg_keys = keys
         j = bisect.bisect_left(keys, key)
         if j == 0:
             return 0

@@ -18,6 +18,7 @@ import errno
 import json
 import mmap
 import os
+import re
 import stat
 import threading
 import time
@@ -345,7 +346,9 @@ class SessionReader:
             self.index_reused = False
             self._scan(size)
             self._markers = self._find_markers()
-            if write_index or (write_index is None and size >= session_index.MIN_BYTES):
+            worth_it = size >= (session_index.MIN_BYTES_COMPRESSED if self.compressed
+                                else session_index.MIN_BYTES)
+            if write_index or (write_index is None and worth_it):
                 session_index.save(self.path, fp, self._segments, self._markers,
                                    list(self.warnings), self._header_line, self._end)
         self._firsts = [s.first for s in self._segments]
@@ -402,25 +405,23 @@ class SessionReader:
         )
 
     def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
-        """Events worth seeking to, found by a byte search per segment at open (kept in the
+        """Events worth seeking to, found by one regex pass per segment at open (kept in the
         index), each confirmed on its parsed line: a payload may hold a nested "kind" key."""
-        needles = [f'"kind":{json.dumps(k)}'.encode() for k in kinds]
+        pattern = re.compile(b'"kind":"(?:' + b"|".join(re.escape(k.encode()) for k in sorted(kinds))
+                             + b')"')
         found: set[int] = set()
         for seg in self._segments:
             data = self._segment_bytes(seg)
             if data is None:
                 continue
-            for needle in needles:
-                pos = data.find(needle)
-                while pos >= 0:
-                    start = data.rfind(b"\n", 0, pos) + 1
-                    end = data.find(b"\n", pos)
-                    try:
-                        if decode_event(data[start:end]).kind in kinds:
-                            found.add(seg.first + count_events(data[:start]))
-                    except BadLine:
-                        pass
-                    pos = data.find(needle, end)
+            for m in pattern.finditer(data):
+                start = data.rfind(b"\n", 0, m.start()) + 1
+                end = data.find(b"\n", m.end())
+                try:
+                    if decode_event(data[start:end]).kind in kinds:
+                        found.add(seg.first + count_events(data[:start]))
+                except BadLine:
+                    pass
         return sorted(found)
 
     def _segment_bytes(self, seg: Segment) -> bytes | None:

@@ -23,6 +23,7 @@ VERSION = 1
 SUFFIX = ".idx"
 # Below this a scan is faster than reading an index: small sessions get no file beside them.
 MIN_BYTES = 32 << 20
+MIN_BYTES_COMPRESSED = 4 << 20  # about 30 MB of events: a scan decompresses every frame
 _SAMPLE = 64 << 10
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import mmap
-import os
 import random
 import shutil
 import statistics

@@ -321,7 +321,7 @@ def scan_zstd(mm: Any, size: int, warnings: list[str]) -> tuple[bytes | None, li
             kept = counter.count if trusted else 0
             warnings.append(
                 f"compressed data is damaged in the frame at byte {frame_start:,} ({problem}); "
-                f"events {first + kept:,} onwards of that frame are lost"
+                f"the events it held from event {first + kept:,} on are lost"
                 + (f"; reading resumed at byte {resume:,}" if resume >= 0 else
                    "; nothing after it could be read"))
             if kept:

@@ -149,6 +149,10 @@ async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, swi
                 lat.append(paints[-1] - t0)
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (time.process_time() - c0) / (time.perf_counter() - w0)
+        # Stop the feed before the app shuts down: the app's pump, woken by an event while
+        # the screen is torn down, fails to find its TopBar (a teardown race in app.py).
+        app.source.replayer.pause()
+        await pilot.pause(0.3)
     return idle, switching, lat
 
 

@@ -142,15 +142,30 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     return b"\n".join(good) + b"\n" if good else b""
 
 
-def human_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]) -> list[str]:
-    """The human printer's lines for a segment: job lines and quiet stats samples formatted
-    from typed records decoded in one call, every other kind through printer.human_line on a
-    real Event (same text either way; tests/test_replay_fast.py compares them)."""
+def human_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> list[str]:
+    """The human printer's lines for a segment's bytes: decoded in one call straight from the
+    block (no split, no join) when it has no blank line, which is what the recorder writes."""
+    if data.count(b"\n") == count and data[:1] != b"\n":
+        return _human(None, data, first, bad)
+    from console.session_source import split_events
+
+    return _human(split_events(data), None, first, bad)
+
+
+def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
+           bad: list[tuple[int, str]]) -> list[str]:
+    """Job lines and quiet stats samples formatted from typed records decoded in one call,
+    every other kind through printer.human_line on a real Event (the same text either way;
+    tests/test_replay_fast.py compares them)."""
     from console.printer import human_line
+    from console.session_source import split_events
 
     try:
-        recs: Sequence[_Line | None] = _LINES.decode(_join(lines))
+        blob = _join(lines) if lines is not None else \
+            b"[" + data[:-1].replace(b"\n", b",") + b"]"  # type: ignore[index]
+        recs: Sequence[_Line | None] = _LINES.decode(blob)
     except (msgspec.DecodeError, RecursionError):
+        lines = lines if lines is not None else split_events(data)  # type: ignore[arg-type]
         recs = [_one_line(line) for line in lines]
     out: list[str] = []
     append = out.append
@@ -170,6 +185,8 @@ def human_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]) 
                     continue
             elif kind == "stats.sample" and not rec.payload.print_:
                 continue
+        if lines is None:
+            lines = split_events(data)  # type: ignore[arg-type]
         try:
             line = human_line(decode_event(lines[i]))
         except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:

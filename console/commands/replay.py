@@ -9,7 +9,7 @@ import sys
 from typing import BinaryIO
 
 from console.session import SessionReader
-from console.session_decode import human_lines, valid_json_block
+from console.session_decode import human_block, valid_json_block
 from remote.errors import EXIT_OK, UsageError
 
 
@@ -70,8 +70,8 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
             for first, count, data in reader.segment_data():
                 out.write(valid_json_block(data, first, count, bad))
         else:
-            for first, lines in reader.segments():
-                text = human_lines(lines, first, bad)
+            for first, count, data in reader.segment_data():
+                text = human_block(data, first, count, bad)
                 if text:
                     out.write(("\n".join(text) + "\n").encode("utf-8", "replace"))
         out.flush()

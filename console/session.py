@@ -337,7 +337,7 @@ class SessionReader:
             header_line = cached["header"]
             self.header = self._parse_header(header_line, complete=True)
             self._segments: list[Segment] = cached["segments"]
-            self._markers: list[int] = cached["markers"]
+            self._markers: list[int] | None = cached["markers"]
             for w in cached["warnings"]:
                 self._warn(w)
             self._end = cached["end"]
@@ -345,10 +345,11 @@ class SessionReader:
         else:
             self.index_reused = False
             self._scan(size)
-            self._markers = self._find_markers()
+            self._markers = None  # found when first asked for (a printer never asks)
             worth_it = size >= (session_index.MIN_BYTES_COMPRESSED if self.compressed
                                 else session_index.MIN_BYTES)
             if write_index or (write_index is None and worth_it):
+                self._markers = self._find_markers()
                 session_index.save(self.path, fp, self._segments, self._markers,
                                    list(self.warnings), self._header_line, self._end)
         self._firsts = [s.first for s in self._segments]
@@ -550,8 +551,10 @@ class SessionReader:
     def markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
         """Indices of events worth seeking to (found at open, kept in the index)."""
         if kinds == SEEKABLE_KINDS:
+            if self._markers is None:
+                self._markers = self._find_markers()
             return list(self._markers)
-        return [i for i in self._find_markers(kinds)]
+        return self._find_markers(kinds)
 
     def close(self) -> None:
         mm = self._mm

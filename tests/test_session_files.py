@@ -191,6 +191,7 @@ def test_garbage_after_a_valid_frame_keeps_every_event(tmp_path: Path) -> None:
         assert r.warnings
 
 
+@pytest.mark.slow
 def test_a_small_zstd_bomb_of_newlines_is_read_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "bomb.jsonl.zst"
     header = b'{"format":"eagle3-console-session","version":1,"started":"2026-01-01T00:00:00.000Z"}\n'
@@ -275,6 +276,7 @@ def _mutate(data: bytes, rnd: random.Random) -> bytes:
     return bytes(b)
 
 
+@pytest.mark.slow
 def test_fuzz_thousands_of_mutated_sessions_never_crash_or_hang(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,9 +1,14 @@
 """Session files: the durable record of everything a console session saw and did.
 
-JSON lines: a header, then one event per line, flushed per event so a crash loses at most the
-line being written. Optionally zstd-compressed (`.jsonl.zst`), flushed per event as a zstd block.
-Reading builds an index of byte offsets on open (no JSON parsing), so a million-event file opens
-in well under a second and seeks by event number or by time without reading everything.
+JSON lines: a header, then one event per line. A plain file is written per event (or per batch)
+so a crash loses at most the line being written. A `.jsonl.zst` file is one zstd frame per
+~1 MiB of events (checksummed, so damage is found, and a unit that can be read on its own), with
+the pending data flushed as a zstd block at least every FLUSH_S seconds by a timer, so a kill -9
+of the recorder loses at most the last second of events and the file stays within a few percent
+of `zstd -3` of the same lines (a block per event made it 6.5x larger).
+Reading (SessionReader) cuts the file into segments (console/session_source.py) without parsing
+JSON, keeps that index beside large files (console/session_index.py), and seeks by event number
+or by time without reading everything.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ import errno
 import json
 import mmap
 import os
-import tempfile
-from array import array
+import re
+import stat
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,7 +30,18 @@ from typing import IO, Any
 
 import platformdirs
 
-from console import __version__
+from console import __version__, session_index
+from console.session_decode import BadLine, decode_event, decode_events
+from console.session_source import (
+    ZSTD_MAGIC,
+    FrameError,
+    Segment,
+    Source,
+    count_events,
+    scan_plain,
+    scan_zstd,
+    split_events,
+)
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
 from remote.events import SEEKABLE_KINDS, Event, JobLines, format_ts, parse_ts, utc_now
@@ -31,7 +49,6 @@ from remote.hosts import APP_NAME
 
 FORMAT = "eagle3-console-session"
 VERSION = 1
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _TS_PREFIX = b'{"ts":"'
 _TS_LEN = 24
 
@@ -44,14 +61,51 @@ class SessionWriteError(ConsoleError):
     pass
 
 
+class SessionPathError(UsageError):
+    """The session file cannot be created where asked: a one-line message, exit code 2."""
+
+
+# Compressed sessions: a frame is closed after this many bytes or events (the unit a reader
+# decompresses to reach one event), and pending data is flushed at least every FLUSH_S seconds.
+FRAME_BYTES = 1 << 20
+FRAME_EVENTS = 20_000
+FLUSH_S = 0.75
+_TIMER_TICK_S = 0.2
+
+
 def default_session_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
 
 
 def default_session_path(host: str, *, compress: bool = False) -> Path:
+    """`<second>-<host>-<pid>.jsonl`: the process id keeps two commands for one host started in
+    the same second apart; a number is added when this process already used the name."""
     stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "session"
-    return default_session_dir() / f"{stamp}-{safe}.jsonl{'.zst' if compress else ''}"
+    ext = f".jsonl{'.zst' if compress else ''}"
+    base = default_session_dir() / f"{stamp}-{safe}-{os.getpid()}"
+    path = base.with_name(base.name + ext)
+    n = 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}{ext}")
+    return path
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create missing directories 0700: sessions hold command lines, paths and log text."""
+    missing: list[Path] = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
 
 
 class SessionWriter:
@@ -66,15 +120,22 @@ class SessionWriter:
         self.path = Path(path)
         self.compress = self.path.name.endswith(".zst") if compress is None else compress
         self.count = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._timer: threading.Thread | None = None
+        self._frame_bytes = 0
+        self._frame_events = 0
+        self._pending = False
+        self._last_flush = time.monotonic()
         # Unbuffered: each event goes to the kernel in one write, so a SIGKILL loses at most the
         # line being written, and a failed write (disk full) leaves nothing queued to retry.
-        self._raw: IO[bytes] = open(self.path, "xb", buffering=0)  # never clobber a session
+        self._raw: IO[bytes] = self._create()
         self._zw: Any = None
         if self.compress:
             import zstandard
 
-            self._zw = zstandard.ZstdCompressor(level=3).stream_writer(self._raw, closefd=False)
+            self._zw = zstandard.ZstdCompressor(level=3, write_checksum=True).stream_writer(
+                self._raw, closefd=False)
         header = {
             "format": FORMAT,
             "version": VERSION,
@@ -82,18 +143,43 @@ class SessionWriter:
             "hosts": list(hosts),
             "console_version": __version__,
         }
-        self._write_line(json.dumps(header, separators=(",", ":")))
+        self._write_bytes(json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n", 0)
+        if self._zw is not None:
+            # The header in a frame of its own: damage to the first events' frame keeps it.
+            self._flush(frame=True)
+
+    def _create(self) -> IO[bytes]:
+        try:
+            _make_private_dirs(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise SessionPathError(f"session file {self.path} already exists; a session is "
+                                   "never overwritten: give another --session path") from None
+        except OSError as exc:
+            raise SessionPathError(f"cannot create session file {self.path}: "
+                                   f"{exc.strerror or exc}") from None
+        return open(fd, "wb", buffering=0)
 
     def _write_line(self, line: str) -> None:
-        self._write_bytes(line.encode("utf-8") + b"\n")
+        self._write_bytes(line.encode("utf-8") + b"\n", 1)
 
-    def _write_bytes(self, data: bytes) -> None:
+    def _write_bytes(self, data: bytes, events: int) -> None:
         try:
             if self._zw is not None:
-                import zstandard
-
-                self._zw.write(data)
-                self._zw.flush(zstandard.FLUSH_BLOCK)
+                with self._lock:
+                    self._zw.write(data)
+                    self._frame_bytes += len(data)
+                    self._frame_events += events
+                    if self._frame_bytes >= FRAME_BYTES or self._frame_events >= FRAME_EVENTS:
+                        self._flush(frame=True)
+                    elif time.monotonic() - self._last_flush >= FLUSH_S:
+                        self._flush(frame=False)
+                    else:
+                        self._pending = True
+                        if self._timer is None:
+                            self._timer = threading.Thread(target=self._flush_timer, daemon=True,
+                                                           name=f"session-flush {self.path.name}")
+                            self._timer.start()
             else:
                 view = memoryview(data)
                 while view:
@@ -103,6 +189,28 @@ class SessionWriter:
                 raise SessionWriteError(f"disk full while recording {self.path}") from exc
             raise SessionWriteError(f"cannot write session {self.path}: {exc}") from exc
 
+    def _flush(self, *, frame: bool) -> None:
+        """With the lock held: end the frame (count or size reached) or just the block (time)."""
+        import zstandard
+
+        self._zw.flush(zstandard.FLUSH_FRAME if frame else zstandard.FLUSH_BLOCK)
+        if frame:
+            self._frame_bytes = self._frame_events = 0
+        self._pending = False
+        self._last_flush = time.monotonic()
+
+    def _flush_timer(self) -> None:
+        """Flush what has waited FLUSH_S when no further write comes to do it."""
+        while not self._closed.wait(_TIMER_TICK_S):
+            with self._lock:
+                if self._raw.closed:
+                    return
+                if self._pending and time.monotonic() - self._last_flush >= FLUSH_S:
+                    try:
+                        self._flush(frame=False)
+                    except OSError:
+                        return  # the next write reports it
+
     def write(self, event: Event) -> None:
         self._write_line(event.to_json())
         self.count += 1
@@ -111,25 +219,28 @@ class SessionWriter:
         """Events that arrived together, in one write: a SIGKILL loses at most this batch (up to
         remote.jobs.BATCH_LINES lines of a block just received), never an earlier one."""
         if isinstance(events, JobLines):  # a log block: its shared fields encoded once
-            self._write_bytes(events.to_jsonl().encode("utf-8"))
+            self._write_bytes(events.to_jsonl().encode("utf-8"), len(events))
             self.count += len(events)
             return
         if len(events) == 1:
             self.write(events[0])
             return
-        self._write_bytes("".join([e.to_json() + "\n" for e in events]).encode("utf-8"))
+        self._write_bytes("".join([e.to_json() + "\n" for e in events]).encode("utf-8"),
+                          len(events))
         self.count += len(events)
 
     def close(self) -> None:
-        if self._raw.closed:
-            return
-        try:
-            if self._zw is not None:
-                self._zw.close()
-        except OSError:
-            pass  # disk full at the frame end: every flushed event is already on disk
-        finally:
-            self._raw.close()
+        self._closed.set()
+        with self._lock:
+            if self._raw.closed:
+                return
+            try:
+                if self._zw is not None:
+                    self._zw.close()
+            except OSError:
+                pass  # disk full at the frame end: every flushed event is already on disk
+            finally:
+                self._raw.close()
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -173,96 +284,105 @@ class SessionHeader:
     version: int
 
 
-def _zstd_ends_mid_block(fh: IO[bytes]) -> bool:
-    """Walk the frame and block headers (RFC 8878) to tell a file that ends on a block boundary
-    (a recorder that flushed every event) from one cut mid-block: the decompressor itself
-    silently returns what it could decode in both cases."""
-    data = fh.read()
-    pos = 0
-    while pos < len(data):
-        if data[pos : pos + 4] != ZSTD_MAGIC:
-            return True
-        if pos + 5 > len(data):
-            return True
-        fhd = data[pos + 4]
-        fcs_flag, single, checksum, dict_flag = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
-        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag]
-        pos += (1 if single else 0, 2, 4, 8)[fcs_flag]
-        while True:
-            if pos == len(data):
-                return False  # unclosed frame ending on a block boundary: nothing lost
-            if pos + 3 > len(data):
-                return True
-            header = int.from_bytes(data[pos : pos + 3], "little")
-            last, btype, bsize = header & 1, (header >> 1) & 3, header >> 3
-            pos += 3 + (1 if btype == 1 else bsize)
-            if pos > len(data):
-                return True
-            if last:
-                pos += 4 if checksum else 0
-                if pos > len(data):
-                    return True
-                break
-    return False
-
-
 class SessionReader:
-    """Random access to a session file. `.zst` files are decompressed once into a temp file."""
+    """Random access to a session file, plain or zstd, of any length.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Opening finds the segments (console/session_source.py) or reuses the persistent index
+    beside the file (console/session_index.py); an event is read by decoding its segment's
+    lines, the last few segments cached, so replaying in order and stepping back and forth
+    around one point cost one split per segment, not one per event."""
+
+    MAX_WARNINGS = 20
+
+    def __init__(self, path: str | os.PathLike[str], *, write_index: bool | None = None) -> None:
         self.path = Path(path)
         self.warnings: list[str] = []
-        self._tmp: IO[bytes] | None = None
+        self._dropped_warnings = 0
+        self._mm: Any = None
+        self._cache: dict[int, list[bytes]] = {}
+        self._seg_keys: list[str] | None = None
+        self._fd: int | None = self._open()
         try:
-            fh = open(self.path, "rb")
-        except OSError as exc:
-            raise SessionFormatError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
-        with fh:
-            magic = fh.read(4)
-            fh.seek(0)
-            if magic == ZSTD_MAGIC:
-                self._tmp = self._decompress(fh)
-                source: IO[bytes] = self._tmp
-            else:
-                source = open(self.path, "rb")
-        self._fh = source
-        size = os.fstat(source.fileno()).st_size
-        if size == 0:
+            self._load(write_index)
+        except BaseException:
             self.close()
-            raise SessionFormatError(f"{self.path}: empty file, not a console session")
-        self._mm = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)
-        self.header = self._read_header()
-        self._offsets, self._end = self._build_index()
+            raise
 
     # -- opening -------------------------------------------------------------------------------
-    def _decompress(self, fh: IO[bytes]) -> IO[bytes]:
-        import zstandard
-
-        if _zstd_ends_mid_block(fh):
-            self.warnings.append("compressed stream is cut mid-block (recorder killed while "
-                                 "writing); the event being written is lost")
-        fh.seek(0)
-        tmp = tempfile.TemporaryFile()
-        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
+    def _open(self) -> int:
         try:
-            while chunk := reader.read(1 << 20):
-                tmp.write(chunk)
-        except zstandard.ZstdError as exc:
-            # A recorder killed mid-write leaves a truncated frame: keep what decompressed.
-            self.warnings.append(f"compressed stream ends early ({exc}); reading what is complete")
-        tmp.flush()
-        if tmp.tell() == 0 and self.warnings:
-            raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable session")
-        tmp.seek(0)
-        return tmp
+            # O_NONBLOCK: a FIFO given as a session must not block the open waiting for a writer.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise SessionFormatError(f"{self.path}: cannot open: {exc.strerror or exc}") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise SessionFormatError(f"{self.path}: not a regular file (a FIFO, device or "
+                                     "directory), not a console session")
+        self._stat = st
+        return fd
 
-    def _read_header(self) -> SessionHeader:
-        end = self._mm.find(b"\n")
-        first = self._mm[: end if end >= 0 else min(len(self._mm), 4096)]
+    def _load(self, write_index: bool | None) -> None:
+        size = self._stat.st_size
+        if size == 0:
+            raise SessionFormatError(f"{self.path}: empty file, not a console session")
+        self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)  # type: ignore[arg-type]
+        self.compressed = self._mm[:4] == ZSTD_MAGIC
+        self._source = Source(self._mm, self.compressed)
+        assert self._fd is not None
+        fp = session_index.fingerprint(self._fd, size, self._stat.st_mtime_ns)
+        cached = session_index.load(self.path, fp)
+        if cached is not None:
+            header_line = cached["header"]
+            self.header = self._parse_header(header_line, complete=True)
+            self._segments: list[Segment] = cached["segments"]
+            self._markers: list[int] | None = cached["markers"]
+            for w in cached["warnings"]:
+                self._warn(w)
+            self._end = cached["end"]
+            self.index_reused = True
+        else:
+            self.index_reused = False
+            self._scan(size)
+            self._markers = None  # found when first asked for (a printer never asks)
+            worth_it = size >= (session_index.MIN_BYTES_COMPRESSED if self.compressed
+                                else session_index.MIN_BYTES)
+            if write_index or (write_index is None and worth_it):
+                self._markers = self._find_markers()
+                session_index.save(self.path, fp, self._segments, self._markers,
+                                   list(self.warnings), self._header_line, self._end)
+        self._firsts = [s.first for s in self._segments]
+        self._len = self._segments[-1].first + self._segments[-1].count if self._segments else 0
+
+    def _scan(self, size: int) -> None:
+        mm = self._mm
+        scan_warnings: list[str] = []
+        if self.compressed:
+            try:
+                header_line, self._segments = scan_zstd(mm, size, scan_warnings)
+            except FrameError as exc:
+                raise SessionFormatError(
+                    f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None
+            if header_line is None:
+                raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable "
+                                         "session (no complete first line)")
+            self.header = self._parse_header(header_line, complete=True)
+            self._end = size
+        else:
+            end = mm.find(b"\n", 0, min(size, 1 << 20))
+            header_line = mm[: end if end >= 0 else min(size, 4096)]
+            self.header = self._parse_header(header_line, complete=end >= 0)
+            self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings)
+        self._header_line = bytes(header_line)
+        for w in scan_warnings:
+            self._warn(w)
+
+    def _parse_header(self, first: bytes, *, complete: bool) -> SessionHeader:
         not_session = f"{self.path}: not a console session file"
         try:
             data = json.loads(first)
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise SessionFormatError(f"{not_session} (first line is not a JSON header)") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise SessionFormatError(f"{not_session} (no '{FORMAT}' header)")
@@ -271,67 +391,131 @@ class SessionReader:
                 f"{self.path}: session format version {data.get('version')} is not supported "
                 f"(this console reads version {VERSION})"
             )
-        if end < 0:
+        if not complete:
             raise SessionFormatError(f"{self.path}: header line is incomplete")
         try:
             started = parse_ts(data["started"])
-        except (KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, AttributeError):
             raise SessionFormatError(f"{self.path}: header has no valid 'started' time") from None
+        hosts = data.get("hosts") or []
         return SessionHeader(
             started=started,
-            hosts=list(data.get("hosts") or []),
+            hosts=[str(h) for h in hosts] if isinstance(hosts, list) else [],
             console_version=str(data.get("console_version", "?")),
             version=VERSION,
         )
 
-    def _build_index(self) -> tuple[array[int], int]:
-        mm = self._mm
-        offsets: array[int] = array("q")
-        append = offsets.append
-        find = mm.find
-        pos = find(b"\n") + 1
-        size = len(mm)
-        while pos < size:
-            nl = find(b"\n", pos)
-            if nl < 0:
-                self.warnings.append(
-                    f"last line is incomplete ({size - pos} bytes, cut mid-write); ignored"
-                )
-                return offsets, pos
-            append(pos)
-            pos = nl + 1
-        return offsets, size
+    def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
+        """Events worth seeking to, found by one regex pass per segment at open (kept in the
+        index), each confirmed on its parsed line: a payload may hold a nested "kind" key."""
+        pattern = re.compile(b'"kind":"(?:' + b"|".join(re.escape(k.encode()) for k in sorted(kinds))
+                             + b')"')
+        found: set[int] = set()
+        for seg in self._segments:
+            data = self._segment_bytes(seg)
+            if data is None:
+                continue
+            for m in pattern.finditer(data):
+                start = data.rfind(b"\n", 0, m.start()) + 1
+                end = data.find(b"\n", m.end())
+                try:
+                    if decode_event(data[start:end]).kind in kinds:
+                        found.add(seg.first + count_events(data[:start]))
+                except BadLine:
+                    pass
+        return sorted(found)
+
+    def _segment_bytes(self, seg: Segment) -> bytes | None:
+        try:
+            return self._source.data(seg)
+        except FrameError as exc:
+            self._warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
+            return None
+
+    def _warn(self, message: str) -> None:
+        if len(self.warnings) < self.MAX_WARNINGS:
+            self.warnings.append(message)
+        else:
+            self._dropped_warnings += 1
+
+    def warning_summary(self) -> list[str]:
+        extra = ([f"... and {self._dropped_warnings:,} more problems of the same kinds"]
+                 if self._dropped_warnings else [])
+        return self.warnings + extra
 
     # -- access --------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._len
 
-    def _line(self, i: int) -> bytes:
-        start = self._offsets[i]
-        end = self._offsets[i + 1] if i + 1 < len(self._offsets) else self._end
-        return self._mm[start:end]
+    def _segment_of(self, i: int) -> int:
+        if not 0 <= i < self._len:
+            raise IndexError(f"event {i} is outside the session (0-{self._len - 1})")
+        return bisect.bisect_right(self._firsts, i) - 1
+
+    def _lines(self, k: int) -> list[bytes]:
+        hit = self._cache.get(k)
+        if hit is not None:
+            return hit
+        seg = self._segments[k]
+        data = self._segment_bytes(seg)
+        lines = split_events(data) if data is not None else []
+        if len(lines) != seg.count:  # the file changed under us, or its frame went bad
+            lines = (lines + [b""] * seg.count)[: seg.count]
+        if len(self._cache) >= 4:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[k] = lines
+        return lines
+
+    def line(self, i: int) -> bytes:
+        """The raw bytes of event `i`'s line."""
+        k = self._segment_of(i)
+        return self._lines(k)[i - self._segments[k].first]
 
     def event(self, i: int) -> Event:
         if i < 0:
             i += len(self)
         try:
-            return Event.from_json(self._line(i))
-        except (ValueError, UnicodeDecodeError) as exc:
+            return decode_event(self.line(i))
+        except BadLine as exc:
             raise SessionFormatError(f"{self.path}: event {i} is corrupt: {exc}") from None
+
+    def segments(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+        """(index of the first, lines) for runs of events from `start` up to `stop`, in order:
+        what the fast printers consume."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        start = max(start, 0)
+        if start >= stop:
+            return
+        k = self._segment_of(start)
+        while k < len(self._segments) and self._segments[k].first < stop:
+            seg = self._segments[k]
+            data = self._segment_bytes(seg)
+            if data is not None:
+                lines = split_events(data)
+                lo = max(start - seg.first, 0)
+                hi = min(stop - seg.first, len(lines))
+                yield seg.first + lo, lines[lo:hi] if (lo or hi < len(lines)) else lines
+            k += 1
+
+    def segment_data(self) -> Iterator[tuple[int, int, bytes]]:
+        """(index of the first event, events, bytes) of every segment, the bytes being whole
+        lines, blank ones included: what `replay --json` checks and passes through as is."""
+        for seg in self._segments:
+            data = self._segment_bytes(seg)
+            if data is not None:
+                yield seg.first, seg.count, data
 
     def events(self, start: int = 0, stop: int | None = None) -> Iterator[Event]:
         """Complete events in order; a corrupt line in the middle is reported and skipped."""
-        stop = len(self) if stop is None else min(stop, len(self))
-        for i in range(max(start, 0), stop):
-            try:
-                yield Event.from_json(self._line(i))
-            except (ValueError, UnicodeDecodeError) as exc:
-                self.warnings.append(f"event {i} is corrupt and was skipped: {exc}")
+        for first, lines in self.segments(start, stop):
+            bad: list[tuple[int, str]] = []
+            yield from decode_events(lines, first, bad)
+            for i, why in bad:
+                self._warn(f"event {i} is corrupt and was skipped: {why}")
 
     def ts_at(self, i: int) -> str:
-        start = self._offsets[i]
-        head = self._mm[start : start + len(_TS_PREFIX) + _TS_LEN]
-        if head.startswith(_TS_PREFIX):
+        head = self.line(i)[: len(_TS_PREFIX) + _TS_LEN]
+        if head.startswith(_TS_PREFIX) and len(head) == len(_TS_PREFIX) + _TS_LEN:
             return head[len(_TS_PREFIX) :].decode("ascii", "replace")
         return format_ts(self.event(i).ts)
 
@@ -339,37 +523,48 @@ class SessionReader:
         return parse_ts(self.ts_at(i))
 
     def index_at_time(self, when: datetime) -> int:
-        """First event at or after `when` (events are recorded in time order)."""
+        """First event at or after `when` (events are recorded in time order): a bisection
+        over the segments' first times, then over one segment's lines."""
         key = format_ts(when)
-        return bisect.bisect_left(range(len(self)), key, key=self.ts_at)
+        keys = self._seg_keys
+        if keys is None:
+            # A segment whose first line has no readable ts takes its predecessor's, so the
+            # keys stay sorted and bisection stays right around a damaged line.
+            keys, last = [], ""
+            for seg in self._segments:
+                last = seg.ts or last
+                keys.append(last)
+            self._seg_keys = keys
+        j = bisect.bisect_left(keys, key)
+        if j == 0:
+            return 0
+        seg = self._segments[j - 1]
+        lo = bisect.bisect_left(range(seg.first, seg.first + seg.count), key, key=self._ts_key)
+        return seg.first + lo
+
+    def _ts_key(self, i: int) -> str:
+        try:
+            return self.ts_at(i)
+        except SessionFormatError:
+            return ""
 
     def markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
-        """Indices of events worth seeking to; found by a byte scan, not by parsing every line."""
-        needles = [f'"kind":{json.dumps(k)}'.encode() for k in kinds]
-        found: list[int] = []
-        for needle in needles:
-            pos = self._mm.find(needle)
-            while pos >= 0 and pos < self._end:
-                i = bisect.bisect_right(self._offsets, pos) - 1
-                # A payload may hold a nested "kind" key: confirm on the parsed event.
-                if i >= 0 and i not in found and self._kind_of(i) in kinds:
-                    found.append(i)
-                pos = self._mm.find(needle, pos + 1)
-        return sorted(set(found))
-
-    def _kind_of(self, i: int) -> str | None:
-        try:
-            return self.event(i).kind
-        except SessionFormatError:
-            return None
+        """Indices of events worth seeking to (found at open, kept in the index)."""
+        if kinds == SEEKABLE_KINDS:
+            if self._markers is None:
+                self._markers = self._find_markers()
+            return list(self._markers)
+        return self._find_markers(kinds)
 
     def close(self) -> None:
-        mm = getattr(self, "_mm", None)
+        mm = self._mm
         if mm is not None:
+            self._mm = None
             mm.close()
-        for fh in (getattr(self, "_fh", None), self._tmp):
-            if fh is not None and not fh.closed:
-                fh.close()
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            self._fd = None
+            os.close(fd)
 
     def __enter__(self) -> SessionReader:
         return self

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from console import session as session_mod
 from console.session import (
     Recorder,
     SessionFormatError,
+    SessionPathError,
     SessionReader,
     SessionWriteError,
     SessionWriter,
@@ -55,8 +57,11 @@ def test_write_then_read_back_everything(tmp_path: Path, suffix: str) -> None:
 def test_writer_never_clobbers_an_existing_session(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     SessionWriter(path).close()
-    with pytest.raises(FileExistsError):
+    before = path.read_bytes()
+    with pytest.raises(SessionPathError, match="already exists") as info:
         SessionWriter(path)
+    assert info.value.exit_code == 2
+    assert path.read_bytes() == before
 
 
 def test_seek_by_time_and_markers(tmp_path: Path) -> None:
@@ -84,7 +89,12 @@ def test_nested_kind_in_payload_is_not_a_marker(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
-def test_torn_last_line_keeps_every_complete_event(tmp_path: Path, suffix: str) -> None:
+def test_torn_last_line_keeps_every_complete_event(
+    tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A compressed session's unit of loss is the block being written; flushing one per event
+    # here makes that block the last event's, as in the plain file.
+    monkeypatch.setattr(session_mod, "FLUSH_S", 0.0)
     path = tmp_path / f"s{suffix}"
     evs = _events(20)
     with SessionWriter(path) as w:

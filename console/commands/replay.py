@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import sys
+from typing import BinaryIO
 
-from console.printer import Printer
 from console.session import SessionReader
-from remote.errors import EXIT_OK
+from console.session_decode import human_block, valid_json_block
+from remote.errors import EXIT_OK, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,26 +18,76 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description="Replay a recorded session file in the TUI, or print it.")
     p.add_argument("file", help="session file (.jsonl or .jsonl.zst)")
     p.add_argument("--print", dest="print_", action="store_true", help="print events and exit (no TUI)")
-    p.add_argument("--json", action="store_true", help="with --print: one JSON event per line")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON event per line and exit (implies --print)")
     p.set_defaults(func=run)
 
 
+def _has_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 async def run(args: argparse.Namespace) -> int:
+    if not args.print_ and not args.json and not _has_terminal():
+        raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
+                         "the session instead")
     reader = SessionReader(args.file)
     try:
-        if not args.print_:
+        if not args.print_ and not args.json:
             from console.tui.app import run_replay_app
 
             return await run_replay_app(reader)
-        printer = Printer(as_json=args.json)
         h = reader.header
         if not args.json:
             print(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
-                  f"{', '.join(h.hosts) or '-'}, {len(reader)} events")
-        for event in reader.events():
-            printer(event)
-        for warning in reader.warnings:
+                  f"{', '.join(h.hosts) or '-'}, {len(reader)} events", flush=True)
+        bad = print_session(reader, sys.stdout.buffer, as_json=args.json)
+        if bad is None:
+            return EXIT_OK  # the reader went away (`| head`): nothing more to say to anyone
+        for i, why in bad[:20]:
+            reader.warnings.append(f"event {i} is corrupt and was skipped: {why}")
+        if len(bad) > 20:
+            reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
+        for warning in reader.warning_summary():
             print(f"warning: {args.file}: {warning}", file=sys.stderr)
         return EXIT_OK
     finally:
         reader.close()
+
+
+def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
+                  ) -> list[tuple[int, str]] | None:
+    """Every event, a segment at a time, written as bytes in one call per segment. Returns the
+    bad lines, or None when the reader of our output went away (stdout closed): stdout is then
+    pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
+    bad: list[tuple[int, str]] = []
+    # Nothing printed here makes reference cycles; a million decoded records would otherwise
+    # run the cyclic collector thousands of times for nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if as_json:
+            for first, count, data in reader.segment_data():
+                out.write(valid_json_block(data, first, count, bad))
+        else:
+            for first, count, data in reader.segment_data():
+                text = human_block(data, first, count, bad)
+                if text:
+                    out.write(("\n".join(text) + "\n").encode("utf-8", "replace"))
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return bad
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

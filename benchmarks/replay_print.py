@@ -1,0 +1,128 @@
+"""`console replay --print` / `--json` throughput, and how fast a closed pipe ends it.
+
+Writes a session of N events (default 1,000,000) in the shape of a real day (a training log in
+blocks of 500 lines a second plus eight-GPU stats samples), then measures in the same run:
+- CPU-seconds for the whole replay to /dev/null, through `print_session` (what the command
+  runs), against the per-event path main used (json.loads + Event + Printer per line);
+- `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
+  status against the full replay's, and that stderr stays empty.
+Target: >= 1 M events per CPU-second.
+
+    python benchmarks/replay_print.py [--events N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from console.commands.replay import print_session  # noqa: E402
+from console.printer import Printer  # noqa: E402
+from console.session import SessionReader, SessionWriter  # noqa: E402
+from remote.events import Event, JobLines, utc_now  # noqa: E402
+
+
+def write_day(path: Path, n: int) -> None:
+    t0 = utc_now()
+    with SessionWriter(path, ["box"]) as w:
+        written, second = 0, 0
+        while written < n:
+            ts = t0 + timedelta(seconds=second)
+            block = min(500, n - written)
+            w.write_many(JobLines("box", "20261202-120000-train-abcdef", "train",
+                                  [f"step {written + i} loss {1 / (written + i + 1):.6f} lr 2e-5"
+                                   for i in range(block)], list(range(written, written + block)),
+                                  ts))
+            written += block
+            for tick in range(10):
+                if written >= n:
+                    break
+                w.write(Event("stats.sample", "box", {"gpus": [
+                    {"index": g, "util": (second + g) % 100, "mem_used": 1000 + g, "mem_total": 8e4,
+                     "power": 300.5} for g in range(8)]}, ts + timedelta(milliseconds=100 * tick)))
+                written += 1
+            second += 1
+
+
+def main_path(path: Path, as_json: bool) -> None:
+    """What main's `replay --print` did: every line through json.loads, an Event and the
+    per-event Printer (which flushes per line)."""
+    out = open(os.devnull, "w")
+    printer = Printer(as_json=as_json, out=out)
+    with open(path, "rb") as fh:
+        fh.readline()
+        for line in fh:
+            printer(Event.from_json(line))
+    out.close()
+
+
+OPEN_CPU: list[float] = []
+
+
+def fast_path(path: Path, as_json: bool) -> None:
+    t = time.process_time()
+    with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
+        OPEN_CPU.append(time.process_time() - t)  # a scan: no index is kept for this run
+        bad = print_session(r, out, as_json=as_json)
+        assert bad == [], bad[:3]
+
+
+def cpu(fn: object, *args: object) -> float:
+    t = time.process_time()
+    fn(*args)  # type: ignore[operator]
+    return time.process_time() - t
+
+
+def child_cpu(cmd: str) -> tuple[float, int, str]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return used, res.returncode, res.stderr
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "day.jsonl"
+        write_day(path, args.events)
+        n = args.events
+        print(f"session: {n:,} events, {path.stat().st_size / 1e6:.0f} MB")
+        for as_json in (False, True):
+            name = "--json " if as_json else "--print"
+            base = cpu(main_path, path, as_json)
+            fast = cpu(fast_path, path, as_json)
+            opened = OPEN_CPU[-1]
+            print(f"replay {name}: {n / fast / 1e6:5.2f} M events/CPU-s ({fast:.2f} CPU-s, of "
+                  f"which opening without an index {opened:.2f}; {n / (fast - opened) / 1e6:.2f} M"
+                  f"/CPU-s after it)   "
+                  f"main's per-event path: {n / base / 1e6:5.3f} M events/CPU-s ({base:.2f} "
+                  f"CPU-s)   x{base / fast:.1f}   target >= 1 M/CPU-s: "
+                  f"{'met' if n / fast >= 1e6 else 'MISSED'}")
+        for extra in ("", " --json"):
+            q = f"'{path}'"
+            full, rc_full, _ = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
+                                         " > /dev/null")
+            head, rc_head, err = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
+                                           " | head -2 > /dev/null")
+            startup, _, _ = child_cpu(f"{sys.executable} -m console --help > /dev/null")
+            print(f"| head -2 (--print{extra}): {head:.2f} CPU-s, exit {rc_head}, stderr "
+                  f"{'empty' if not err else repr(err[:80])}   full replay: {full:.2f} CPU-s "
+                  f"(exit {rc_full})   console --help alone: {startup:.2f} CPU-s")
+
+
+if __name__ == "__main__":
+    main()

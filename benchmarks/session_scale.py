@@ -1,0 +1,272 @@
+"""A day-long session: open, paint, seek, and its compressed size (issue 17).
+
+Generates a session of N events (default 15,000,000: 8 hours of a 500 lines/s training log
+plus one 8-GPU stats sample every 100 ms, and a marker every 10 minutes), then measures in the
+same run:
+- open: SessionReader with no index beside the file (it scans and writes one) and with it,
+  against main's index build (an mmap.find per line into an offsets array) and against a plain
+  newline scan (read 16 MiB chunks, count newlines: the floor of any scan);
+- first paint of the TUI on that session (in process, headless), open included, against an
+  empty Textual app;
+- seek: 200 random times (index_at_time, then the event there) and 200 random event numbers;
+- the TUI's own seek, which folds every event before the new position into a fresh state:
+  its cost per event on a slice, and what that makes a seek to the middle;
+- compressed (first --zstd-events events, default 1,000,000): the recorder's .jsonl.zst
+  (frames by size, blocks by time) against `zstd -3` of the same bytes and against the old
+  one-block-per-event recorder; its open and seek.
+Targets: open+paint < 2 s, seek < 100 ms, compressed size <= 1.5x zstd -3.
+
+    python benchmarks/session_scale.py [--events N] [--zstd-events N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import mmap
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from console.session import SessionReader, SessionWriter  # noqa: E402
+from console.session_index import index_path  # noqa: E402
+from remote.events import format_ts, utc_now  # noqa: E402
+
+HEADER = (b'{"format":"eagle3-console-session","version":1,"started":"%s","hosts":["box"],'
+          b'"console_version":"bench"}\n')
+
+
+def generate(path: Path, n: int) -> None:
+    """The bytes SessionWriter writes for such a day, made directly (15 M events through the
+    writer would take minutes of the benchmark's time for nothing it measures)."""
+    t0 = utc_now()
+    run = "20261202-120000-train-abcdef"
+    gpus = ",".join(f'{{"index":{g},"name":"NVIDIA H200","util":{{u}},"mem_used":70000,'
+                    f'"mem_total":143771,"power":512.5,"temp":61}}' for g in range(8))
+    written = 0
+    with open(path, "wb", buffering=1 << 22) as fh:
+        fh.write(HEADER % format_ts(t0).encode())
+        second = 0
+        while written < n:
+            ts = format_ts(t0 + timedelta(seconds=second))
+            head = f'{{"ts":"{ts}","host":"box","kind":"job.line","payload":{{"run_id":"{run}",' \
+                   f'"name":"train","text":"'
+            block = min(500, n - written)
+            fh.write("".join([f'{head}step {written + i} loss 0.{(written + i) % 9973:04d} '
+                              f'lr 2e-5 grad 1.{i % 97:02d}","offset":{(written + i) * 48}}}}}\n'
+                              for i in range(block)]).encode())
+            written += block
+            for tick in range(10):
+                if written >= n:
+                    break
+                tts = format_ts(t0 + timedelta(seconds=second, milliseconds=100 * tick))
+                fh.write((f'{{"ts":"{tts}","host":"box","kind":"stats.sample","payload":'
+                          f'{{"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
+                         .encode())
+                written += 1
+            if second % 600 == 0 and written < n:
+                fh.write(f'{{"ts":"{ts}","host":"box","kind":"marker","payload":{{"label":'
+                         f'"t+{second}s"}}}}\n'.encode())
+                written += 1
+            second += 1
+
+
+def mains_index(path: Path) -> int:
+    """main's SessionReader._build_index, as it was."""
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        offsets: array[int] = array("q")
+        append, find = offsets.append, mm.find
+        pos = find(b"\n") + 1
+        size = len(mm)
+        while pos < size:
+            nl = find(b"\n", pos)
+            if nl < 0:
+                break
+            append(pos)
+            pos = nl + 1
+        n = len(offsets)
+        mm.close()
+    return n
+
+
+def newline_scan(path: Path) -> int:
+    n = 0
+    with open(path, "rb", buffering=0) as fh:
+        while chunk := fh.read(16 << 20):
+            n += chunk.count(b"\n")
+    return n - 1
+
+
+def timed(fn, *args, **kw):  # type: ignore[no-untyped-def]
+    t = time.perf_counter()
+    out = fn(*args, **kw)
+    return time.perf_counter() - t, out
+
+
+def seeks(reader: SessionReader, rnd: random.Random) -> tuple[list[float], list[float]]:
+    n = len(reader)
+    t_first, t_last = reader.time_of(0), reader.time_of(n - 1)
+    span = (t_last - t_first).total_seconds()
+    by_time, by_index = [], []
+    for _ in range(200):
+        when = t_first + timedelta(seconds=rnd.uniform(0, span))
+        t = time.perf_counter()
+        i = reader.index_at_time(when)
+        if i < n:
+            reader.event(i)
+        by_time.append(time.perf_counter() - t)
+        j = rnd.randrange(n)
+        t = time.perf_counter()
+        reader.event(j)
+        by_index.append(time.perf_counter() - t)
+    return by_time, by_index
+
+
+def tui_paint(path: Path) -> tuple[float, float]:
+    from textual.app import App
+    from tui_first_paint import EmptyApp, first_paint
+
+    from console.tui.app import ConsoleApp
+    from console.tui.controller import ReplaySource
+
+    readers: list[SessionReader] = []
+
+    def make() -> App[object]:
+        readers.append(SessionReader(path))
+        return ConsoleApp(ReplaySource(readers[-1], speed=1.0, paused=True))
+
+    asyncio.run(first_paint(EmptyApp))
+    base = statistics.median(asyncio.run(first_paint(EmptyApp)) for _ in range(3))
+    ours = statistics.median(asyncio.run(first_paint(make)) for _ in range(3))
+    for r in readers:
+        r.close()
+    return ours, base
+
+
+def fold_cost(reader: SessionReader, count: int) -> float:
+    from console.tui.model import ConsoleState
+
+    state = ConsoleState(["box"])
+    t = time.perf_counter()
+    state.apply_all(reader.events(0, count))
+    return (time.perf_counter() - t) / count
+
+
+def zstd_part(plain: Path, out_dir: Path, n: int) -> None:
+    import zstandard
+
+    data_lines: list[bytes] = []
+    with open(plain, "rb") as fh:
+        header = fh.readline()
+        for _ in range(n):
+            line = fh.readline()
+            if not line:
+                break
+            data_lines.append(line)
+    body = header + b"".join(data_lines)
+    src = out_dir / "part.jsonl"
+    src.write_bytes(body)
+    if shutil.which("zstd"):
+        subprocess.run(["zstd", "-q", "-3", "-f", str(src), "-o", str(src) + ".ref.zst"],
+                       check=True)
+        ref = Path(str(src) + ".ref.zst").stat().st_size
+        ref_name = "zstd -3 (CLI)"
+    else:
+        ref = len(zstandard.ZstdCompressor(level=3).compress(body))
+        ref_name = "zstd level 3 (library)"
+    # The recorder's policy, fed as the recorder is: a 500-line log block per write.
+    path = out_dir / "part.jsonl.zst"
+    t = time.perf_counter()
+    w = SessionWriter(path, ["box"])
+    for k in range(0, len(data_lines), 500):
+        block = data_lines[k : k + 500]
+        w._write_bytes(b"".join(block), len(block))
+    w.close()
+    t_write = time.perf_counter() - t
+    old = out_dir / "old.jsonl.zst"
+    with open(old, "wb") as raw:
+        zw = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
+        zw.write(header)
+        for line in data_lines:
+            zw.write(line)
+            zw.flush(zstandard.FLUSH_BLOCK)
+        zw.close()
+    size, old_size = path.stat().st_size, old.stat().st_size
+    print(f"compressed, {len(data_lines):,} events ({len(body) / 1e6:.0f} MB plain): recorder "
+          f"{size / 1e6:.1f} MB   {ref_name} {ref / 1e6:.1f} MB   x{size / ref:.2f} of it "
+          f"(target <= 1.5: {'met' if size <= 1.5 * ref else 'MISSED'})   old block-per-event "
+          f"recorder {old_size / 1e6:.1f} MB (x{old_size / ref:.2f})   write {t_write:.1f} s")
+    t_open, reader = timed(SessionReader, path, write_index=False)
+    by_time, by_index = seeks(reader, random.Random(2))
+    print(f"compressed open (scan, no index): {t_open:.2f} s   seek by time p50 "
+          f"{statistics.median(by_time) * 1e3:.1f} ms max {max(by_time) * 1e3:.1f} ms   "
+          f"by index max {max(by_index) * 1e3:.1f} ms")
+    reader.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=15_000_000)
+    ap.add_argument("--zstd-events", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, help="generate (or reuse) the session here")
+    args = ap.parse_args()
+    tmp = tempfile.TemporaryDirectory()
+    d = args.keep or Path(tmp.name)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"day-{args.events}.jsonl"
+    if not path.exists():
+        t_gen, _ = timed(generate, path, args.events)
+        print(f"generated {args.events:,} events in {t_gen:.0f} s")
+    index_path(path).unlink(missing_ok=True)
+    size = path.stat().st_size
+    print(f"session: {args.events:,} events, {size / 1e9:.2f} GB "
+          f"({size / args.events:.0f} B/event)")
+
+    t_nl, n_nl = timed(newline_scan, path)
+    t_main, n_main = timed(mains_index, path)
+    t_cold, reader = timed(SessionReader, path, write_index=True)
+    n = len(reader)
+    assert n == n_nl == n_main == args.events, (n, n_nl, n_main)
+    reader.close()
+    t_warm, reader = timed(SessionReader, path)
+    assert reader.index_reused
+    print(f"open, no index (scan + write index): {t_cold:.2f} s   plain newline scan: "
+          f"{t_nl:.2f} s (x{t_cold / t_nl:.2f})   main's index build: {t_main:.2f} s "
+          f"(x{t_cold / t_main:.2f})")
+    print(f"open, index beside it: {t_warm * 1e3:.1f} ms   vs newline scan x{t_nl / t_warm:,.0f} "
+          f"faster, vs main x{t_main / t_warm:,.0f} faster   markers: {len(reader.markers())}")
+    by_time, by_index = seeks(reader, random.Random(1))
+    print(f"seek by time (200 random): p50 {statistics.median(by_time) * 1e3:.2f} ms, max "
+          f"{max(by_time) * 1e3:.2f} ms   by event number: p50 "
+          f"{statistics.median(by_index) * 1e3:.2f} ms, max {max(by_index) * 1e3:.2f} ms   "
+          f"target < 100 ms: {'met' if max(by_time + by_index) < 0.1 else 'MISSED'}")
+    per_event = fold_cost(reader, 200_000)
+    print(f"TUI seek = fold of every event before the position: {per_event * 1e6:.1f} us/event "
+          f"-> {per_event * n / 2:.0f} s to the middle of this session (target < 0.1 s: "
+          f"{'met' if per_event * n / 2 < 0.1 else 'MISSED'})")
+    reader.close()
+    paint, base = tui_paint(path)
+    print(f"TUI open + first paint (in process, headless, median of 3): {paint:.2f} s   empty "
+          f"Textual app {base:.2f} s (x{paint / base:.1f})   target < 2 s: "
+          f"{'met' if paint < 2 else 'MISSED'}")
+    zstd_part(path, d, min(args.zstd_events, args.events))
+    for p in d.glob("part*"):
+        p.unlink()
+    (d / "old.jsonl.zst").unlink(missing_ok=True)
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

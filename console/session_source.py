@@ -1,0 +1,360 @@
+"""The bytes of a session, plain or zstd, cut into segments that can be read on their own.
+
+A segment is a run of whole lines: for a plain file about 1 MiB of the file itself, for a
+`.jsonl.zst` file one zstd frame (the recorder closes a frame every ~1 MiB, see SessionWriter).
+Knowing where every segment starts, how many events it holds and the time of its first event is
+all that opening, seeking and replaying need, so a session of any length opens without parsing
+JSON, and a compressed one without a temporary copy: a frame is decompressed when it is read.
+
+Damage is found here, once: a zstd frame that fails to decode or whose checksum does not match
+is dropped whole (its bytes cannot be trusted) and the scan resumes at the next frame, so one bad
+byte loses one frame, never the session. Every scan works in bounded pieces, so a small file that
+expands to gigabytes of newlines costs time in proportion, not memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+PLAIN_SEGMENT = 1 << 20
+_TS_PREFIX = b'{"ts":"'
+_TS_LEN = 24
+_BLANK_RUN = re.compile(rb"\n\n+")
+_CACHE_FRAMES = 4
+
+
+@dataclass(slots=True)
+class Segment:
+    src_start: int  # byte range in the file as stored (compressed for .zst)
+    src_end: int
+    first: int  # index of its first event in the session
+    count: int  # events (non-blank lines) it holds
+    ts: str  # timestamp text of its first event ("" when that line has none)
+    size: int  # decompressed bytes up to the end of its last whole line
+    skip: int = 0  # leading decompressed bytes that are not events (the header line)
+
+    def as_list(self) -> list[Any]:
+        return [self.src_start, self.src_end, self.first, self.count, self.ts, self.size,
+                self.skip]
+
+    @classmethod
+    def from_list(cls, row: list[Any]) -> Segment:
+        a, b, first, count, ts, size, skip = row
+        for v in (a, b, first, count, size, skip):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError("bad segment")
+        if not isinstance(ts, str) or b < a or skip > size or count == 0:
+            raise ValueError("bad segment")
+        return cls(a, b, first, count, ts, size, skip)
+
+
+def count_events(data: bytes) -> int:
+    """Non-blank lines in `data`, which starts at a line start and ends with a newline."""
+    n = data.count(b"\n")
+    if data[:1] == b"\n":
+        n -= 1
+    if b"\n\n" in data:
+        n -= sum(len(m) - 1 for m in _BLANK_RUN.findall(data))
+    return n
+
+
+def split_events(data: bytes) -> list[bytes]:
+    if data[:1] == b"\n" or b"\n\n" in data:
+        data = _BLANK_RUN.sub(b"\n", data).lstrip(b"\n")
+    lines = data.split(b"\n")
+    lines.pop()  # data ends with a newline: the last piece is empty
+    return lines
+
+
+class BlankLines:
+    """Drops blank lines from decompressed output as it comes, so what a frame expands to is
+    held (and counted) without them: 300 MB of newlines become nothing, not 300 M lines."""
+
+    def __init__(self) -> None:
+        self._at_line_start = True
+
+    def feed(self, piece: bytes) -> bytes:
+        if self._at_line_start:
+            piece = piece.lstrip(b"\n")
+        if b"\n\n" in piece:
+            piece = _BLANK_RUN.sub(b"\n", piece)
+        if piece:
+            self._at_line_start = piece[-1:] == b"\n"
+        return piece
+
+
+def first_ts(data: bytes) -> str:
+    start = 0
+    while start < len(data) and data[start : start + 1] == b"\n":
+        start += 1
+    head = data[start : start + len(_TS_PREFIX) + _TS_LEN]
+    if head.startswith(_TS_PREFIX) and len(head) == len(_TS_PREFIX) + _TS_LEN:
+        return head[len(_TS_PREFIX) :].decode("ascii", "replace")
+    return ""
+
+
+class FrameError(Exception):
+    pass
+
+
+def frame_end(mm: Any, pos: int, size: int) -> tuple[int, bool, list[int]]:
+    """Walk one zstd frame's block headers (RFC 8878) from `pos`: where it ends, whether it is
+    complete, and where each complete block ends (so the decompressor can be fed whole blocks
+    and whatever decoded before a cut or damage is kept). Raises FrameError on a bad header."""
+    if mm[pos : pos + 4] != ZSTD_MAGIC:
+        raise FrameError("no zstd frame magic")
+    if pos + 5 > size:
+        return size, False, []
+    fhd = mm[pos + 4]
+    fcs_flag, single, reserved, checksum, dict_flag = (
+        fhd >> 6, (fhd >> 5) & 1, (fhd >> 3) & 1, (fhd >> 2) & 1, fhd & 3)
+    if reserved:
+        raise FrameError("reserved bit set in the frame header")
+    p = pos + 5 + (0 if single else 1) + (0, 1, 2, 4)[dict_flag] + (1 if single else 0, 2, 4, 8)[fcs_flag]
+    ends: list[int] = []
+    while True:
+        if p + 3 > size:
+            return size, False, ends
+        header = int.from_bytes(mm[p : p + 3], "little")
+        last, btype, bsize = header & 1, (header >> 1) & 3, header >> 3
+        if btype == 3:
+            raise FrameError("reserved block type")
+        if bsize > 128 * 1024:
+            raise FrameError("block larger than the format allows")
+        p += 3 + (1 if btype == 1 else bsize)
+        if p > size:
+            return size, False, ends
+        ends.append(p)
+        if last:
+            if checksum:
+                p += 4
+                if p > size:
+                    return size, False, ends
+            return p, True, ends
+
+
+def _skippable(mm: Any, pos: int) -> bool:
+    return mm[pos + 1 : pos + 4] == b"\x2a\x4d\x18" and (mm[pos] & 0xF0) == 0x50
+
+
+class Source:
+    """Read access to the decompressed bytes of one segment, with a small cache for zstd."""
+
+    def __init__(self, mm: Any, compressed: bool) -> None:
+        self.mm = mm
+        self.compressed = compressed
+        self._cache: OrderedDict[int, bytes] = OrderedDict()
+
+    def data(self, seg: Segment) -> bytes:
+        """The segment's event lines (whole lines, each ending with a newline)."""
+        if not self.compressed:
+            return self.mm[seg.src_start : seg.src_end]  # type: ignore[no-any-return]
+        hit = self._cache.get(seg.src_start)
+        if hit is not None:
+            self._cache.move_to_end(seg.src_start)
+            return hit
+        data = self._decompress(seg)[seg.skip :]
+        self._cache[seg.src_start] = data
+        if len(self._cache) > _CACHE_FRAMES:
+            self._cache.popitem(last=False)
+        return data
+
+    def _decompress(self, seg: Segment) -> bytes:
+        """Whole blocks fed one at a time, up to the indexed size: the same bytes the scan
+        trusted, with output bounded by the index whatever the data claims to expand to."""
+        import zstandard
+
+        try:
+            end, complete, block_ends = frame_end(self.mm, seg.src_start, seg.src_end)
+        except FrameError as exc:
+            raise FrameError(f"compressed data changed since it was indexed: {exc}") from None
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        blanks = BlankLines()
+        out: list[bytes] = []
+        got = 0
+        fed = seg.src_start
+        try:
+            for stop in [*block_ends, end] if complete else block_ends:
+                if got >= seg.size:
+                    break
+                if stop > fed:
+                    piece = blanks.feed(dobj.decompress(self.mm[fed:stop]))
+                    out.append(piece)
+                    got += len(piece)
+                    fed = stop
+        except zstandard.ZstdError as exc:
+            if got < seg.size:
+                raise FrameError(f"compressed data changed since it was indexed: {exc}") from None
+        if got < seg.size:
+            raise FrameError("compressed data changed since it was indexed")
+        return b"".join(out)[: seg.size]
+
+
+def scan_plain(mm: Any, start: int, size: int, first: int,
+               warnings: list[str]) -> tuple[list[Segment], int]:
+    """Segments of whole lines from `start`; returns them and where the complete lines end."""
+    segments: list[Segment] = []
+    pos = start
+    while pos < size:
+        end = mm.rfind(b"\n", pos, min(pos + PLAIN_SEGMENT, size))
+        if end < 0:
+            end = mm.find(b"\n", pos + PLAIN_SEGMENT, size) if pos + PLAIN_SEGMENT < size else -1
+        if end < 0:
+            warnings.append(f"last line is incomplete ({size - pos} bytes, cut mid-write); ignored")
+            return segments, pos
+        data = mm[pos : end + 1]
+        n = count_events(data)
+        if n:
+            segments.append(Segment(pos, end + 1, first, n, first_ts(data), end + 1 - pos))
+            first += n
+        pos = end + 1
+    return segments, pos
+
+
+class _Counter:
+    """Counts the events in decompressed output as it comes, keeping only what a segment needs
+    (header line, first timestamp, where the last whole line ends): memory stays bounded
+    whatever a frame expands to."""
+
+    MAX_HEADER = 1 << 20
+
+    def __init__(self, want_header: bool) -> None:
+        self.want_header = want_header
+        self.header: bytes | None = None
+        self._head = bytearray()
+        self.skip = 0
+        self.size = 0  # bytes seen
+        self.whole = 0  # bytes up to the end of the last whole line
+        self.count = 0
+        self.ts = ""
+        self._ts_buf = bytearray()
+        self._ts_open = False
+        self._prev_nl = True  # at a line start
+        self._blanks = BlankLines()
+
+    def feed(self, raw: bytes) -> None:
+        piece = self._blanks.feed(raw)
+        if not piece:
+            return
+        base = self.size
+        self.size += len(piece)
+        if self.want_header and self.header is None:
+            nl = piece.find(b"\n")
+            self._head += piece[: nl if nl >= 0 else len(piece)]
+            if len(self._head) > self.MAX_HEADER:
+                raise FrameError("first line too long for a session header")
+            if nl < 0:
+                return
+            self.header = bytes(self._head)
+            self.skip = base + nl + 1
+            self.whole = self.skip
+            piece = piece[nl + 1 :]
+            base = self.skip
+            if not piece:
+                return
+        if not self.ts:
+            self._track_ts(piece)
+        nl_count = piece.count(b"\n")  # no blank lines left: one per event
+        if nl_count:
+            self.count += nl_count
+            self.whole = base + piece.rfind(b"\n") + 1
+        self._prev_nl = piece[-1:] == b"\n"
+
+    def _track_ts(self, piece: bytes) -> None:
+        want = len(_TS_PREFIX) + _TS_LEN
+        if not self._ts_open:
+            stripped = piece.lstrip(b"\n") if self._prev_nl else b""
+            if not stripped:
+                return
+            self._ts_open = True
+            piece = stripped
+        self._ts_buf += piece[: want - len(self._ts_buf)]
+        if len(self._ts_buf) >= want or b"\n" in self._ts_buf:
+            self.ts = first_ts(bytes(self._ts_buf)) or "?"
+            if self.ts == "?":
+                self.ts = ""
+                self._ts_buf = bytearray(b"x")  # stop looking: its first line has no ts
+
+
+def scan_zstd(mm: Any, size: int, warnings: list[str]) -> tuple[bytes | None, list[Segment]]:
+    """The header line and the segments, one per readable frame."""
+    import zstandard
+
+    segments: list[Segment] = []
+    header: bytes | None = None
+    first = 0
+    pos = 0
+    while pos < size:
+        if pos + 8 <= size and _skippable(mm, pos):
+            pos += 8 + int.from_bytes(mm[pos + 4 : pos + 8], "little")
+            continue
+        frame_start = pos
+        problem = ""
+        counter = _Counter(header is None)
+        try:
+            end, complete, block_ends = frame_end(mm, pos, size)
+        except FrameError as exc:
+            end, complete, block_ends, problem = size, False, [], str(exc)
+        if not problem:
+            dobj = zstandard.ZstdDecompressor().decompressobj()
+            fed = frame_start
+            stops = [*block_ends, end] if complete else block_ends
+            try:
+                for stop in stops:
+                    if stop > fed:
+                        counter.feed(dobj.decompress(mm[fed:stop]))
+                        fed = stop
+            except (zstandard.ZstdError, FrameError) as exc:
+                problem = f"corrupt zstd data ({exc})"
+        if counter.header is not None and header is None:
+            header = counter.header
+        if problem:
+            if frame_start == 0 and header is None:
+                raise FrameError(problem)
+            trusted = not _checksummed(mm, frame_start)
+            resume = mm.find(ZSTD_MAGIC, frame_start + 1, size)
+            kept = counter.count if trusted else 0
+            warnings.append(
+                f"compressed data is damaged in the frame at byte {frame_start:,} ({problem}); "
+                f"the events it held from event {first + kept:,} on are lost"
+                + (f"; reading resumed at byte {resume:,}" if resume >= 0 else
+                   "; nothing after it could be read"))
+            if kept:
+                segments.append(Segment(frame_start, resume if resume >= 0 else size, first, kept,
+                                        counter.ts, counter.whole, counter.skip))
+                first += kept
+            if resume < 0:
+                break
+            pos = resume
+            continue
+        if counter.whole != counter.size:
+            if complete:
+                warnings.append(f"the frame at byte {frame_start:,} ends inside a line; that "
+                                "line is skipped")
+            else:
+                warnings.append(f"last line is incomplete ({counter.size - counter.whole} bytes, "
+                                "cut mid-write); ignored")
+        elif not complete and (block_ends[-1] if block_ends else frame_start) < size:
+            warnings.append("compressed stream is cut mid-block (recorder killed while "
+                            "writing); the events being written are lost")
+        if counter.count:
+            segments.append(Segment(frame_start, end, first, counter.count, counter.ts,
+                                    counter.whole, counter.skip))
+            first += counter.count
+        pos = end
+        if not complete:
+            break
+    return header, segments
+
+
+def _checksummed(mm: Any, pos: int) -> bool:
+    return len(mm) > pos + 4 and bool(mm[pos + 4] & 0x04)
+
+
+def open_mmap(fileno: int) -> mmap.mmap:
+    return mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)

@@ -140,12 +140,15 @@ async def test_pipeline_stages_progress_and_log_tail_of_selected_stage(session: 
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         table = app.query_one("#stages", DataTable)
-        assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["prepare", "extract"]
-        assert "30.0%" in str(table.get_row_at(1)[2]) and "850.5 tok/s" in str(table.get_row_at(1)[3])
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        # one row per stage, its runs under it; the stages not run yet are listed pending
+        assert rows == ["prepare", " └ r-prepare", "extract", " └ r-extract", "vocab", "train", "evaluate"]
+        assert "30.0%" in str(table.get_row_at(2)[2]) and "850.5 tok/s" in str(table.get_row_at(2)[3])
+        assert str(table.get_row_at(4)[1]) == "pending"
         log = app.query_one(LogView)
         assert log.tail is not None and log.tail.line(0) == "extract: batch 0"  # running stage followed
         table.focus()
-        await pilot.press("up")
+        await pilot.press("up", "up")
         await settle(pilot)
         assert log.tail is not None and log.tail.total == 40
         # only visible lines are rendered, and following shows the last ones
@@ -382,7 +385,10 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         await settle(pilot)
         log = app.query_one(LogView)
         assert log.tail is not None and [log.tail.line(i) for i in range(3)] == ["line 1", "line 2", "line 3"]
-        assert app.query_one("#stages", DataTable).get_row_at(0)[0] == "train (run)"
+        table = app.query_one("#stages", DataTable)
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        run_time, run_hash = info.run_id[9:15], info.run_id.rsplit("-", 1)[1]
+        assert rows[rows.index("train") + 1] == f" └ {run_time[:2]}:{run_time[2:4]}:{run_time[4:]} {run_hash}"
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -415,7 +421,7 @@ async def test_log_view_paging_stops_following_and_end_resumes(tmp_path: Path) -
         await finish_replay(pilot)
         table = app.query_one("#stages", DataTable)
         table.focus()
-        await pilot.press("up")  # the prepare stage: 400 lines
+        await pilot.press("up", "up")  # the prepare stage: 400 lines
         await settle(pilot)
         log = app.query_one(LogView)
         height = log.scrollable_content_region.height

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -28,9 +28,9 @@ class HelpScreen(ModalScreen[None]):
         t.add_column("id", style="dim")
         for c in commands_for(self.mode):
             t.add_row(key_label(c.key), c.title, c.group, c.help, c.id)
-        with Vertical(id="help-box"):
+        with VerticalScroll(id="help-box"):  # scrolls: the table is taller than 24 rows
             yield Static(t, id="help-table")
-            yield Static("escape closes", classes="hint")
+            yield Static("escape closes, up/down/pgup/pgdn scroll", classes="hint")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -88,3 +88,33 @@ class AskScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class NotesScreen(ModalScreen[None]):
+    """One host's notification log (k9s/lazygit style): every info, warning and error the
+    console and the box said about it, newest last; toasts fade, this stays."""
+
+    BINDINGS = [Binding("escape,q,n", "dismiss", "Close", id="notes.close")]
+
+    def __init__(self, host: str, lines: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.host, self.lines = host, lines
+
+    def compose(self) -> ComposeResult:
+        from rich.text import Text
+
+        text = Text()
+        style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        for when, level, message in self.lines:
+            text.append(f"{when} ", style="dim")
+            text.append(f"{level:<7} ", style=style.get(level, ""))
+            text.append(f"{message}\n")
+        if not self.lines:
+            text.append("nothing yet: actions, probes and stages report here", style="dim")
+        with VerticalScroll(id="notes-box"):
+            yield Static(f"Notifications on {self.host}", classes="title")
+            yield Static(text, id="notes-text")
+            yield Static("escape closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#notes-box").scroll_end(animate=False)

@@ -63,6 +63,7 @@ async def jobs_reattach(*, transport: Any, host: Any, bus: Any) -> None:
         async with aclosing(jobs.tail(run_id, offset=0, follow=True)) as lines:
             async for _ in lines:
                 pass
+        await jobs.wait(run_id)  # the tail ends with the run; this says how (job.exit)
 
     try:
         running = [info for info in await jobs.list() if not info.done]
@@ -145,7 +146,9 @@ async def start_stage(*, transport: Any, host: Any, bus: Any, stage: str) -> Non
     finally:
         await runner.jobs.close()
     if outcome.state == "failed":
-        raise FeatureUnavailable(f"stage {stage} failed: {outcome.error}")
+        from remote.errors import StageFailed
+
+        raise StageFailed(f"stage {stage} failed: {outcome.error}")
 
 
 async def resume(*, transport: Any, host: Any, bus: Any) -> None:

@@ -45,7 +45,9 @@ class HostsView(View):
         self.describe = describe
 
     def compose(self) -> ComposeResult:
-        yield Static("Hosts — enter selects, c connects", classes="title")
+        live = getattr(self.app, "mode", "live") == "live"
+        yield Static("Hosts — enter selects, c connects" if live
+                     else "Hosts in this recording — enter selects", classes="title")
         yield DataTable(id="hosts-table", cursor_type="row")
 
     def on_mount(self) -> None:

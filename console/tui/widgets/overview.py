@@ -100,7 +100,9 @@ class OverviewView(View):
         findings = host.compat_findings()
         self.query_one("#findings", Static).update(
             Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5))
-            if findings else Text("No compat findings yet (run the compat probe: 3, k)", style="dim"))
+            if findings else Text("No compat findings yet (run the compat probe: 3, k)"
+                                  if getattr(self.app, "mode", "live") == "live"
+                                  else "No compat findings in this recording", style="dim"))
         notes = [n for n in host.notes if n.level in ("warning", "error")][-3:]
         text = Text()
         for note in notes:

@@ -258,7 +258,8 @@ class PipelineView(View):
             if job.run_id in shown:
                 continue
             style = STATUS_STYLE.get("running" if job.running else "done", "")
-            rows.append((RUN_KEY + job.run_id, [f"{job.name.removeprefix('pipeline-')} (run)"[:24], Text(run_label(job), style=style), "",
+            label = f"{job.name.removeprefix('pipeline-')} (run)"[:24]
+            rows.append((RUN_KEY + job.run_id, [label, Text(run_label(job), style=style), "",
                                                 f"{job.tail.total} lines", "", "-"]))
             if job.running:
                 running_runs.append(RUN_KEY + job.run_id)

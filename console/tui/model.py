@@ -147,6 +147,8 @@ class HostState:
     mem_used: float | None = None
     mem_total: float | None = None
     load: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    cpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # percent
+    mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # percent of total
     gpus: dict[int, GpuState] = field(default_factory=dict)
     jobs: dict[str, JobState] = field(default_factory=dict)
     stages: dict[str, StageState] = field(default_factory=dict)
@@ -504,3 +506,21 @@ def _with_metrics(reducer: Reducer) -> Reducer:
 
 for _kind in (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED):
     REDUCERS[_kind] = _with_metrics(REDUCERS[_kind])
+
+
+
+def _with_host_history(reducer: Reducer) -> Reducer:
+    """CPU and memory history next to load: the Stats screen of a host without GPUs."""
+    def fold(host: HostState, e: Event) -> set[str]:
+        changed = reducer(host, e)
+        if STATS in changed:
+            if host.cpu is not None:
+                host.cpu_history.append(host.cpu)
+            if host.mem_used is not None and host.mem_total:
+                host.mem_history.append(100.0 * host.mem_used / host.mem_total)
+        return changed
+
+    return fold
+
+
+REDUCERS[ev.STATS_SAMPLE] = _with_host_history(REDUCERS[ev.STATS_SAMPLE])

@@ -241,6 +241,8 @@ class PipelineView(View):
         for name in names:
             st = host.stages.get(name) or StageState(name)
             status, progress, detail, seconds = stage_cells(st, width)
+            if self._narrow:
+                detail = detail.split("  ")[0]  # done/total; the rate goes first
             rows.append((STAGE_KEY + name, [name, status, progress, detail, metrics_cell(st), seconds]))
             if st.status == "running":
                 running.append(STAGE_KEY + name)

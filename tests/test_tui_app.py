@@ -76,7 +76,8 @@ async def test_overview_shows_gpus_load_jobs_and_findings(session: Path) -> None
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         gpus = plain(app.query_one("#gpus", Static))
-        assert "GPUs (2)" in gpus and "NVIDIA H200" in gpus and "▁" in gpus
+        assert "GPUs (2)" in gpus and "0 H200" in gpus and "▁" in gpus
+        assert "python3" in gpus and "84G" in gpus  # the process holding GPU memory, under its GPU
         assert "load 3.00" in plain(app.query_one("#hostline", Static))
         jobs = plain(app.query_one("#jobs", Static))
         assert "r-extract" in jobs and "r-prepare" not in jobs  # only running jobs
@@ -341,7 +342,7 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
         await settle(pilot)
         table = app.query_one("#patch-files", DataTable)
         files = {str(table.get_row_at(i)[0]) for i in range(table.row_count)}
-        assert "data_generation/custom_worker.py" in files
+        assert "speculators/data_generation/custom_worker.py" in files
         assert "+++ b/data_generation/" in plain(app.query_one("#diff", Static))
         assert "✓ " in plain(app.query_one("#recipes", Static))
         await app.source.controller.aclose()

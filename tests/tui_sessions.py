@@ -77,7 +77,7 @@ def stats_payload(i: int, gpus: int = 2) -> dict[str, Any]:
             {"index": g, "name": "NVIDIA H200", "util": float((i * 13 + g * 29) % 100),
              "mem_used": 100e9 + g * 5e9 + i * 1e8, "mem_total": 141e9, "power": 300.0 + (i * 37 + g * 11) % 350,
              "power_limit": 700.0, "temp": 50 + (i + g) % 20, "sm_clock": 1980, "pcie_tx": 1e9, "pcie_rx": 2e9,
-             "procs": 1}
+             "procs": [{"pid": 4242 + g, "name": "python3", "mem_used": int(90e9)}]}
             for g in range(gpus)
         ],
     }

@@ -6,6 +6,7 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.events import ScreenResume
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -20,14 +21,17 @@ class HelpScreen(ModalScreen[None]):
         self.mode = mode
 
     def compose(self) -> ComposeResult:
+        wide = self.app.size.width >= 110  # narrow: the columns an operator needs least go
         t = Table(title=f"Keys ({self.mode})", box=None, header_style="bold", expand=True)
         t.add_column("key", style="bold cyan", no_wrap=True)
         t.add_column("command", no_wrap=True)
-        t.add_column("screen")
+        t.add_column("screen", no_wrap=True)
         t.add_column("what it does")
-        t.add_column("id", style="dim")
+        if wide:
+            t.add_column("id", style="dim")
         for c in commands_for(self.mode):
-            t.add_row(key_label(c.key), c.title, c.group, c.help, c.id)
+            cells = [key_label(c.key), c.title, c.group, c.help] + ([c.id] if wide else [])
+            t.add_row(*cells)
         with VerticalScroll(id="help-box"):  # scrolls: the table is taller than 24 rows
             yield Static(t, id="help-table")
             yield Static("escape closes, up/down/pgup/pgdn scroll", classes="hint")
@@ -118,3 +122,17 @@ class NotesScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#notes-box").scroll_end(animate=False)
+
+
+def _footer_follows(screen: type[ModalScreen]) -> None:  # type: ignore[type-arg]
+    """The app's footer lists the keys of the dialog on top, not those of the screen behind."""
+    def on_screen_resume(self: ModalScreen, event: ScreenResume) -> None:  # type: ignore[type-arg]
+        update = getattr(self.app, "_update_keys", None)
+        if update is not None:
+            self.call_after_refresh(update)
+
+    screen.on_screen_resume = on_screen_resume  # type: ignore[attr-defined]
+
+
+for _screen in (HelpScreen, ConfirmScreen, SeekScreen, AskScreen, NotesScreen):
+    _footer_follows(_screen)

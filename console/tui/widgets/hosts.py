@@ -57,8 +57,8 @@ class HostsView(View):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        room = max(20, self.app.size.width - 12 - max((len(n) for n in state.hosts), default=0)
-                   - max((len(self.describe.get(n, "")) for n in state.hosts), default=0) - 22)
+        room = max(20, self.app.size.width - 26 - max((len(n) for n in state.hosts), default=0)
+                   - max((len(self.describe.get(n, "")) for n in state.hosts), default=0))
         for name, h in state.hosts.items():
             label, style = BADGE_STYLE.get(h.connection, BADGE_STYLE["unknown"])
             env = env_summary(h.probes.get("env") or {})

@@ -95,19 +95,25 @@ def host_line(host: HostState) -> Text:
     return text
 
 
-def findings_table(findings: list[dict[str, object]], limit: int | None = None) -> Table:
+def findings_table(findings: list[dict[str, object]], limit: int | None = None, narrow: bool = False) -> Table:
+    """Severity, finding, fix; narrow, the fix goes under its finding instead of a third column."""
     t = Table(expand=True, box=None, header_style="bold")
-    t.add_column("severity", no_wrap=True)
-    t.add_column("finding", ratio=3)
-    t.add_column("fix", ratio=2)
+    t.add_column("severity" if not narrow else "sev", no_wrap=True)
+    t.add_column("finding" if not narrow else "finding → fix", ratio=3)
+    if not narrow:
+        t.add_column("fix", ratio=2)
     for f in findings[:limit]:
         sev = str(f.get("severity") or "info")
         fix = f.get("fix")
         if isinstance(fix, dict):  # the advisor's {kind, text}
             fix = f"{fix.get('text', '')} ({fix.get('kind')})" if fix.get("kind") else fix.get("text")
-        t.add_row(Text(sev, style=SEVERITY_STYLE.get(sev, "")),
-                  str(f.get("title") or f.get("detail") or f.get("message") or f.get("rule") or ""),
-                  str(fix or "-"))
+        title = str(f.get("title") or f.get("detail") or f.get("message") or f.get("rule") or "")
+        if narrow:
+            text = Text(title)
+            text.append(f"\n→ {fix or '-'}", style="dim")
+            t.add_row(Text(sev[:4], style=SEVERITY_STYLE.get(sev, "")), text)
+        else:
+            t.add_row(Text(sev, style=SEVERITY_STYLE.get(sev, "")), title, str(fix or "-"))
     return t
 
 
@@ -142,7 +148,7 @@ class OverviewView(View):
         self.query_one("#jobs", Static).update(jobs if host.running_jobs() else Text("No running jobs", style="dim"))
         findings = host.compat_findings()
         self.query_one("#findings", Static).update(
-            Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5))
+            Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5, narrow))
             if findings else Text("No compat findings yet (run the compat probe: 3, k)"
                                   if getattr(self.app, "mode", "live") == "live"
                                   else "No compat findings in this recording", style="dim"))

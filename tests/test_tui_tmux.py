@@ -32,7 +32,8 @@ class Tmux:
         cmd = " ".join(f"'{a}'" for a in argv)
         subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", str(size[0]),
                         "-y", str(size[1]),
-                        "-c", str(ROOT), f"cd '{ROOT}' && unset COLUMNS LINES && TERM=xterm-256color {cmd}"], check=True, timeout=20)
+                        "-c", str(ROOT), f"cd '{ROOT}' && unset COLUMNS LINES && TERM=xterm-256color {cmd}"],
+                       check=True, timeout=20)
 
     def screen(self, name: str) -> str:
         return self.tmux("capture-pane", "-p", "-t", name)

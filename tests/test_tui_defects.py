@@ -376,3 +376,75 @@ async def test_replay_shows_recorded_state_not_live_hints(tmp_path: Path) -> Non
         await finish_replay(pilot)
         text = plain(app.query_one("#findings", Static))
         assert "3, k" not in text and "in this recording" in text
+
+
+# -- defect 7: layouts that fit ---------------------------------------------------------------------------------
+
+async def test_help_scrolls_at_80x24() -> None:
+    app = live_app(start_screen="hosts")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        box = app.screen.query_one("#help-box")
+        assert box.max_scroll_y > 0 and box.scroll_y == 0  # taller than the screen
+        await pilot.press("pagedown")
+        await settle(pilot)
+        assert box.scroll_y > 0
+
+
+async def test_diff_scrolls_sideways_or_wraps(tmp_path: Path) -> None:
+    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="patch")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finish_replay(pilot)
+        pane = app.query_one("#diff-pane")
+        diff = app.query_one("#diff", Static)
+        longest = max(len(line) for line in app.state.host(HOST).patches[next(iter(
+            app.state.host(HOST).patches))].diff.splitlines())
+        assert pane.max_scroll_x > 0 and diff.size.width >= longest  # whole lines, scrolled sideways
+        await pilot.press("w")
+        await settle(pilot)
+        assert pane.max_scroll_x == 0 and diff.size.width < longest  # wrapped to the pane
+        assert "scroll sideways" in str(pane.border_subtitle)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_tables_fit_without_sideways_scrolling(tmp_path: Path, size: tuple[int, int]) -> None:
+    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="hosts")
+    async with app.run_test(size=size) as pilot:
+        await finish_replay(pilot)
+        for screen, table_id in (("hosts", "#hosts-table"), ("pipeline", "#stages"), ("patch", "#patch-files")):
+            await pilot.press(str(["hosts", "overview", "probes", "patch", "pipeline"].index(screen) + 1))
+            await settle(pilot)
+            table = app.query_one(table_id, DataTable)
+            assert table.max_scroll_x == 0, f"{screen} scrolls sideways at {size}"
+        env = str(app.query_one("#hosts-table", DataTable).get_row_at(0)[3])
+        assert "2 GPUs" in env or size[0] < 100
+
+
+# -- defect 12: GPU and host density ------------------------------------------------------------------------------
+
+async def test_a_host_without_gpus_has_cpu_and_memory_history() -> None:
+    app = live_app(start_screen="stats")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "they start when the host connects (1, c)" in plain(app.query_one("#history", Static))
+        for i in range(6):
+            app.source.bus.publish(ev.Event(ev.STATS_SAMPLE, HOST, {
+                "source": "none", "reason": "no NVIDIA GPU", "gpus": [],
+                "host": {"cpu": 10.0 * i, "mem_used": 4e9, "mem_total": 16e9, "load1": 0.5}}))
+        await settle(pilot)
+        text = plain(app.query_one("#history", Static))
+        assert "No GPUs (no NVIDIA GPU)" in text and "cpu % (0-100)" in text and "50%" in text
+        assert "load1 (0-4)" in text
+        # a load of 0.5 on a fixed 0-4 scale is a low bar, not a full one
+        load_row = next(line for line in text.splitlines() if line.strip().startswith("load1"))
+        assert "█" not in load_row and "▂" in load_row
+
+
+def test_meters_use_fixed_scales_and_thresholds() -> None:
+    from console.tui.render import meter
+
+    assert meter(50, 100, 10) == ("█████·····", "green")
+    assert meter(70, 100, 10)[1] == "yellow" and meter(90, 100, 10)[1] == "bold red"
+    assert meter(None, 100, 4) == ("····", "dim")  # unknown is not zero

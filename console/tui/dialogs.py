@@ -14,6 +14,7 @@ from console.tui.registry import commands_for, key_label
 
 
 class HelpScreen(ModalScreen[None]):
+    AUTO_FOCUS = "#help-box"  # the keys scroll it (the app turns auto-focus off for its screens)
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
 
     def __init__(self, mode: str) -> None:
@@ -98,6 +99,7 @@ class NotesScreen(ModalScreen[None]):
     """One host's notification log (k9s/lazygit style): every info, warning and error the
     console and the box said about it, newest last; toasts fade, this stays."""
 
+    AUTO_FOCUS = "#notes-box"
     BINDINGS = [Binding("escape,q,n", "dismiss", "Close", id="notes.close")]
 
     def __init__(self, host: str, lines: list[tuple[str, str, str]]) -> None:

@@ -282,9 +282,14 @@ async def test_stage_records_become_columns_and_hide_from_the_log() -> None:
         assert log.tail is not None and [log.tail.line(i) for i in range(len(log.tail))] == [
             "speculators 0.9.0 on cpu", "warning: something the operator should see"]
         assert "2 records hidden (l)" in str(log.border_subtitle)
+        # a record arriving while shown: the visible log does not change, its count does
+        bus.emit(ev.JOB_LINE, HOST, run_id="r-t", name="pipeline-train", offset=9,
+                 text='@@eagle3 {"type":"progress","stage":"train","done":4,"total":10,"unit":"steps"}')
+        await settle(pilot)
+        assert "3 records hidden (l)" in str(log.border_subtitle)
         await pilot.press("l")
         await settle(pilot)
-        assert log.tail is not None and len(log.tail) == 4 and log.tail.line(0).startswith("@@eagle3")
+        assert log.tail is not None and len(log.tail) == 5 and log.tail.line(0).startswith("@@eagle3")
         assert "records shown" in str(log.border_subtitle)
 
 

@@ -56,7 +56,7 @@ class LogView(ScrollView, can_focus=True):
     def _title(self) -> None:
         """The log's state where the eye is: following or paused, records shown or hidden."""
         job = self.job
-        name = f"{job.name} {job.run_id}" if job is not None else "log"
+        name = f"{job.name.removeprefix('pipeline-')} {short_run(job.run_id)}" if job is not None else "log"
         self.border_title = name[:40]
         follow = "following" if self.follow else "paused (end follows)"
         records = ("records shown (l hides)" if self.records
@@ -64,8 +64,14 @@ class LogView(ScrollView, can_focus=True):
                    else "records hidden (l)")
         self.border_subtitle = f"{follow} · {records}"
 
+    _titled = -1
+
     def sync(self) -> None:
         tail = self.tail
+        job = self.job
+        if job is not None and job.tail.version != self._titled:  # records count in the title
+            self._titled = job.tail.version
+            self._title()
         version = tail.version if tail is not None else -2
         if version == self._seen:
             return
@@ -114,6 +120,10 @@ class LogView(ScrollView, can_focus=True):
         # Following: the last lines, whatever the scroll offset has caught up to so far.
         top = tail.tail_start(height) if self.follow and tail is not None else scroll_y
         index = top + y
+        if tail is not None and not len(tail) and y == 0 and self.job is not None and self.job.tail.total:
+            hint = "(only stage records so far: l shows them)"
+            return Strip([Segment(hint, self.rich_style + Style(dim=True))], len(hint)).crop_extend(
+                0, width, self.rich_style)
         if tail is None or index >= len(tail):
             return Strip.blank(width, self.rich_style)
         text = tail.line(index).expandtabs(4)
@@ -302,9 +312,11 @@ class PipelineView(View):
         st = host.stages.get(name) if host is not None and name else None
         text = Text()
         if job is not None:
-            text.append(f"run {job.run_id}  ", style="bold")
+            text.append(f"run {short_run(job.run_id)}  ", style="bold")
             text.append(f"{job.state}" + (f" rc={job.returncode}" if job.returncode is not None else ""))
-            text.append(f"  {job.tail.total} lines  log {job.log_path or '-'}", style="dim")
+            text.append(f"  {job.tail.total} lines", style="dim")
+            if not self._narrow:  # the box's own copy of the whole log
+                text.append(f"  log {job.log_path or '-'}", style="dim")
         elif name is not None:
             text.append(f"{name}: no run yet", style="dim")
             if self.app_mode() == "live":

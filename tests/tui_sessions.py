@@ -89,7 +89,8 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
     out: list[Event] = []
 
     def add(kind: str, dt: float = 1.0, h: str = host, **payload: Any) -> None:
-        out.append(Event(kind=kind, host=h, payload=payload, ts=c.tick(dt)))
+        # Through the schema, like every real producer: the double cannot drift from them.
+        out.append(Event.checked(kind, h, payload, c.tick(dt)))
 
     add(ev.CONNECTION_UP, summary=f"connected to {host}")
     add(ev.PROBE_RESULT, probe="env", result={
@@ -105,9 +106,11 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
         {"name": "trust-remote-code", "applies": True, "reason": ""},
         {"name": "scheduler-is-encoder-decoder", "applies": False, "reason": "already present in this version"},
     ])
-    add(ev.PATCH_APPLIED, file=WORKER, recipes=["resolve-layers-path", "trust-remote-code"], sha256="ab" * 32,
-        summary="patch applied")
-    add(ev.PATCH_VERIFIED, file=WORKER, recipes=["resolve-layers-path", "trust-remote-code"], sha256="ab" * 32)
+    in_effect = [{"name": "resolve-layers-path", "in_effect": True},
+                 {"name": "trust-remote-code", "in_effect": True},
+                 {"name": "scheduler-is-encoder-decoder", "in_effect": False}]
+    add(ev.PATCH_APPLIED, file=WORKER, recipes=in_effect, sha256="ab" * 32, summary="patch applied")
+    add(ev.PATCH_VERIFIED, file=WORKER, recipes=in_effect, sha256="ab" * 32)
     add(ev.MARKER, label="pipeline begins")
     add(ev.STAGE_START, stage="prepare", run_id="r-prepare")
     add(ev.JOB_STARTED, run_id="r-prepare", name="prepare", argv=["python", "-m", "pipeline", "prepare"],

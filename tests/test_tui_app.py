@@ -76,7 +76,8 @@ async def test_overview_shows_gpus_load_jobs_and_findings(session: Path) -> None
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         gpus = plain(app.query_one("#gpus", Static))
-        assert "GPUs (2)" in gpus and "NVIDIA H200" in gpus and "▁" in gpus
+        assert "GPUs (2)" in gpus and "0 H200" in gpus and "▁" in gpus
+        assert "python3" in gpus and "84G" in gpus  # the process holding GPU memory, under its GPU
         assert "load 3.00" in plain(app.query_one("#hostline", Static))
         jobs = plain(app.query_one("#jobs", Static))
         assert "r-extract" in jobs and "r-prepare" not in jobs  # only running jobs
@@ -140,12 +141,15 @@ async def test_pipeline_stages_progress_and_log_tail_of_selected_stage(session: 
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         table = app.query_one("#stages", DataTable)
-        assert [str(table.get_row_at(i)[0]) for i in range(table.row_count)] == ["prepare", "extract"]
-        assert "30.0%" in str(table.get_row_at(1)[2]) and "850.5 tok/s" in str(table.get_row_at(1)[3])
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        # one row per stage, its runs under it; the stages not run yet are listed pending
+        assert rows == ["prepare", " └ r-prepare", "extract", " └ r-extract", "vocab", "train", "evaluate"]
+        assert "30.0%" in str(table.get_row_at(2)[2]) and "850.5 tok/s" in str(table.get_row_at(2)[3])
+        assert str(table.get_row_at(4)[1]) == "pending"
         log = app.query_one(LogView)
         assert log.tail is not None and log.tail.line(0) == "extract: batch 0"  # running stage followed
         table.focus()
-        await pilot.press("up")
+        await pilot.press("up", "up")
         await settle(pilot)
         assert log.tail is not None and log.tail.total == 40
         # only visible lines are rendered, and following shows the last ones
@@ -337,7 +341,7 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
         await settle(pilot)
         table = app.query_one("#patch-files", DataTable)
         files = {str(table.get_row_at(i)[0]) for i in range(table.row_count)}
-        assert "data_generation/custom_worker.py" in files
+        assert "speculators/data_generation/custom_worker.py" in files
         assert "+++ b/data_generation/" in plain(app.query_one("#diff", Static))
         assert "✓ " in plain(app.query_one("#recipes", Static))
         await app.source.controller.aclose()
@@ -377,7 +381,10 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         await settle(pilot)
         log = app.query_one(LogView)
         assert log.tail is not None and [log.tail.line(i) for i in range(3)] == ["line 1", "line 2", "line 3"]
-        assert app.query_one("#stages", DataTable).get_row_at(0)[0] == "train (run)"
+        table = app.query_one("#stages", DataTable)
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        run_time, run_hash = info.run_id[9:15], info.run_id.rsplit("-", 1)[1]
+        assert rows[rows.index("train") + 1] == f" └ {run_time[:2]}:{run_time[2:4]}:{run_time[4:]} {run_hash}"
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
@@ -409,7 +416,7 @@ async def test_log_view_paging_stops_following_and_end_resumes(tmp_path: Path) -
         await finish_replay(pilot)
         table = app.query_one("#stages", DataTable)
         table.focus()
-        await pilot.press("up")  # the prepare stage: 400 lines
+        await pilot.press("up", "up")  # the prepare stage: 400 lines
         await settle(pilot)
         log = app.query_one(LogView)
         height = log.scrollable_content_region.height

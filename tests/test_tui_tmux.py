@@ -26,10 +26,14 @@ class Tmux:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
                               timeout=20).stdout
 
-    def start(self, name: str, argv: list[str]) -> None:
+    def start(self, name: str, argv: list[str], size: tuple[int, int] = (120, 36)) -> None:
+        # pytest exports COLUMNS/LINES (80x24 in a pipe), which Textual would take over the pty's
+        # real size: the console must see the terminal tmux gives it.
         cmd = " ".join(f"'{a}'" for a in argv)
-        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", "120", "-y", "36",
-                        "-c", str(ROOT), f"cd '{ROOT}' && TERM=xterm-256color {cmd}"], check=True, timeout=20)
+        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", str(size[0]),
+                        "-y", str(size[1]),
+                        "-c", str(ROOT), f"cd '{ROOT}' && unset COLUMNS LINES && TERM=xterm-256color {cmd}"],
+                       check=True, timeout=20)
 
     def screen(self, name: str) -> str:
         return self.tmux("capture-pane", "-p", "-t", name)
@@ -87,3 +91,47 @@ def test_replay_and_live_console_in_a_real_terminal(tmux: Tmux, tmp_path: Path) 
     screen = tmux.wait("live", "● live")
     assert "local" in screen and "(this machine)" in screen
     tmux.keys("live", "q")
+
+
+REPLAY_SCREENS = [("1", "Hosts in this recording"), ("2", "GPUs (2)"), ("3", "Environment:"), ("4", "Recipes"),
+                  ("5", "evaluate"), ("6", "GPU history"), ("7", "Offline acceptance"), ("8", "Markers")]
+LIVE_SCREENS = [("2", "cpu"), ("3", "Environment:"), ("4", "No plan yet"), ("5", "no run yet"),
+                ("6", "Host history"), ("7", "Offline acceptance"), ("1", "c connects")]
+
+
+def test_every_screen_in_a_small_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
+    """80x24, the smallest terminal the console must be usable in: every screen of a replay and
+    of the live local host, the help and the notes, with the tab bar and footer on screen."""
+    session = demo_session(tmp_path / "demo.jsonl")
+    tmux.start("replay", [sys.executable, "-m", "console", "replay", str(session)], size=(80, 24))
+    tmux.wait("replay", "Markers")
+    tmux.keys("replay", ">", ">")
+    tmux.wait("replay", "ended 89/89")
+    for key, text in REPLAY_SCREENS:
+        tmux.keys("replay", key)
+        screen = tmux.wait("replay", text)
+        lines = screen.splitlines()
+        assert "8 Replay" in lines[1], f"the tab bar overflows:\n{screen}"
+        assert "Help" in lines[-1] and "Quit" in lines[-1], f"no footer:\n{screen}"
+    tmux.keys("replay", "?")
+    tmux.wait("replay", "Keys (replay)")
+    tmux.wait("replay", "esc/q/?  Close")  # the footer is the dialog's
+    tmux.keys("replay", "Escape")
+    tmux.keys("replay", "q")
+
+    config = tmp_path / "console.toml"
+    config.write_text("")
+    tmux.start("live", [sys.executable, "-m", "console", "--config", str(config)], size=(80, 24))
+    tmux.wait("live", "not connected")
+    tmux.keys("live", "c")
+    tmux.wait("live", "● live")
+    for key, text in LIVE_SCREENS:
+        tmux.keys("live", key)
+        tmux.wait("live", text)
+    tmux.keys("live", "n")
+    tmux.wait("live", "Notifications on local")
+    tmux.keys("live", "Escape", "q")
+    end = time.monotonic() + 15
+    while tmux.alive("live") and time.monotonic() < end:
+        time.sleep(0.2)
+    assert not tmux.alive("live"), "q did not quit the console (no job was running)"

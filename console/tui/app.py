@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import Input, TabbedContent, TabPane
 
 from console.live_session import open_session
 from console.tui.checkpoints import StateCheckpoints
@@ -32,7 +32,7 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
+from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, NotesScreen, SeekScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -46,7 +46,7 @@ from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
 from remote.bus import EventBus
-from remote.errors import EXIT_OK, ConsoleError
+from remote.errors import EXIT_OK, ConsoleError, StageFailed
 from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
 
@@ -58,6 +58,10 @@ DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses ar
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
           "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
+# Under NARROW columns the tab bar would overflow with the full titles.
+SHORT_TITLES = {"hosts": "Hosts", "overview": "Over", "probes": "Probe", "patch": "Patch",
+                "pipeline": "Pipe", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
+NARROW = 110
 
 
 def _bindings() -> list[BindingType]:
@@ -96,6 +100,7 @@ class ConsoleApp(App[int]):
         self.describe = describe or {}
         self.start_screen = start_screen or ("replay" if self.mode == "replay" else "hosts")
         self.notices: list[str] = []  # what notify() showed, kept for tests and the help line
+        self.notice_log: list[tuple[str, str, str]] = []  # (title, severity, message) of each
         self._pending: deque[Event] = deque()
         self._wake = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
@@ -107,6 +112,9 @@ class ConsoleApp(App[int]):
         self.probe_targets: dict[str, str] = {}
         self._wanted_screen: str | None = None  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
+        self.activity: list[str] = []  # labels of the actions running now (the top bar shows them)
+        self.errors: list[str] = []  # exceptions a view raised, shown instead of exiting
+        self._source_worker: Any = None
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -169,10 +177,30 @@ class ConsoleApp(App[int]):
             self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
                             group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
+        self._fit_tabs()
         self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
-        self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
+        self._start_source()
         self.refresh_all()
+
+    def _start_source(self) -> None:
+        """(Re)start the source's loop: a replay's ends at the end of the file, and must run again
+        after a seek back (0, [) so space plays it again."""
+        worker = self._source_worker
+        if worker is None or worker.is_finished:
+            self._source_worker = self.run_worker(self.source.run(), name="source", group="source",
+                                                  exit_on_error=False)
+
+    def on_resize(self) -> None:
+        self._fit_tabs()
+
+    def _fit_tabs(self) -> None:
+        titles = SHORT_TITLES if self.size.width < NARROW else TITLES
+        tabs = self.query_one(TabbedContent)
+        for name in SCREENS:
+            tab = tabs.get_tab(name) if tabs.query(f"TabPane#{name}") else None
+            if tab is not None:
+                tab.label = f"{SCREENS.index(name) + 1} {titles[name]}"
 
     def _build_checkpoints(self) -> None:
         if self.checkpoints is not None:
@@ -245,7 +273,8 @@ class ConsoleApp(App[int]):
         self._post_state(frozenset())
 
     def _update_chrome(self) -> None:
-        self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status())
+        self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status(),
+                                    self.activity)
         replay_view = self.view("replay")
         if isinstance(replay_view, ReplayView):
             replay_view.set_status(self._replay_text())
@@ -288,9 +317,45 @@ class ConsoleApp(App[int]):
         self._update_keys()
 
     def _update_keys(self) -> None:
-        pairs = [(key_label(c.key), c.title) for c in COMMANDS
-                 if c.show and self.check_action(_action_name(c.action), ()) is not False]
+        """The footer lists the keys of what has the keyboard: an open dialog's own keys, not
+        those of the screen behind it."""
+        if len(self.screen_stack) > 1:
+            bindings = [b for b in self.screen.BINDINGS if isinstance(b, Binding)]
+            pairs = [(key_label(b.key.replace(",", ",")).replace("escape", "esc"), b.description)
+                     for b in bindings]
+            if any(isinstance(w, Input) for w in self.screen.query("*")):
+                pairs.insert(0, ("enter", "OK"))
+        else:
+            pairs = [(key_label(c.key), c.title) for c in COMMANDS
+                     if c.show and self.check_action(_action_name(c.action), ()) is not False]
         self.query_one(KeyBar).show_keys(pairs)
+
+    def push_screen(self, *args: Any, **kwargs: Any) -> Any:
+        result = super().push_screen(*args, **kwargs)
+        self.call_after_refresh(self._update_keys)
+        return result
+
+    def pop_screen(self) -> Any:
+        result = super().pop_screen()
+        self.call_after_refresh(self._update_keys)
+        return result
+
+    async def action_quit(self) -> None:
+        """Quitting leaves the box's jobs running (they are detached): say which, and ask."""
+        running = [(h.name, j) for h in self.state.hosts.values() for j in h.running_jobs()]
+        if self.mode != "live" or not running:
+            self.exit(self.return_code or EXIT_OK)
+            return
+        names = ", ".join(f"{j.name} on {host}" for host, j in running[:3])
+        more = f" and {len(running) - 3} more" if len(running) > 3 else ""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit(EXIT_OK)
+
+        self.push_screen(ConfirmScreen(
+            f"{len(running)} job{'s' if len(running) != 1 else ''} still running ({names}{more}). "
+            "They keep running on the box; c reattaches to them next time. Quit now?"), answered)
 
     def action_show(self, name: str) -> None:
         if name == "replay" and self.mode != "replay":
@@ -310,6 +375,16 @@ class ConsoleApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.mode))
+
+    def action_notes(self) -> None:
+        host = self.state.host(self.current_host)
+        lines = [(f"{n.ts:%H:%M:%S}", n.level, n.text) for n in host.notes]
+        self.push_screen(NotesScreen(host.name, lines))
+
+    def action_diff_wrap(self) -> None:
+        view = self.view("patch")
+        if isinstance(view, PatchView):
+            view.toggle_wrap()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Hide commands that belong to another screen or the other mode from footer and keys."""
@@ -335,22 +410,44 @@ class ConsoleApp(App[int]):
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         self.notices.append(message)
+        self.notice_log.append((title, str(severity), message))
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def _act(self, label: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run an action in a worker; while it runs the top bar says so, and its end says
+        which of failed, cancelled or not available it was (not one title for all)."""
+        host = self.current_host
+
         async def run() -> None:
+            self.activity.append(label)
+            self._update_chrome()
             try:
                 await work()
             except FeatureUnavailable as exc:
-                self.notify(str(exc), title="not available in this build", severity="warning")
+                self._failed(host, str(exc), "not available in this build", "warning")
             except ReadOnlyReplay as exc:
-                self.notify(str(exc), title=label, severity="warning")
+                self._failed(host, str(exc), label, "warning")
+            except StageFailed as exc:
+                cancelled = "cancelled" in str(exc)
+                self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
+                             "warning" if cancelled else "error")
             except ConsoleError as exc:
-                self.notify(str(exc), title=f"{label} failed", severity="error")
+                self._failed(host, str(exc), f"{label} failed", "error")
             except Exception as exc:  # a bug or an unexpected remote failure: say so, keep running
-                self.notify(f"{type(exc).__name__}: {exc}", title=f"{label} failed", severity="error")
+                self._failed(host, f"{type(exc).__name__}: {exc}", f"{label} failed", "error")
+            finally:
+                self.activity.remove(label)
+                self._update_chrome()
 
         self.run_worker(run(), name=label, group="actions", exit_on_error=False)
+
+    def _failed(self, host: str, message: str, title: str, severity: str) -> None:
+        """A toast, and a line in the host's notification log (n) that outlives it."""
+        from console.tui.model import Note
+
+        self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
+                                                f"{title}: {message}"))
+        self.notify(message, title=title, severity=severity)
 
     def action_connect(self) -> None:
         host = self.current_host
@@ -409,47 +506,55 @@ class ConsoleApp(App[int]):
         if file is not None:
             self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
 
-    def _selected_stage(self) -> str | None:
+    def _pipeline_view(self) -> PipelineView | None:
         view = self.view("pipeline")
-        name = view.selected_stage if isinstance(view, PipelineView) else None
-        if name is None:
-            from console.tui.model import STAGE_ORDER
-
-            return STAGE_ORDER[0]
-        return name
+        return view if isinstance(view, PipelineView) else None
 
     def action_stage_start(self) -> None:
-        stage, host = self._selected_stage(), self.current_host
-        if stage is not None:
-            self._act(f"start {stage}", lambda: self.source.controller.start_stage(host, stage))
+        view, host = self._pipeline_view(), self.current_host
+        stage = view.selected_stage if view is not None else None
+        if stage is None:
+            what = "a run no stage claims" if view is not None and view.selected_run else "nothing"
+            self.notify(f"{what} is selected: s starts the selected stage (select a stage row)",
+                        title="start", severity="warning")
+            return
+        self._act(f"start {stage}", lambda: self.source.controller.start_stage(host, stage))
 
     def action_stage_resume(self) -> None:
         host = self.current_host
         self._act("resume pipeline", lambda: self.source.controller.resume_pipeline(host))
 
     def action_stage_cancel(self) -> None:
-        stage, host = self._selected_stage(), self.current_host
-        if stage is None:
+        """Cancel the selected run (a stage row: its latest run), on the host it belongs to."""
+        view, host = self._pipeline_view(), self.current_host
+        run_id = view.selected_run if view is not None else None
+        job = self.state.host(host).jobs.get(run_id) if run_id else None
+        if job is None or not job.running:
+            what = (f"run {job.run_id} already {job.state}" if job is not None
+                    else "no run is selected on " + host)
+            self.notify(f"nothing to cancel: {what}", title="cancel", severity="warning")
             return
-
-        job = self.state.host(host).job_for_stage(stage)
-        run_id = job.run_id if job is not None else None
-        if stage.startswith("job:") and job is not None:
-            stage = job.name
+        stage = (view.selected_stage if view is not None else None) or job.name
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, run_id))
+                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
 
-        self.push_screen(ConfirmScreen(f"Cancel stage {stage} on {host}?"), answered)
+        self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
+
+    def action_log_records(self) -> None:
+        view = self._pipeline_view()
+        if view is None:
+            return
+        log = view.query_one(LogView)
+        log.set_records(not log.records)
 
     def action_follow(self) -> None:
         view = self.view("pipeline")
         if view is None:
             return
         log = view.query_one(LogView)
-        log.set_follow(not log.follow)
-        self.notify("following the log" if log.follow else "not following", timeout=1)
+        log.set_follow(not log.follow)  # the log's border says which
 
     # -- replay controls ----------------------------------------------------------------------------
     @property
@@ -487,8 +592,13 @@ class ConsoleApp(App[int]):
         return text
 
     def action_replay_toggle(self) -> None:
-        if self.replayer is not None:
-            self.replayer.toggle()
+        r = self.replayer
+        if r is not None:
+            if r.position >= len(r.reader):
+                self.notify("at the end: 0 restarts, [ goes back a marker", title="replay", timeout=3)
+                return
+            r.toggle()
+            self._start_source()
             self._update_chrome()
 
     def action_replay_step(self) -> None:
@@ -514,7 +624,7 @@ class ConsoleApp(App[int]):
         r = self.replayer
         if r is None:
             return
-        was_playing = not r.paused
+        was_playing = not r.paused and r.position < len(r.reader)  # the end: wait for space
         r.pause()
         r.seek_index(index)
         self._pending.clear()
@@ -539,6 +649,7 @@ class ConsoleApp(App[int]):
             self._pending.clear()
             self.state = state
             self.refresh_all()
+            self._start_source()
             if was_playing:
                 r.play()
 
@@ -627,9 +738,17 @@ async def run_app(args: argparse.Namespace) -> int:
             await app.source.controller.aclose()
         finally:
             session.close()
-    return EXIT_OK
+    return exit_code(app)
+
+
+def exit_code(app: ConsoleApp) -> int:
+    """A console that Textual ended on an exception exits non-zero (Textual prints the
+    traceback), never 0 as if the operator had quit."""
+    rc = app.return_code
+    return rc if isinstance(rc, int) and rc != 0 else EXIT_OK
 
 
 async def run_replay_app(reader: SessionReader) -> int:
-    await ReplayApp(reader).run_async()
-    return EXIT_OK
+    app = ReplayApp(reader)
+    await app.run_async()
+    return exit_code(app)

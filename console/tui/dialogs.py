@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
+from textual.events import ScreenResume
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -13,6 +14,7 @@ from console.tui.registry import commands_for, key_label
 
 
 class HelpScreen(ModalScreen[None]):
+    AUTO_FOCUS = "#help-box"  # the keys scroll it (the app turns auto-focus off for its screens)
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
 
     def __init__(self, mode: str) -> None:
@@ -20,17 +22,20 @@ class HelpScreen(ModalScreen[None]):
         self.mode = mode
 
     def compose(self) -> ComposeResult:
+        wide = self.app.size.width >= 110  # narrow: the columns an operator needs least go
         t = Table(title=f"Keys ({self.mode})", box=None, header_style="bold", expand=True)
         t.add_column("key", style="bold cyan", no_wrap=True)
         t.add_column("command", no_wrap=True)
-        t.add_column("screen")
+        t.add_column("screen", no_wrap=True)
         t.add_column("what it does")
-        t.add_column("id", style="dim")
+        if wide:
+            t.add_column("id", style="dim")
         for c in commands_for(self.mode):
-            t.add_row(key_label(c.key), c.title, c.group, c.help, c.id)
-        with Vertical(id="help-box"):
+            cells = [key_label(c.key), c.title, c.group, c.help] + ([c.id] if wide else [])
+            t.add_row(*cells)
+        with VerticalScroll(id="help-box"):  # scrolls: the table is taller than 24 rows
             yield Static(t, id="help-table")
-            yield Static("escape closes", classes="hint")
+            yield Static("escape closes, up/down/pgup/pgdn scroll", classes="hint")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -88,3 +93,48 @@ class AskScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class NotesScreen(ModalScreen[None]):
+    """One host's notification log (k9s/lazygit style): every info, warning and error the
+    console and the box said about it, newest last; toasts fade, this stays."""
+
+    AUTO_FOCUS = "#notes-box"
+    BINDINGS = [Binding("escape,q,n", "dismiss", "Close", id="notes.close")]
+
+    def __init__(self, host: str, lines: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.host, self.lines = host, lines
+
+    def compose(self) -> ComposeResult:
+        from rich.text import Text
+
+        text = Text()
+        style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+        for when, level, message in self.lines:
+            text.append(f"{when} ", style="dim")
+            text.append(f"{level:<7} ", style=style.get(level, ""))
+            text.append(f"{message}\n")
+        if not self.lines:
+            text.append("nothing yet: actions, probes and stages report here", style="dim")
+        with VerticalScroll(id="notes-box"):
+            yield Static(f"Notifications on {self.host}", classes="title")
+            yield Static(text, id="notes-text")
+            yield Static("escape closes", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#notes-box").scroll_end(animate=False)
+
+
+def _footer_follows(screen: type[ModalScreen]) -> None:  # type: ignore[type-arg]
+    """The app's footer lists the keys of the dialog on top, not those of the screen behind."""
+    def on_screen_resume(self: ModalScreen, event: ScreenResume) -> None:  # type: ignore[type-arg]
+        update = getattr(self.app, "_update_keys", None)
+        if update is not None:
+            self.call_after_refresh(update)
+
+    screen.on_screen_resume = on_screen_resume  # type: ignore[attr-defined]
+
+
+for _screen in (HelpScreen, ConfirmScreen, SeekScreen, AskScreen, NotesScreen):
+    _footer_follows(_screen)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from console.tui.tail import LogTail
+from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote import event_types as et
 from remote import events as ev
 from remote.events import Event
@@ -81,6 +82,9 @@ class JobState:
     state: str = "running"
     returncode: int | None = None
     tail: LogTail = field(default_factory=LogTail)
+    # The same log without the stage's `@@eagle3 {json}` records (they are parsed into the
+    # stage's columns); what the log pane shows unless the operator asks for the records.
+    text: LogTail = field(default_factory=LogTail)
 
     @property
     def running(self) -> bool:
@@ -99,6 +103,10 @@ class StageState:
     outputs: Any = None
     reason: str = ""
     run_id: str | None = None
+    # What the stage's records carry beyond done/total (loss, epoch, head, acceptance...), the
+    # latest value of each; and every run the stage's events named, oldest first.
+    metrics: dict[str, Any] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
 
     @property
     def fraction(self) -> float | None:
@@ -140,6 +148,8 @@ class HostState:
     mem_used: float | None = None
     mem_total: float | None = None
     load: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    cpu_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # percent
+    mem_history: deque[float] = field(default_factory=lambda: deque(maxlen=HISTORY))  # percent of total
     gpus: dict[int, GpuState] = field(default_factory=dict)
     jobs: dict[str, JobState] = field(default_factory=dict)
     stages: dict[str, StageState] = field(default_factory=dict)
@@ -163,7 +173,9 @@ class HostState:
     def jobs_without_stage(self) -> list[JobState]:
         """Runs no stage event claims (reattached on connect, or launched by other tools)."""
         claimed = {s.run_id for s in self.stages.values() if s.run_id}
-        return [j for j in self.jobs.values() if j.run_id not in claimed and j.name not in self.stages]
+        claimed.update(r for s in self.stages.values() for r in s.runs)
+        names = set(self.stages) | {f"pipeline-{n}" for n in self.stages}
+        return [j for j in self.jobs.values() if j.run_id not in claimed and j.name not in names]
 
     def job_for_stage(self, stage: str) -> JobState | None:
         """The run whose log a stage's tail shows: by run_id when the stage said, else the latest
@@ -174,8 +186,27 @@ class HostState:
         if st is not None and st.run_id and st.run_id in self.jobs:
             return self.jobs[st.run_id]
         for job in reversed(list(self.jobs.values())):
-            if job.name == stage:
+            if job.name in (stage, f"pipeline-{stage}"):
                 return job
+        return None
+
+    def stage_runs(self, stage: str) -> list[JobState]:
+        """The runs of one stage, oldest first: those its events named, and those launched
+        under its name (the pipeline runner names a stage's job `pipeline-<stage>`)."""
+        st = self.stages.get(stage)
+        named = set(st.runs) if st is not None else set()
+        if st is not None and st.run_id:
+            named.add(st.run_id)
+        return [j for j in self.jobs.values()
+                if j.run_id in named or j.name in (stage, f"pipeline-{stage}")]
+
+    def stage_of_run(self, run_id: str) -> str | None:
+        job = self.jobs.get(run_id)
+        for name, st in self.stages.items():
+            if run_id == st.run_id or run_id in st.runs:
+                return name
+            if job is not None and job.name in (name, f"pipeline-{name}"):
+                return name
         return None
 
     def compat_findings(self) -> list[dict[str, Any]]:
@@ -293,7 +324,10 @@ def _job(host: HostState, e: Event) -> set[str]:
         host.jobs[run_id] = job
     if e.kind == ev.JOB_LINE:
         offset = p.get("offset")
-        job.tail.append(str(p.get("text", "")), int(offset) if isinstance(offset, int) else None)
+        text = str(p.get("text", ""))
+        job.tail.append(text, int(offset) if isinstance(offset, int) else None)
+        if not text.startswith(RECORD_PREFIX):
+            job.text.append(text)
         return {LOG}
     if e.kind == ev.JOB_STARTED:
         argv = p.get("argv")
@@ -440,3 +474,66 @@ REDUCERS: dict[str, Reducer] = {
     ev.CONSOLE_WARNING: _note,
     ev.CONSOLE_ERROR: _note,
 }
+
+
+# -- what the stage records carry beyond progress ------------------------------------------------
+# Kept apart from `_stage` (which folds status and progress): loss, epoch, the evaluated head's
+# acceptance and the runs a stage's events name, for the Pipeline screen's columns and the Bench
+# screen's offline acceptance.
+METRIC_KEYS = ("loss", "epoch", "head", "tokens", "acc_0")
+RESULT_KEYS = ("mean_length", "rate", "per_position", "untrained_mean_length")
+
+
+def _stage_metrics(host: HostState, e: Event) -> None:
+    p = e.payload
+    st = host.stages.get(str(p.get("stage") or "?"))
+    if st is None:
+        return
+    run_id = p.get("run_id")
+    if isinstance(run_id, str) and run_id and run_id not in st.runs:
+        st.runs.append(run_id)
+    if e.kind == ev.STAGE_START:
+        st.metrics = {}
+    elif e.kind == ev.STAGE_PROGRESS:
+        for k in METRIC_KEYS:
+            v = p.get(k)
+            if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+                st.metrics[k] = v
+    elif e.kind == ev.STAGE_END:
+        result = p.get("result")
+        if isinstance(result, dict):
+            for k in RESULT_KEYS:
+                if k in result:
+                    st.metrics[k] = result[k]
+
+
+def _with_metrics(reducer: Reducer) -> Reducer:
+    def fold(host: HostState, e: Event) -> set[str]:
+        changed = reducer(host, e)
+        if STAGES in changed:
+            _stage_metrics(host, e)
+        return changed
+
+    return fold
+
+
+for _kind in (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED):
+    REDUCERS[_kind] = _with_metrics(REDUCERS[_kind])
+
+
+
+def _with_host_history(reducer: Reducer) -> Reducer:
+    """CPU and memory history next to load: the Stats screen of a host without GPUs."""
+    def fold(host: HostState, e: Event) -> set[str]:
+        changed = reducer(host, e)
+        if STATS in changed:
+            if host.cpu is not None:
+                host.cpu_history.append(host.cpu)
+            if host.mem_used is not None and host.mem_total:
+                host.mem_history.append(100.0 * host.mem_used / host.mem_total)
+        return changed
+
+    return fold
+
+
+REDUCERS[ev.STATS_SAMPLE] = _with_host_history(REDUCERS[ev.STATS_SAMPLE])

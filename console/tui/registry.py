@@ -62,7 +62,12 @@ COMMANDS: tuple[Command, ...] = (
             "pipeline", live_only=True),
     Command("stage.cancel", "x", "stage_cancel", "Cancel", "Cancel the selected stage (asks first)",
             "pipeline", live_only=True),
-    Command("log.follow", "f", "follow", "Follow", "Follow the end of the log", "pipeline"),
+    Command("log.follow", "f", "follow", "Follow", "Follow the end of the log (or pause it)", "pipeline"),
+    Command("log.records", "l", "log_records", "Records", "Show or hide the stage's @@eagle3 records in the log",
+            "pipeline"),
+    Command("patch.wrap", "w", "diff_wrap", "Wrap", "Wrap long diff lines (or scroll them sideways)", "patch"),
+    Command("notes", "n", "notes", "Notes", "The selected host's notifications and errors, newest last",
+            "global"),
     # replay
     Command("replay.pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay", "replay",
             replay_only=True),

@@ -73,3 +73,16 @@ def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
             if k not in cols and k != "summary":
                 cols.append(k)
     return cols
+
+
+def meter_style(fraction: float, warn: float = 0.6, crit: float = 0.85) -> str:
+    """btop/nvitop thresholds: green under `warn`, yellow under `crit`, red above."""
+    return "green" if fraction < warn else "yellow" if fraction < crit else "bold red"
+
+
+def meter(value: float | None, top: float | None, width: int) -> tuple[str, str]:
+    """A bar on a fixed scale (0..top, never the series' own max) and its threshold style."""
+    if value is None or not top or top <= 0:
+        return "·" * width, "dim"
+    fraction = max(0.0, min(1.0, value / top))
+    return hbar(value, top, width).replace(" ", "·"), meter_style(fraction)

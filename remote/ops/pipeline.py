@@ -81,6 +81,7 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus) -> Non
         async with aclosing(j.tail(run_id, offset=0, follow=True)) as lines:
             async for _ in lines:
                 pass
+        await j.wait(run_id)  # the tail ends with the run; this says how (job.exit)
 
     try:
         running = [info for info in await j.list() if not info.done]

@@ -5,31 +5,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from console.tui.model import BENCH, ConsoleState, HostState
+from console.tui.model import BENCH, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
 from console.tui.widgets.common import View
 
 BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
 
 
-def sweep_table(points: list[dict[str, Any]]) -> Table:
+SWEEP_COLUMNS = ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
+                 "accept", "mean len")
+NARROW_DROP = {"req/s", "ttft p99", "tpot p99"}  # what goes first when the screen is narrow
+
+
+def sweep_table(points: list[dict[str, Any]], narrow: bool = False) -> Table:
     t = Table(box=None, title="Sweep", title_justify="left", header_style="bold")
-    for col in ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
-                "accept", "mean len"):
-        t.add_column(col, justify="right")
+    keep = [c not in NARROW_DROP or not narrow for c in SWEEP_COLUMNS]
+    for col, k in zip(SWEEP_COLUMNS, keep, strict=True):
+        if k:
+            t.add_column(col, justify="right")
     for p in points:
         raw = p.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        t.add_row(str(p.get("label", "")), str(p.get("concurrency", "")), fmt_num(p.get("output_tok_s")),
-                  fmt_num(p.get("req_s"), 2), fmt_num(p.get("ttft_p50"), 3), fmt_num(p.get("ttft_p99"), 3),
-                  fmt_num(p.get("tpot_p50"), 4), fmt_num(p.get("tpot_p99"), 4),
-                  fmt_num(acc.get("rate"), 2), fmt_num(acc.get("mean_length"), 2))
+        cells = (str(p.get("label", "")), str(p.get("concurrency", "")), fmt_num(p.get("output_tok_s")),
+                 fmt_num(p.get("req_s"), 2), fmt_num(p.get("ttft_p50"), 3), fmt_num(p.get("ttft_p99"), 3),
+                 fmt_num(p.get("tpot_p50"), 4), fmt_num(p.get("tpot_p99"), 4),
+                 fmt_num(acc.get("rate"), 2), fmt_num(acc.get("mean_length"), 2))
+        t.add_row(*(c for c, k in zip(cells, keep, strict=True) if k))
     return t
 
 
@@ -108,11 +116,36 @@ def watch_line(windows: list[dict[str, Any]]) -> Text:
     return text
 
 
+def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
+    """The evaluate stage's acceptance (speculative decoding of held-out prompts with the trained
+    head, the same definitions as vLLM's counters): what to expect before serving."""
+    st = host.stages.get("evaluate")
+    m = st.metrics if st is not None else {}
+    if not isinstance(m.get("mean_length"), (int, float)):
+        return Text("Offline acceptance: no result yet (the pipeline's evaluate stage reports it)",
+                    style="dim")
+    title = f"Offline acceptance (evaluate): mean length {m['mean_length']:.2f}"
+    if isinstance(m.get("rate"), (int, float)):
+        title += f", rate {m['rate']:.2f}"
+    if isinstance(m.get("untrained_mean_length"), (int, float)):
+        title += f" (untrained head {m['untrained_mean_length']:.2f})"
+    per = m.get("per_position")
+    t = Table(box=None, header_style="bold")
+    t.add_column("pos", justify="right")
+    t.add_column("rate", no_wrap=True)
+    t.add_column("", justify="right")
+    for i, v in enumerate(per if isinstance(per, list) else []):
+        if isinstance(v, (int, float)):
+            t.add_row(str(i), Text(hbar(float(v), 1.0, width), style="green"), f"{v:.2f}")
+    return Group(Text(title, style="bold"), t)
+
+
 class BenchView(View):
-    DOMAINS = (BENCH,)
+    DOMAINS = (BENCH, STAGES)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
+            yield Static(id="offline")
             yield Static(id="sweep-table")
             yield Static(id="acceptance")
             yield Static(id="speedup")
@@ -121,10 +154,13 @@ class BenchView(View):
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points
+        width = 16 if self.app.size.width < 100 else 30
+        self.query_one("#offline", Static).update(offline_acceptance(host, width))
         self.query_one("#sweep-table", Static).update(
-            sweep_table(pts) if pts else Text("No benchmark points yet", style="dim"))
-        self.query_one("#acceptance", Static).update(acceptance_chart(pts))
-        self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary))
+            sweep_table(pts, width < 30) if pts else Text("No benchmark points yet (console bench sweep --host H)",
+                                              style="dim"))
+        self.query_one("#acceptance", Static).update(acceptance_chart(pts, width))
+        self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary, width))
         summ = host.bench_summary
         self.query_one("#bench-summary", Static).update(
             Text(f"summary: {summ.get('summary') or summ}") if summ else "")

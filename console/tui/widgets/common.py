@@ -12,13 +12,41 @@ from console.tui.model import ConsoleState, HostState
 
 class View(Vertical):
     """A screen's content. Subclasses implement `update_view`; it runs only for messages that
-    touch the domains the view renders, and on being shown."""
+    touch the domains the view renders, and on being shown.
+
+    A bug in a view must not take the console down (Textual would end the app, exit code 0,
+    with jobs still running on the box): the exception becomes a red line on top of the view
+    and a note; the next state change tries again."""
 
     DOMAINS: tuple[str, ...] = ()
+    _error: Static | None = None
 
     def on_state_changed(self, message: StateChanged) -> None:
-        if message.touches(*self.DOMAINS):
+        if not message.touches(*self.DOMAINS):
+            return
+        try:
             self.update_view(message.state, message.state.host(message.host), message.domains)
+        except Exception as exc:  # shown on screen, never a silent exit
+            self.show_error(exc)
+        else:
+            if self._error is not None:
+                self._error.remove()
+                self._error = None
+
+    def show_error(self, exc: Exception) -> None:
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        text = f"this screen failed to draw: {type(exc).__name__}: {exc}"
+        if where is not None:
+            text += f" ({where.filename.rsplit('/', 1)[-1]}:{where.lineno})"
+        if self._error is None:
+            self._error = Static(classes="view-error")
+            self.mount(self._error, before=0)
+        self._error.update(Text(text, style="bold red"))
+        errors = getattr(self.app, "errors", None)
+        if isinstance(errors, list):
+            errors.append(text)
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         raise NotImplementedError
@@ -34,6 +62,9 @@ BADGE_STYLE = {
 
 def badge_text(host: HostState, mode: str, replay_status: str = "") -> Text:
     label, style = BADGE_STYLE.get(host.connection, BADGE_STYLE["unknown"])
+    if mode == "replay":  # the recording's state at this point, not a connection of ours
+        label = {"live": "● was live", "down": "✖ was disconnected",
+                 "unknown": "○ not connected yet"}.get(host.connection, label)
     if host.connection == "reconnecting":
         extra = []
         if host.attempt:
@@ -55,10 +86,17 @@ def badge_text(host: HostState, mode: str, replay_status: str = "") -> Text:
 class TopBar(Static):
     """Title, selected host and the connection badge, always visible."""
 
-    def show(self, host: HostState, mode: str, replay_status: str = "") -> None:
-        text = Text()
-        text.append(" EAGLE-3 console ", style="bold reverse")
-        text.append(f"  host: {host.name}  ", style="bold")
+    def show(self, host: HostState, mode: str, replay_status: str = "",
+             activity: list[str] | None = None) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        narrow = self.app.size.width < 100
+        text.append(" EAGLE-3 " if narrow else " EAGLE-3 console ", style="bold reverse")
+        text.append(f" {host.name} " if narrow else f"  host: {host.name}  ", style="bold")
+        if activity:
+            # what runs now, first: an action's only sign of life until its events arrive
+            more = f" +{len(activity) - 1}" if len(activity) > 1 else ""
+            text.append(f" ⟳ {activity[-1]}…{more} ", style="bold black on yellow")
+            text.append(" ")
         text.append_text(badge_text(host, mode, replay_status))
         if text.markup != self._shown:  # an update re-lays out: skip it when nothing changed
             self._shown = text.markup

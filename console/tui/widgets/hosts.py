@@ -45,7 +45,9 @@ class HostsView(View):
         self.describe = describe
 
     def compose(self) -> ComposeResult:
-        yield Static("Hosts — enter selects, c connects", classes="title")
+        live = getattr(self.app, "mode", "live") == "live"
+        yield Static("Hosts — enter selects, c connects" if live
+                     else "Hosts in this recording — enter selects", classes="title")
         yield DataTable(id="hosts-table", cursor_type="row")
 
     def on_mount(self) -> None:
@@ -55,10 +57,14 @@ class HostsView(View):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
+        room = max(20, self.app.size.width - 26 - max((len(n) for n in state.hosts), default=0)
+                   - max((len(self.describe.get(n, "")) for n in state.hosts), default=0))
         for name, h in state.hosts.items():
             label, style = BADGE_STYLE.get(h.connection, BADGE_STYLE["unknown"])
+            env = env_summary(h.probes.get("env") or {})
+            # the environment column gets what is left: cut, never a sideways scroll
             table.add_row(name, self.describe.get(name, ""), f"[{style}]{label}[/]",
-                          env_summary(h.probes.get("env") or {}), key=name)
+                          env if len(env) <= room else env[:room - 1] + "…", key=name)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
 

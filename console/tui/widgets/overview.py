@@ -19,29 +19,67 @@ from console.tui.model import (
     ConsoleState,
     HostState,
 )
-from console.tui.render import fmt_bytes, fmt_num, spark
+from console.tui.render import fmt_bytes, fmt_num, meter, spark
 from console.tui.widgets.common import View
 
 SPARK = 24
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def gpu_table(host: HostState, width: int = SPARK) -> Table:
+def _cell(bar: tuple[str, str], label: str) -> Text:
+    text = Text(bar[0], style=bar[1])
+    text.append(f" {label}")
+    return text
+
+
+def gpu_table(host: HostState, width: int = SPARK, narrow: bool = False) -> Table:
+    """nvitop-style rows: meters on fixed scales (0-100 %, memory total, power limit) coloured by
+    threshold, the processes holding GPU memory under each GPU, and, when there is room, the
+    utilisation history on its fixed 0-100 scale."""
     t = Table(expand=True, box=None, header_style="bold")
-    for col in ("GPU", "util %", "", "mem %", "", "power W", "", "temp"):
-        t.add_column(col, no_wrap=True)
+    meter_w = 8 if narrow else 12
+    t.add_column("GPU", no_wrap=True)
+    t.add_column("util", no_wrap=True)
+    t.add_column("memory", no_wrap=True)
+    t.add_column("power", no_wrap=True)
+    t.add_column("temp", no_wrap=True, justify="right")
+    if not narrow:
+        t.add_column("util 0-100 % history", no_wrap=True)
     for g in sorted(host.gpus.values(), key=lambda g: g.index):
         last = g.last
-        limit = last.get("power_limit") or (max(g.power) if g.power else 1.0)
-        t.add_row(
-            f"{g.index} {g.name}"[:22],
-            spark(g.util, width, 0, 100), fmt_num(g.util[-1] if g.util else None, 0),
-            spark(g.mem, width, 0, 100), fmt_num(g.mem[-1] if g.mem else None, 0),
-            spark(g.power, width, 0, float(limit) if limit else None),
-            fmt_num(g.power[-1] if g.power else None, 0),
+        util = g.util[-1] if g.util else None
+        used, total = _opt(last.get("mem_used")), _opt(last.get("mem_total"))
+        power, limit = (g.power[-1] if g.power else None), _opt(last.get("power_limit"))
+        cells: list[Text | str] = [
+            f"{g.index} {g.name.removeprefix('NVIDIA ')}"[:14],
+            _cell(meter(util, 100, meter_w), f"{fmt_num(util, 0):>3}%"),
+            _cell(meter(used, total, meter_w), f"{_gib(used)}/{_gib(total)}G"),
+            _cell(meter(power, limit, meter_w), f"{fmt_num(power, 0)}W"),
             f"{fmt_num(last.get('temp'), 0)}°C",
-        )
+        ]
+        if not narrow:
+            cells.append(Text(spark(g.util, width, 0, 100), style="cyan"))
+        t.add_row(*cells)
+        procs = last.get("procs")
+        for proc in procs if isinstance(procs, list) else []:
+            if not isinstance(proc, dict):
+                continue
+            mem = _opt(proc.get("mem_used"))
+            row: list[Text | str] = [Text(f"  └ {proc.get('pid', '?')}", style="dim"),
+                   Text(str(proc.get("name") or "")[:14], style="dim"),
+                   _cell(meter(mem, total, meter_w), f"{_gib(mem)}G" if mem is not None else "n/a"), "", ""]
+            if not narrow:
+                row.append("")
+            t.add_row(*row)
     return t
+
+
+def _opt(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _gib(v: float | None) -> str:
+    return "-" if v is None else f"{v / 2**30:.0f}" if v >= 10 * 2**30 else f"{v / 2**30:.1f}"
 
 
 def host_line(host: HostState) -> Text:
@@ -53,23 +91,29 @@ def host_line(host: HostState) -> Text:
     text.append(f"cpu {fmt_num(host.cpu, 0)}%  ")
     text.append(f"mem {fmt_bytes(host.mem_used)} / {fmt_bytes(host.mem_total)}  ")
     text.append(f"load {fmt_num(host.load[-1] if host.load else None, 2)} ")
-    text.append(spark(host.load, SPARK), style="cyan")
+    text.append(spark(host.load, SPARK, 0, max(4.0, max(host.load, default=0.0))), style="cyan")  # fixed floor
     return text
 
 
-def findings_table(findings: list[dict[str, object]], limit: int | None = None) -> Table:
+def findings_table(findings: list[dict[str, object]], limit: int | None = None, narrow: bool = False) -> Table:
+    """Severity, finding, fix; narrow, the fix goes under its finding instead of a third column."""
     t = Table(expand=True, box=None, header_style="bold")
-    t.add_column("severity", no_wrap=True)
-    t.add_column("finding", ratio=3)
-    t.add_column("fix", ratio=2)
+    t.add_column("severity" if not narrow else "sev", no_wrap=True)
+    t.add_column("finding" if not narrow else "finding → fix", ratio=3)
+    if not narrow:
+        t.add_column("fix", ratio=2)
     for f in findings[:limit]:
         sev = str(f.get("severity") or "info")
         fix = f.get("fix")
         if isinstance(fix, dict):  # the advisor's {kind, text}
             fix = f"{fix.get('text', '')} ({fix.get('kind')})" if fix.get("kind") else fix.get("text")
-        t.add_row(Text(sev, style=SEVERITY_STYLE.get(sev, "")),
-                  str(f.get("title") or f.get("detail") or f.get("message") or f.get("rule") or ""),
-                  str(fix or "-"))
+        title = str(f.get("title") or f.get("detail") or f.get("message") or f.get("rule") or "")
+        if narrow:
+            text = Text(title)
+            text.append(f"\n→ {fix or '-'}", style="dim")
+            t.add_row(Text(sev[:4], style=SEVERITY_STYLE.get(sev, "")), text)
+        else:
+            t.add_row(Text(sev, style=SEVERITY_STYLE.get(sev, "")), title, str(fix or "-"))
     return t
 
 
@@ -86,21 +130,28 @@ class OverviewView(View):
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         n = len(host.gpus)
+        narrow = self.app.size.width < 100
+        live = getattr(self.app, "mode", "live") == "live"
         self.query_one("#gpus", Static).update(
-            Group(Text(f"GPUs ({n})", style="bold underline"), gpu_table(host)) if n
-            else Text("GPUs: none reported", style="bold"))
+            Group(Text(f"GPUs ({n})", style="bold underline"), gpu_table(host, SPARK, narrow)) if n
+            else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
+                                               if live and not host.stats_source else ""), style="bold"))
         self.query_one("#hostline", Static).update(host_line(host))
         jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
-        for col in ("run", "name", "pid", "lines", "last line"):
+        for col in ("run", "name", "pid", "lines"):
             jobs.add_column(col, no_wrap=True)
+        jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
         for j in host.running_jobs():
             last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
-            jobs.add_row(j.run_id, j.name, str(j.pid or "-"), str(j.tail.total), last[:60])
+            jobs.add_row(j.run_id[-22:], j.name.removeprefix("pipeline-"), str(j.pid or "-"), str(j.tail.total),
+                         last[:60])
         self.query_one("#jobs", Static).update(jobs if host.running_jobs() else Text("No running jobs", style="dim"))
         findings = host.compat_findings()
         self.query_one("#findings", Static).update(
-            Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5))
-            if findings else Text("No compat findings yet (run the compat probe: 3, k)", style="dim"))
+            Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5, narrow))
+            if findings else Text("No compat findings yet (run the compat probe: 3, k)"
+                                  if getattr(self.app, "mode", "live") == "live"
+                                  else "No compat findings in this recording", style="dim"))
         notes = [n for n in host.notes if n.level in ("warning", "error")][-3:]
         text = Text()
         for note in notes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.tui.model import PATCH, ConsoleState, HostState
@@ -22,10 +22,10 @@ class PatchView(View):
     DOMAINS = (PATCH,)
 
     def compose(self) -> ComposeResult:
+        # the files table spans the width: path, status and sha256 are never cut off
+        yield DataTable(id="patch-files", cursor_type="row")
         with Horizontal():
-            with Vertical(id="patch-left"):
-                yield Static("Files", classes="title")
-                yield DataTable(id="patch-files", cursor_type="row")
+            with VerticalScroll(id="patch-left"):
                 yield Static("Recipes", classes="title")
                 yield Static(id="recipes")
             with VerticalScroll(id="diff-pane"):
@@ -52,7 +52,7 @@ class PatchView(View):
         table.clear()
         for f, ps in host.patches.items():
             status = Text(ps.status, style=STATUS_STYLE.get(ps.status, ""))
-            table.add_row(short_path(f), status, ps.sha256[:12] or "-", key=f)
+            table.add_row(short_path(f, 3), status, ps.sha256[:12] or "-", key=f)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.show_file(host)
@@ -79,8 +79,20 @@ class PatchView(View):
         diff = self.query_one("#diff", Static)
         from rich.syntax import Syntax  # pygments: imported when a diff is first shown
 
-        diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=False) if ps.diff
+        diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=self.wrap) if ps.diff
                     else Text("(no changes: the file already matches)", style="dim"))
+        # unwrapped, the diff is as wide as its longest line and the pane scrolls sideways
+        longest = max((len(line) for line in ps.diff.splitlines()), default=0)
+        diff.styles.width = "100%" if self.wrap else max(longest + 2, 10)
+        pane = self.query_one("#diff-pane", VerticalScroll)
+        pane.border_subtitle = "w: scroll sideways" if self.wrap else "w: wrap · ←/→ scroll"
+
+    wrap = False
+
+    def toggle_wrap(self) -> None:
+        self.wrap = not self.wrap
+        if self._host is not None:
+            self.show_file(self._host)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if self._host is not None:

@@ -15,7 +15,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
 
-from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, StageState
+from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
@@ -34,20 +34,50 @@ class LogView(ScrollView, can_focus=True):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tail: LogTail | None = None
+        self.job: JobState | None = None
         self.follow = True
+        self.records = False  # show the stage's `@@eagle3 {json}` records too
         self._seen = -1
+        self._title()
+
+    def show_job(self, job: JobState | None) -> None:
+        """A run's log: without its stage records unless the operator asked for them."""
+        self.job = job
+        self.show_tail(None if job is None else (job.tail if self.records else job.text))
+
+    def set_records(self, records: bool) -> None:
+        self.records = records
+        self.show_job(self.job)
 
     def show_tail(self, tail: LogTail | None) -> None:
         if tail is not self.tail:
             self.tail, self._seen = tail, -1
         self.sync()
 
+    def _title(self) -> None:
+        """The log's state where the eye is: following or paused, records shown or hidden."""
+        job = self.job
+        name = f"{job.name.removeprefix('pipeline-')} {short_run(job.run_id)}" if job is not None else "log"
+        self.border_title = name[:40]
+        follow = "following" if self.follow else "paused (end follows)"
+        records = ("records shown (l hides)" if self.records
+                   else f"{job.tail.total - job.text.total} records hidden (l)" if job is not None
+                   else "records hidden (l)")
+        self.border_subtitle = f"{follow} · {records}"
+
+    _titled = -1
+
     def sync(self) -> None:
         tail = self.tail
+        job = self.job
+        if job is not None and job.tail.version != self._titled:  # records count in the title
+            self._titled = job.tail.version
+            self._title()
         version = tail.version if tail is not None else -2
         if version == self._seen:
             return
         self._seen = version
+        self._title()
         n = len(tail) if tail is not None else 0
         width = max(tail.longest if tail is not None else 0, self.size.width)
         self.virtual_size = Size(width, n)
@@ -61,18 +91,23 @@ class LogView(ScrollView, can_focus=True):
         self.sync()
 
     def _on_mouse_scroll_up(self, event: Any) -> None:
-        self.follow = False
+        if self.follow:
+            self.follow = False
+            self._title()
 
     def action_scroll_up(self) -> None:
         self.follow = False
+        self._title()
         super().action_scroll_up()
 
     def action_page_up(self) -> None:
         self.follow = False
+        self._title()
         super().action_page_up()
 
     def action_scroll_home(self) -> None:
         self.follow = False
+        self._title()
         super().action_scroll_home()
 
     def action_scroll_end(self) -> None:
@@ -86,6 +121,10 @@ class LogView(ScrollView, can_focus=True):
         # Following: the last lines, whatever the scroll offset has caught up to so far.
         top = tail.tail_start(height) if self.follow and tail is not None else scroll_y
         index = top + y
+        if tail is not None and not len(tail) and y == 0 and self.job is not None and self.job.tail.total:
+            hint = "(only stage records so far: l shows them)"
+            return Strip([Segment(hint, self.rich_style + Style(dim=True))], len(hint)).crop_extend(
+                0, width, self.rich_style)
         if tail is None or index >= len(tail):
             return Strip.blank(width, self.rich_style)
         text = visible(tail.line(index).expandtabs(4))  # the box's escapes drawn, not obeyed
@@ -100,16 +139,58 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     frac = st.fraction
     progress = Text(bar(frac, width), style="green" if st.status == "done" else "yellow")
     if frac is not None:
-        progress.append(f" {frac * 100:5.1f}%")
+        progress.append(f" {frac * 100:3.0f}%" if width < 12 else f" {frac * 100:5.1f}%")
     detail = f"{fmt_num(st.done, 0)}/{fmt_num(st.total, 0) if st.total else '?'} {st.unit}".strip()
     if st.rate:
         detail += f"  {fmt_num(st.rate)} {st.unit}/s"
     if st.status == "skipped":
         detail = st.reason or "skipped"
+    if st.status == "pending":
+        detail = ""
     return status, progress, detail, fmt_seconds(st.seconds)
 
 
+def metrics_cell(st: StageState) -> str:
+    """What the stage's records say beyond progress: loss and epoch while training, the
+    evaluated head's acceptance once evaluate ends."""
+    m = st.metrics
+    parts = []
+    if isinstance(m.get("loss"), (int, float)):
+        parts.append(f"loss {m['loss']:.3f}")
+    if m.get("epoch") is not None:
+        parts.append(f"ep {m['epoch']}")
+    if isinstance(m.get("mean_length"), (int, float)):
+        parts.append(f"acc len {m['mean_length']:.2f}")
+    if isinstance(m.get("rate"), (int, float)):
+        parts.append(f"rate {m['rate']:.2f}")
+    elif m.get("head") and st.status == "running":
+        parts.append(f"head {m['head']}")
+    return " ".join(parts)
+
+
+def run_label(job: JobState) -> str:
+    rc = f" rc={job.returncode}" if job.returncode is not None else ""
+    return f"{job.state}{rc}"
+
+
+def short_run(run_id: str) -> str:
+    """`20261203T000845Z-train-a51c51` as `00:08:45 a51c51`: when it started and which one."""
+    head, _, rest = run_id.partition("-")
+    if len(head) == 16 and head[8] == "T" and head.endswith("Z") and rest:
+        return f"{head[9:11]}:{head[11:13]}:{head[13:15]} {rest.rsplit('-', 1)[-1]}"
+    return run_id[:18]
+
+
+STAGE_KEY = "stage:"
+RUN_KEY = "run:"
+
+
 class PipelineView(View):
+    """One row per stage (the five pipeline stages, pending until they run, then any other the
+    box reports, e.g. demo-setup) with its runs under it; runs no stage claims come last.
+    Rows are keyed by identity (`stage:<name>`, `run:<run_id>`), so the selection stays on the
+    same stage or run when rows are inserted above it."""
+
     DOMAINS = (STAGES, LOG, JOBS)
 
     def compose(self) -> ComposeResult:
@@ -119,58 +200,128 @@ class PipelineView(View):
 
     def on_mount(self) -> None:
         self._host: HostState | None = None
-        self.query_one("#stages", DataTable).add_columns("stage", "status", "progress", "detail", "time")
+        self._selected_key: str | None = None
+        self._user_moved = False
+        self._artifacts = ""
+        self._narrow = self.app.size.width < 100
+        table = self.query_one("#stages", DataTable)
+        if self._narrow:
+            table.add_columns("stage", "status", "progress", "detail", "metrics")
+        else:
+            table.add_columns("stage", "status", "progress", "detail", "metrics", "time")
 
     @property
-    def selected_stage(self) -> str | None:
+    def selected_key(self) -> str | None:
         table = self.query_one("#stages", DataTable)
         if not table.row_count:
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
         return str(key.value) if key.value else None
 
+    @property
+    def selected_stage(self) -> str | None:
+        """The stage of the selected row (a run row: the stage it belongs to, if any)."""
+        key = self.selected_key
+        if key is None:
+            return None
+        if key.startswith(STAGE_KEY):
+            return key[len(STAGE_KEY):]
+        if self._host is not None:
+            return self._host.stage_of_run(key[len(RUN_KEY):])
+        return None
+
+    @property
+    def selected_run(self) -> str | None:
+        """The run the selection shows: a run row's own, or a stage's latest run."""
+        key = self.selected_key
+        if key is None or self._host is None:
+            return None
+        if key.startswith(RUN_KEY):
+            return key[len(RUN_KEY):]
+        job = self._host.job_for_stage(key[len(STAGE_KEY):])
+        return job.run_id if job is not None else None
+
+    def _rows(self, host: HostState) -> tuple[list[tuple[str, list[Any]]], list[str]]:
+        """The table's rows (key, cells), and the keys of what is running (stages first)."""
+        names = list(STAGE_ORDER) + [n for n in host.stages if n not in STAGE_ORDER]
+        width = 8 if self._narrow else 16
+        rows: list[tuple[str, list[Any]]] = []
+        running: list[str] = []
+        running_runs: list[str] = []
+        shown: set[str] = set()
+        for name in names:
+            st = host.stages.get(name) or StageState(name)
+            status, progress, detail, seconds = stage_cells(st, width)
+            if self._narrow:
+                detail = detail.split("  ")[0]  # done/total; the rate goes first
+            rows.append((STAGE_KEY + name, [name, status, progress, detail, metrics_cell(st), seconds]))
+            if st.status == "running":
+                running.append(STAGE_KEY + name)
+            for job in host.stage_runs(name):
+                if job.run_id in shown:
+                    continue
+                shown.add(job.run_id)
+                style = STATUS_STYLE.get("running" if job.running else
+                                         ("done" if job.returncode == 0 else "failed"), "")
+                rows.append((RUN_KEY + job.run_id, [f" └ {short_run(job.run_id)}", Text(run_label(job), style=style),
+                                                    "", f"{job.tail.total} lines", "", "-"]))
+                if job.running and st.status != "running":
+                    running_runs.append(RUN_KEY + job.run_id)
+        for job in host.jobs.values():
+            if job.run_id in shown:
+                continue
+            style = STATUS_STYLE.get("running" if job.running else "done", "")
+            label = f"{job.name.removeprefix('pipeline-')} (run)"[:24]
+            rows.append((RUN_KEY + job.run_id, [label, Text(run_label(job), style=style), "",
+                                                f"{job.tail.total} lines", "", "-"]))
+            if job.running:
+                running_runs.append(RUN_KEY + job.run_id)
+        if self._narrow:
+            rows = [(k, cells[:5]) for k, cells in rows]
+        return rows, running + running_runs
+
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        if self._host is not None and host is not self._host:
+            self._selected_key, self._user_moved = None, False  # another host: its own rows
         self._host = host
         if domains == {LOG}:  # the hot path: a job printing lines
             self.query_one(LogView).sync()
             return
         if not domains or STAGES in domains or JOBS in domains:
             table = self.query_one("#stages", DataTable)
-            cursor = table.cursor_row
-            stages = host.ordered_stages()
+            rows, running = self._rows(host)
+            keys = [k for k, _ in rows]
+            wanted = self._selected_key if self._user_moved else None
+            if wanted not in keys:
+                # follow the running stage (or run) until the operator moves the cursor
+                wanted = running[-1] if running else (self._selected_key if self._selected_key in keys
+                                                      else None)
             table.clear()
-            for st in stages:
-                table.add_row(st.name, *stage_cells(st), key=st.name)
-            for job in host.jobs_without_stage():
-                status = Text(job.state, style=STATUS_STYLE.get("running" if job.running else "done", ""))
-                table.add_row(f"{job.name} (run)", status, "", f"{job.tail.total} lines", "-",
-                              key=f"job:{job.run_id}")
-            if table.row_count:
-                # follow the running stage unless the operator moved the cursor
-                running = [i for i, s in enumerate(stages) if s.status == "running"]
-                if not running and not stages:
-                    running = [i for i, j in enumerate(host.jobs_without_stage()) if j.running]
-                row = running[-1] if running and not self._user_moved else cursor
-                table.move_cursor(row=min(row, table.row_count - 1))
+            for key, cells in rows:
+                table.add_row(*cells, key=key)
+            row = keys.index(wanted) if wanted in keys else 0
+            table.move_cursor(row=row)
+            self._selected_key = keys[row] if keys else None
         self.show_selected()
-
-    _user_moved = False
-    _artifacts = ""
 
     def show_selected(self) -> None:
         host = self._host
-        name = self.selected_stage
         log = self.query_one(LogView)
-        if host is None or name is None:
-            log.show_tail(None)
-            return
-        job = host.job_for_stage(name)
-        st = host.stages.get(name)
+        run_id = self.selected_run
+        name = self.selected_stage
+        job = host.jobs.get(run_id) if host is not None and run_id else None
+        st = host.stages.get(name) if host is not None and name else None
         text = Text()
         if job is not None:
-            text.append(f"run {job.run_id}  ", style="bold")
+            text.append(f"run {short_run(job.run_id)}  ", style="bold")
             text.append(f"{job.state}" + (f" rc={job.returncode}" if job.returncode is not None else ""))
-            text.append(f"  {job.tail.total} lines  log {job.log_path or '-'}", style="dim")
+            text.append(f"  {job.tail.total} lines", style="dim")
+            if not self._narrow:  # the box's own copy of the whole log
+                text.append(f"  log {job.log_path or '-'}", style="dim")
+        elif name is not None:
+            text.append(f"{name}: no run yet", style="dim")
+            if self.app_mode() == "live":
+                text.append(" (s starts it, u resumes the pipeline)", style="dim")
         if st is not None and st.outputs:
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
             text.append("\nartifacts: ", style="bold")
@@ -178,12 +329,18 @@ class PipelineView(View):
         if text.plain != self._artifacts:  # a Static update re-lays out; skip it when unchanged
             self._artifacts = text.plain
             self.query_one("#artifacts", Static).update(text)
-        log.show_tail(job.tail if job is not None else None)
+        log.show_job(job)
+
+    def app_mode(self) -> str:
+        return str(getattr(self.app, "mode", "live"))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if self._host is not None:
-            self.show_selected()
-
-    def on_key(self, event: Any) -> None:
-        if event.key in ("up", "down", "pageup", "pagedown"):
+        """Read the cursor as it is now (a highlight posted before a rebuild is stale): a row
+        other than the one the view put the cursor on is the operator's choice."""
+        if self._host is None:
+            return
+        key = self.selected_key
+        if key is not None and key != self._selected_key:
+            self._selected_key = key
             self._user_moved = True
+        self.show_selected()

@@ -74,7 +74,9 @@ class ProbesView(View):
     def compose(self) -> ComposeResult:
         yield Static(id="env")
         with Horizontal():
-            tree: Tree[Any] = Tree("model structure (run the model probe: m)", id="model-tree")
+            live = getattr(self.app, "mode", "live") == "live"
+            tree: Tree[Any] = Tree("model structure (run the model probe: m)" if live
+                                   else "model structure: no model probe in this recording", id="model-tree")
             yield tree
             with VerticalScroll(id="findings-pane"):
                 yield Static(id="compat")
@@ -92,4 +94,6 @@ class ProbesView(View):
             fill_model_tree(self.query_one("#model-tree", Tree), model)
         findings = host.compat_findings()
         self.query_one("#compat", Static).update(
-            findings_table(findings) if findings else Text("No compat findings (k runs the advisor)", style="dim"))
+            findings_table(findings, narrow=self.app.size.width < 110) if findings
+            else Text("No compat findings (k runs the advisor)" if getattr(self.app, "mode", "live") == "live"
+                      else "No compat findings in this recording", style="dim"))

@@ -32,7 +32,7 @@ def sweep_chart(rows: list[dict[str, Any]], width: int = 40) -> Group | Table | 
     points = [(_first(r, SIZE_KEYS), _first(r, BW_KEYS)) for r in rows]
     points = [(s, b) for s, b in points if isinstance(b, (int, float))]
     if not points:
-        return generic_table(rows, "AllReduce sweep")
+        return generic_table(rows, "AllReduce sweep (console allreduce --host H)")
     top = max(b for _, b in points) or 1.0
     t = Table(box=None, title="AllReduce bus bandwidth by message size", title_justify="left",
               header_style="bold")
@@ -57,17 +57,45 @@ def generic_table(rows: list[dict[str, Any]], title: str) -> Table | Text:
     return t
 
 
-def history_table(host: HostState) -> Table:
-    t = Table(box=None, title="GPU history", title_justify="left", header_style="bold")
-    for col in ("GPU", "util % (history)", "power W (history)", "mem", "temp", "sm MHz", "pcie tx/rx"):
+def history_table(host: HostState, narrow: bool = False) -> Table:
+    """Per-GPU history on fixed scales (util 0-100 %, power 0-limit), labelled with the scale
+    and the latest value, so a load of 0.5 never looks full."""
+    w = 16 if narrow else 32
+    t = Table(box=None, title="GPU history (oldest → newest)", title_justify="left", header_style="bold")
+    cols = ["GPU", "util % (0-100)", "power W (0-limit)", "mem", "temp"]
+    if not narrow:
+        cols += ["sm MHz", "pcie tx/rx"]
+    for col in cols:
         t.add_column(col, no_wrap=True)
     for g in sorted(host.gpus.values(), key=lambda g: g.index):
         last = g.last
         limit = last.get("power_limit")
-        t.add_row(str(g.index), spark(g.util, 40, 0, 100), spark(g.power, 24, 0, float(limit) if limit else None),
-                  f"{fmt_bytes(last.get('mem_used'))}", f"{fmt_num(last.get('temp'), 0)}°C",
-                  fmt_num(last.get("sm_clock"), 0),
-                  f"{fmt_bytes(last.get('pcie_tx'))}/s {fmt_bytes(last.get('pcie_rx'))}/s")
+        util = Text(spark(g.util, w, 0, 100), style="cyan")
+        util.append(f" {fmt_num(g.util[-1] if g.util else None, 0):>3}")
+        power = Text(spark(g.power, w // 2, 0, float(limit) if limit else None), style="magenta")
+        power.append(f" {fmt_num(g.power[-1] if g.power else None, 0)}/{fmt_num(limit, 0)}")
+        row: list[Text | str] = [str(g.index), util, power, f"{fmt_bytes(last.get('mem_used'))}",
+                                 f"{fmt_num(last.get('temp'), 0)}°C"]
+        if not narrow:
+            row += [fmt_num(last.get("sm_clock"), 0),
+                    f"{fmt_bytes(last.get('pcie_tx'))}/s {fmt_bytes(last.get('pcie_rx'))}/s"]
+        t.add_row(*row)
+    return t
+
+
+def host_history(host: HostState, narrow: bool = False) -> Table:
+    """CPU, memory and load history: all a host without GPUs has, and worth seeing on one with."""
+    w = 24 if narrow else 48
+    t = Table(box=None, title="Host history (oldest → newest)", title_justify="left", header_style="bold")
+    for col in ("", "history", "now"):
+        t.add_column(col, no_wrap=True)
+    mem = (f"{fmt_bytes(host.mem_used)} / {fmt_bytes(host.mem_total)}" if host.mem_total else "-")
+    top_load = max(4.0, max(host.load, default=0.0))  # fixed floor: a load of 0.5 is not a full bar
+    t.add_row("cpu % (0-100)", Text(spark(host.cpu_history, w, 0, 100), style="green"),
+              f"{fmt_num(host.cpu, 0)}%")
+    t.add_row("mem % (0-100)", Text(spark(host.mem_history, w, 0, 100), style="yellow"), mem)
+    t.add_row(f"load1 (0-{top_load:g})", Text(spark(host.load, w, 0, top_load), style="cyan"),
+              fmt_num(host.load[-1] if host.load else None, 2))
     return t
 
 
@@ -81,14 +109,21 @@ class StatsView(View):
             yield Static(id="trace")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
+        narrow = self.app.size.width < 100
         if not domains or STATS in domains:
             if host.gpus:
-                load = Text(f"host load1 {spark(host.load, 60)}", style="cyan")
-                self.query_one("#history", Static).update(Group(history_table(host), load))
-            else:
+                self.query_one("#history", Static).update(Group(history_table(host, narrow),
+                                                                host_history(host, narrow)))
+            elif host.stats_source or host.cpu_history:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
-                self.query_one("#history", Static).update(Text(f"No GPU samples{reason}", style="dim"))
+                self.query_one("#history", Static).update(Group(
+                    Text(f"No GPUs{reason}", style="yellow"), host_history(host, narrow)))
+            else:
+                live = getattr(self.app, "mode", "live") == "live"
+                self.query_one("#history", Static).update(Text(
+                    "No stats yet: " + ("they start when the host connects (1, c)" if live
+                                        else "none in this recording"), style="dim"))
         if not domains or ALLREDUCE in domains:
-            self.query_one("#sweep", Static).update(sweep_chart(host.allreduce.get("sweep", [])))
+            self.query_one("#sweep", Static).update(sweep_chart(host.allreduce.get("sweep", []), 20 if narrow else 40))
             self.query_one("#trace", Static).update(
                 generic_table(host.allreduce.get("trace", []), "AllReduce share of decode time (trace)"))

@@ -17,8 +17,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 
 def cache_root() -> Path:
     root = Path(os.environ.get("EAGLE3_TEST_CACHE", Path.home() / ".cache" / "eagle3-console-tests"))
@@ -52,7 +50,8 @@ def wheel_path(package: str, version: str) -> Path:
             )
             found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
             if proc.returncode != 0 or not found:
-                pytest.skip(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}")
+                # a missing real part fails the run, it is never skipped
+                raise RuntimeError(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}")
         return found[0]
 
 

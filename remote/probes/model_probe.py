@@ -89,6 +89,8 @@ class Module(object):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         self.assigns[t.id] = node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+                self.assigns[node.target.id] = node.value  # `_X: dict[str, str] = {...}`
         for node in _module_level(tree.body):  # imports under `if TYPE_CHECKING:` / try too
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -526,7 +528,7 @@ def eval_condition(test, fn, hf):
         ok, right = literal(test.comparators[0])
         if path is None or not ok:
             return None, expr_text(test)
-        if not hf:
+        if hf is None:
             return None, path_text(path)
         found, left = config_lookup(hf, path)
         left = left if found else None
@@ -564,6 +566,7 @@ class Resolver(object):
     def __init__(self, source, hf_config=None):
         self.src = source
         self.hf = hf_config or {}
+        self.given = bool(hf_config)  # a config.json was given: never answer "give --model"
         self.next_hf = None  # the config the next hop reads (a wrapper's text_config)
 
     # -- what a class assigns to self --------------------------------------------------------
@@ -732,7 +735,7 @@ class Resolver(object):
             raise Stop("%s.from_config builds from %s, which is not a config the probe can read"
                        % (owner, expr_text(cfg) if cfg is not None else "nothing it can name"), where)
         key = path_text(path + ["model_type"])
-        if not self.hf:
+        if not self.given:
             raise Stop("%s.from_config builds the model transformers maps from the HF config's %s; "
                        "give --model to settle it" % (owner, key), where, "needs_config", key)
         found, model_type = config_lookup(self.hf, path + ["model_type"])
@@ -853,7 +856,7 @@ class Resolver(object):
                 names = forced
             else:
                 key = path_text(path + ["architectures"])
-                if not self.hf:
+                if not self.given:
                     raise Stop("architecture comes from the HF config at runtime (%s); give --model to settle it"
                                % key, where, "needs_config", key)
                 found, value = config_lookup(self.hf, path + ["architectures"])
@@ -869,7 +872,7 @@ class Resolver(object):
             out.append(self.class_of(n))
         # the inner model reads hf_config as its own config: follow it there
         hp = config_path(hf, fn) if hf is not None else None
-        if hp and self.hf:
+        if hp and self.given:
             sub = config_lookup(self.hf, hp)[1]
             self.next_hf = sub if isinstance(sub, dict) else None
         return out
@@ -889,7 +892,7 @@ class Resolver(object):
                 continue
             verdict, key = True, None
             for test, want in guards:
-                got, k = eval_condition(test, fn, self.hf)
+                got, k = eval_condition(test, fn, self.hf if self.given else None)
                 if got is None:
                     verdict, key = None, k
                     break
@@ -897,7 +900,7 @@ class Resolver(object):
                     verdict = False
                     break
             if verdict is None:
-                if not self.hf:
+                if not self.given:
                     raise Stop("architecture is forced in code under a condition on the HF config (%s); "
                                "give --model to settle it" % (key or expr_text(guards[0][0])),
                                mod.where(stmt), "needs_config", key)
@@ -1366,11 +1369,76 @@ def source_report(src, family):
             "architectures": archs}
 
 
-def find_vllm_root():
-    spec = importlib.util.find_spec("vllm")  # finds the package without executing it
+def find_package_root(name):
+    try:
+        spec = importlib.util.find_spec(name)  # finds the package without executing it
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return next(iter(spec.submodule_search_locations))
+
+
+def find_vllm_root():
+    return find_package_root("vllm")
+
+
+def config_nesting(hf, prefix="", depth=0):
+    """The sub-configs config.json nests (text_config, vision_config, llm_config, ...), each with
+    the architectures and model_type it names: what a wrapper will build, as far as the config
+    alone says."""
+    out = []
+    for key in sorted(hf):
+        sub = hf[key]
+        if not isinstance(sub, dict) or not key.endswith("_config") or depth > 3:
+            continue
+        entry = {"key": prefix + key, "model_type": sub.get("model_type"),
+                 "architectures": sub.get("architectures") if isinstance(sub.get("architectures"), list) else None}
+        n, n_key = None, None
+        for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+            if isinstance(sub.get(k), int):
+                n, n_key = sub[k], prefix + key + "." + k
+                break
+        entry["num_layers"], entry["num_layers_from"] = n, n_key
+        out.append(entry)
+        out.extend(config_nesting(sub, prefix + key + ".", depth + 1))
+    return out
+
+
+def config_only(hf, arch, why):
+    """What config.json alone says, where vLLM cannot be read: the architecture, the layer
+    count and the wrapper nesting. Marked config_only: no layers path, no SupportsEagle3."""
+    n, n_key = layer_count(hf)
+    nesting = config_nesting(hf)
+    text = next((e for e in nesting if e["key"] in ("text_config", "llm_config", "language_config")), None)
+    auto_map = hf.get("auto_map")
+    inner = ""
+    if text is not None:
+        inner = "; it nests %s (%s, model_type %s)" % (
+            text["key"], "/".join(text["architectures"] or []) or "no architectures", text["model_type"])
+    return {"architecture": arch, "status": "config_only", "config_only": True, "vllm_version": None,
+            "model_type": hf.get("model_type"), "num_layers": n, "num_layers_from": n_key,
+            "config_nesting": nesting, "text_config_key": text["key"] if text else None,
+            "hf_auto_map": sorted(auto_map) if isinstance(auto_map, dict) else None,
+            "reason": "config-only answer (%s): no layers path or SupportsEagle3 without vLLM's source%s"
+                      % (why, inner),
+            "stopped_at": "config.json"}
+
+
+def config_only_main(args, why):
+    try:
+        hf = load_hf(args.model)
+    except (OSError, ValueError) as exc:
+        emit({"kind": "error", "probe": "model", "message": "cannot read HF config: %s" % exc})
+        return 1
+    archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
+    if not archs:
+        emit({"kind": "error", "probe": "model",
+              "message": "no architecture: config.json has no `architectures` (give --arch)"})
+        return 1
+    for arch in archs:
+        emit({"kind": "result", "probe": "model", "result": config_only(hf, arch, why)})
+    return 0
 
 
 def load_hf(path):
@@ -1395,6 +1463,9 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every registered architecture")
     ap.add_argument("--family", help="generic source diagnostic for model files matching this name")
     ap.add_argument("--vllm-root", help="the vllm package directory (default: the installed one)")
+    ap.add_argument("--transformers-root",
+                    help="the transformers package directory, read for vLLM's Transformers backend "
+                         "(default: the installed one)")
     ap.add_argument("--deadline", type=int, default=0,
                     help="seconds after which the probe ends itself (the console stopped waiting)")
     args = ap.parse_args(argv)
@@ -1403,10 +1474,13 @@ def main(argv=None):
     probe = "source" if args.family else "model"
     root = args.vllm_root or find_vllm_root()
     if not root or not os.path.isdir(root):
+        why = "vLLM is not installed for %s (no vllm package found)" % sys.executable
+        if probe == "model" and args.model and not args.all:
+            return config_only_main(args, why)
         emit({"kind": "error", "probe": probe,
-              "message": "vLLM is not installed for %s (no vllm package found)" % sys.executable})
+              "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
         return 1
-    src = Source(root)
+    src = Source(root, args.transformers_root or find_package_root("transformers"))
     if args.family:
         emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
         return 0

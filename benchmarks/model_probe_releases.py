@@ -22,7 +22,6 @@ import ast
 import collections
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys

@@ -474,15 +474,15 @@ def config_path(node, fn=None, depth=0):
                     return config_path(value, fn, depth + 1)
     if isinstance(node, ast.Attribute):
         inner = config_path(node.value, fn, depth + 1)
-        return inner + [node.attr] if inner is not None else None
+        return [*inner, node.attr] if inner is not None else None
     if isinstance(node, ast.Call):
         fname = expr_text(node.func)
         if isinstance(node.func, ast.Attribute) and node.func.attr == "get_text_config":
             inner = config_path(node.func.value, fn, depth + 1)
-            return inner + [TEXT] if inner is not None else None
+            return [*inner, TEXT] if inner is not None else None
         if fname == "getattr" and len(node.args) >= 2 and const_str(node.args[1]):
             inner = config_path(node.args[0], fn, depth + 1)
-            return inner + [const_str(node.args[1])] if inner is not None else None
+            return [*inner, const_str(node.args[1])] if inner is not None else None
     return None
 
 
@@ -552,9 +552,9 @@ def guarded_statements(body, guards):
     for stmt in body:
         yield stmt, guards
         if isinstance(stmt, ast.If):
-            for inner in guarded_statements(stmt.body, guards + [(stmt.test, True)]):
+            for inner in guarded_statements(stmt.body, [*guards, (stmt.test, True)]):
                 yield inner
-            for inner in guarded_statements(stmt.orelse, guards + [(stmt.test, False)]):
+            for inner in guarded_statements(stmt.orelse, [*guards, (stmt.test, False)]):
                 yield inner
         elif isinstance(stmt, (ast.With, ast.Try)):
             for field in ("body", "orelse", "finalbody"):
@@ -734,11 +734,11 @@ class Resolver(object):
         if path is None:
             raise Stop("%s.from_config builds from %s, which is not a config the probe can read"
                        % (owner, expr_text(cfg) if cfg is not None else "nothing it can name"), where)
-        key = path_text(path + ["model_type"])
+        key = path_text([*path, "model_type"])
         if not self.given:
             raise Stop("%s.from_config builds the model transformers maps from the HF config's %s; "
                        "give --model to settle it" % (owner, key), where, "needs_config", key)
-        found, model_type = config_lookup(self.hf, path + ["model_type"])
+        found, model_type = config_lookup(self.hf, [*path, "model_type"])
         if not found or not isinstance(model_type, str):
             raise Stop("the model's config.json has no %s, which %s.from_config maps to a class"
                        % (key, owner), where, "needs_config", key)
@@ -855,11 +855,11 @@ class Resolver(object):
             if forced is not None:
                 names = forced
             else:
-                key = path_text(path + ["architectures"])
+                key = path_text([*path, "architectures"])
                 if not self.given:
                     raise Stop("architecture comes from the HF config at runtime (%s); give --model to settle it"
                                % key, where, "needs_config", key)
-                found, value = config_lookup(self.hf, path + ["architectures"])
+                found, value = config_lookup(self.hf, [*path, "architectures"])
                 if not found or not isinstance(value, list) or not value:
                     raise Stop("the model's config.json has no %s, which vLLM reads here to pick the text model"
                                % key, where, "needs_config", key)

@@ -42,6 +42,7 @@ def build(arch: str, config: dict[str, Any], workdir: str) -> dict[str, Any]:
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.model_executor.models.interfaces import supports_eagle3
 
+    inspect_in_process(arch)
     d = tempfile.mkdtemp(dir=workdir)
     with open(os.path.join(d, "config.json"), "w") as fh:
         json.dump(config, fh)
@@ -59,6 +60,18 @@ def build(arch: str, config: dict[str, Any], workdir: str) -> dict[str, Any]:
 
 
 _groups: list[bool] = []
+
+
+def inspect_in_process(arch: str) -> None:
+    """vLLM inspects a lazily registered class in a fresh subprocess (an import of vLLM: tens
+    of seconds here) unless its model-info cache has it. The same class, inspected in this
+    process: same registry entry, same class, same answers; only where the inspection runs."""
+    from vllm.model_executor.models.registry import ModelRegistry, _LazyRegisteredModel, _RegisteredModel
+
+    entry = ModelRegistry.models.get(arch)
+    if isinstance(entry, _LazyRegisteredModel):
+        cls = entry.load_model_cls()
+        ModelRegistry.models[arch] = _RegisteredModel.from_model_cls(cls)
 
 
 def init_single_process_groups() -> None:

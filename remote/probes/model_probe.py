@@ -727,7 +727,10 @@ class Resolver(object):
             if kw.arg == "config":
                 cfg = kw.value
             elif kw.arg is None:  # **self._from_config_kwargs -> dict(config=...)
-                cfg = cfg or self._dict_entry(kw.value, cls, "config")
+                splat = kw.value
+                if isinstance(splat, ast.Name):  # kwargs = self._from_config_kwargs; f(**kwargs)
+                    splat = self._local_value(fn, splat.id, call) or splat
+                cfg = cfg or self._dict_entry(splat, cls, "config")
         if cfg is None and call.args:
             cfg = call.args[0]
         path = config_path(cfg, fn) if cfg is not None else None

@@ -248,9 +248,19 @@ class Source(object):
         return out
 
     # -- transformers' AutoModel mapping (for vLLM's Transformers backend) -------------------
-    def hf_model_class(self, mapping, model_type):
-        """The transformers class AutoModel (mapping MODEL_MAPPING_NAMES) or AutoModelForCausalLM
-        (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) builds for `model_type`: ClassRef, or a reason."""
+    def with_hf_config_maps_model_type(self):
+        """vLLM >= ~0.2x: VllmConfig.with_hf_config gives a sub-config without `architectures`
+        the one transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES names for its model_type."""
+        mod = self.module("vllm.config.vllm")
+        cls = mod.classes.get("VllmConfig") if mod is not None else None
+        for stmt in cls.body if cls is not None else []:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "with_hf_config":
+                if "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES" in ast.dump(stmt):
+                    return mod.where(stmt)
+        return None
+
+    def hf_mapping(self, mapping):
+        """model_type -> class name from transformers' modeling_auto table, or a reason (str)."""
         if self.transformers_root is None:
             return "transformers is not installed where the probe looks (give --transformers-root)"
         auto = self.module("transformers.models.auto.modeling_auto")
@@ -266,6 +276,14 @@ class Source(object):
                         v = v.elts[0]
                     if const_str(v):
                         table[const_str(elt.elts[0])] = const_str(v)
+        return table
+
+    def hf_model_class(self, mapping, model_type):
+        """The transformers class AutoModel (mapping MODEL_MAPPING_NAMES) or AutoModelForCausalLM
+        (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) builds for `model_type`: ClassRef, or a reason."""
+        table = self.hf_mapping(mapping)
+        if not isinstance(table, dict):
+            return table
         name = table.get(model_type)
         if name is None:
             return "model_type %r is not in transformers' %s" % (model_type, mapping)
@@ -863,7 +881,9 @@ class Resolver(object):
                     raise Stop("architecture comes from the HF config at runtime (%s); give --model to settle it"
                                % key, where, "needs_config", key)
                 found, value = config_lookup(self.hf, [*path, "architectures"])
-                if not found or not isinstance(value, list) or not value:
+                if not (found and isinstance(value, list) and value):
+                    value = self._architecture_from_model_type(path, where)
+                if not value:
                     raise Stop("the model's config.json has no %s, which vLLM reads here to pick the text model"
                                % key, where, "needs_config", key)
                 names = [str(v) for v in value]
@@ -879,6 +899,18 @@ class Resolver(object):
             sub = config_lookup(self.hf, hp)[1]
             self.next_hf = sub if isinstance(sub, dict) else None
         return out
+
+    def _architecture_from_model_type(self, path, where):
+        """What VllmConfig.with_hf_config gives a sub-config that names no architectures."""
+        maps = self.src.with_hf_config_maps_model_type() if path else None
+        found, model_type = config_lookup(self.hf, [*path, "model_type"])
+        if not maps or not found or not isinstance(model_type, str):
+            return None
+        table = self.src.hf_mapping("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
+        if not isinstance(table, dict):
+            raise Stop("vLLM maps %s=%r to an architecture through transformers (%s), but %s"
+                       % (path_text([*path, "model_type"]), model_type, maps, table), where)
+        return [table[model_type]] if model_type in table else None
 
     def _forced(self, fn, target, call, mod):
         """The value the code assigns to `target` (a local name, or `<expr>.architectures`) before

@@ -254,9 +254,9 @@ class Source(object):
         mod = self.module("vllm.config.vllm")
         cls = mod.classes.get("VllmConfig") if mod is not None else None
         for stmt in cls.body if cls is not None else []:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == "with_hf_config":
-                if "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES" in ast.dump(stmt):
-                    return mod.where(stmt)
+            if (isinstance(stmt, ast.FunctionDef) and stmt.name == "with_hf_config"
+                    and "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES" in ast.dump(stmt)):
+                return mod.where(stmt)
         return None
 
     def hf_mapping(self, mapping):
@@ -771,7 +771,11 @@ class Resolver(object):
         return [k]
 
     def _dict_entry(self, node, cls, key):
-        """`self._kwargs` (a property returning dict(key=...)/{key: ...}): the entry's value."""
+        """`dict(key=...)`, `{key: ...}`, or `self._kwargs` (a property returning one): the entry."""
+        if isinstance(node, ast.Call) and expr_text(node.func) == "dict":
+            return next((kw.value for kw in node.keywords if kw.arg == key), None)
+        if isinstance(node, ast.Dict):
+            return next((v for k, v in zip(node.keys, node.values) if const_str(k) == key), None)  # noqa: B905
         if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
             return None
         _, meth = self.src.method(cls, node.attr)

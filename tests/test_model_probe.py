@@ -372,3 +372,13 @@ def test_console_probe_model_config_only_without_vllm(tmp_path: Path) -> None:
     assert res.returncode == 1  # an answer, but not a resolved one: a script can tell
     assert "KimiK25ForConditionalGeneration: config_only: config-only answer" in res.stdout + res.stderr
     assert "Traceback" not in res.stderr + res.stdout
+
+
+def test_console_probe_compat_works_from_config_alone_without_vllm(tmp_path: Path) -> None:
+    """compat used to refuse outright here; now the rules that need only config.json run."""
+    (tmp_path / "config.json").write_text(json.dumps(vs.KIMI_K25_CONFIG))
+    res = _console(tmp_path, "compat", "--model", str(tmp_path / "config.json"))
+    out = res.stdout + res.stderr
+    assert "KimiK25ForConditionalGeneration: config_only: config-only answer" in out
+    assert "probe model: vLLM is not installed" not in out and "Traceback" not in out
+    assert "KimiK25ForConditionalGeneration: " in out.split("config-only answer", 1)[1]  # the compat summary

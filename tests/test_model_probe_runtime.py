@@ -7,6 +7,9 @@ with the same config.json. Agreement: the probe's layers path names a ModuleList
 built model holding exactly the text decoder's layers, and its SupportsEagle3 answer equals
 `supports_eagle3(model)`. One real engine (load_format="dummy") checks that the meta build is
 the tree the engine serves.
+
+Cost, measured on the 2-core reference machine under load: both tests 292 s (one engine start,
+then 180 tiny configs in one process, 88 of which build on CPU; 80 s of building).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 and parsed once per test session (the cached Source keeps every module it parsed).
 
 Only the model sources (both layouts: `model_executor/models` and 0.33's `vllm/models`), the
-config package (the eagle3 gate) and the version file are unpacked.
+config package (the eagle3 gate), the config loader (the keys vLLM renames on load) and the
+version file are unpacked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ VLLM_MEMBERS = [
     "vllm/model_executor/models/*",
     "vllm/models/*",
     "vllm/config/*",
+    "vllm/transformers_utils/config.py",
     "vllm/_version.py",
 ]
 

@@ -17,8 +17,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
-
 
 def cache_root() -> Path:
     root = Path(os.environ.get("EAGLE3_TEST_CACHE", Path.home() / ".cache" / "eagle3-console-tests"))

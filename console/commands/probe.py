@@ -11,7 +11,7 @@ from typing import Any
 
 from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 from remote.ops import probes as ops
 from remote.probe_runner import run_probe
 from remote.transport import Transport
@@ -78,11 +78,24 @@ async def run(args: argparse.Namespace) -> int:
             await run_probe(transport, "source", ["--family", args.family, *extra], **common)
             return EXIT_OK
         if args.probe == "model":
-            await run_probe(transport, "model", _model_args(args) + (["--all"] if args.all else []), **common)
-            return EXIT_OK
+            results = await run_probe(transport, "model", _model_args(args) + (["--all"] if args.all else []),
+                                      **common)
+            return EXIT_OK if args.all else model_exit_code(ctx, results, host.name)
         return await _compat(ctx, transport, args, common)
     finally:
         await ctx.aclose()
+
+
+def model_exit_code(ctx: Context, results: list[dict[str, Any]], host: str) -> int:
+    """0 when every architecture resolved; 1, with the reason, when one did not (unresolved,
+    needs_config, config_only), so a script can tell an answer from a shrug. `--all` is a
+    survey and exits 0."""
+    code = EXIT_OK
+    for r in results:
+        if r.get("status") != "resolved":
+            code = EXIT_FAILED
+            ctx.error(f"{r.get('architecture')}: {r.get('status')}: {r.get('reason')}", host)
+    return code
 
 
 async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace, common: dict[str, Any]) -> int:

@@ -37,11 +37,12 @@ MAX_DEPTH = 8
 class Stop(Exception):
     """Resolution stopped at a known place; carries the reason and the file:line."""
 
-    def __init__(self, reason, where=None, status="unresolved"):
+    def __init__(self, reason, where=None, status="unresolved", key=None):
         Exception.__init__(self, reason)
         self.reason = reason
         self.where = where
         self.status = status  # "unresolved" | "needs_config"
+        self.key = key  # the config.json key that would settle a needs_config stop
 
 
 def expr_text(node):
@@ -88,6 +89,8 @@ class Module(object):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
                         self.assigns[t.id] = node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+                self.assigns[node.target.id] = node.value  # `_X: dict[str, str] = {...}`
         for node in _module_level(tree.body):  # imports under `if TYPE_CHECKING:` / try too
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -145,9 +148,15 @@ class ClassRef(object):
 class Source(object):
     """The installed vLLM package, parsed lazily, one module at a time (parse once, reuse)."""
 
-    def __init__(self, root):
+    def __init__(self, root, transformers_root=None):
         self.root = os.path.abspath(root)  # the `vllm` package directory
         self.top = os.path.dirname(self.root)
+        # where each readable top-level package lives; transformers only to follow
+        # AutoModel.from_config (vLLM's Transformers backend) into the HF model classes
+        self.tops = {"vllm": self.top}
+        self.transformers_root = os.path.abspath(transformers_root) if transformers_root else None
+        if self.transformers_root:
+            self.tops["transformers"] = os.path.dirname(self.transformers_root)
         self._modules = {}
         self.parse_errors = {}
         self.version = read_version(self.root)
@@ -156,10 +165,11 @@ class Source(object):
         if name in self._modules:
             return self._modules[name]
         mod = None
-        if name == "vllm" or name.startswith("vllm."):
+        top = self.tops.get(name.split(".")[0])
+        if top is not None:
             rel = name.replace(".", os.sep)
             for cand, is_pkg in ((rel + ".py", False), (os.path.join(rel, "__init__.py"), True)):
-                path = os.path.join(self.top, cand)
+                path = os.path.join(top, cand)
                 if os.path.isfile(path):
                     try:
                         with open(path, "rb") as fh:
@@ -216,6 +226,84 @@ class Source(object):
                     reg.update(evaluate(n, frozenset()))
         self._registry = reg
         return reg
+
+    # -- the config keys vLLM renames when it loads a checkpoint's config -------------------
+    def config_remap(self):
+        """`_CONFIG_ATTRS_MAPPING` in vllm/transformers_utils/config.py (e.g. InternVL's
+        `llm_config` is read as `text_config`): (mapping, where it was read, or why not)."""
+        if "_remap" in self.__dict__:
+            return self._remap
+        mod = self.module("vllm.transformers_utils.config")
+        out = ({}, "no vllm/transformers_utils/config.py")
+        if mod is not None:
+            node = mod.assigns.get("_CONFIG_ATTRS_MAPPING")
+            out = ({}, "vllm/transformers_utils/config.py has no _CONFIG_ATTRS_MAPPING")
+            if isinstance(node, ast.Dict):
+                pairs = [(const_str(k), const_str(v)) for k, v in zip(node.keys, node.values)]  # noqa: B905
+                where = next((mod.where(n) for n in mod.tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                              and "_CONFIG_ATTRS_MAPPING" in ast.dump(n.targets[0] if isinstance(n, ast.Assign)
+                                                                       else n.target)), mod.rel)
+                out = (dict((k, v) for k, v in pairs if k and v), where)
+        self._remap = out
+        return out
+
+    # -- transformers' AutoModel mapping (for vLLM's Transformers backend) -------------------
+    def with_hf_config_maps_model_type(self):
+        """vLLM >= ~0.2x: VllmConfig.with_hf_config gives a sub-config without `architectures`
+        the one transformers' MODEL_FOR_CAUSAL_LM_MAPPING_NAMES names for its model_type."""
+        mod = self.module("vllm.config.vllm")
+        cls = mod.classes.get("VllmConfig") if mod is not None else None
+        for stmt in cls.body if cls is not None else []:
+            if (isinstance(stmt, ast.FunctionDef) and stmt.name == "with_hf_config"
+                    and "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES" in ast.dump(stmt)):
+                return mod.where(stmt)
+        return None
+
+    def hf_mapping(self, mapping):
+        """model_type -> class name from transformers' modeling_auto table, or a reason (str)."""
+        if self.transformers_root is None:
+            return "transformers is not installed where the probe looks (give --transformers-root)"
+        auto = self.module("transformers.models.auto.modeling_auto")
+        if auto is None:
+            return "no transformers/models/auto/modeling_auto.py under " + self.transformers_root
+        node = auto.assigns.get(mapping)
+        table = {}
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            for elt in node.args[0].elts:
+                if isinstance(elt, ast.Tuple) and len(elt.elts) == 2 and const_str(elt.elts[0]):
+                    v = elt.elts[1]
+                    if isinstance(v, ast.Tuple) and v.elts:
+                        v = v.elts[0]
+                    if const_str(v):
+                        table[const_str(elt.elts[0])] = const_str(v)
+        return table
+
+    def hf_model_class(self, mapping, model_type):
+        """The transformers class AutoModel (mapping MODEL_MAPPING_NAMES) or AutoModelForCausalLM
+        (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) builds for `model_type`: ClassRef, or a reason."""
+        table = self.hf_mapping(mapping)
+        if not isinstance(table, dict):
+            return table
+        name = table.get(model_type)
+        if name is None:
+            return "model_type %r is not in transformers' %s" % (model_type, mapping)
+        pkg = model_type.replace("-", "_")
+        cands = ["transformers.models.%s.modeling_%s" % (pkg, pkg)]
+        models_dir = os.path.join(self.transformers_root, "models")
+        for d in sorted(os.listdir(models_dir)) if os.path.isdir(models_dir) else []:
+            f = os.path.join(models_dir, d, "modeling_%s.py" % d)
+            if d != pkg and os.path.isfile(f):
+                cands.append("transformers.models.%s.modeling_%s" % (d, d))
+        for modname in cands:
+            if modname != cands[0]:  # cheap text test before parsing another model file
+                path = os.path.join(self.tops["transformers"], modname.replace(".", os.sep) + ".py")
+                with open(path, "r", encoding="utf-8", errors="replace") as fh:
+                    if ("class %s(" % name) not in fh.read():
+                        continue
+            mod = self.module(modname)
+            if mod is not None and name in mod.classes:
+                return ClassRef(mod, mod.classes[name])
+        return "transformers class %s (model_type %r) not found under %s" % (name, model_type, models_dir)
 
     # -- names to classes -------------------------------------------------------------------
     def resolve_name(self, mod, name, depth=0):
@@ -380,10 +468,124 @@ def self_attr_targets(stmt):
     return out
 
 
+# -- reading the HF config the way vLLM's model code does -------------------------------------
+CONFIG_ROOT_TEXTS = ("config", "hf_config", "self.config", "self.hf_config")
+TEXT = "<text>"  # get_text_config(): text_config when there is one, else the config itself
+
+
+def config_path(node, fn=None, depth=0):
+    """The config keys an expression reads (`config.text_config` -> ["text_config"]), [] for the
+    HF config itself, None when it is not a config expression."""
+    if node is None or depth > 8:
+        return None
+    text = expr_text(node)
+    if text in CONFIG_ROOT_TEXTS or text.endswith(".hf_config") or text.endswith(".hf_text_config"):
+        return [TEXT] if text.endswith(".hf_text_config") else []
+    if isinstance(node, ast.Name) and fn is not None:
+        local = Resolver._local_value(fn, node.id, None)
+        return config_path(local, fn, depth + 1) if local is not None else None
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and fn is not None):  # self.text_config = config.text_config, earlier in the same method
+        for stmt in ast.walk(fn):
+            for attr, value, _ in self_attr_targets(stmt):
+                if attr == node.attr:
+                    return config_path(value, fn, depth + 1)
+    if isinstance(node, ast.Attribute):
+        inner = config_path(node.value, fn, depth + 1)
+        return [*inner, node.attr] if inner is not None else None
+    if isinstance(node, ast.Call):
+        fname = expr_text(node.func)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "get_text_config":
+            inner = config_path(node.func.value, fn, depth + 1)
+            return [*inner, TEXT] if inner is not None else None
+        if fname == "getattr" and len(node.args) >= 2 and const_str(node.args[1]):
+            inner = config_path(node.args[0], fn, depth + 1)
+            return [*inner, const_str(node.args[1])] if inner is not None else None
+    return None
+
+
+def path_text(path):
+    return ".".join("text_config" if p == TEXT else p for p in path) or "config"
+
+
+def config_lookup(hf, path):
+    """(found, value) for a key path in the config dict; a missing key reads as absent."""
+    cur = hf
+    for part in path:
+        if part == TEXT:
+            cur = cur.get("text_config") if isinstance(cur.get("text_config"), dict) else cur
+            continue
+        if not isinstance(cur, dict) or part not in cur:
+            return False, None
+        cur = cur[part]
+    return True, cur
+
+
+def literal(node):
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError):
+        return False, None
+
+
+def eval_condition(test, fn, hf):
+    """(True/False, None) for a condition on the HF config, or (None, key) when it cannot be
+    decided: no config given, or an expression that is not a comparison of config keys."""
+    if isinstance(test, ast.BoolOp):
+        results = [eval_condition(v, fn, hf) for v in test.values]
+        for got, key in results:
+            if got is None:
+                return None, key
+        vals = [got for got, _ in results]
+        return (all(vals) if isinstance(test.op, ast.And) else any(vals)), None
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        got, key = eval_condition(test.operand, fn, hf)
+        return (None if got is None else not got), key
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        path = config_path(test.left, fn)
+        ok, right = literal(test.comparators[0])
+        if path is None or not ok:
+            return None, expr_text(test)
+        if hf is None:
+            return None, path_text(path)
+        found, left = config_lookup(hf, path)
+        left = left if found else None
+        op = test.ops[0]
+        try:
+            if isinstance(op, (ast.Eq, ast.Is)):
+                return left == right, None
+            if isinstance(op, (ast.NotEq, ast.IsNot)):
+                return left != right, None
+            if isinstance(op, ast.In):
+                return left in right, None
+            if isinstance(op, ast.NotIn):
+                return left not in right, None
+        except TypeError:
+            return None, path_text(path)
+    return None, expr_text(test)
+
+
+def guarded_statements(body, guards):
+    """Every statement of a function body with the `if` tests that guard it: [(test, taken)]."""
+    for stmt in body:
+        yield stmt, guards
+        if isinstance(stmt, ast.If):
+            for inner in guarded_statements(stmt.body, [*guards, (stmt.test, True)]):
+                yield inner
+            for inner in guarded_statements(stmt.orelse, [*guards, (stmt.test, False)]):
+                yield inner
+        elif isinstance(stmt, (ast.With, ast.Try)):
+            for field in ("body", "orelse", "finalbody"):
+                for inner in guarded_statements(getattr(stmt, field, []) or [], guards):
+                    yield inner
+
+
 class Resolver(object):
     def __init__(self, source, hf_config=None):
         self.src = source
         self.hf = hf_config or {}
+        self.given = bool(hf_config)  # a config.json was given: never answer "give --model"
+        self.next_hf = None  # the config the next hop reads (a wrapper's text_config)
 
     # -- what a class assigns to self --------------------------------------------------------
     def assignments(self, cls):
@@ -434,6 +636,11 @@ class Resolver(object):
                         found.append((0, attr, c.module.where(stmt), "make_layers"))
                     elif fname.endswith("ModuleList") and attr in LAYER_ATTRS:
                         found.append((1, attr, c.module.where(stmt), "nn.ModuleList"))
+                    elif fname.endswith("ModuleList") and attr.endswith("_layers"):
+                        found.append((2, attr, c.module.where(stmt), "nn.ModuleList"))
+                    elif fname.endswith("ModuleDict") and (attr in LAYER_ATTRS or attr.endswith("_layers")):
+                        # MTP drafts: {str(idx): Layer(...) for idx in range(...)}, keyed by layer id
+                        found.append((2, attr, c.module.where(stmt), "nn.ModuleDict"))
         if not found:
             return None
         found.sort(key=lambda f: (f[0], f[1] != "layers"))
@@ -481,7 +688,7 @@ class Resolver(object):
         func = value.func
         fname = expr_text(func)
         if fname.split(".")[-1] == "init_vllm_registered_model":
-            return self.registered(value, mod_of)
+            return self.registered(value, mod_of, fn)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             c, meth = self.src.method(cls, func.attr)
             if meth is not None:
@@ -490,6 +697,9 @@ class Resolver(object):
             if v is not None:
                 return self.value_classes(v, cls, None, c.module, depth + 1)
             raise Stop("self.%s is neither a method nor a class attribute of %s" % (func.attr, cls.name), where)
+        passed_class = self._class_argument(value, cls, fn, mod_of, depth)
+        if passed_class is not None:
+            return passed_class
         if isinstance(func, ast.Name):
             local = self._local_value(fn, func.id, value)
             if local is not None:
@@ -511,9 +721,92 @@ class Resolver(object):
                     return [inner[2]]
             raise Stop("%s(...) is not a vLLM class or helper it can read (%s)"
                        % (func.id, r[1] if isinstance(r, tuple) else "unknown name"), where)
+        if isinstance(func, ast.Attribute) and func.attr in ("from_config", "_from_config"):
+            return self.from_config(value, cls, fn, mod_of, depth)
         if isinstance(func, ast.Attribute):
             raise Stop("built at runtime by %s(...), outside vLLM's model classes" % fname, where)
         raise Stop("cannot follow call " + fname, where)
+
+    AUTO_MAPPINGS = {"AutoModel": "MODEL_MAPPING_NAMES", "AutoModelForCausalLM": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"}
+
+    def from_config(self, call, cls, fn, mod_of, depth):
+        """`AutoModel.from_config(config=...)` (vLLM's Transformers backend) or
+        `SomeClass.from_config(...)`: the class transformers builds for the config's model_type."""
+        where = mod_of.where(call)
+        owner = expr_text(call.func.value)
+        if owner not in self.AUTO_MAPPINGS:
+            found = self.src.resolve_expr_class(mod_of, call.func.value)
+            if isinstance(found, ClassRef):
+                return [found]
+            raise Stop("built at runtime by %s(...), outside the classes the probe can read"
+                       % expr_text(call.func), where)
+        cfg = None
+        for kw in call.keywords:
+            if kw.arg == "config":
+                cfg = kw.value
+            elif kw.arg is None:  # **self._from_config_kwargs -> dict(config=...)
+                splat = kw.value
+                if isinstance(splat, ast.Name):  # kwargs = self._from_config_kwargs; f(**kwargs)
+                    splat = self._local_value(fn, splat.id, call) or splat
+                cfg = cfg or self._dict_entry(splat, cls, "config")
+        if cfg is None and call.args:
+            cfg = call.args[0]
+        path = config_path(cfg, fn) if cfg is not None else None
+        if path is None:
+            raise Stop("%s.from_config builds from %s, which is not a config the probe can read"
+                       % (owner, expr_text(cfg) if cfg is not None else "nothing it can name"), where)
+        key = path_text([*path, "model_type"])
+        if not self.given:
+            raise Stop("%s.from_config builds the model transformers maps from the HF config's %s; "
+                       "give --model to settle it" % (owner, key), where, "needs_config", key)
+        found, model_type = config_lookup(self.hf, [*path, "model_type"])
+        if not found or not isinstance(model_type, str):
+            raise Stop("the model's config.json has no %s, which %s.from_config maps to a class"
+                       % (key, owner), where, "needs_config", key)
+        k = self.src.hf_model_class(self.AUTO_MAPPINGS[owner], model_type)
+        if not isinstance(k, ClassRef):
+            raise Stop("%s.from_config: %s" % (owner, k), where)
+        sub = config_lookup(self.hf, path)[1]
+        self.next_hf = sub if isinstance(sub, dict) else None
+        return [k]
+
+    def _dict_entry(self, node, cls, key):
+        """`dict(key=...)`, `{key: ...}`, or `self._kwargs` (a property returning one): the entry."""
+        if isinstance(node, ast.Call) and expr_text(node.func) == "dict":
+            return next((kw.value for kw in node.keywords if kw.arg == key), None)
+        if isinstance(node, ast.Dict):
+            return next((v for k, v in zip(node.keys, node.values) if const_str(k) == key), None)  # noqa: B905
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return None
+        _, meth = self.src.method(cls, node.attr)
+        for ret in ast.walk(meth) if meth is not None else []:
+            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call) and expr_text(ret.value.func) == "dict":
+                for kw in ret.value.keywords:
+                    if kw.arg == key:
+                        return kw.value
+            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
+                for k, v in zip(ret.value.keys, ret.value.values):  # noqa: B905
+                    if const_str(k) == key:
+                        return v
+        return None
+
+    CLASS_KEYWORDS = ("model_class", "model_cls", "cls", "module_class", "model_type", "klass")
+
+    def _class_argument(self, call, cls, fn, mod_of, depth):
+        """`initialize_model(..., model_class=Llama4ForCausalLM)`: a helper (read or not) that
+        is handed the class it builds. The class in the call is the answer."""
+        fname = expr_text(call.func).split(".")[-1]
+        if fname in ("init_vllm_registered_model", "super") or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return None
+        for kw in call.keywords:
+            if kw.arg in self.CLASS_KEYWORDS:
+                try:
+                    found = self.value_classes(kw.value, cls, fn, mod_of, depth + 1)
+                except Stop:
+                    continue
+                if found:
+                    return found
+        return None
 
     def returns(self, fn, cls, depth, module, helper=False):
         out = []
@@ -538,36 +831,130 @@ class Resolver(object):
                 return [r]
         raise Stop("helper %s builds its model in a way it cannot follow" % fn.name, module.where(value))
 
-    def registered(self, call, mod):
-        """init_vllm_registered_model(...): the architecture is in the call, or in the HF config."""
+    def registered(self, call, mod, fn=None):
+        """init_vllm_registered_model(...): the architecture is in the call, forced by the code
+        before it (`config.text_config.architectures = [...]` / a local `architectures = [...]`
+        under `if config.model_type == ...`), or read from the HF config at runtime."""
         kws = {k.arg: k.value for k in call.keywords if k.arg}
         archs = kws.get("architectures")
+        hf = kws.get("hf_config")
+        if hf is None and len(call.args) > 1:
+            hf = call.args[1]
+        vc = kws.get("vllm_config", call.args[0] if call.args else None)
+        if (isinstance(vc, ast.Call) and isinstance(vc.func, ast.Attribute)
+                and vc.func.attr == "with_hf_config"):  # vllm_config.with_hf_config(cfg, architectures=[...])
+            vkw = {k.arg: k.value for k in vc.keywords if k.arg}
+            if hf is None:
+                hf = vkw.get("hf_config", vc.args[0] if vc.args else None)
+            if archs is None:
+                archs = vkw.get("architectures", vc.args[1] if len(vc.args) > 1 else None)
+        where = mod.where(call)
         names = None
         if isinstance(archs, (ast.List, ast.Tuple)):
             names = [const_str(e) for e in archs.elts]
             if not all(names):
                 names = None
-        if names is None:
-            hf = kws.get("hf_config")
-            hf_text = expr_text(hf)
-            if archs is None and hf is not None and hf_text.endswith("text_config"):
-                text = self.hf.get("text_config") if isinstance(self.hf.get("text_config"), dict) else None
-                if text and text.get("architectures"):
-                    names = list(text["architectures"])
-                else:
-                    raise Stop("architecture comes from the HF config at runtime (%s.architectures); "
-                               "give --model to settle it" % hf_text, mod.where(call), "needs_config")
+        elif isinstance(archs, ast.Name):
+            names = self._forced(fn, archs.id, call, mod)
+        read_from = None  # (config key path, the expression's text) vLLM reads the names from
+        if archs is not None and names is None and not (isinstance(archs, ast.Constant) and archs.value is None):
+            if isinstance(archs, ast.Name):
+                names = self._forced(fn, archs.id, call, mod)
+                if names is None and self._local_value(fn, archs.id, call) is not None:
+                    read_from = (config_path(self._local_value(fn, archs.id, call), fn), archs.id)
             else:
-                raise Stop("architecture comes from the HF config at runtime (%s); give --model to settle it"
-                           % (expr_text(archs) if archs is not None else hf_text or "hf_config"),
-                           mod.where(call), "needs_config")
+                read_from = (config_path(archs, fn), expr_text(archs))
+            if read_from is not None and read_from[0] is None:
+                raise Stop("architecture comes from %s at runtime, which the probe cannot evaluate"
+                           % read_from[1], where, "unresolved")
+        if names is None:
+            if read_from is not None:
+                path, forced_target = read_from[0][:-1], read_from[1]
+            else:
+                path = config_path(hf, fn) if hf is not None else []
+                forced_target = expr_text(hf) + ".architectures" if hf is not None else None
+            if path is None:
+                raise Stop("architecture comes from %s at runtime, which is not a config key the probe can read"
+                           % expr_text(hf), where, "unresolved")
+            forced = self._forced(fn, forced_target, call, mod) if forced_target else None
+            if forced is not None:
+                names = forced
+            else:
+                key = path_text([*path, "architectures"])
+                if not self.given:
+                    raise Stop("architecture comes from the HF config at runtime (%s); give --model to settle it"
+                               % key, where, "needs_config", key)
+                found, value = config_lookup(self.hf, [*path, "architectures"])
+                if not (found and isinstance(value, list) and value):
+                    value = self._architecture_from_model_type(path, where)
+                if not value:
+                    raise Stop("the model's config.json has no %s, which vLLM reads here to pick the text model"
+                               % key, where, "needs_config", key)
+                names = [str(v) for v in value]
         reg = self.src.registry()
         out = []
         for n in names:
             if n not in reg:
-                raise Stop("architecture %s is not in the registry" % n, mod.where(call))
+                raise Stop("architecture %s is not in the registry" % n, where)
             out.append(self.class_of(n))
+        # the inner model reads hf_config as its own config: follow it there
+        hp = config_path(hf, fn) if hf is not None else None
+        if hp and self.given:
+            sub = config_lookup(self.hf, hp)[1]
+            self.next_hf = sub if isinstance(sub, dict) else None
         return out
+
+    def _architecture_from_model_type(self, path, where):
+        """What VllmConfig.with_hf_config gives a sub-config that names no architectures."""
+        maps = self.src.with_hf_config_maps_model_type() if path else None
+        found, model_type = config_lookup(self.hf, [*path, "model_type"])
+        if not maps or not found or not isinstance(model_type, str):
+            return None
+        table = self.src.hf_mapping("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
+        if not isinstance(table, dict):
+            raise Stop("vLLM maps %s=%r to an architecture through transformers (%s), but %s"
+                       % (path_text([*path, "model_type"]), model_type, maps, table), where)
+        return [table[model_type]] if model_type in table else None
+
+    def _forced(self, fn, target, call, mod):
+        """The value the code assigns to `target` (a local name, or `<expr>.architectures`) before
+        `call`, evaluated against the HF config: the last assignment whose guards hold wins.
+        None when nothing is assigned (or only `None`). Stop when a guard needs the config."""
+        if fn is None:
+            return None
+        line = getattr(call, "lineno", 1 << 30)
+        chosen = None
+        for stmt, guards in guarded_statements(fn.body, []):
+            if stmt.lineno >= line or not isinstance(stmt, ast.Assign):
+                continue
+            if not any(expr_text(t) == target for t in stmt.targets):
+                continue
+            verdict, key = True, None
+            for test, want in guards:
+                got, k = eval_condition(test, fn, self.hf if self.given else None)
+                if got is None:
+                    verdict, key = None, k
+                    break
+                if got != want:
+                    verdict = False
+                    break
+            if verdict is None:
+                if not self.given:
+                    raise Stop("architecture is forced in code under a condition on the HF config (%s); "
+                               "give --model to settle it" % (key or expr_text(guards[0][0])),
+                               mod.where(stmt), "needs_config", key)
+                raise Stop("architecture is forced in code under a condition the probe cannot evaluate "
+                           "against config.json (%s)" % (key or expr_text(guards[0][0])), mod.where(stmt))
+            if verdict:
+                value = stmt.value
+                if isinstance(value, ast.Constant) and value.value is None:
+                    chosen = None
+                elif isinstance(value, (ast.List, ast.Tuple)) and all(const_str(e) for e in value.elts):
+                    chosen = [const_str(e) for e in value.elts]
+                else:
+                    raise Stop("architecture is set in code from %s, which the probe cannot evaluate"
+                               % expr_text(value), mod.where(stmt))
+        return chosen
 
     def class_of(self, arch):
         reg = self.src.registry()
@@ -635,11 +1022,11 @@ class Resolver(object):
         return best.value if best is not None else None
 
     # -- the walk ------------------------------------------------------------------------------
-    def walk(self, cls):
+    def walk(self, cls, start=0):
         hops = []
         seen = set()
         current = cls
-        for _ in range(MAX_DEPTH):
+        for _ in range(start, MAX_DEPTH):
             if current.key in seen:
                 raise Stop("cycle at %s" % current.name, current.where())
             seen.add(current.key)
@@ -661,12 +1048,23 @@ class Resolver(object):
                                  for v, _, _, _ in vals)]
             candidates += [a for a in (*TEXT_ATTRS, "layers") if a in assigns and a not in candidates]
             if not candidates:
-                raise _Partial(hops, Stop(
-                    "%s builds no decoder layers and no text model under %s" % (current.name, "/".join(TEXT_ATTRS)),
-                    current.where()))
+                # No attribute with a text-model name: a member under another name (`self.bert`,
+                # `self.mtp_block`) whose class leads to decoder layers, first in source order.
+                found = self._named_member(current, assigns, depth=len(hops))
+                if found is None:
+                    raise _Partial(hops, Stop(
+                        "%s builds no decoder layers and no vLLM sub-model that leads to them"
+                        % current.name, current.where()))
+                attr, stmt_where, nxt = found
+                hop["attr"] = attr
+                hop["attr_file"] = stmt_where
+                hop["attr_chosen_by"] = "the only vLLM sub-model that leads to decoder layers"
+                current = nxt
+                continue
             nxt, stop = None, None
             for attr in candidates:
                 for value, c, fn, stmt in assigns[attr]:
+                    self.next_hf = None
                     try:
                         classes = self.value_classes(value, current, fn, c.module)
                     except Stop as exc:
@@ -688,8 +1086,43 @@ class Resolver(object):
                     break
             if nxt is None:
                 raise _Partial(hops, stop or Stop("no text model candidate resolves", current.where()))
+            if self.next_hf is not None:
+                self.hf = self.next_hf
             current = nxt
         raise _Partial(hops, Stop("more than %d hops" % MAX_DEPTH, current.where()))
+
+    def _named_member(self, cls, assigns, depth):
+        """(attr, where, class) for the one attribute whose vLLM class reaches decoder layers."""
+        if depth >= MAX_DEPTH:
+            return None
+        saved_hf, found = self.hf, []
+        try:
+            self._scan_members(cls, assigns, depth, found)
+        finally:
+            self.hf = saved_hf
+        if len(found) != 1:
+            return None  # none, or several (a vision tower has layers too): not guessed
+        return found[0]
+
+    def _scan_members(self, cls, assigns, depth, found):
+        order = sorted(((vals[0][3].lineno, attr) for attr, vals in assigns.items()))
+        for _, attr in order:
+            for value, c, fn, stmt in assigns[attr]:
+                if not isinstance(value, ast.Call):
+                    continue
+                try:
+                    classes = self.value_classes(value, cls, fn, c.module)
+                except Stop:
+                    continue
+                for k in classes[:1]:
+                    if k.key == cls.key:
+                        continue
+                    try:
+                        self.walk(k, depth + 1)
+                    except (_Partial, Stop):
+                        continue
+                    found.append((attr, c.module.where(stmt), k))
+                break
 
     def default_aux_layers(self, top, hops, num_layers):
         """The aux layer ids vLLM picks by default, read from the getter the installed vLLM's
@@ -858,9 +1291,23 @@ def describe(src, arch, hf=None):
                 "stopped_at": "model_probe.py:%d" % tb.lineno}
 
 
+def remap_config(src, hf):
+    """The config as vLLM's model code sees it: keys vLLM renames on load are renamed here too,
+    so `llm_config` settles a wrapper that reads `text_config`. (config, renamed keys)."""
+    mapping, where = src.config_remap()
+    out, renamed = dict(hf), []
+    for old, new in sorted(mapping.items()):
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+            renamed.append({"from": old, "to": new, "by": where})
+    return out, renamed
+
+
 def _describe(src, arch, hf=None):
-    hf = hf or {}
+    hf, renamed = remap_config(src, hf or {})
     res = {"architecture": arch, "vllm_version": src.version, "vllm_root": src.root}
+    if renamed:
+        res["config_renamed"] = renamed
     n, n_key = layer_count(hf)
     res["num_layers"] = n
     res["num_layers_from"] = n_key
@@ -889,11 +1336,15 @@ def _describe(src, arch, hf=None):
         hops = resolver.walk(top)
     except _Partial as part:
         res.update(hops=part.hops, status=part.stop.status, reason=part.stop.reason, stopped_at=part.stop.where)
+        if part.stop.key:
+            res["config_key"] = part.stop.key
         if part.hops:
             res["supports_eagle3"] = part.hops[0]["supports_eagle3"]
         return res
     except Stop as exc:
         res.update(status=exc.status, reason=exc.reason, stopped_at=exc.where)
+        if exc.key:
+            res["config_key"] = exc.key
         return res
     except (SyntaxError, OSError) as exc:
         res.update(status="unresolved", reason="cannot read vLLM source: %s" % exc, stopped_at=None)
@@ -957,11 +1408,76 @@ def source_report(src, family):
             "architectures": archs}
 
 
-def find_vllm_root():
-    spec = importlib.util.find_spec("vllm")  # finds the package without executing it
+def find_package_root(name):
+    try:
+        spec = importlib.util.find_spec(name)  # finds the package without executing it
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return next(iter(spec.submodule_search_locations))
+
+
+def find_vllm_root():
+    return find_package_root("vllm")
+
+
+def config_nesting(hf, prefix="", depth=0):
+    """The sub-configs config.json nests (text_config, vision_config, llm_config, ...), each with
+    the architectures and model_type it names: what a wrapper will build, as far as the config
+    alone says."""
+    out = []
+    for key in sorted(hf):
+        sub = hf[key]
+        if not isinstance(sub, dict) or not key.endswith("_config") or depth > 3:
+            continue
+        entry = {"key": prefix + key, "model_type": sub.get("model_type"),
+                 "architectures": sub.get("architectures") if isinstance(sub.get("architectures"), list) else None}
+        n, n_key = None, None
+        for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+            if isinstance(sub.get(k), int):
+                n, n_key = sub[k], prefix + key + "." + k
+                break
+        entry["num_layers"], entry["num_layers_from"] = n, n_key
+        out.append(entry)
+        out.extend(config_nesting(sub, prefix + key + ".", depth + 1))
+    return out
+
+
+def config_only(hf, arch, why):
+    """What config.json alone says, where vLLM cannot be read: the architecture, the layer
+    count and the wrapper nesting. Marked config_only: no layers path, no SupportsEagle3."""
+    n, n_key = layer_count(hf)
+    nesting = config_nesting(hf)
+    text = next((e for e in nesting if e["key"] in ("text_config", "llm_config", "language_config")), None)
+    auto_map = hf.get("auto_map")
+    inner = ""
+    if text is not None:
+        inner = "; it nests %s (%s, model_type %s)" % (
+            text["key"], "/".join(text["architectures"] or []) or "no architectures", text["model_type"])
+    return {"architecture": arch, "status": "config_only", "config_only": True, "vllm_version": None,
+            "model_type": hf.get("model_type"), "num_layers": n, "num_layers_from": n_key,
+            "config_nesting": nesting, "text_config_key": text["key"] if text else None,
+            "hf_auto_map": sorted(auto_map) if isinstance(auto_map, dict) else None,
+            "reason": "config-only answer (%s): no layers path or SupportsEagle3 without vLLM's source%s"
+                      % (why, inner),
+            "stopped_at": "config.json"}
+
+
+def config_only_main(args, why):
+    try:
+        hf = load_hf(args.model)
+    except (OSError, ValueError) as exc:
+        emit({"kind": "error", "probe": "model", "message": "cannot read HF config: %s" % exc})
+        return 1
+    archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
+    if not archs:
+        emit({"kind": "error", "probe": "model",
+              "message": "no architecture: config.json has no `architectures` (give --arch)"})
+        return 1
+    for arch in archs:
+        emit({"kind": "result", "probe": "model", "result": config_only(hf, arch, why)})
+    return 0
 
 
 def load_hf(path):
@@ -986,6 +1502,9 @@ def main(argv=None):
     ap.add_argument("--all", action="store_true", help="every registered architecture")
     ap.add_argument("--family", help="generic source diagnostic for model files matching this name")
     ap.add_argument("--vllm-root", help="the vllm package directory (default: the installed one)")
+    ap.add_argument("--transformers-root",
+                    help="the transformers package directory, read for vLLM's Transformers backend "
+                         "(default: the installed one)")
     ap.add_argument("--deadline", type=int, default=0,
                     help="seconds after which the probe ends itself (the console stopped waiting)")
     args = ap.parse_args(argv)
@@ -994,10 +1513,13 @@ def main(argv=None):
     probe = "source" if args.family else "model"
     root = args.vllm_root or find_vllm_root()
     if not root or not os.path.isdir(root):
+        why = "vLLM is not installed for %s (no vllm package found)" % sys.executable
+        if probe == "model" and args.model and not args.all:
+            return config_only_main(args, why)
         emit({"kind": "error", "probe": probe,
-              "message": "vLLM is not installed for %s (no vllm package found)" % sys.executable})
+              "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
         return 1
-    src = Source(root)
+    src = Source(root, args.transformers_root or find_package_root("transformers"))
     if args.family:
         emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
         return 0

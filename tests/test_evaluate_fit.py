@@ -119,3 +119,12 @@ def test_stage_refuses_on_this_machine_before_loading(tmp_path: Path) -> None:
     assert errors and "1026.41B parameters x 4 bytes (float32)" in json.dumps(errors)
     assert "host" in json.dumps(errors) and "does not fit" in json.dumps(errors)
     assert not (manifest.stage_dir(cfg, "evaluate") / "acceptance.json").exists()
+
+
+def test_an_unsizable_target_is_not_loaded(tmp_path: Path) -> None:
+    cfg = _giant_pipeline(tmp_path)
+    hf = json.loads((cfg.model_path / "config.json").read_text())
+    del hf["text_config"]["num_attention_heads"]
+    (cfg.model_path / "config.json").write_text(json.dumps(hf))
+    with pytest.raises(ConfigInvalid, match=r"cannot size the target .* so it is not loaded"):
+        check_fit(cfg, "cpu", {"host": 1 << 50})

@@ -105,7 +105,13 @@ def check_fit(cfg: PipelineConfig, device: str, free: dict[str, int] | None = No
               ) -> fit.FitReport:
     """Refuse, with the arithmetic, a load that cannot fit (free: measured when None)."""
     dtype = "float32" if device == "cpu" else "bfloat16"  # what run() loads with
-    report = fit.check(cfg.model_path, dtype, fit.device_free(device) if free is None else free)
+    try:
+        report = fit.check(cfg.model_path, dtype,
+                           fit.device_free(device) if free is None else free)
+    except ValueError as exc:
+        raise ConfigInvalid("evaluate", f"cannot size the target from "
+                            f"{cfg.model_path / 'config.json'} ({exc}), so it is not loaded; "
+                            "set evaluate.served_url to measure through a vLLM server") from None
     emit("info", "evaluate", message=f"target memory: {report.arithmetic()}")
     if not report.fits:
         raise TargetTooBig("evaluate", f"the target cannot be loaded by transformers here: "

@@ -26,6 +26,7 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     lr = 1e-4
     [evaluate]
     num_speculative_tokens = 3
+    served_url = ""                    # a vLLM serving target + head: measure there instead
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import shutil
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
 
@@ -103,6 +105,10 @@ class EvaluateConfig:
     device: str = "auto"
     draft_tensor_parallel_size: int = 1
     baseline: bool = False  # also measure an untrained head on the same prompts
+    # A vLLM server serving the target with the trained head (the serve step's URL): evaluate
+    # measures there (live /metrics counters) instead of loading the target with transformers.
+    served_url: str = ""
+    served_concurrency: int = 4
 
 
 @dataclass(frozen=True)
@@ -305,6 +311,11 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
                             f"{SPECULATORS_PATHS}")
     if cfg.evaluate.num_speculative_tokens < 1:
         raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
+    url = cfg.evaluate.served_url
+    if url and not (urlsplit(url).scheme in ("http", "https") and urlsplit(url).hostname):
+        raise ConfigInvalid(src, f"evaluate.served_url: {url!r} is not an http(s) URL")
+    if cfg.evaluate.served_concurrency < 1:
+        raise ConfigInvalid(src, "evaluate.served_concurrency: must be >= 1")
 
     cfg = PipelineConfig(
         path=cfg.path, output_dir=cfg.output_dir, target=cfg.target, data=cfg.data,

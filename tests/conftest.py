@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
+from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine per session)
 
 
 @pytest.fixture(scope="session")

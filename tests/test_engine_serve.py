@@ -25,7 +25,9 @@ import pytest
 from remote import events as ev
 from tests.engine_fixture import EngineBox, events
 
-pytestmark = pytest.mark.slow
+# A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
+# waits for the session fixture to train the demo.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
 

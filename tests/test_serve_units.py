@@ -50,7 +50,7 @@ def test_server_argv_takes_trains_speculative_config(tmp_path: Path) -> None:
     argv = server_argv(cfg, host="127.0.0.1", port=8000, baseline=False, extra=["--x"],
                        python="/py")
     assert argv[:3] == ["/py", "-m", SERVER_MODULE]
-    assert argv[3:5] == ["serve", str(cfg.model_path)]
+    assert argv[3:5] == ["--model", str(cfg.model_path)]
     assert argv[argv.index("--port") + 1] == "8000"
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == spec
     assert argv[-1] == "--x"

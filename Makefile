@@ -34,8 +34,11 @@ unit: $(STAMP)
 
 test: $(STAMP) sshd box-env lint typecheck unit
 
-demo: $(STAMP)
-	$(VENV)/bin/console run --host local --demo
+# The pipeline in .venv (speculators 0.3), then serve + bench with vLLM from the box environment
+# (built on the first run, minutes; cached): ends with "offline X vs served Y".
+demo: $(STAMP) box-env
+	$(VENV)/bin/console run --host local --demo --serve \
+		--serve-python "$$($(PYTHON) scripts/box_env.py vllm032 --quiet)"
 
 bench: $(STAMP)
 	$(PY) benchmarks/session_io.py

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -56,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
                               "vocab_size": cfg.vocab_size, "layer_ids": cfg.all_layer_ids,
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
-                              "output_dir": str(cfg.output_dir)}))
+                              "output_dir": str(cfg.output_dir),
+                              **config_mod.advisor_inputs(cfg)}))
             return 0
         if stage == "plan":
             for row in plan(cfg, start=args.start, force=args.force):
@@ -71,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except PipelineError as exc:
         emit("error", stage, message=str(exc), exit_code=exc.exit_code)
-        print(f"error: {exc}", file=sys.stderr)
+        if not os.environ.get("EAGLE3_STAGE_RECORDS_READ"):  # the console prints the record
+            print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

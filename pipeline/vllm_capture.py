@@ -28,6 +28,17 @@ from pipeline.errors import PipelineError
 SPECULATORS_03_EXTENSION = "speculators.data_generation.custom_worker.HiddenStatesWorkerExtension"
 
 
+def _has_vision(model_path: str) -> bool:
+    import json
+    from pathlib import Path
+
+    try:
+        raw = json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return "vision_config" in raw
+
+
 class VllmCapture:
     """One engine, set up once to capture the *outputs of* `capture_layers` (worker indices);
     `capture(ids)` returns one [len(ids), H] CPU tensor per index, ascending."""
@@ -54,6 +65,10 @@ class VllmCapture:
             skip_tokenizer_init=True)
         if max_num_batched_tokens is not None:
             kw["max_num_batched_tokens"] = max_num_batched_tokens
+        if _has_vision(model_path):
+            # Text-only extraction: vLLM then runs the wrapper in text-only mode (no vision
+            # tower built, no image processor needed, no multimodal profiling).
+            kw["limit_mm_per_prompt"] = {"image": 0}
         kw.update(engine_kw)
         self.llm = LLM(**kw)
         self._rpc("_setup_hidden_states_capture", self.layers)

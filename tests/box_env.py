@@ -7,12 +7,14 @@ cached outside git) or raises with the failing command's output; it never skips.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 _SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "box_env.py"
 _spec = importlib.util.spec_from_file_location("box_env_script", _SCRIPT)
 assert _spec is not None and _spec.loader is not None
 box_env = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = box_env  # dataclasses look their module up while the class is built
 _spec.loader.exec_module(box_env)
 
 

@@ -32,7 +32,8 @@ def build_llava_next(model_dir: Path, *, seed: int = 0) -> Path:
     text = LlamaConfig(vocab_size=len(tok) + 1, hidden_size=HIDDEN, intermediate_size=128,
                        num_hidden_layers=NUM_LAYERS, num_attention_heads=2,
                        num_key_value_heads=1, head_dim=32, max_position_embeddings=512,
-                       rms_norm_eps=1e-5, tie_word_embeddings=False)
+                       rms_norm_eps=1e-5, tie_word_embeddings=False,
+                       architectures=["LlamaForCausalLM"])  # as llava-hf checkpoints have it
     vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                               num_attention_heads=1, image_size=32, patch_size=16,
                               projection_dim=32)

@@ -25,7 +25,8 @@ from typing import Any
 
 from pipeline.errors import PipelineError
 
-SPECULATORS_03_EXTENSION = "speculators.data_generation.custom_worker.HiddenStatesWorkerExtension"
+# speculators 0.3's HiddenStatesWorkerExtension plus a bytes getter (pipeline.vllm_worker_ext).
+SPECULATORS_03_EXTENSION = "pipeline.vllm_worker_ext.CaptureExtension"
 
 
 def _has_vision(model_path: str) -> bool:
@@ -84,13 +85,17 @@ class VllmCapture:
         self.llm.generate([TokensPrompt(prompt_token_ids=list(input_ids))],
                           SamplingParams(max_tokens=1, temperature=0.0, detokenize=False),
                           use_tqdm=False)
-        states = self._rpc("_get_captured_states")
+        states = self._rpc("_captured_states_raw")
         if states is None or len(states) != len(self.layers):
             got = "nothing" if states is None else f"{len(states)} layers"
             raise PipelineError(f"the worker captured {got} for layers {self.layers}: is the "
                                 "worker extension set up (patch resolve-text-decoder applied)?")
+        import torch
+
         out = []
         for layer, t in zip(self.layers, states, strict=True):
+            shape, raw = t
+            t = torch.frombuffer(bytearray(raw), dtype=torch.float32).reshape(shape)
             if t.shape[0] != len(input_ids):
                 raise PipelineError(
                     f"layer {layer}: captured {t.shape[0]} rows for a {len(input_ids)}-token "

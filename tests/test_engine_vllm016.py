@@ -129,7 +129,7 @@ def test_patch_apply_then_vllm_states_equal_hf_on_every_sample(
     for s in samples:
         assert s["rows"] == [s["len"]] * len(IDS)
         for lid in map(str, IDS):
-            assert s["max_abs"][lid] > 0.1  # a real state, not zeros
+            assert s["max_abs"][lid] > 0.01  # a real state, not zeros (init std 0.02)
             assert s["max_abs_diff"][lid] <= ATOL + RTOL * s["max_abs"][lid], (s, lid)
 
     assert console_main(["patch", "rollback", *common]) == EXIT_OK

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"console {__version__}")
     parser.add_argument("--config", metavar="PATH", help="console.toml to use (TUI)")
+    parser.add_argument("--session", metavar="PATH",
+                        help="record the TUI session to PATH (default: the sessions directory)")
+    parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
+from console.live_session import LiveSession, open_session
 from console.printer import Printer
-from console.session import Recorder, SessionWriter, default_session_path
+from console.session import Recorder
 from remote import events as ev
 from remote.bus import EventBus
 from remote.hosts import Config, HostConfig, load_config
@@ -47,17 +47,19 @@ class Context:
     transports: dict[str, Transport] = field(default_factory=dict)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None) -> Context:
+    def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None,
+                  show_stats: bool = False) -> Context:
         config = load_config(getattr(args, "config", None))
-        ctx = cls(args=args, config=config)
-        ctx.bus.add_callback(Printer(as_json=getattr(args, "json", False), out=ctx.out))
-        if hasattr(args, "no_record") and not args.no_record:
-            names = hosts or []
-            path = Path(args.session) if args.session else default_session_path(
-                names[0] if names else "console"
-            )
-            ctx.recorder = Recorder(SessionWriter(path, names)).attach(ctx.bus)
-        return ctx
+        out = sys.stdout
+        session = open_session(
+            hosts or [],
+            record=hasattr(args, "no_record") and not args.no_record,
+            path=getattr(args, "session", None),
+            printer=Printer(as_json=getattr(args, "json", False), out=out,
+                            show_stats=show_stats),
+        )
+        return cls(args=args, config=config, bus=session.bus, recorder=session.recorder,
+                   out=out)
 
     def host(self, name: str) -> HostConfig:
         return self.config.host(name)
@@ -73,7 +75,9 @@ class Context:
         return self.transports[name]
 
     def ssh_kwargs(self) -> dict[str, object]:
-        if getattr(self.args, "accept_new_host_key", False):
+        # Read without a default: a command that reaches a box without add_host_options is a
+        # bug to see at once (it was `console probe --accept-new-host-key`, exit 2), not False.
+        if self.args.accept_new_host_key:
             return {"accept_new_host_key": True}
         return {}
 
@@ -93,10 +97,4 @@ class Context:
             except Exception:  # closing is best effort; the error that brought us here matters
                 pass
         self.transports.clear()
-        if self.recorder is not None:
-            self.recorder.close()
-            if self.recorder.error:
-                print(f"warning: session recording stopped: {self.recorder.error}", file=sys.stderr)
-            else:
-                print(f"session recorded: {self.recorder.writer.path}", file=sys.stderr)
-        self.bus.close()
+        LiveSession(self.bus, self.recorder).close()

@@ -20,8 +20,10 @@ def _fmt_num(v: Any) -> str:
     return str(v)
 
 
-def human_line(event: Event) -> str | None:
-    """None for events too chatty for a terminal (they stay in the session file)."""
+def human_line(event: Event, *, show_stats: bool = False) -> str | None:
+    """None for events too chatty for a terminal (they stay in the session file). Stats samples
+    are shown by `console stats` (show_stats), and from sessions recorded before samples stopped
+    carrying their own text (a `print` flag)."""
     p = event.payload
     t = event.ts.strftime("%H:%M:%S")
     host = f"[{event.host}] " if event.host else ""
@@ -37,8 +39,12 @@ def human_line(event: Event) -> str | None:
         unit = p.get("unit", "")
         extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
         return f"{t} {host}{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
-    if k == ev.STATS_SAMPLE and not p.get("print", False):
-        return None
+    if k == ev.STATS_SAMPLE:
+        if not (show_stats or p.get("print", False)):
+            return None
+        from remote.stats import summary_line
+
+        return f"{t} {host}{k}: {summary_line(p)}"
     if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):
         level = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}[k]
         return f"{t} {host}{level}{p.get('message', '')}"
@@ -54,15 +60,17 @@ def human_line(event: Event) -> str | None:
 
 
 class Printer:
-    def __init__(self, *, as_json: bool = False, out: IO[str] | None = None) -> None:
+    def __init__(self, *, as_json: bool = False, out: IO[str] | None = None,
+                 show_stats: bool = False) -> None:
         self.as_json = as_json
+        self.show_stats = show_stats
         self.out = out or sys.stdout
 
     def __call__(self, event: Event) -> None:
         if self.as_json:
             line: str | None = event.to_json()
         else:
-            line = human_line(event)
+            line = human_line(event, show_stats=self.show_stats)
         if line is not None:
             try:
                 self.out.write(line + "\n")

@@ -7,6 +7,7 @@ printer) subscribe to the same bus either way.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from datetime import datetime
 
 from console.session import SessionReader
@@ -27,6 +28,12 @@ class Replayer:
         self._playing = asyncio.Event()
         self._moved = asyncio.Event()
         self.finished = False
+        self._markers: list[int] | None = None  # read once: `[`/`]` bisect it
+
+    def markers(self) -> list[int]:
+        if self._markers is None:
+            self._markers = self.reader.markers()
+        return self._markers
 
     # -- controls ------------------------------------------------------------------------------
     @property
@@ -69,14 +76,14 @@ class Replayer:
         self.seek_index(self.reader.index_at_time(when))
 
     def next_marker(self) -> int | None:
-        for i in self.reader.markers():
-            if i >= self.position:
-                return i
-        return None
+        markers = self.markers()
+        k = bisect_left(markers, self.position)
+        return markers[k] if k < len(markers) else None
 
     def previous_marker(self) -> int | None:
-        before = [i for i in self.reader.markers() if i < self.position - 1]
-        return before[-1] if before else None
+        markers = self.markers()
+        k = bisect_left(markers, self.position - 1)
+        return markers[k - 1] if k else None
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:

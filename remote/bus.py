@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
 
+from remote import event_types as et
 from remote.events import Event
 
 Callback = Callable[[Event], None]
@@ -118,7 +119,15 @@ class EventBus:
                 sub._offer(event)
 
     def emit(self, kind: str, host: str = "", **payload: object) -> Event:
-        event = Event(kind=kind, host=host, payload=dict(payload))
+        """The keyword form of a producer: the fields are checked against the kind's schema
+        (remote/event_types.py; PayloadError when they do not match) before anyone sees them."""
+        event = Event.checked(kind, host, dict(payload))
+        self.publish(event)
+        return event
+
+    def post(self, data: et.Payload, host: str = "") -> Event:
+        """The typed form of a producer: the payload is a schema struct already."""
+        event = Event.of(data, host)
         self.publish(event)
         return event
 

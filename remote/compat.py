@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
 SEVERITIES = ("error", "warning", "info")
 
 # Which hidden state a layer id names, per producer (design.md §3). Checked in the wheels:
@@ -33,30 +36,21 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
-def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    n = max(len(a), len(b))
-    a2, b2 = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (a2 > b2) - (a2 < b2)
-
-
 def version_in(version: str | None, spec: str) -> bool:
-    """`spec` is comma-separated clauses like ">=0.3,<0.4"; an empty spec matches anything
-    installed. A missing version never matches (a rule about a package needs the package)."""
+    """`spec` is a PEP 440 specifier set like ">=0.3,<0.4" (packaging parses it); an empty spec
+    matches anything installed. Only the release part of the installed version counts (a
+    0.16.0rc2 build is 0.16 for these rules). A missing version never matches (a rule about a
+    package needs the package)."""
     v = parse_version(version)
     if v is None:
         return False
-    for clause in filter(None, (c.strip() for c in spec.split(","))):
-        m = re.match(r"(>=|<=|==|!=|>|<)\s*(.+)", clause)
-        if not m:
-            raise ValueError(f"bad version clause {clause!r}")
-        op, ref = m.group(1), parse_version(m.group(2))
-        if ref is None:
-            raise ValueError(f"bad version in {clause!r}")
-        c = _cmp(v, ref)
-        ok = {">=": c >= 0, "<=": c <= 0, "==": c == 0, "!=": c != 0, ">": c > 0, "<": c < 0}[op]
-        if not ok:
-            return False
-    return True
+    try:
+        wanted = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"bad version spec {spec!r}") from None
+    if any(s.operator == "~=" or s.operator == "===" for s in wanted):
+        raise ValueError(f"bad version spec {spec!r}: use >=, <=, ==, !=, > and <")
+    return wanted.contains(Version(".".join(map(str, v))), prereleases=True)
 
 
 # -- facts the rules read ----------------------------------------------------------------------

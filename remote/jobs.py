@@ -15,15 +15,19 @@ import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from remote import bulk
+import msgspec
+
 from remote import events as ev
+from remote import stage_records
 from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.retry import Backoff, reraise_fatal
 from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import sha256_file, upload
 
@@ -33,11 +37,11 @@ STATES = ("running", "exited", "cancelled", "lost")
 # Stream restarts in a row that delivered nothing before the tail gives up (the transport does
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
-# Lines of a received block published (and recorded) as one batch. A block is up to 256 KiB
-# (thousands of lines); in batches this small the objects of a batch (an Event and a LogLine per
-# line) are freed before the cyclic GC's first threshold (700 allocations) is reached, so the
-# collector never runs during a fast tail. In 7000-line batches every Event and LogLine lived
-# through collections and was promoted, and full collections took a fifth of the time.
+# Lines of a received block published (and recorded) as one batch: one write per batch, and a
+# SIGKILL loses at most the batch being written. Small enough that a consumer that stalls (a
+# printer writing to a pipe nobody reads) leaves the recorder at most one batch behind. Events
+# and LogLines are structs the cyclic GC does not track (gc=False), so the batch size no longer
+# matters to the collector.
 BATCH_LINES = 256
 
 # One round trip before the first operation: the absolute workdir, and the sha256 of the helper
@@ -121,8 +125,7 @@ class RunInfo:
             raise JobHelperError(f"malformed run record from the box: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
+class LogLine(msgspec.Struct, frozen=True, gc=False):
     text: str
     offset: int  # byte offset in the log just after this line
 
@@ -198,7 +201,7 @@ class Jobs:
         connection lost after sending raises ConnectionFailed."""
         _, helper = await self._ready()
         async with self._serve_lock:
-            attempts = 0
+            backoff = Backoff(f"{args[0]} on {self.host}", limit=MAX_IDLE_RESTARTS)
             while True:
                 sent = False
                 try:
@@ -214,12 +217,12 @@ class Jobs:
                             break
                 except (ConnectionFailed, StopAsyncIteration, OSError) as exc:
                     await self._close_serve()
-                    attempts += 1
-                    if (sent and not retry) or attempts > MAX_IDLE_RESTARTS:
+                    reraise_fatal(exc)
+                    if (sent and not retry) or backoff.failures >= MAX_IDLE_RESTARTS:
                         raise ConnectionFailed(f"{args[0]} on {self.host}: the connection was "
                                                f"lost ({exc or type(exc).__name__}); "
                                                "check with `console jobs`") from None
-                    await asyncio.sleep(min(1.0, 0.05 * (attempts - 1)))
+                    await backoff.failed(exc)
                     continue
                 try:
                     reply = json.loads(line.text)
@@ -325,7 +328,7 @@ class Jobs:
         run_dir = self._run_dir(root, run_id)
         name = await self._name(run_id)
         published = offset
-        idle_restarts = 0
+        backoff = Backoff(f"the log stream of {run_id} on {self.host}", limit=MAX_IDLE_RESTARTS)
         bus, host = self.bus, self.host
         # Saved before the first line, so the cursor names the session recording this tail even
         # if the console dies before the first batch is done.
@@ -358,19 +361,24 @@ class Jobs:
                         ts = ev.utc_now()
                         texts, ends = _split_lines(block, offset)
                         offset = ends[-1]
+                        has_records = _RECORD in block
                         for i in range(0, len(texts), BATCH_LINES):
                             part, part_ends = texts[i : i + BATCH_LINES], ends[i : i + BATCH_LINES]
-                            if bus is not None:
+                            if bus is None:
+                                pass
+                            elif has_records:
+                                _publish_with_stages(bus, host, run_id, name, part, part_ends, ts)
+                            else:
                                 # One batch: the recorder writes it with one write.
                                 bus.publish_many(ev.JobLines(host, run_id, name, part, part_ends,
                                                              ts))
-                            for line in bulk.build(LogLine, len(part),
-                                                   {"text": part, "offset": part_ends}):
+                            for line in list(map(LogLine, part, part_ends)):
                                 published = line.offset
                                 yield line
                         self._save(run_id, published)
                     rc = await proc.wait()
-                except ConnectionFailed:
+                except ConnectionFailed as exc:
+                    reraise_fatal(exc)  # a changed host key ends the tail now, loudly
                     dropped = True
                 finally:
                     await _close_quietly(proc)
@@ -390,12 +398,10 @@ class Jobs:
                     raise RemoteCommandError(["job_helper", "tail"], rc,
                                              control.decode("utf-8", "replace"))
                 # The stream ended early (connection dropped): resume from the last whole line.
-                idle_restarts = 0 if progressed else idle_restarts + 1
-                if idle_restarts > MAX_IDLE_RESTARTS:
-                    raise ConnectionFailed(f"lost the log stream of {run_id} on {self.host} "
-                                           f"{MAX_IDLE_RESTARTS} times in a row")
-                if idle_restarts:
-                    await asyncio.sleep(min(1.0, 0.05 * idle_restarts))
+                if progressed:
+                    backoff.succeeded()
+                else:
+                    await backoff.failed()
         finally:
             self._save(run_id, published)
 
@@ -410,7 +416,7 @@ class Jobs:
         Started with stdin left open: the helper exits when it sees stdin close, so a console
         that goes away leaves no waiter behind on the box."""
         _, helper = await self._ready()
-        attempts = 0
+        backoff = Backoff(f"{what}: no answer from {self.host}", limit=MAX_IDLE_RESTARTS)
         while True:
             out = bytearray()
             err = bytearray()
@@ -421,7 +427,8 @@ class Jobs:
                 async for stream, data in proc.chunks():
                     (out if stream == "stdout" else err).extend(data)
                 rc = await proc.wait()
-            except ConnectionFailed:
+            except ConnectionFailed as exc:
+                reraise_fatal(exc)
                 rc = None
             finally:
                 await _close_quietly(proc)
@@ -431,10 +438,7 @@ class Jobs:
             if rc not in (0, None) and self.transport.connected:
                 raise RemoteCommandError(["job_helper", what], rc,
                                          err.decode("utf-8", "replace"))
-            attempts += 1
-            if attempts > MAX_IDLE_RESTARTS:
-                raise ConnectionFailed(f"{what}: no answer from {self.host} after {attempts} tries")
-            await asyncio.sleep(min(1.0, 0.05 * attempts))
+            await backoff.failed()
 
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
@@ -462,6 +466,30 @@ class Jobs:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"
         self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+_RECORD = stage_records.PREFIX.encode()
+
+
+def _publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
+                         ends: list[int], ts: datetime) -> None:
+    """A block holding stage records: each record's stage event right after its line, so a
+    tail of any job (live, reattached, replayed) shows the same stage progress."""
+    stage = stage_records.default_stage(name)
+    start = 0
+    for j, text in enumerate(texts):
+        if not text.startswith(stage_records.PREFIX):
+            continue
+        rec = stage_records.parse_record(text)
+        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
+        if found is None:
+            continue
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
+                                     ends[start : j + 1], ts))
+        start = j + 1
+        bus.emit(found[0], host, **found[1])
+    if start < len(texts):
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
 
 
 def _split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:

@@ -4,10 +4,10 @@ job and turn its progress lines into stage events.
 Each stage is one detached run (`pipeline-<stage>`), so a stage outlives the console and the
 connection like any job; its log carries the stage's `@@eagle3 {...}` records (pipeline/
 progress.py), which become stage.start / stage.progress / stage.end / stage.skipped events, and
-console.info / console.error for its info and error records. Every log line is also a job.line
-event (remote/jobs.py). Skipping is the stage's own decision (its manifest), so a second run of
-the same config skips every stage; leading stages that `plan` reports complete are skipped here
-without launching anything.
+console.info / console.error for its info and error records, published by the job tail itself
+(remote/stage_records.py) right after the record's job.line event. Skipping is the stage's own
+decision (its manifest), so a second run of the same config skips every stage; leading stages
+that `plan` reports complete are skipped here without launching anything.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from pipeline.progress import parse as parse_progress
 from remote import events as ev
 from remote.bus import EventBus
-from remote.compat import advise, config_facts, fix_for_error, shorten
+from remote.compat import advise, config_facts, shorten
 from remote.errors import RemoteCommandError, StageFailed, UsageError
 from remote.hosts import HostConfig
 from remote.jobs import Jobs
@@ -208,39 +208,16 @@ class PipelineRunner:
         return outcome
 
     def _on_record(self, rec: dict[str, Any], run_id: str, outcome: StageOutcome) -> None:
+        """What a record means for the outcome. Its event was published by the tail itself
+        (remote/stage_records.py), so a reattached tail shows the same progress."""
         kind = rec.get("type")
-        stage = str(rec.get("stage", outcome.stage))
-        if kind == "start":
-            self._emit(ev.STAGE_START, stage=stage, run_id=run_id, reason=rec.get("reason"),
-                       summary=f"{stage} started ({rec.get('reason', '')})")
-        elif kind == "progress":
-            payload = {k: rec[k] for k in ("done", "total", "unit", "rate") if k in rec}
-            extra = {k: v for k, v in rec.items()
-                     if k not in ("type", "stage", "done", "total", "unit", "rate")}
-            self._emit(ev.STAGE_PROGRESS, stage=stage, **payload, **extra)
-        elif kind == "end":
+        if kind == "end":
             outcome.ended = True
             outcome.summary = dict(rec.get("summary") or {})
-            self._emit(ev.STAGE_END, stage=stage, ok=bool(rec.get("ok", True)),
-                       seconds=rec.get("seconds"), outputs=rec.get("outputs"), run_id=run_id,
-                       result=outcome.summary,
-                       summary=f"{stage} done in {rec.get('seconds')} s")
         elif kind == "skipped":
             outcome.state = "skipped"
-            self._emit(ev.STAGE_SKIPPED, stage=stage, reason=rec.get("reason", ""),
-                       summary=f"{stage} skipped: {rec.get('reason', '')}")
-        elif kind == "info":
-            self._emit(ev.CONSOLE_INFO, message=f"{stage}: {rec.get('message', '')}",
-                       stage=stage)
         elif kind == "error":
             outcome.error = str(rec.get("message", ""))
-            known = fix_for_error(outcome.error)
-            message = f"{stage}: {shorten(outcome.error)}"
-            if known is not None:
-                message += f" — fix: {known.fix}"
-            self._emit(ev.CONSOLE_ERROR, message=message, stage=stage,
-                       error=outcome.error, fix=known.fix if known else None,
-                       rule=known.rule if known else None)
 
     async def demo_setup(self) -> str:
         """Build the tiny demo on the box (once; reused afterwards); its config path."""

@@ -24,6 +24,7 @@ from remote.argv import shell_join, with_env
 from remote.bus import EventBus
 from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.hosts import HostConfig
+from remote.streams import merge_streams
 from remote.transport import Forward, OutputLine, Progress, RemoteProcess, Transport
 
 ACCEPT_FLAG = "--accept-new-host-key"
@@ -87,32 +88,17 @@ class _SSHProcess(RemoteProcess):
         self._t = transport
 
     async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
-        queue: asyncio.Queue[tuple[str, bytes] | BaseException | None] = asyncio.Queue()
-
-        async def pump(reader: asyncssh.SSHReader[bytes], name: str) -> None:
-            try:
-                while data := await reader.read(1 << 18):
-                    queue.put_nowait((name, data))
-            except _LOST as exc:
-                queue.put_nowait(exc)
-            queue.put_nowait(None)
-
-        tasks = [asyncio.create_task(pump(self._proc.stdout, "stdout")),
-                 asyncio.create_task(pump(self._proc.stderr, "stderr"))]
-        open_streams = 2
+        out, err = self._proc.stdout, self._proc.stderr
+        merged = merge_streams({"stdout": lambda: out.read(1 << 18),
+                                "stderr": lambda: err.read(1 << 18)}, lost=_LOST)
         try:
-            while open_streams:
-                item = await queue.get()
-                if item is None:
-                    open_streams -= 1
-                elif isinstance(item, BaseException):
-                    raise ConnectionFailed(f"connection to {self._t.name} lost: "
-                                           f"{_one_line(item)}") from None
-                else:
-                    yield item
+            async for item in merged:
+                yield item
+        except _LOST as exc:
+            raise ConnectionFailed(f"connection to {self._t.name} lost: "
+                                   f"{_one_line(exc)}") from None
         finally:
-            for t in tasks:
-                t.cancel()
+            await merged.aclose()
 
     async def lines(self) -> AsyncIterator[OutputLine]:
         bufs = {"stdout": bytearray(), "stderr": bytearray()}

@@ -24,6 +24,7 @@ from remote.bus import EventBus
 from remote.errors import ConnectionFailed, ConsoleError
 from remote.events import Event
 from remote.hosts import HostConfig
+from remote.retry import reraise_fatal
 from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import box_path, upload
 
@@ -186,7 +187,7 @@ class StatsStream:
     interval: float = 1.0
     source: str = "auto"
     history: History = field(default_factory=History)
-    printable: bool = False  # headless `console stats`: print a compact line per sample
+    printable: bool = False  # kept for callers; the printer decides what it shows (show_stats)
     backoff_initial: float = 0.5
     backoff_max: float = 10.0
     # No line for this long (and at least `stall_intervals` intervals) means a dead stream.
@@ -197,6 +198,7 @@ class StatsStream:
     sampler_pid: int | None = None
     last_source: str | None = None
     _reason_told: str | None = None
+    _reason_sent: str | None = None  # the reason the last sample carried (sent once per change)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _remote_path: str | None = None
     _malformed: int = 0
@@ -243,6 +245,7 @@ class StatsStream:
                 await self._pump(proc, deadline, target)
                 break
             except (_Broken, ConnectionFailed, OSError, EOFError) as exc:
+                reraise_fatal(exc)  # a changed host key or refused login: no stats to wait for
                 if self._stop.is_set():
                     break
                 if self.samples > started:
@@ -338,7 +341,10 @@ class StatsStream:
                 raise ValueError("not a JSON object")
             kind = obj.get("type")
             if kind == "sample":
-                payload = sample_payload(obj, reason=self._reason_told)
+                reason = self._reason_told if self._reason_told != self._reason_sent else None
+                payload = sample_payload(obj, reason=reason)
+                if "reason" in payload:
+                    self._reason_sent = reason
             elif kind == "start":
                 self._on_start(obj)
                 return False
@@ -358,10 +364,8 @@ class StatsStream:
             return False
         payload["interval"] = self.interval
         self.history.add(payload)
-        if self.printable:
-            payload["print"] = True
-            payload["summary"] = summary_line(payload)
         self.samples += 1
+        # The text a printer shows is derived from the fields (console/printer.py), not sent.
         self.bus.publish(Event(ev.STATS_SAMPLE, self.name, payload))
         return True
 

@@ -15,12 +15,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from remote.argv import with_env
 from remote.errors import RemoteCommandError
+from remote.streams import merge_streams
 
-_T = TypeVar("_T")
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
 
@@ -169,44 +168,19 @@ class _LocalProcess(RemoteProcess):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
 
-    def lines(self) -> AsyncIterator[OutputLine]:
-        return self._merged(
-            lambda stream: stream.readline(),
-            lambda name, raw: OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n")),
-        )
+    async def lines(self) -> AsyncIterator[OutputLine]:
+        async for name, raw in self._merged(lambda stream: stream.readline):
+            yield OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n"))
 
     def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
-        return self._merged(lambda stream: stream.read(1 << 18), lambda name, data: (name, data))
+        return self._merged(lambda stream: lambda: stream.read(1 << 18))
 
-    async def _merged(
-        self,
-        read: Callable[[asyncio.StreamReader], Awaitable[bytes]],
-        make: Callable[[str, bytes], _T],
-    ) -> AsyncIterator[_T]:
+    def _merged(self, reader: Callable[[asyncio.StreamReader], Callable[[], Awaitable[bytes]]]
+                ) -> AsyncIterator[tuple[str, bytes]]:
         """stdout and stderr read concurrently, items in arrival order, until both close."""
-        queue: asyncio.Queue[_T | None] = asyncio.Queue()
-
-        async def pump(stream: asyncio.StreamReader | None, name: str) -> None:
-            if stream is not None:
-                while data := await read(stream):
-                    queue.put_nowait(make(name, data))
-            queue.put_nowait(None)
-
-        tasks = [
-            asyncio.create_task(pump(self._proc.stdout, "stdout")),
-            asyncio.create_task(pump(self._proc.stderr, "stderr")),
-        ]
-        open_streams = 2
-        try:
-            while open_streams:
-                item = await queue.get()
-                if item is None:
-                    open_streams -= 1
-                else:
-                    yield item
-        finally:
-            for t in tasks:
-                t.cancel()
+        out, err = self._proc.stdout, self._proc.stderr
+        return merge_streams({"stdout": reader(out) if out is not None else None,
+                              "stderr": reader(err) if err is not None else None})
 
     async def wait(self) -> int:
         return await self._proc.wait()

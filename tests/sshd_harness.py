@@ -79,6 +79,16 @@ class Sshd:
                 pass
         return killed
 
+    def restart_with_new_host_key(self) -> None:
+        """The box reinstalled (or an attacker in between): same address, another host key.
+        known_hosts keeps the old key, so the next connection must be refused."""
+        self.stop()
+        key = self.root / "ssh_host_ed25519_key"
+        key.unlink()
+        Path(f"{key}.pub").unlink()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        self.proc = _spawn(self.root, self.port)
+
     def stop(self) -> None:
         self.drop_connections()
         self.proc.terminate()
@@ -135,8 +145,15 @@ def start_sshd(root: Path) -> Sshd:
             "",
         ])
     )
-    log = open(root / "sshd.log", "wb")
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log)
+    proc = _spawn(root, port)
+    return Sshd(root, port, user, client_key, host_pub, known_hosts, ssh_config, proc)
+
+
+def _spawn(root: Path, port: int) -> subprocess.Popen[bytes]:
+    """sshd on root's config, once it greets on the port."""
+    log = open(root / "sshd.log", "ab")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")], stdout=log,
+                            stderr=log)
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -149,4 +166,4 @@ def start_sshd(root: Path) -> Sshd:
             proc.kill()
             raise RuntimeError(f"sshd did not start: {(root / 'sshd.log').read_text()[-2000:]}")
         time.sleep(0.05)
-    return Sshd(root, port, user, client_key, host_pub, known_hosts, ssh_config, proc)
+    return proc

@@ -254,7 +254,7 @@ def test_recorder_writes_batches_whole_and_in_order(tmp_path: Path) -> None:
     bus = EventBus()
     rec = Recorder(SessionWriter(tmp_path / "s.jsonl.zst", ["box"])).attach(bus)
     bus.publish_many([Event("job.line", "box", {"i": i}) for i in range(100)])
-    bus.emit("job.exit", "box", i=100)
+    bus.emit("job.exit", "box", run_id="r", i=100)
     rec.close()
     with SessionReader(tmp_path / "s.jsonl.zst") as r:
         assert [e.payload["i"] for e in r.events()] == list(range(101))

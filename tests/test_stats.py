@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from console.cli import main
+from console.printer import human_line
 from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConnectionFailed
@@ -105,6 +106,8 @@ async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) ->
     assert len(samples) == 3 and all(e.host == "local" for e in samples)
     assert [e.payload["seq"] for e in samples] == [0, 1, 2]
     assert samples[0].payload["source"] == "none" and "nvidia-smi" in samples[0].payload["reason"]
+    # the reason is sent once, when it changes, not with every sample
+    assert not any("reason" in e.payload for e in samples[1:])
     warnings = [e for e in seen if e.kind == ev.CONSOLE_WARNING]
     assert len(warnings) == 1 and "no GPU stats" in warnings[0].payload["message"]
     assert (tmp_path / "probes" / "sampler.py").is_file()
@@ -298,9 +301,11 @@ def test_console_stats_json_streams_events_and_records(tmp_path: Path,
     assert rc == 0
     printed = [Event.from_json(line) for line in capsys.readouterr().out.splitlines()]
     samples = [e for e in printed if e.kind == ev.STATS_SAMPLE]
-    assert len(samples) == 3 and samples[0].payload["print"] is True
-    assert samples[0].payload["interval"] == 0.1
-    assert samples[0].payload["summary"].startswith("cpu ")
+    assert len(samples) == 3 and samples[0].payload["interval"] == 0.1
+    # no per-sample text: the printer derives its line from the fields (issue 14/17)
+    assert not {"print", "summary"} & {k for e in samples for k in e.payload}
+    assert human_line(samples[0], show_stats=True).split(": ", 1)[1].startswith("cpu ")  # type: ignore[union-attr]
+    assert human_line(samples[0]) is None  # other commands' printers stay quiet
     recorded = session.read_text().splitlines()[1:]
     assert sum('"stats.sample"' in line for line in recorded) == len(samples)
 

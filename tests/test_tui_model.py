@@ -81,9 +81,12 @@ def test_malformed_payload_becomes_a_note_not_an_exception() -> None:
     changed = state.apply(Event(ev.STATS_SAMPLE, HOST, {"gpus": 5, "host": "nope"}))
     h = state.host(HOST)
     assert changed == {"notes"} and "malformed stats.sample" in h.notes[-1].text
-    # wrong types elsewhere are tolerated, not fatal
-    state.apply(Event(ev.STAGE_PROGRESS, HOST, {"stage": "train", "done": "many", "total": None}))
-    assert h.stages["train"].done == 0.0 and h.stages["train"].fraction is None
+    # a payload its kind's schema refuses is skipped with a note, not folded half-way
+    state.apply(Event(ev.STAGE_PROGRESS, HOST, {"stage": "train", "done": 3, "total": 10}))
+    changed = state.apply(Event(ev.STAGE_PROGRESS, HOST, {"stage": "train", "done": "many",
+                                                          "total": None}))
+    assert changed == {"notes"} and "malformed stage.progress" in h.notes[-1].text
+    assert (h.stages["train"].done, h.stages["train"].total) == (3.0, 10.0)
     state.apply(Event(ev.PROBE_RESULT, HOST, {"probe": "compat", "result": {"findings": "not a list"}}))
     assert h.compat_findings() == []
 

@@ -22,6 +22,9 @@ from remote.hosts import Config
 from tests.tui_sessions import COMPAT_RESULT, DIFF, HOST, MODEL_RESULT, WORKER
 
 SIZE = (120, 36)
+# What the real patcher lists after apply/verify: every recipe of the file, in effect or not.
+IN_EFFECT = [{"name": "resolve-layers-path", "in_effect": True},
+             {"name": "scheduler-is-encoder-decoder", "in_effect": False}]
 
 
 def plain(widget: Static, width: int = SIZE[0]) -> str:
@@ -92,15 +95,16 @@ class ScriptedController:
 
     async def apply_patch(self, host: str, file: str) -> None:
         self.calls.append(("apply", host, file))
-        self.bus.emit(ev.PATCH_APPLIED, host, file=file, recipes=["resolve-layers-path"], sha256="cd" * 32)
+        self.bus.emit(ev.PATCH_APPLIED, host, file=file, recipes=IN_EFFECT, sha256="cd" * 32)
 
     async def verify_patch(self, host: str, file: str) -> None:
         self.calls.append(("verify", host, file))
-        self.bus.emit(ev.PATCH_VERIFIED, host, file=file, recipes=["resolve-layers-path"], sha256="cd" * 32)
+        self.bus.emit(ev.PATCH_VERIFIED, host, file=file, recipes=IN_EFFECT, sha256="cd" * 32)
 
     async def rollback_patch(self, host: str, file: str) -> None:
         self.calls.append(("rollback", host, file))
-        self.bus.emit(ev.PATCH_ROLLED_BACK, host, file=file, recipes=[], sha256="ef" * 32)
+        self.bus.emit(ev.PATCH_ROLLED_BACK, host, file=file,
+                      recipes=[{"name": "resolve-layers-path", "in_effect": False}], sha256="ef" * 32)
 
     async def start_stage(self, host: str, stage: str) -> None:
         self.calls.append(("start", host, stage))

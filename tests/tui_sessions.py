@@ -77,7 +77,7 @@ def stats_payload(i: int, gpus: int = 2) -> dict[str, Any]:
             {"index": g, "name": "NVIDIA H200", "util": float((i * 13 + g * 29) % 100),
              "mem_used": 100e9 + g * 5e9 + i * 1e8, "mem_total": 141e9, "power": 300.0 + (i * 37 + g * 11) % 350,
              "power_limit": 700.0, "temp": 50 + (i + g) % 20, "sm_clock": 1980, "pcie_tx": 1e9, "pcie_rx": 2e9,
-             "procs": 1}
+             "procs": [{"pid": 4242 + g, "name": "python3", "mem_used": int(90e9)}]}
             for g in range(gpus)
         ],
     }
@@ -89,7 +89,8 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
     out: list[Event] = []
 
     def add(kind: str, dt: float = 1.0, h: str = host, **payload: Any) -> None:
-        out.append(Event(kind=kind, host=h, payload=payload, ts=c.tick(dt)))
+        # Through the schema, like every real producer: the double cannot drift from them.
+        out.append(Event.checked(kind, h, payload, c.tick(dt)))
 
     add(ev.CONNECTION_UP, summary=f"connected to {host}")
     add(ev.PROBE_RESULT, probe="env", result={
@@ -105,9 +106,11 @@ def demo_events(*, host: str = HOST, log_lines: int = 40, reconnecting: bool = F
         {"name": "trust-remote-code", "applies": True, "reason": ""},
         {"name": "scheduler-is-encoder-decoder", "applies": False, "reason": "already present in this version"},
     ])
-    add(ev.PATCH_APPLIED, file=WORKER, recipes=["resolve-layers-path", "trust-remote-code"], sha256="ab" * 32,
-        summary="patch applied")
-    add(ev.PATCH_VERIFIED, file=WORKER, recipes=["resolve-layers-path", "trust-remote-code"], sha256="ab" * 32)
+    in_effect = [{"name": "resolve-layers-path", "in_effect": True},
+                 {"name": "trust-remote-code", "in_effect": True},
+                 {"name": "scheduler-is-encoder-decoder", "in_effect": False}]
+    add(ev.PATCH_APPLIED, file=WORKER, recipes=in_effect, sha256="ab" * 32, summary="patch applied")
+    add(ev.PATCH_VERIFIED, file=WORKER, recipes=in_effect, sha256="ab" * 32)
     add(ev.MARKER, label="pipeline begins")
     add(ev.STAGE_START, stage="prepare", run_id="r-prepare")
     add(ev.JOB_STARTED, run_id="r-prepare", name="prepare", argv=["python", "-m", "pipeline", "prepare"],

@@ -11,8 +11,8 @@ import sys
 
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
+from remote.ops import patch as ops
 from remote.patcher.recipes import RECIPES
-from remote.patcher.runner import Patcher
 
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
@@ -52,28 +52,29 @@ async def run(args: argparse.Namespace) -> int:
 async def _run(ctx: Context, args: argparse.Namespace) -> int:
     host = ctx.host(args.host)
     transport = await ctx.transport(host.name)
-    patcher = Patcher(transport, host, ctx.bus, site_packages=args.site_packages,
-                      recipes=args.recipe)
+    patcher = ops.patcher(transport, host, ctx.bus, site_packages=args.site_packages,
+                          recipes=args.recipe)
     if args.action == "plan":
-        plans = await patcher.plan(force=args.force)
+        plans = await ops.plan(patcher, force=args.force)
         if not args.json:
             for p in plans:
                 if p.changes:
                     ctx.out.write(p.diff)
-        return EXIT_REFUSED if any(p.refused for p in plans) else EXIT_OK
+        return EXIT_REFUSED if ops.refused(plans) else EXIT_OK
     if args.action == "verify":
-        plans = await patcher.verify()
+        plans = await ops.verify(patcher)
         return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
     if args.action == "rollback":
-        await patcher.rollback()
+        await ops.rollback(patcher)
         return EXIT_OK
-    if not args.yes:
-        plans = await patcher.plan(force=args.force)
-        if any(p.refused for p in plans):
-            raise Refused("; ".join(p.refused or "" for p in plans if p.refused))
-        if not any(p.changes for p in plans):
-            await patcher.apply(force=args.force, emit_plan=False)
-            return EXIT_OK
+    if args.yes:
+        await ops.apply(patcher, force=args.force)
+        return EXIT_OK
+    plans = await ops.plan(patcher, force=args.force)
+    why = ops.refused(plans)
+    if why:
+        raise Refused(why)
+    if any(p.changes for p in plans):
         if args.json or not sys.stdin.isatty():
             raise UsageError("apply changes files on the box: pass --yes to confirm "
                              "(no terminal to ask on)")
@@ -84,7 +85,6 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
         if answer not in ("y", "yes"):
             ctx.info("not applied", host.name)
             return EXIT_REFUSED
-        await patcher.apply(force=args.force, emit_plan=False, confirmed=plans)
-        return EXIT_OK
-    await patcher.apply(force=args.force)
+    # the same check as the TUI's: refused if the plan changed since it was shown
+    await ops.apply(patcher, shown=plans, force=args.force)
     return EXIT_OK

@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.context import Context, add_common_options
-from remote import compat
-from remote import events as ev
+from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, UsageError
-from remote.probe_runner import run_probe, summarize
+from remote.ops import probes as ops
+from remote.probe_runner import run_probe
 from remote.transport import Transport
 
 PROBES = ("env", "model", "compat", "source")
@@ -31,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "resolver cannot settle.",
     )
     p.add_argument("probe", choices=PROBES)
-    p.add_argument("--host", default="local", help="host name from console.toml (default: local)")
+    add_host_options(p)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
     p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
@@ -86,26 +85,17 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace, common: dict[str, Any]) -> int:
-    (env,) = await run_probe(transport, "env", ["--workdir", common["workdir"]], **common)
-    models = await run_probe(transport, "model", _model_args(args), **common)
+    host = ctx.host(args.host)
     refused = False
-    for model in models:
-        findings = compat.advise(env, model)
-        result = {
-            "architecture": model.get("architecture"),
-            "versions": {k: (env.get("packages") or {}).get(k) for k in ("vllm", "speculators", "transformers")},
-            "findings": [f.to_dict() for f in findings],
-            "summary": compat.summarize(findings),
-        }
-        ctx.bus.emit(ev.PROBE_RESULT, common["host"], probe="compat", result=result,
-                     summary=f"{model.get('architecture')}: {summarize('compat', result)}")
-        for f in findings:
+    for outcome in await ops.compat_check(transport, host, ctx.bus, _model_args(args),
+                                          timeout=args.timeout):
+        for f in outcome.findings:
             line = f"[{f.severity}] {f.rule}: {f.detail} -> fix ({f.fix['kind']}): {f.fix['text']}"
             if f.severity == "error":
-                refused = True
-                ctx.error(line, common["host"], rule=f.rule)
+                ctx.error(line, host.name, rule=f.rule)
             elif f.severity == "warning":
-                ctx.warning(line, common["host"], rule=f.rule)
+                ctx.warning(line, host.name, rule=f.rule)
             else:
-                ctx.info(line, common["host"], rule=f.rule)
+                ctx.info(line, host.name, rule=f.rule)
+        refused = refused or outcome.refused
     return EXIT_REFUSED if refused else EXIT_OK

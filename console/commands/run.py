@@ -29,6 +29,7 @@ from pathlib import Path
 from console.context import Context, add_common_options, add_host_options
 from remote import events as ev
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
+from remote.ops import pipeline as pipeline_ops
 from remote.pipeline_runner import STAGES, PipelineRunner
 
 
@@ -101,7 +102,8 @@ async def run(args: argparse.Namespace) -> int:
         else:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
-            outcomes = await runner.run(config, start=args.start, force=args.force)
+            outcomes = await pipeline_ops.run_pipeline(runner, config, start=args.start,
+                                                       force=args.force)
         except StageFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED

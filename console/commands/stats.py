@@ -40,7 +40,7 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--duration must be positive (got {args.duration})")
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1 (got {args.count})")
-    ctx = Context.from_args(args, hosts=[args.host])
+    ctx = Context.from_args(args, hosts=[args.host], show_stats=not args.once)
     try:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import TabbedContent, TabPane
 
+from console.live_session import open_session
+from console.tui.checkpoints import StateCheckpoints
 from console.tui.controller import (
     FeatureUnavailable,
     LiveSource,
@@ -42,6 +45,7 @@ from console.tui.widgets.pipeline import LogView, PipelineView
 from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
+from remote.bus import EventBus
 from remote.errors import EXIT_OK, ConsoleError
 from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
@@ -96,6 +100,8 @@ class ConsoleApp(App[int]):
         self._wake = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
         self._markers: list[int] = []
+        self.checkpoints: StateCheckpoints | None = None  # replay: state copies for seeks
+        self._stopping = threading.Event()
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
         self.probe_targets: dict[str, str] = {}
@@ -157,16 +163,27 @@ class ConsoleApp(App[int]):
     def on_mount(self) -> None:
         self._unsubscribe = self.source.bus.add_callback(self._on_event)
         if isinstance(self.source, ReplaySource):
-            self._markers = self.source.reader.markers()
+            self._markers = self.source.replayer.markers()
+            # Seeks start from the nearest state copy instead of the session's first event.
+            self.checkpoints = StateCheckpoints(self.source.reader.path, self.source.host_names())
+            self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
+                            group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
         self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
         self.run_worker(self.source.run(), name="source", group="source", exit_on_error=False)
         self.refresh_all()
 
+    def _build_checkpoints(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.build(self._stopping)
+
     async def on_unmount(self) -> None:
+        self._stopping.set()
         if self._unsubscribe:
             self._unsubscribe()
+        if self.checkpoints is not None:
+            self.checkpoints.close()
 
     # -- the event pump ----------------------------------------------------------------------------
     def _on_event(self, event: Event) -> None:
@@ -506,6 +523,8 @@ class ConsoleApp(App[int]):
         names = self.source.host_names()
 
         def fold() -> ConsoleState:
+            if self.checkpoints is not None:
+                return self.checkpoints.state_at(position)
             state = ConsoleState(names)
             state.apply_all(r.reader.events(0, position))
             return state
@@ -576,11 +595,11 @@ class ConsoleApp(App[int]):
 class HostsApp(ConsoleApp):
     """The live console on the hosts of a console.toml (the placeholder's name and signature)."""
 
-    def __init__(self, config_path: str | None = None) -> None:
+    def __init__(self, config_path: str | None = None, bus: EventBus | None = None) -> None:
         config = load_config(config_path)
         describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
                     for h in all_hosts(config)}
-        super().__init__(LiveSource(config), describe=describe)
+        super().__init__(LiveSource(config, bus=bus), describe=describe)
 
 
 class ReplayApp(ConsoleApp):
@@ -590,16 +609,24 @@ class ReplayApp(ConsoleApp):
         super().__init__(ReplaySource(reader))
 
 
-def live_app(config_path: str | None = None) -> ConsoleApp:
-    return HostsApp(config_path)
+def live_app(config_path: str | None = None, bus: EventBus | None = None) -> ConsoleApp:
+    return HostsApp(config_path, bus)
 
 
 async def run_app(args: argparse.Namespace) -> int:
-    app = live_app(getattr(args, "config", None))
+    """The live TUI, recorded like any headless command (console/live_session.py)."""
+    config_path = getattr(args, "config", None)
+    hosts = [h.name for h in all_hosts(load_config(config_path))]
+    session = open_session(hosts, record=not getattr(args, "no_record", False),
+                           path=getattr(args, "session", None))
+    app = live_app(config_path, session.bus)
     try:
         await app.run_async()
     finally:
-        await app.source.controller.aclose()
+        try:
+            await app.source.controller.aclose()
+        finally:
+            session.close()
     return EXIT_OK
 
 

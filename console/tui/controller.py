@@ -22,9 +22,11 @@ from typing import Any, Protocol
 
 from console.replay import Replayer
 from console.session import SessionReader
+from remote import event_types as et
 from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConsoleError
+from remote.events import Event
 from remote.hosts import LOCAL, Config, HostConfig, all_hosts
 from remote.transport import Transport
 
@@ -120,6 +122,16 @@ class LiveController:
         self._factory = transport_factory
         self._lock = asyncio.Lock()
         self._background: dict[str, asyncio.Task[Any]] = {}
+        # The plans the Patch screen shows (the latest patch.planned per host and file): what
+        # the operator confirms when they apply, checked against a fresh plan (remote/ops/patch).
+        self._shown: dict[str, dict[str, et.PatchPlanned]] = {}
+        bus.add_callback(self._note_plan)
+
+    def _note_plan(self, event: Event) -> None:
+        if event.kind == ev.PATCH_PLANNED:
+            data = event.data()
+            if isinstance(data, et.PatchPlanned):
+                self._shown.setdefault(event.host, {})[data.file] = data
 
     def host_config(self, name: str) -> HostConfig:
         return self.config.host(name)
@@ -204,7 +216,8 @@ class LiveController:
         await self._call("patch.plan", host)
 
     async def apply_patch(self, host: str, file: str) -> None:
-        await self._call("patch.apply", host, file=file)
+        shown = list(self._shown.get(host, {}).values())
+        await self._call("patch.apply", host, file=file, shown=shown)
 
     async def verify_patch(self, host: str, file: str) -> None:
         await self._call("patch.verify", host, file=file)

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from console.tui.tail import LogTail
+from remote import event_types as et
 from remote import events as ev
 from remote.events import Event
 
@@ -236,24 +237,30 @@ class ConsoleState:
 # -- reducers -------------------------------------------------------------------------------------
 
 def _connection(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    if e.kind == ev.CONNECTION_UP:
+    data = e.data()
+    if isinstance(data, et.ConnectionUp):
         host.connection, host.attempt, host.retry_delay, host.connection_error = "live", None, None, ""
-    elif e.kind == ev.CONNECTION_RETRY:
+    elif isinstance(data, et.ConnectionRetry):
         host.connection = "reconnecting"
-        host.attempt = int(_num(p.get("attempt"), 0)) or None
-        host.retry_delay = _opt_num(p.get("delay"))
-        host.connection_error = str(p.get("error") or host.connection_error)
-    else:
+        host.attempt = data.attempt or None
+        host.retry_delay = float(data.delay)
+        host.connection_error = data.error or host.connection_error
+    elif isinstance(data, et.ConnectionDown):
         host.connection = "down"
-        host.connection_error = str(p.get("error") or "")
+        host.connection_error = data.error
+    else:
+        return _malformed(host, e)
     return {CONNECTION}
 
 
 def _stats(host: HostState, e: Event) -> set[str]:
     p = e.payload
     host.stats_source = str(p.get("source") or "")
-    host.stats_reason = str(p.get("reason") or "")
+    # The reason is sent once when it changes (remote/stats.py); NVML needs none.
+    if "reason" in p:
+        host.stats_reason = str(p.get("reason") or "")
+    elif p.get("source") == "nvml":
+        host.stats_reason = ""
     h = p.get("host") or {}
     if isinstance(h, dict):
         host.cpu = _opt_num(h.get("cpu"))
@@ -302,31 +309,39 @@ def _job(host: HostState, e: Event) -> set[str]:
 
 
 def _stage(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    name = str(p.get("stage") or "?")
-    st = host.stages.get(name)
+    data = e.data()
+    if not isinstance(data, (et.StageStart, et.StageProgress, et.StageEnd, et.StageSkipped)):
+        return _malformed(host, e)
+    st = host.stages.get(data.stage)
     if st is None:
-        st = StageState(name)
-        host.stages[name] = st
-    if e.kind == ev.STAGE_START:
+        st = StageState(data.stage)
+        host.stages[data.stage] = st
+    if isinstance(data, et.StageStart):
         st.status, st.done, st.total, st.rate, st.seconds, st.reason = "running", 0.0, None, None, None, ""
-        if p.get("run_id"):
-            st.run_id = str(p["run_id"])
-    elif e.kind == ev.STAGE_PROGRESS:
+        if data.run_id:
+            st.run_id = data.run_id
+    elif isinstance(data, et.StageProgress):
         st.status = "running" if st.status == "pending" else st.status
-        st.done = _num(p.get("done"))
-        st.total = _opt_num(p.get("total"))
-        st.unit = str(p.get("unit") or st.unit)
-        st.rate = _opt_num(p.get("rate"))
-    elif e.kind == ev.STAGE_END:
-        st.status = "done" if p.get("ok") else "failed"
-        st.seconds = _opt_num(p.get("seconds"))
-        st.outputs = p.get("outputs")
+        st.done = float(data.done or 0)
+        st.total = None if data.total is None else float(data.total)
+        st.unit = data.unit or st.unit
+        st.rate = None if data.rate is None else float(data.rate)
+    elif isinstance(data, et.StageEnd):
+        st.status = "done" if data.ok else "failed"
+        st.seconds = None if data.seconds is None else float(data.seconds)
+        st.outputs = data.outputs
         if st.status == "done" and st.total:
             st.done = st.total
     else:
-        st.status, st.reason = "skipped", str(p.get("reason") or "")
+        st.status, st.reason = "skipped", data.reason
     return {STAGES}
+
+
+def _malformed(host: HostState, e: Event) -> set[str]:
+    """A payload its kind's schema does not accept (a damaged or pre-schema session): said once
+    as a note, the state left as it was."""
+    host.notes.append(Note(e.ts, "error", f"malformed {e.kind} payload (not its schema); skipped"))
+    return {NOTES_DOMAIN}
 
 
 def _probe(host: HostState, e: Event) -> set[str]:
@@ -350,27 +365,25 @@ _PATCH_STATUS = {
 
 
 def _patch(host: HostState, e: Event) -> set[str]:
-    p = e.payload
-    file = str(p.get("file") or "?")
-    ps = host.patches.get(file) or PatchState(file)
-    host.patches[file] = ps
+    data = e.data()
+    if not isinstance(data, (et.PatchPlanned, et.PatchApplied, et.PatchVerified,
+                             et.PatchRolledBack)):
+        return set()  # a damaged or pre-schema record: nothing reliable to show
+    ps = host.patches.get(data.file) or PatchState(data.file)
+    host.patches[data.file] = ps
     ps.status = _PATCH_STATUS[e.kind]
-    recipes = p.get("recipes")
-    recipes = recipes if isinstance(recipes, list) else []
-    if e.kind == ev.PATCH_PLANNED:
-        ps.recipes = [r if isinstance(r, dict) else {"name": str(r)} for r in recipes]
-        ps.diff = str(p.get("diff") or "")
+    if isinstance(data, et.PatchPlanned):
+        ps.recipes = [{"name": r.name, "applies": r.applies, "reason": r.reason}
+                      for r in data.recipes]
+        ps.diff = data.diff
         ps.in_effect = []
-        ps.refused = str(p.get("refused") or "")
+        ps.refused = data.refused or ""
     else:
-        # applied/verified/rolled_back list the recipes as {name, in_effect} (or bare names)
-        names = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes]
-        ps.in_effect = [str(r.get("name")) if isinstance(r, dict) else str(r) for r in recipes
-                        if not isinstance(r, dict) or r.get("in_effect", e.kind != ev.PATCH_ROLLED_BACK)]
+        ps.in_effect = [r.name for r in data.recipes if r.in_effect]
         known = {str(r.get("name")) for r in ps.recipes}
-        ps.recipes += [{"name": n} for n in names if n not in known]
-    if p.get("sha256"):
-        ps.sha256 = str(p["sha256"])
+        ps.recipes += [{"name": r.name} for r in data.recipes if r.name not in known]
+    if data.sha256:
+        ps.sha256 = data.sha256
     return {PATCH}
 
 

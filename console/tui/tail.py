@@ -29,6 +29,15 @@ class LogTail:
     def __len__(self) -> int:
         return len(self._lines)
 
+    def __deepcopy__(self, memo: dict[int, object]) -> LogTail:
+        """A replay's state checkpoints copy tails of up to max_lines lines: the lines are
+        immutable strings, so one C-level copy of the window replaces a per-line deepcopy."""
+        new = LogTail.__new__(LogTail)
+        new.__dict__.update(self.__dict__)
+        new._lines = self._lines.copy()
+        memo[id(self)] = new
+        return new
+
     @property
     def total(self) -> int:
         """Lines ever appended, including the ones dropped from memory."""

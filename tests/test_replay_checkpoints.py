@@ -1,0 +1,56 @@
+"""Replay seek from state checkpoints gives the state a fold from the first event gives, and
+`[`/`]` find the same markers from the cached list as a scan does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.replay import Replayer
+from console.session import SessionReader
+from console.tui.checkpoints import StateCheckpoints
+from console.tui.model import ConsoleState
+from remote.bus import EventBus
+from tests.tui_sessions import HOST, demo_events, write_session
+
+
+def _view(state: ConsoleState) -> tuple[object, ...]:
+    h = state.host(HOST)
+    return (state.events_seen, state.last_ts, [m[2] for m in state.markers], h.connection,
+            {name: (s.status, s.done, s.total) for name, s in h.stages.items()},
+            {run: (j.state, j.tail.total, j.tail.window(0, 10**6)) for run, j in h.jobs.items()},
+            {f: (p.status, p.sha256, p.in_effect) for f, p in h.patches.items()},
+            {i: list(g.util) for i, g in h.gpus.items()}, h.stats_reason)
+
+
+def test_state_from_checkpoints_is_the_state_of_a_full_fold(tmp_path: Path) -> None:
+    events = demo_events(log_lines=300)
+    path = write_session(tmp_path / "s.jsonl", events)
+    cp = StateCheckpoints(path, [HOST], every=7)  # many checkpoints in a short session
+    cp.build()
+    assert cp.complete and len(cp) > 10
+    with SessionReader(path) as reader:
+        n = len(reader)
+        for position in (0, 1, 6, 7, 8, 50, 123, n // 2, n - 1, n):
+            full = ConsoleState([HOST])
+            full.apply_all(reader.events(0, position))
+            got = cp.state_at(position)
+            assert _view(got) == _view(full), position
+    # a state handed out is the caller's: folding more into it leaves the checkpoints alone
+    got.apply_all(events[:5])
+    assert cp.state_at(n).events_seen == n
+    cp.close()
+
+
+def test_markers_are_read_once_and_found_by_bisection(tmp_path: Path) -> None:
+    path = write_session(tmp_path / "s.jsonl", demo_events(log_lines=30))
+    with SessionReader(path) as reader:
+        r = Replayer(reader, EventBus())
+        markers = reader.markers()
+        assert len(markers) >= 3
+        for position in range(len(reader) + 2):
+            r.position = position
+            after = [i for i in markers if i >= position]
+            before = [i for i in markers if i < position - 1]
+            assert r.next_marker() == (after[0] if after else None)
+            assert r.previous_marker() == (before[-1] if before else None)
+        assert r.markers() is r.markers()  # cached: `[`/`]` no longer rescan the file

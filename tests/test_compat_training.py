@@ -55,3 +55,18 @@ def test_known_stage_errors_get_their_fix_and_a_readable_length() -> None:
                          "hidden state extraction")
     assert hook is not None and "resolve-text-decoder" in hook.fix
     assert fix_for_error("something nobody has seen") is None
+
+
+def test_a_failed_stage_error_record_becomes_one_short_line_with_the_fix() -> None:
+    from remote import events as ev
+    from remote.stage_records import stage_event
+
+    message = ("extract failed: Exception: Call to collective_rpc method failed: Model "
+               "LlavaNextForConditionalGeneration does not support hidden state extraction "
+               + "x" * 3000)
+    kind, payload = stage_event({"type": "error", "stage": "extract", "message": message},
+                                "run-1", "extract")  # type: ignore[misc]
+    assert kind == ev.CONSOLE_ERROR
+    text = str(payload["message"])
+    assert text.startswith("extract: extract failed: Exception: Call to collective_rpc")
+    assert "resolve-text-decoder" in text and len(text) < 600

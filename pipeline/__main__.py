@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "vocab_size": cfg.vocab_size, "layer_ids": cfg.all_layer_ids,
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
                               "output_dir": str(cfg.output_dir),
-                              "max_new_tokens": cfg.evaluate.max_new_tokens}))
+                              "max_new_tokens": cfg.evaluate.max_new_tokens,
+                              **config_mod.advisor_inputs(cfg)}))
             return 0
         if stage == "serve":
             from pipeline import serve
@@ -92,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except PipelineError as exc:
         emit("error", stage, message=str(exc), exit_code=exc.exit_code)
-        print(f"error: {exc}", file=sys.stderr)
+        if not os.environ.get("EAGLE3_STAGE_RECORDS_READ"):  # the console prints the record
+            print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

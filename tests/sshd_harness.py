@@ -90,6 +90,11 @@ class Sshd:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         self.proc = _spawn(self.root, self.port)
 
+    def restart(self) -> None:
+        """The box back on the network: same address, same host key."""
+        self.stop()
+        self.proc = _spawn(self.root, self.port)
+
     def stop(self) -> None:
         self.drop_connections()
         self.proc.terminate()

@@ -1,5 +1,5 @@
 """The console against the loopback OpenSSH sshd: connect from the Hosts screen, then a network
-drop shows as reconnecting and recovers to live. Runs once remote/ssh.py is on main."""
+drop shows as disconnected/reconnecting and recovers to live. Runs once remote/ssh.py is on main."""
 
 from __future__ import annotations
 
@@ -29,10 +29,14 @@ async def test_connect_over_ssh_and_survive_a_drop(sshd) -> None:  # type: ignor
         await wait_for(pilot, lambda: app.state.host("box").connection == "live", timeout=30)
         await settle(pilot)
         assert "● live" in plain(app.query_one(TopBar))
-        assert sshd.drop_connections() > 0
-        await wait_for(pilot, lambda: app.state.host("box").connection in ("reconnecting", "down"), timeout=30)
-        await settle(pilot)
-        assert "disconnected" in plain(app.query_one(TopBar)) or "reconnecting" in plain(app.query_one(TopBar))
+        # The box goes off the network (listener down too), so the console's reconnects fail and
+        # the badge must say so; a bare drop reconnects on the next poll, too fast to see.
+        sshd.stop()
+        await wait_for(pilot, lambda: any(w in plain(app.query_one(TopBar))
+                                          for w in ("disconnected", "reconnecting")), timeout=30)
+        assert app.state.host("box").connection in ("reconnecting", "down")
+        sshd.restart()
         await pilot.press("c")  # reconnect
-        await wait_for(pilot, lambda: app.state.host("box").connection == "live", timeout=30)
+        await wait_for(pilot, lambda: app.state.host("box").connection == "live", timeout=60)
+        await wait_for(pilot, lambda: "● live" in plain(app.query_one(TopBar)), timeout=30)
         await app.source.controller.aclose()

@@ -25,11 +25,11 @@ from remote.errors import ConnectionFailed, ConsoleError
 from remote.events import Event
 from remote.hosts import HostConfig
 from remote.retry import reraise_fatal
+from remote.stats_limits import MIN_INTERVAL
 from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import box_path, upload
 
 SAMPLER = Path(__file__).parent / "probes" / "sampler.py"
-MIN_INTERVAL = 0.1
 HOST_FIELDS = ("cpu", "mem_used", "mem_total", "load1")
 GPU_FIELDS = ("util", "mem_used", "mem_total", "power", "power_limit", "temp", "sm_clock",
               "pcie_tx", "pcie_rx")

@@ -6,7 +6,6 @@ import argparse
 import json
 
 from remote.errors import EXIT_OK
-from remote.hosts import all_hosts, config_search_path, load_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    from remote.hosts import all_hosts, config_search_path, load_config  # not for --help
+
     cfg = load_config(args.config)
     hosts = all_hosts(cfg)
     if args.json:

@@ -11,9 +11,11 @@ import sys
 
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
-from remote.ops import patch as ops
 from remote.patcher.recipes import RECIPES
 from remote.sanitize import visible_lines
+
+# The patcher (the SSH transport, msgspec events) is imported where it runs, in _run:
+# `console patch --help` loads only the recipe list it names.
 
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
@@ -53,6 +55,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _run(ctx: Context, args: argparse.Namespace) -> int:
+    from remote.ops import patch as ops
+
     host = ctx.host(args.host)
     transport = await ctx.transport(host.name)
     patcher = ops.patcher(transport, host, ctx.bus, site_packages=args.site_packages,

@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml
 sshd:
 	@scripts/ensure-sshd.sh
 
-# The box environment (vLLM 0.32 CPU + speculators 0.9), built once into the test cache.
+# The box environments (vLLM 0.32 CPU + speculators 0.9; the founding stack vLLM 0.16 CPU +
+# speculators 0.3), built once into the test cache.
 box-env:
 	@$(PYTHON) scripts/box_env.py vllm032 --quiet >/dev/null
+	@$(PYTHON) scripts/box_env.py vllm016 --quiet >/dev/null
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -34,8 +36,11 @@ unit: $(STAMP)
 
 test: $(STAMP) sshd box-env lint typecheck unit
 
-demo: $(STAMP)
-	$(VENV)/bin/console run --host local --demo
+# The pipeline in .venv (speculators 0.3), then serve + bench with vLLM from the box environment
+# (built on the first run, minutes; cached): ends with "offline X vs served Y".
+demo: $(STAMP) box-env
+	$(VENV)/bin/console run --host local --demo --serve \
+		--serve-python "$$($(PYTHON) scripts/box_env.py vllm032 --quiet)"
 
 bench: $(STAMP)
 	$(PY) benchmarks/session_io.py

@@ -26,8 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from console.cli import build_parser  # noqa: E402
+
 HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgspec", "torch")
-COMMANDS = ["", "run", "replay", "hosts", "jobs", "patch", "bench", "probe", "stats", "allreduce"]
 PROBE = ("import sys, runpy; sys.argv = {argv!r}\n"
          "try:\n    runpy.run_module('console', run_name='__main__')\nexcept SystemExit:\n    pass\n"
          "print(','.join(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
@@ -55,7 +57,8 @@ def main() -> None:
         uncached = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
         uncached["PYTHONDONTWRITEBYTECODE"] = "1"
         lines = [("python -c pass", "pass")]
-        for cmd in COMMANDS:
+        commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        for cmd in ["", *commands]:
             argv = ["console", *([cmd] if cmd else []), "--help"]
             lines.append((" ".join(argv), PROBE.format(argv=argv, heavy=HEAVY)))
         for _, code in lines:  # warm the bytecode cache (and the disk cache) untimed

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "console.commands.jobs",
     "console.commands.patch",
     "console.commands.bench",
+    "console.commands.serve",
     "console.commands.probe",
     "console.commands.stats",
     "console.commands.allreduce",

@@ -5,6 +5,8 @@
     prepare|extract|vocab|train|evaluate    one stage (skipped when its manifest matches)
     all                 every stage in order
     demo-setup --dir D  build the tiny local demo (target, tokenizer, conversations, config)
+    serve --port P [--bind H] [--baseline] [-- VLLM_ARGS]   vLLM's OpenAI server for the
+                        target with train's head (or without: --baseline); pipeline/serve.py
 
 --force runs a stage even when its manifest matches; --from STAGE (with all) forces STAGE and
 every stage after it. Exit codes: 0 ok, 1 a stage failed, 2 bad config or input.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,17 +28,28 @@ from pipeline.progress import emit
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=[*STAGES, "all", "plan", "validate", "demo-setup"])
+    p.add_argument("command", choices=[*STAGES, "all", "plan", "validate", "demo-setup", "serve"])
     p.add_argument("--config", help="pipeline TOML")
     p.add_argument("--force", action="store_true", help="run even when the manifest matches")
     p.add_argument("--from", dest="start", choices=STAGES, help="with all: force from STAGE on")
     p.add_argument("--dir", help="demo-setup: directory to build the demo in")
+    p.add_argument("--port", type=int, help="serve: the server's port")
+    p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
+    p.add_argument("--baseline", action="store_true", help="serve: without speculation")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` goes to vLLM untouched (argparse would read it as our options).
+    vllm_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, vllm_args = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     stage = args.command
+    if vllm_args and stage != "serve":
+        build_parser().error(f"arguments after -- are for serve only: {' '.join(vllm_args)}")
     try:
         if stage == "demo-setup":
             if not args.dir:
@@ -56,8 +70,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
                               "vocab_size": cfg.vocab_size, "layer_ids": cfg.all_layer_ids,
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
-                              "output_dir": str(cfg.output_dir)}))
+                              "output_dir": str(cfg.output_dir),
+                              "max_new_tokens": cfg.evaluate.max_new_tokens,
+                              **config_mod.advisor_inputs(cfg)}))
             return 0
+        if stage == "serve":
+            from pipeline import serve
+
+            if args.port is None or not 0 < args.port < 65536:
+                raise PipelineError("serve needs --port (1..65535)")
+            return serve.main(cfg, host=args.bind, port=args.port, baseline=args.baseline,
+                              extra=vllm_args)
         if stage == "plan":
             for row in plan(cfg, start=args.start, force=args.force):
                 print(json.dumps(row))
@@ -71,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except PipelineError as exc:
         emit("error", stage, message=str(exc), exit_code=exc.exit_code)
-        print(f"error: {exc}", file=sys.stderr)
+        if not os.environ.get("EAGLE3_STAGE_RECORDS_READ"):  # the console prints the record
+            print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

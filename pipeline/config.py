@@ -433,3 +433,31 @@ def conversation_of(row: Any) -> list[dict[str, str]] | None:
     if not any(t["role"] == "assistant" for t in out):
         return None
     return out
+
+
+def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
+    """What the console's compat advisor needs to predict training-stage failures without vLLM:
+    config.json, the embedding tensors' names (not all names: a large model has 100k+), the
+    trust_remote_code setting and the installed speculators version."""
+    from importlib import metadata
+
+    raw = json.loads((cfg.model_path / "config.json").read_text())
+    names: list[str] = []
+    index = cfg.model_path / "model.safetensors.index.json"
+    try:
+        if index.exists():
+            names = list(json.loads(index.read_text()).get("weight_map") or {})
+        elif (cfg.model_path / "model.safetensors").exists():
+            from safetensors import safe_open
+
+            with safe_open(str(cfg.model_path / "model.safetensors"), framework="pt") as f:
+                names = list(f.keys())
+    except (ImportError, OSError, ValueError):
+        names = []
+    try:
+        spec = metadata.version("speculators")
+    except metadata.PackageNotFoundError:
+        spec = None
+    return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
+            "trust_remote_code": cfg.target.trust_remote_code,
+            "packages": {"speculators": spec}}

@@ -6,6 +6,11 @@ the demo target is trained briefly on the demo conversations, which have strong 
 (counting from a number by a step, walking the alphabet). Its greedy outputs are then
 predictable from its hidden states, and a trained head measurably beats an untrained one. No
 hub access: tokenizer (tokenizers WordLevel) and model (LlamaConfig) are built from scratch.
+
+The target has 2 attention heads of 32 (hidden 64), not 4 of 16: vLLM's CPU attention refuses
+head_dim 16 ("Unsupported CPU attention configuration"), and the demo ends by serving this
+target with the trained head on a real vLLM (design.md §7). A demo directory built by an older
+recipe (DEMO_RECIPE differs) is rebuilt, never reused.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ CHAT_TEMPLATE = (
 )
 NUMBERS = [f"n{i}" for i in range(60)]
 LETTERS = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+# Bumped whenever the target's construction changes: a demo directory of another recipe is rebuilt.
+DEMO_RECIPE = "2x32-heads"
 WORDS = ["count", "from", "by", "alphabet", "please", "go", "on", "steps"]
 
 
@@ -72,7 +79,7 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
     torch.set_num_threads(1)  # see cpu_threads in DEMO_TOML
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
         tie_word_embeddings=False, pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id, bos_token_id=None,
     )
@@ -153,7 +160,9 @@ def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 25
     model_dir = root / "target"
     data = root / "conversations.jsonl"
     cfg_path = root / "pipeline.toml"
-    if not (model_dir / "model.safetensors").exists():
+    recipe = root / ".demo-recipe"
+    current = recipe.read_text().strip() if recipe.exists() else ""
+    if current != DEMO_RECIPE or not (model_dir / "model.safetensors").exists():
         convs = conversations(rows, seed)
         partial = root / ".target.partial"
         partial.mkdir(exist_ok=True)
@@ -167,6 +176,7 @@ def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 25
         tmp = data.with_suffix(".part")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in convs))
         tmp.rename(data)
+        recipe.write_text(DEMO_RECIPE + "\n")
     if not cfg_path.exists():
         cfg_path.write_text(DEMO_TOML.replace("{epochs}", str(epochs)))
     return cfg_path

@@ -67,6 +67,8 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
     from speculators.proposals.greedy import GreedyTokenProposalConfig
     from transformers import LlamaConfig
 
+    from pipeline.verifier_view import verifier_dir
+
     v = _verifier_text_config(cfg)
     layer_cfg = LlamaConfig(
         vocab_size=v["vocab_size"], hidden_size=v["hidden_size"],
@@ -91,7 +93,9 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
             proposal_methods=[GreedyTokenProposalConfig(
                 proposal_type="greedy", speculative_tokens=cfg.train.ttt_steps)],
             default_proposal_method="greedy",
-            verifier=VerifierConfig(name_or_path=str(cfg.model_path),
+            # A text-only view for wrappers / remote-code models (pipeline.verifier_view).
+            verifier=VerifierConfig(name_or_path=str(verifier_dir(cfg.model_path,
+                                                                  cfg.output_dir)),
                                     architectures=v.get("architectures") or ["LlamaForCausalLM"]),
         ),
     )

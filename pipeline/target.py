@@ -13,21 +13,39 @@ from typing import Any
 from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 
+# The auto classes tried in order: text models first, then transformers' built-in multimodal
+# wrappers (Llava-style: language_model + vision tower), which AutoModelForCausalLM does not map.
+_AUTO_CLASSES = ("AutoModelForCausalLM", "AutoModelForImageTextToText", "AutoModelForVision2Seq")
+
 
 def load_target(cfg: PipelineConfig, device: str, dtype: Any) -> Any:
-    from transformers import AutoModelForCausalLM
+    import transformers
 
-    model = AutoModelForCausalLM.from_pretrained(  # type: ignore[call-overload]
-        str(cfg.model_path), torch_dtype=dtype,
-        trust_remote_code=cfg.target.trust_remote_code)
-    model.to(device)  # type: ignore[arg-type]
-    model.eval()
-    return model
+    kw = {"torch_dtype": dtype, "trust_remote_code": cfg.target.trust_remote_code}
+    unmapped = []
+    for name in _AUTO_CLASSES:
+        auto = getattr(transformers, name, None)
+        if auto is None:
+            continue
+        try:
+            model = auto.from_pretrained(str(cfg.model_path), **kw)
+        except ValueError as exc:
+            # "Unrecognized configuration class ... for this kind of AutoModel": try the next.
+            if "Unrecognized configuration class" not in str(exc):
+                raise
+            unmapped.append(name)
+            continue
+        model.to(device)
+        model.eval()
+        return model
+    raise PipelineError(f"{cfg.model_path}: no transformers auto class maps this model's config "
+                        f"(tried {', '.join(unmapped)}); is target.trust_remote_code needed?")
 
 
 def final_norm(model: Any) -> Any:
     """The final norm of a causal LM, for the usual layouts (model.norm, language_model...)."""
     for path in ("model.norm", "model.language_model.norm", "language_model.model.norm",
+                 "language_model.norm",
                  "model.final_layernorm", "transformer.ln_f"):
         obj = model
         for part in path.split("."):

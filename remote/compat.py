@@ -115,6 +115,48 @@ def _owner_lacks_get_input_embeddings(f: Facts) -> str | None:
     return None
 
 
+def _remote_code_not_trusted(f: Facts) -> str | None:
+    m = f.model
+    if m.get("hf_auto_map") and m.get("pipeline_trust_remote_code") is False:
+        return (f"config.json has auto_map ({', '.join(m['hf_auto_map'])}): transformers asks "
+                "[y/N] on a terminal and fails with EOFError in a detached stage")
+    return None
+
+
+def _verifier_not_plain(f: Facts) -> str | None:
+    m = f.model
+    why = []
+    if m.get("hf_auto_map"):
+        why.append("its config needs remote code (AutoConfig is called without trust_remote_code)")
+    if m.get("hidden_size_in_text_config_only"):
+        why.append("hidden_size is only in text_config (read at the top level)")
+    prefix = m.get("text_weights_prefix")
+    if prefix:
+        why.append(f"its embeddings are under `{prefix}` (loaded as model.embed_tokens.weight)")
+    return "; ".join(why) or None
+
+
+def config_facts(hf_config: Mapping[str, Any], weight_names: list[str] | None = None, *,
+                 trust_remote_code: bool | None = None) -> dict[str, Any]:
+    """Model facts from config.json (and the tensor names) alone, for the rules that need no
+    vLLM: they run where vLLM is not installed (the training box, the laptop)."""
+    text = hf_config.get("text_config") or {}
+    embeds = [n for n in weight_names or [] if n.endswith("embed_tokens.weight")
+              and not any(v in n for v in ("vision", "visual"))]
+    embed = min(embeds, key=len) if embeds else None
+    prefix = embed[: -len("embed_tokens.weight")] if embed else None
+    return {
+        "status": "config",
+        "architecture": (hf_config.get("architectures") or [None])[0],
+        "model_type": hf_config.get("model_type"),
+        "text_model_type": text.get("model_type"),
+        "hf_auto_map": sorted(hf_config.get("auto_map") or {}),
+        "hidden_size_in_text_config_only": "hidden_size" not in hf_config and "hidden_size" in text,
+        "text_weights_prefix": prefix if prefix not in (None, "model.") else None,
+        "pipeline_trust_remote_code": trust_remote_code,
+    }
+
+
 def _config_gate_refuses(f: Facts) -> str | None:
     gate = f.model.get("eagle3_config_gate") or {}
     if gate.get("present") and gate.get("allows") is False:
@@ -297,6 +339,32 @@ RULES: tuple[Rule, ...] = (
         fix=Fix("config", "shift the head's aux layer ids by one to vLLM's convention before serving"),
         stage="serving",
     ),
+    Rule(
+        id="target-remote-code-not-trusted",
+        title="the checkpoint ships its own code but target.trust_remote_code is false",
+        severity="error",
+        versions={},
+        check=_remote_code_not_trusted,
+        evidence=(),
+        fix=Fix("config", "set `trust_remote_code = true` under [target] in the pipeline config"),
+        stage="training",
+    ),
+    Rule(
+        id="speculators-0.3-train-wrapped-verifier",
+        title="speculators 0.3's draft model reads the verifier as a plain text model",
+        severity="info",
+        versions={"speculators": ">=0.3,<0.4"},
+        check=_verifier_not_plain,
+        evidence=(
+            Evidence("speculators", "0.3.0", "speculators/models/eagle3/core.py", 226,
+                     "verifier_model_config = AutoConfig.from_pretrained(config.name_or_path)"),
+            Evidence("speculators", "0.3.0", "speculators/models/eagle3/core.py", 255,
+                     '"weight": verifier_weights["model.embed_tokens.weight"].to(default_dtype)'),
+        ),
+        fix=Fix("config", "nothing to do: the pipeline trains against a text-only view of the "
+                "target (pipeline/verifier_view.py); speculators is not edited"),
+        stage="training",
+    ),
 )
 
 
@@ -372,3 +440,50 @@ def summarize(findings: list[Finding]) -> str:
     counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
     parts = [f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n]
     return ", ".join(parts) + ": " + "; ".join(f.rule for f in findings)
+
+
+# -- failed stages: the fix for an error message the advisor recognizes ---------------------------
+@dataclass(frozen=True, slots=True)
+class ErrorFix:
+    """A stage error (regex on its message) the advisor knows, and what fixes it."""
+
+    pattern: str
+    rule: str  # the RULES id that predicts it, or a stage-level name
+    fix: str
+
+
+ERROR_FIXES: tuple[ErrorFix, ...] = (
+    ErrorFix(r"does not support hidden state extraction",
+             "speculators-0.3-worker-hook",
+             "`console patch apply --recipe resolve-text-decoder` (the worker's SupportsEagle3 "
+             "gate and model.model), then re-run extract"),
+    ErrorFix(r"object has no attribute 'get_input_embeddings'",
+             "speculators-0.3-forward-embeddings", "`console patch apply --recipe embed-input-ids`"),
+    ErrorFix(r"contains custom code|trust_remote_code=True",
+             "target-remote-code", "set `trust_remote_code = true` under [target] in the "
+             "pipeline config"),
+    ErrorFix(r"Unrecognized configuration class .* for this kind of AutoModel",
+             "target-auto-class", "the pipeline loads wrappers through AutoModelForImageTextToText: "
+             "update the pipeline sources on the box, or set `trust_remote_code = true` if the "
+             "checkpoint ships its own model code"),
+    ErrorFix(r"(CUDA out of memory|OutOfMemoryError)", "gpu-memory",
+             "free the GPUs (`console stats` shows who holds them) or raise "
+             "extract.tensor_parallel_size"),
+)
+
+
+def fix_for_error(message: str) -> ErrorFix | None:
+    for known in ERROR_FIXES:
+        if re.search(known.pattern, message):
+            return known
+    return None
+
+
+def shorten(message: str, limit: int = 400) -> str:
+    """One readable line: whitespace collapsed, the middle cut (the head says what failed, the
+    tail usually says why)."""
+    one = " ".join(message.split())
+    if len(one) <= limit:
+        return one
+    keep = (limit - 5) // 2
+    return f"{one[:keep]} […] {one[-keep:]}"

@@ -317,6 +317,39 @@ class BenchWatch(Payload, kw_only=True, frozen=True):
     seconds: Num | None = None
 
 
+# -- serve (remote/serve.py) ---------------------------------------------------------------------
+
+
+class ServeStarting(Payload, kw_only=True, frozen=True):
+    KIND: ClassVar[str] = "serve.starting"
+    role: str
+    url: str
+    run_id: str
+
+
+class ServeReady(Payload, kw_only=True, frozen=True):
+    KIND: ClassVar[str] = "serve.ready"
+    role: str
+    url: str
+    run_id: str
+    seconds: Num
+
+
+class ServeFailed(Payload, kw_only=True, frozen=True):
+    KIND: ClassVar[str] = "serve.failed"
+    role: str
+    run_id: str
+    error: str
+    log_tail: list[str] = []
+
+
+class ServeStopped(Payload, kw_only=True, frozen=True):
+    KIND: ClassVar[str] = "serve.stopped"
+    role: str = ""
+    run_id: str
+    state: str
+
+
 SCHEMAS: dict[str, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -324,7 +357,7 @@ SCHEMAS: dict[str, type[Payload]] = {
         Marker, ProbeResult, ProbeError, JobStarted, JobLine, JobExit, JobStatus, StageStart,
         StageProgress, StageEnd, StageSkipped, UploadProgress, PatchPlanned, PatchApplied,
         PatchVerified, PatchRolledBack, StatsSample, AllreduceResult, BenchPoint, BenchSummary,
-        BenchWatch,
+        BenchWatch, ServeStarting, ServeReady, ServeFailed, ServeStopped,
     )
 }
 

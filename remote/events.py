@@ -44,6 +44,10 @@ ALLREDUCE_RESULT = "allreduce.result"
 BENCH_POINT = "bench.point"
 BENCH_SUMMARY = "bench.summary"
 BENCH_WATCH = "bench.watch"  # acceptance over one scrape interval of `console bench watch`
+SERVE_STARTING = "serve.starting"  # a vLLM server job launched (role, url, run_id)
+SERVE_READY = "serve.ready"  # it answers /v1/models (role, url, run_id, seconds)
+SERVE_FAILED = "serve.failed"  # it died or never answered (role, error, log_tail)
+SERVE_STOPPED = "serve.stopped"  # cancelled by the console (role, run_id, state)
 
 # Kinds a replay can seek to ("markers"): where a human wants to jump in a long session.
 SEEKABLE_KINDS = frozenset(

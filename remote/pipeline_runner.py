@@ -24,6 +24,7 @@ from typing import Any
 from pipeline.progress import parse as parse_progress
 from remote import events as ev
 from remote.bus import EventBus
+from remote.compat import advise, config_facts, shorten
 from remote.errors import RemoteCommandError, StageFailed, UsageError
 from remote.hosts import HostConfig
 from remote.jobs import Jobs
@@ -41,6 +42,8 @@ QUIET_ENV = {
     "TRANSFORMERS_VERBOSITY": "warning",
     "LOGURU_LEVEL": "WARNING",
     "TOKENIZERS_PARALLELISM": "false",
+    # The console reads the stage's error record: no second copy of it on stderr.
+    "EAGLE3_STAGE_RECORDS_READ": "1",
 }
 
 _RESOLVE = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
@@ -143,6 +146,24 @@ class PipelineRunner:
                                      f"no JSON on stdout: {out[:200]!r}") from None
         return dict(data)
 
+    def _advise_config(self, resolved: dict[str, Any]) -> None:
+        """The advisor's config-only rules (no vLLM needed), before any stage starts: an error
+        finding stops the run here instead of minutes into a stage."""
+        if "hf_config" not in resolved:
+            return  # an older pipeline on the box
+        facts = config_facts(resolved["hf_config"], resolved.get("embed_names") or [],
+                             trust_remote_code=resolved.get("trust_remote_code"))
+        findings = advise({"packages": resolved.get("packages") or {}}, facts)
+        for f in findings:
+            line = f"[{f.severity}] {f.rule}: {f.detail} -> fix ({f.fix['kind']}): {f.fix['text']}"
+            kind = {"error": ev.CONSOLE_ERROR, "warning": ev.CONSOLE_WARNING}.get(
+                f.severity, ev.CONSOLE_INFO)
+            self._emit(kind, message=line, rule=f.rule)
+        errors = [f.rule for f in findings if f.severity == "error"]
+        if errors:
+            raise StageFailed(f"the compat advisor predicts a failure ({', '.join(errors)}): "
+                              "fix the config first (see above)")
+
     async def plan(self, config: str) -> list[dict[str, Any]]:
         rc, out, err = await self._direct("plan", "--config", config)
         if rc != 0:
@@ -176,10 +197,13 @@ class PipelineRunner:
                            summary=f"{stage} done in {time.monotonic() - t0:.1f} s")
         elif final.returncode != 0:
             outcome.state = "failed"
+            shown = bool(outcome.error)  # printed once already, as console.error
             outcome.error = outcome.error or f"{stage} exited {final.returncode} ({final.state})"
+            summary = (f"{stage} failed (error above)" if shown
+                       else f"{stage} failed: {shorten(outcome.error)}")
             self._emit(ev.STAGE_END, stage=stage, ok=False,
                        seconds=round(time.monotonic() - t0, 3), run_id=info.run_id,
-                       error=outcome.error, summary=f"{stage} failed: {outcome.error}")
+                       error=outcome.error, summary=summary)
         outcome.seconds = time.monotonic() - t0
         return outcome
 
@@ -212,6 +236,7 @@ class PipelineRunner:
             f"pipeline config {config}: target {resolved['model']} ({resolved['num_layers']} "
             f"layers, hidden {resolved['hidden_size']}), layer ids {resolved['layer_ids']}, "
             f"{resolved['bytes_per_token']} bytes/token, output {resolved['output_dir']}"))
+        self._advise_config(resolved)
         first_forced = STAGES.index(start) if start else (0 if force else len(STAGES))
         plan = {row["stage"]: row for row in await self.plan(config)}
         outcomes: list[StageOutcome] = []
@@ -230,7 +255,8 @@ class PipelineRunner:
             out = await self.run_job(stage, stage, args)
             outcomes.append(out)
             if out.state == "failed":
-                raise StageFailed(f"stage {stage} failed: {out.error}")
+                raise StageFailed(f"stage {stage} failed (the error is above; its full text "
+                                  f"is in the session file and `console jobs` log)")
         return outcomes
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
 from remote import events as ev
+from remote.compat import fix_for_error, shorten
 
 # What the pipeline runner names a stage's job (`pipeline-<stage>`): the stage a record without
 # its own "stage" field belongs to.
@@ -47,7 +48,12 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
     if kind == "info":
         return ev.CONSOLE_INFO, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
     if kind == "error":
-        return ev.CONSOLE_ERROR, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
+        # One readable line (a transformers error can be 2,000+ characters), with the advisor's
+        # fix when it knows the error; the full text stays in the job log.
+        full = str(rec.get("message", ""))
+        known = fix_for_error(full)
+        message = f"{stage}: {shorten(full)}" + (f" — fix: {known.fix}" if known else "")
+        return ev.CONSOLE_ERROR, {"message": message, "stage": stage}
     return None
 
 

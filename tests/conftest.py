@@ -26,3 +26,7 @@ def local_workdir(tmp_path: Path) -> Path:
     wd = tmp_path / "box"
     wd.mkdir()
     return wd
+
+
+# The session's one real vLLM engine (tests/engine_fixture.py): any module may use these.
+from tests.engine_fixture import engine_box, served_engine  # noqa: E402,F401

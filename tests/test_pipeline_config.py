@@ -252,11 +252,8 @@ def test_stage_records_become_stage_events() -> None:
         rec = parse(line)
         if rec is not None:
             runner._on_record(rec, "run-1", out)
-    kinds = [k for k, _ in seen]
-    assert kinds == ["stage.start", "stage.progress", "console.info", "stage.end"]
-    progress = seen[1][1]
-    assert (progress["done"], progress["total"], progress["unit"], progress["rate"],
-            progress["tokens"]) == (3, 9, "samples", 1.5, 42)
-    assert seen[0][1]["run_id"] == "run-1"
-    assert seen[3][1]["ok"] is True and seen[3][1]["outputs"] == ["a"]
+    # The runner only reads records for the outcome; their events come from the tail itself
+    # (remote/stage_records.py, tested in tests/test_stage_records.py), so nothing twice.
+    assert seen == []
+    assert out.ended is True and out.state == "failed"
     assert out.summary == {"samples": 9}

@@ -34,7 +34,7 @@ def plain(widget: Static, width: int = SIZE[0]) -> str:
     return out.getvalue()
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(pilot: Pilot[Any], cond: Callable[[], bool], timeout: float = 30.0) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while not cond():

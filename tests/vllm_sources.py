@@ -30,7 +30,8 @@ def vllm_root(version: str) -> Path:
 
 
 def speculators_root(version: str = "0.3.0") -> Path:
-    members = {"0.3.0": ["speculators/data_generation/*"], "0.9.0": ["speculators/models/utils.py"]}[version]
+    members = {"0.3.0": ["speculators/data_generation/*", "speculators/models/eagle3/*"],
+               "0.9.0": ["speculators/models/utils.py"]}[version]
     return unpacked("speculators", version, members) / "speculators"
 
 

@@ -51,8 +51,7 @@ def wheel_path(package: str, version: str) -> Path:
             found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
             if proc.returncode != 0 or not found:
                 # A missing wheel is a missing real part: fail, never skip.
-                pytest.fail(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}",
-                            pytrace=False)
+                raise RuntimeError(f"cannot download {package}=={version}: {proc.stderr.strip()[-300:]}")
         return found[0]
 
 

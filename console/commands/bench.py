@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r.add_argument("--warmup", type=nonneg_int, default=1, help="unmeasured requests first (default 1)")
     r.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
     r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
+    r.add_argument("--offline", metavar="BOX_PATH",
+                   help="the pipeline's evaluate/acceptance.json on the box: its offline "
+                   "estimate is printed beside the served acceptance")
+    r.add_argument("--stop-at-eos", action="store_true",
+                   help="end requests at the model's end token (as the offline evaluate does) "
+                   "instead of a fixed length")
     add_common_options(r)
     r.set_defaults(func=run_command)
 
@@ -87,7 +93,7 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     from console.session import default_session_dir
     from remote.events import utc_now
 
-    if args.out:
+    if getattr(args, "out", None):  # `console run --serve` has no --out
         return Path(args.out).expanduser()
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
     if ctx.recorder is not None:
@@ -127,7 +133,7 @@ async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Na
         return await run_sweep(
             client, prompts, concurrencies, label=label, model=model, speculative=speculative,
             max_tokens=args.max_tokens, rounds=args.rounds, warmup=args.warmup, host=host.name,
-            on_point=on_point)
+            on_point=on_point, ignore_eos=not args.stop_at_eos)
 
 
 async def run_command(args: argparse.Namespace) -> int:
@@ -140,6 +146,7 @@ async def run_command(args: argparse.Namespace) -> int:
     from remote.bench.prompts import BUILTIN, load_prompts
     from remote.bench.reach import vllm_client
     from remote.bench.results import load_result, save_result
+    from remote.bench.served import offline_vs_served, sweep_acceptance
 
     concurrencies = parse_concurrency(args.concurrency)
     _check_positive("--max-tokens", args.max_tokens)
@@ -156,6 +163,7 @@ async def run_command(args: argparse.Namespace) -> int:
     try:
         host = ctx.host(args.host)
         t = await ctx.transport(host.name)
+        offline = await _offline(t, args.offline) if args.offline else None
 
         baseline: BenchRun | None = earlier.run if earlier else None
         measured_baseline: BenchRun | None = None
@@ -191,6 +199,7 @@ async def run_command(args: argparse.Namespace) -> int:
                             host.name)
             raise
 
+        served = sweep_acceptance(run.points) if not args.no_speculation else None
         comparison = compare_runs(baseline, run) if baseline is not None else None
         path = save_result(out_path, run, baseline=measured_baseline,
                            comparison=comparison.to_dict() if comparison else None)
@@ -212,9 +221,27 @@ async def run_command(args: argparse.Namespace) -> int:
             if comparison is not None:
                 ctx.out.write("\n" + compare_table(comparison) + "\n")
             ctx.out.write(f"result: {path}\n")
+        if served is not None or offline is not None:
+            ctx.info(offline_vs_served(offline, served), host.name, offline=offline,
+                     served=served)
         return EXIT_OK
     finally:
         await ctx.aclose()
+
+
+async def _offline(t: Transport, box_path: str) -> dict[str, object]:
+    """evaluate/acceptance.json fetched from the box (SFTP; a copy on `local`)."""
+    import tempfile
+
+    from remote.serve import read_offline
+
+    with tempfile.TemporaryDirectory(prefix="eagle3-offline-") as tmp:
+        local = Path(tmp) / "acceptance.json"
+        try:
+            await t.get(box_path, local)
+        except (OSError, ConsoleError) as exc:
+            raise UsageError(f"--offline {box_path}: cannot read it on the box ({exc})") from None
+        return read_offline(local)
 
 
 async def compare_command(args: argparse.Namespace) -> int:

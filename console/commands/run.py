@@ -4,6 +4,9 @@
     console run --host box --pipeline box.toml      a real pipeline config
     console run ... --from train                    re-run train and everything after it
     console run ... --force                         re-run every stage
+    console run ... --serve [--serve-python PY]     then serve + bench: baseline and speculative
+                                                    servers one after the other, ending with
+                                                    "offline X vs served Y" (make demo does this)
     console run --host box                          environment check only (no pipeline)
 
 `--config` is the console.toml of every command; given a pipeline TOML instead (recognised by
@@ -23,6 +26,7 @@ import argparse
 import json
 import posixpath
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.context import Context, add_common_options, add_host_options
 from pipeline import STAGES
@@ -30,6 +34,8 @@ from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
 # names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
+if TYPE_CHECKING:
+    from remote.pipeline_runner import PipelineRunner
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,6 +49,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--from", dest="start", choices=STAGES, metavar="STAGE",
                    help=f"re-run STAGE and every stage after it ({', '.join(STAGES)})")
     p.add_argument("--force", action="store_true", help="re-run every stage")
+    p.add_argument("--serve", action="store_true",
+                   help="after the pipeline: serve the target without and with the trained head "
+                   "(one vLLM at a time), bench both, print offline vs served acceptance")
+    p.add_argument("--serve-python", metavar="PATH",
+                   help="the python with vLLM on the box (default: the host's python)")
+    p.add_argument("--concurrency", default="1,4",
+                   help="with --serve: bench concurrencies (default 1,4)")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="with --serve: requests per point = rounds x concurrency (default 2)")
+    p.add_argument("--max-tokens", type=int,
+                   help="with --serve: output tokens per request (default: evaluate's "
+                   "max_new_tokens)")
+    p.add_argument("--vllm-args", metavar="'ARGS'",
+                   help="with --serve: extra vLLM arguments, one shell-quoted string (default "
+                   "for --demo: '--enforce-eager', see remote/serve.py DEMO_VLLM_ARGS)")
     add_common_options(p)
     p.set_defaults(func=run)
 
@@ -85,6 +106,63 @@ def _is_pipeline_toml(path: str) -> bool:
     return "output_dir" in data or "target" in data
 
 
+async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
+                     config: str, out_dir: str) -> int:
+    """The closing step: baseline and speculative servers in turn, benched alike."""
+    from console.bench_tables import compare_table, point_summary, run_table
+    from console.commands.bench import result_path
+    from remote import events as ev
+    from remote.bench.driver import parse_concurrency
+    from remote.bench.results import save_result
+    from remote.bench.served import offline_vs_served
+    from remote.serve import EngineFailed, ServeRunner, extra_vllm_args
+    from remote.serve_bench import serve_and_bench
+
+    host = runner.host
+    concurrencies = parse_concurrency(args.concurrency)
+    resolved = await runner.validate(config)
+    max_tokens = args.max_tokens or int(resolved.get("max_new_tokens") or 24)
+    server = ServeRunner(runner.transport, host, ctx.bus, python=args.serve_python)
+    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    ctx.info(f"serve + bench on {host.name} with {server.host.python}: baseline server, then "
+             f"the trained head; concurrency {','.join(map(str, concurrencies))}, "
+             f"{max_tokens} tokens per request", host.name)
+
+    def on_ready(role: str, seconds: float) -> None:
+        ctx.info(f"{role} engine started in {seconds:.0f} s", host.name, role=role,
+                 start_seconds=seconds)
+
+    def on_point(role: str, run: object, p: object) -> None:
+        from remote.bench.results import Point
+
+        assert isinstance(p, Point)
+        ctx.bus.emit(ev.BENCH_POINT, host.name, label=role, **p.to_dict(),
+                     summary=point_summary(role, p))
+
+    try:
+        result = await serve_and_bench(server, config, out_dir, concurrencies=concurrencies,
+                                       max_tokens=max_tokens, rounds=args.rounds,
+                                       vllm_args=vllm_args, on_point=on_point,
+                                       on_ready=on_ready)
+    except EngineFailed as exc:
+        ctx.error(str(exc), host.name)
+        return EXIT_FAILED
+    finally:
+        await server.close()
+    comparison = result.comparison
+    path = save_result(result_path(ctx, args, "served"), result.speculative,
+                       baseline=result.baseline, comparison=comparison.to_dict())
+    line = offline_vs_served(result.offline, result.served)
+    ctx.bus.emit(ev.BENCH_SUMMARY, host.name, label="served", result_file=str(path),
+                 **comparison.to_dict(), offline=result.offline, served=result.served,
+                 start_seconds=result.start_seconds, summary=comparison.summary())
+    if not args.json:
+        ctx.out.write(run_table(result.baseline) + "\n\n" + run_table(result.speculative)
+                      + "\n\n" + compare_table(comparison) + "\n")
+    ctx.info(line, host.name, offline=result.offline, served=result.served)
+    return EXIT_OK
+
+
 async def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -98,6 +176,12 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         raise UsageError(f"{args.pipeline}: pipeline config not found")
+    if args.serve and not (args.demo or args.pipeline):
+        raise UsageError("--serve follows a pipeline: give --demo or --pipeline")
+    if args.rounds < 1:
+        raise UsageError("--rounds must be positive")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError("--max-tokens must be positive")
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
@@ -142,6 +226,8 @@ async def run(args: argparse.Namespace) -> int:
                  "(vllm serve ... --speculative-config \"$(cat it)\")", host.name)
         ctx.info(f"evaluation: {posixpath.join(out_dir, 'evaluate', 'acceptance.json')}",
                  host.name)
+        if args.serve:
+            return await serve_step(ctx, args, runner, config, out_dir)
         return EXIT_OK
     finally:
         await ctx.aclose()

@@ -7,13 +7,14 @@ refuses with those numbers when the output disk cannot hold them (plus extract.r
 Backends:
 - hf: transformers with output_hidden_states (+ a pre-hook on the final norm for id N); any
   device. This is what the demo and the tests run.
-- vllm: on the box. speculators 0.3.x: its VllmHiddenStatesGenerator (worker extension
-  HiddenStatesWorkerExtension; needs the patcher's worker patch for multimodal wrappers such as
-  Kimi-K2.5). That extension captures the *output of* layer L, so it is asked for L-1 to get
-  our id L. speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative
-  config (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it.
-  Neither can run on this machine (no GPU, no vLLM): the code path follows the real sources but
-  is untested here.
+- vllm: on the box. speculators 0.3.x: its worker extension HiddenStatesWorkerExtension in a
+  plain `vllm.LLM` (pipeline.vllm_capture; not its generator, which breaks on vLLM 0.16); needs
+  the patcher's worker recipes for multimodal wrappers such as Kimi-K2.5 and for vLLM >= 0.16.
+  That extension captures the *output of* layer L, so it is asked for L-1 to get our id L.
+  Tested on the real vLLM 0.16 CPU engine (tests/test_engine_vllm016.py).
+  speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative config
+  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it; that
+  path is not run by a test yet.
 """
 
 from __future__ import annotations
@@ -137,30 +138,40 @@ def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
 
 
 def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], todo: list[int],
-                     hs_dir: Path, progress: Progress, batch: int = 32) -> None:
-    """speculators 0.3.x: its own generator and worker extension (on the box only)."""
+                     hs_dir: Path, progress: Progress) -> None:
+    """speculators 0.3.x: its worker extension inside a plain `vllm.LLM` (pipeline.vllm_capture
+    says why not its generator), one sample at a time, every row count checked."""
     if not todo:
         return
     import torch
 
     try:
-        from speculators.data_generation.vllm_hidden_states_generator import (
-            VllmHiddenStatesGenerator,
-        )
+        import vllm  # noqa: F401
+
+        from pipeline.vllm_capture import VllmCapture
     except ImportError as exc:
-        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM and "
-                            f"speculators' generator in this python: {exc}") from None
-    gen = VllmHiddenStatesGenerator(
-        str(cfg.model_path), layer_ids=worker_03_layer_ids(cfg), max_model_len=cfg.data.max_seq_len + 1,
-        tensor_parallel_size=cfg.extract.tensor_parallel_size)
-    for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
-        results = gen.generate([samples[i]["input_ids"] for i in chunk])
-        for i, res in zip(chunk, results, strict=True):
-            write_sample("0.3", hs_dir / sample_name("0.3", i), res["input_ids"],
+        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM in this "
+                            f"python: {exc}") from None
+    from pipeline.preflight import check
+
+    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
+        emit("info", "extract", message=note)
+    worker_ids = worker_03_layer_ids(cfg)
+    cap = VllmCapture(str(cfg.model_path), worker_ids, max_model_len=cfg.data.max_seq_len + 1,
+                      tensor_parallel_size=cfg.extract.tensor_parallel_size,
+                      dtype=cfg.extract.dtype, trust_remote_code=cfg.target.trust_remote_code)
+    try:
+        tokens = 0
+        for i in todo:
+            ids = samples[i]["input_ids"]
+            by_layer = dict(zip(cap.layers, cap.capture(ids), strict=True))
+            write_sample("0.3", hs_dir / sample_name("0.3", i), torch.tensor(ids, dtype=torch.long),
                          torch.tensor(samples[i]["loss_mask"], dtype=torch.long),
-                         list(res["hidden_states"]))
-            progress.advance()
+                         [by_layer[w] for w in worker_ids])
+            tokens += len(ids)
+            progress.advance(tokens=tokens)
+    finally:
+        cap.close()
 
 
 def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int) -> list[str]:
@@ -191,6 +202,10 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
     import time
     import urllib.request
 
+    from pipeline.preflight import check
+
+    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
+        emit("info", "extract", message=note)
     _write_arrow_dataset(ctx.workdir, samples)
     staging = ctx.workdir / "staging"
     staging.mkdir(exist_ok=True)

@@ -109,14 +109,17 @@ class VllmClient:
             return None
         return str(version) if version is not None else None
 
-    async def stream_chat(self, model: str, messages: Messages, max_tokens: int) -> RequestResult:
+    async def stream_chat(self, model: str, messages: Messages, max_tokens: int,
+                          *, ignore_eos: bool = True) -> RequestResult:
         """One streamed request with a fixed output length (ignore_eos). A request that fails is
-        reported in the result; a server that cannot be reached at all raises NoServer."""
+        reported in the result; a server that cannot be reached at all raises NoServer.
+        ignore_eos=False stops at the model's end token, as the pipeline's offline evaluate
+        does: acceptance past the end of an answer measures text no one would generate."""
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
             "max_tokens": max_tokens,
-            "ignore_eos": True,
+            "ignore_eos": ignore_eos,
             "temperature": 0.0,
             "stream": True,
             "stream_options": {"include_usage": True},

@@ -82,6 +82,7 @@ async def run_point(
     max_tokens: int,
     speculative: bool,
     offset: int = 0,
+    ignore_eos: bool = True,
 ) -> Point:
     before = await _spec_counters(client, model) if speculative else None
     results: list[RequestResult] = []
@@ -89,7 +90,8 @@ async def run_point(
 
     async def worker() -> None:
         for i in next_index:
-            results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens))
+            results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens,
+                                                    ignore_eos=ignore_eos))
 
     lags: list[float] = []
     monitor = asyncio.create_task(_loop_lag(lags))
@@ -161,6 +163,7 @@ async def run_sweep(
     warmup: int = 1,
     host: str = "",
     on_point: Callable[[BenchRun, Point], None] | None = None,
+    ignore_eos: bool = True,
 ) -> BenchRun:
     model = await check_server(client, model, speculative=speculative)
     run = BenchRun(
@@ -170,7 +173,8 @@ async def run_sweep(
         server_version=await client.server_version(),
     )
     if warmup > 0:
-        warm = await asyncio.gather(*(client.stream_chat(model, prompts.get(i), max_tokens)
+        warm = await asyncio.gather(*(client.stream_chat(model, prompts.get(i), max_tokens,
+                                                         ignore_eos=ignore_eos)
                                       for i in range(warmup)))
         bad = [r for r in warm if not r.ok]
         if len(bad) == len(warm):
@@ -178,7 +182,8 @@ async def run_sweep(
     offset = 0
     for c in concurrencies:
         point = await run_point(client, model, prompts, c, requests=rounds * c,
-                                max_tokens=max_tokens, speculative=speculative, offset=offset)
+                                max_tokens=max_tokens, speculative=speculative, offset=offset,
+                                ignore_eos=ignore_eos)
         offset += rounds * c
         run.points.append(point)
         if on_point is not None:

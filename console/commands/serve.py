@@ -1,0 +1,158 @@
+"""`console serve start | stop | status`: vLLM's OpenAI server on a host with the pipeline's head.
+
+    console serve start --host H --pipeline P.toml            target + train's head, at vllm_url
+    console serve start --host H --pipeline P.toml --baseline  target alone, at vllm_url's port+1
+    console serve start --host local --demo --python BOXPY     the demo's target and head
+    console serve start ... --vllm-args='--enforce-eager --max-model-len 4096'
+    console serve status --host H                              which serve jobs run
+    console serve stop --host H [--role baseline]              cancel them (process group)
+
+Each server is a detached job on the box (`serve-speculative`, `serve-baseline`; remote/serve.py)
+that outlives the console; `start` returns once it answers /v1/models and prints the URL, which
+`console bench run` then reaches through the SSH forward. Ctrl-C while it starts cancels it. A
+server that dies while starting exits 1 with its last log lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import posixpath
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from console.context import Context, add_common_options, add_host_options
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.serve_roles import ROLES
+
+# The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
+# `console serve --help` loads none of it.
+if TYPE_CHECKING:
+    from remote.serve import ServeRunner
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="vLLM's server on a host with the pipeline's trained head",
+                       description="Start or stop vLLM's OpenAI-compatible server on a host, "
+                       "with the target and the EAGLE-3 head of a pipeline run (or without "
+                       "speculation, for the baseline), as detached jobs.")
+    ssub = p.add_subparsers(dest="serve_command", metavar="SUBCOMMAND", required=True)
+
+    s = ssub.add_parser("start", help="start a server and wait until it answers")
+    add_host_options(s)
+    s.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
+    s.add_argument("--demo", action="store_true",
+                   help="the demo built by `console run --demo` on this host")
+    s.add_argument("--baseline", action="store_true",
+                   help="serve the target without speculation (default port: vllm_url's + 1)")
+    s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
+                   "vllm_url; for --baseline the next port)")
+    s.add_argument("--python", metavar="PATH",
+                   help="the python with vLLM on the box (default: the host's python)")
+    s.add_argument("--start-timeout", type=float, default=1800.0,
+                   help="seconds to wait for the first answer (default 1800)")
+    s.add_argument("--vllm-args", metavar="'ARGS'",
+                   help="extra vLLM arguments, one shell-quoted string after = (e.g. "
+                   "--vllm-args='--enforce-eager'); default for --demo: --enforce-eager")
+    add_common_options(s)
+    s.set_defaults(func=start_command)
+
+    for name, helptext in (("stop", "cancel the serve jobs on a host"),
+                           ("status", "list the serve jobs running on a host")):
+        c = ssub.add_parser(name, help=helptext)
+        add_host_options(c)
+        c.add_argument("--role", choices=ROLES, help="only this server (default: both)")
+        add_common_options(c)
+        c.set_defaults(func=stop_command if name == "stop" else status_command)
+
+
+async def demo_config(runner: ServeRunner) -> str:
+    """The demo's pipeline.toml on the box; it must have been built by `console run --demo`."""
+    path = posixpath.join(await runner.pipeline.root(), "demo", "pipeline.toml")
+    done = await runner.transport.run([runner.host.python, "-c",
+                                       "import os,sys;sys.exit(0 if os.path.isfile(sys.argv[1]) "
+                                       "else 1)", path], timeout=60)
+    if done.returncode != 0:
+        raise UsageError(f"no demo on {runner.host.name} ({path}): run `console run --host "
+                         f"{runner.host.name} --demo` first")
+    return path
+
+
+async def start_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from remote.serve import EngineFailed, ServeRunner, extra_vllm_args
+
+    if args.demo == bool(args.pipeline):
+        raise UsageError("give --pipeline FILE or --demo")
+    if args.pipeline and not Path(args.pipeline).expanduser().is_file():
+        raise UsageError(f"{args.pipeline}: pipeline config not found")
+    if args.start_timeout <= 0:
+        raise UsageError("--start-timeout must be positive")
+    role = "baseline" if args.baseline else "speculative"
+    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        host = ctx.host(args.host)
+        runner = ServeRunner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
+        if args.demo:
+            config = await demo_config(runner)
+        else:
+            config = await runner.pipeline.remote_config(Path(args.pipeline).expanduser())
+        await runner.pipeline.validate(config)
+        ctx.info(f"starting the {role} server on {host.name} (vLLM with "
+                 f"{runner.host.python}); the engine takes a while to load", host.name)
+        try:
+            served = await runner.start(config, role, url=args.url,
+                                        vllm_args=vllm_args,
+                                        timeout=args.start_timeout)
+        except EngineFailed as exc:
+            ctx.error(str(exc), host.name)
+            return EXIT_FAILED
+        except asyncio.CancelledError:
+            ctx.warning(f"interrupted: the {role} server was cancelled", host.name)
+            raise
+        ctx.info(f"{role} server ready at {served.url} (job {served.run_id}, "
+                 f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
+                 f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()
+
+
+async def _running(args: argparse.Namespace, ctx: Context) -> tuple[ServeRunner, dict[str, str]]:
+    from remote.serve import ServeRunner
+
+    host = ctx.host(args.host)
+    runner = ServeRunner(await ctx.transport(host.name), host, ctx.bus)
+    running = await runner.running()
+    if args.role:
+        running = {r: i for r, i in running.items() if r == args.role}
+    return runner, running
+
+
+async def stop_command(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        runner, running = await _running(args, ctx)
+        if not running:
+            ctx.info(f"no serve job running on {args.host}", args.host)
+        for role, run_id in running.items():
+            state = await runner.stop(run_id, role)
+            ctx.info(f"{role} server {run_id}: {state}", args.host)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()
+
+
+async def status_command(args: argparse.Namespace) -> int:
+    ctx = Context.from_args(args, hosts=[args.host])
+    try:
+        _, running = await _running(args, ctx)
+        if not running:
+            ctx.info(f"no serve job running on {args.host}", args.host)
+        for role, run_id in running.items():
+            ctx.info(f"{role} server running: job {run_id}", args.host, role=role,
+                     run_id=run_id)
+        return EXIT_OK
+    finally:
+        await ctx.aclose()

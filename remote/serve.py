@@ -1,0 +1,224 @@
+"""The `serve` step: vLLM's OpenAI server on the box, as a detached job, with the pipeline's head.
+
+The box side is `python -m pipeline serve` (pipeline/serve.py): it reads the pipeline's own
+train/speculative_config.json and replaces itself with vLLM's API server, so the job's process
+group is the server's and cancelling the job stops the server and its engine processes alike.
+Two roles: `speculative` (the trained head) and `baseline` (the same target without
+speculation), each a job named `serve-<role>`, so a second server of the same role on one box is
+refused (JobLocked) instead of fighting over the port.
+
+This side launches the job and waits until the server answers `/v1/models` through the same
+port forward the benchmarks use. A server that dies while starting (bad config, unsupported
+model, out of memory) ends the wait at once with its last log lines, cut to a readable
+length; one that never answers is cancelled when the start timeout runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shlex
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from remote import events as ev
+from remote.bench.reach import parse_vllm_url
+from remote.bus import EventBus
+from remote.errors import StageFailed, UsageError
+from remote.hosts import HostConfig
+from remote.jobs import Jobs
+from remote.pipeline_runner import QUIET_ENV, PipelineRunner
+from remote.serve_roles import ROLES
+from remote.transport import Transport
+
+LOG_TAIL_LINES = 20
+LOG_LINE_CHARS = 300
+POLL_S = 1.0
+# The demo's tiny target on a CPU: vLLM's warm-up compilation (torch.compile on the CPU
+# backend) takes minutes on shared cores and gains nothing for a 4-layer model; eager starts in
+# well under a minute. A real box keeps vLLM's defaults.
+DEMO_VLLM_ARGS = ("--enforce-eager",)
+
+
+def extra_vllm_args(text: str | None, *, demo: bool) -> list[str]:
+    """--vllm-args as given (one shell-quoted string), else the demo's defaults."""
+    if text is not None:
+        try:
+            return shlex.split(text)
+        except ValueError as exc:
+            raise UsageError(f"--vllm-args {text!r}: {exc}") from None
+    return list(DEMO_VLLM_ARGS) if demo else []
+
+
+class EngineFailed(StageFailed):
+    """The server exited or never answered while starting (exit code 1)."""
+
+    def __init__(self, message: str, log_tail: list[str]) -> None:
+        self.log_tail = log_tail
+        text = message
+        if log_tail:
+            text += "\nlast log lines:\n  " + "\n  ".join(log_tail)
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class Served:
+    role: str
+    url: str  # as seen from the box (what the bench forwards to)
+    run_id: str
+    seconds: float  # from launch until it answered
+
+
+def job_name(role: str) -> str:
+    return f"serve-{role}"
+
+
+def default_url(host: HostConfig, role: str) -> str:
+    """speculative: the host's vllm_url; baseline: the next port on the same address."""
+    url = parse_vllm_url(host.vllm_url)
+    return str(url) if role == "speculative" else url.with_host_port(url.host, url.port + 1)
+
+
+def readable_tail(lines: list[str], n: int = LOG_TAIL_LINES) -> list[str]:
+    """The last n non-empty lines, each cut to LOG_LINE_CHARS: vLLM's tracebacks run to
+    hundreds of lines and a few are thousands of characters wide."""
+    kept = [ln.rstrip() for ln in lines if ln.strip()][-n:]
+    return [ln if len(ln) <= LOG_LINE_CHARS else ln[: LOG_LINE_CHARS - 3] + "..." for ln in kept]
+
+
+class ServeRunner:
+    def __init__(self, transport: Transport, host: HostConfig, bus: EventBus,
+                 *, python: str | None = None) -> None:
+        """`python` runs the server (default: the host's): on `local` the demo's pipeline runs
+        in the console's .venv while vLLM lives in the box environment (scripts/box_env.py)."""
+        self.transport = transport
+        self.host = dataclasses.replace(host, python=python) if python else host
+        self.bus = bus
+        self.pipeline = PipelineRunner(transport, self.host, bus)
+        self.jobs = Jobs(transport, host.workdir, host=host.name, bus=bus,
+                         python=self.host.python)
+
+    def _emit(self, kind: str, **payload: object) -> None:
+        self.bus.emit(kind, self.host.name, **payload)
+
+    async def start(self, config: str, role: str, *, url: str | None = None,
+                    vllm_args: list[str] | None = None, timeout: float = 1800.0) -> Served:
+        """Launch the server job and return once it answers; EngineFailed otherwise."""
+        if role not in ROLES:
+            raise UsageError(f"serve role {role!r}: expected one of {', '.join(ROLES)}")
+        url = url or default_url(self.host, role)
+        target = parse_vllm_url(url)
+        src = await self.pipeline.source_dir()
+        argv = [self.host.python, "-m", "pipeline", "serve", "--config", config,
+                "--bind", target.host, "--port", str(target.port)]
+        if role == "baseline":
+            argv.append("--baseline")
+        if vllm_args:
+            argv += ["--", *vllm_args]
+        t0 = time.monotonic()
+        info = await self.jobs.launch(argv, name=job_name(role),
+                                      env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
+        self._emit(ev.SERVE_STARTING, role=role, url=url, run_id=info.run_id,
+                   summary=f"{role} server starting at {url} ({info.run_id})")
+        try:
+            await self._wait_ready(info.run_id, role, url, timeout)
+        except BaseException:
+            with suppress(Exception):
+                await asyncio.shield(self.jobs.cancel(info.run_id, grace=5.0))
+            raise
+        seconds = round(time.monotonic() - t0, 1)
+        self._emit(ev.SERVE_READY, role=role, url=url, run_id=info.run_id, seconds=seconds,
+                   summary=f"{role} server answers at {url} after {seconds:.0f} s")
+        return Served(role=role, url=url, run_id=info.run_id, seconds=seconds)
+
+    async def _wait_ready(self, run_id: str, role: str, url: str, timeout: float) -> None:
+        target = parse_vllm_url(url)
+        forward = await self.transport.forward(target.port, target.host)
+        local = (str(target) if self.host.is_local
+                 else target.with_host_port("127.0.0.1", forward.local_port))
+        deadline = time.monotonic() + timeout
+        try:
+            async with httpx.AsyncClient(base_url=local, timeout=5.0) as http:
+                while True:
+                    status = await self.jobs.status(run_id)
+                    if status.done:
+                        tail = await self.log_tail(run_id)
+                        rc = "" if status.returncode is None else f" {status.returncode}"
+                        error = f"the {role} server exited{rc} ({status.state}) while starting"
+                        self._emit(ev.SERVE_FAILED, role=role, run_id=run_id, error=error,
+                                   log_tail=tail, summary=error)
+                        raise EngineFailed(error, tail)
+                    with suppress(httpx.HTTPError):
+                        resp = await http.get("/v1/models")
+                        if resp.status_code == 200:
+                            return
+                    if time.monotonic() > deadline:
+                        tail = await self.log_tail(run_id)
+                        error = f"the {role} server did not answer at {url} in {timeout:.0f} s"
+                        self._emit(ev.SERVE_FAILED, role=role, run_id=run_id, error=error,
+                                   log_tail=tail, summary=error)
+                        raise EngineFailed(error + " (cancelled)", tail)
+                    await asyncio.sleep(POLL_S)
+        finally:
+            await forward.close()
+
+    async def log_tail(self, run_id: str) -> list[str]:
+        last: deque[str] = deque(maxlen=200)
+        async with aclosing(self.jobs.tail(run_id, follow=False)) as lines:
+            async for line in lines:
+                last.append(line.text)
+        return readable_tail(list(last))
+
+    async def stop(self, served: Served | str, role: str = "") -> str:
+        """Cancel the server's job (its whole process group); the state it ended in."""
+        run_id = served.run_id if isinstance(served, Served) else served
+        role = served.role if isinstance(served, Served) else role
+        info = await self.jobs.cancel(run_id, grace=10.0)
+        self._emit(ev.SERVE_STOPPED, role=role, run_id=run_id, state=info.state,
+                   summary=f"{role or 'server'} {run_id} stopped ({info.state})")
+        return info.state
+
+    async def running(self) -> dict[str, str]:
+        """role -> run id of the serve jobs running on the box."""
+        found: dict[str, str] = {}
+        for info in await self.jobs.list():
+            for role in ROLES:
+                if info.name == job_name(role) and not info.done:
+                    found[role] = info.run_id
+        return found
+
+    async def close(self) -> None:
+        await self.jobs.close()
+        await self.pipeline.jobs.close()
+
+
+@asynccontextmanager
+async def serving(runner: ServeRunner, config: str, role: str, *, url: str | None = None,
+                  vllm_args: list[str] | None = None,
+                  timeout: float = 1800.0) -> AsyncIterator[Served]:
+    """A server for the duration of the block: stopped on exit, on error and on cancel."""
+    served = await runner.start(config, role, url=url, vllm_args=vllm_args, timeout=timeout)
+    try:
+        yield served
+    finally:
+        await asyncio.shield(runner.stop(served))
+
+
+def read_offline(path: Path) -> dict[str, object]:
+    """evaluate's acceptance.json, as written by pipeline/stages/evaluate.py."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        trained = data["heads"]["trained"]
+        return {"mean_length": float(trained["mean_length"]), "rate": float(trained["rate"]),
+                "per_position": [float(x) for x in trained["per_position"]],
+                "prompts": data.get("prompts"), "max_new_tokens": data.get("max_new_tokens")}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path}: not the pipeline's evaluate output ({exc})") from None

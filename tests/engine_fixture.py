@@ -1,0 +1,128 @@
+"""One real vLLM engine for the whole test session, on a box reached through the loopback sshd.
+
+Why session scope: an engine takes 30-60 s to start on this machine's shared cores; every test
+that needs a live server shares this one (registered in conftest.py, so any test module can ask
+for `engine_box` or `served_engine`). At most one engine runs at a time: `EngineBox.use(role)`
+stops the running server before starting another, and `release()` hands the box to a test that
+starts its own (the demo loop starts the baseline and the speculative server in turn).
+
+The box is a host whose `python` is the real box environment (scripts/box_env.py: vLLM 0.32 CPU
++ speculators 0.9), reached over SSH like a container on a GPU box. Its demo pipeline is trained
+once here with the main .venv (speculators 0.3), exactly as `make demo` does; the server loads
+that head through the pipeline's own train/speculative_config.json. A missing engine
+environment fails the fixture (tests/box_env.py builds it or raises), it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from console.cli import main as console_main
+from console.session import SessionReader
+from remote import events as ev
+from remote.pipeline_runner import QUIET_ENV
+from tests import box_env
+from tests.sshd_harness import Sshd, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+HOST = "engbox"
+
+
+@dataclass
+class EngineBox:
+    root: Path
+    workdir: Path
+    console_toml: Path
+    python: Path
+    port: int
+    running: dict[str, str] = field(default_factory=dict)  # role -> session file of its start
+
+    @property
+    def demo_dir(self) -> Path:
+        return self.workdir / "demo"
+
+    @property
+    def out(self) -> Path:
+        return self.demo_dir / "out"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def cli(self, *args: str, session: Path | None = None) -> int:
+        """`console ARGS --host engbox --config console.toml`, recorded to `session`."""
+        rec = ["--session", str(session)] if session else ["--no-record"]
+        return console_main([*args, "--host", HOST, "--config", str(self.console_toml), *rec])
+
+    def use(self, role: str = "speculative") -> Path:
+        """The server of `role` running (started once); the session file of its start."""
+        if role in self.running:
+            return Path(self.running[role])
+        self.release()
+        session = self.root / f"serve-{role}-{len(os.listdir(self.root))}.jsonl"
+        args = ["serve", "start", "--demo"] + (["--baseline"] if role == "baseline" else [])
+        rc = self.cli(*args, session=session)
+        if rc != 0:
+            raise AssertionError(f"console serve start ({role}) exited {rc}: "
+                                 + "; ".join(e.payload.get("message", "") for e in
+                                             events(session) if e.kind == ev.CONSOLE_ERROR))
+        self.running[role] = str(session)
+        return session
+
+    def release(self) -> None:
+        """Stop every server this fixture started (a test may then start its own)."""
+        if self.running:
+            self.cli("serve", "stop")
+            self.running.clear()
+
+
+def events(session: Path) -> list[ev.Event]:
+    with SessionReader(session) as reader:
+        return list(reader.events())
+
+
+def train_demo(demo_dir: Path) -> None:
+    """The demo pipeline, as `make demo` runs it (main .venv, speculators 0.3): target, head,
+    offline evaluate. Stages are skipped when a previous test run left them complete."""
+    env = {**os.environ, **QUIET_ENV, "PYTHONPATH": str(REPO)}
+    for args in (["demo-setup", "--dir", str(demo_dir)],
+                 ["all", "--config", str(demo_dir / "pipeline.toml")]):
+        done = subprocess.run([sys.executable, "-m", "pipeline", *args], env=env, cwd=REPO,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise AssertionError(f"python -m pipeline {args[0]} failed ({done.returncode}):\n"
+                                 + "\n".join((done.stderr or done.stdout).splitlines()[-20:]))
+
+
+@pytest.fixture(scope="session")
+def engine_box(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineBox]:
+    python = box_env.ensure("vllm032")
+    root = tmp_path_factory.mktemp("engine")
+    workdir = root / "box"
+    workdir.mkdir()
+    port = free_port()
+    toml = root / "console.toml"
+    toml.write_text(
+        f'[hosts.{HOST}]\nssh = "{sshd.alias}"\nruntime = "none"\npython = "{python}"\n'
+        f'workdir = "{workdir}"\nvllm_url = "http://127.0.0.1:{port}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n')
+    box = EngineBox(root=root, workdir=workdir, console_toml=toml, python=python, port=port)
+    train_demo(box.demo_dir)
+    try:
+        yield box
+    finally:
+        box.release()
+
+
+@pytest.fixture(scope="session")
+def served_engine(engine_box: EngineBox) -> EngineBox:
+    """engine_box with its speculative server (target + the demo's trained head) answering."""
+    engine_box.use("speculative")
+    return engine_box

@@ -1,0 +1,142 @@
+"""A real vLLM (CPU build, the box environment) driven by the console over the loopback sshd:
+the box host, the serve step, `console bench run` against the live server, and the demo's
+closing loop. One engine for the session (tests/engine_fixture.py); the demo loop runs last and
+starts its own two, one after the other.
+
+What is asserted and why it can fail:
+- the served acceptance comes from vLLM's /metrics counters of this run (drafts > 0); the
+  trained head must beat an untrained one (mean acceptance length 1.0) by a margin well under
+  what the demo's head reaches offline (~1.4-1.5) and served (~1.48 measured by hand): a head
+  served one layer off, or not loaded, sits at ~1.0;
+- per-position acceptance is non-increasing (position i+1 needs position i) and the rate is
+  accepted / draft tokens of the same counters;
+- a server that dies at start fails with its own last log lines, not a timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from remote import events as ev
+from tests.engine_fixture import EngineBox, events
+
+# A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
+# waits for the session fixture to train the demo.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def test_box_host_runs_the_box_environment(engine_box: EngineBox, tmp_path: Path) -> None:
+    """A host whose python is the box environment is probed like a container with vLLM."""
+    session = tmp_path / "probe.jsonl"
+    assert engine_box.cli("probe", "env", session=session) == 0
+    results = [e for e in events(session) if e.kind == ev.PROBE_RESULT]
+    assert results, "the env probe reported nothing"
+    text = json.dumps(results[-1].payload)
+    assert "0.32.0" in text and "0.9.0" in text, text[:500]
+
+
+def test_serve_reports_a_url_that_answers(served_engine: EngineBox) -> None:
+    session = Path(served_engine.running["speculative"])
+    ready = [e for e in events(session) if e.kind == ev.SERVE_READY]
+    assert len(ready) == 1
+    assert ready[0].payload["url"] == served_engine.url
+    assert ready[0].payload["role"] == "speculative"
+    # The console's own port forward is closed; the URL is the box's, reachable here because
+    # the loopback box is this machine.
+    assert _answers(served_engine.url)
+
+
+def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
+                                                   tmp_path: Path) -> None:
+    out = tmp_path / "spec.json"
+    session = tmp_path / "bench.jsonl"
+    offline_path = served_engine.out / "evaluate" / "acceptance.json"
+    rc = served_engine.cli("bench", "run", "--concurrency", "1,2", "--rounds", "2",
+                           "--max-tokens", "24", "--stop-at-eos", "--warmup", "1",
+                           "--prompts", str(served_engine.out / "prepare" / "eval.jsonl"),
+                           "--offline", str(offline_path), "--out", str(out), session=session)
+    assert rc == 0
+    result = json.loads(out.read_text())
+    points = result["run"]["points"]
+    assert [p["concurrency"] for p in points] == [1, 2]
+    for p in points:
+        acc = p["acceptance"]
+        assert acc["drafts"] > 0
+        assert acc["rate"] == pytest.approx(acc["accepted"] / acc["draft_tokens"])
+        assert len(acc["per_position"]) == 3
+        per_pos = acc["accepted_per_pos"]
+        assert all(a >= b for a, b in itertools.pairwise(per_pos)), per_pos
+    line = [e for e in events(session) if e.kind == ev.CONSOLE_INFO
+            and "offline" in e.payload.get("message", "")]
+    assert len(line) == 1
+    served = line[0].payload["served"]
+    offline = line[0].payload["offline"]
+    expected_offline = json.loads(offline_path.read_text())["heads"]["trained"]["mean_length"]
+    assert offline["mean_length"] == pytest.approx(expected_offline)
+    assert served["drafts"] == sum(p["acceptance"]["drafts"] for p in points)
+    assert served["mean_length"] > SERVED_MARGIN, served
+    assert f"served {served['mean_length']:.2f}" in line[0].payload["message"]
+
+
+def test_engine_dying_at_start_is_a_clear_error(served_engine: EngineBox,
+                                                tmp_path: Path) -> None:
+    """vLLM refuses its arguments right after import: the console says so with its log."""
+    session = tmp_path / "bad.jsonl"
+    url = f"http://127.0.0.1:{served_engine.port + 2}"
+    rc = served_engine.cli("serve", "start", "--demo", "--baseline", "--url", url,
+                           "--start-timeout", "600", "--vllm-args=--dtype no-such-dtype",
+                           session=session)
+    assert rc == 1
+    failed = [e for e in events(session) if e.kind == ev.SERVE_FAILED]
+    assert len(failed) == 1
+    tail = failed[0].payload["log_tail"]
+    assert any("no-such-dtype" in line for line in tail), tail
+    assert all(len(line) <= 300 for line in tail)
+    errors = [e.payload["message"] for e in events(session) if e.kind == ev.CONSOLE_ERROR]
+    assert errors and "exited" in errors[-1] and "last log lines" in errors[-1]
+
+
+def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
+    """`console run --demo --serve` over SSH: the pipeline (complete: every stage skipped),
+    then baseline and speculative servers in turn, benched alike, ending with offline vs
+    served; both servers are stopped afterwards."""
+    engine_box.release()
+    session = tmp_path / "demo.jsonl"
+    rc = engine_box.cli("run", "--demo", "--serve", "--serve-python", str(engine_box.python),
+                        "--concurrency", "1,2", "--rounds", "2", session=session)
+    evs = events(session)
+    errors = [e.payload.get("message") for e in evs if e.kind == ev.CONSOLE_ERROR]
+    assert rc == 0, errors
+    assert {e.payload["stage"] for e in evs if e.kind == ev.STAGE_SKIPPED} >= {
+        "prepare", "extract", "vocab", "train", "evaluate"}
+    ready = [e.payload["role"] for e in evs if e.kind == ev.SERVE_READY]
+    assert ready == ["baseline", "speculative"]
+    stopped = [e.payload for e in evs if e.kind == ev.SERVE_STOPPED]
+    assert [s["role"] for s in stopped] == ["baseline", "speculative"]
+    assert all(s["state"] == "cancelled" for s in stopped), stopped
+    summary = [e for e in evs if e.kind == ev.BENCH_SUMMARY]
+    assert len(summary) == 1
+    payload = summary[0].payload
+    assert payload["served"]["mean_length"] > SERVED_MARGIN
+    assert [row["concurrency"] for row in payload["rows"]] == [1, 2]
+    assert all(row["speedup"] is not None and row["speedup"] > 0 for row in payload["rows"])
+    final = [e.payload["message"] for e in evs if e.kind == ev.CONSOLE_INFO][-1]
+    assert final.startswith("mean acceptance length: offline ") and " vs served " in final
+    # Stopped means stopped: nothing answers on either port any more.
+    assert not _answers(engine_box.url)
+    assert not _answers(f"http://127.0.0.1:{engine_box.port + 1}")

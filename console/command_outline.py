@@ -4,9 +4,11 @@ Building argparse's parsers for every command costs about as much as starting Py
 `add_argument` makes a help formatter, each parser looks up translations): `console --help`
 needs only each command's name and help line, and `console CMD ...` only CMD's parser. The
 declarations stay where they are, in each command module's `register(subparsers)`: it runs once
-in outline mode, where `add_parser` records the name and the help line and hands back a parser
-that ignores what is declared on it, and runs again for real when argparse reaches the command.
-`console.cli.build_parser()` (no `lazy`) still builds every parser, for the tests that walk them.
+in outline mode, stopped at its `add_parser` call once the name and the help line are recorded
+(so what a register does after that, such as loading data for a description, is not paid for
+then), and runs again for real when argparse reaches the command. One top-level command per
+register, as console/cli.py's COMMAND_MODULES has them. `console.cli.build_parser()` (no
+`lazy`) still builds every parser, for the tests that walk them.
 """
 
 from __future__ import annotations
@@ -18,15 +20,9 @@ from typing import Any
 Register = Callable[[Any], None]
 
 
-class _Ignored:
-    """What an outlined command's parser is: every call on it (add_argument, set_defaults,
-    add_subparsers, add_parser, ...) is accepted and does nothing."""
-
-    def __getattr__(self, name: str) -> Callable[..., _Ignored]:
-        return self._ignore
-
-    def _ignore(self, *args: object, **kwargs: object) -> _Ignored:
-        return self
+class _Outlined(BaseException):
+    """Stops a register at its add_parser in outline mode (a BaseException, so that no
+    `except Exception` in a register can swallow it)."""
 
 
 class CommandsOnDemand(argparse._SubParsersAction):  # type: ignore[type-arg]
@@ -42,6 +38,8 @@ class CommandsOnDemand(argparse._SubParsersAction):  # type: ignore[type-arg]
         self._outlining = register
         try:
             register(self)
+        except _Outlined:
+            pass
         finally:
             self._outlining = None
 
@@ -56,7 +54,7 @@ class CommandsOnDemand(argparse._SubParsersAction):  # type: ignore[type-arg]
                 # A key with no parser yet: argparse only tests membership until it is called.
                 self._name_parser_map[each] = None  # type: ignore[assignment]
                 self._registers[each] = self._outlining
-            return _Ignored()
+            raise _Outlined
         if self._name_parser_map.get(name, True) is None:
             # Building an outlined command: its help line is listed already.
             kwargs.pop("help", None)

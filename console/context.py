@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
 # Every command module imports this one for its options, so `console CMD --help` loads it: what
@@ -38,20 +37,21 @@ def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) 
         parser.add_argument("--no-record", action="store_true", help="do not record a session file")
 
 
-def _new_bus() -> EventBus:
-    from remote.bus import EventBus
-
-    return EventBus()
-
-
-@dataclass
 class Context:
-    args: argparse.Namespace
-    config: Config
-    bus: EventBus = field(default_factory=_new_bus)
-    recorder: Recorder | None = None
-    out: IO[str] = field(default_factory=lambda: sys.stdout)
-    transports: dict[str, Transport] = field(default_factory=dict)
+    # A plain class, not a dataclass: importing dataclasses (and inspect with it) costs more than
+    # the rest of `console CMD --help`, which imports this module for its options.
+    def __init__(self, args: argparse.Namespace, config: Config, bus: EventBus | None = None,
+                 recorder: Recorder | None = None, out: IO[str] | None = None) -> None:
+        if bus is None:
+            from remote.bus import EventBus
+
+            bus = EventBus()
+        self.args = args
+        self.config = config
+        self.bus = bus
+        self.recorder = recorder
+        self.out: IO[str] = out if out is not None else sys.stdout
+        self.transports: dict[str, Transport] = {}
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None,

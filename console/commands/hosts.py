@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from remote.errors import EXIT_OK
 
@@ -16,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    import json
+
     from remote.hosts import all_hosts, config_search_path, load_config  # not for --help
 
     cfg = load_config(args.config)

@@ -23,7 +23,6 @@ serving JSON and the session file are.
 from __future__ import annotations
 
 import argparse
-import json
 import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,6 +77,8 @@ _CHECK = (
 async def _environment_check(ctx: Context, host: str, python: str) -> int:
     """No pipeline given: a short, recorded look at the box's python (what `console run`
     did before the pipeline existed; still the cheapest "can I reach it" check)."""
+    import json
+
     from remote import events as ev
 
     ctx.info("no --pipeline or --demo given: environment check only", host)

@@ -7,7 +7,6 @@ Exit codes (also in README): 0 ok, 1 a stage/probe/bench failed, 2 usage or conf
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import sys
 from collections.abc import Sequence
@@ -34,7 +33,10 @@ EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config er
 3 connection/auth/host-key error, 4 compat/patch refused, 130 interrupted"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """Every command's parser; with `lazy`, a command's own parser is built only when argparse
+    reaches it on the command line (console/command_outline.py: `console --help` and
+    `console CMD --help` then cost a fraction of the whole), from the same `register`."""
     parser = argparse.ArgumentParser(
         prog="console",
         description="Operator console for EAGLE-3 speculative decoding on a remote vLLM box. "
@@ -47,6 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--session", metavar="PATH",
                         help="record the TUI session to PATH (default: the sessions directory)")
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
+    if lazy:
+        from console.command_outline import CommandsOnDemand
+
+        commands = parser.add_subparsers(dest="command", metavar="COMMAND", action=CommandsOnDemand)
+        assert isinstance(commands, CommandsOnDemand)
+        for name in COMMAND_MODULES:
+            commands.outline(importlib.import_module(name).register)
+        return parser
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -54,11 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(lazy=True)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    import asyncio  # here, not at the top: `console --help` never starts a loop
+
     try:
         if args.command is None:
             from console.tui.app import run_app

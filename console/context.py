@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from console.live_session import LiveSession, open_session
-from console.printer import Printer
-from console.session import Recorder
-from remote import events as ev
-from remote.bus import EventBus
-from remote.hosts import Config, HostConfig, load_config
-from remote.transport import Transport
+# Every command module imports this one for its options, so `console CMD --help` loads it: what
+# a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
+# used, not here.
+if TYPE_CHECKING:
+    from console.session import Recorder
+    from remote.bus import EventBus
+    from remote.hosts import Config, HostConfig
+    from remote.transport import Transport
 
 
 def add_host_options(parser: argparse.ArgumentParser) -> None:
@@ -37,18 +37,29 @@ def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) 
         parser.add_argument("--no-record", action="store_true", help="do not record a session file")
 
 
-@dataclass
 class Context:
-    args: argparse.Namespace
-    config: Config
-    bus: EventBus = field(default_factory=EventBus)
-    recorder: Recorder | None = None
-    out: IO[str] = field(default_factory=lambda: sys.stdout)
-    transports: dict[str, Transport] = field(default_factory=dict)
+    # A plain class, not a dataclass: importing dataclasses (and inspect with it) costs more than
+    # the rest of `console CMD --help`, which imports this module for its options.
+    def __init__(self, args: argparse.Namespace, config: Config, bus: EventBus | None = None,
+                 recorder: Recorder | None = None, out: IO[str] | None = None) -> None:
+        if bus is None:
+            from remote.bus import EventBus
+
+            bus = EventBus()
+        self.args = args
+        self.config = config
+        self.bus = bus
+        self.recorder = recorder
+        self.out: IO[str] = out if out is not None else sys.stdout
+        self.transports: dict[str, Transport] = {}
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None,
                   show_stats: bool = False) -> Context:
+        from console.live_session import open_session
+        from console.printer import Printer
+        from remote.hosts import load_config
+
         config = load_config(getattr(args, "config", None))
         out = sys.stdout
         session = open_session(
@@ -82,15 +93,23 @@ class Context:
         return {}
 
     def info(self, message: str, host: str = "", **extra: object) -> None:
+        from remote import events as ev
+
         self.bus.emit(ev.CONSOLE_INFO, host, message=message, **extra)
 
     def warning(self, message: str, host: str = "", **extra: object) -> None:
+        from remote import events as ev
+
         self.bus.emit(ev.CONSOLE_WARNING, host, message=message, **extra)
 
     def error(self, message: str, host: str = "", **extra: object) -> None:
+        from remote import events as ev
+
         self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
 
     async def aclose(self) -> None:
+        from console.live_session import LiveSession
+
         for t in self.transports.values():
             try:
                 await t.close()

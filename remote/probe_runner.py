@@ -17,7 +17,7 @@ from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
 from remote.transport import Transport
-from remote.upload import box_path, upload
+from remote.upload import box_path, upload_probe
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 # probe name -> the script that answers it (the source diagnostic is a mode of the model probe,
@@ -95,7 +95,7 @@ async def run_probe(
     try:
         wd = await box_workdir(transport, workdir, python)
         remote_path = posixpath.join(wd, "probes", script.name)
-        await upload(transport, script, remote_path, python=python, bus=bus, host=host)
+        await upload_probe(transport, script, remote_path, python=python, bus=bus, host=host)
         # The probe ends itself shortly after we stop waiting: closing a channel does not kill
         # a process on the box (design.md §4), and a stuck probe must not linger there.
         deadline = ["--deadline", str(int(timeout) + 5)] if timeout else []

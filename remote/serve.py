@@ -34,9 +34,9 @@ from remote.errors import StageFailed, UsageError
 from remote.hosts import HostConfig
 from remote.jobs import Jobs
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner
+from remote.serve_roles import ROLES
 from remote.transport import Transport
 
-ROLES = ("speculative", "baseline")
 LOG_TAIL_LINES = 20
 LOG_LINE_CHARS = 300
 POLL_S = 1.0

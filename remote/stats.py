@@ -25,11 +25,11 @@ from remote.errors import ConnectionFailed, ConsoleError
 from remote.events import Event
 from remote.hosts import HostConfig
 from remote.retry import reraise_fatal
+from remote.stats_limits import MIN_INTERVAL
 from remote.transport import OutputLine, RemoteProcess, Transport
-from remote.upload import box_path, upload
+from remote.upload import box_path, upload_probe
 
 SAMPLER = Path(__file__).parent / "probes" / "sampler.py"
-MIN_INTERVAL = 0.1
 HOST_FIELDS = ("cpu", "mem_used", "mem_total", "load1")
 GPU_FIELDS = ("util", "mem_used", "mem_total", "power", "power_limit", "temp", "sm_clock",
               "pcie_tx", "pcie_rx")
@@ -215,10 +215,11 @@ class StatsStream:
         self._stop.set()
 
     async def prepare(self) -> str:
-        """Upload the sampler (skipped when unchanged) and return its path on the box."""
+        """Upload the sampler and the module it shares with the env probe (each skipped when
+        unchanged) and return its path on the box."""
         workdir = await expand_remote_path(self.transport, self.host.python, self.host.workdir)
         remote = posixpath.join(workdir, "probes", "sampler.py")
-        await upload(self.transport, SAMPLER, remote, python=self.host.python, bus=self.bus,
+        await upload_probe(self.transport, SAMPLER, remote, python=self.host.python, bus=self.bus,
                      host=self.name)
         return remote
 

@@ -97,3 +97,58 @@ async def upload(
 
     await transport.put(local, expanded, progress)
     return True
+
+
+def probe_modules(script: Path) -> list[Path]:
+    """The modules beside `script` that it imports, transitively (`import gpu_query`, `from .
+    import gpu_query`), dependencies first: a probe runs on the box from its uploaded
+    directory, so what it shares with other probes must be uploaded next to it. Read from the
+    source, so a probe that starts sharing a module needs no list kept here."""
+    found: list[Path] = []
+
+    def visit(path: Path, seen: set[Path]) -> None:
+        for name in _sibling_imports(path):
+            module = path.with_name(f"{name}.py")
+            if module.is_file() and module not in seen and module != script:
+                seen.add(module)
+                visit(module, seen)
+                found.append(module)
+
+    visit(script, set())
+    return found
+
+
+def _sibling_imports(path: Path) -> list[str]:
+    import ast
+
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names if "." not in a.name]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module is None:
+                names += [a.name for a in node.names]
+            elif node.level <= 1 and node.module and "." not in node.module:
+                names.append(node.module)
+    return names
+
+
+async def upload_probe(
+    transport: Transport,
+    script: Path,
+    remote: str,
+    *,
+    python: str = "python3",
+    bus: EventBus | None = None,
+    host: str = "",
+) -> bool:
+    """`upload` of a probe script to `remote` with the modules it imports from its own directory
+    (probe_modules) beside it, those first, so the script never runs without them. True if
+    anything was sent."""
+    import posixpath
+
+    sent = False
+    for module in probe_modules(script):
+        sent |= await upload(transport, module, posixpath.join(posixpath.dirname(remote), module.name),
+                             python=python, bus=bus, host=host)
+    return await upload(transport, script, remote, python=python, bus=bus, host=host) or sent

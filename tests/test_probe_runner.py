@@ -86,7 +86,9 @@ async def test_env_probe_locally_uploads_once_and_emits_result(local_workdir: Pa
         await _env_probe(t, str(local_workdir), sys.executable, bus, "local")
     assert (local_workdir / "probes" / "env_probe.py").read_bytes() == (
         REPO / "remote/probes/env_probe.py").read_bytes()
-    assert len(seen.of(ev.UPLOAD_PROGRESS)) == 1  # the second run found the same content there
+    # Sent once each, the probe and the module it imports; the second run found the same content.
+    sent = sorted(Path(e.payload["path"]).name for e in seen.of(ev.UPLOAD_PROGRESS))
+    assert sent == ["env_probe.py", "gpu_query.py"]
     results = seen.of(ev.PROBE_RESULT)
     assert len(results) == 2 and results[0].payload["probe"] == "env"
     assert results[0].payload["result"] == res

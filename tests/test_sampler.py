@@ -44,6 +44,7 @@ def test_sampler_is_python38_syntax_and_stdlib_only() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     allowed_third_party = {"pynvml"}  # optional, imported inside a try
+    allowed_third_party |= {"gpu_query"}  # uploaded beside it (tests/test_gpu_query.py)
     assert not {m for m in imported - allowed_third_party if m not in sys.stdlib_module_names}
     assert not imported & {"console", "remote", "psutil"}
 

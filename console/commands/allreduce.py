@@ -13,10 +13,10 @@ from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote import events as ev
-from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
-from remote.allreduce_trace import DEFAULT_KERNELS, analyse_files, capture, format_trace_table
 from remote.errors import EXIT_OK, UsageError
+
+# The sweep and the trace analysis (asyncio, the SSH transport, msgspec events) are imported in
+# the function that runs them: `console allreduce --help` loads none of it.
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -81,12 +81,16 @@ def _kernel_options(p: argparse.ArgumentParser) -> None:
 
 
 def _patterns(args: argparse.Namespace) -> list[str]:
+    from remote.allreduce_trace import DEFAULT_KERNELS
+
     if args.only_kernels and not args.kernels:
         raise UsageError("--only-kernels needs --kernels PATTERN ...")
     return list(args.kernels) if args.only_kernels else [*DEFAULT_KERNELS, *args.kernels]
 
 
 async def run_sweep_cmd(args: argparse.Namespace) -> int:
+    from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
+
     sizes = parse_sizes(args.sizes)
     if args.ranks < 1:
         raise UsageError(f"--ranks must be at least 1 (got {args.ranks})")
@@ -109,6 +113,9 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_trace_cmd(args: argparse.Namespace) -> int:
+    from remote import events as ev
+    from remote.allreduce_trace import analyse_files, format_trace_table
+
     patterns = _patterns(args)
     ctx = Context.from_args(args, hosts=[])
     try:
@@ -122,6 +129,9 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_capture_cmd(args: argparse.Namespace) -> int:
+    from remote import events as ev
+    from remote.allreduce_trace import analyse_files, capture, format_trace_table
+
     patterns = _patterns(args)
     if not args.seconds > 0:
         raise UsageError(f"--seconds must be positive (got {args.seconds})")

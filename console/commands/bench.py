@@ -8,27 +8,23 @@ bench.point / bench.summary, so a replay shows the same figures.
 from __future__ import annotations
 
 import argparse
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
-from console.bench_tables import compare_table, point_summary, run_table, watch_table
 from console.context import Context, add_common_options, add_host_options
-from console.session import default_session_dir
-from remote import events as ev
-from remote.bench.compare import compare_runs
-from remote.bench.driver import LAG_WARN_S, check_server, parse_concurrency, resolve_model, run_sweep
-from remote.bench.prompts import BUILTIN, PromptSet, load_prompts
-from remote.bench.reach import vllm_client
-from remote.bench.results import BenchRun, Point, load_result, save_result
-from remote.bench.served import offline_vs_served, sweep_acceptance
-from remote.bench.watch import WatchWindow, watch
 from remote.errors import EXIT_OK, ConsoleError, UsageError
-from remote.events import utc_now
-from remote.hosts import HostConfig
-from remote.serve import read_offline
-from remote.transport import Transport
+
+# What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
+# the function that runs it: `console --help` and `console bench --help` load none of it.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from remote.bench.prompts import PromptSet
+    from remote.bench.results import BenchRun, Point
+    from remote.bench.watch import WatchWindow
+    from remote.hosts import HostConfig
+    from remote.transport import Transport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,6 +90,9 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
+    from console.session import default_session_dir
+    from remote.events import utc_now
+
     if getattr(args, "out", None):  # `console run --serve` has no --out
         return Path(args.out).expanduser()
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
@@ -108,6 +107,11 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
 async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Namespace,
                  prompts: PromptSet, concurrencies: list[int], url: str, label: str, *,
                  speculative: bool, save_partial: Callable[[BenchRun], None]) -> BenchRun:
+    from console.bench_tables import point_summary
+    from remote import events as ev
+    from remote.bench.driver import LAG_WARN_S, resolve_model, run_sweep
+    from remote.bench.reach import vllm_client
+
     async with vllm_client(t, url, is_local=host.is_local, timeout=args.timeout) as client:
         model = await resolve_model(client, args.model)
         ctx.info(f"{label}: {model} at {client.shown_url}, concurrency "
@@ -133,6 +137,17 @@ async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Na
 
 
 async def run_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from console.bench_tables import compare_table, run_table
+    from remote import events as ev
+    from remote.bench.compare import compare_runs
+    from remote.bench.driver import check_server, parse_concurrency
+    from remote.bench.prompts import BUILTIN, load_prompts
+    from remote.bench.reach import vllm_client
+    from remote.bench.results import load_result, save_result
+    from remote.bench.served import offline_vs_served, sweep_acceptance
+
     concurrencies = parse_concurrency(args.concurrency)
     _check_positive("--max-tokens", args.max_tokens)
     _check_positive("--rounds", args.rounds)
@@ -218,6 +233,8 @@ async def _offline(t: Transport, box_path: str) -> dict[str, object]:
     """evaluate/acceptance.json fetched from the box (SFTP; a copy on `local`)."""
     import tempfile
 
+    from remote.serve import read_offline
+
     with tempfile.TemporaryDirectory(prefix="eagle3-offline-") as tmp:
         local = Path(tmp) / "acceptance.json"
         try:
@@ -228,6 +245,11 @@ async def _offline(t: Transport, box_path: str) -> dict[str, object]:
 
 
 async def compare_command(args: argparse.Namespace) -> int:
+    from console.bench_tables import compare_table
+    from remote import events as ev
+    from remote.bench.compare import compare_runs
+    from remote.bench.results import load_result
+
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
     comparison = compare_runs(a.run, b.run)
@@ -247,6 +269,12 @@ async def compare_command(args: argparse.Namespace) -> int:
 
 
 async def watch_command(args: argparse.Namespace) -> int:
+    from console.bench_tables import watch_table
+    from remote import events as ev
+    from remote.bench.driver import resolve_model
+    from remote.bench.reach import vllm_client
+    from remote.bench.watch import watch
+
     _check_positive("--interval", args.interval)
     if args.count is not None:
         _check_positive("--count", args.count)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from remote.errors import EXIT_OK
-from remote.hosts import all_hosts, config_search_path, load_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,6 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    import json
+
+    from remote.hosts import all_hosts, config_search_path, load_config  # not for --help
+
     cfg = load_config(args.config)
     hosts = all_hosts(cfg)
     if args.json:

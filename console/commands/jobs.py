@@ -8,16 +8,18 @@ resumes the tail exactly where the recorded lines stop.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_float
 from console.context import Context
-from remote import events as ev
-from remote.cursors import CursorStore
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.jobs import Jobs, RunInfo
+
+# The jobs client (asyncio, the SSH transport, msgspec events) is imported where a subcommand
+# runs: `console jobs --help` loads none of it.
+if TYPE_CHECKING:
+    from remote.jobs import Jobs, RunInfo
 
 _S = argparse.SUPPRESS
 
@@ -75,6 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    from remote.cursors import CursorStore
+    from remote.jobs import Jobs
+
     command = args.jobs_command or "list"
     if command not in ("launch", "tail"):
         args.no_record = True  # a listing is not a session worth keeping
@@ -122,6 +127,8 @@ async def run(args: argparse.Namespace) -> int:
 
 async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
                   follow: bool = True) -> int:
+    import asyncio
+
     try:
         async with aclosing(jobs.tail(run_id, offset=offset, follow=follow)) as lines:
             async for _ in lines:
@@ -137,6 +144,8 @@ async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
 
 
 def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
+    from remote import events as ev
+
     if as_json:  # one JSON event per line, like every other --json output
         for info in runs:
             ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())

@@ -11,20 +11,25 @@ import sys
 
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
-from remote.ops import patch as ops
-from remote.patcher.recipes import RECIPES
 from remote.sanitize import visible_lines
+
+# The patcher (the SSH transport, msgspec events) is imported where it runs, in _run;
+# `console patch --help` loads only the recipe list it names.
 
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    names = ", ".join(r.name for r in RECIPES)
     p = sub.add_parser(
         "patch", help="plan, apply, verify or roll back fixes to the speculators worker",
-        description="Fix speculators' hidden-state worker inside the deployed container, "
-        f"atomically and reversibly. Recipes: {names}.",
     )
+    # After add_parser: `console --help` stops there (console/command_outline.py), so only a
+    # `console patch` command line loads the recipes (and dataclasses with them) to name them.
+    from remote.patcher.recipes import RECIPES
+
+    names = ", ".join(r.name for r in RECIPES)
+    p.description = ("Fix speculators' hidden-state worker inside the deployed container, "
+                     f"atomically and reversibly. Recipes: {names}.")
     p.add_argument("action", choices=ACTIONS)
     add_host_options(p)
     p.add_argument("--recipe", action="append", metavar="NAME",
@@ -53,6 +58,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _run(ctx: Context, args: argparse.Namespace) -> int:
+    from remote.ops import patch as ops
+
     host = ctx.host(args.host)
     transport = await ctx.transport(host.name)
     patcher = ops.patcher(transport, host, ctx.bus, site_packages=args.site_packages,

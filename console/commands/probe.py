@@ -7,14 +7,16 @@ exits 4 when a finding of severity `error` says a stage will fail as things stan
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
-from remote.ops import probes as ops
-from remote.probe_runner import run_probe
-from remote.transport import Transport
+
+# The probe runner and the compat advisor (the SSH transport, packaging, msgspec events) are
+# imported where they run: `console probe --help` loads none of it.
+if TYPE_CHECKING:
+    from remote.transport import Transport
 
 PROBES = ("env", "model", "compat", "source")
 
@@ -63,6 +65,8 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from remote.probe_runner import run_probe
+
     _validate(args)
     ctx = Context.from_args(args, hosts=[args.host])
     try:
@@ -99,6 +103,8 @@ def model_exit_code(ctx: Context, results: list[dict[str, Any]], host: str) -> i
 
 
 async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace, common: dict[str, Any]) -> int:
+    from remote.ops import probes as ops
+
     host = ctx.host(args.host)
     refused = False
     for outcome in await ops.compat_check(transport, host, ctx.bus, _model_args(args),

@@ -6,11 +6,14 @@ import argparse
 import gc
 import os
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from console.session import SessionReader
-from console.session_decode import human_block, valid_json_block
 from remote.errors import EXIT_OK, UsageError
+
+# The reader and the decoders (zstandard, msgspec) are imported where they run:
+# `console replay --help` loads none of it.
+if TYPE_CHECKING:
+    from console.session import SessionReader
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,6 +31,8 @@ def _has_terminal() -> bool:
 
 
 async def run(args: argparse.Namespace) -> int:
+    from console.session import SessionReader
+
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
                          "the session instead")
@@ -60,6 +65,8 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     """Every event, a segment at a time, written as bytes in one call per segment. Returns the
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
+    from console.session_decode import human_block, valid_json_block
+
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise
     # run the cyclic collector thousands of times for nothing.

@@ -23,17 +23,18 @@ serving JSON and the session file are.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import posixpath
-import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.context import Context, add_common_options, add_host_options
-from remote import events as ev
+from pipeline import STAGES
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
-from remote.ops import pipeline as pipeline_ops
-from remote.pipeline_runner import STAGES, PipelineRunner
+
+# The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
+# names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
+if TYPE_CHECKING:
+    from remote.pipeline_runner import PipelineRunner
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,6 +77,10 @@ _CHECK = (
 async def _environment_check(ctx: Context, host: str, python: str) -> int:
     """No pipeline given: a short, recorded look at the box's python (what `console run`
     did before the pipeline existed; still the cheapest "can I reach it" check)."""
+    import json
+
+    from remote import events as ev
+
     ctx.info("no --pipeline or --demo given: environment check only", host)
     done = await (await ctx.transport(host)).run([python, "-c", _CHECK], timeout=60)
     if done.returncode != 0:
@@ -93,6 +98,8 @@ async def _environment_check(ctx: Context, host: str, python: str) -> int:
 
 
 def _is_pipeline_toml(path: str) -> bool:
+    import tomllib
+
     try:
         data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
@@ -105,6 +112,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     """The closing step: baseline and speculative servers in turn, benched alike."""
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
+    from remote import events as ev
     from remote.bench.driver import parse_concurrency
     from remote.bench.results import save_result
     from remote.bench.served import offline_vs_served
@@ -157,6 +165,12 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 
 
 async def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from remote import events as ev
+    from remote.ops import pipeline as pipeline_ops
+    from remote.pipeline_runner import PipelineRunner
+
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
         args.pipeline, args.config = args.config, None
     if args.demo and args.pipeline:

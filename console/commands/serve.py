@@ -16,13 +16,18 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import posixpath
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.serve import ROLES, EngineFailed, ServeRunner, extra_vllm_args
+from remote.serve_roles import ROLES
+
+# The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
+# `console serve --help` loads none of it.
+if TYPE_CHECKING:
+    from remote.serve import ServeRunner
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,6 +78,10 @@ async def demo_config(runner: ServeRunner) -> str:
 
 
 async def start_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from remote.serve import EngineFailed, ServeRunner, extra_vllm_args
+
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
@@ -111,6 +120,8 @@ async def start_command(args: argparse.Namespace) -> int:
 
 
 async def _running(args: argparse.Namespace, ctx: Context) -> tuple[ServeRunner, dict[str, str]]:
+    from remote.serve import ServeRunner
+
     host = ctx.host(args.host)
     runner = ServeRunner(await ctx.transport(host.name), host, ctx.bus)
     running = await runner.running()

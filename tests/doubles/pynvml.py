@@ -1,8 +1,8 @@
 """Test double for nvidia-ml-py's `pynvml` module (no GPU or NVML library here).
 
-Shaped like the real API the sampler uses: `nvmlInit`/`nvmlShutdown`, `nvmlDeviceGetCount`,
-`nvmlDeviceGetHandleByIndex`, per-device getters returning the same struct fields
-(`c_nvmlUtilization_t.gpu`, `c_nvmlMemory_t.used/.total`, process infos with `pid` and
+Shaped like the real API the probes use (remote/probes/gpu_query.py): `nvmlInit`/`nvmlShutdown`,
+`nvmlDeviceGetCount`, `nvmlDeviceGetHandleByIndex`, the driver versions, per-device getters
+returning the same struct fields (`c_nvmlUtilization_t.gpu`, `c_nvmlMemory_t.used/.total`, process infos with `pid` and
 `usedGpuMemory`), milliwatts for power, KB/s for PCIe throughput, `NVMLError` subclasses for
 unsupported fields. The devices it reports come from the JSON file named by
 $PYNVML_DOUBLE_STATE, or DEFAULT_STATE.
@@ -26,15 +26,19 @@ NVML_ERROR_LIBRARY_NOT_FOUND = 12
 
 DEFAULT_STATE: dict[str, Any] = {
     "devices": [
-        {"name": "NVIDIA H200", "util": 87, "mem_used": 71 * 2**30, "mem_total": 141 * 2**30,
+        {"name": "NVIDIA H200", "uuid": "GPU-5f0c1a2b-0000-1111-2222-333344445555",
+         "pci_bus_id": "00000000:19:00.0", "util": 87, "mem_used": 71 * 2**30, "mem_total": 141 * 2**30,
          "power_mw": 312500, "limit_mw": 700000, "temp": 64, "sm_clock": 1980,
          "pcie_tx_kb": 1200, "pcie_rx_kb": 800,
          "procs": [{"pid": 4242, "used": 70 * 2**30}]},
-        {"name": "NVIDIA H200", "util": 12, "mem_used": 2**30, "mem_total": 141 * 2**30,
+        {"name": "NVIDIA H200", "uuid": "GPU-6a1d2b3c-0000-1111-2222-333344445555",
+         "pci_bus_id": "00000000:3B:00.0", "util": 12, "mem_used": 2**30, "mem_total": 141 * 2**30,
          "power_mw": 95000, "limit_mw": 700000, "temp": 41, "sm_clock": 345,
          "pcie_tx_kb": None, "pcie_rx_kb": None, "procs": []},
     ],
     "init_error": None,
+    "driver_version": "550.54.15",
+    "cuda_driver_version": 12040,
 }
 
 CALLS: list[str] = []
@@ -150,3 +154,27 @@ def nvmlDeviceGetPcieThroughput(handle: int, counter: int) -> int:
 def nvmlDeviceGetComputeRunningProcesses(handle: int) -> list[SimpleNamespace]:
     CALLS.append("nvmlDeviceGetComputeRunningProcesses")
     return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p["used"]) for p in _dev(handle)["procs"]]
+
+
+def nvmlDeviceGetUUID(handle: int) -> str:
+    return str(_field(handle, "uuid"))
+
+
+def nvmlDeviceGetPciInfo(handle: int) -> SimpleNamespace:
+    # c_nvmlPciInfo_t: busId is a char array, read as bytes.
+    return SimpleNamespace(busId=str(_field(handle, "pci_bus_id")).encode())
+
+
+def nvmlSystemGetDriverVersion() -> str:
+    if _state is None:
+        raise NVMLError(1)
+    return str(_state.get("driver_version") or "")
+
+
+def nvmlSystemGetCudaDriverVersion() -> int:
+    if _state is None:
+        raise NVMLError(1)
+    version = _state.get("cuda_driver_version")
+    if version is None:
+        raise NVMLError_NotSupported()
+    return int(version)

@@ -3,8 +3,10 @@
 Writes N events (default 1,000,000: job log lines with stats samples, stage progress and markers
 mixed in), then measures in the same run:
 - seek as it was: fold every event from the first to the target (ConsoleState.apply_all);
-- seek from state checkpoints (console/tui/checkpoints.py): the nearest copy before the target,
-  then at most `every` events; the checkpoints are built once in the background when a replay
+- seek from state checkpoints (console/tui/checkpoints.py), over random targets, in CPU and
+  wall time, both ways in the same run: full copies of the state (128 at most, as before) and
+  light copies sharing the log windows (every 512 events); the nearest copy before the target,
+  then at most `every` events. The checkpoints are built once in the background when a replay
   opens (their build time is printed too);
 - `[` / `]`: the next marker from the cached marker list (a bisect) against a rescan of the file.
 Prints figures and ratios. Target: a seek under 100 ms for 1M events.
@@ -15,6 +17,7 @@ Prints figures and ratios. Target: a seek under 100 ms for 1M events.
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import tempfile
 import time
@@ -46,32 +49,44 @@ def write(path: Path, n: int) -> None:
             w.write(Event(ev.MARKER, "box", {"label": f"block {start}"}, ts))
 
 
+def seek_times(cp: StateCheckpoints, targets: list[int]) -> tuple[list[float], list[float]]:
+    """CPU and wall seconds of each seek, sorted; each state checked against its target."""
+    cpu, wall = [], []
+    for target in targets:
+        c, w = time.process_time(), time.perf_counter()
+        state = cp.state_at(target)
+        cpu.append(time.process_time() - c)
+        wall.append(time.perf_counter() - w)
+        assert state.events_seen == target, (state.events_seen, target)
+    return sorted(cpu), sorted(wall)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--seeks", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=14)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.jsonl"
         write(path, args.events)
         reader = SessionReader(path)
         n = len(reader)
-        targets = [n // 2, n - 1, n // 4 + 7]
+        rng = random.Random(args.seed)
+        targets = [rng.randrange(n + 1) for _ in range(args.seeks)]
 
         t = time.perf_counter()
-        ConsoleState(["box"]).apply_all(reader.events(0, targets[0]))
+        ConsoleState(["box"]).apply_all(reader.events(0, n // 2))
         t_fold = time.perf_counter() - t
 
-        cp = StateCheckpoints(path, ["box"])
-        t = time.perf_counter()
-        cp.build()
-        t_build = time.perf_counter() - t
-        worst = 0.0
-        for target in targets:
-            t = time.perf_counter()
-            state = cp.state_at(target)
-            worst = max(worst, time.perf_counter() - t)
-            assert state.events_seen == target, (state.events_seen, target)
-        cp.close()
+        results = {}
+        for name, shared in (("full copies (before)", False), ("shared windows (now)", True)):
+            cp = StateCheckpoints(path, ["box"], shared_windows=shared)
+            c, t = time.process_time(), time.perf_counter()
+            cp.build()
+            build = (time.process_time() - c, time.perf_counter() - t)
+            results[name] = (len(cp), cp.every, build, *seek_times(cp, targets))
+            cp.close()
 
         markers = reader.markers()
         from bisect import bisect_left
@@ -86,12 +101,20 @@ def main() -> None:
         assert rescanned == markers
         reader.close()
 
-    print(f"events: {n:,}  checkpoints: {len(cp)} (every {cp.every})")
-    print(f"seek, fold from the start to the middle: {t_fold * 1e3:9.1f} ms")
-    print(f"seek from checkpoints (worst of {len(targets)}):   {worst * 1e3:9.1f} ms   "
-          f"ratio: {t_fold / worst:,.0f}x faster   target < 100 ms: "
-          f"{'met' if worst < 0.1 else 'MISSED'}")
-    print(f"checkpoints built once in the background: {t_build:.1f} s")
+    def ms(v: float) -> str:
+        return f"{v * 1e3:7.1f}"
+
+    print(f"events: {n:,}   seeks: {len(targets)} random targets (seed {args.seed})")
+    print(f"seek, fold from the start to the middle: {t_fold * 1e3:9.1f} ms wall")
+    print(f"{'':22} {'copies':>6} {'every':>6} {'build cpu s':>11}   "
+          f"{'cpu median':>10} {'cpu worst':>9}   {'wall median':>11} {'wall worst':>10}  (ms)")
+    for name, (count, every, build, cpu, wall) in results.items():
+        print(f"{name:22} {count:6} {every:6} {build[0]:11.1f}   {ms(cpu[len(cpu) // 2]):>10} "
+              f"{ms(cpu[-1]):>9}   {ms(wall[len(wall) // 2]):>11} {ms(wall[-1]):>10}")
+    (_, _, _, cpu_old, wall_old), (_, _, _, cpu_new, wall_new) = results.values()
+    print(f"ratio before/now: cpu median {cpu_old[len(cpu_old) // 2] / cpu_new[len(cpu_new) // 2]:.1f}x, "
+          f"cpu worst {cpu_old[-1] / cpu_new[-1]:.1f}x, wall worst {wall_old[-1] / wall_new[-1]:.1f}x"
+          f"   target (worst wall < 100 ms): {'met' if wall_new[-1] < 0.1 else 'MISSED'}")
     print(f"next marker, cached + bisect: {t_marker * 1e6:.1f} us   rescan of the file: "
           f"{t_rescan * 1e3:.0f} ms   ratio: {t_rescan / t_marker:,.0f}x faster")
 

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+
+import pytest
 
 from console.replay import Replayer
 from console.session import SessionReader
 from console.tui.checkpoints import StateCheckpoints
-from console.tui.model import ConsoleState
+from console.tui.model import RECORD_PREFIX, ConsoleState
+from console.tui.tail import LogTail
+from remote import events as ev
 from remote.bus import EventBus
+from remote.events import Event
 from tests.tui_sessions import HOST, demo_events, write_session
 
 
@@ -54,3 +60,47 @@ def test_markers_are_read_once_and_found_by_bisection(tmp_path: Path) -> None:
             assert r.next_marker() == (after[0] if after else None)
             assert r.previous_marker() == (before[-1] if before else None)
         assert r.markers() is r.markers()  # cached: `[`/`]` no longer rescan the file
+
+
+def _full_view(state: ConsoleState) -> tuple[object, ...]:
+    """_view plus both log windows of every job with all their counters."""
+    h = state.host(HOST)
+    tails = {(run, name): (t.total, t.dropped, t.offset, t.longest, t.version, t.window(0, 10**6))
+             for run, j in h.jobs.items() for name, t in (("tail", j.tail), ("text", j.text))}
+    return (_view(state), tails)
+
+
+def test_light_checkpoints_seek_to_random_targets_with_wrapped_windows(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints share each tail's lines instead of copying windows: a seek to any target
+    (random, seeded) gives the state of a full fold, also where a window has dropped lines
+    and where the shown text skips the stage records (two tails of one job, different lengths)."""
+    monkeypatch.setattr(LogTail.__init__, "__defaults__", (37,))  # windows wrap in a short session
+    events = demo_events(log_lines=250)
+    t0 = events[-1].ts
+    for i in range(300):
+        text = f"{RECORD_PREFIX} {{\"i\": {i}}}" if i % 3 == 0 else f"extract: step {i}"
+        events.append(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-extract", "name": "extract",
+                                                         "text": text, "offset": 1000 + i}, t0))
+        if i % 50 == 0:
+            events.append(Event.checked(ev.MARKER, HOST, {"label": f"m{i}"}, t0))
+    path = write_session(tmp_path / "s.jsonl", events)
+    rng = random.Random(14)
+    for every in (5, 64):
+        for shared in (True, False):
+            cp = StateCheckpoints(path, [HOST], every=every, shared_windows=shared)
+            cp.build()
+            with SessionReader(path) as reader:
+                n = len(reader)
+                targets = [0, n, every, every - 1, every + 1] + [rng.randrange(n + 1)
+                                                                 for _ in range(40)]
+                for position in targets:
+                    full = ConsoleState([HOST])
+                    full.apply_all(reader.events(0, position))
+                    got = cp.state_at(position)
+                    assert _full_view(got) == _full_view(full), (every, shared, position)
+            # the windows wrapped, and differ: the test reached the cases it is about
+            end = cp.state_at(n).host(HOST).jobs["r-extract"]
+            assert end.tail.dropped > 0 and end.text.dropped > 0
+            assert end.tail.window(0, 99) != end.text.window(0, 99)
+            cp.close()

@@ -2,9 +2,16 @@
 
 A seek used to fold every event from 0 to the target (seconds for a 1M-event session). Here the
 state is copied every `every` events while the session is folded once (in the background, when
-the replay opens); a seek then takes the nearest copy before the target (a bisect over the
-checkpoint positions) and folds at most `every` events on top. The session reader's offset
-index gives the target event itself in O(1).
+the replay opens); a seek takes the nearest copy before the target (a bisect over the
+checkpoint positions: O(log n)) and folds at most `every` events on top. The session reader's
+offset index gives the target event itself in O(1).
+
+What bounds `every` is memory, and nearly all of a state is its jobs' log windows (up to
+100,000 lines each). So a checkpoint keeps no window: each tail's lines are kept once, in one
+append-only list per tail shared by every checkpoint, and a checkpoint records where its window
+ends in that list. A copy is then a few KB, checkpoints can sit 512 events apart, and a seek
+folds at most 512 events (about 1/15 of what 128 full copies allowed at 1M events).
+`shared_windows=False` keeps the full copies (128 at most), for the benchmark's comparison.
 """
 
 from __future__ import annotations
@@ -17,11 +24,20 @@ from collections.abc import Iterable
 
 from console.session import SessionReader
 from console.tui.model import ConsoleState
+from console.tui.tail import LogTail
 
-# A copy holds each job's log window (up to 100,000 line references, ~0.8 MB): at most this many
-# copies per session bounds the memory, at least this many events apart bounds the copying.
-MAX_CHECKPOINTS = 128
-MIN_EVERY = 2048
+# Light copies (windows shared): a few KB each, so many; a seek folds at most MIN_EVERY events
+# up to MAX_CHECKPOINTS * MIN_EVERY (2M) events, then every grows with the session.
+MAX_CHECKPOINTS = 4096
+MIN_EVERY = 512
+# Full copies hold each job's log window (up to 100,000 line references, ~0.8 MB): at most
+# this many copies per session bounds the memory, at least this many events apart the copying.
+FULL_MAX_CHECKPOINTS = 128
+FULL_MIN_EVERY = 2048
+
+TailKey = tuple[str, str, str]  # host, run id, the JobState attribute holding the tail
+# (tail, where its window ends in the tail's line list, how many lines the window holds)
+Window = tuple[TailKey, int, int]
 
 
 class StateCheckpoints:
@@ -29,12 +45,17 @@ class StateCheckpoints:
     is one file position, not to be shared between threads (the replay loop has its own)."""
 
     def __init__(self, path: str | os.PathLike[str], hosts: Iterable[str], *,
-                 every: int | None = None) -> None:
+                 every: int | None = None, shared_windows: bool = True) -> None:
         self.path = path
         self.hosts = list(hosts)
-        self.every = every or MIN_EVERY
+        self.shared_windows = shared_windows
+        self._min_every = MIN_EVERY if shared_windows else FULL_MIN_EVERY
+        self._max_checkpoints = MAX_CHECKPOINTS if shared_windows else FULL_MAX_CHECKPOINTS
+        self.every = every or self._min_every
         self._positions: list[int] = [0]
-        self._states: list[ConsoleState] = [ConsoleState(self.hosts)]
+        self._states: list[tuple[ConsoleState, list[Window]]] = [(ConsoleState(self.hosts), [])]
+        self._lines: dict[TailKey, list[str]] = {}  # every line each tail got, appended once
+        self._versions: dict[TailKey, int] = {}  # each tail's version when last copied
         self._lock = threading.Lock()  # the checkpoint lists
         self._reading = threading.Lock()  # the seek reader
         self._reader: SessionReader | None = None
@@ -46,13 +67,13 @@ class StateCheckpoints:
         state = ConsoleState(self.hosts)
         with SessionReader(self.path) as reader:
             n = len(reader)
-            self.every = max(self.every, -(-n // MAX_CHECKPOINTS))
+            self.every = max(self.every, -(-n // self._max_checkpoints))
             for start in range(0, n, self.every):
                 if stop is not None and stop.is_set():
                     return
                 state.apply_all(reader.events(start, min(start + self.every, n)))
                 if start + self.every < n:
-                    snapshot = copy.deepcopy(state)
+                    snapshot = self._copy(state)
                     with self._lock:
                         self._positions.append(start + self.every)
                         self._states.append(snapshot)
@@ -61,12 +82,36 @@ class StateCheckpoints:
                 self._reader = SessionReader(self.path)
         self.complete = True
 
+    def _copy(self, state: ConsoleState) -> tuple[ConsoleState, list[Window]]:
+        if not self.shared_windows:
+            return copy.deepcopy(state), []
+        memo = _shared_markers(state)
+        windows: list[Window] = []
+        for host_name, host in state.hosts.items():
+            for run_id, job in host.jobs.items():
+                for attr, tail in vars(job).items():
+                    if not isinstance(tail, LogTail):
+                        continue
+                    key = (host_name, run_id, attr)
+                    lines = self._lines.setdefault(key, [])
+                    # Lines appended since the last copy: one version step each (a clear is a
+                    # step too, and leaves fewer lines than steps), never more than the window.
+                    new = min(tail.version - self._versions.get(key, 0), len(tail))
+                    lines.extend(tail.newest(new))
+                    self._versions[key] = tail.version
+                    memo[id(tail)] = tail.emptied()
+                    windows.append((key, len(lines), len(tail)))
+        return copy.deepcopy(state, memo), windows
+
     def state_at(self, position: int) -> ConsoleState:
         """The state after the first `position` events (a fresh object the caller may keep)."""
         with self._lock:
             i = bisect_right(self._positions, position) - 1
-            base, state = self._positions[i], self._states[i]
-        state = copy.deepcopy(state)
+            base, (snapshot, windows) = self._positions[i], self._states[i]
+        state = copy.deepcopy(snapshot, _shared_markers(snapshot) if self.shared_windows else None)
+        for (host, run_id, attr), end, count in windows:
+            tail = getattr(state.hosts[host].jobs[run_id], attr)
+            tail.refill(self._lines[(host, run_id, attr)][end - count:end])
         with self._reading:
             if self._reader is None:
                 self._reader = SessionReader(self.path)
@@ -81,3 +126,10 @@ class StateCheckpoints:
 
     def __len__(self) -> int:
         return len(self._positions)
+
+
+def _shared_markers(state: ConsoleState) -> dict[int, object]:
+    """A deepcopy memo that shares the markers (immutable (time, host, label) tuples) between
+    copies: copying their datetimes one by one was most of a copy's cost (3/4 at 1M events,
+    a marker every 1,000), and the list grows with the session."""
+    return {id(m): m for m in state.markers}

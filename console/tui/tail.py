@@ -10,7 +10,8 @@ from. No Textual here: it is unit-tested on its own and benchmarked without a te
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import islice
 
 DEFAULT_MAX_LINES = 100_000
 
@@ -37,6 +38,22 @@ class LogTail:
         new._lines = self._lines.copy()
         memo[id(self)] = new
         return new
+
+    def newest(self, count: int) -> list[str]:
+        """The last `count` lines of the window, oldest first (O(count), from the deque's end)."""
+        return list(islice(reversed(self._lines), max(count, 0)))[::-1]
+
+    def emptied(self) -> LogTail:
+        """This tail's counters with an empty window: what a light state checkpoint keeps,
+        the lines being kept once for all checkpoints (console/tui/checkpoints.py)."""
+        new = LogTail.__new__(LogTail)
+        new.__dict__.update(self.__dict__)
+        new._lines = deque(maxlen=self.max_lines)
+        return new
+
+    def refill(self, lines: Sequence[str]) -> None:
+        """Put back the window an emptied() copy left out (the counters are already right)."""
+        self._lines = deque(lines, maxlen=self.max_lines)
 
     @property
     def total(self) -> int:

@@ -9,7 +9,8 @@ offset index gives the target event itself in O(1).
 What bounds `every` is memory, and nearly all of a state is its jobs' log windows (up to
 100,000 lines each). So a checkpoint keeps no window: each tail's lines are kept once, in one
 append-only list per tail shared by every checkpoint, and a checkpoint records where its window
-ends in that list. A copy is then a few KB, checkpoints can sit 512 events apart, and a seek
+ends in that list; the markers, which only grow, likewise. A copy is then a few KB,
+checkpoints can sit 512 events apart, and a seek
 folds at most 512 events (about 1/15 of what 128 full copies allowed at 1M events).
 `shared_windows=False` keeps the full copies (128 at most), for the benchmark's comparison.
 """
@@ -21,6 +22,7 @@ import os
 import threading
 from bisect import bisect_right
 from collections.abc import Iterable
+from datetime import datetime
 
 from console.session import SessionReader
 from console.tui.model import ConsoleState
@@ -53,8 +55,11 @@ class StateCheckpoints:
         self._max_checkpoints = MAX_CHECKPOINTS if shared_windows else FULL_MAX_CHECKPOINTS
         self.every = every or self._min_every
         self._positions: list[int] = [0]
-        self._states: list[tuple[ConsoleState, list[Window]]] = [(ConsoleState(self.hosts), [])]
+        # (the copy, its log windows, how many markers it had; -1: the copy holds them)
+        self._states: list[tuple[ConsoleState, list[Window], int]] = [
+            (ConsoleState(self.hosts), [], -1)]
         self._lines: dict[TailKey, list[str]] = {}  # every line each tail got, appended once
+        self._markers: list[tuple[datetime, str, str]] = []  # the folded state's, append-only
         self._versions: dict[TailKey, int] = {}  # each tail's version when last copied
         self._lock = threading.Lock()  # the checkpoint lists
         self._reading = threading.Lock()  # the seek reader
@@ -65,6 +70,7 @@ class StateCheckpoints:
         """Fold the whole session once, keeping a copy of the state every `every` events. Meant
         for a worker thread while `state_at` is used: copies are appended under a lock."""
         state = ConsoleState(self.hosts)
+        self._markers = state.markers
         with SessionReader(self.path) as reader:
             n = len(reader)
             self.every = max(self.every, -(-n // self._max_checkpoints))
@@ -82,10 +88,11 @@ class StateCheckpoints:
                 self._reader = SessionReader(self.path)
         self.complete = True
 
-    def _copy(self, state: ConsoleState) -> tuple[ConsoleState, list[Window]]:
+    def _copy(self, state: ConsoleState) -> tuple[ConsoleState, list[Window], int]:
         if not self.shared_windows:
-            return copy.deepcopy(state), []
-        memo = _shared_markers(state)
+            return copy.deepcopy(state), [], -1
+        # The markers only grow (one list, kept by the folded state): a copy keeps their count.
+        memo: dict[int, object] = {id(state.markers): []}
         windows: list[Window] = []
         for host_name, host in state.hosts.items():
             for run_id, job in host.jobs.items():
@@ -101,14 +108,16 @@ class StateCheckpoints:
                     self._versions[key] = tail.version
                     memo[id(tail)] = tail.emptied()
                     windows.append((key, len(lines), len(tail)))
-        return copy.deepcopy(state, memo), windows
+        return copy.deepcopy(state, memo), windows, len(state.markers)
 
     def state_at(self, position: int) -> ConsoleState:
         """The state after the first `position` events (a fresh object the caller may keep)."""
         with self._lock:
             i = bisect_right(self._positions, position) - 1
-            base, (snapshot, windows) = self._positions[i], self._states[i]
-        state = copy.deepcopy(snapshot, _shared_markers(snapshot) if self.shared_windows else None)
+            base, (snapshot, windows, markers) = self._positions[i], self._states[i]
+        state = copy.deepcopy(snapshot)
+        if markers >= 0:
+            state.markers = self._markers[:markers]
         for (host, run_id, attr), end, count in windows:
             tail = getattr(state.hosts[host].jobs[run_id], attr)
             tail.refill(self._lines[(host, run_id, attr)][end - count:end])
@@ -127,9 +136,3 @@ class StateCheckpoints:
     def __len__(self) -> int:
         return len(self._positions)
 
-
-def _shared_markers(state: ConsoleState) -> dict[int, object]:
-    """A deepcopy memo that shares the markers (immutable (time, host, label) tuples) between
-    copies: copying their datetimes one by one was most of a copy's cost (3/4 at 1M events,
-    a marker every 1,000), and the list grows with the session."""
-    return {id(m): m for m in state.markers}

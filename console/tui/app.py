@@ -32,7 +32,14 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, NotesScreen, SeekScreen
+from console.tui.dialogs import (
+    AskScreen,
+    ConfirmScreen,
+    HelpScreen,
+    HostKeyScreen,
+    NotesScreen,
+    SeekScreen,
+)
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -46,9 +53,10 @@ from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
 from remote.bus import EventBus
-from remote.errors import EXIT_OK, ConsoleError, StageFailed
+from remote.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
 from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
+from remote.sanitize import visible, visible_lines
 
 if TYPE_CHECKING:
     from console.session import SessionReader
@@ -409,6 +417,10 @@ class ConsoleApp(App[int]):
     # -- actions that drive the box ---------------------------------------------------------------
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast is drawn sanitised: its message often carries box text (an error, a log
+        tail), so control sequences are shown, never obeyed; `markup` is for the console's own
+        messages only (callers pass box text with markup=False)."""
+        message, title = visible_lines(message), visible(title)
         self.notices.append(message)
         self.notice_log.append((title, str(severity), message))
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
@@ -427,6 +439,9 @@ class ConsoleApp(App[int]):
                 self._failed(host, str(exc), "not available in this build", "warning")
             except ReadOnlyReplay as exc:
                 self._failed(host, str(exc), label, "warning")
+            except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
+                self._failed(host, str(exc), "HOST KEY CHANGED" if exc.verdict == "changed"
+                             else f"{label}: host key refused", "error")
             except StageFailed as exc:
                 cancelled = "cancelled" in str(exc)
                 self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
@@ -445,13 +460,39 @@ class ConsoleApp(App[int]):
         """A toast, and a line in the host's notification log (n) that outlives it."""
         from console.tui.model import Note
 
+        message = visible_lines(message)  # an exception's text: often the box's own words
         self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
                                                 f"{title}: {message}"))
-        self.notify(message, title=title, severity=severity)
+        self.notify(message, title=title, severity=severity, markup=False)
 
     def action_connect(self) -> None:
         host = self.current_host
-        self._act("connect", lambda: self.source.controller.connect(host))
+        self._act("connect", lambda: self._connecting(host, self.source.controller.connect(host)))
+
+    async def _connecting(self, host: str, attempt: Awaitable[None]) -> None:
+        """A connect; a host key that is not in known_hosts (never a changed one) is shown with
+        its fingerprint and offered to the operator (HostKeyScreen) instead of failing."""
+        try:
+            await attempt
+        except HostKeyError as exc:
+            if exc.verdict != "unknown" or not exc.fingerprint:
+                raise
+            self._ask_host_key(host, exc)
+
+    def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
+        from console.tui.model import Note
+
+        fingerprint = exc.fingerprint
+        self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                self.notify(f"{host}: host key not trusted; not connected", title="connect", timeout=3)
+                return
+            self._act("accept host key", lambda: self._connecting(
+                host, self.source.controller.accept_host_key(host, fingerprint)))
+
+        self.push_screen(HostKeyScreen(host, fingerprint, exc.known_hosts), answered)
 
     def action_probe(self, probe: str) -> None:
         host = self.current_host

@@ -85,6 +85,7 @@ class Controller(Protocol):
     live: bool
 
     async def connect(self, host: str) -> None: ...
+    async def accept_host_key(self, host: str, fingerprint: str) -> None: ...
     async def run_probe(self, host: str, probe: str, target: str | None = None) -> None: ...
     async def plan_patch(self, host: str) -> None: ...
     async def apply_patch(self, host: str, file: str) -> None: ...
@@ -102,7 +103,7 @@ class ReplayController:
     async def _refuse(self, *_: object, **__: object) -> None:
         raise ReadOnlyReplay("this is a replay: actions that drive the box are disabled")
 
-    connect = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
+    connect = accept_host_key = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
     start_stage = resume_pipeline = cancel_stage = _refuse
 
     async def aclose(self) -> None:
@@ -136,18 +137,20 @@ class LiveController:
     def host_config(self, name: str) -> HostConfig:
         return self.config.host(name)
 
-    async def transport(self, name: str) -> Transport:
+    async def transport(self, name: str, **ssh_kwargs: Any) -> Transport:
+        """The host's transport, connected on first use. `ssh_kwargs` (accept_new_host_key=)
+        go to the SSH transport, as `console`'s --accept-new-host-key does."""
         async with self._lock:
             if name in self.transports:
                 return self.transports[name]
             hc = self.host_config(name)
-            if self._factory is not None:
+            if self._factory is not None and not ssh_kwargs:
                 t = self._factory(hc, self.bus)
             else:
                 from remote.connect import make_transport
 
                 try:
-                    t = make_transport(hc, bus=self.bus)
+                    t = make_transport(hc, bus=self.bus, **ssh_kwargs)
                 except ImportError as exc:
                     raise FeatureUnavailable(
                         f"SSH transport is not available in this build ({exc})") from None
@@ -158,6 +161,17 @@ class LiveController:
     async def connect(self, host: str) -> None:
         """Connect (or reconnect after a drop). The SSH transport announces its own connection
         events; for the local transport this says it."""
+        await self._connect(host)
+
+    async def accept_host_key(self, host: str, fingerprint: str) -> None:
+        """Connect, trusting the host's new key if it is the one with `fingerprint` (what the
+        operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
+        stores it (remote/ssh.py). Another new key is refused again; a changed key always."""
+        if not fingerprint:
+            raise FeatureUnavailable("no fingerprint to trust: connect first (c)")
+        await self._connect(host, accept_new_host_key=fingerprint)
+
+    async def _connect(self, host: str, **ssh_kwargs: Any) -> None:
         existing = self.transports.get(host)
         if existing is not None:
             if not existing.connected:
@@ -166,7 +180,7 @@ class LiveController:
                     self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
             return
         try:
-            await self.transport(host)
+            await self.transport(host, **ssh_kwargs)
         except FeatureUnavailable:
             raise
         except Exception as exc:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from console.tui.shown import shown_event
 from console.tui.tail import LogTail
 from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote import event_types as et
 from remote import events as ev
 from remote.events import Event
+from remote.sanitize import visible
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
@@ -239,6 +241,8 @@ class ConsoleState:
         """Fold one event in; returns the domains that changed."""
         self.events_seen += 1
         self.last_ts = event.ts
+        if event.kind != ev.JOB_LINE:  # job lines: the log views sanitise what they draw
+            event = shown_event(event)
         if event.kind == ev.MARKER:
             label = str(event.payload.get("label") or event.payload.get("summary") or "marker")
             self.markers.append((event.ts, event.host, label))
@@ -317,10 +321,10 @@ def _stats(host: HostState, e: Event) -> set[str]:
 
 def _job(host: HostState, e: Event) -> set[str]:
     p = e.payload
-    run_id = str(p.get("run_id") or p.get("name") or "?")
+    run_id = visible(str(p.get("run_id") or p.get("name") or "?"))  # job.line is not sanitised
     job = host.jobs.get(run_id)
     if job is None:
-        job = JobState(run_id=run_id, name=str(p.get("name") or run_id))
+        job = JobState(run_id=run_id, name=visible(str(p.get("name") or run_id)))
         host.jobs[run_id] = job
     if e.kind == ev.JOB_LINE:
         offset = p.get("offset")

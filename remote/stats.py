@@ -400,20 +400,3 @@ async def _wait_rc(proc: RemoteProcess, timeout: float = 5) -> int | None:
 
 def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
-
-
-async def stream_stats(
-    *,
-    transport: Transport,
-    host: HostConfig,
-    bus: EventBus,
-    interval: float = 1.0,
-    source: str = "auto",
-    duration: float | None = None,
-    count: int | None = None,
-) -> int:
-    """The TUI's entry point (console/tui/controller.py calls it with transport=, host=, bus=):
-    live stats until cancelled (or `duration`/`count`). Cancelling closes the sampler's stdin,
-    so the sampler on the box exits too."""
-    stream = StatsStream(transport, host, bus, interval=interval, source=source)
-    return await stream.run(duration=duration, count=count)

@@ -21,12 +21,12 @@ from remote.bus import EventBus
 from remote.errors import ConnectionFailed
 from remote.events import Event
 from remote.hosts import HostConfig, default_local
+from remote.ops.stats import stream_stats
 from remote.stats import (
     History,
     StatsError,
     StatsStream,
     sample_payload,
-    stream_stats,
     summary_line,
 )
 from remote.transport import LocalTransport, RemoteProcess

@@ -89,7 +89,8 @@ def _patterns(args: argparse.Namespace) -> list[str]:
 
 
 async def run_sweep_cmd(args: argparse.Namespace) -> int:
-    from remote.allreduce_sweep import format_sweep_table, parse_sizes, run_sweep
+    from remote.allreduce_sweep import format_sweep_table, parse_sizes
+    from remote.ops import allreduce as ops
 
     sizes = parse_sizes(args.sizes)
     if args.ranks < 1:
@@ -100,9 +101,7 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
     try:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
-        ctx.info(f"all-reduce sweep on {host.name}: {args.ranks} ranks, {len(sizes)} sizes",
-                 host.name)
-        payload = await run_sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
+        payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
                                   iters=args.iters, warmup=args.warmup, backend=args.backend,
                                   dtype=args.dtype, timeout=args.timeout)
         if not args.json:
@@ -113,14 +112,13 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_trace_cmd(args: argparse.Namespace) -> int:
-    from remote import events as ev
-    from remote.allreduce_trace import analyse_files, format_trace_table
+    from remote.allreduce_trace import format_trace_table
+    from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
     ctx = Context.from_args(args, hosts=[])
     try:
-        payload = analyse_files(args.files, patterns)
-        ctx.bus.emit(ev.ALLREDUCE_RESULT, "", **payload)
+        payload = ops.trace(ctx.bus, args.files, patterns)
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
@@ -129,8 +127,8 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_capture_cmd(args: argparse.Namespace) -> int:
-    from remote import events as ev
-    from remote.allreduce_trace import analyse_files, capture, format_trace_table
+    from remote.allreduce_trace import format_trace_table
+    from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
     if not args.seconds > 0:
@@ -141,11 +139,10 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
     try:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
-        files = await capture(transport, host, ctx.bus, profiler_dir=args.profiler_dir,
-                              local_dir=args.out, seconds=args.seconds, url=args.url,
-                              requests=args.requests, max_tokens=args.max_tokens)
-        payload = analyse_files(files, patterns)
-        ctx.bus.emit(ev.ALLREDUCE_RESULT, host.name, **payload)
+        payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,
+                                    profiler_dir=args.profiler_dir, local_dir=args.out,
+                                    seconds=args.seconds, url=args.url,
+                                    requests=args.requests, max_tokens=args.max_tokens)
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK

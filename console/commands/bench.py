@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, ConsoleError, UsageError
+from remote.errors import EXIT_OK, UsageError
 
 # What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
 # the function that runs it: `console --help` and `console bench --help` load none of it.
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from remote.bench.prompts import PromptSet
-    from remote.bench.results import BenchRun, Point
-    from remote.bench.watch import WatchWindow
-    from remote.hosts import HostConfig
-    from remote.transport import Transport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -104,49 +95,13 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     return default_session_dir() / f"{stamp}-bench-{safe}.json"
 
 
-async def _sweep(ctx: Context, t: Transport, host: HostConfig, args: argparse.Namespace,
-                 prompts: PromptSet, concurrencies: list[int], url: str, label: str, *,
-                 speculative: bool, save_partial: Callable[[BenchRun], None]) -> BenchRun:
-    from console.bench_tables import point_summary
-    from remote import events as ev
-    from remote.bench.driver import LAG_WARN_S, resolve_model, run_sweep
-    from remote.bench.reach import vllm_client
-
-    async with vllm_client(t, url, is_local=host.is_local, timeout=args.timeout) as client:
-        model = await resolve_model(client, args.model)
-        ctx.info(f"{label}: {model} at {client.shown_url}, concurrency "
-                 f"{','.join(map(str, concurrencies))}, {len(prompts)} prompts, "
-                 f"max_tokens {args.max_tokens}", host.name)
-
-        def on_point(run: BenchRun, p: Point) -> None:
-            save_partial(run)
-            ctx.bus.emit(ev.BENCH_POINT, host.name, label=label, url=client.shown_url,
-                         model=model, **p.to_dict(), summary=point_summary(label, p))
-            if p.failed:
-                ctx.warning(f"{label} c={p.concurrency}: {p.failed} of {p.requests} requests "
-                            f"failed: {p.errors[0]}", host.name)
-            if p.loop_lag_p99 is not None and p.loop_lag_p99 > LAG_WARN_S:
-                ctx.warning(f"{label} c={p.concurrency}: the console's event loop lagged "
-                            f"{p.loop_lag_p99 * 1000:.0f} ms (p99): the load driver may be the "
-                            "bottleneck at this concurrency, not the server", host.name)
-
-        return await run_sweep(
-            client, prompts, concurrencies, label=label, model=model, speculative=speculative,
-            max_tokens=args.max_tokens, rounds=args.rounds, warmup=args.warmup, host=host.name,
-            on_point=on_point, ignore_eos=not args.stop_at_eos)
-
-
 async def run_command(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from console.bench_tables import compare_table, run_table
-    from remote import events as ev
-    from remote.bench.compare import compare_runs
-    from remote.bench.driver import check_server, parse_concurrency
+    from console.bench_tables import compare_table, point_summary, run_table
+    from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
-    from remote.bench.reach import vllm_client
-    from remote.bench.results import load_result, save_result
-    from remote.bench.served import offline_vs_served, sweep_acceptance
+    from remote.bench.results import load_result
+    from remote.bench.served import offline_vs_served
+    from remote.ops import bench as ops
 
     concurrencies = parse_concurrency(args.concurrency)
     _check_positive("--max-tokens", args.max_tokens)
@@ -159,108 +114,44 @@ async def run_command(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts or BUILTIN)
     earlier = load_result(args.baseline) if args.baseline else None
     label = args.label or ("baseline" if args.no_speculation else "speculative")
+    settings = ops.SweepSettings(prompts, concurrencies, model=args.model,
+                                 max_tokens=args.max_tokens, rounds=args.rounds,
+                                 warmup=args.warmup, timeout=args.timeout,
+                                 ignore_eos=not args.stop_at_eos)
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
         t = await ctx.transport(host.name)
-        offline = await _offline(t, args.offline) if args.offline else None
-
-        baseline: BenchRun | None = earlier.run if earlier else None
-        measured_baseline: BenchRun | None = None
-        out_path = result_path(ctx, args, label)
-
-        saved: list[Path] = []
-
-        def save_partial_baseline(partial: BenchRun) -> None:
-            saved.append(save_result(out_path, None, baseline=partial, complete=False))
-
-        def save_partial_run(partial: BenchRun) -> None:
-            saved.append(save_result(out_path, partial, baseline=measured_baseline,
-                                     complete=False))
-
-        if earlier is not None and not earlier.complete:
-            ctx.warning(f"baseline {earlier.path} is incomplete (its sweep stopped early)",
-                        host.name)
-        try:
-            if args.baseline_url:
-                # The speculative server is checked before the baseline sweep, not after it.
-                async with vllm_client(t, host.vllm_url, is_local=host.is_local) as client:
-                    await check_server(client, args.model,
-                                       speculative=not args.no_speculation)
-                measured_baseline = await _sweep(ctx, t, host, args, prompts, concurrencies,
-                                                 args.baseline_url, "baseline", speculative=False,
-                                                 save_partial=save_partial_baseline)
-                baseline = measured_baseline
-            run = await _sweep(ctx, t, host, args, prompts, concurrencies, host.vllm_url, label,
-                               speculative=not args.no_speculation, save_partial=save_partial_run)
-        except (ConsoleError, asyncio.CancelledError):
-            if saved:
-                ctx.warning(f"the sweep stopped early: the points measured are kept in {out_path}",
-                            host.name)
-            raise
-
-        served = sweep_acceptance(run.points) if not args.no_speculation else None
-        comparison = compare_runs(baseline, run) if baseline is not None else None
-        path = save_result(out_path, run, baseline=measured_baseline,
-                           comparison=comparison.to_dict() if comparison else None)
-        if comparison is not None:
-            for w in comparison.warnings:
-                ctx.warning(w, host.name)
-            ctx.bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
-                         **comparison.to_dict(), summary=comparison.summary())
-        else:
-            best = max(run.points, key=lambda p: p.output_tok_s)
-            ctx.bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
-                         points=len(run.points), rows=[], crossover=None,
-                         summary=f"{label}: {len(run.points)} points, best "
-                         f"{best.output_tok_s:.1f} tok/s at c={best.concurrency}")
+        done = await ops.run(t, host, ctx.bus, settings, label=label,
+                             out_path=result_path(ctx, args, label), point_text=point_summary,
+                             speculative=not args.no_speculation,
+                             baseline_url=args.baseline_url, earlier=earlier,
+                             offline_path=args.offline)
         if not args.json:
-            if measured_baseline is not None:
-                ctx.out.write(run_table(measured_baseline) + "\n\n")
-            ctx.out.write(run_table(run) + "\n")
-            if comparison is not None:
-                ctx.out.write("\n" + compare_table(comparison) + "\n")
-            ctx.out.write(f"result: {path}\n")
-        if served is not None or offline is not None:
-            ctx.info(offline_vs_served(offline, served), host.name, offline=offline,
-                     served=served)
+            if done.measured_baseline is not None:
+                ctx.out.write(run_table(done.measured_baseline) + "\n\n")
+            ctx.out.write(run_table(done.run) + "\n")
+            if done.comparison is not None:
+                ctx.out.write("\n" + compare_table(done.comparison) + "\n")
+            ctx.out.write(f"result: {done.path}\n")
+        if done.served is not None or done.offline is not None:
+            ctx.info(offline_vs_served(done.offline, done.served), host.name,
+                     offline=done.offline, served=done.served)
         return EXIT_OK
     finally:
         await ctx.aclose()
 
 
-async def _offline(t: Transport, box_path: str) -> dict[str, object]:
-    """evaluate/acceptance.json fetched from the box (SFTP; a copy on `local`)."""
-    import tempfile
-
-    from remote.serve import read_offline
-
-    with tempfile.TemporaryDirectory(prefix="eagle3-offline-") as tmp:
-        local = Path(tmp) / "acceptance.json"
-        try:
-            await t.get(box_path, local)
-        except (OSError, ConsoleError) as exc:
-            raise UsageError(f"--offline {box_path}: cannot read it on the box ({exc})") from None
-        return read_offline(local)
-
-
 async def compare_command(args: argparse.Namespace) -> int:
     from console.bench_tables import compare_table
-    from remote import events as ev
-    from remote.bench.compare import compare_runs
     from remote.bench.results import load_result
+    from remote.ops import bench as ops
 
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
-    comparison = compare_runs(a.run, b.run)
     ctx = Context.from_args(args)
     try:
-        for f in (a, b):
-            if not f.complete:
-                ctx.warning(f"{f.path} is incomplete (its sweep stopped early)")
-        ctx.bus.emit(ev.BENCH_SUMMARY, "", label=b.run.label, baseline_file=str(a.path),
-                     result_file=str(b.path), **comparison.to_dict(),
-                     summary=comparison.summary())
+        comparison = ops.compare(ctx.bus, a, b)
         if not args.json:
             ctx.out.write(compare_table(comparison) + "\n")
         return EXIT_OK
@@ -270,10 +161,7 @@ async def compare_command(args: argparse.Namespace) -> int:
 
 async def watch_command(args: argparse.Namespace) -> int:
     from console.bench_tables import watch_table
-    from remote import events as ev
-    from remote.bench.driver import resolve_model
-    from remote.bench.reach import vllm_client
-    from remote.bench.watch import watch
+    from remote.ops import bench as ops
 
     _check_positive("--interval", args.interval)
     if args.count is not None:
@@ -283,29 +171,12 @@ async def watch_command(args: argparse.Namespace) -> int:
     try:
         host = ctx.host(args.host)
         t = await ctx.transport(host.name)
-        async with vllm_client(t, host.vllm_url, is_local=host.is_local) as client:
-            model = await resolve_model(client, args.model)
-            ctx.info(f"watching spec-decode acceptance of {model} at {client.shown_url} "
-                     f"every {args.interval:g} s", host.name)
-
-            def on_window(w: WatchWindow) -> None:
-                payload = {"window": w.index, "seconds": w.seconds, "model": model,
-                           "acceptance": w.acceptance.to_dict(),
-                           "accepted_tok_s": w.accepted_tok_s, "drafted_tok_s": w.drafted_tok_s}
-                windows.append(payload)
-                ctx.bus.emit(ev.BENCH_WATCH, host.name, **payload,
-                             summary=f"window {w.index} ({w.seconds:.1f} s): "
-                             f"{w.acceptance.drafts:.0f} drafts, {w.acceptance.short()}")
-
-            def on_reset(message: str) -> None:
-                ctx.warning(message + " (watch continues from the new counters)", host.name)
-
-            try:
-                await watch(client, model, interval=args.interval, count=args.count,
-                            on_window=on_window, on_reset=on_reset)
-            finally:
-                if windows and not args.json:
-                    ctx.out.write(watch_table(windows) + "\n")
+        try:
+            await ops.watch(t, host, ctx.bus, interval=args.interval, count=args.count,
+                            model=args.model, windows=windows)
+        finally:
+            if windows and not args.json:
+                ctx.out.write(watch_table(windows) + "\n")
         return EXIT_OK
     finally:
         await ctx.aclose()

@@ -112,55 +112,33 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     """The closing step: baseline and speculative servers in turn, benched alike."""
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
-    from remote import events as ev
     from remote.bench.driver import parse_concurrency
-    from remote.bench.results import save_result
     from remote.bench.served import offline_vs_served
-    from remote.serve import EngineFailed, ServeRunner, extra_vllm_args
-    from remote.serve_bench import serve_and_bench
+    from remote.ops import serve as serve_ops
+    from remote.serve import EngineFailed, extra_vllm_args
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)
     resolved = await runner.validate(config)
     max_tokens = args.max_tokens or int(resolved.get("max_new_tokens") or 24)
-    server = ServeRunner(runner.transport, host, ctx.bus, python=args.serve_python)
+    server = serve_ops.runner(runner.transport, host, ctx.bus, python=args.serve_python)
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
     ctx.info(f"serve + bench on {host.name} with {server.host.python}: baseline server, then "
              f"the trained head; concurrency {','.join(map(str, concurrencies))}, "
              f"{max_tokens} tokens per request", host.name)
-
-    def on_ready(role: str, seconds: float) -> None:
-        ctx.info(f"{role} engine started in {seconds:.0f} s", host.name, role=role,
-                 start_seconds=seconds)
-
-    def on_point(role: str, run: object, p: object) -> None:
-        from remote.bench.results import Point
-
-        assert isinstance(p, Point)
-        ctx.bus.emit(ev.BENCH_POINT, host.name, label=role, **p.to_dict(),
-                     summary=point_summary(role, p))
-
     try:
-        result = await serve_and_bench(server, config, out_dir, concurrencies=concurrencies,
-                                       max_tokens=max_tokens, rounds=args.rounds,
-                                       vllm_args=vllm_args, on_point=on_point,
-                                       on_ready=on_ready)
+        result, _ = await serve_ops.serve_and_bench_step(
+            server, config, out_dir, concurrencies=concurrencies, max_tokens=max_tokens,
+            rounds=args.rounds, vllm_args=vllm_args, out_path=result_path(ctx, args, "served"),
+            point_text=point_summary)
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)
         return EXIT_FAILED
-    finally:
-        await server.close()
-    comparison = result.comparison
-    path = save_result(result_path(ctx, args, "served"), result.speculative,
-                       baseline=result.baseline, comparison=comparison.to_dict())
-    line = offline_vs_served(result.offline, result.served)
-    ctx.bus.emit(ev.BENCH_SUMMARY, host.name, label="served", result_file=str(path),
-                 **comparison.to_dict(), offline=result.offline, served=result.served,
-                 start_seconds=result.start_seconds, summary=comparison.summary())
     if not args.json:
         ctx.out.write(run_table(result.baseline) + "\n\n" + run_table(result.speculative)
-                      + "\n\n" + compare_table(comparison) + "\n")
-    ctx.info(line, host.name, offline=result.offline, served=result.served)
+                      + "\n\n" + compare_table(result.comparison) + "\n")
+    ctx.info(offline_vs_served(result.offline, result.served), host.name,
+             offline=result.offline, served=result.served)
     return EXIT_OK
 
 

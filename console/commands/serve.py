@@ -16,9 +16,7 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
-import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -26,8 +24,6 @@ from remote.serve_roles import ROLES
 
 # The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
 # `console serve --help` loads none of it.
-if TYPE_CHECKING:
-    from remote.serve import ServeRunner
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,22 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         c.set_defaults(func=stop_command if name == "stop" else status_command)
 
 
-async def demo_config(runner: ServeRunner) -> str:
-    """The demo's pipeline.toml on the box; it must have been built by `console run --demo`."""
-    path = posixpath.join(await runner.pipeline.root(), "demo", "pipeline.toml")
-    done = await runner.transport.run([runner.host.python, "-c",
-                                       "import os,sys;sys.exit(0 if os.path.isfile(sys.argv[1]) "
-                                       "else 1)", path], timeout=60)
-    if done.returncode != 0:
-        raise UsageError(f"no demo on {runner.host.name} ({path}): run `console run --host "
-                         f"{runner.host.name} --demo` first")
-    return path
-
-
 async def start_command(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from remote.serve import EngineFailed, ServeRunner, extra_vllm_args
+    from remote.ops import serve as ops
+    from remote.serve import EngineFailed, extra_vllm_args
 
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")
@@ -93,24 +76,14 @@ async def start_command(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
-        runner = ServeRunner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
-        if args.demo:
-            config = await demo_config(runner)
-        else:
-            config = await runner.pipeline.remote_config(Path(args.pipeline).expanduser())
-        await runner.pipeline.validate(config)
-        ctx.info(f"starting the {role} server on {host.name} (vLLM with "
-                 f"{runner.host.python}); the engine takes a while to load", host.name)
+        runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
-            served = await runner.start(config, role, url=args.url,
-                                        vllm_args=vllm_args,
-                                        timeout=args.start_timeout)
+            served = await ops.start(
+                runner, role, pipeline=Path(args.pipeline).expanduser() if args.pipeline else None,
+                url=args.url, vllm_args=vllm_args, timeout=args.start_timeout)
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
-        except asyncio.CancelledError:
-            ctx.warning(f"interrupted: the {role} server was cancelled", host.name)
-            raise
         ctx.info(f"{role} server ready at {served.url} (job {served.run_id}, "
                  f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
                  f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
@@ -119,25 +92,17 @@ async def start_command(args: argparse.Namespace) -> int:
         await ctx.aclose()
 
 
-async def _running(args: argparse.Namespace, ctx: Context) -> tuple[ServeRunner, dict[str, str]]:
-    from remote.serve import ServeRunner
-
-    host = ctx.host(args.host)
-    runner = ServeRunner(await ctx.transport(host.name), host, ctx.bus)
-    running = await runner.running()
-    if args.role:
-        running = {r: i for r, i in running.items() if r == args.role}
-    return runner, running
-
-
 async def stop_command(args: argparse.Namespace) -> int:
+    from remote.ops import serve as ops
+
     ctx = Context.from_args(args, hosts=[args.host])
     try:
-        runner, running = await _running(args, ctx)
-        if not running:
+        host = ctx.host(args.host)
+        stopped = await ops.stop(ops.runner(await ctx.transport(host.name), host, ctx.bus),
+                                 args.role)
+        if not stopped:
             ctx.info(f"no serve job running on {args.host}", args.host)
-        for role, run_id in running.items():
-            state = await runner.stop(run_id, role)
+        for role, (run_id, state) in stopped.items():
             ctx.info(f"{role} server {run_id}: {state}", args.host)
         return EXIT_OK
     finally:
@@ -145,9 +110,13 @@ async def stop_command(args: argparse.Namespace) -> int:
 
 
 async def status_command(args: argparse.Namespace) -> int:
+    from remote.ops import serve as ops
+
     ctx = Context.from_args(args, hosts=[args.host])
     try:
-        _, running = await _running(args, ctx)
+        host = ctx.host(args.host)
+        running = await ops.running(ops.runner(await ctx.transport(host.name), host, ctx.bus),
+                                    args.role)
         if not running:
             ctx.info(f"no serve job running on {args.host}", args.host)
         for role, run_id in running.items():

@@ -37,8 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
-    from remote import events as ev
-    from remote.stats import StatsStream
+    from remote.ops import stats as ops
 
     if not args.interval >= MIN_INTERVAL:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
@@ -50,21 +49,17 @@ async def run(args: argparse.Namespace) -> int:
     try:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
-        stream = StatsStream(transport, host, ctx.bus, interval=args.interval,
-                             source=args.source, printable=not args.once)
         if args.once:
-            last: list[dict[str, Any]] = []
-            ctx.bus.add_callback(
-                lambda e: last.append(e.payload) if e.kind == ev.STATS_SAMPLE else None
-            )
-            got = await stream.run(count=1, duration=max(30.0, 10 * args.interval))
-            if not got:
+            sample = await ops.sample_once(transport, host, ctx.bus, interval=args.interval,
+                                           source=args.source)
+            if sample is None:
                 ctx.error(f"no sample from {host.name}", host.name)
                 return EXIT_FAILED
             if not args.json:
-                print(format_table(host.name, last[-1]), file=ctx.out, flush=True)
+                print(format_table(host.name, sample), file=ctx.out, flush=True)
             return EXIT_OK
-        got = await stream.run(duration=args.duration, count=args.count)
+        got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
+                               source=args.source, duration=args.duration, count=args.count)
         if args.duration is not None and not got:
             ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
             return EXIT_FAILED

@@ -57,7 +57,7 @@ FEATURES: dict[str, Feature] = {
     "stage.start": Feature("pipeline runner", "console.tui.wiring", "start_stage"),
     "stage.resume": Feature("pipeline runner", "console.tui.wiring", "resume"),
     "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
-    "stats": Feature("stats sampler", "remote.stats", "stream_stats"),
+    "stats": Feature("stats sampler", "remote.ops.stats", "stream_stats"),
     "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
 }
 

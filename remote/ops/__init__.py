@@ -13,9 +13,11 @@ state (console/tui/wiring.py adapts the controller's calls to these functions).
       verify/rollback
     run/resume/cancel,   remote/ops/pipeline.py
       reattach
-    stats                remote.stats.StatsStream (the stream is the operation)
-    allreduce            remote.allreduce_sweep / remote.allreduce_trace
-    bench                remote.bench
-    serve                (being added in pipeline/ and remote/: its operation belongs here, as
-                         remote/ops/serve.py, called from console/commands and the wiring)
+    stats                remote/ops/stats.py (the stream is the operation)
+    allreduce            remote/ops/allreduce.py (sweep, trace, capture)
+    bench                remote/ops/bench.py (run, compare, watch)
+    serve                remote/ops/serve.py (start, stop, status; run --serve's closing step)
+
+The front ends reach the runners below these (StatsStream, run_sweep, capture, ServeRunner, ...)
+only through here: tests/test_layering.py keeps it so.
 """

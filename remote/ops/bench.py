@@ -1,0 +1,196 @@
+"""Acceptance and speedup benchmarks against a box's vLLM, as `console bench` runs them.
+
+The server is reached through a port forward (remote/bench/reach.py). Points and summaries are
+published as bench.point / bench.summary events, so a replay shows the figures; the result
+file is rewritten after every point, so an interrupted sweep keeps what it measured. How a
+point reads as one line is the caller's (`point_text`, console/bench_tables.point_summary):
+this layer never imports the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remote import events as ev
+from remote.bench.compare import Comparison, compare_runs
+from remote.bench.driver import LAG_WARN_S, check_server, resolve_model, run_sweep
+from remote.bench.prompts import PromptSet
+from remote.bench.reach import vllm_client
+from remote.bench.results import BenchRun, Point, ResultFile, save_result
+from remote.bench.served import sweep_acceptance
+from remote.bench.watch import WatchWindow
+from remote.bench.watch import watch as watch_counters
+from remote.bus import EventBus
+from remote.errors import ConsoleError, UsageError
+from remote.hosts import HostConfig
+from remote.serve import read_offline
+from remote.transport import Transport
+
+PointText = Callable[[str, Point], str]
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What every point of a sweep shares (`console bench run`'s options)."""
+
+    prompts: PromptSet
+    concurrencies: list[int]
+    model: str | None = None
+    max_tokens: int = 256
+    rounds: int = 4
+    warmup: int = 1
+    timeout: float = 600.0
+    ignore_eos: bool = True
+
+
+@dataclass
+class BenchOutcome:
+    run: BenchRun
+    measured_baseline: BenchRun | None
+    comparison: Comparison | None
+    path: Path
+    served: dict[str, Any] | None  # acceptance of the speculative run, from the server
+    offline: dict[str, object] | None  # the pipeline's offline estimate (--offline)
+
+
+def _warn(bus: EventBus, host: str, message: str) -> None:
+    bus.emit(ev.CONSOLE_WARNING, host, message=message)
+
+
+async def sweep(transport: Transport, host: HostConfig, bus: EventBus, s: SweepSettings,
+                url: str, label: str, *, speculative: bool, point_text: PointText,
+                save_partial: Callable[[BenchRun], None]) -> BenchRun:
+    """One concurrency sweep against the server at `url` (as seen from the box)."""
+    async with vllm_client(transport, url, is_local=host.is_local, timeout=s.timeout) as client:
+        model = await resolve_model(client, s.model)
+        bus.emit(ev.CONSOLE_INFO, host.name,
+                 message=f"{label}: {model} at {client.shown_url}, concurrency "
+                 f"{','.join(map(str, s.concurrencies))}, {len(s.prompts)} prompts, "
+                 f"max_tokens {s.max_tokens}")
+
+        def on_point(run: BenchRun, p: Point) -> None:
+            save_partial(run)
+            bus.emit(ev.BENCH_POINT, host.name, label=label, url=client.shown_url,
+                     model=model, **p.to_dict(), summary=point_text(label, p))
+            if p.failed:
+                _warn(bus, host.name, f"{label} c={p.concurrency}: {p.failed} of {p.requests} "
+                      f"requests failed: {p.errors[0]}")
+            if p.loop_lag_p99 is not None and p.loop_lag_p99 > LAG_WARN_S:
+                _warn(bus, host.name, f"{label} c={p.concurrency}: the console's event loop "
+                      f"lagged {p.loop_lag_p99 * 1000:.0f} ms (p99): the load driver may be the "
+                      "bottleneck at this concurrency, not the server")
+
+        return await run_sweep(
+            client, s.prompts, s.concurrencies, label=label, model=model,
+            speculative=speculative, max_tokens=s.max_tokens, rounds=s.rounds,
+            warmup=s.warmup, host=host.name, on_point=on_point, ignore_eos=s.ignore_eos)
+
+
+async def fetch_offline(transport: Transport, box_path: str) -> dict[str, object]:
+    """evaluate/acceptance.json fetched from the box (SFTP; a copy on `local`)."""
+    with tempfile.TemporaryDirectory(prefix="eagle3-offline-") as tmp:
+        local = Path(tmp) / "acceptance.json"
+        try:
+            await transport.get(box_path, local)
+        except (OSError, ConsoleError) as exc:
+            raise UsageError(f"--offline {box_path}: cannot read it on the box ({exc})") from None
+        return read_offline(local)
+
+
+async def run(transport: Transport, host: HostConfig, bus: EventBus, s: SweepSettings, *,
+              label: str, out_path: Path, point_text: PointText, speculative: bool = True,
+              baseline_url: str | None = None, earlier: ResultFile | None = None,
+              offline_path: str | None = None) -> BenchOutcome:
+    """The host's server swept (after a baseline server at `baseline_url`, when given), compared
+    with the baseline (measured, or `earlier`'s), saved to `out_path`, summarised as one
+    bench.summary event."""
+    offline = await fetch_offline(transport, offline_path) if offline_path else None
+    baseline: BenchRun | None = earlier.run if earlier else None
+    measured_baseline: BenchRun | None = None
+    saved: list[Path] = []
+
+    def save_partial_baseline(partial: BenchRun) -> None:
+        saved.append(save_result(out_path, None, baseline=partial, complete=False))
+
+    def save_partial_run(partial: BenchRun) -> None:
+        saved.append(save_result(out_path, partial, baseline=measured_baseline, complete=False))
+
+    if earlier is not None and not earlier.complete:
+        _warn(bus, host.name, f"baseline {earlier.path} is incomplete (its sweep stopped early)")
+    try:
+        if baseline_url:
+            # The speculative server is checked before the baseline sweep, not after it.
+            async with vllm_client(transport, host.vllm_url, is_local=host.is_local) as client:
+                await check_server(client, s.model, speculative=speculative)
+            measured_baseline = await sweep(transport, host, bus, s, baseline_url, "baseline",
+                                            speculative=False, point_text=point_text,
+                                            save_partial=save_partial_baseline)
+            baseline = measured_baseline
+        result = await sweep(transport, host, bus, s, host.vllm_url, label,
+                             speculative=speculative, point_text=point_text,
+                             save_partial=save_partial_run)
+    except (ConsoleError, asyncio.CancelledError):
+        if saved:
+            _warn(bus, host.name,
+                  f"the sweep stopped early: the points measured are kept in {out_path}")
+        raise
+
+    served = sweep_acceptance(result.points) if speculative else None
+    comparison = compare_runs(baseline, result) if baseline is not None else None
+    path = save_result(out_path, result, baseline=measured_baseline,
+                       comparison=comparison.to_dict() if comparison else None)
+    if comparison is not None:
+        for w in comparison.warnings:
+            _warn(bus, host.name, w)
+        bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
+                 **comparison.to_dict(), summary=comparison.summary())
+    else:
+        best = max(result.points, key=lambda p: p.output_tok_s)
+        bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
+                 points=len(result.points), rows=[], crossover=None,
+                 summary=f"{label}: {len(result.points)} points, best "
+                 f"{best.output_tok_s:.1f} tok/s at c={best.concurrency}")
+    return BenchOutcome(result, measured_baseline, comparison, path, served, offline)
+
+
+def compare(bus: EventBus, a: ResultFile, b: ResultFile) -> Comparison:
+    """A (baseline) against B (speculative): speedup per concurrency and crossover."""
+    comparison = compare_runs(a.run, b.run)
+    for f in (a, b):
+        if not f.complete:
+            _warn(bus, "", f"{f.path} is incomplete (its sweep stopped early)")
+    bus.emit(ev.BENCH_SUMMARY, "", label=b.run.label, baseline_file=str(a.path),
+             result_file=str(b.path), **comparison.to_dict(), summary=comparison.summary())
+    return comparison
+
+
+async def watch(transport: Transport, host: HostConfig, bus: EventBus, *, interval: float,
+                count: int | None, model: str | None,
+                windows: list[dict[str, object]]) -> None:
+    """Acceptance per scrape window, each a bench.watch event and a row appended to `windows`
+    (the caller's, so it keeps the rows when the watch is interrupted)."""
+    async with vllm_client(transport, host.vllm_url, is_local=host.is_local) as client:
+        served_model = await resolve_model(client, model)
+        bus.emit(ev.CONSOLE_INFO, host.name,
+                 message=f"watching spec-decode acceptance of {served_model} at "
+                 f"{client.shown_url} every {interval:g} s")
+
+        def on_window(w: WatchWindow) -> None:
+            payload = {"window": w.index, "seconds": w.seconds, "model": served_model,
+                       "acceptance": w.acceptance.to_dict(),
+                       "accepted_tok_s": w.accepted_tok_s, "drafted_tok_s": w.drafted_tok_s}
+            windows.append(payload)
+            bus.emit(ev.BENCH_WATCH, host.name, **payload,
+                     summary=f"window {w.index} ({w.seconds:.1f} s): "
+                     f"{w.acceptance.drafts:.0f} drafts, {w.acceptance.short()}")
+
+        def on_reset(message: str) -> None:
+            _warn(bus, host.name, message + " (watch continues from the new counters)")
+
+        await watch_counters(client, served_model, interval=interval, count=count,
+                             on_window=on_window, on_reset=on_reset)

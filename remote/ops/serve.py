@@ -1,0 +1,104 @@
+"""vLLM's OpenAI server on a host, as `console serve` and `console run --serve` run it.
+
+Each server is a detached job on the box (remote/serve.py) that outlives the console. The
+closing step of a pipeline (`run --serve`) serves the baseline and the trained head in turn and
+benches them alike (remote/serve_bench.py); its points and summary are published here, as
+`console bench` publishes its own (remote/ops/bench.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import posixpath
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from remote import events as ev
+from remote.bench.results import BenchRun, Point, save_result
+from remote.bus import EventBus
+from remote.errors import UsageError
+from remote.hosts import HostConfig
+from remote.serve import Served, ServeRunner
+from remote.serve_bench import ServedBench, serve_and_bench
+from remote.transport import Transport
+
+PointText = Callable[[str, Point], str]
+
+
+def runner(transport: Transport, host: HostConfig, bus: EventBus, *,
+           python: str | None = None) -> ServeRunner:
+    return ServeRunner(transport, host, bus, python=python)
+
+
+async def demo_config(r: ServeRunner) -> str:
+    """The demo's pipeline.toml on the box; it must have been built by `console run --demo`."""
+    path = posixpath.join(await r.pipeline.root(), "demo", "pipeline.toml")
+    done = await r.transport.run([r.host.python, "-c",
+                                  "import os,sys;sys.exit(0 if os.path.isfile(sys.argv[1]) "
+                                  "else 1)", path], timeout=60)
+    if done.returncode != 0:
+        raise UsageError(f"no demo on {r.host.name} ({path}): run `console run --host "
+                         f"{r.host.name} --demo` first")
+    return path
+
+
+async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url: str | None = None,
+                vllm_args: Sequence[str] = (), timeout: float = 1800.0) -> Served:
+    """Start the `role` server with `pipeline`'s target and head (the demo's without one) and
+    wait until it answers; EngineFailed (with its last log lines) when it dies while starting.
+    Cancelled while starting: the server is cancelled too."""
+    config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
+    await r.pipeline.validate(config)
+    r.bus.emit(ev.CONSOLE_INFO, r.host.name,
+               message=f"starting the {role} server on {r.host.name} (vLLM with "
+               f"{r.host.python}); the engine takes a while to load")
+    try:
+        return await r.start(config, role, url=url, vllm_args=list(vllm_args), timeout=timeout)
+    except asyncio.CancelledError:
+        r.bus.emit(ev.CONSOLE_WARNING, r.host.name,
+                   message=f"interrupted: the {role} server was cancelled")
+        raise
+
+
+async def running(r: ServeRunner, role: str | None = None) -> dict[str, str]:
+    """role -> run id of the serve jobs running on the box (only `role`'s, when given)."""
+    found = await r.running()
+    return {k: v for k, v in found.items() if role is None or k == role}
+
+
+async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, str]]:
+    """Cancel the serve jobs (their process groups); role -> (run id, the state it ended in)."""
+    return {k: (run_id, await r.stop(run_id, k))
+            for k, run_id in (await running(r, role)).items()}
+
+
+async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
+                               concurrencies: list[int], max_tokens: int, rounds: int,
+                               vllm_args: Sequence[str], out_path: Path,
+                               point_text: PointText) -> tuple[ServedBench, Path]:
+    """The pipeline's closing step: the baseline and then the speculative server, benched
+    alike; the result saved to `out_path` and summarised as one bench.summary event."""
+    host = r.host.name
+
+    def on_ready(role: str, seconds: float) -> None:
+        r.bus.emit(ev.CONSOLE_INFO, host, message=f"{role} engine started in {seconds:.0f} s",
+                   role=role, start_seconds=seconds)
+
+    def on_point(role: str, run: BenchRun, p: Point) -> None:
+        r.bus.emit(ev.BENCH_POINT, host, label=role, **p.to_dict(),
+                   summary=point_text(role, p))
+
+    try:
+        result = await serve_and_bench(r, config, output_dir, concurrencies=concurrencies,
+                                       max_tokens=max_tokens, rounds=rounds,
+                                       vllm_args=list(vllm_args), on_point=on_point,
+                                       on_ready=on_ready)
+    finally:
+        await r.close()
+    comparison = result.comparison
+    path = save_result(out_path, result.speculative, baseline=result.baseline,
+                       comparison=comparison.to_dict())
+    r.bus.emit(ev.BENCH_SUMMARY, host, label="served", result_file=str(path),
+               **comparison.to_dict(), offline=result.offline, served=result.served,
+               start_seconds=result.start_seconds, summary=comparison.summary())
+    return result, path

@@ -1,0 +1,48 @@
+"""Live GPU and host stats, as `console stats` and the TUI's stats strip run them.
+
+The stream is the operation: one sampler process on the box, samples published as
+stats.sample events. The CLI's `--once` and the TUI's endless strip are two ways to end it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from remote import events as ev
+from remote.bus import EventBus
+from remote.hosts import HostConfig
+from remote.stats import StatsStream
+from remote.transport import Transport
+
+
+async def stream(transport: Transport, host: HostConfig, bus: EventBus, *,
+                 interval: float = 1.0, source: str = "auto", duration: float | None = None,
+                 count: int | None = None) -> int:
+    """Samples until `duration`/`count` (or cancelled); returns how many were published.
+    Cancelling closes the sampler's stdin, so the sampler on the box exits too."""
+    s = StatsStream(transport, host, bus, interval=interval, source=source)
+    return await s.run(duration=duration, count=count)
+
+
+async def sample_once(transport: Transport, host: HostConfig, bus: EventBus, *,
+                      interval: float = 1.0, source: str = "auto") -> dict[str, Any] | None:
+    """One sample's payload (also published as a stats.sample event), or None when the box
+    gave none in max(30 s, 10 intervals)."""
+    last: list[dict[str, Any]] = []
+    remove = bus.add_callback(
+        lambda e: last.append(e.payload) if e.kind == ev.STATS_SAMPLE else None)
+    try:
+        got = await stream(transport, host, bus, interval=interval, source=source, count=1,
+                           duration=max(30.0, 10 * interval))
+    finally:
+        remove()
+    return last[-1] if got and last else None
+
+
+async def stream_stats(*, transport: Transport, host: HostConfig, bus: EventBus,
+                       interval: float = 1.0, source: str = "auto",
+                       duration: float | None = None, count: int | None = None) -> int:
+    """The TUI's entry point (console/tui/controller.py calls it with transport=, host=, bus=):
+    live stats until cancelled."""
+    return await stream(transport, host, bus, interval=interval, source=source,
+                        duration=duration, count=count)

@@ -70,6 +70,7 @@ TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch":
 SHORT_TITLES = {"hosts": "Hosts", "overview": "Over", "probes": "Probe", "patch": "Patch",
                 "pipeline": "Pipe", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
 NARROW = 110
+DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
 
 
 def _bindings() -> list[BindingType]:
@@ -123,6 +124,8 @@ class ConsoleApp(App[int]):
         self.activity: list[str] = []  # labels of the actions running now (the top bar shows them)
         self.errors: list[str] = []  # exceptions a view raised, shown instead of exiting
         self._source_worker: Any = None
+        self.serve_pipelines: dict[str, str] = {}  # host -> pipeline last served ("demo" or a path)
+        self.bench_options: dict[str, str] = {}  # host -> bench options last run
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -582,6 +585,58 @@ class ConsoleApp(App[int]):
                 self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
 
         self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
+
+    # -- serve and bench (the Bench screen) -----------------------------------------------------
+    def action_serve_start(self, role: str) -> None:
+        """Ask which pipeline (a TOML on this machine, or the demo) as `console serve start`
+        does, then start the server in a worker: the top bar says so while the engine loads."""
+        host = self.current_host
+        srv = self.state.host(host).servers.get(role)
+        if srv is not None and srv.state in ("starting", "ready"):
+            self.notify(f"the {role} server on {host} is already {srv.state} ({srv.url})",
+                        title="serve", severity="warning", markup=False)
+            return
+
+        def answered(value: str | None) -> None:
+            if not value:
+                self.notify(f"{role} server not started", timeout=2)
+                return
+            self.serve_pipelines[host] = value
+            pipeline = None if value == "demo" else value
+            self._act(f"serve {role}",
+                      lambda: self.source.controller.serve_start(host, role, pipeline))
+
+        self.push_screen(AskScreen(
+            f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, or "
+            "'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
+            self.serve_pipelines.get(host, "demo")), answered)
+
+    def action_serve_stop(self) -> None:
+        host = self.current_host
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act("stop servers", lambda: self.source.controller.serve_stop(host))
+
+        self.push_screen(ConfirmScreen(f"Stop the vLLM servers (speculative and baseline) on {host}?"),
+                         answered)
+
+    def action_bench_run(self) -> None:
+        host = self.current_host
+        base = self.state.host(host).servers.get("baseline")
+        baseline_url = base.url if base is not None and base.state == "ready" else None
+
+        def answered(options: str | None) -> None:
+            if options is None:
+                return
+            self.bench_options[host] = options
+            self._act("bench", lambda: self.source.controller.run_bench(host, options, baseline_url))
+
+        note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
+                else "; start the baseline server (o) to get speedups")
+        self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
+                                   "--concurrency 1,4,16 --max-tokens 256 --rounds 4",
+                                   self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
 
     def action_log_records(self) -> None:
         view = self._pipeline_view()

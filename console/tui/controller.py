@@ -59,7 +59,16 @@ FEATURES: dict[str, Feature] = {
     "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
     "stats": Feature("stats sampler", "remote.ops.stats", "stream_stats"),
     "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
+    "serve.start": Feature("vLLM server", "console.tui.wiring", "serve_start"),
+    "serve.stop": Feature("vLLM server", "console.tui.wiring", "serve_stop"),
+    "serve.status": Feature("vLLM server", "console.tui.wiring", "serve_running"),
+    "bench.run": Feature("benchmarks", "console.tui.wiring", "bench_run"),
+    "bench.watch": Feature("benchmarks", "console.tui.wiring", "live_acceptance"),
 }
+
+# Seconds between two /metrics scrapes of the live acceptance (one window each): long enough
+# that a window holds a few hundred drafts at a CPU's decode rate, short enough to watch.
+WATCH_INTERVAL_S = 5.0
 
 
 def resolve(action: str) -> Callable[..., Any]:
@@ -94,6 +103,9 @@ class Controller(Protocol):
     async def start_stage(self, host: str, stage: str) -> None: ...
     async def resume_pipeline(self, host: str) -> None: ...
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None: ...
+    async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None: ...
+    async def serve_stop(self, host: str) -> None: ...
+    async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -104,7 +116,7 @@ class ReplayController:
         raise ReadOnlyReplay("this is a replay: actions that drive the box are disabled")
 
     connect = accept_host_key = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
-    start_stage = resume_pipeline = cancel_stage = _refuse
+    start_stage = resume_pipeline = cancel_stage = serve_start = serve_stop = run_bench = _refuse
 
     async def aclose(self) -> None:
         return None
@@ -190,8 +202,35 @@ class LiveController:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         self._start_background(host, "stats", "live stats")
         self._start_background(host, "jobs.reattach", "job tails")
+        self._background[f"serve.check:{host}"] = asyncio.create_task(
+            self._watch_if_serving(host), name=f"serve-check-{host}")
 
-    def _start_background(self, host: str, action: str, label: str) -> None:
+    async def _watch_if_serving(self, host: str) -> None:
+        """A speculative server already running on the box (started by `console serve` or an
+        earlier console): its live acceptance is watched from the start."""
+        try:
+            fn = resolve("serve.status")
+            running = await fn(transport=self.transports[host], host=self.host_config(host),
+                               bus=self.bus)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # no serve support, or the box said no: the rest still works
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
+            return
+        if "speculative" in running:
+            self.watch_acceptance(host)
+
+    def watch_acceptance(self, host: str) -> None:
+        """Live acceptance per window (`console bench watch`) while the server answers."""
+        self._start_background(host, "bench.watch", "live acceptance",
+                               interval=WATCH_INTERVAL_S)
+
+    def _stop_background(self, host: str, action: str) -> None:
+        task = self._background.pop(f"{action}:{host}", None)
+        if task is not None:
+            task.cancel()
+
+    def _start_background(self, host: str, action: str, label: str, **kwargs: Any) -> None:
         """Streams that run as long as the console (live stats, reattached job tails), where
         this build has them."""
         try:
@@ -203,7 +242,8 @@ class LiveController:
 
         async def stream() -> None:
             try:
-                result = fn(transport=transport, host=self.host_config(host), bus=self.bus)
+                result = fn(transport=transport, host=self.host_config(host), bus=self.bus,
+                            **kwargs)
                 if inspect.isawaitable(result):
                     await result
             except asyncio.CancelledError:
@@ -247,6 +287,18 @@ class LiveController:
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
         await self._call("stage.cancel", host, stage=stage, run_id=run_id)
+
+    async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None:
+        await self._call("serve.start", host, role=role, pipeline=pipeline)
+        if role == "speculative":
+            self.watch_acceptance(host)
+
+    async def serve_stop(self, host: str) -> None:
+        self._stop_background(host, "bench.watch")
+        await self._call("serve.stop", host)
+
+    async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
+        await self._call("bench.run", host, options=options, baseline_url=baseline_url)
 
     async def aclose(self) -> None:
         for task in self._background.values():

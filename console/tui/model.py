@@ -131,6 +131,19 @@ class PatchState:
 
 
 @dataclass
+class ServerState:
+    """One vLLM server (role speculative | baseline) as its serve.* events tell it."""
+
+    role: str
+    state: str = "starting"  # starting | ready | failed | stopped
+    url: str = ""
+    run_id: str = ""
+    seconds: float | None = None  # launch to first answer
+    error: str = ""
+    log_tail: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Note:
     ts: datetime
     level: str  # info | warning | error
@@ -163,6 +176,7 @@ class HostState:
     allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
+    servers: dict[str, ServerState] = field(default_factory=dict)  # role -> its server
     last_event: datetime | None = None
 
     def ordered_stages(self) -> list[StageState]:
@@ -438,6 +452,30 @@ def _bench_watch(host: HostState, e: Event) -> set[str]:
     return {BENCH}
 
 
+def _serve(host: HostState, e: Event) -> set[str]:
+    data = e.data()
+    if not isinstance(data, (et.ServeStarting, et.ServeReady, et.ServeFailed, et.ServeStopped)):
+        return _malformed(host, e)
+    role = data.role or next((r for r, s in host.servers.items() if s.run_id == data.run_id), "")
+    if not role:
+        return set()  # a stop of a server this session never saw start
+    srv = host.servers.get(role)
+    if srv is None or isinstance(data, et.ServeStarting):
+        srv = ServerState(role)
+        host.servers[role] = srv
+    srv.run_id = data.run_id or srv.run_id
+    if isinstance(data, (et.ServeStarting, et.ServeReady)):
+        srv.url = data.url
+        srv.state = "starting" if isinstance(data, et.ServeStarting) else "ready"
+        if isinstance(data, et.ServeReady):
+            srv.seconds = float(data.seconds)
+    elif isinstance(data, et.ServeFailed):
+        srv.state, srv.error, srv.log_tail = "failed", data.error, list(data.log_tail)
+    else:
+        srv.state = "stopped"
+    return {BENCH}
+
+
 def _allreduce(host: HostState, e: Event) -> set[str]:
     mode = str(e.payload.get("mode") or "sweep")
     rows = e.payload.get("rows")
@@ -474,6 +512,10 @@ REDUCERS: dict[str, Reducer] = {
     ev.BENCH_SUMMARY: _bench,
     BENCH_WATCH_KIND: _bench_watch,
     ev.ALLREDUCE_RESULT: _allreduce,
+    ev.SERVE_STARTING: _serve,
+    ev.SERVE_READY: _serve,
+    ev.SERVE_FAILED: _serve,
+    ev.SERVE_STOPPED: _serve,
     ev.CONSOLE_INFO: _note,
     ev.CONSOLE_WARNING: _note,
     ev.CONSOLE_ERROR: _note,

@@ -64,6 +64,15 @@ async def test_serve_bench_live_acceptance_and_stop_from_the_bench_screen(
     engine_box.release()  # no server of the fixture's: this one is the TUI's
     monkeypatch.setattr(ctl, "WATCH_INTERVAL_S", 2.0)  # several windows within one short sweep
     app = ConsoleApp(LiveSource(load_config(str(engine_box.console_toml))), start_screen="hosts")
+    try:
+        await _drive(app, engine_box)
+    except BaseException:  # a failed run must not leave its engine to the next test (one engine)
+        engine_box.running["speculative"] = "started by the TUI test"
+        engine_box.release()
+        raise
+
+
+async def _drive(app: ConsoleApp, engine_box: EngineBox) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await _open(app, pilot, HOST)
         host = app.state.host(HOST)

@@ -44,7 +44,15 @@ class AuthFailed(ConnectionFailed):
 
 
 class HostKeyError(ConnectionFailed):
-    pass
+    """`verdict` ("unknown" | "changed") and the offered key's `fingerprint` let an interactive
+    front end (the TUI) offer to trust an unknown key, and only that key; a changed one never."""
+
+    def __init__(self, message: str, *, verdict: str = "", fingerprint: str = "",
+                 known_hosts: str = "") -> None:
+        super().__init__(message)
+        self.verdict = verdict
+        self.fingerprint = fingerprint
+        self.known_hosts = known_hosts
 
 
 class ContainerError(ConsoleError):

@@ -37,7 +37,9 @@ _LOST = (asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpen
 class _HostKeyCheck:
     """Decides on a host key asyncssh could not match in known_hosts, and remembers why."""
 
-    def __init__(self, known_hosts: Path, accept_new: bool) -> None:
+    def __init__(self, known_hosts: Path, accept_new: bool | str) -> None:
+        """accept_new: True trusts any new key (the CLI flag); a fingerprint trusts only the
+        key with that fingerprint (the TUI, after the operator saw it)."""
         self.known_hosts = known_hosts
         self.accept_new = accept_new
         self.verdict: str | None = None  # "unknown" | "changed" | "accepted"
@@ -57,7 +59,8 @@ class _HostKeyCheck:
         if known:
             self.verdict = "changed"
             return False
-        if not self.accept_new:
+        if not self.accept_new or (isinstance(self.accept_new, str)
+                                   and self.accept_new != self.fingerprint):
             self.verdict = "unknown"
             return False
         line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
@@ -172,7 +175,7 @@ class SSHTransport(Transport):
         host: HostConfig,
         *,
         bus: EventBus | None = None,
-        accept_new_host_key: bool = False,
+        accept_new_host_key: bool | str = False,
         reconnect_attempts: int | None = None,
         backoff_base: float = 0.2,
         backoff_cap: float = 30.0,
@@ -337,17 +340,21 @@ class SSHTransport(Transport):
                 f"{probe.offered} {probe.fingerprint}, while {self.known_hosts} "
                 f"holds {', '.join(probe.known_types) or 'other'} key(s) for it "
                 "(possible man-in-the-middle attack). Refusing to connect; if the box was really "
-                "reinstalled, remove its old line from that file") from None
+                "reinstalled, remove its old line from that file",
+                verdict="changed", fingerprint=probe.fingerprint,
+                known_hosts=str(self.known_hosts)) from None
 
     def _host_key_error(self, check: _HostKeyCheck, box: str) -> HostKeyError:
         if check.verdict == "changed":
             return HostKeyError(
                 f"HOST KEY CHANGED for {box}: the server offered {check.fingerprint}, which does "
                 f"not match {self.known_hosts} (possible man-in-the-middle attack). Refusing to "
-                "connect; if the box was really reinstalled, remove its old line from that file")
+                "connect; if the box was really reinstalled, remove its old line from that file",
+                verdict="changed", fingerprint=check.fingerprint, known_hosts=str(self.known_hosts))
         return HostKeyError(
             f"unknown host key for {box}: {check.fingerprint or '(no fingerprint)'} is not in "
-            f"{self.known_hosts}; check it and rerun with {ACCEPT_FLAG} to trust and store it")
+            f"{self.known_hosts}; check it and rerun with {ACCEPT_FLAG} to trust and store it",
+            verdict="unknown", fingerprint=check.fingerprint, known_hosts=str(self.known_hosts))
 
     async def connect(self) -> None:
         async with self._lock:

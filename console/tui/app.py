@@ -32,7 +32,14 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, NotesScreen, SeekScreen
+from console.tui.dialogs import (
+    AskScreen,
+    ConfirmScreen,
+    HelpScreen,
+    HostKeyScreen,
+    NotesScreen,
+    SeekScreen,
+)
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -46,9 +53,10 @@ from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
 from remote.bus import EventBus
-from remote.errors import EXIT_OK, ConsoleError, StageFailed
+from remote.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
 from remote.events import Event, format_ts
 from remote.hosts import all_hosts, load_config
+from remote.sanitize import visible, visible_lines
 
 if TYPE_CHECKING:
     from console.session import SessionReader
@@ -62,6 +70,7 @@ TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch":
 SHORT_TITLES = {"hosts": "Hosts", "overview": "Over", "probes": "Probe", "patch": "Patch",
                 "pipeline": "Pipe", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
 NARROW = 110
+DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
 
 
 def _bindings() -> list[BindingType]:
@@ -115,6 +124,8 @@ class ConsoleApp(App[int]):
         self.activity: list[str] = []  # labels of the actions running now (the top bar shows them)
         self.errors: list[str] = []  # exceptions a view raised, shown instead of exiting
         self._source_worker: Any = None
+        self.serve_pipelines: dict[str, str] = {}  # host -> pipeline last served ("demo" or a path)
+        self.bench_options: dict[str, str] = {}  # host -> bench options last run
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -409,6 +420,10 @@ class ConsoleApp(App[int]):
     # -- actions that drive the box ---------------------------------------------------------------
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast is drawn sanitised: its message often carries box text (an error, a log
+        tail), so control sequences are shown, never obeyed; `markup` is for the console's own
+        messages only (callers pass box text with markup=False)."""
+        message, title = visible_lines(message), visible(title)
         self.notices.append(message)
         self.notice_log.append((title, str(severity), message))
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
@@ -427,6 +442,9 @@ class ConsoleApp(App[int]):
                 self._failed(host, str(exc), "not available in this build", "warning")
             except ReadOnlyReplay as exc:
                 self._failed(host, str(exc), label, "warning")
+            except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
+                self._failed(host, str(exc), "HOST KEY CHANGED" if exc.verdict == "changed"
+                             else f"{label}: host key refused", "error")
             except StageFailed as exc:
                 cancelled = "cancelled" in str(exc)
                 self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
@@ -445,13 +463,39 @@ class ConsoleApp(App[int]):
         """A toast, and a line in the host's notification log (n) that outlives it."""
         from console.tui.model import Note
 
+        message = visible_lines(message)  # an exception's text: often the box's own words
         self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
                                                 f"{title}: {message}"))
-        self.notify(message, title=title, severity=severity)
+        self.notify(message, title=title, severity=severity, markup=False)
 
     def action_connect(self) -> None:
         host = self.current_host
-        self._act("connect", lambda: self.source.controller.connect(host))
+        self._act("connect", lambda: self._connecting(host, self.source.controller.connect(host)))
+
+    async def _connecting(self, host: str, attempt: Awaitable[None]) -> None:
+        """A connect; a host key that is not in known_hosts (never a changed one) is shown with
+        its fingerprint and offered to the operator (HostKeyScreen) instead of failing."""
+        try:
+            await attempt
+        except HostKeyError as exc:
+            if exc.verdict != "unknown" or not exc.fingerprint:
+                raise
+            self._ask_host_key(host, exc)
+
+    def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
+        from console.tui.model import Note
+
+        fingerprint = exc.fingerprint
+        self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                self.notify(f"{host}: host key not trusted; not connected", title="connect", timeout=3)
+                return
+            self._act("accept host key", lambda: self._connecting(
+                host, self.source.controller.accept_host_key(host, fingerprint)))
+
+        self.push_screen(HostKeyScreen(host, fingerprint, exc.known_hosts), answered)
 
     def action_probe(self, probe: str) -> None:
         host = self.current_host
@@ -541,6 +585,58 @@ class ConsoleApp(App[int]):
                 self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
 
         self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
+
+    # -- serve and bench (the Bench screen) -----------------------------------------------------
+    def action_serve_start(self, role: str) -> None:
+        """Ask which pipeline (a TOML on this machine, or the demo) as `console serve start`
+        does, then start the server in a worker: the top bar says so while the engine loads."""
+        host = self.current_host
+        srv = self.state.host(host).servers.get(role)
+        if srv is not None and srv.state in ("starting", "ready"):
+            self.notify(f"the {role} server on {host} is already {srv.state} ({srv.url})",
+                        title="serve", severity="warning", markup=False)
+            return
+
+        def answered(value: str | None) -> None:
+            if not value:
+                self.notify(f"{role} server not started", timeout=2)
+                return
+            self.serve_pipelines[host] = value
+            pipeline = None if value == "demo" else value
+            self._act(f"serve {role}",
+                      lambda: self.source.controller.serve_start(host, role, pipeline))
+
+        self.push_screen(AskScreen(
+            f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, or "
+            "'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
+            self.serve_pipelines.get(host, "demo")), answered)
+
+    def action_serve_stop(self) -> None:
+        host = self.current_host
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act("stop servers", lambda: self.source.controller.serve_stop(host))
+
+        self.push_screen(ConfirmScreen(f"Stop the vLLM servers (speculative and baseline) on {host}?"),
+                         answered)
+
+    def action_bench_run(self) -> None:
+        host = self.current_host
+        base = self.state.host(host).servers.get("baseline")
+        baseline_url = base.url if base is not None and base.state == "ready" else None
+
+        def answered(options: str | None) -> None:
+            if options is None:
+                return
+            self.bench_options[host] = options
+            self._act("bench", lambda: self.source.controller.run_bench(host, options, baseline_url))
+
+        note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
+                else "; start the baseline server (o) to get speedups")
+        self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
+                                   "--concurrency 1,4,16 --max-tokens 256 --rounds 4",
+                                   self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
 
     def action_log_records(self) -> None:
         view = self._pipeline_view()

@@ -59,7 +59,16 @@ FEATURES: dict[str, Feature] = {
     "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
     "stats": Feature("stats sampler", "remote.ops.stats", "stream_stats"),
     "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
+    "serve.start": Feature("vLLM server", "console.tui.wiring", "serve_start"),
+    "serve.stop": Feature("vLLM server", "console.tui.wiring", "serve_stop"),
+    "serve.status": Feature("vLLM server", "console.tui.wiring", "serve_running"),
+    "bench.run": Feature("benchmarks", "console.tui.wiring", "bench_run"),
+    "bench.watch": Feature("benchmarks", "console.tui.wiring", "live_acceptance"),
 }
+
+# Seconds between two /metrics scrapes of the live acceptance (one window each): long enough
+# that a window holds a few hundred drafts at a CPU's decode rate, short enough to watch.
+WATCH_INTERVAL_S = 5.0
 
 
 def resolve(action: str) -> Callable[..., Any]:
@@ -85,6 +94,7 @@ class Controller(Protocol):
     live: bool
 
     async def connect(self, host: str) -> None: ...
+    async def accept_host_key(self, host: str, fingerprint: str) -> None: ...
     async def run_probe(self, host: str, probe: str, target: str | None = None) -> None: ...
     async def plan_patch(self, host: str) -> None: ...
     async def apply_patch(self, host: str, file: str) -> None: ...
@@ -93,6 +103,9 @@ class Controller(Protocol):
     async def start_stage(self, host: str, stage: str) -> None: ...
     async def resume_pipeline(self, host: str) -> None: ...
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None: ...
+    async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None: ...
+    async def serve_stop(self, host: str) -> None: ...
+    async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -102,8 +115,8 @@ class ReplayController:
     async def _refuse(self, *_: object, **__: object) -> None:
         raise ReadOnlyReplay("this is a replay: actions that drive the box are disabled")
 
-    connect = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
-    start_stage = resume_pipeline = cancel_stage = _refuse
+    connect = accept_host_key = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
+    start_stage = resume_pipeline = cancel_stage = serve_start = serve_stop = run_bench = _refuse
 
     async def aclose(self) -> None:
         return None
@@ -136,18 +149,20 @@ class LiveController:
     def host_config(self, name: str) -> HostConfig:
         return self.config.host(name)
 
-    async def transport(self, name: str) -> Transport:
+    async def transport(self, name: str, **ssh_kwargs: Any) -> Transport:
+        """The host's transport, connected on first use. `ssh_kwargs` (accept_new_host_key=)
+        go to the SSH transport, as `console`'s --accept-new-host-key does."""
         async with self._lock:
             if name in self.transports:
                 return self.transports[name]
             hc = self.host_config(name)
-            if self._factory is not None:
+            if self._factory is not None and not ssh_kwargs:
                 t = self._factory(hc, self.bus)
             else:
                 from remote.connect import make_transport
 
                 try:
-                    t = make_transport(hc, bus=self.bus)
+                    t = make_transport(hc, bus=self.bus, **ssh_kwargs)
                 except ImportError as exc:
                     raise FeatureUnavailable(
                         f"SSH transport is not available in this build ({exc})") from None
@@ -158,6 +173,17 @@ class LiveController:
     async def connect(self, host: str) -> None:
         """Connect (or reconnect after a drop). The SSH transport announces its own connection
         events; for the local transport this says it."""
+        await self._connect(host)
+
+    async def accept_host_key(self, host: str, fingerprint: str) -> None:
+        """Connect, trusting the host's new key if it is the one with `fingerprint` (what the
+        operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
+        stores it (remote/ssh.py). Another new key is refused again; a changed key always."""
+        if not fingerprint:
+            raise FeatureUnavailable("no fingerprint to trust: connect first (c)")
+        await self._connect(host, accept_new_host_key=fingerprint)
+
+    async def _connect(self, host: str, **ssh_kwargs: Any) -> None:
         existing = self.transports.get(host)
         if existing is not None:
             if not existing.connected:
@@ -166,7 +192,7 @@ class LiveController:
                     self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
             return
         try:
-            await self.transport(host)
+            await self.transport(host, **ssh_kwargs)
         except FeatureUnavailable:
             raise
         except Exception as exc:
@@ -176,8 +202,35 @@ class LiveController:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         self._start_background(host, "stats", "live stats")
         self._start_background(host, "jobs.reattach", "job tails")
+        self._background[f"serve.check:{host}"] = asyncio.create_task(
+            self._watch_if_serving(host), name=f"serve-check-{host}")
 
-    def _start_background(self, host: str, action: str, label: str) -> None:
+    async def _watch_if_serving(self, host: str) -> None:
+        """A speculative server already running on the box (started by `console serve` or an
+        earlier console): its live acceptance is watched from the start."""
+        try:
+            fn = resolve("serve.status")
+            running = await fn(transport=self.transports[host], host=self.host_config(host),
+                               bus=self.bus)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # no serve support, or the box said no: the rest still works
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
+            return
+        if "speculative" in running:
+            self.watch_acceptance(host)
+
+    def watch_acceptance(self, host: str) -> None:
+        """Live acceptance per window (`console bench watch`) while the server answers."""
+        self._start_background(host, "bench.watch", "live acceptance",
+                               interval=WATCH_INTERVAL_S)
+
+    def _stop_background(self, host: str, action: str) -> None:
+        task = self._background.pop(f"{action}:{host}", None)
+        if task is not None:
+            task.cancel()
+
+    def _start_background(self, host: str, action: str, label: str, **kwargs: Any) -> None:
         """Streams that run as long as the console (live stats, reattached job tails), where
         this build has them."""
         try:
@@ -189,7 +242,8 @@ class LiveController:
 
         async def stream() -> None:
             try:
-                result = fn(transport=transport, host=self.host_config(host), bus=self.bus)
+                result = fn(transport=transport, host=self.host_config(host), bus=self.bus,
+                            **kwargs)
                 if inspect.isawaitable(result):
                     await result
             except asyncio.CancelledError:
@@ -233,6 +287,18 @@ class LiveController:
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
         await self._call("stage.cancel", host, stage=stage, run_id=run_id)
+
+    async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None:
+        await self._call("serve.start", host, role=role, pipeline=pipeline)
+        if role == "speculative":
+            self.watch_acceptance(host)
+
+    async def serve_stop(self, host: str) -> None:
+        self._stop_background(host, "bench.watch")
+        await self._call("serve.stop", host)
+
+    async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
+        await self._call("bench.run", host, options=options, baseline_url=baseline_url)
 
     async def aclose(self) -> None:
         for task in self._background.values():

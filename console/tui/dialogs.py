@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -50,7 +51,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Static(self.question, id="question")
+            # plain Text: questions name jobs and stages, which come from the box (not markup)
+            yield Static(Text(self.question), id="question")
             yield Static("y: yes   n / escape: no", classes="hint")
 
     def action_answer(self, yes: bool) -> None:
@@ -138,3 +140,35 @@ def _footer_follows(screen: type[ModalScreen]) -> None:  # type: ignore[type-arg
 
 for _screen in (HelpScreen, ConfirmScreen, SeekScreen, AskScreen, NotesScreen):
     _footer_follows(_screen)
+
+
+class HostKeyScreen(ModalScreen[bool]):
+    """A host whose key is not in known_hosts: its fingerprint, and the operator's choice to
+    trust that key (stored as `console probe --accept-new-host-key` stores it) or not. Only an
+    unknown key is ever offered here: a changed key is refused with HOST KEY CHANGED."""
+
+    BINDINGS = [
+        Binding("a", "answer(True)", "Accept key", id="hostkey.accept"),
+        Binding("n,escape", "answer(False)", "Cancel", id="hostkey.cancel"),
+    ]
+
+    def __init__(self, host: str, fingerprint: str, known_hosts: str) -> None:
+        super().__init__()
+        self.host, self.fingerprint, self.known_hosts = host, fingerprint, known_hosts
+
+    def compose(self) -> ComposeResult:
+        text = Text()
+        text.append("Unknown host key\n\n", style="bold yellow")
+        text.append(f"{self.host} offered a key that is not in {self.known_hosts or 'known_hosts'}:\n\n")
+        text.append(f"  {self.fingerprint}\n\n", style="bold")
+        text.append("Check it against the box (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub "
+                    "on the box) before trusting it. Accepting stores this key, and only this key.")
+        with Vertical(id="hostkey-box"):
+            yield Static(text, id="hostkey-text")
+            yield Static("a: accept and store   n / escape: cancel", classes="hint")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+_footer_follows(HostKeyScreen)

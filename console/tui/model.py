@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from console.tui.shown import shown_event
 from console.tui.tail import LogTail
 from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote import event_types as et
 from remote import events as ev
 from remote.events import Event
+from remote.sanitize import visible
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
@@ -129,6 +131,19 @@ class PatchState:
 
 
 @dataclass
+class ServerState:
+    """One vLLM server (role speculative | baseline) as its serve.* events tell it."""
+
+    role: str
+    state: str = "starting"  # starting | ready | failed | stopped
+    url: str = ""
+    run_id: str = ""
+    seconds: float | None = None  # launch to first answer
+    error: str = ""
+    log_tail: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Note:
     ts: datetime
     level: str  # info | warning | error
@@ -161,6 +176,7 @@ class HostState:
     allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
+    servers: dict[str, ServerState] = field(default_factory=dict)  # role -> its server
     last_event: datetime | None = None
 
     def ordered_stages(self) -> list[StageState]:
@@ -239,6 +255,8 @@ class ConsoleState:
         """Fold one event in; returns the domains that changed."""
         self.events_seen += 1
         self.last_ts = event.ts
+        if event.kind != ev.JOB_LINE:  # job lines: the log views sanitise what they draw
+            event = shown_event(event)
         if event.kind == ev.MARKER:
             label = str(event.payload.get("label") or event.payload.get("summary") or "marker")
             self.markers.append((event.ts, event.host, label))
@@ -317,10 +335,10 @@ def _stats(host: HostState, e: Event) -> set[str]:
 
 def _job(host: HostState, e: Event) -> set[str]:
     p = e.payload
-    run_id = str(p.get("run_id") or p.get("name") or "?")
+    run_id = visible(str(p.get("run_id") or p.get("name") or "?"))  # job.line is not sanitised
     job = host.jobs.get(run_id)
     if job is None:
-        job = JobState(run_id=run_id, name=str(p.get("name") or run_id))
+        job = JobState(run_id=run_id, name=visible(str(p.get("name") or run_id)))
         host.jobs[run_id] = job
     if e.kind == ev.JOB_LINE:
         offset = p.get("offset")
@@ -434,6 +452,30 @@ def _bench_watch(host: HostState, e: Event) -> set[str]:
     return {BENCH}
 
 
+def _serve(host: HostState, e: Event) -> set[str]:
+    data = e.data()
+    if not isinstance(data, (et.ServeStarting, et.ServeReady, et.ServeFailed, et.ServeStopped)):
+        return _malformed(host, e)
+    role = data.role or next((r for r, s in host.servers.items() if s.run_id == data.run_id), "")
+    if not role:
+        return set()  # a stop of a server this session never saw start
+    srv = host.servers.get(role)
+    if srv is None or isinstance(data, et.ServeStarting):
+        srv = ServerState(role)
+        host.servers[role] = srv
+    srv.run_id = data.run_id or srv.run_id
+    if isinstance(data, (et.ServeStarting, et.ServeReady)):
+        srv.url = data.url
+        srv.state = "starting" if isinstance(data, et.ServeStarting) else "ready"
+        if isinstance(data, et.ServeReady):
+            srv.seconds = float(data.seconds)
+    elif isinstance(data, et.ServeFailed):
+        srv.state, srv.error, srv.log_tail = "failed", data.error, list(data.log_tail)
+    else:
+        srv.state = "stopped"
+    return {BENCH}
+
+
 def _allreduce(host: HostState, e: Event) -> set[str]:
     mode = str(e.payload.get("mode") or "sweep")
     rows = e.payload.get("rows")
@@ -470,6 +512,10 @@ REDUCERS: dict[str, Reducer] = {
     ev.BENCH_SUMMARY: _bench,
     BENCH_WATCH_KIND: _bench_watch,
     ev.ALLREDUCE_RESULT: _allreduce,
+    ev.SERVE_STARTING: _serve,
+    ev.SERVE_READY: _serve,
+    ev.SERVE_FAILED: _serve,
+    ev.SERVE_STOPPED: _serve,
     ev.CONSOLE_INFO: _note,
     ev.CONSOLE_WARNING: _note,
     ev.CONSOLE_ERROR: _note,

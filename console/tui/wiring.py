@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from console.tui.controller import FeatureUnavailable
 
@@ -96,3 +96,134 @@ async def resume(*, transport: Any, host: Any, bus: Any) -> None:
     ops = _pipeline_ops()
     runner, config = await ops.box_pipeline(transport, host, bus)
     await ops.run_pipeline(runner, config)
+
+
+# -- serve and bench (the Bench screen) -----------------------------------------------------------
+# `console serve start|stop` and `console bench run` call remote/ops/serve.py and
+# remote/ops/bench.py; so do these. The bench options are typed as on the command line and read
+# by `console bench run`'s own parser, so they mean the same and are checked the same.
+
+def _serve_ops() -> ModuleType:
+    return _module("remote.ops.serve", "vLLM server")
+
+
+def _bench_ops() -> ModuleType:
+    return _module("remote.ops.bench", "benchmarks")
+
+
+async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
+                      pipeline: str | None = None) -> None:
+    """Start the `role` server (`console serve start [--baseline] --pipeline FILE | --demo`)
+    and return once it answers; EngineFailed (with the engine log's tail) when it dies."""
+    from pathlib import Path
+
+    from remote.errors import UsageError
+    from remote.serve import extra_vllm_args
+
+    ops = _serve_ops()
+    path = Path(pipeline).expanduser() if pipeline else None
+    if path is not None and not path.is_file():
+        raise UsageError(f"{pipeline}: pipeline config not found on this machine")
+    r = ops.runner(transport, host, bus)
+    try:
+        await ops.start(r, role, pipeline=path, vllm_args=extra_vllm_args(None, demo=path is None))
+    finally:
+        await r.close()
+
+
+async def serve_stop(*, transport: Any, host: Any, bus: Any, role: str | None = None) -> None:
+    """`console serve stop`: cancel the serve jobs (their process groups)."""
+    from remote import events as ev
+
+    ops = _serve_ops()
+    r = ops.runner(transport, host, bus)
+    try:
+        stopped = await ops.stop(r, role)
+    finally:
+        await r.close()
+    if not stopped:
+        bus.emit(ev.CONSOLE_INFO, host.name, message=f"no serve job running on {host.name}")
+
+
+async def serve_running(*, transport: Any, host: Any, bus: Any) -> dict[str, str]:
+    """`console serve status`: role -> run id of the servers running on the box."""
+    ops = _serve_ops()
+    r = ops.runner(transport, host, bus)
+    try:
+        return dict(await ops.running(r))
+    finally:
+        await r.close()
+
+
+def bench_settings(options: str, host: str) -> Any:
+    """The operator's `console bench run` options, read by that command's parser."""
+    import argparse
+    import shlex
+
+    from console.commands.bench import register
+    from remote.errors import UsageError
+
+    class Parser(argparse.ArgumentParser):
+        """Says what is wrong instead of printing usage and exiting (the TUI keeps running)."""
+
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(f"bench options {options!r}: {message}")
+
+    parser = Parser(prog="console", add_help=False)
+    register(parser.add_subparsers(dest="command"))
+    try:
+        argv = shlex.split(options)
+    except ValueError as exc:
+        raise UsageError(f"bench options {options!r}: {exc}") from None
+    if any(a in ("-h", "--help") for a in argv):
+        raise UsageError("bench options: the same as `console bench run` (see its --help)")
+    return parser.parse_args(["bench", "run", "--host", host, *argv])
+
+
+async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
+                    baseline_url: str | None = None) -> None:
+    """`console bench run OPTIONS` against the host's server; when the baseline server runs
+    (and the options name no baseline) it is measured first, as --baseline-url does."""
+    from pathlib import Path
+
+    from console.bench_tables import point_summary
+    from console.session import default_session_dir
+    from remote import events as ev
+    from remote.bench.driver import parse_concurrency
+    from remote.bench.prompts import BUILTIN, load_prompts
+    from remote.bench.results import load_result
+    from remote.bench.served import offline_vs_served
+    from remote.events import utc_now
+
+    ops = _bench_ops()
+    args = bench_settings(options, host.name)
+    if args.no_speculation and (args.baseline or args.baseline_url):
+        from remote.errors import UsageError
+
+        raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
+    settings = ops.SweepSettings(load_prompts(args.prompts or BUILTIN),
+                                 parse_concurrency(args.concurrency), model=args.model,
+                                 max_tokens=args.max_tokens, rounds=args.rounds,
+                                 warmup=args.warmup, timeout=args.timeout,
+                                 ignore_eos=not args.stop_at_eos)
+    label = args.label or ("baseline" if args.no_speculation else "speculative")
+    earlier = load_result(args.baseline) if args.baseline else None
+    if not (args.baseline or args.baseline_url or args.no_speculation):
+        args.baseline_url = baseline_url
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+    out = (Path(args.out).expanduser() if args.out
+           else default_session_dir() / f"{utc_now():%Y%m%dT%H%M%SZ}-tui-bench-{safe}.json")
+    done = await ops.run(transport, host, bus, settings, label=label, out_path=out,
+                         point_text=point_summary, speculative=not args.no_speculation,
+                         baseline_url=args.baseline_url, earlier=earlier,
+                         offline_path=args.offline)
+    if done.served is not None or done.offline is not None:
+        bus.emit(ev.CONSOLE_INFO, host.name, message=offline_vs_served(done.offline, done.served),
+                 offline=done.offline, served=done.served)
+
+
+async def live_acceptance(*, transport: Any, host: Any, bus: Any, interval: float) -> None:
+    """`console bench watch` for as long as the speculative server runs: one bench.watch
+    event per window (acceptance rate, mean acceptance length, per position)."""
+    ops = _bench_ops()
+    await ops.watch(transport, host, bus, interval=interval, count=None, model=None, windows=[])

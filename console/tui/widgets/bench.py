@@ -12,9 +12,12 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from console.tui.model import BENCH, STAGES, ConsoleState, HostState
+from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
+from console.tui.shown import plain
 from console.tui.widgets.common import View
+from remote.sanitize import visible
+from remote.serve_roles import ROLES
 
 BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
 
@@ -140,28 +143,113 @@ def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     return Group(Text(title, style="bold"), t)
 
 
+SERVER_STYLE = {"starting": "bold yellow", "ready": "bold green", "failed": "bold red", "stopped": "dim",
+                "exited": "bold red", "running": "green"}
+WINDOWS_SHOWN = 6  # live acceptance windows listed (the sparkline keeps the longer history)
+
+
+def server_rows(host: HostState) -> list[tuple[str, str, str, str]]:
+    """(role, state, url, detail) of each server this console knows: from the serve.* events,
+    or a serve job found running on connect (started by `console serve` or another console)."""
+    rows = []
+    for role in ROLES:
+        srv = host.servers.get(role)
+        job = host.jobs.get(srv.run_id) if srv is not None and srv.run_id else None
+        if srv is None:
+            job = next((j for j in host.jobs.values() if j.name == f"serve-{role}" and j.running), None)
+            if job is not None:
+                rows.append((role, "running", "", f"job {job.run_id} (reattached)"))
+            continue
+        state = srv.state
+        if state in ("starting", "ready") and job is not None and not job.running:
+            state = "exited"  # the job ended under a server we thought was up
+        detail = f"job {srv.run_id}"
+        if state == "ready" and srv.seconds is not None:
+            detail += f", answered after {srv.seconds:.0f} s"
+        elif state == "starting":
+            detail += ", engine loading (30-120 s on a CPU)"
+        elif state == "exited" and job is not None:
+            detail += f", {job.state}" + (f" rc={job.returncode}" if job.returncode is not None else "")
+        rows.append((role, state, srv.url, detail))
+    return rows
+
+
+def servers_panel(host: HostState, live: bool) -> Group | Text:
+    rows = server_rows(host)
+    if not rows:
+        return Text("vLLM servers: none (g serves the trained head, o the baseline)" if live
+                    else "vLLM servers: none in this recording", style="dim")
+    t = Table(box=None, title="vLLM servers", title_justify="left", header_style="bold")
+    for col in ("role", "state", "url", ""):
+        t.add_column(col, no_wrap=col != "")
+    for role, state, url, detail in rows:
+        t.add_row(role, Text(state, style=SERVER_STYLE.get(state, "")), plain(url), plain(detail))
+    parts: list[Table | Text] = [t]
+    for role in ROLES:
+        srv = host.servers.get(role)
+        if srv is not None and srv.state == "failed":
+            text = Text(f"{role} server failed: ", style="bold red")
+            text.append(visible(srv.error))
+            for line in srv.log_tail[-8:]:  # the engine's own last words
+                text.append("\n  " + visible(line), style="dim")
+            parts.append(text)
+    return Group(*parts)
+
+
+def windows_table(windows: list[dict[str, Any]]) -> Table | Text:
+    """Live acceptance, one row per /metrics window: what the server accepted in that window."""
+    if not windows:
+        return Text("")
+    rates = [float(w["acceptance"]["rate"]) for w in windows
+             if isinstance(w.get("acceptance"), dict) and isinstance(w["acceptance"].get("rate"), (int, float))]
+    t = Table(box=None, header_style="bold", title_justify="left",
+              title=Text.assemble(("Live acceptance per window ", "bold"), (spark(rates, 30, 0, 1), "green")))
+    for col in ("window", "secs", "drafts", "accept", "mean len", "per position", "acc tok/s"):
+        t.add_column(col, justify="right" if col != "per position" else "left", no_wrap=True)
+    for w in windows[-WINDOWS_SHOWN:]:
+        raw = w.get("acceptance")
+        acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        per = acc.get("per_position")
+        pos = " ".join(f"{p:.2f}" for p in per if isinstance(p, (int, float))) if isinstance(per, list) else ""
+        drafts = acc.get("drafts")
+        t.add_row(str(w.get("window", "")), fmt_num(w.get("seconds"), 1), fmt_num(drafts, 0),
+                  fmt_num(acc.get("rate"), 2) if drafts else "idle", fmt_num(acc.get("mean_length"), 2),
+                  pos, fmt_num(w.get("accepted_tok_s"), 1))
+    return t
+
+
 class BenchView(View):
-    DOMAINS = (BENCH, STAGES)
+    DOMAINS = (BENCH, STAGES, JOBS)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
+            yield Static(id="servers")
+            # what the running server accepts now, above the sweep: the first thing to see at 80x24
+            yield Static(id="bench-watch")
             yield Static(id="offline")
             yield Static(id="sweep-table")
             yield Static(id="acceptance")
             yield Static(id="speedup")
             yield Static(id="bench-summary")
-            yield Static(id="bench-watch")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points
         width = 16 if self.app.size.width < 100 else 30
+        live = getattr(self.app, "mode", "live") == "live"
+        servers = self.query_one("#servers", Static)
+        servers.display = live or bool(server_rows(host))
+        servers.update(servers_panel(host, live))
         self.query_one("#offline", Static).update(offline_acceptance(host, width))
         self.query_one("#sweep-table", Static).update(
-            sweep_table(pts, width < 30) if pts else Text("No benchmark points yet (console bench sweep --host H)",
-                                              style="dim"))
+            sweep_table(pts, width < 30) if pts else Text(
+                "No benchmark points yet (b runs a sweep against the server)" if live
+                else "No benchmark points in this recording", style="dim"))
         self.query_one("#acceptance", Static).update(acceptance_chart(pts, width))
         self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary, width))
         summ = host.bench_summary
         self.query_one("#bench-summary", Static).update(
             Text(f"summary: {summ.get('summary') or summ}") if summ else "")
-        self.query_one("#bench-watch", Static).update(watch_line(list(host.bench_watch)))
+        windows = list(host.bench_watch)
+        watch = self.query_one("#bench-watch", Static)
+        watch.display = bool(windows)  # no empty line above the sweep before the first window
+        watch.update(windows_table(windows))

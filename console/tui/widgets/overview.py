@@ -20,6 +20,7 @@ from console.tui.model import (
     HostState,
 )
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
+from console.tui.shown import plain
 from console.tui.widgets.common import View
 
 SPARK = 24
@@ -143,8 +144,8 @@ class OverviewView(View):
         jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
         for j in host.running_jobs():
             last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
-            jobs.add_row(j.run_id[-22:], j.name.removeprefix("pipeline-"), str(j.pid or "-"), str(j.tail.total),
-                         last[:60])
+            jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")), str(j.pid or "-"),
+                         str(j.tail.total), plain(last[:60]))  # the box's raw line: drawn, not obeyed
         self.query_one("#jobs", Static).update(jobs if host.running_jobs() else Text("No running jobs", style="dim"))
         findings = host.compat_findings()
         self.query_one("#findings", Static).update(

@@ -8,7 +8,9 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.tui.model import PATCH, ConsoleState, HostState
+from console.tui.shown import plain
 from console.tui.widgets.common import View
+from remote.sanitize import visible_lines
 
 STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
 
@@ -52,7 +54,7 @@ class PatchView(View):
         table.clear()
         for f, ps in host.patches.items():
             status = Text(ps.status, style=STATUS_STYLE.get(ps.status, ""))
-            table.add_row(short_path(f, 3), status, ps.sha256[:12] or "-", key=f)
+            table.add_row(plain(short_path(f, 3)), status, ps.sha256[:12] or "-", key=f)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.show_file(host)
@@ -79,7 +81,8 @@ class PatchView(View):
         diff = self.query_one("#diff", Static)
         from rich.syntax import Syntax  # pygments: imported when a diff is first shown
 
-        diff.update(Syntax(ps.diff, "diff", theme="ansi_dark", word_wrap=self.wrap) if ps.diff
+        # the state holds it sanitised already (console/tui/shown.py); kept here as the last gate
+        diff.update(Syntax(visible_lines(ps.diff), "diff", theme="ansi_dark", word_wrap=self.wrap) if ps.diff
                     else Text("(no changes: the file already matches)", style="dim"))
         # unwrapped, the diff is as wide as its longest line and the pane scrolls sideways
         longest = max((len(line) for line in ps.diff.splitlines()), default=0)

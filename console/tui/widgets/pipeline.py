@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Static
 
 from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.render import bar, fmt_num, fmt_seconds
+from console.tui.shown import plain
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
 from remote.sanitize import visible
@@ -254,7 +255,7 @@ class PipelineView(View):
             status, progress, detail, seconds = stage_cells(st, width)
             if self._narrow:
                 detail = detail.split("  ")[0]  # done/total; the rate goes first
-            rows.append((STAGE_KEY + name, [name, status, progress, detail, metrics_cell(st), seconds]))
+            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics_cell(st), seconds]))
             if st.status == "running":
                 running.append(STAGE_KEY + name)
             for job in host.stage_runs(name):
@@ -263,7 +264,7 @@ class PipelineView(View):
                 shown.add(job.run_id)
                 style = STATUS_STYLE.get("running" if job.running else
                                          ("done" if job.returncode == 0 else "failed"), "")
-                rows.append((RUN_KEY + job.run_id, [f" └ {short_run(job.run_id)}", Text(run_label(job), style=style),
+                rows.append((RUN_KEY + job.run_id, [plain(f" └ {short_run(job.run_id)}"), plain(run_label(job), style),
                                                     "", f"{job.tail.total} lines", "", "-"]))
                 if job.running and st.status != "running":
                     running_runs.append(RUN_KEY + job.run_id)
@@ -272,7 +273,7 @@ class PipelineView(View):
                 continue
             style = STATUS_STYLE.get("running" if job.running else "done", "")
             label = f"{job.name.removeprefix('pipeline-')} (run)"[:24]
-            rows.append((RUN_KEY + job.run_id, [label, Text(run_label(job), style=style), "",
+            rows.append((RUN_KEY + job.run_id, [plain(label), plain(run_label(job), style), "",
                                                 f"{job.tail.total} lines", "", "-"]))
             if job.running:
                 running_runs.append(RUN_KEY + job.run_id)

@@ -12,35 +12,40 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static, Tree
 
 from console.tui.model import PROBES, ConsoleState, HostState
+from console.tui.shown import plain
 from console.tui.widgets.common import View
 from console.tui.widgets.hosts import env_summary
 from console.tui.widgets.overview import findings_table
+from remote.sanitize import visible
 
 
-def eagle_mark(flag: object) -> str:
+def eagle_mark(flag: object) -> Text:
     if flag is True:
-        return " [green]✓ SupportsEagle3[/]"
+        return Text.assemble(" ", ("✓ SupportsEagle3", "green"))
     if flag is False:
-        return " [red]✗ no SupportsEagle3[/]"
-    return ""
+        return Text.assemble(" ", ("✗ no SupportsEagle3", "red"))
+    return Text("")
 
 
 def fill_model_tree(tree: Tree[Any], result: dict[str, Any]) -> None:
     """The model probe's hops as nested nodes, top class first: each child is reached through
     its parent hop's `attr`, the last hop owns the layers (`layers_attr`). Each node shows the
     class and its SupportsEagle3 mark. What the probe could not resolve is shown with
-    where it stopped; other keys go under "details" so nothing the probe said is hidden."""
+    where it stopped; other keys go under "details" so nothing the probe said is hidden.
+    Every label is a Text built from parts (`plain`): class names and reasons come from the box
+    and are neither markup nor terminal sequences here."""
     tree.clear()
     arch = str(result.get("architecture") or "model")
     hops = [h for h in result.get("hops") or [] if isinstance(h, dict)]
 
     def label(prefix: str, hop: dict[str, Any]) -> Text:
-        return Text.from_markup(f"{prefix}[bold]{hop.get('class', '?')}[/]{eagle_mark(hop.get('supports_eagle3'))}")
+        return Text.assemble(plain(prefix), plain(hop.get("class", "?"), "bold"),
+                             eagle_mark(hop.get("supports_eagle3")))
 
     if hops:
         tree.root.set_label(label("", hops[0]))
     else:
-        tree.root.set_label(Text.from_markup(f"[bold]{arch}[/]{eagle_mark(result.get('supports_eagle3'))}"))
+        tree.root.set_label(Text.assemble(plain(arch, "bold"), eagle_mark(result.get("supports_eagle3"))))
     node = tree.root
     for parent, hop in itertools.pairwise(hops):
         node = node.add(label(f"{parent.get('attr', '?')}: ", hop), expand=True)
@@ -48,23 +53,23 @@ def fill_model_tree(tree: Tree[Any], result: dict[str, Any]) -> None:
     layers = result.get("num_layers")
     if path:
         attr = hops[-1].get("layers_attr", "layers") if hops else "layers"
-        node.add_leaf(Text.from_markup(f"[bold cyan]{attr}[/] — layers path [bold]{path}[/]"
-                                       + (f" ({layers} layers)" if layers else "")))
+        node.add_leaf(Text.assemble(plain(attr, "bold cyan"), " — layers path ", plain(path, "bold"),
+                                    plain(f" ({layers} layers)" if layers else "")))
     aux = result.get("default_aux_layers") or result.get("aux_layers")
     if aux:
-        tree.root.add_leaf(f"default EAGLE-3 aux layers: {aux}")
+        tree.root.add_leaf(plain(f"default EAGLE-3 aux layers: {aux}"))
     if result.get("status") not in (None, "resolved"):
-        bad = tree.root.add(Text(f"{result.get('status')}: {result.get('reason', '')}", style="bold red"),
+        bad = tree.root.add(plain(f"{result.get('status')}: {result.get('reason', '')}", "bold red"),
                             expand=True)
         if result.get("stopped_at"):
-            bad.add_leaf(f"stopped at {result['stopped_at']}")
+            bad.add_leaf(plain(f"stopped at {result['stopped_at']}"))
     known = {"architecture", "supports_eagle3", "hops", "layers_path", "num_layers", "aux_layers",
              "default_aux_layers", "status", "reason", "stopped_at", "summary"}
     extra = {k: v for k, v in result.items() if k not in known}
     if extra:
         details = tree.root.add("details")
         for k, v in extra.items():
-            details.add_leaf(f"{k}: {v}"[:200])
+            details.add_leaf(plain(f"{k}: {v}"[:200]))
     tree.root.expand()
 
 
@@ -87,7 +92,7 @@ class ProbesView(View):
         text.append("Environment: ", style="bold")
         text.append(env_summary(env))
         for probe, message in sorted(host.probe_errors.items()):
-            text.append(f"\n{probe} probe failed: {message}", style="red")
+            text.append(f"\n{probe} probe failed: {visible(message)}", style="red")
         self.query_one("#env", Static).update(text)
         model = host.probes.get("model")
         if model:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -84,10 +83,12 @@ def test_sweep_real_gloo_three_ranks(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 async def test_sweep_without_torch_on_the_box_says_so(tmp_path: Path) -> None:
-    python = shutil.which("python3", path="/usr/bin")
-    assert python is not None
-    if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
-        pytest.skip("the system python has torch here")
+    # A box python that certainly lacks torch, on every machine: a fresh venv without
+    # pip or system site-packages (a system python may or may not have torch).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, capture_output=True, timeout=120)
+    python = str(tmp_path / "bare" / "bin" / "python")
+    assert subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0
     t = LocalTransport()
     await t.connect()
     host = HostConfig(name="local", ssh=None, python=python, workdir=str(tmp_path))

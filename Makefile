@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit sshd clean bench box-env
+.PHONY: demo test lint typecheck unit sshd tools clean bench box-env
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 
 sshd:
 	@scripts/ensure-sshd.sh
+
+tools:
+	@scripts/ensure-tools.sh
 
 # The box environments (vLLM 0.32 CPU + speculators 0.9; the founding stack vLLM 0.16 CPU +
 # speculators 0.3), built once into the test cache.
@@ -34,7 +37,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q
 
-test: $(STAMP) sshd box-env lint typecheck unit
+test: $(STAMP) sshd tools box-env lint typecheck unit
 
 # The pipeline in .venv (speculators 0.3), then serve + bench with vLLM from the box environment
 # (built on the first run, minutes; cached): ends with "offline X vs served Y".

@@ -24,6 +24,28 @@ def test_no_importorskip_of_the_projects_own_modules() -> None:
     assert found == [], f"a broken module would become skips: {found}"
 
 
+def test_no_test_skips_on_a_missing_part() -> None:
+    """No skip of any kind in tests/: a part a test needs is installed by `make test` (sshd,
+    tmux, wheels, engine environments) or the test fails saying what is missing."""
+    skip = re.compile(r"pytest\.skip\(|mark\.skipif|importorskip\(|mark\.skip\b")
+    found = [f"{p.name}:{n}" for p in sorted(TESTS.glob("*.py")) if p.name != Path(__file__).name
+             for n, line in enumerate(p.read_text().splitlines(), 1) if skip.search(line)]
+    assert found == [], f"tests that skip instead of failing: {found}"
+
+
+@pytest.mark.parametrize("as_root", [True, False])
+def test_ensure_tools_fails_when_it_cannot_install(tmp_path: Path, as_root: bool) -> None:
+    bindir = tmp_path / "bin"  # the whole PATH: no tmux on it
+    bindir.mkdir()
+    _fake_bin(bindir, "apt-get", 'echo "E: Unable to locate package tmux" >&2; exit 100')
+    _fake_bin(bindir, "id", f'echo {0 if as_root else 1000}')
+    proc = subprocess.run(["/bin/bash", str(REPO / "scripts" / "ensure-tools.sh")],
+                          env={**os.environ, "PATH": str(bindir)}, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0, proc.stderr
+    assert "error:" in proc.stderr and "tmux" in proc.stderr
+
+
 def test_missing_real_parts_fail_rather_than_skip() -> None:
     """The fixture and helpers that stand for real parts (sshd, wheels, engine environments)."""
     for name in ("conftest.py", "wheels.py", "test_pipeline_spec09.py", "test_sshd_harness.py"):

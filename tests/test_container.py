@@ -166,7 +166,20 @@ async def test_missing_container_or_runtime_is_named(box: Transport) -> None:
         await ContainerTransport(box, "docker", "nope").connect()
     with pytest.raises(ContainerError, match="container 'stopped' on box is not running"):
         await ContainerTransport(box, "docker", "stopped").connect()
-    if shutil.which("podman") is not None:
-        pytest.skip("podman is installed here")
-    with pytest.raises(ContainerError, match="container runtime 'podman' not found on box"):
-        await ContainerTransport(box, "podman", "x").connect()
+
+@pytest.mark.ssh
+async def test_missing_runtime_is_named(sshd: Sshd, bindir: Path, tmp_path: Path) -> None:
+    """A box whose PATH holds only `sh` and the docker double: podman is missing there whether
+    or not this machine has one, so the check runs on every machine."""
+    from remote import ssh
+    only_sh = tmp_path / "only-sh"
+    only_sh.mkdir()
+    (only_sh / "sh").symlink_to("/bin/sh")
+    t = OnPath(ssh.SSHTransport(sshd.host_config()), bindir)
+    t.path = f"{bindir}:{only_sh}"
+    await t.connect()
+    try:
+        with pytest.raises(ContainerError, match="container runtime 'podman' not found on box"):
+            await ContainerTransport(t, "podman", "x").connect()
+    finally:
+        await t.close()

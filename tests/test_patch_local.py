@@ -18,6 +18,7 @@ from remote.events import Event
 from remote.hosts import default_local
 from remote.patcher.runner import Patcher
 from remote.transport import LocalTransport
+from tests.old_python import python38
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 
 
@@ -136,10 +137,6 @@ async def test_file_changed_after_patching_is_refused_but_rollback_works(tmp_pat
     assert sha256(worker) == sha256(wheel_file(WORKER))
 
 
-PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
-
-
-@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 here to stand for an old box")
 async def test_box_with_python_38(tmp_path: Path) -> None:
     """The helper is the only code that runs on the box: it must work with its oldest python."""
     sp = make_site_packages(tmp_path)
@@ -147,7 +144,7 @@ async def test_box_with_python_38(tmp_path: Path) -> None:
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
-    host = replace(default_local(str(tmp_path / "box")), python=str(PY38))
+    host = replace(default_local(str(tmp_path / "box")), python=str(python38()))
     patcher = Patcher(LocalTransport(), host, bus, site_packages=str(sp))
     plans = await patcher.plan()
     assert [d.applies for p in plans for d in p.decisions] == [True] * 4  # incl. vLLM's check

@@ -236,10 +236,11 @@ def test_log_blocks_are_recorded_as_the_same_bytes_as_single_events(tmp_path: Pa
 def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) -> None:
     mnt = tmp_path / "small"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True
-    ).returncode != 0:
-        pytest.skip("needs root to mount a tiny tmpfs")
+    # A real full disk needs a tiny tmpfs, so root (as CI and the developer machines run):
+    # without it this fails, never skips.
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                           capture_output=True, text=True)
+    assert mount.returncode == 0, f"cannot mount a 64k tmpfs (root needed): {mount.stderr}"
     try:
         bus = EventBus()
         rec = Recorder(SessionWriter(mnt / "s.jsonl", ["box"])).attach(bus)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +13,8 @@ import pytest
 
 from tests.tui_sessions import demo_session
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")]
+# tmux is installed by scripts/ensure-tools.sh (`make test`); without it these fail, never skip.
+pytestmark = [pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[1]
 
 

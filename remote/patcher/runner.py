@@ -40,6 +40,29 @@ class PatchError(ConsoleError):
     """The box answered, but not with what the patcher needs (or the helper said no)."""
 
 
+def rollback_request(
+    plans: Sequence[FilePlan], selected: set[str] | None,
+) -> tuple[list[dict[str, Any]], dict[str, tuple[str, frozenset[str]]]]:
+    """The helper's `rollback_all` entries for `plans`, and each file's (text, recipes left).
+    A file keeping some recipes (only some were selected) is written like an apply; the others
+    restore their backup, keeping a hand edit beside it (the caller refused it unless forced)."""
+    entries: list[dict[str, Any]] = []
+    targets: dict[str, tuple[str, frozenset[str]]] = {}
+    for p in plans:
+        content, remaining = rollback_target(p, selected)
+        targets[p.path] = (content, remaining)
+        if remaining:
+            entries.append({
+                "file": p.path, "expect_sha256": p.current_sha256,
+                "original_sha256": p.original_sha256,
+                "content_b64": base64.b64encode(content.encode("utf-8")).decode("ascii")})
+        else:
+            entries.append({"file": p.path, "action": "restore",
+                            "expect_sha256": p.current_sha256,
+                            "keep_edited": p.in_effect is None})
+    return entries, targets
+
+
 class Patcher:
     def __init__(
         self,
@@ -146,16 +169,18 @@ class Patcher:
         if not box.get("journal_pending"):
             return box
         journal = str(box.get("journal"))
+        kind = box.get("journal_kind") or "apply"
         if not recover:
             if emit:
                 self.bus.emit(ev.CONSOLE_WARNING, self.host.name, message=(
-                    f"an interrupted apply is pending on {self.host.name} ({journal}): "
+                    f"an interrupted {kind} is pending on {self.host.name} ({journal}): "
                     "`patch verify`, `apply` or `rollback` completes it first"))
             return box
         answer = await self._call({"op": "recover", "journal": journal})
         done = answer.get("recovered") or []
+        kind = answer.get("kind") or kind
         self.bus.emit(ev.CONSOLE_WARNING, self.host.name, message=(
-            f"completed an interrupted apply on {self.host.name} from {journal}"
+            f"completed an interrupted {kind} on {self.host.name} from {journal}"
             + (f" ({len(done)} file(s) written: {', '.join(done)})" if done else
                " (every file was already written)")))
         return await self.inspect()
@@ -258,18 +283,16 @@ class Patcher:
                 "would discard that edit" for p in edited)
                 + ". Nothing rolled back; --force keeps each edited file as "
                 "<file>.eagle3-edited-<sha256> beside it and restores the original")
+        # One helper call for every file: all-or-nothing on the box (the journal apply uses).
+        entries, targets = rollback_request(plans, self.selected)
+        done = await self._call({"op": "rollback_all", "files": entries})
+        answers = {a["file"]: a for a in done.get("files", [])}
         for p in plans:
-            content, remaining = rollback_target(p, self.selected)
-            if remaining:
-                answer = await self._call({
-                    "op": "apply", "file": p.path, "expect_sha256": p.current_sha256,
-                    "original_sha256": p.original_sha256,
-                    "content_b64": base64.b64encode(content.encode("utf-8")).decode("ascii"),
-                })
-            else:
-                answer = await self._call({"op": "rollback", "file": p.path,
-                                           "expect_sha256": p.current_sha256,
-                                           "keep_edited": p.in_effect is None})
+            content, remaining = targets[p.path]
+            answer = answers.get(p.path, {})
+            if answer.get("warning"):
+                self.bus.emit(ev.CONSOLE_WARNING, self.host.name,
+                              message=f"{p.rel}: {answer['warning']}")
             sha = answer.get("sha256") or sha256_text(content)
             extra: dict[str, Any] = {}
             if answer.get("kept_edited"):

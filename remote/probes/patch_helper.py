@@ -17,6 +17,10 @@ leave a half-written module in site-packages:
   last. A run killed in between leaves the journal; the next `recover` (the console runs it
   before verify, apply and rollback) completes the apply from it, so no later command ever sees
   one file patched and its sibling original;
+- one rollback of several files goes through the same journal (its entries say "restore" the
+  backup, or "write" a text with fewer recipes), so a run killed between two files is completed
+  by the next `recover` too: no command after it sees one file rolled back and its sibling
+  still patched;
 - a rollback of a file that is neither the planned text nor the original refuses unless told
   to keep the edit, which it then copies to `<name>.eagle3-edited-<sha256[:12]>` first.
 
@@ -39,6 +43,7 @@ BACKUP_TAG = ".eagle3-orig-"
 TMP_TAG = ".eagle3-tmp-"
 JOURNAL_NAME = ".eagle3-patch-journal"
 EDITED_TAG = ".eagle3-edited-"
+RESTORE = "restore"  # a journal entry that puts the backup back (else: write content_b64)
 
 
 class HelperError(Exception):
@@ -261,6 +266,11 @@ def op_inspect(req):
         journal = journal_path(paths) if paths else None
         out["journal"] = journal
         out["journal_pending"] = bool(journal and os.path.exists(journal))
+        if out["journal_pending"]:
+            try:
+                out["journal_kind"] = _read_journal(journal)[0]
+            except HelperError:
+                out["journal_kind"] = None
     vllm_dir = _package_dir("vllm", site_packages)
     vllm = {"found": vllm_dir is not None, "dir": vllm_dir}
     if vllm_dir is not None:
@@ -342,42 +352,125 @@ def journal_path(paths):
     return os.path.join(os.path.dirname(min(paths)) or ".", JOURNAL_NAME)
 
 
+def _is_restore(entry):
+    return entry.get("action") == RESTORE
+
+
 def _read_journal(path):
+    """(kind, entries) of a journal: kind "apply" (also every journal written before rollbacks
+    were journalled) or "rollback"."""
     try:
         data = json.loads(_read(path).decode("utf-8"))
         files = data["files"]
-        keys = ("file", "expect_sha256", "original_sha256", "content_b64")
-        if not all(isinstance(f, dict) and all(k in f for k in keys) for f in files):
-            raise ValueError("an entry lacks one of %s" % ", ".join(keys))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        kind = data.get("kind", "apply")
+        for f in files:
+            if not isinstance(f, dict):
+                raise ValueError("an entry is not an object")
+            keys = (("file", "expect_sha256", "backup_sha256") if _is_restore(f) else
+                    ("file", "expect_sha256", "original_sha256", "content_b64"))
+            if not all(k in f for k in keys):
+                raise ValueError("an entry lacks one of %s" % ", ".join(keys))
+        if kind not in ("apply", "rollback"):
+            raise ValueError("unknown kind %r" % (kind,))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise HelperError("patch journal %s is unreadable (%s): remove it by hand after "
                           "checking its files" % (path, exc)) from None
-    return files
+    return kind, files
+
+
+def _current_sha(path):
+    return _sha(_read(path)) if os.path.isfile(path) else None
+
+
+def _check_restore(path, backup_sha):
+    """The backup a journalled restore puts back: there, intact, and the one it planned."""
+    backup = _good_backup(path)
+    if backup is None or backup[1] != backup_sha:
+        raise HelperError(
+            "the backup of %s holding sha256 %s is gone or replaced (%s): cannot restore it"
+            % (path, backup_sha, backup[0] if backup else "no backup"))
+    return backup
+
+
+def _write_restore(path, backup, keep_edited):
+    """The writes of one checked restore: the edit kept beside it (if asked and edited), the
+    original put back, the backup dropped last (so a kill before that loses nothing)."""
+    bpath, bsha = backup
+    original = _read(bpath)
+    current = _read(path) if os.path.isfile(path) else None
+    current_sha = _sha(current) if current is not None else None
+    kept = None
+    if keep_edited and current is not None and current_sha != bsha:
+        kept = path + EDITED_TAG + current_sha[:12]
+        _write_atomic(kept, current, os.stat(path).st_mode & 0o7777)
+        _step("kept-edited")
+    changed = current_sha != bsha
+    if changed:
+        _write_atomic(path, original, os.stat(bpath).st_mode & 0o7777)
+        _step("restored")
+    warning = _refresh_bytecode(path)
+    os.unlink(bpath)
+    _fsync_dir(os.path.dirname(path) or ".")
+    return {"file": path, "changed": changed, "sha256": bsha, "backup": bpath,
+            "warning": warning, "kept_edited": kept}
 
 
 def _complete(journal, files):
-    """Finish an interrupted apply: every file must be either as planned or already new."""
+    """Finish an interrupted apply or rollback: every file must be either as planned or already
+    as the journal says it ends. All checked before the first write, as in the run itself."""
     todo = []
     for f in files:
-        new_sha = _sha(base64.b64decode(f["content_b64"]))
-        current_sha = _sha(_read(f["file"])) if os.path.isfile(f["file"]) else None
-        if current_sha == new_sha:
-            continue
+        path = f["file"]
+        current_sha = _current_sha(path)
+        if _is_restore(f):
+            end_sha = f["backup_sha256"]
+            if current_sha == end_sha:
+                if _backups(path):  # restored, killed before its backup was dropped
+                    todo.append((f, _check_restore(path, end_sha)))
+                continue
+        else:
+            end_sha = _sha(base64.b64decode(f["content_b64"]))
+            if current_sha == end_sha:
+                continue
         if current_sha != f["expect_sha256"]:
             raise HelperError(
-                "an interrupted apply (journal %s) cannot be completed: %s is neither as "
-                "planned (sha256 %s) nor as patched (%s) but %s; fix it by hand, then remove "
-                "the journal" % (journal, f["file"], f["expect_sha256"], new_sha, current_sha))
-        todo.append(f)
-    checked = [(f, _check_apply(f)) for f in todo]
+                "an interrupted patch (journal %s) cannot be completed: %s is neither as "
+                "planned (sha256 %s) nor as it should end (%s) but %s; fix it by hand, then "
+                "remove the journal" % (journal, path, f["expect_sha256"], end_sha, current_sha))
+        todo.append((f, _check_restore(path, end_sha) if _is_restore(f) else _check_apply(f)))
     done = []
-    for f, c in checked:
-        if c is not None:
+    for f, c in todo:
+        if _is_restore(f):
+            _write_restore(f["file"], c, bool(f.get("keep_edited")))
+            done.append(f["file"])
+        elif c is not None:
             _write_apply(c[0], c[1], c[2], f["original_sha256"])
             done.append(f["file"])
     os.unlink(journal)
     _fsync_dir(os.path.dirname(journal) or ".")
     return done
+
+
+def _recover_pending(journal):
+    _clean_stale_tmp(journal)
+    if not os.path.exists(journal):
+        return []
+    return _complete(journal, _read_journal(journal)[1])
+
+
+def _run_journalled(journal, kind, pending, write):
+    """Write the journal of `pending` entries, do each entry's writes, drop the journal."""
+    answers = []
+    if pending:
+        record = {"version": 1, "kind": kind, "files": [entry for entry, _ in pending]}
+        _write_atomic(journal, json.dumps(record).encode("utf-8"), 0o600)
+        _step("journal-written")
+        for entry, checked in pending:
+            answers.append(write(entry, checked))
+        os.unlink(journal)
+        _fsync_dir(os.path.dirname(journal) or ".")
+        _step("journal-removed")
+    return answers
 
 
 def op_apply_all(req):
@@ -386,34 +479,72 @@ def op_apply_all(req):
     if not entries:
         return {"files": [], "recovered": []}
     journal = journal_path([e["file"] for e in entries])
-    _clean_stale_tmp(journal)
-    recovered = _complete(journal, _read_journal(journal)) if os.path.exists(journal) else []
+    recovered = _recover_pending(journal)
     checked = [(e, _check_apply(e)) for e in entries]
     _step("checked")
-    pending = [(e, c) for e, c in checked if c is not None]
+    pending = [({k: e[k] for k in ("file", "expect_sha256", "original_sha256", "content_b64")}, c)
+               for e, c in checked if c is not None]
     answers = [{"file": e["file"], "changed": False, "sha256": e["expect_sha256"]}
                for e, c in checked if c is None]
-    if pending:
-        record = {"version": 1, "files": [
-            {k: e[k] for k in ("file", "expect_sha256", "original_sha256", "content_b64")}
-            for e, _ in pending]}
-        _write_atomic(journal, json.dumps(record).encode("utf-8"), 0o600)
-        _step("journal-written")
-        for e, c in pending:
-            answers.append(_write_apply(c[0], c[1], c[2], e["original_sha256"]))
-        os.unlink(journal)
-        _fsync_dir(os.path.dirname(journal) or ".")
-        _step("journal-removed")
+    answers += _run_journalled(journal, "apply", pending, lambda e, c: _write_apply(
+        c[0], c[1], c[2], e["original_sha256"]))
+    return {"files": answers, "recovered": recovered}
+
+
+def op_rollback_all(req):
+    """Several files rolled back as one, through the journal apply uses. Each entry either
+    restores its backup (`"action": "restore"`, optionally keeping an edit) or writes a text that
+    keeps only some recipes (`content_b64`, checked as an apply)."""
+    entries = req["files"]
+    if not entries:
+        return {"files": [], "recovered": []}
+    journal = journal_path([e["file"] for e in entries])
+    recovered = _recover_pending(journal)
+    pending = []
+    answers = []
+    for e in entries:
+        path = e["file"]
+        if not _is_restore(e):
+            c = _check_apply(e)
+            if c is None:
+                answers.append({"file": path, "changed": False, "sha256": e["expect_sha256"]})
+            else:
+                pending.append(({k: e[k] for k in ("file", "expect_sha256", "original_sha256",
+                                                   "content_b64")}, c))
+            continue
+        _clean_stale_tmp(path)
+        current_sha = _current_sha(path)
+        if current_sha != e["expect_sha256"]:
+            raise HelperError(
+                "%s changed since it was planned (sha256 %s, planned against %s): plan again"
+                % (path, current_sha, e["expect_sha256"]))
+        backup = _good_backup(path)
+        if backup is None:
+            answers.append({"file": path, "changed": False, "sha256": current_sha,
+                            "backup": None})
+            continue
+        pending.append(({"file": path, "action": RESTORE, "expect_sha256": current_sha,
+                         "backup_sha256": backup[1],
+                         "keep_edited": bool(e.get("keep_edited"))}, backup))
+    _step("checked")
+
+    def write(entry, checked):
+        if _is_restore(entry):
+            return _write_restore(entry["file"], checked, entry["keep_edited"])
+        return _write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
+
+    answers += _run_journalled(journal, "rollback", pending, write)
     return {"files": answers, "recovered": recovered}
 
 
 def op_recover(req):
-    """Complete the apply a killed run left journalled (nothing to do without a journal)."""
+    """Complete the apply or rollback a killed run left journalled (nothing without one)."""
     journal = req["journal"]
     _clean_stale_tmp(journal)
     if not os.path.exists(journal):
-        return {"journal": journal, "recovered": []}
-    return {"journal": journal, "recovered": _complete(journal, _read_journal(journal))}
+        return {"journal": journal, "recovered": [], "kind": None}
+    kind, files = _read_journal(journal)
+    return {"journal": journal, "recovered": _complete(journal, files), "kind": kind}
 
 
 def op_rollback(req):
@@ -422,33 +553,17 @@ def op_rollback(req):
     stale = _clean_stale_tmp(path)
     backup = _good_backup(path)
     if backup is None:
-        sha = _sha(_read(path)) if os.path.isfile(path) else None
-        return {"file": path, "changed": False, "sha256": sha, "backup": None,
+        return {"file": path, "changed": False, "sha256": _current_sha(path), "backup": None,
                 "stale_removed": stale}
-    bpath, bsha = backup
-    original = _read(bpath)
-    current = _read(path) if os.path.isfile(path) else None
-    current_sha = _sha(current) if current is not None else None
+    current_sha = _current_sha(path)
     expect = req.get("expect_sha256")
     if expect is not None and current_sha != expect:
         raise HelperError(
             "%s changed since it was planned (sha256 %s, planned against %s): plan again"
             % (path, current_sha, expect))
-    kept = None
-    if req.get("keep_edited") and current is not None and current_sha != bsha:
-        kept = path + EDITED_TAG + current_sha[:12]
-        _write_atomic(kept, current, os.stat(path).st_mode & 0o7777)
-        _step("kept-edited")
-    changed = current_sha != bsha
-    if changed:
-        mode = os.stat(bpath).st_mode & 0o7777
-        _write_atomic(path, original, mode)
-        _step("restored")
-    warning = _refresh_bytecode(path)
-    os.unlink(bpath)
-    _fsync_dir(os.path.dirname(path) or ".")
-    return {"file": path, "changed": changed, "sha256": bsha, "backup": bpath,
-            "warning": warning, "stale_removed": stale, "kept_edited": kept}
+    out = _write_restore(path, backup, bool(req.get("keep_edited")))
+    out["stale_removed"] = stale
+    return out
 
 
 class _DirLock(object):
@@ -501,7 +616,7 @@ def _journal_files(req):
     paths = [journal]
     if os.path.exists(journal):
         try:
-            paths += [f["file"] for f in _read_journal(journal)]
+            paths += [f["file"] for f in _read_journal(journal)[1]]
         except HelperError:
             pass
     return paths
@@ -512,6 +627,8 @@ OPS = {
     "apply": _locked(op_apply),
     "rollback": _locked(op_rollback),
     "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]], op_apply_all),
+    "rollback_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
+                                op_rollback_all),
     "recover": _locked_all(_journal_files, op_recover),
 }
 

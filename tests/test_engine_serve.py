@@ -24,6 +24,7 @@ import pytest
 
 from remote import events as ev
 from tests.engine_fixture import EngineBox, events
+from tests.sshd_harness import free_port
 
 # A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
 # waits for the session fixture to train the demo.
@@ -114,18 +115,21 @@ def test_engine_dying_at_start_is_a_clear_error(served_engine: EngineBox,
 def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     """`console run --demo --serve` over SSH: the pipeline (complete: every stage skipped),
     then baseline and speculative servers in turn, benched alike, ending with offline vs
-    served; both servers are stopped afterwards."""
+    served; both servers are stopped afterwards. The baseline listens where --baseline-url
+    says (its port is checked free first, tests/test_serve_ports.py has the taken case)."""
     engine_box.release()
     session = tmp_path / "demo.jsonl"
+    baseline_url = f"http://127.0.0.1:{free_port()}"
     rc = engine_box.cli("run", "--demo", "--serve", "--serve-python", str(engine_box.python),
-                        "--concurrency", "1,2", "--rounds", "2", session=session)
+                        "--concurrency", "1,2", "--rounds", "2", "--baseline-url", baseline_url,
+                        session=session)
     evs = events(session)
     errors = [e.payload.get("message") for e in evs if e.kind == ev.CONSOLE_ERROR]
     assert rc == 0, errors
     assert {e.payload["stage"] for e in evs if e.kind == ev.STAGE_SKIPPED} >= {
         "prepare", "extract", "vocab", "train", "evaluate"}
-    ready = [e.payload["role"] for e in evs if e.kind == ev.SERVE_READY]
-    assert ready == ["baseline", "speculative"]
+    ready = [(e.payload["role"], e.payload["url"]) for e in evs if e.kind == ev.SERVE_READY]
+    assert ready == [("baseline", baseline_url), ("speculative", engine_box.url)]
     stopped = [e.payload for e in evs if e.kind == ev.SERVE_STOPPED]
     assert [s["role"] for s in stopped] == ["baseline", "speculative"]
     assert all(s["state"] == "cancelled" for s in stopped), stopped
@@ -139,4 +143,4 @@ def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     assert final.startswith("mean acceptance length: offline ") and " vs served " in final
     # Stopped means stopped: nothing answers on either port any more.
     assert not _answers(engine_box.url)
-    assert not _answers(f"http://127.0.0.1:{engine_box.port + 1}")
+    assert not _answers(baseline_url)

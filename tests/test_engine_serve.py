@@ -17,17 +17,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from pipeline import progress
 from remote import events as ev
 from tests.engine_fixture import EngineBox, events
 from tests.sshd_harness import free_port
 
 # A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
 # waits for the session fixture to train the demo.
+REPO = Path(__file__).resolve().parents[1]
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
@@ -92,6 +98,44 @@ def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
     assert served["drafts"] == sum(p["acceptance"]["drafts"] for p in points)
     assert served["mean_length"] > SERVED_MARGIN, served
     assert f"served {served['mean_length']:.2f}" in line[0].payload["message"]
+
+
+def test_served_evaluate_measures_the_trained_head(served_engine: EngineBox,
+                                                   tmp_path: Path) -> None:
+    """Issue 12 point 6 with the real trained head: evaluate on a box that cannot load the
+    target with transformers at all (the system python3, no torch, no transformers) measures
+    through the session's speculative server, serving the demo target with the head train
+    wrote. The demo's own prepare and train outputs (manifests included) are its inputs."""
+    demo = tmp_path / "demo"
+    shutil.copytree(served_engine.demo_dir, demo, symlinks=True,
+                    ignore=shutil.ignore_patterns("evaluate", "evaluate.*"))
+    cfg = demo / "pipeline.toml"
+    text = cfg.read_text()
+    assert text.count("[evaluate]\n") == 1
+    cfg.write_text(text.replace("[evaluate]\n",
+                                f'[evaluate]\nserved_url = "{served_engine.url}"\n'))
+    bare = "/usr/bin/python3"
+    probe = subprocess.run([bare, "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0, "the bare python must not have torch"
+    done = subprocess.run([bare, "-m", "pipeline", "evaluate", "--config", str(cfg)], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    records = [r for r in map(progress.parse, done.stdout.splitlines()) if r is not None]
+    (end,) = [r for r in records if r["type"] == "end"]
+    assert end["summary"]["source"] == "served" and end["summary"]["url"] == served_engine.url
+    report = json.loads((demo / "out" / "evaluate" / "acceptance.json").read_text())
+    offline = json.loads((served_engine.out / "evaluate" / "acceptance.json").read_text())
+    assert report["prompts"] == offline["prompts"]  # the same held-out prompts
+    r = report["heads"]["served"]
+    assert Path(r["served_model"]).name == "target"
+    k = report["num_speculative_tokens"]
+    assert r["num_drafts"] > 0 and r["num_draft_tokens"] <= k * r["num_drafts"]
+    assert sum(r["accepted_per_pos"]) == r["num_accepted_tokens"] <= r["num_draft_tokens"]
+    assert all(a >= b for a, b in itertools.pairwise(r["accepted_per_pos"]))
+    assert r["mean_length"] == pytest.approx(1 + r["num_accepted_tokens"] / r["num_drafts"])
+    # The trained head, not an untrained one (~1.0): a head served one layer off sits at ~1.0.
+    assert r["mean_length"] > SERVED_MARGIN, r
 
 
 def test_engine_dying_at_start_is_a_clear_error(served_engine: EngineBox,

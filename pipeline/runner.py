@@ -67,8 +67,11 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         raise PipelineError(f"{stage}: input stage(s) {', '.join(missing)} not complete: "
                             f"run them first")
     fn = stage_function(stage)
-    if cfg.cpu_threads:
-        import torch  # every stage past this point needs it anyway
+    # evaluate through a server (evaluate.served_url) is stdlib-only by design: it must run
+    # where torch is missing or the target cannot be loaded, so it never imports torch.
+    served = stage == "evaluate" and bool(cfg.evaluate.served_url)
+    if cfg.cpu_threads and not served:
+        import torch  # every other stage past this point needs it anyway
 
         # Tiny models on a few shared cores run faster on one thread than on several.
         torch.set_num_threads(cfg.cpu_threads)

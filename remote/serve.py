@@ -56,6 +56,65 @@ def extra_vllm_args(text: str | None, *, demo: bool) -> list[str]:
     return list(DEMO_VLLM_ARGS) if demo else []
 
 
+# Run on the box with its own python (stdlib only): bind the port as the server will
+# (SO_REUSEADDR, as uvicorn sets it, so a closed server's TIME_WAIT connections do not count),
+# exit 3 when something listens there, 4 when the address itself cannot be bound.
+_PORT_CHECK = (
+    "import errno, socket, sys\n"
+    "host, port = sys.argv[1], int(sys.argv[2])\n"
+    "try:\n"
+    "    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)\n"
+    "except OSError as exc:\n"
+    "    print(exc); sys.exit(4)\n"
+    "family, kind, proto, _, addr = infos[0]\n"
+    "s = socket.socket(family, kind, proto)\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "try:\n"
+    "    s.bind(addr)\n"
+    "except OSError as exc:\n"
+    "    print(exc); sys.exit(3 if exc.errno == errno.EADDRINUSE else 4)\n"
+    "finally:\n"
+    "    s.close()\n"
+)
+
+
+class PortInUse(UsageError):
+    """The server's port is taken on the box (exit code 2): found before an engine start is
+    paid for, with the way to choose another port."""
+
+
+# How to choose each role's address, for the error that says its port is taken.
+PORT_FIX = {
+    "speculative": "set vllm_url in the host's [hosts.NAME] table of console.toml, or pass "
+                   "--url to `console serve start`",
+    "baseline": "pass --baseline-url URL to `console run --serve`, or --url to "
+                "`console serve start --baseline`",
+}
+
+
+async def check_port_free(transport: Transport, python: str, url: str, role: str,
+                          where: str) -> None:
+    """PortInUse when `url`'s port cannot be bound on the box. Why before the launch: a vLLM
+    told to listen on a taken port loads the whole model first and only then dies with
+    "address already in use"; on a 1T target that costs many minutes, here a minute."""
+    target = parse_vllm_url(url)
+    done = await transport.run([python, "-c", _PORT_CHECK, target.host, str(target.port)],
+                               timeout=60)
+    if done.returncode == 0:
+        return
+    said = (done.stdout or done.stderr or "").strip().splitlines()
+    detail = said[-1] if said else f"exit {done.returncode}"
+    what = "the baseline server's port (vllm_url's + 1 unless chosen)" \
+        if role == "baseline" else "the speculative server's port (the host's vllm_url)"
+    if done.returncode == 3:
+        raise PortInUse(f"port {target.port} on {where} is in use ({detail}): it is {what}, "
+                        f"for {url}. Stop what listens there, or choose another port: "
+                        f"{PORT_FIX.get(role, '--url')}")
+    raise PortInUse(f"cannot listen on {target.host}:{target.port} on {where} ({detail}): "
+                    f"it is {what}, for {url}; choose another address: "
+                    f"{PORT_FIX.get(role, '--url')}")
+
+
 class EngineFailed(StageFailed):
     """The server exited or never answered while starting (exit code 1)."""
 
@@ -114,6 +173,7 @@ class ServeRunner:
             raise UsageError(f"serve role {role!r}: expected one of {', '.join(ROLES)}")
         url = url or default_url(self.host, role)
         target = parse_vllm_url(url)
+        await self.check_port(url, role)
         src = await self.pipeline.source_dir()
         argv = [self.host.python, "-m", "pipeline", "serve", "--config", config,
                 "--bind", target.host, "--port", str(target.port)]
@@ -136,6 +196,9 @@ class ServeRunner:
         self._emit(ev.SERVE_READY, role=role, url=url, run_id=info.run_id, seconds=seconds,
                    summary=f"{role} server answers at {url} after {seconds:.0f} s")
         return Served(role=role, url=url, run_id=info.run_id, seconds=seconds)
+
+    async def check_port(self, url: str, role: str) -> None:
+        await check_port_free(self.transport, self.host.python, url, role, self.host.name)
 
     async def _wait_ready(self, run_id: str, role: str, url: str, timeout: float) -> None:
         target = parse_vllm_url(url)

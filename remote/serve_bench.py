@@ -26,7 +26,8 @@ from remote.bench.prompts import PromptSet, load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import BenchRun, Point
 from remote.bench.served import sweep_acceptance
-from remote.serve import ServeRunner, read_offline, serving
+from remote.errors import UsageError
+from remote.serve import ServeRunner, default_url, read_offline, serving
 
 
 @dataclass
@@ -64,7 +65,18 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
                           prompts: PromptSet | None = None, ignore_eos: bool = False,
                           vllm_args: list[str] | None = None, start_timeout: float = 1800.0,
                           on_point: Callable[[str, BenchRun, Point], None] | None = None,
-                          on_ready: Callable[[str, float], None] | None = None) -> ServedBench:
+                          on_ready: Callable[[str, float], None] | None = None,
+                          urls: dict[str, str] | None = None) -> ServedBench:
+    """`urls`: role -> address as seen from the box (default: vllm_url, and its port + 1 for
+    the baseline). Both ports are checked before the first engine starts: a taken speculative
+    port found only after the baseline's start and sweep would waste both."""
+    where = {role: (urls or {}).get(role) or default_url(runner.host, role)
+             for role in ("baseline", "speculative")}
+    if where["baseline"] == where["speculative"]:
+        raise UsageError(f"the baseline and speculative servers would both listen at "
+                         f"{where['baseline']}: give the baseline another port")
+    for role, url in where.items():
+        await runner.check_port(url, role)
     with tempfile.TemporaryDirectory(prefix="eagle3-serve-") as tmp:
         work = Path(tmp)
         offline = await offline_estimate(runner, output_dir, work)
@@ -73,7 +85,7 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
     runs: dict[str, BenchRun] = {}
     starts: dict[str, float] = {}
     for role in ("baseline", "speculative"):
-        async with serving(runner, config, role, vllm_args=vllm_args,
+        async with serving(runner, config, role, url=where[role], vllm_args=vllm_args,
                            timeout=start_timeout) as served:
             starts[role] = served.seconds
             if on_ready is not None:

@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from pipeline import progress
 from remote import events as ev
 from tests.engine_fixture import EngineBox, events
+from tests.sshd_harness import free_port
 
 # A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
 # waits for the session fixture to train the demo.
+REPO = Path(__file__).resolve().parents[1]
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
@@ -93,6 +100,44 @@ def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
     assert f"served {served['mean_length']:.2f}" in line[0].payload["message"]
 
 
+def test_served_evaluate_measures_the_trained_head(served_engine: EngineBox,
+                                                   tmp_path: Path) -> None:
+    """Issue 12 point 6 with the real trained head: evaluate on a box that cannot load the
+    target with transformers at all (the system python3, no torch, no transformers) measures
+    through the session's speculative server, serving the demo target with the head train
+    wrote. The demo's own prepare and train outputs (manifests included) are its inputs."""
+    demo = tmp_path / "demo"
+    shutil.copytree(served_engine.demo_dir, demo, symlinks=True,
+                    ignore=shutil.ignore_patterns("evaluate", "evaluate.*"))
+    cfg = demo / "pipeline.toml"
+    text = cfg.read_text()
+    assert text.count("[evaluate]\n") == 1
+    cfg.write_text(text.replace("[evaluate]\n",
+                                f'[evaluate]\nserved_url = "{served_engine.url}"\n'))
+    bare = "/usr/bin/python3"
+    probe = subprocess.run([bare, "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0, "the bare python must not have torch"
+    done = subprocess.run([bare, "-m", "pipeline", "evaluate", "--config", str(cfg)], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    records = [r for r in map(progress.parse, done.stdout.splitlines()) if r is not None]
+    (end,) = [r for r in records if r["type"] == "end"]
+    assert end["summary"]["source"] == "served" and end["summary"]["url"] == served_engine.url
+    report = json.loads((demo / "out" / "evaluate" / "acceptance.json").read_text())
+    offline = json.loads((served_engine.out / "evaluate" / "acceptance.json").read_text())
+    assert report["prompts"] == offline["prompts"]  # the same held-out prompts
+    r = report["heads"]["served"]
+    assert Path(r["served_model"]).name == "target"
+    k = report["num_speculative_tokens"]
+    assert r["num_drafts"] > 0 and r["num_draft_tokens"] <= k * r["num_drafts"]
+    assert sum(r["accepted_per_pos"]) == r["num_accepted_tokens"] <= r["num_draft_tokens"]
+    assert all(a >= b for a, b in itertools.pairwise(r["accepted_per_pos"]))
+    assert r["mean_length"] == pytest.approx(1 + r["num_accepted_tokens"] / r["num_drafts"])
+    # The trained head, not an untrained one (~1.0): a head served one layer off sits at ~1.0.
+    assert r["mean_length"] > SERVED_MARGIN, r
+
+
 def test_engine_dying_at_start_is_a_clear_error(served_engine: EngineBox,
                                                 tmp_path: Path) -> None:
     """vLLM refuses its arguments right after import: the console says so with its log."""
@@ -114,18 +159,21 @@ def test_engine_dying_at_start_is_a_clear_error(served_engine: EngineBox,
 def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     """`console run --demo --serve` over SSH: the pipeline (complete: every stage skipped),
     then baseline and speculative servers in turn, benched alike, ending with offline vs
-    served; both servers are stopped afterwards."""
+    served; both servers are stopped afterwards. The baseline listens where --baseline-url
+    says (its port is checked free first, tests/test_serve_ports.py has the taken case)."""
     engine_box.release()
     session = tmp_path / "demo.jsonl"
+    baseline_url = f"http://127.0.0.1:{free_port()}"
     rc = engine_box.cli("run", "--demo", "--serve", "--serve-python", str(engine_box.python),
-                        "--concurrency", "1,2", "--rounds", "2", session=session)
+                        "--concurrency", "1,2", "--rounds", "2", "--baseline-url", baseline_url,
+                        session=session)
     evs = events(session)
     errors = [e.payload.get("message") for e in evs if e.kind == ev.CONSOLE_ERROR]
     assert rc == 0, errors
     assert {e.payload["stage"] for e in evs if e.kind == ev.STAGE_SKIPPED} >= {
         "prepare", "extract", "vocab", "train", "evaluate"}
-    ready = [e.payload["role"] for e in evs if e.kind == ev.SERVE_READY]
-    assert ready == ["baseline", "speculative"]
+    ready = [(e.payload["role"], e.payload["url"]) for e in evs if e.kind == ev.SERVE_READY]
+    assert ready == [("baseline", baseline_url), ("speculative", engine_box.url)]
     stopped = [e.payload for e in evs if e.kind == ev.SERVE_STOPPED]
     assert [s["role"] for s in stopped] == ["baseline", "speculative"]
     assert all(s["state"] == "cancelled" for s in stopped), stopped
@@ -139,4 +187,4 @@ def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     assert final.startswith("mean acceptance length: offline ") and " vs served " in final
     # Stopped means stopped: nothing answers on either port any more.
     assert not _answers(engine_box.url)
-    assert not _answers(f"http://127.0.0.1:{engine_box.port + 1}")
+    assert not _answers(baseline_url)

@@ -134,3 +134,23 @@ def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:
     (err,) = [r for r in records if r["type"] == "error"]
     assert "no vLLM server answers at http://127.0.0.1:" in err["message"]
     assert "evaluate.served_url" in err["message"]
+
+
+def test_served_evaluate_needs_no_torch(tmp_path: Path) -> None:
+    """The served path runs where the target cannot be loaded at all: a python without torch or
+    transformers (the system one) gets as far as asking the server, even with cpu_threads set
+    (which once imported torch before every stage)."""
+    bare = Path("/usr/bin/python3")
+    probe = subprocess.run([str(bare), "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0, "the bare python must not have torch"
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
+        "intermediate_size": 128, "num_attention_heads": 4}))
+    cfg = _served_pipeline(tmp_path, model, f"http://127.0.0.1:{free_port()}")
+    cfg.write_text("cpu_threads = 1\n" + cfg.read_text())
+    rc, records, tail = _evaluate(bare, cfg)
+    assert rc == 1, tail
+    (err,) = [r for r in records if r["type"] == "error"]
+    assert "no vLLM server answers at http://127.0.0.1:" in err["message"], err

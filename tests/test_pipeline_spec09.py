@@ -1,6 +1,7 @@
-"""End to end on CPU with speculators 0.9.x (transformers 5.x), in the second environment the
-suite builds and caches outside git (tests/spec09_env.py): the box's python is that venv's, the
-console drives it exactly as it drives a real box, through `console run` and detached jobs.
+"""End to end on CPU with speculators 0.9.x (transformers 5.x), in the vllm032 box environment
+(scripts/box_env.py: vLLM 0.32 CPU + speculators 0.9, the one the engine tests serve from, so the
+suite builds one transformers-5 environment, not two): the box's python is that environment's,
+the console drives it exactly as it drives a real box, through `console run` and detached jobs.
 
 Smaller than the demo (fewer samples and epochs) to keep the suite's time down; it checks the
 0.9 formats, the `speculators train` path on CPU, and the offline evaluation with 0.9's head.
@@ -18,7 +19,7 @@ import pytest
 from console.cli import main as console_main
 from console.session import SessionReader
 from remote import events as ev
-from tests import spec09_env
+from tests import box_env
 
 pytestmark = pytest.mark.slow
 
@@ -28,10 +29,7 @@ STAGES = ("prepare", "extract", "vocab", "train", "evaluate")
 
 @pytest.fixture(scope="module")
 def spec09_python() -> Path:
-    try:
-        return spec09_env.ensure()
-    except subprocess.CalledProcessError as exc:
-        pytest.fail(f"cannot build the speculators 0.9 environment: {exc}", pytrace=False)
+    return box_env.ensure("vllm032")
 
 
 def test_speculators_09_path_end_to_end(tmp_path: Path, spec09_python: Path) -> None:

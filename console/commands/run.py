@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import posixpath
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options
 from pipeline import STAGES
@@ -34,7 +34,9 @@ from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
 # names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
 if TYPE_CHECKING:
+    from remote.hosts import HostConfig
     from remote.pipeline_runner import PipelineRunner
+    from remote.transport import Transport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--serve", action="store_true",
                    help="after the pipeline: serve the target without and with the trained head "
                    "(one vLLM at a time), bench both, print offline vs served acceptance")
+    p.add_argument("--baseline-url", metavar="URL",
+                   help="with --serve: where the baseline server listens, as seen from the box "
+                   "(default: the host's vllm_url with its port + 1)")
     p.add_argument("--serve-python", metavar="PATH",
                    help="the python with vLLM on the box (default: the host's python)")
     p.add_argument("--concurrency", default="1,4",
@@ -107,8 +112,22 @@ def _is_pipeline_toml(path: str) -> bool:
     return "output_dir" in data or "target" in data
 
 
+def _serve_urls(args: argparse.Namespace) -> dict[str, str] | None:
+    return {"baseline": args.baseline_url} if args.baseline_url else None
+
+
+async def _check_serve_ports(transport: Transport, host: HostConfig,
+                             args: argparse.Namespace) -> None:
+    from remote.serve import check_port_free, default_url
+
+    for role in ("baseline", "speculative"):
+        url = (_serve_urls(args) or {}).get(role) or default_url(host, role)
+        await check_port_free(transport, args.serve_python or host.python, url, role,
+                              host.name)
+
+
 async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
-                     config: str, out_dir: str) -> int:
+                     config: str, out_dir: str, resolved: dict[str, Any]) -> int:
     """The closing step: baseline and speculative servers in turn, benched alike."""
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
@@ -119,7 +138,6 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)
-    resolved = await runner.validate(config)
     max_tokens = args.max_tokens or int(resolved.get("max_new_tokens") or 24)
     server = serve_ops.runner(runner.transport, host, ctx.bus, python=args.serve_python)
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
@@ -130,7 +148,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
         result, _ = await serve_ops.serve_and_bench_step(
             server, config, out_dir, concurrencies=concurrencies, max_tokens=max_tokens,
             rounds=args.rounds, vllm_args=vllm_args, out_path=result_path(ctx, args, "served"),
-            point_text=point_summary)
+            point_text=point_summary, urls=_serve_urls(args))
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)
         return EXIT_FAILED
@@ -161,6 +179,12 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--rounds must be positive")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be positive")
+    if args.baseline_url is not None:
+        from remote.bench.reach import parse_vllm_url
+
+        if not args.serve:
+            raise UsageError("--baseline-url is for --serve (the baseline server's address)")
+        parse_vllm_url(args.baseline_url)
     ctx = Context.from_args(args, hosts=[args.host])
     try:
         host = ctx.host(args.host)
@@ -169,6 +193,9 @@ async def run(args: argparse.Namespace) -> int:
         if not args.demo and not args.pipeline:
             return await _environment_check(ctx, host.name, host.python)
         runner = PipelineRunner(transport, host, ctx.bus)
+        if args.serve:
+            # Before the pipeline's minutes: a taken port is said now, not after training.
+            await _check_serve_ports(transport, host, args)
         if args.demo:
             config = await runner.demo_setup()
         else:
@@ -206,7 +233,8 @@ async def run(args: argparse.Namespace) -> int:
         ctx.info(f"evaluation: {posixpath.join(out_dir, 'evaluate', 'acceptance.json')}",
                  host.name)
         if args.serve:
-            return await serve_step(ctx, args, runner, config, out_dir)
+            # `resolved` is the run's own validation: a second one costs seconds of imports.
+            return await serve_step(ctx, args, runner, config, out_dir, resolved)
         return EXIT_OK
     finally:
         await ctx.aclose()

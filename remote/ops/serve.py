@@ -75,7 +75,8 @@ async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, 
 async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
                                concurrencies: list[int], max_tokens: int, rounds: int,
                                vllm_args: Sequence[str], out_path: Path,
-                               point_text: PointText) -> tuple[ServedBench, Path]:
+                               point_text: PointText,
+                               urls: dict[str, str] | None = None) -> tuple[ServedBench, Path]:
     """The pipeline's closing step: the baseline and then the speculative server, benched
     alike; the result saved to `out_path` and summarised as one bench.summary event."""
     host = r.host.name
@@ -92,7 +93,7 @@ async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
         result = await serve_and_bench(r, config, output_dir, concurrencies=concurrencies,
                                        max_tokens=max_tokens, rounds=rounds,
                                        vllm_args=list(vllm_args), on_point=on_point,
-                                       on_ready=on_ready)
+                                       on_ready=on_ready, urls=urls)
     finally:
         await r.close()
     comparison = result.comparison

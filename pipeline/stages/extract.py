@@ -20,6 +20,7 @@ Backends:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -174,27 +175,48 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
         cap.close()
 
 
-def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int) -> list[str]:
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
+                        cpu: bool = False) -> list[str]:
     """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
     target served with the extract_hidden_states speculative method (ids incl. N) and the
-    ExampleHiddenStatesConnector writing to a shared directory."""
+    ExampleHiddenStatesConnector writing to a shared directory.
+
+    Started as `python -m vllm.entrypoints.openai.api_server` (pipeline.serve says why not
+    `vllm serve`). Prefix caching off: a cached prefix skips the forward for its tokens, so
+    their rows would be missing. On a CPU build: eager (compiling takes minutes there)."""
+    from pipeline.serve import SERVER_MODULE
+
     speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
                    "draft_model_config": {"hf_config": {
                        "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
     kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
                    "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
-    argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(cfg.model_path),
+    argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
+            "--host", "127.0.0.1", "--port", str(port),
             "--speculative_config", json.dumps(speculative),
             "--kv_transfer_config", json.dumps(kv_transfer),
             "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
-            "--max-model-len", str(cfg.data.max_seq_len + 1), "--port", str(port)]
+            "--max-model-len", str(cfg.data.max_seq_len + 1),
+            "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
+    if cfg.extract.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(cfg.extract.max_num_batched_tokens)]
+    if cpu:
+        argv.append("--enforce-eager")
     if cfg.target.trust_remote_code:
         argv.append("--trust-remote-code")
     return argv
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress, port: int = 8765,
+                     hs_dir: Path, progress: Progress, port: int = 0,
                      ready_timeout: float = 1800) -> None:
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
@@ -209,10 +231,15 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
     _write_arrow_dataset(ctx.workdir, samples)
     staging = ctx.workdir / "staging"
     staging.mkdir(exist_ok=True)
-    server_argv = vllm_09_server_argv(cfg, staging, port)
+    import torch
+
+    port = port or _free_port()
+    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     log = open(ctx.workdir / "vllm_server.log", "ab")
-    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # a CPU build; GPU builds ignore it
+    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + ready_timeout

@@ -5,6 +5,7 @@ recorded session (what the TUI and replays show) hold the folded line, never the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -101,6 +102,8 @@ def test_a_block_split_across_reads_and_a_prefixed_engine_traceback() -> None:
     assert out[0] == f"{pre}EngineCore failed" and out[-1] == "(APIServer pid=1) INFO shutting down"
     assert len(out) == 3 and out[1].startswith(pre + "[traceback folded: 4 lines, RuntimeError")
     assert "v1/engine/core.py:42 in run_busy_loop" in out[1]
+    # no stage error record follows: the message is the only place the error is said
+    assert out[1].endswith(f"from byte {len(texts[0]) + 1}]: shm broken")
 
 
 def test_a_tail_that_stops_mid_traceback_flushes_it_folded() -> None:
@@ -167,3 +170,36 @@ def test_a_crashing_stage_shows_one_folded_line_in_run_tail_and_session(
                        "--config", str(console_toml), "--no-record"])
     assert rc == 0
     check(capsys.readouterr().out)
+
+
+async def test_a_failed_servers_log_tail_folds_the_traceback_and_keeps_its_message(
+        tmp_path: Path) -> None:
+    """What `console serve start` shows when the engine dies: its log's end, the traceback as
+    one line carrying the exception's message (no stage record says it elsewhere)."""
+    from remote.bus import EventBus
+    from remote.hosts import default_local
+    from remote.serve import ServeRunner
+    from remote.transport import LocalTransport
+
+    t = LocalTransport()
+    await t.connect()
+    host = dataclasses.replace(default_local(), workdir=str(tmp_path / "box"),
+                               python=sys.executable)
+    runner = ServeRunner(t, host, EventBus())
+    dying = ("import sys\nprint('INFO starting', flush=True)\n"
+             "def parse(v):\n    raise ValueError(f'invalid dtype {v!r}\\nchoose one of auto')\n"
+             "try:\n    parse('no-such-dtype')\nexcept ValueError as exc:\n"
+             "    sys.path.insert(0, sys.argv[1])\n"
+             "    from pipeline.tracebacks import print_for_log\n    print_for_log(exc, sys.stdout)\n"
+             "sys.exit(1)\n")
+    try:
+        info = await runner.jobs.launch([sys.executable, "-c", dying, ROOT], name="serve-x")
+        await runner.jobs.wait(info.run_id)
+        tail = await runner.log_tail(info.run_id)
+    finally:
+        await runner.close()
+        await t.close()
+    assert tail[0] == "INFO starting" and len(tail) == 2, tail
+    m = FOLDED.search(tail[1])
+    assert m is not None and m.group(2) == "ValueError" and m.group(6) == "parse", tail
+    assert tail[1].endswith("]: invalid dtype 'no-such-dtype' choose one of auto"), tail

@@ -13,8 +13,9 @@ Backends:
   That extension captures the *output of* layer L, so it is asked for L-1 to get our id L.
   Tested on the real vLLM 0.16 CPU engine (tests/test_engine_vllm016.py).
   speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative config
-  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it; that
-  path is not run by a test yet.
+  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it;
+  compared with the hf backend on every sample on the real vLLM 0.32 CPU engine, with chunked
+  prefill and mixed-length batches (tests/test_extract_vllm032.py).
 """
 
 from __future__ import annotations
@@ -198,8 +199,11 @@ def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
             "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
             "--max-model-len", str(cfg.data.max_seq_len + 1),
             "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
-    if cfg.extract.max_num_batched_tokens:
-        argv += ["--max-num-batched-tokens", str(cfg.extract.max_num_batched_tokens)]
+    chunk = cfg.extract.max_num_batched_tokens
+    if chunk:
+        argv += ["--max-num-batched-tokens", str(chunk)]
+        if chunk < 256:  # vLLM refuses a chunk below max_num_seqs (its default is larger)
+            argv += ["--max-num-seqs", str(chunk)]
     if cpu:
         argv.append("--enforce-eager")
     if cfg.target.trust_remote_code:
@@ -220,7 +224,7 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
                      ready_timeout: float = 1800) -> None:
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
-    re-run resumes), then stop the server. Box only; untested here (no GPU, no vLLM)."""
+    re-run resumes), then stop the server."""
     import time
     import urllib.request
 
@@ -260,9 +264,16 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
                 "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
                 "--validate-outputs", "--fail-on-error"]
         emit("info", "extract", message="running " + " ".join(argv))
-        proc = subprocess.run(argv, check=False)
+        # Its own log file, like the server's: typer/rich print a failure as a boxed traceback
+        # hundreds of lines long, which would flood the job log the console shows.
+        gen_log = ctx.workdir / "generate_offline_data.log"
+        with open(gen_log, "ab") as fh:
+            proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
         if proc.returncode != 0:
-            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}")
+            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}: "
+                                f"{_last_error_line(gen_log)} (see {gen_log} and "
+                                f"{ctx.workdir / 'vllm_server.log'})")
     finally:
         server.terminate()
         try:
@@ -271,6 +282,17 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
             server.kill()
         log.close()
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _last_error_line(log: Path) -> str:
+    """The last line of a log that names an error (else its last line), cut short."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    named = [ln for ln in lines if "Error" in ln or "error" in ln]
+    line = (named or lines or ["(empty log)"])[-1]
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:

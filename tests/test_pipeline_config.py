@@ -208,6 +208,7 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
                                              "reserve_bytes = 0\nmax_num_batched_tokens = 32"))
     argv = vllm_09_server_argv(pconfig.load(good), Path("/staging"), 8765, cpu=True)
     assert argv[argv.index("--max-num-batched-tokens") + 1] == "32" and "--enforce-eager" in argv
+    assert argv[argv.index("--max-num-seqs") + 1] == "32"  # vLLM: chunk >= max_num_seqs
     good.write_text(good.read_text().replace("max_num_batched_tokens = 32",
                                              "max_num_batched_tokens = -1"))
     with pytest.raises(ConfigInvalid, match="max_num_batched_tokens: must be >= 0"):

@@ -102,9 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit:
         raise
     except BaseException as exc:  # a stage crashing must still leave one clear line
-        import traceback
+        from pipeline.tracebacks import print_for_log
 
-        traceback.print_exc()
+        print_for_log(exc)
         emit("error", stage, message=f"{type(exc).__name__}: {exc}", exit_code=1)
         return 1
 

@@ -78,6 +78,8 @@ class ExtractConfig:
     dtype: str = "bfloat16"
     tensor_parallel_size: int = 1
     reserve_bytes: int = 1 << 30  # leave this much free on the output disk
+    # backend vllm: the engine's prefill chunk (max_num_batched_tokens); 0 = vLLM's default
+    max_num_batched_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,9 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
             raise ConfigInvalid(src, f"{sec}.device: {dev!r} is not one of {DEVICES}")
     if e.dtype not in DTYPES:
         raise ConfigInvalid(src, f"extract.dtype: {e.dtype!r} is not one of {DTYPES}")
+    if e.max_num_batched_tokens < 0:
+        raise ConfigInvalid(src, "extract.max_num_batched_tokens: must be >= 0 (0: vLLM's "
+                            f"default), got {e.max_num_batched_tokens}")
     ids = e.layer_ids or default_layer_ids(n_layers)
     if len(ids) != 3:
         raise ConfigInvalid(src, f"extract.layer_ids: EAGLE-3 takes exactly 3 auxiliary layers, "

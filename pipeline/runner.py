@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pipeline import STAGES, manifest
 from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
+from pipeline.tracebacks import print_for_log
 
 
 @dataclass
@@ -94,7 +94,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     except PipelineError:
         raise
     except Exception as exc:
-        traceback.print_exc()
+        print_for_log(exc)  # the whole traceback stays in the job log; the console folds it
         raise PipelineError(f"{stage} failed: {type(exc).__name__}: {exc}") from exc
     if work != final:
         if final.exists():

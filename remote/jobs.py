@@ -28,6 +28,7 @@ from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
 from remote.retry import Backoff, reraise_fatal
+from remote.traceback_fold import MARK_BYTES, TracebackFolder
 from remote.transport import OutputLine, RemoteProcess, Transport
 from remote.upload import sha256_file, upload
 
@@ -353,6 +354,8 @@ class Jobs:
         # Saved before the first line, so the cursor names the session recording this tail even
         # if the console dies before the first batch is done.
         self._save(run_id, offset)
+        # Tracebacks reach the bus folded to one line each; the lines yielded below stay raw.
+        folder = TracebackFolder(posixpath.join(run_dir, "log"), offset)
         try:
             while True:
                 argv = [self.python, helper, "tail", run_dir, str(offset), "1" if follow else "0"]
@@ -382,16 +385,23 @@ class Jobs:
                         texts, ends = _split_lines(block, offset)
                         offset = ends[-1]
                         has_records = _RECORD in block
+                        fold = folder.active or MARK_BYTES in block
                         for i in range(0, len(texts), BATCH_LINES):
                             part, part_ends = texts[i : i + BATCH_LINES], ends[i : i + BATCH_LINES]
-                            if bus is None:
+                            if fold:
+                                shown, shown_ends = folder.feed(part, part_ends)
+                            else:
+                                shown, shown_ends = part, part_ends
+                                folder.passed(part_ends[-1])
+                            if bus is None or not shown:
                                 pass
                             elif has_records:
-                                _publish_with_stages(bus, host, run_id, name, part, part_ends, ts)
+                                _publish_with_stages(bus, host, run_id, name, shown, shown_ends,
+                                                     ts)
                             else:
                                 # One batch: the recorder writes it with one write.
-                                bus.publish_many(ev.JobLines(host, run_id, name, part, part_ends,
-                                                             ts))
+                                bus.publish_many(ev.JobLines(host, run_id, name, shown,
+                                                             shown_ends, ts))
                             for line in list(map(LogLine, part, part_ends)):
                                 published = line.offset
                                 yield line
@@ -404,13 +414,18 @@ class Jobs:
                     await _close_quietly(proc)
                 end = _trailer(bytes(control))
                 if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
+                    last: LogLine | None = None
+                    shown, shown_ends = [], []
                     if buf:  # the job's last line had no newline
                         offset += len(buf)
-                        line = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
-                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=line.text,
-                                   offset=offset)
+                        last = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
+                        shown, shown_ends = folder.feed([last.text], [offset])
+                    more, more_ends = folder.flush()
+                    for text, at in zip([*shown, *more], [*shown_ends, *more_ends], strict=True):
+                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
+                    if last is not None:
                         published = offset
-                        yield line
+                        yield last
                     return
                 if "ERROR" in control.decode("utf-8", "replace") and not dropped:
                     raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
@@ -423,6 +438,9 @@ class Jobs:
                 else:
                     await backoff.failed()
         finally:
+            # A tail stopped inside a traceback (detach, error): what was held, folded.
+            for text, at in zip(*folder.flush(), strict=True):
+                self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
             self._save(run_id, published)
 
     def _save(self, run_id: str, offset: int) -> None:

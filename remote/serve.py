@@ -35,6 +35,7 @@ from remote.hosts import HostConfig
 from remote.jobs import Jobs
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner
 from remote.serve_roles import ROLES
+from remote.traceback_fold import TracebackFolder
 from remote.transport import Transport
 
 LOG_TAIL_LINES = 20
@@ -232,10 +233,14 @@ class ServeRunner:
             await forward.close()
 
     async def log_tail(self, run_id: str) -> list[str]:
+        """The end of the engine's log, each traceback folded to one line that keeps the
+        exception's message (remote/traceback_fold.py)."""
         last: deque[str] = deque(maxlen=200)
+        folder = TracebackFolder((await self.jobs.status(run_id)).log_path)
         async with aclosing(self.jobs.tail(run_id, follow=False)) as lines:
             async for line in lines:
-                last.append(line.text)
+                last.extend(folder.feed([line.text], [line.offset])[0])
+        last.extend(folder.flush()[0])
         return readable_tail(list(last))
 
     async def stop(self, served: Served | str, role: str = "") -> str:

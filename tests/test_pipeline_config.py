@@ -199,6 +199,20 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
     kv = json.loads(argv[argv.index("--kv_transfer_config") + 1])
     assert kv["kv_connector"] == "ExampleHiddenStatesConnector"
     assert kv["kv_connector_extra_config"]["shared_storage_path"] == "/staging"
+    # the OpenAI server module (a CPU build has no "vllm" distribution for `vllm serve`), no
+    # prefix cache (cached tokens get no rows), vLLM's own chunk size unless set, eager on CPU
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert "--no-enable-prefix-caching" in argv and "--max-num-batched-tokens" not in argv
+    assert "--enforce-eager" not in argv
+    good.write_text(good.read_text().replace("reserve_bytes = 0",
+                                             "reserve_bytes = 0\nmax_num_batched_tokens = 32"))
+    argv = vllm_09_server_argv(pconfig.load(good), Path("/staging"), 8765, cpu=True)
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "32" and "--enforce-eager" in argv
+    assert argv[argv.index("--max-num-seqs") + 1] == "32"  # vLLM: chunk >= max_num_seqs
+    good.write_text(good.read_text().replace("max_num_batched_tokens = 32",
+                                             "max_num_batched_tokens = -1"))
+    with pytest.raises(ConfigInvalid, match="max_num_batched_tokens: must be >= 0"):
+        pconfig.load(good)
 
 
 def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(

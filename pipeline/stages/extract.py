@@ -13,13 +13,18 @@ Backends:
   That extension captures the *output of* layer L, so it is asked for L-1 to get our id L.
   Tested on the real vLLM 0.16 CPU engine (tests/test_engine_vllm016.py).
   speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative config
-  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it; that
-  path is not run by a test yet.
+  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it. On
+  the vLLM 0.32 CPU engine the server starts and takes requests, but vLLM's
+  ExampleHiddenStatesConnector is CUDA-only (CUDA streams/events, pinned memory); with the test
+  double tests/doubles/cpu_streams it still stops at its copy-done poll (vLLM's CPU runner
+  leaves a placeholder Event without query()). Not yet compared with hf on a real engine
+  (tests/wip_extract_vllm032.py holds the comparison, not collected until it passes).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -174,31 +179,55 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
         cap.close()
 
 
-def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int) -> list[str]:
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
+                        cpu: bool = False) -> list[str]:
     """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
     target served with the extract_hidden_states speculative method (ids incl. N) and the
-    ExampleHiddenStatesConnector writing to a shared directory."""
+    ExampleHiddenStatesConnector writing to a shared directory.
+
+    Started as `python -m vllm.entrypoints.openai.api_server` (pipeline.serve says why not
+    `vllm serve`). Prefix caching off: a cached prefix skips the forward for its tokens, so
+    their rows would be missing. On a CPU build: eager (compiling takes minutes there)."""
+    from pipeline.serve import SERVER_MODULE
+
     speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
                    "draft_model_config": {"hf_config": {
                        "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
     kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
                    "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
-    argv = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(cfg.model_path),
+    argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
+            "--host", "127.0.0.1", "--port", str(port),
             "--speculative_config", json.dumps(speculative),
             "--kv_transfer_config", json.dumps(kv_transfer),
             "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
-            "--max-model-len", str(cfg.data.max_seq_len + 1), "--port", str(port)]
+            "--max-model-len", str(cfg.data.max_seq_len + 1),
+            "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
+    chunk = cfg.extract.max_num_batched_tokens
+    if chunk:
+        argv += ["--max-num-batched-tokens", str(chunk)]
+        if chunk < 256:  # vLLM refuses a chunk below max_num_seqs (its default is larger)
+            argv += ["--max-num-seqs", str(chunk)]
+    if cpu:
+        argv.append("--enforce-eager")
     if cfg.target.trust_remote_code:
         argv.append("--trust-remote-code")
     return argv
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress, port: int = 8765,
+                     hs_dir: Path, progress: Progress, port: int = 0,
                      ready_timeout: float = 1800) -> None:
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
-    re-run resumes), then stop the server. Box only; untested here (no GPU, no vLLM)."""
+    re-run resumes), then stop the server."""
     import time
     import urllib.request
 
@@ -209,10 +238,15 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
     _write_arrow_dataset(ctx.workdir, samples)
     staging = ctx.workdir / "staging"
     staging.mkdir(exist_ok=True)
-    server_argv = vllm_09_server_argv(cfg, staging, port)
+    import torch
+
+    port = port or _free_port()
+    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     log = open(ctx.workdir / "vllm_server.log", "ab")
-    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # a CPU build; GPU builds ignore it
+    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + ready_timeout
@@ -233,9 +267,16 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
                 "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
                 "--validate-outputs", "--fail-on-error"]
         emit("info", "extract", message="running " + " ".join(argv))
-        proc = subprocess.run(argv, check=False)
+        # Its own log file, like the server's: typer/rich print a failure as a boxed traceback
+        # hundreds of lines long, which would flood the job log the console shows.
+        gen_log = ctx.workdir / "generate_offline_data.log"
+        with open(gen_log, "ab") as fh:
+            proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
         if proc.returncode != 0:
-            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}")
+            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}: "
+                                f"{_last_error_line(gen_log)} (see {gen_log} and "
+                                f"{ctx.workdir / 'vllm_server.log'})")
     finally:
         server.terminate()
         try:
@@ -244,6 +285,17 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
             server.kill()
         log.close()
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _last_error_line(log: Path) -> str:
+    """The last line of a log that names an error (else its last line), cut short."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    named = [ln for ln in lines if "Error" in ln or "error" in ln]
+    line = (named or lines or ["(empty log)"])[-1]
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:

@@ -1,11 +1,12 @@
 """Session lines to events, and to printed lines, at the speed a day-long session needs.
 
 `json.loads` plus a strptime per event was most of the cost of a replay (about 64 k events per
-CPU-second). msgspec decodes a whole segment of lines in one call, straight into small typed
-records; the printer formats those without building an Event at all, and `--json` writes the
-validated lines through unchanged. Anything that does not fit the fast shapes (a bad line, a
-line nested too deep, a numeric `ts`) goes down the slow path one line at a time and is reported
-as a bad line, never raised.
+CPU-second). `--json` writes lines framed as the recorder writes them through unchanged; the
+human printer cuts log lines in the recorder's exact shape straight from their text and sends
+every other line through msgspec into small typed records (decoding was about a microsecond an
+event here). Anything that does not fit the fast shapes (a bad line, a line nested too deep, a
+numeric `ts`) goes down the slow path one line at a time and is reported as a bad line, never
+raised.
 """
 
 from __future__ import annotations
@@ -143,19 +144,13 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     return b"\n".join(good) + b"\n" if good else b""
 
 
-def human_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> list[str]:
-    """The human printer's lines for a segment's bytes, sanitised as the Printer does (remote
-    text is drawn, never obeyed by the terminal)."""
-    text = human_text(data, first, count, bad)
-    return text.split("\n") if text else []
-
-
 def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
-    """`human_block`'s lines joined by newlines (no final one), built for speed: a block of
-    valid UTF-8 with no blank line, which is what the recorder writes, goes through
-    `_human_lines`, where job lines in the recorder's exact shape are cut from the line itself
-    and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2 us an
-    event), so the checks that can be made once per block are made once."""
+    """The human printer's lines for a segment's bytes, joined by newlines (no final one) and
+    sanitised as the Printer does (remote text is drawn, never obeyed by the terminal). A
+    block of valid UTF-8 with no blank line, which is what the recorder writes, goes through
+    `_human_lines_fast`, where job lines in the recorder's exact shape are cut from the line
+    itself and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
+    us an event), so the checks that can be made once per block are made once."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from rich.cells import cell_len
 from textual.widgets import Static
 
 _UNSET = object()
@@ -34,10 +35,11 @@ def set_content(widget: Static, make: Callable[[], Any], shape: Hashable,
         state["_quiet_key"] = key
 
 
-def one_line_shape(plain: str, width: int) -> Hashable:
-    """The shape of a no-newline text: constant while it fits on one line of `width` (with a
-    margin for scrollbars and padding); the text itself, so any change re-lays out, once it
-    may wrap."""
-    if "\n" not in plain and len(plain) < width - 4:
-        return "one line"
+def text_shape(plain: str, width: int) -> Hashable:
+    """The shape of a text: its line count while every line fits in `width` cells (with a
+    margin for scrollbars and padding); once one may wrap, the text itself, so that any
+    change re-lays out."""
+    lines = plain.split("\n")
+    if all(cell_len(line) < width - 4 for line in lines):
+        return len(lines)
     return plain

@@ -19,7 +19,7 @@ from console.tui.model import (
     ConsoleState,
     HostState,
 )
-from console.tui.quiet import one_line_shape, set_content
+from console.tui.quiet import set_content, text_shape
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
 from console.tui.widgets.common import View
 
@@ -143,7 +143,7 @@ class OverviewView(View):
             shape=(n, procs, narrow, width))
         hostline = host_line(host)
         set_content(self.query_one("#hostline", Static), lambda: hostline,
-                    shape=one_line_shape(hostline.plain, width), key=hostline.markup)
+                    shape=text_shape(hostline.plain, width), key=hostline.markup)
         running = host.running_jobs()
 
         def jobs_table() -> Table | Text:

@@ -3,7 +3,9 @@
 Writes a session of N events (default 1,000,000) in the shape of a real day (a training log in
 blocks of 500 lines a second plus eight-GPU stats samples), then measures in the same run:
 - CPU-seconds for the whole replay to /dev/null, through `print_session` (what the command
-  runs), against the per-event path main used (json.loads + Event + Printer per line);
+  runs), against the per-event path main used (json.loads + Event + Printer per line) and,
+  for --print, against the typed segment decode it used before log lines were cut from their
+  bytes;
 - `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
   status against the full replay's, and that stderr stays empty.
 Target: >= 1 M events per CPU-second.
@@ -77,6 +79,23 @@ def fast_path(path: Path, as_json: bool) -> None:
         assert bad == [], bad[:3]
 
 
+def typed_path(path: Path) -> None:
+    """The --print path before job lines were cut from their bytes: every segment decoded by
+    msgspec into typed records in one call (session_decode._human), then formatted."""
+    import gc
+
+    from console.session_decode import _human
+
+    gc.disable()  # as print_session does
+    with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
+        for first, _count, data in r.segment_data():
+            bad: list[tuple[int, str]] = []
+            text = _human(None, data, first, bad)
+            if text:
+                out.write(("\n".join(text) + "\n").encode("utf-8", "replace"))
+    gc.enable()
+
+
 def cpu(fn: object, *args: object) -> float:
     t = time.process_time()
     fn(*args)  # type: ignore[operator]
@@ -106,12 +125,15 @@ def main() -> None:
             base = cpu(main_path, path, as_json)
             fast = cpu(fast_path, path, as_json)
             opened = OPEN_CPU[-1]
+            typed = "" if as_json else (
+                f"   typed segment decode (msgspec records, as before, now sanitised too): "
+                f"{n / (t := cpu(typed_path, path)) / 1e6:5.2f} M events/CPU-s (x{t / fast:.2f})")
             print(f"replay {name}: {n / fast / 1e6:5.2f} M events/CPU-s ({fast:.2f} CPU-s, of "
                   f"which opening without an index {opened:.2f}; {n / (fast - opened) / 1e6:.2f} M"
                   f"/CPU-s after it)   "
                   f"main's per-event path: {n / base / 1e6:5.3f} M events/CPU-s ({base:.2f} "
                   f"CPU-s)   x{base / fast:.1f}   target >= 1 M/CPU-s: "
-                  f"{'met' if n / fast >= 1e6 else 'MISSED'}")
+                  f"{'met' if n / fast >= 1e6 else 'MISSED'}{typed}")
         for extra in ("", " --json"):
             q = f"'{path}'"
             full, rc_full, _ = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"

@@ -5,7 +5,8 @@ plus one 8-GPU stats sample every 100 ms, and a marker every 10 minutes), then m
 same run:
 - open: SessionReader with no index beside the file (it scans and writes one) and with it,
   against main's index build (an mmap.find per line into an offsets array) and against a plain
-  newline scan (read 16 MiB chunks, count newlines: the floor of any scan);
+  newline scan (read 16 MiB chunks, count newlines: the floor of any scan), in wall time and
+  in CPU time (the scan alone, as `replay --print` opens, and scan + markers + index);
 - first paint of the TUI on that session (in process, headless), open included, against an
   empty Textual app;
 - seek: 200 random times (index_at_time, then the event there) and 200 random event numbers;
@@ -107,6 +108,25 @@ def newline_scan(path: Path) -> int:
         while chunk := fh.read(16 << 20):
             n += chunk.count(b"\n")
     return n - 1
+
+
+def cpu_opens(path: Path) -> tuple[float, float, float]:
+    """CPU-seconds (time.process_time) of the newline scan and of the two cold opens, the
+    best of three each, interleaved so that a change in the machine's load hits all alike."""
+    nl, scan, cold = [], [], []
+    for _ in range(3):
+        t = time.process_time()
+        newline_scan(path)
+        nl.append(time.process_time() - t)
+        index_path(path).unlink(missing_ok=True)
+        t = time.process_time()
+        SessionReader(path, write_index=False).close()
+        scan.append(time.process_time() - t)
+        index_path(path).unlink(missing_ok=True)
+        t = time.process_time()
+        SessionReader(path, write_index=True).close()
+        cold.append(time.process_time() - t)
+    return min(nl), min(scan), min(cold)
 
 
 def timed(fn, *args, **kw):  # type: ignore[no-untyped-def]
@@ -240,6 +260,10 @@ def main() -> None:
     n = len(reader)
     assert n == n_nl == n_main == args.events, (n, n_nl, n_main)
     reader.close()
+    cpu_nl, cpu_scan, cpu_cold = cpu_opens(path)
+    print(f"open, no index, CPU-s (what a loaded machine cannot hide): plain newline scan "
+          f"{cpu_nl:.2f}   scan only (replay --print) {cpu_scan:.2f} (x{cpu_scan / cpu_nl:.2f})   "
+          f"scan + markers + write index {cpu_cold:.2f} (x{cpu_cold / cpu_nl:.2f})")
     t_warm, reader = timed(SessionReader, path)
     assert reader.index_reused
     print(f"open, no index (scan + write index): {t_cold:.2f} s   plain newline scan: "

@@ -284,6 +284,32 @@ class SessionHeader:
     version: int
 
 
+class _MarkerFinder:
+    """Events of the given kinds in segments' bytes: one regex pass per segment, each hit
+    confirmed on its parsed line (a payload may hold a nested "kind" key)."""
+
+    def __init__(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> None:
+        self.kinds = kinds
+        # `kind":"`, not `"kind":"`: the regex engine's literal-prefix search stops at every
+        # candidate first character, and `"` is every few bytes of JSON while `k` is rare.
+        self.pattern = re.compile(b'kind":"(?:' + b"|".join(re.escape(k.encode())
+                                                            for k in sorted(kinds)) + b')"')
+        self.found: set[int] = set()
+
+    def feed(self, first: int, data: bytes) -> None:
+        for m in self.pattern.finditer(data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end())
+            try:
+                if decode_event(data[start:end]).kind in self.kinds:
+                    self.found.add(first + count_events(data[:start]))
+            except BadLine:
+                pass
+
+    def result(self) -> list[int]:
+        return sorted(self.found)
+
+
 class SessionReader:
     """Random access to a session file, plain or zstd, of any length.
 
@@ -344,18 +370,22 @@ class SessionReader:
             self.index_reused = True
         else:
             self.index_reused = False
-            self._scan(size)
-            self._markers = None  # found when first asked for (a printer never asks)
             worth_it = size >= (session_index.MIN_BYTES_COMPRESSED if self.compressed
                                 else session_index.MIN_BYTES)
-            if write_index or (write_index is None and worth_it):
-                self._markers = self._find_markers()
+            keep = bool(write_index or (write_index is None and worth_it))
+            # Markers are found while the scan holds each plain segment's bytes (a second pass
+            # was a third of a cold open); a printer never asks for them.
+            finder = _MarkerFinder() if keep and not self.compressed else None
+            self._scan(size, finder)
+            self._markers = None
+            if keep:
+                self._markers = finder.result() if finder is not None else self._find_markers()
                 session_index.save(self.path, fp, self._segments, self._markers,
                                    list(self.warnings), self._header_line, self._end)
         self._firsts = [s.first for s in self._segments]
         self._len = self._segments[-1].first + self._segments[-1].count if self._segments else 0
 
-    def _scan(self, size: int) -> None:
+    def _scan(self, size: int, finder: _MarkerFinder | None = None) -> None:
         mm = self._mm
         scan_warnings: list[str] = []
         if self.compressed:
@@ -373,7 +403,8 @@ class SessionReader:
             end = mm.find(b"\n", 0, min(size, 1 << 20))
             header_line = mm[: end if end >= 0 else min(size, 4096)]
             self.header = self._parse_header(header_line, complete=end >= 0)
-            self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings)
+            self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
+                                                   finder.feed if finder is not None else None)
         self._header_line = bytes(header_line)
         for w in scan_warnings:
             self._warn(w)
@@ -406,24 +437,13 @@ class SessionReader:
         )
 
     def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
-        """Events worth seeking to, found by one regex pass per segment at open (kept in the
-        index), each confirmed on its parsed line: a payload may hold a nested "kind" key."""
-        pattern = re.compile(b'"kind":"(?:' + b"|".join(re.escape(k.encode()) for k in sorted(kinds))
-                             + b')"')
-        found: set[int] = set()
+        """Events worth seeking to, found by one regex pass per segment (kept in the index)."""
+        finder = _MarkerFinder(kinds)
         for seg in self._segments:
             data = self._segment_bytes(seg)
-            if data is None:
-                continue
-            for m in pattern.finditer(data):
-                start = data.rfind(b"\n", 0, m.start()) + 1
-                end = data.find(b"\n", m.end())
-                try:
-                    if decode_event(data[start:end]).kind in kinds:
-                        found.add(seg.first + count_events(data[:start]))
-                except BadLine:
-                    pass
-        return sorted(found)
+            if data is not None:
+                finder.feed(seg.first, data)
+        return finder.result()
 
     def _segment_bytes(self, seg: Segment) -> bytes | None:
         try:

@@ -1,15 +1,17 @@
 """Session lines to events, and to printed lines, at the speed a day-long session needs.
 
 `json.loads` plus a strptime per event was most of the cost of a replay (about 64 k events per
-CPU-second). msgspec decodes a whole segment of lines in one call, straight into small typed
-records; the printer formats those without building an Event at all, and `--json` writes the
-validated lines through unchanged. Anything that does not fit the fast shapes (a bad line, a
-line nested too deep, a numeric `ts`) goes down the slow path one line at a time and is reported
-as a bad line, never raised.
+CPU-second). `--json` writes lines framed as the recorder writes them through unchanged; the
+human printer cuts log lines in the recorder's exact shape straight from their text and sends
+every other line through msgspec into small typed records (decoding was about a microsecond an
+event here). Anything that does not fit the fast shapes (a bad line, a line nested too deep, a
+numeric `ts`) goes down the slow path one line at a time and is reported as a bad line, never
+raised.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -142,23 +144,171 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     return b"\n".join(good) + b"\n" if good else b""
 
 
-def human_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> list[str]:
-    """The human printer's lines for a segment's bytes: decoded in one call straight from the
-    block (no split, no join) when it has no blank line, which is what the recorder writes."""
-    if data.count(b"\n") == count and data[:1] != b"\n":
-        return _human(None, data, first, bad)
-    from console.session_source import split_events
+def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
+    """The human printer's lines for a segment's bytes, joined by newlines (no final one) and
+    sanitised as the Printer does (remote text is drawn, never obeyed by the terminal). A
+    block of valid UTF-8 with no blank line, which is what the recorder writes, goes through
+    `_human_lines_fast`, where job lines in the recorder's exact shape are cut from the line
+    itself and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
+    us an event), so the checks that can be made once per block are made once."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    lines = text.split("\n")
+    lines.pop()
+    if not text or len(lines) != count or "" in lines:
+        from console.session_source import split_events
 
-    return _human(split_events(data), None, first, bad)
+        return "\n".join(_human(split_events(data), None, first, bad))
+    # A backslash is an escape to decode and `@` may start a stage record: a block holding
+    # either (two memchr passes) has every fast line checked for them.
+    careful = b"\\" in data or b"@" in data
+    n_bad = len(bad)
+    if not careful:
+        out, slow_quotes = _human_lines_fast(lines, first, bad)
+        flat = "".join(out)
+        if flat.isprintable() and flat.count('"') == slow_quotes:
+            return "\n".join(out)
+        # A quote inside a cut text (so not the JSON it looked like), a raw control
+        # character (JSON forbids it) or a C1/bidi one (drawn by `visible`): this block
+        # again, line by line with every check.
+        del bad[n_bad:]
+    return "\n".join(_human_lines(lines, first, bad))
+
+
+# A job line as JobLines writes it, from the `","host"` after the timestamp to the opening
+# quote of its text: a block of log lines shares it, so it is matched once and then compared.
+_JOB_MID = re.compile(r'","host":"([^"\\]*)","kind":"job\.line","payload":\{"run_id":"([^"\\]*)"'
+                      r',"name":"[^"\\]*","text":"')
+_OFFSET_KEY = '","offset":'
+_TAIL = re.compile(r'","offset":(?:0|[1-9][0-9]*)\}\}')
+_OFFSET_END = re.compile(r'(?:0|[1-9][0-9]*)\}\}')
+
+
+def _job_prefix(line: str) -> tuple[str, str] | None:
+    """The part a block of job lines shares (up to the text's opening quote) and the head
+    printed for it, when `line` starts like a job line written by JobLines."""
+    m = _JOB_MID.match(line, 31) if line.find('"', 7) == 31 else None
+    if m is None or not line.startswith('{"ts":"') or not line[: m.end()].isprintable():
+        return None
+    host, run_id = m.group(1), m.group(2)[:20]
+    return line[: m.end()], (f"{line[18:26]} [{host}] {run_id}| " if host
+                             else f"{line[18:26]} {run_id}| ")
+
+
+def _human_lines_fast(lines: list[str], first: int, bad: list[tuple[int, str]]
+                      ) -> tuple[list[str], int]:
+    """Why not msgspec for every line: decoding plus formatting cost over a microsecond per
+    event, and a log line's text is already sitting in its line. Here a line is cut when it
+    starts with its block's shared prefix (`_job_prefix`) and ends with `","offset":N}}`;
+    the caller has seen no backslash and no `@` (stage records) in the block, and proves the
+    rest on the joined output: no quote in any cut text (so the text ended where it was cut)
+    and every character printable (no control character, which JSON forbids raw, and nothing
+    `visible` would draw). Every other line goes through the typed decoder exactly as before;
+    tests/test_replay_fast.py compares the two on every kind and on malformed lines.
+    Returns the lines and how many quotes the typed lines hold."""
+    out: list[str] = []
+    append = out.append
+    prefix = "\0"  # matches no line: the first job line sets it
+    cut = 0
+    head = ""
+    key = _OFFSET_KEY
+    offset_end = _OFFSET_END.fullmatch
+    slow_quotes = 0
+    i = -1
+    for line in lines:
+        i += 1
+        if not line.startswith(prefix):
+            found = _job_prefix(line)
+            if found is None:
+                text = _slow_line(line, first + i, bad)
+                if text is not None:
+                    append(text)
+                    slow_quotes += text.count('"')
+                continue
+            prefix, head = found
+            cut = len(prefix)
+        t, sep, o = line.rpartition(key)
+        if sep and offset_end(o) is not None:
+            append(head + t[cut:])
+        else:
+            text = _slow_line(line, first + i, bad)
+            if text is not None:
+                append(text)
+                slow_quotes += text.count('"')
+    return out, slow_quotes
+
+
+def _human_lines(lines: list[str], first: int, bad: list[tuple[int, str]]) -> list[str]:
+    """`_human_lines_fast` with every check made on each line: for blocks holding an escape,
+    an `@`, a control character or a quote in a log line's text."""
+    out: list[str] = []
+    append = out.append
+    prefix = "\0"
+    cut = 0
+    head = ""
+    tail = _TAIL.fullmatch
+    i = -1
+    for line in lines:
+        i += 1
+        if not line.startswith(prefix):
+            found = _job_prefix(line)
+            if found is None:
+                text = _slow_line(line, first + i, bad)
+                if text is not None:
+                    append(text)
+                continue
+            prefix, head = found
+            cut = len(prefix)
+        j = line.find('"', cut)
+        if (j > 0 and tail(line, j) is not None and "\\" not in line and line.isprintable()
+                and not line.startswith(STAGE_RECORD_PREFIX, cut)):
+            append(head + line[cut:j])
+        else:
+            text = _slow_line(line, first + i, bad)
+            if text is not None:
+                append(text)
+    return out
+
+
+def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
+    """One line through the typed decoder and printer.human_line, as before the fast path."""
+    from console.printer import human_line
+    from remote.sanitize import visible
+
+    raw = line.encode("utf-8")
+    rec = _one_line(raw)
+    if rec is not None and len(rec.ts) == _TS_LEN:
+        if rec.kind == "job.line":
+            p = rec.payload
+            text, run_id = p.text, p.run_id
+            if type(text) is str and (run_id is None or type(run_id) is str):
+                if text.startswith(STAGE_RECORD_PREFIX):
+                    return None
+                host = rec.host
+                return visible(f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
+                               else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}")
+        elif rec.kind == "stats.sample" and not rec.payload.print_:
+            return None
+
+    try:
+        text = human_line(decode_event(raw))
+    except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        bad.append((index, str(exc)))
+        return None
+    return visible(text) if text is not None else None
 
 
 def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
            bad: list[tuple[int, str]]) -> list[str]:
     """Job lines and quiet stats samples formatted from typed records decoded in one call,
     every other kind through printer.human_line on a real Event (the same text either way;
-    tests/test_replay_fast.py compares them)."""
+    tests/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
+    have blank lines: rare, so simplicity over speed."""
     from console.printer import human_line
     from console.session_source import split_events
+    from remote.sanitize import visible
 
     try:
         blob = _join(lines) if lines is not None else \
@@ -166,6 +316,10 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
         recs: Sequence[_Line | None] = _LINES.decode(blob)
     except (msgspec.DecodeError, RecursionError):
         lines = lines if lines is not None else split_events(data)  # type: ignore[arg-type]
+        recs = [_one_line(line) for line in lines]
+    if lines is None:
+        lines = split_events(data)  # type: ignore[arg-type]
+    if len(recs) != len(lines):  # a line holding two objects (`{..},{..}`): one at a time
         recs = [_one_line(line) for line in lines]
     out: list[str] = []
     append = out.append
@@ -180,20 +334,19 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
                 if type(text) is str and (run_id is None or type(run_id) is str):
                     if not text.startswith(STAGE_RECORD_PREFIX):
                         host = rec.host
-                        append(f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
-                               else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}")
+                        append(visible(
+                            f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
+                            else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}"))
                     continue
             elif kind == "stats.sample" and not rec.payload.print_:
                 continue
-        if lines is None:
-            lines = split_events(data)  # type: ignore[arg-type]
         try:
             line = human_line(decode_event(lines[i]))
         except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
             bad.append((first + i, str(exc)))
             continue
         if line is not None:
-            append(line)
+            append(visible(line))
     return out
 
 

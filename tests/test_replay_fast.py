@@ -7,13 +7,14 @@ import io
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from console.commands.replay import print_session
 from console.printer import human_line
 from console.session import SessionReader, SessionWriter
 from remote.events import Event, JobLines, utc_now
+from remote.sanitize import visible
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,10 +63,11 @@ def test_fast_human_lines_are_the_printers_lines(tmp_path: Path) -> None:
             except TypeError:  # None run_id: the per-event printer cannot format it
                 line = f"{e.ts:%H:%M:%S} [{e.host}] | {e.payload['text']}"
             if line is not None:
-                expected.append(line)
+                expected.append(visible(line))  # as the Printer: ESC drawn, never obeyed
         out = io.BytesIO()
         assert print_session(r, out, as_json=False) == []  # type: ignore[arg-type]
     assert out.getvalue().decode("utf-8").splitlines() == expected
+    assert "\x1b" not in out.getvalue().decode("utf-8")
 
 
 def test_fast_json_lines_are_the_events_json(tmp_path: Path) -> None:
@@ -122,3 +124,143 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
     tui = run()
     assert tui.returncode == 2
     assert "needs a terminal" in tui.stderr and "--print" in tui.stderr
+
+
+
+# -- the cut path against the typed path, line for line -------------------------------------
+
+def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
+    """What the per-event printer makes of raw session lines: decode_event + human_line +
+    visible, a bad line reported (the reference the fast path must equal)."""
+    from console.session_decode import BadLine, decode_event
+
+    out: list[str] = []
+    bad: list[int] = []
+    for i, raw in enumerate(lines):
+        try:
+            e = decode_event(raw)
+            if e.kind == "job.line" and e.payload.get("run_id") is None \
+                    and isinstance(e.payload.get("text"), str):
+                e = Event(e.kind, e.host, {**e.payload, "run_id": ""}, e.ts)  # printed as ''
+            line = human_line(e)
+        except (BadLine, TypeError, ValueError, AttributeError, KeyError):
+            bad.append(first + i)
+            continue
+        if line is not None:
+            out.append(visible(line))
+    return out, bad
+
+
+def _job_block(ts: str, texts: list[str], *, host: str = "box", run: str = "run-1") -> list[bytes]:
+    when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
+    return JobLines(host, run, "train", texts, list(range(len(texts))), when).to_jsonl() \
+        .encode().splitlines()
+
+
+def _every_kind(ts: str) -> list[bytes]:
+    from remote import events as ev
+
+    when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
+    kinds = sorted({v for k, v in vars(ev).items()
+                    if k.isupper() and isinstance(v, str) and ("." in v or v == ev.MARKER)})
+    payloads: list[dict[str, object]] = [
+        {"summary": "a summary"}, {"message": "a message"}, {"label": "here"},
+        {"stage": "train", "done": 3, "total": 10, "unit": "step", "rate": 1.5},
+        {"x": "y" * 300}, {"text": "t", "run_id": "r"}, {"print": True, "summary": "gpus",
+                                                          "gpus": []}]
+    return [Event(k, "box", payloads[n % len(payloads)], when).to_json().encode()
+            for n, k in enumerate(kinds)]
+
+
+MALFORMED = [
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"a"b","offset":1}}',  # a raw quote in the text
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"tab\there","offset":2}}',  # a raw control character
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"zero","offset":03}}',  # a number JSON does not allow
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"cut","offs',  # torn
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"","offset":4}}',  # empty text (valid)
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"extra key","offset":5,"more":1}}',  # valid, another shape
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"neg","offset":-1}}',  # valid, not the recorder's shape
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"x","offset":6}}}',  # one brace too many
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"b\x01x","kind":"job.line","payload":{"run_id":'
+    b'"r","name":"train","text":"ctl in host","offset":7}}',
+    b'{"ts":"2026-12-03T04:00:00.0Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"short ts","offset":8}}',
+    b'["not", "an", "object"]',
+    b'{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.line","payload":{"run_id":"r",'
+    b'"name":"train","text":"two","offset":9}},{"ts":"x"}',
+]
+
+
+def _blocks() -> dict[str, list[bytes]]:
+    ts = "2026-12-03T04:00:00.000Z"
+    plain = [f"step {i} loss 0.{i:04d}" for i in range(300)]
+    return {
+        "log only": _job_block(ts, plain),
+        "two runs, no host, every kind": _job_block(ts, plain[:50]) + _every_kind(ts)
+        + _job_block("2026-12-03T04:00:01.000Z", plain[:50], host="", run="r" * 40)
+        + _job_block("2026-12-03T04:00:02.000Z", plain[:50], run="other-run"),
+        "escapes": _job_block(ts, [*plain[:20], 'he said "hi"', "back\\slash", "\x1b[2J esc",
+                                          "tqdm\rbar", "multi\nline"]),
+        "stage records": _job_block(ts, [*plain[:20], '@@eagle3 {"stage":"x"}', "mail a@b"]),
+        "C1, bidi, zero width": _job_block(ts, [*plain[:20], "c1 \x9b[2J", "bidi \u202eabc",
+                                                       "zw \u200b", "caf\u00e9 \U0001f680"]),
+        "malformed": _job_block(ts, plain[:20]) + MALFORMED + _job_block(ts, plain[20:40]),
+        "malformed, quiet otherwise": MALFORMED[:3] + _job_block(ts, plain[:10]),
+        # no quote, control character or escape anywhere: only the per-line shape checks
+        # stand between these and the cut path
+        "malformed, all printable": _job_block(ts, plain[:20]) + MALFORMED[2:]
+        + _job_block(ts, plain[20:40]),
+    }
+
+
+def test_cut_lines_equal_the_typed_printer_on_every_kind_and_bad_line() -> None:
+    from console.session_decode import human_text
+
+    for name, lines in _blocks().items():
+        for first in (0, 1000):
+            data = b"\n".join(lines) + b"\n"
+            bad: list[tuple[int, str]] = []
+            got = human_text(data, first, len(lines), bad)
+            want, want_bad = _typed(lines, first)
+            assert (got.split("\n") if got else []) == want, name
+            assert [i for i, _ in bad] == want_bad, (name, bad)
+    # the malformed lines are malformed for the typed path too (the reference is not vacuous)
+    assert len(_typed(MALFORMED, 0)[1]) >= 6
+
+
+def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) -> None:
+    """A recorded day (log blocks, stats samples, every kind, malformed lines spliced in, a
+    segment boundary crossed): the whole `replay --print` output against the typed path."""
+    path = tmp_path / "day.jsonl"
+    t0 = utc_now()
+    with SessionWriter(path, ["box"]) as w:
+        for second in range(12):
+            ts = t0 + timedelta(seconds=second)
+            w.write_many(JobLines("box", "20261202-120000-train-abcdef", "train",
+                                  [f"step {second}.{i} loss {i / 7:.5f} " + "x" * (i % 90)
+                                   for i in range(500)], list(range(500)), ts))
+            for tick in range(10):
+                w.write(Event("stats.sample", "box", {"gpus": [{"index": g, "util": g}
+                                                               for g in range(8)]},
+                              ts + timedelta(milliseconds=100 * tick)))
+    from remote.events import format_ts
+    extra = b"\n".join(_every_kind(format_ts(t0)) + MALFORMED) + b"\n"
+    with open(path, "ab") as fh:
+        fh.write(extra)
+    lines = [ln for ln in path.read_bytes().split(b"\n")[1:] if ln]
+    want, want_bad = _typed(lines, 0)
+    with SessionReader(path, write_index=False) as r:
+        assert len(r._segments) >= 2  # the day crosses a segment boundary
+        out = io.BytesIO()
+        bad = print_session(r, out, as_json=False)  # type: ignore[arg-type]
+    assert bad is not None and [i for i, _ in bad] == want_bad
+    assert out.getvalue().decode("utf-8").splitlines() == want
+    assert len(want) > 6000

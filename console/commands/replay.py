@@ -65,7 +65,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     """Every event, a segment at a time, written as bytes in one call per segment. Returns the
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
-    from console.session_decode import human_block, valid_json_block
+    from console.session_decode import human_text, valid_json_block
 
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise
@@ -78,9 +78,9 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
                 out.write(valid_json_block(data, first, count, bad))
         else:
             for first, count, data in reader.segment_data():
-                text = human_block(data, first, count, bad)
+                text = human_text(data, first, count, bad)
                 if text:
-                    out.write(("\n".join(text) + "\n").encode("utf-8", "replace"))
+                    out.write((text + "\n").encode("utf-8", "replace"))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()

@@ -98,9 +98,9 @@ class TopBar(Static):
             text.append(f" ⟳ {activity[-1]}…{more} ", style="bold black on yellow")
             text.append(" ")
         text.append_text(badge_text(host, mode, replay_status))
-        if text.markup != self._shown:  # an update re-lays out: skip it when nothing changed
+        if text.markup != self._shown:  # skip it when nothing changed
             self._shown = text.markup
-            self.update(text)
+            self.update(text, layout=False)  # one line high (console.tcss): no screen reflow
 
     _shown = ""
 

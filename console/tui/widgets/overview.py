@@ -19,6 +19,7 @@ from console.tui.model import (
     ConsoleState,
     HostState,
 )
+from console.tui.quiet import set_content, text_shape
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
 from console.tui.shown import plain
 from console.tui.widgets.common import View
@@ -133,29 +134,44 @@ class OverviewView(View):
         n = len(host.gpus)
         narrow = self.app.size.width < 100
         live = getattr(self.app, "mode", "live") == "live"
-        self.query_one("#gpus", Static).update(
+        width = self.app.size.width
+        procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
+                    for g in host.gpus.values())
+        set_content(self.query_one("#gpus", Static), lambda: (
             Group(Text(f"GPUs ({n})", style="bold underline"), gpu_table(host, SPARK, narrow)) if n
             else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
-                                               if live and not host.stats_source else ""), style="bold"))
-        self.query_one("#hostline", Static).update(host_line(host))
-        jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
-        for col in ("run", "name", "pid", "lines"):
-            jobs.add_column(col, no_wrap=True)
-        jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
-        for j in host.running_jobs():
-            last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
-            jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")), str(j.pid or "-"),
-                         str(j.tail.total), plain(last[:60]))  # the box's raw line: drawn, not obeyed
-        self.query_one("#jobs", Static).update(jobs if host.running_jobs() else Text("No running jobs", style="dim"))
+                                               if live and not host.stats_source else ""), style="bold")),
+            shape=(n, procs, narrow, width))
+        hostline = host_line(host)
+        set_content(self.query_one("#hostline", Static), lambda: hostline,
+                    shape=text_shape(hostline.plain, width), key=hostline.markup)
+        running = host.running_jobs()
+
+        def jobs_table() -> Table | Text:
+            if not running:
+                return Text("No running jobs", style="dim")
+            jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
+            for col in ("run", "name", "pid", "lines"):
+                jobs.add_column(col, no_wrap=True)
+            jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
+            for j in running:
+                last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
+                jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")),
+                             str(j.pid or "-"), str(j.tail.total),
+                             plain(last[:60]))  # the box's raw line: drawn, not obeyed
+            return jobs
+
+        set_content(self.query_one("#jobs", Static), jobs_table, shape=(len(running), width))
         findings = host.compat_findings()
-        self.query_one("#findings", Static).update(
+        set_content(self.query_one("#findings", Static), lambda: (
             Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5, narrow))
             if findings else Text("No compat findings yet (run the compat probe: 3, k)"
-                                  if getattr(self.app, "mode", "live") == "live"
-                                  else "No compat findings in this recording", style="dim"))
+                                  if live else "No compat findings in this recording", style="dim")),
+            shape=(repr(findings[:5]), narrow, live, width), key=(repr(findings[:5]), narrow, live, width))
         notes = [n for n in host.notes if n.level in ("warning", "error")][-3:]
         text = Text()
         for note in notes:
             text.append(f"{note.ts:%H:%M:%S} {note.level}: {note.text}\n",
                         style="red" if note.level == "error" else "yellow")
-        self.query_one("#notes", Static).update(text)
+        set_content(self.query_one("#notes", Static), lambda: text, shape=text.markup,
+                    key=text.markup)

@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Static
 
 from console.tui.messages import MarkerChosen
 from console.tui.model import MARKERS, ConsoleState, HostState
+from console.tui.quiet import set_content, text_shape
 from console.tui.widgets.common import View
 
 
@@ -55,7 +56,8 @@ class ReplayView(View):
         self._status = text
         found = self.query("#replay-status")
         if found:
-            found.first(Static).update(text)
+            set_content(found.first(Static), lambda: text,
+                        shape=text_shape(text.plain, self.app.size.width))
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         return None  # markers come from the file index, set once by the app

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
+from console.tui.quiet import set_content
 from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
 from console.tui.widgets.common import View
 
@@ -111,18 +112,23 @@ class StatsView(View):
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         narrow = self.app.size.width < 100
         if not domains or STATS in domains:
+            # no-wrap rows: the height changes with the GPU count, not with the values
+            width = self.app.size.width
             if host.gpus:
-                self.query_one("#history", Static).update(Group(history_table(host, narrow),
-                                                                host_history(host, narrow)))
+                set_content(self.query_one("#history", Static), lambda: Group(
+                    history_table(host, narrow), host_history(host, narrow)),
+                    shape=("gpus", len(host.gpus), narrow, width))
             elif host.stats_source or host.cpu_history:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
-                self.query_one("#history", Static).update(Group(
-                    Text(f"No GPUs{reason}", style="yellow"), host_history(host, narrow)))
+                set_content(self.query_one("#history", Static), lambda: Group(
+                    Text(f"No GPUs{reason}", style="yellow"), host_history(host, narrow)),
+                    shape=("no gpus", reason, narrow, width))
             else:
                 live = getattr(self.app, "mode", "live") == "live"
-                self.query_one("#history", Static).update(Text(
+                set_content(self.query_one("#history", Static), lambda: Text(
                     "No stats yet: " + ("they start when the host connects (1, c)" if live
-                                        else "none in this recording"), style="dim"))
+                                        else "none in this recording"), style="dim"),
+                    shape=("no stats", live, width))
         if not domains or ALLREDUCE in domains:
             self.query_one("#sweep", Static).update(sweep_chart(host.allreduce.get("sweep", []), 20 if narrow else 40))
             self.query_one("#trace", Static).update(

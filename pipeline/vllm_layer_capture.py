@@ -16,6 +16,7 @@ Runs on the box (vLLM installed); `if __name__ == "__main__":` is the caller's d
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -70,7 +71,16 @@ class LayerCapture:
             # Text-only extraction: the wrapper runs without building its vision tower.
             kw["limit_mm_per_prompt"] = {"image": 0}
         kw.update(engine_kw)
-        self.llm = LLM(**kw)
+        # vLLM warms its chat template up at start and, with no tokenizer loaded (token ids in,
+        # states out: none is needed), logs that as a failure with a traceback. A false alarm
+        # for this engine only: that one logger is quiet while it starts.
+        renderer_log = logging.getLogger("vllm.renderers.base")
+        level = renderer_log.level
+        renderer_log.setLevel(logging.ERROR)
+        try:
+            self.llm = LLM(**kw)
+        finally:
+            renderer_log.setLevel(level)
         info = self.llm.collective_rpc("_capture_setup", args=(self._hooked,))[0]
         self.layers_path = str(info["path"])
         self.num_layers = int(info["num_layers"])

@@ -35,7 +35,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig, bytes_per_token, check_free_space, human
+from pipeline.config import (
+    PipelineConfig,
+    bytes_per_token,
+    check_free_space,
+    human,
+    stored_state_dtype,
+)
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
@@ -74,11 +80,12 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     fmt = speculators_path(cfg)
     samples = read_samples(ctx.input_dir("prepare"))
     n_tokens = sum(len(s["input_ids"]) for s in samples)
-    bpt = bytes_per_token(cfg)
+    bpt = bytes_per_token(cfg, fmt)
     projected = bpt * n_tokens
     emit("info", "extract", message=f"{bpt} bytes/token × {n_tokens} tokens = "
          f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
-         "bf16 + ids/mask)", bytes_per_token=bpt, tokens=n_tokens, projected_bytes=projected)
+         f"{stored_state_dtype(cfg, fmt)} + ids/mask)", bytes_per_token=bpt, tokens=n_tokens,
+         projected_bytes=projected)
     _prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     todo = [i for i in range(len(samples)) if not (hs_dir / sample_name(fmt, i)).exists()]
@@ -256,7 +263,7 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                 write_sample("0.9", hs_dir / sample_name("0.9", i),
                              torch.tensor(ids, dtype=torch.long),
                              torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
-                             dtype=states[0].dtype)
+                             dtype=getattr(torch, stored_state_dtype(cfg, "0.9")))
                 tokens += len(ids)
                 progress.advance(tokens=tokens)
     finally:

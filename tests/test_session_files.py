@@ -180,6 +180,45 @@ def test_one_bad_byte_in_a_compressed_session_loses_one_frame_not_the_session(
     assert 0 < len(events) - len(got) <= session_mod.FRAME_EVENTS
 
 
+def test_compressed_markers_come_from_the_scan_and_follow_a_lost_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seek markers of a .jsonl.zst are found while the scan decompresses each frame (no
+    second pass): the same as the plain file's and the old second pass's, and after a damaged
+    frame exactly those of the events still read."""
+    events = _day_events(60_000)
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.zst"
+    _write(plain, events)
+    _write(packed, events)
+    want = [i for i, e in enumerate(events) if e.kind == "marker"]
+    assert len(want) > 20
+    with SessionReader(plain, write_index=True) as r:
+        assert r.markers() == want
+    second_pass: list[int] = []
+    decompress = session_source.Source._decompress
+
+    def counted(self: session_source.Source, seg: session_source.Segment) -> bytes:
+        second_pass.append(seg.first)
+        return decompress(self, seg)
+
+    monkeypatch.setattr(session_source.Source, "_decompress", counted)
+    with SessionReader(packed, write_index=True) as r:
+        assert not r.index_reused and r._markers == want  # set by the scan itself
+        assert second_pass == []  # no frame decompressed twice to find them
+        assert r._find_markers() == want  # what the second pass found
+        assert second_pass
+    data = bytearray(packed.read_bytes())
+    frames = _frames(bytes(data))
+    start, end = frames[len(frames) // 2]
+    data[(start + end) // 2] ^= 0x5A
+    packed.write_bytes(bytes(data))
+    index_path(packed).unlink(missing_ok=True)
+    with SessionReader(packed, write_index=True) as r:
+        kept = [i for i, e in enumerate(r.events()) if e.kind == "marker"]
+        assert r._markers == kept
+        assert 0 < len(kept) < len(want)
+
+
 def test_garbage_after_a_valid_frame_keeps_every_event(tmp_path: Path) -> None:
     events = _day_events(19)
     path = tmp_path / "s.jsonl.zst"

@@ -201,9 +201,10 @@ def _job_prefix(line: str) -> tuple[str, str] | None:
 # + "}}"`, where P (everything up to the text's opening quote, its timestamp included) is
 # shared by every line of one log batch, and the offset's digits change length rarely. Each
 # per-line C call costs 0.1-0.3 us on this machine, the whole budget for an event, so a batch
-# is cut with as few of them as possible: its end is found by a binary search and proven by
-# min/max (every line starts with P exactly when all sort between P and P with its last
-# character bumped); a group of lines whose offsets have the same number of digits is sliced
+# is cut with as few of them as possible: its end is found from the last batch's length or
+# by a binary search, and proven by min/max (every line starts with P exactly when all sort
+# between P and P with its last character bumped); a group of lines whose offsets have the
+# same number of digits (found from its last line or by a binary search) is sliced
 # by two maps (text plus KEY, and the tail) and proven on the joined results: each line
 # ends in KEY (so its text held no quote), no quote, backslash or stage record is left, every
 # character is printable, and the tails are canonical digits and "}}". A group that fails a
@@ -216,6 +217,7 @@ def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_
     out: list[str] = []
     n = len(lines)
     i = 0
+    hint = 0  # the last run's length: batches of a log tend to be alike
     while i < n:
         line = lines[i]
         found = _job_prefix(line)
@@ -226,8 +228,9 @@ def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_
             i += 1
             continue
         prefix, head = found
-        end = _run_end(lines, i, prefix)
+        end = _run_end(lines, i, prefix, hint)
         _cut_run(lines, i, end, prefix, head, first, bad, out, ascii_only)
+        hint = end - i
         i = end
     return out
 
@@ -267,8 +270,12 @@ def _key_at(lines: list[str], at: int, k: int) -> bool:
     return lines[k].startswith(_OFFSET_KEY, at)
 
 
-def _run_end(lines: list[str], i: int, prefix: str) -> int:
-    end = _last_true(i, len(lines), lambda k: lines[k].startswith(prefix))
+def _run_end(lines: list[str], i: int, prefix: str, hint: int) -> int:
+    n = len(lines)
+    end = i + hint
+    if not (hint > 1 and end <= n and lines[end - 1].startswith(prefix)
+            and (end == n or not lines[end].startswith(prefix))):
+        end = _last_true(i, n, lambda k: lines[k].startswith(prefix))
     run = lines[i:end]
     if min(run) >= prefix and max(run) < prefix[:-1] + chr(ord(prefix[-1]) + 1):
         return end
@@ -292,7 +299,10 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
             i += 1
             continue
         back = -(2 + digits)
-        stop = _last_true(i, end, partial(_key_at, lines, back - 11))
+        # Offsets grow within a batch: when the last line's has as many digits, all have
+        # (and the checks below prove it either way).
+        stop = end if lines[end - 1].startswith(_OFFSET_KEY, back - 11) else \
+            _last_true(i, end, partial(_key_at, lines, back - 11))
         group = lines[i:stop]
         m = stop - i
         chunk = head + sep.join(map(itemgetter(slice(cut, back)), group)) + "\n"

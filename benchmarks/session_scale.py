@@ -228,6 +228,10 @@ def zstd_part(plain: Path, out_dir: Path, n: int) -> None:
           f"{size / 1e6:.1f} MB   {ref_name} {ref / 1e6:.1f} MB   x{size / ref:.2f} of it "
           f"(target <= 1.5: {'met' if size <= 1.5 * ref else 'MISSED'})   old block-per-event "
           f"recorder {old_size / 1e6:.1f} MB (x{old_size / ref:.2f})   write {t_write:.1f} s")
+    t_rec, reader = timed(SessionReader, path)
+    print(f"compressed open right after the recorder closed (the index it left): "
+          f"{t_rec * 1e3:.1f} ms (index reused: {reader.index_reused})")
+    reader.close()
     if shutil.which("zstd"):
         import resource
 

@@ -482,3 +482,60 @@ def test_small_sessions_get_no_index_file(tmp_path: Path) -> None:
     _write(path, _day_events(100))
     SessionReader(path).close()
     assert not index_path(path).exists()
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.jsonl.zst"])
+def test_the_recorder_leaves_the_index_a_scan_would_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A clean close writes the index beside a large session (the thresholds are lowered so
+    that a small one counts as large): the first open reuses it and reads what a scan reads,
+    events, markers and times alike."""
+    from console import session_index
+
+    monkeypatch.setattr(session_index, "MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(session_index, "MIN_BYTES_COMPRESSED", 64 << 10)
+    events = _day_events(30_000)
+    path = tmp_path / name
+    with SessionWriter(path, ["box"]) as w:
+        for k in range(0, len(events), 700):
+            batch = events[k : k + 700]
+            w.write_many(batch) if k % 1400 else [w.write(e) for e in batch]
+    assert index_path(path).exists()
+    with SessionReader(path) as r:
+        assert r.index_reused
+        ours = (len(r), r.markers(), [s.as_list() for s in r._segments])
+        got = list(r.events())
+        picks = random.Random(3).sample(range(len(r)), 50)
+        at = [r.index_at_time(events[i].ts) for i in picks]
+        one = [r.event(i) for i in picks]
+    assert got == events
+    index_path(path).unlink()
+    with SessionReader(path, write_index=True) as r:
+        assert not r.index_reused
+        assert (len(r), r.markers()) == ours[:2] and ours[1]
+        if name.endswith(".zst"):
+            assert [s.as_list() for s in r._segments] == ours[2]  # frame for frame
+        assert [r.index_at_time(events[i].ts) for i in picks] == at
+        assert [r.event(i) for i in picks] == one
+
+
+def test_no_recorder_index_for_a_small_session_and_a_stale_one_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console import session_index
+
+    small = tmp_path / "small.jsonl"
+    _write(small, _day_events(100))
+    assert not index_path(small).exists()  # below session_index.MIN_BYTES
+    monkeypatch.setattr(session_index, "MIN_BYTES", 1 << 20)
+    path = tmp_path / "s.jsonl"
+    events = _day_events(12_000)
+    _write(path, events)
+    assert index_path(path).exists()
+    extra = Event("marker", "box", {"label": "after"}, events[-1].ts)
+    with open(path, "ab") as fh:  # written after the recorder closed
+        fh.write(extra.to_json().encode() + b"\n")
+    with SessionReader(path) as r:
+        assert not r.index_reused
+        assert len(r) == len(events) + 1 and r.event(len(events)) == extra

@@ -239,7 +239,7 @@ class _Counter:
         self.want_header = want_header
         self._visit = visit
         self._first = first
-        self._carry = b""
+        self._carry = bytearray()  # the start of a line not yet ended
         self._long = False  # inside a line over MAX_CARRY
         self.header: bytes | None = None
         self._head = bytearray()
@@ -292,15 +292,15 @@ class _Counter:
             if not self._long:
                 self._carry += piece
                 if len(self._carry) > self.MAX_CARRY:
-                    self._carry, self._long = b"", True
+                    self._carry, self._long = bytearray(), True
             return
         index = self._first + self.count
         if self._long:
             start = piece.find(b"\n") + 1
             data, index, self._long = piece[start:cut], index + 1, False
         else:
-            data = self._carry + piece[:cut] if self._carry else piece[:cut]
-        self._carry = piece[cut:]
+            data = bytes(self._carry) + piece[:cut] if self._carry else piece[:cut]
+        self._carry = bytearray(piece[cut:])
         if data:
             self._visit(index, data)  # type: ignore[misc]
 

@@ -539,3 +539,35 @@ def test_no_recorder_index_for_a_small_session_and_a_stale_one_is_not_used(
     with SessionReader(path) as r:
         assert not r.index_reused
         assert len(r) == len(events) + 1 and r.event(len(events)) == extra
+
+
+def test_scan_hands_on_whole_lines_with_their_index_however_the_frame_is_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the zstd scan shows the marker search: every whole line once, with its event
+    index, wherever decompression cut the pieces; a line that had to be carried past the
+    carry limit is left out and the lines after it keep their numbers."""
+    lines = [f'{{"n":{i},"pad":"{"x" * (i * 37 % 300)}"}}'.encode() for i in range(400)]
+    lines[123] = b'{"long":"' + b"y" * 5000 + b'"}'
+    data = b"\n".join(lines) + b"\n"
+    monkeypatch.setattr(session_source._Counter, "MAX_CARRY", 4096)
+    rng = random.Random(5)
+    skipped = 0
+    for _ in range(20):
+        seen: list[tuple[int, bytes]] = []
+        counter = session_source._Counter(False, lambda i, d, out=seen: out.append((i, d)),
+                                          first=1000)
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 7, 64, 999, 6000])
+            counter.feed(data[pos : pos + step])
+            pos += step
+        got = [(i + k, line) for i, chunk in seen
+               for k, line in enumerate(chunk.rstrip(b"\n").split(b"\n"))]
+        # the long line is seen only when one piece held it whole (no carry needed)
+        assert [g for g in got if g[0] != 1123] == \
+            [(1000 + k, line) for k, line in enumerate(lines) if k != 123]
+        assert [g for g in got if g[0] == 1123] in ([], [(1123, lines[123])])
+        skipped += all(g[0] != 1123 for g in got)
+        assert counter.count == len(lines)
+    assert skipped  # the carry limit was reached, and the numbering held after it

@@ -348,3 +348,27 @@ def test_cut_path_edge_shapes() -> None:
         want, want_bad = _typed(lines, 0)
         assert (got.split("\n") if got else []) == want, name
         assert [i for i, _ in bad] == want_bad, (name, bad)
+
+
+def test_timestamp_check_per_second_agrees_with_the_parser() -> None:
+    """`_ts_ok` checks the usual shape once per second; on timestamps with one or two
+    characters changed anywhere (dates that do not exist included) it must say what parsing
+    says."""
+    import random
+
+    from console.session_decode import _parses, _ts_ok
+
+    rng = random.Random(1)
+    base = "2026-12-03T04:05:06.789Z"
+    accepted = 0
+    for _ in range(20_000):
+        ts = list(base)
+        for _ in range(rng.randint(1, 2)):
+            ts[rng.randrange(len(ts))] = rng.choice("0123456789-:.TZ+ x")
+        text = "".join(ts)
+        assert _ts_ok(text) == _parses(text), text
+        accepted += _ts_ok(text)
+    for text in ("2026-02-29T00:00:00.000Z", "2024-02-29T00:00:00.000Z",
+                 "2026-12-03T24:00:00.000Z", "2026-12-03T04:05:06.7\u0661\u0662Z"):
+        assert _ts_ok(text) == _parses(text), text
+    assert 1000 < accepted < 19_000

@@ -7,10 +7,13 @@ blocks of 500 lines a second plus eight-GPU stats samples), then measures in the
   for --print, against the typed segment decode it used before log lines were cut from their
   bytes;
 - `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
-  status against the full replay's, and that stderr stays empty.
+  status against the full replay's, and that stderr stays empty;
+- --print with the index beside the file (what a recorded session has since the recorder
+  writes it at close) against a floor: every segment decoded, split into lines, joined and
+  written back, which any printer handling a line as a Python object pays.
 Target: >= 1 M events per CPU-second.
 
-    python benchmarks/replay_print.py [--events N]
+    python benchmarks/replay_print.py [--events N] [--batch LINES]
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ blocks of 500 lines a second plus eight-GPU stats samples), then measures in the
   bytes;
 - `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
   status against the full replay's, and that stderr stays empty;
-- --print with the index beside the file (what a recorded session has since the recorder
-  writes it at close) against a floor: every segment decoded, split into lines, joined and
-  written back, which any printer handling a line as a Python object pays.
+- --print with the index the recorder left beside the file at close, against a floor (the
+  same open, then every segment decoded, split into lines, joined and written back: what any
+  printer handling a line as a Python object pays).
 Target: >= 1 M events per CPU-second.
 
     python benchmarks/replay_print.py [--events N] [--batch LINES]
@@ -90,8 +90,8 @@ def fast_path(path: Path, as_json: bool) -> None:
 
 
 def warm_path(path: Path) -> None:
-    """--print with the index beside the session (what every replay after the first of a
-    session over session_index.MIN_BYTES gets)."""
+    """--print with the index beside the session (what the recorder leaves beside a session
+    over session_index.MIN_BYTES at a clean close)."""
     t = time.process_time()
     with SessionReader(path, write_index=True) as r, open(os.devnull, "wb") as out:
         assert r.index_reused
@@ -102,7 +102,8 @@ def warm_path(path: Path) -> None:
 def floor_path(path: Path) -> None:
     """Not a printer: every segment decoded, split into lines, joined and written back. Any
     printer that handles a line as a Python object pays at least this."""
-    with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
+    with SessionReader(path) as r, open(os.devnull, "wb") as out:
+        assert r.index_reused
         for _first, _count, data in r.segment_data():
             out.write("\n".join(data.decode("utf-8").split("\n")).encode("utf-8"))
 
@@ -151,14 +152,13 @@ def main() -> None:
         n = args.events
         print(f"session: {n:,} events, {path.stat().st_size / 1e6:.0f} MB, log batches of "
               f"{args.batch} lines")
-        floor = cpu(floor_path, path)
-        with SessionReader(path, write_index=True):
-            pass  # the index, for the warm figure
+        # The recorder left its index beside the file at close: the warm figures use it.
         warm = cpu(warm_path, path)
-        print(f"replay --print with the index beside it: {n / warm / 1e6:5.2f} M events/CPU-s "
-              f"({warm:.2f} CPU-s, open {OPEN_CPU[-1]:.3f})   floor (decode, split into lines, "
-              f"join, write; no index): {n / floor / 1e6:5.2f} M events/CPU-s ({floor:.2f} "
-              f"CPU-s)   print/floor x{warm / floor:.2f}")
+        floor = cpu(floor_path, path)
+        print(f"replay --print with the index the recorder left: {n / warm / 1e6:5.2f} M "
+              f"events/CPU-s ({warm:.2f} CPU-s, open {OPEN_CPU[-1]:.3f})   floor (decode, "
+              f"split into lines, join, write; same index): {n / floor / 1e6:5.2f} M "
+              f"events/CPU-s ({floor:.2f} CPU-s)   print/floor x{warm / floor:.2f}")
         session_index.index_path(path).unlink()  # the cold figures below open without it
         for as_json in (False, True):
             name = "--json " if as_json else "--print"

@@ -170,7 +170,7 @@ class SessionWriter:
             if self._zw is not None:
                 with self._lock:
                     self._zw.write(data)
-                    self._index.wrote(data, events, self.count)
+                    self._index.wrote(data, events)
                     self._frame_bytes += len(data)
                     self._frame_events += events
                     if self._frame_bytes >= FRAME_BYTES or self._frame_events >= FRAME_EVENTS:
@@ -187,7 +187,7 @@ class SessionWriter:
                 view = memoryview(data)
                 while view:
                     view = view[self._raw.write(view) or 0 :]
-                self._index.wrote(data, events, self.count)
+                self._index.wrote(data, events)
         except OSError as exc:
             self._index.usable = False
             if exc.errno == errno.ENOSPC:
@@ -220,7 +220,7 @@ class SessionWriter:
     def write(self, event: Event) -> None:
         self._write_line(event.to_json())
         if event.kind in SEEKABLE_KINDS:
-            self._index.markers.append(self.count)
+            self._index.markers.append(self._index.events - 1)
         self.count += 1
 
     def write_many(self, events: Sequence[Event]) -> None:
@@ -235,7 +235,8 @@ class SessionWriter:
             return
         self._write_bytes("".join([e.to_json() + "\n" for e in events]).encode("utf-8"),
                           len(events))
-        self._index.markers.extend(self.count + k for k, e in enumerate(events)
+        first = self._index.events - len(events)
+        self._index.markers.extend(first + k for k, e in enumerate(events)
                                    if e.kind in SEEKABLE_KINDS)
         self.count += len(events)
 

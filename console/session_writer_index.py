@@ -28,13 +28,14 @@ class WriterIndex:
         self.markers: list[int] = []
         self.header = b""
         self.usable = True  # false after a failed write: the file may hold a torn line
+        self.events = 0  # written so far: its own count, whoever calls the writer's methods
         self._pos = 0  # plain: bytes written; compressed: where the open frame starts
         self._first = self._count = self._size = 0
         self._ts = ""
         self._start = 0
 
-    def wrote(self, data: bytes, events: int, first: int) -> None:
-        """`data` (whole lines, `events` of them, the first being event `first`) was written."""
+    def wrote(self, data: bytes, events: int) -> None:
+        """`data` (whole lines, `events` of them) was written."""
         if not events:
             if not self.header:
                 self.header = data.rstrip(b"\n")
@@ -42,8 +43,9 @@ class WriterIndex:
                 self._pos += len(data)
             return
         if not self._count:
-            self._first, self._ts, self._size = first, first_ts(data), 0
+            self._first, self._ts, self._size = self.events, first_ts(data), 0
             self._start = self._pos
+        self.events += events
         self._count += events
         self._size += len(data)
         if not self.compressed:

@@ -280,6 +280,10 @@ def _last_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return bad_at
 
 
+# The fixed columns of a tail `","offset":` + N digits + `}}`: (position, character).
+_TAIL_COLUMNS = [[*enumerate(_OFFSET_KEY), (11 + n, "}"), (12 + n, "}")] for n in range(24)]
+
+
 def _key_at(lines: list[str], at: int, k: int) -> bool:
     return lines[k].startswith(_OFFSET_KEY, at)
 
@@ -303,12 +307,11 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
              bad: list[tuple[int, str]], out: list[str], ascii_only: bool) -> None:
     cut = len(prefix)
     sep = "\n" + head
-    end_key = _OFFSET_KEY + "\n"
     while i < end:
         line = lines[i]
         at = line.rfind(_OFFSET_KEY)
         digits = len(line) - at - 13
-        if at < cut or digits < 1:
+        if at < cut or not 0 < digits < len(_TAIL_COLUMNS):
             out.extend(_human_lines([line], first + i, bad))
             i += 1
             continue
@@ -319,18 +322,18 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
             _last_true(i, end, partial(_key_at, lines, back - 11))
         group = lines[i:stop]
         m = stop - i
-        chunk = head + sep.join(map(itemgetter(slice(cut, back)), group)) + "\n"
-        texts = chunk.replace(end_key, "\n")
-        tails = "".join(map(itemgetter(slice(back, None)), group))
-        nums = tails.replace("}", "")
-        if (len(chunk) - len(texts) == 11 * m and '"' not in texts and "\\" not in texts
-                and STAGE_RECORD_PREFIX not in texts
-                and _printable(texts, ascii_only)
-                and tails[digits :: digits + 2] == "}" * m
-                and tails[digits + 1 :: digits + 2] == "}" * m
-                and len(nums) == m * digits and nums.isascii() and nums.isdigit()
-                and (digits == 1 or "0" not in tails[:: digits + 2])):
-            out.append(texts[:-1])
+        texts = head + sep.join(map(itemgetter(slice(cut, back - 11)), group))
+        # every line's last 13 + digits characters (KEY, offset, "}}") side by side: column
+        # k of the tails is tails[k::width], so each fixed character is checked in one step
+        tails = "".join(map(itemgetter(slice(back - 11, None)), group))
+        width = 13 + digits
+        nums = "".join([tails[11 + k :: width] for k in range(digits)])
+        if ('"' not in texts and "\\" not in texts and STAGE_RECORD_PREFIX not in texts
+                and _printable(texts, ascii_only) and len(tails) == width * m
+                and all(tails[k::width] == c * m for k, c in _TAIL_COLUMNS[digits])
+                and nums.isdigit() and nums.isascii()
+                and (digits == 1 or "0" not in tails[11::width])):
+            out.append(texts)
         else:
             out.extend(_human_lines(group, first + i, bad))
         i = stop

@@ -218,12 +218,12 @@ def _job_prefix(line: str) -> tuple[str, str] | None:
 # is cut with as few of them as possible: its end is found from the last batch's length or
 # by a binary search, and proven by min/max (every line starts with P exactly when all sort
 # between P and P with its last character bumped); a group of lines whose offsets have the
-# same number of digits (found from its last line or by a binary search) is sliced
-# by two maps (text plus KEY, and the tail) and proven on the joined results: each line
-# ends in KEY (so its text held no quote), no quote, backslash or stage record is left, every
-# character is printable, and the tails are canonical digits and "}}". A group that fails a
-# check is printed line by line with every check (`_human_lines`); a line that is not a job
-# line goes through the typed decoder.
+# same number of digits (found from its last line or by a binary search) is sliced by two
+# maps, the texts and the fixed-width tails, and proven on the joined results: no quote (so
+# each text ended where it was cut), backslash or stage record in the texts, every character
+# printable, and every column of the tails what KEY, canonical digits and "}}" put there. A
+# group that fails a check is printed line by line with every check (`_human_lines`); a line
+# that is not a job line goes through the typed decoder.
 
 
 def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_only: bool

@@ -332,7 +332,10 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
                 and _printable(texts, ascii_only) and len(tails) == width * m
                 and all(tails[k::width] == c * m for k, c in _TAIL_COLUMNS[digits])
                 and nums.isdigit() and nums.isascii()
-                and (digits == 1 or "0" not in tails[11::width])):
+                and (digits == 1 or "0" not in tails[11::width])
+                # an empty text, or a line one shorter whose text quote is KEY's: the second
+                # is no JSON, and only its length tells them apart
+                and (head + sep not in texts + sep or min(map(len, group)) >= cut + width)):
             out.append(texts)
         else:
             out.extend(_human_lines(group, first + i, bad))

@@ -339,7 +339,7 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
                 and (digits == 1 or "0" not in tails[11::width])
                 # an empty text, or a line one shorter whose text quote is KEY's: the second
                 # is no JSON, and only its length tells them apart
-                and (head + sep not in texts and not texts.endswith(head)
+                and ((head + sep not in texts and not texts.endswith(head))
                      or min(map(len, group)) >= cut + width)):
             out.append(texts)
         else:

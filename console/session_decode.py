@@ -284,10 +284,11 @@ def _last_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
 
 # A tail `","offset":` + N digits + `}}` with every ASCII digit made a 0: the tails of a
 # group, so translated, are this repeated once per line exactly when each holds KEY, N ASCII
-# digits and `}}` in their places (one C translate and one compare per group, where a strided
-# slice per column was ~15 calls; a non-ASCII digit is not translated and fails the compare).
-_TAIL_SHAPES = [_OFFSET_KEY + "0" * n + "}}" for n in range(24)]
-_ZERO_DIGITS = str.maketrans("123456789", "0" * 9)
+# digits and `}}` in their places (one translate and one compare per group, where a strided
+# slice per column was ~15 calls; a non-ASCII character encodes to bytes >= 0x80, which no
+# shape holds). Bytes, because str.translate pays ~2 us a call to build its cache.
+_TAIL_SHAPES = [(_OFFSET_KEY + "0" * n + "}}").encode() for n in range(24)]
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"0" * 9)
 
 
 def _key_at(lines: list[str], at: int, k: int) -> bool:
@@ -335,7 +336,8 @@ def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: 
         width = 13 + digits
         if ('"' not in texts and "\\" not in texts and STAGE_RECORD_PREFIX not in texts
                 and _printable(texts, ascii_only)
-                and tails.translate(_ZERO_DIGITS) == _TAIL_SHAPES[digits] * m
+                and tails.encode("utf-8", "replace").translate(_ZERO_DIGITS)
+                == _TAIL_SHAPES[digits] * m
                 and (digits == 1 or "0" not in tails[11::width])
                 # an empty text, or a line one shorter whose text quote is KEY's: the second
                 # is no JSON, and only its length tells them apart

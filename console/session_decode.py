@@ -234,9 +234,21 @@ def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_
     n = len(lines)
     i = 0
     hint = 0  # the last run's length: batches of a log tend to be alike
+    # The last batch's prefix after its timestamp and its head after the time: the next
+    # batch of the same log differs only in the timestamp, and a line holding the same
+    # characters there would be matched by _JOB_MID to exactly them (its classes stop at
+    # quotes), so the match is skipped (about a fifth of a 50-line batch's fixed cost).
+    mid: str | None = None
+    rest = ""
     while i < n:
         line = lines[i]
-        found = _job_prefix(line)
+        if (mid is not None and line.startswith(mid, 31) and line.startswith('{"ts":"')
+                and line.find('"', 7) == 31 and line[:31].isprintable()):
+            found: tuple[str, str] | None = (line[:31] + mid, line[18:26] + rest)
+        else:
+            found = _job_prefix(line)
+            if found is not None:
+                mid, rest = found[0][31:], found[1][8:]
         if found is None or "\\" in found[0] or not _ts_ok(line[7:31]):
             text = _slow_line(line, first + i, bad)
             if text is not None:

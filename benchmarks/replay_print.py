@@ -10,10 +10,13 @@ blocks of 500 lines a second plus eight-GPU stats samples), then measures in the
   status against the full replay's, and that stderr stays empty;
 - --print with the index the recorder left beside the file at close, against a floor (the
   same open, then every segment decoded, split into lines, joined and written back: what any
-  printer handling a line as a Python object pays).
+  printer handling a line as a Python object pays);
+- the C-speed routes tried for --print (a regex over a whole block, msgspec decoding a block
+  into structs, and a record format holding a log batch as one record), alternated with the
+  current path on the same segments held in memory (`--routes-only` prints only these).
 Target: >= 1 M events per CPU-second.
 
-    python benchmarks/replay_print.py [--events N] [--batch LINES]
+    python benchmarks/replay_print.py [--events N] [--batch LINES] [--routes-only]
 """
 
 from __future__ import annotations

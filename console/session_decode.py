@@ -223,7 +223,8 @@ def _job_prefix(line: str) -> tuple[str, str] | None:
 # same number of digits (found from its last line or by a binary search) is sliced by two
 # maps, the texts and the fixed-width tails, and proven on the joined results: no quote (so
 # each text ended where it was cut), backslash or stage record in the texts, every character
-# printable, and every column of the tails what KEY, canonical digits and "}}" put there. A
+# printable, and the tails, their digits made zeros, KEY + zeros + "}}" once a line (with no
+# leading zero in the first digits column). A
 # group that fails a check is printed line by line with every check (`_human_lines`); a line
 # that is not a job line goes through the typed decoder.
 

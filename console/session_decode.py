@@ -224,9 +224,9 @@ def _job_prefix(line: str) -> tuple[str, str] | None:
 # maps, the texts and the fixed-width tails, and proven on the joined results: no quote (so
 # each text ended where it was cut), backslash or stage record in the texts, every character
 # printable, and the tails, their digits made zeros, KEY + zeros + "}}" once a line (with no
-# leading zero in the first digits column). A
-# group that fails a check is printed line by line with every check (`_human_lines`); a line
-# that is not a job line goes through the typed decoder.
+# leading zero in the first digits column). A group that fails a check is printed line by
+# line with every check (`_human_lines`); a line that is not a job line goes through the
+# typed decoder.
 
 
 def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_only: bool

@@ -4,13 +4,15 @@
   views' tables, at every width, and hands back to Rich what it does not draw itself;
 - a stream of stats samples reaches the visible view at most once per REFRESH_S, and the last
   sample is on screen once the stream stops;
-- a view not on screen is told nothing; shown, it draws the latest state.
+- a view not on screen is told nothing; shown, it draws the latest state;
+- a switch to a screen shown before is painted in one update, with its view updated and focused.
 """
 
 from __future__ import annotations
 
 import time
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,8 +29,8 @@ from console.tui.widgets.overview import gpu_table
 from console.tui.widgets.stats import history_table, host_history
 from remote import events as ev
 from remote.events import Event
-from tests.tui_helpers import SIZE, live_app, plain, settle
-from tests.tui_sessions import HOST, T0
+from tests.tui_helpers import SIZE, finish_replay, live_app, plain, replay_app, settle
+from tests.tui_sessions import HOST, T0, demo_session
 
 HOST_LOAD = {"cpu": 12.0, "mem_used": 2**35, "mem_total": 2**38, "load1": 2.0}
 
@@ -148,3 +150,33 @@ async def test_a_hidden_view_is_told_nothing_and_shown_draws_the_latest() -> Non
         assert told and told[0] == frozenset()  # shown: everything at once
         history = plain(app.query_one("#history", Static))
         assert f"{_gpus(19, 2)[1]['util']:>3}" in history.splitlines()[3]  # GPU 1, last sample
+
+
+async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
+    """Once a screen's view exists (its first show mounts it), switching to it paints the new
+    screen when it is ready: not the old screen blurred first, nor the new one before its view
+    and focus are updated. One screen update; Textual paints it twice (the layout, then the
+    whole screen again because moving the focus repaints the screen)."""
+    app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="overview")
+    paints: list[str] = []
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        if renderable is not None:
+            paints.append(app.active_screen_name)
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await finish_replay(pilot)
+        for key in "652":
+            await pilot.press(key)
+            await pilot.pause(0.2)
+        for key, name in (("6", "stats"), ("5", "pipeline"), ("2", "overview"), ("5", "pipeline"),
+                          ("6", "stats")):
+            paints.clear()
+            await pilot.press(key)
+            for _ in range(5):
+                await pilot.pause(0.05)
+            assert app.active_screen_name == name
+            assert paints and set(paints) == {name} and len(paints) <= 2, f"to {name}: {paints}"

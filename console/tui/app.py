@@ -72,7 +72,7 @@ FRAME_S = 1 / 30  # the pump folds queued events at most this often
 REFRESH_S = 0.25
 # A screen switch paints once, when the new screen is ready (its view updated, focus moved), not
 # the old screen blurred, then the new one, then the new one focused; never held longer than this.
-SWITCH_HOLD_S = 0.3
+SWITCH_HOLD_S = 1.0
 DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
@@ -404,7 +404,9 @@ class ConsoleApp(App[int]):
         def one_done() -> None:
             left[0] -= 1
             if left[0] <= 0:
-                self._release_switch(hold)
+                # One hop more: the widgets the view updated post their own repaint and layout
+                # requests to the screen from their idle handlers, after the view's queue.
+                self.call_after_refresh(self._release_switch, hold)
 
         if not pumps:
             self.call_after_refresh(self._release_switch, hold)

@@ -336,8 +336,11 @@ class ConsoleApp(App[int]):
     def _update_chrome(self) -> None:
         self._chrome_held = False
         self._next_chrome = time.perf_counter() + REFRESH_S
-        self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status(),
-                                    self.activity)
+        bars = self.query(TopBar)
+        if not bars:
+            return  # the screen is being torn down (the pump may wake on a due refresh then)
+        bars.first(TopBar).show(self.state.host(self.current_host), self.mode,
+                                self.replay_status(), self.activity)
         replay_view = self.view("replay")
         # Hidden, the replay screen's status waits: it is set when the screen is shown.
         if isinstance(replay_view, ReplayView) and replay_view is self.active_view:
@@ -372,7 +375,8 @@ class ConsoleApp(App[int]):
         self.call_after_refresh(self._activated)
 
     def _activated(self) -> None:
-        self._held = None  # the shown view gets everything now
+        self._held = None  # the shown view gets everything now, the stream a period later
+        self._next_post = time.perf_counter() + REFRESH_S
         self._post_state(frozenset())
         view = self.active_view
         focused = None

@@ -92,7 +92,14 @@ class Tmux:
         # One control-mode client answers every capture; its copy of the pane's output is off.
         self.ctl = subprocess.Popen(["tmux", "-L", self.sock, "-C", "attach"], text=True,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._command("refresh-client -f no-output")
+        for _ in range(100):  # "no current client" until the attach has completed
+            try:
+                self._command("refresh-client -f no-output")
+                break
+            except RuntimeError:
+                time.sleep(0.02)
+        else:
+            raise RuntimeError("the tmux control client never attached")
 
     def _command(self, command: str) -> list[str]:
         """Run one tmux command through the control client; its output lines."""

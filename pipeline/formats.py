@@ -49,9 +49,13 @@ def sample_name(fmt: str, index: int) -> str:
 
 
 def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
-                 states: list[Any]) -> None:
-    """Write one sample atomically: a partial file never has the final name."""
+                 states: list[Any], dtype: Any = None) -> None:
+    """Write one sample atomically: a partial file never has the final name. States are
+    stored as bf16 unless `dtype` says otherwise (0.9 only: vLLM's connector writes the
+    engine's dtype, and 0.9's loader casts to its --hidden-states-dtype)."""
     import torch
+
+    dtype = dtype or torch.bfloat16
 
     tmp = path.with_name(path.name + ".part")
     if fmt == "0.3":
@@ -62,7 +66,7 @@ def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
         from safetensors.torch import save_file
 
         save_file({"token_ids": input_ids.to(torch.long).cpu().contiguous(),
-                   "hidden_states": torch.stack(states, dim=1).to(torch.bfloat16).cpu()
+                   "hidden_states": torch.stack(states, dim=1).to(dtype).cpu()
                    .contiguous()}, str(tmp))
     os.replace(tmp, path)
 

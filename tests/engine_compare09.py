@@ -1,6 +1,6 @@
 """Run inside the vllm032 box environment (`python -m tests.engine_compare09 --config TOML
 --out JSON`, PYTHONPATH = the repo) after the pipeline's extract stage ran with backend `vllm`
-(speculators 0.9's path: the extract_hidden_states server + `speculators generate-offline-data`):
+(speculators 0.9's files; without CUDA written through pipeline.vllm_layer_capture):
 every written sample against the `hf` backend's HiddenStateCapture at the same layer ids, in
 float32, answers written as JSON (per sample: tokens, rows, token ids equal, largest difference
 and largest magnitude per layer id, the stored dtype).

@@ -12,13 +12,17 @@ Backends:
   the patcher's worker recipes for multimodal wrappers such as Kimi-K2.5 and for vLLM >= 0.16.
   That extension captures the *output of* layer L, so it is asked for L-1 to get our id L.
   Tested on the real vLLM 0.16 CPU engine (tests/test_engine_vllm016.py).
-  speculators 0.9.x: this stage starts vLLM with the extract_hidden_states speculative config
-  (as 0.9's launch_vllm.py does) and runs `speculators generate-offline-data` against it. On
-  the vLLM 0.32 CPU engine the server starts and takes requests, but vLLM's
-  ExampleHiddenStatesConnector is CUDA-only (CUDA streams/events, pinned memory); with the test
-  double tests/doubles/cpu_streams it still stops at its copy-done poll (vLLM's CPU runner
-  leaves a placeholder Event without query()). Not yet compared with hf on a real engine
-  (tests/wip_extract_vllm032.py holds the comparison, not collected until it passes).
+  speculators 0.9.x, chosen by what the box has (the extract log line says which):
+  - with CUDA: speculators 0.9's own route. This stage starts vLLM with the
+    extract_hidden_states speculative config (as 0.9's launch_vllm.py does) and runs
+    `speculators generate-offline-data` against it; vLLM's ExampleHiddenStatesConnector writes
+    the files. Not run by the tests (no GPU here).
+  - without CUDA: that connector cannot run (CUDA streams/events, pinned memory in vLLM 0.32),
+    so the states come from our worker extension's hooks in a plain `vllm.LLM`
+    (pipeline.vllm_layer_capture), batches of samples in flight, chunked prefill allowed, every
+    sample's row count checked; the same files (hs_{i}.safetensors in the engine's dtype, as
+    the connector writes them, plus the Arrow dataset). Compared with hf on every sample on the
+    real vLLM 0.32 CPU engine (tests/test_extract_vllm032.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig, bytes_per_token, check_free_space, human
+from pipeline.config import (
+    PipelineConfig,
+    bytes_per_token,
+    check_free_space,
+    human,
+    stored_state_dtype,
+)
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
@@ -70,11 +80,12 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     fmt = speculators_path(cfg)
     samples = read_samples(ctx.input_dir("prepare"))
     n_tokens = sum(len(s["input_ids"]) for s in samples)
-    bpt = bytes_per_token(cfg)
+    bpt = bytes_per_token(cfg, fmt)
     projected = bpt * n_tokens
     emit("info", "extract", message=f"{bpt} bytes/token × {n_tokens} tokens = "
          f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
-         "bf16 + ids/mask)", bytes_per_token=bpt, tokens=n_tokens, projected_bytes=projected)
+         f"{stored_state_dtype(cfg, fmt)} + ids/mask)", bytes_per_token=bpt, tokens=n_tokens,
+         projected_bytes=projected)
     _prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     todo = [i for i in range(len(samples)) if not (hs_dir / sample_name(fmt, i)).exists()]
@@ -91,7 +102,13 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     elif fmt == "0.3":
         _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
     elif todo:
-        _extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
+        route = vllm_09_route()
+        emit("info", "extract", message=f"vLLM extraction route: {route} "
+             f"({VLLM_09_ROUTES[route]})", route=route)
+        if route == "server":
+            _extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
+        else:
+            _extract_vllm_hooks(cfg, samples, todo, hs_dir, progress)
     progress.update(len(samples), force=True)
 
     outputs = [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
@@ -175,6 +192,80 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
                          [by_layer[w] for w in worker_ids])
             tokens += len(ids)
             progress.advance(tokens=tokens)
+    finally:
+        cap.close()
+
+
+VLLM_09_ROUTES = {
+    "server": "CUDA present: speculators 0.9's extract_hidden_states server + "
+              "generate-offline-data",
+    "hooks": "no CUDA here, and vLLM's ExampleHiddenStatesConnector needs it: our worker "
+             "extension's layer hooks in vllm.LLM (pipeline.vllm_layer_capture)",
+}
+
+
+def vllm_09_route() -> str:
+    """'server' where torch sees CUDA, else 'hooks' (the module docstring says why)."""
+    import torch
+
+    return "server" if torch.cuda.is_available() else "hooks"
+
+
+def _batches(samples: list[dict[str, list[int]]], todo: list[int],
+             budget: int) -> list[list[int]]:
+    """`todo` cut into runs of at most `budget` prompt tokens (at least one sample each): one
+    run is in flight at a time, and the worker holds its states until it is written."""
+    runs: list[list[int]] = []
+    used = budget
+    for i in todo:
+        n = len(samples[i]["input_ids"])
+        if used + n > budget:
+            runs.append([])
+            used = 0
+        runs[-1].append(i)
+        used += n
+    return runs
+
+
+BATCH_TOKENS = 1 << 15
+
+
+def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]],
+                        todo: list[int], hs_dir: Path, progress: Progress) -> None:
+    """speculators 0.9's files without CUDA (VLLM_09_ROUTES): batches of samples through
+    pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
+    import torch
+
+    try:
+        import vllm  # noqa: F401
+
+        from pipeline.vllm_layer_capture import LayerCapture
+    except ImportError as exc:
+        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM in this "
+                            f"python: {exc}") from None
+    from pipeline.preflight import check
+
+    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
+        emit("info", "extract", message=note)
+    cap = LayerCapture(str(cfg.model_path), cfg.all_layer_ids,
+                       max_model_len=cfg.data.max_seq_len + 1,
+                       tensor_parallel_size=cfg.extract.tensor_parallel_size,
+                       dtype=cfg.extract.dtype, trust_remote_code=cfg.target.trust_remote_code,
+                       max_num_batched_tokens=cfg.extract.max_num_batched_tokens)
+    emit("info", "extract", message=f"capturing layer ids {cfg.all_layer_ids} at the outputs "
+         f"of {cap.layers_path}[id-1] ({cap.num_layers} layers)")
+    try:
+        tokens = 0
+        for run in _batches(samples, todo, BATCH_TOKENS):
+            got = cap.capture([samples[i]["input_ids"] for i in run])
+            for i, states in zip(run, got, strict=True):
+                ids = samples[i]["input_ids"]
+                write_sample("0.9", hs_dir / sample_name("0.9", i),
+                             torch.tensor(ids, dtype=torch.long),
+                             torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
+                             dtype=getattr(torch, stored_state_dtype(cfg, "0.9")))
+                tokens += len(ids)
+                progress.advance(tokens=tokens)
     finally:
         cap.close()
 

@@ -62,8 +62,11 @@ _REMOTE_CODE = Path(__file__).parent / "kimi_k25_remote"
 
 def kimi_k25_text_config(vocab_size: int) -> dict[str, object]:
     """Kimi-K2.5's text model (DeepSeek-V3: MLA + MoE, sigmoid/noaux_tc routing, first layer
-    dense), shrunk. What cannot shrink on vLLM's CPU: kv_lora_rank + qk_rope_head_dim = 576
-    (the CPU MLA decode kernel compiles for that latent size only; the real model's 512 + 64)."""
+    dense), shrunk in width, depth and experts. The MLA head dims stay the real model's
+    (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128): vLLM 0.32's
+    CPU MLA decode kernel compiles for a 576 latent only, and with nope/v heads of 32 its CPU
+    path computes wrong states from the second position on (measured against transformers:
+    relative error ~1 at layer 1, 1-3 % = bf16 noise with 128/128; docs/measurements.md)."""
     return {
         "model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"],
         "vocab_size": vocab_size, "hidden_size": KIMI_HIDDEN, "intermediate_size": 128,
@@ -73,7 +76,7 @@ def kimi_k25_text_config(vocab_size: int) -> dict[str, object]:
         "routed_scaling_factor": 2.827, "first_k_dense_replace": 1, "moe_layer_freq": 1,
         "n_group": 1, "topk_group": 1, "topk_method": "noaux_tc", "scoring_func": "sigmoid",
         "norm_topk_prob": True, "kv_lora_rank": 512, "q_lora_rank": 48,
-        "qk_rope_head_dim": 64, "qk_nope_head_dim": 32, "v_head_dim": 32,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
         "num_nextn_predict_layers": 0, "max_position_embeddings": 512, "rope_theta": 50000.0,
         "rms_norm_eps": 1e-5, "hidden_act": "silu", "attention_bias": False,
         "tie_word_embeddings": False, "initializer_range": 0.02,
@@ -225,16 +228,17 @@ def _train_text_model(model: Any, tok: Any, rows: list[dict[str, Any]], *, steps
 
 
 KIMI_PIPELINE_TOML = """\
-# A tiny Kimi-K2.5 (tests/tiny_targets.py build_kimi_k25). Paths relative to this file.
-output_dir = "out"
+# A tiny Kimi-K2.5 (tests/tiny_targets.py build_kimi_k25). Absolute paths: the console
+# uploads this file to the box's <workdir>/configs/.
+output_dir = "{root}/out"
 cpu_threads = 1
 
 [target]
-model = "target"
+model = "{root}/target"
 trust_remote_code = true
 
 [data]
-dataset = "conversations.jsonl"
+dataset = "{root}/conversations.jsonl"
 max_seq_len = 64
 samples = {samples}
 eval_samples = {eval_samples}
@@ -244,7 +248,7 @@ seed = 0
 backend = "{backend}"
 layer_ids = [1, 2, 3]
 device = "cpu"
-dtype = "float32"
+dtype = "{dtype}"
 reserve_bytes = 0
 
 [vocab]
@@ -271,7 +275,9 @@ def build_kimi_pipeline(root: Path, *, rows: int = 240, samples: int = 0, eval_s
                         epochs: int = 8, max_new_tokens: int = 24, backend: str = "hf",
                         target_steps: int = 150, seed: int = 0) -> Path:
     """A pipeline directory around a tiny Kimi-K2.5 (the demo's conversations and tokenizer,
-    target.trust_remote_code = true as the real checkpoint needs); returns pipeline.toml."""
+    target.trust_remote_code = true as the real checkpoint needs); returns pipeline.toml.
+    The vllm backend extracts in bfloat16: vLLM's CPU MLA refuses float32 weights ("expect
+    weight to be bfloat16, float16, ..." from its packed-weight conversion)."""
     import json
 
     from pipeline.demo import conversations
@@ -281,7 +287,8 @@ def build_kimi_pipeline(root: Path, *, rows: int = 240, samples: int = 0, eval_s
     build_kimi_k25(root / "target", seed=seed, rows=convs, steps=target_steps)
     (root / "conversations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in convs))
     cfg = root / "pipeline.toml"
-    cfg.write_text(KIMI_PIPELINE_TOML.format(samples=samples, eval_samples=eval_samples,
+    cfg.write_text(KIMI_PIPELINE_TOML.format(root=root.resolve(), samples=samples, eval_samples=eval_samples,
                                              epochs=epochs, max_new_tokens=max_new_tokens,
-                                             backend=backend))
+                                             backend=backend,
+                                             dtype="bfloat16" if backend == "vllm" else "float32"))
     return cfg

@@ -7,10 +7,13 @@ blocks of 500 lines a second plus eight-GPU stats samples), then measures in the
   for --print, against the typed segment decode it used before log lines were cut from their
   bytes;
 - `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
-  status against the full replay's, and that stderr stays empty.
+  status against the full replay's, and that stderr stays empty;
+- --print with the index the recorder left beside the file at close, against a floor (the
+  same open, then every segment decoded, split into lines, joined and written back: what any
+  printer handling a line as a Python object pays).
 Target: >= 1 M events per CPU-second.
 
-    python benchmarks/replay_print.py [--events N]
+    python benchmarks/replay_print.py [--events N] [--batch LINES]
 """
 
 from __future__ import annotations
@@ -28,24 +31,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from console import session_index  # noqa: E402
 from console.commands.replay import print_session  # noqa: E402
 from console.printer import Printer  # noqa: E402
 from console.session import SessionReader, SessionWriter  # noqa: E402
 from remote.events import Event, JobLines, utc_now  # noqa: E402
 
 
-def write_day(path: Path, n: int) -> None:
+def write_day(path: Path, n: int, batch: int = 500) -> None:
+    """500 log lines a second in batches of `batch` lines (one per ssh read), ten 8-GPU
+    samples a second."""
     t0 = utc_now()
     with SessionWriter(path, ["box"]) as w:
         written, second = 0, 0
         while written < n:
             ts = t0 + timedelta(seconds=second)
-            block = min(500, n - written)
-            w.write_many(JobLines("box", "20261202-120000-train-abcdef", "train",
-                                  [f"step {written + i} loss {1 / (written + i + 1):.6f} lr 2e-5"
-                                   for i in range(block)], list(range(written, written + block)),
-                                  ts))
-            written += block
+            for start in range(0, 500, batch):
+                block = min(batch, 500 - start, n - written)
+                if block <= 0:
+                    break
+                w.write_many(JobLines(
+                    "box", "20261202-120000-train-abcdef", "train",
+                    [f"step {written + i} loss {1 / (written + i + 1):.6f} lr 2e-5"
+                     for i in range(block)], list(range(written, written + block)),
+                    ts + timedelta(milliseconds=start)))
+                written += block
             for tick in range(10):
                 if written >= n:
                     break
@@ -77,6 +87,25 @@ def fast_path(path: Path, as_json: bool) -> None:
         OPEN_CPU.append(time.process_time() - t)  # a scan: no index is kept for this run
         bad = print_session(r, out, as_json=as_json)
         assert bad == [], bad[:3]
+
+
+def warm_path(path: Path) -> None:
+    """--print with the index beside the session (what the recorder leaves beside a session
+    over session_index.MIN_BYTES at a clean close)."""
+    t = time.process_time()
+    with SessionReader(path, write_index=True) as r, open(os.devnull, "wb") as out:
+        assert r.index_reused
+        OPEN_CPU.append(time.process_time() - t)
+        assert print_session(r, out, as_json=False) == []
+
+
+def floor_path(path: Path) -> None:
+    """Not a printer: every segment decoded, split into lines, joined and written back. Any
+    printer that handles a line as a Python object pays at least this."""
+    with SessionReader(path) as r, open(os.devnull, "wb") as out:
+        assert r.index_reused
+        for _first, _count, data in r.segment_data():
+            out.write("\n".join(data.decode("utf-8").split("\n")).encode("utf-8"))
 
 
 def typed_path(path: Path) -> None:
@@ -114,12 +143,23 @@ def child_cpu(cmd: str) -> tuple[float, int, str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=500,
+                    help="log lines per recorded batch (500: one a second; 50: ten a second)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "day.jsonl"
-        write_day(path, args.events)
+        write_day(path, args.events, args.batch)
         n = args.events
-        print(f"session: {n:,} events, {path.stat().st_size / 1e6:.0f} MB")
+        print(f"session: {n:,} events, {path.stat().st_size / 1e6:.0f} MB, log batches of "
+              f"{args.batch} lines")
+        # The recorder left its index beside the file at close: the warm figures use it.
+        warm = cpu(warm_path, path)
+        floor = cpu(floor_path, path)
+        print(f"replay --print with the index the recorder left: {n / warm / 1e6:5.2f} M "
+              f"events/CPU-s ({warm:.2f} CPU-s, open {OPEN_CPU[-1]:.3f})   floor (decode, "
+              f"split into lines, join, write; same index): {n / floor / 1e6:5.2f} M "
+              f"events/CPU-s ({floor:.2f} CPU-s)   print/floor x{warm / floor:.2f}")
+        session_index.index_path(path).unlink()  # the cold figures below open without it
         for as_json in (False, True):
             name = "--json " if as_json else "--print"
             base = cpu(main_path, path, as_json)

@@ -6,8 +6,12 @@ event to a .jsonl.zst session as a live console does. Measured, in tmux (`python
 benchmarks/tui_day_load.py --child FILE`: the real app on a real pty) and headless in process:
 - CPU of the console process as a percentage of one core, idle on the Overview screen;
 - the same while switching screen every second (2, 5, 6, 8 in turn), and the switch latency:
-  in tmux from `send-keys` to capture-pane showing the new screen; in process from the key to
-  the first compositor update after it.
+  in tmux from `send-keys` to capture-pane showing the new screen (polled through one tmux
+  control-mode client: a `tmux capture-pane` process every 2 ms would eat the cores the app
+  is measured on); in process from the key to the first compositor update that paints the
+  new screen (an update of the old one, or of the top bar, does not count).
+Measuring starts once the replay's seek checkpoints are built (a one-off fold of the file in a
+thread when a replay opens; a live console has none).
 The baseline beside it is the same app on the same session, paused (no events flowing): its
 CPU, and in process its switch latency (in tmux a paused screen has no text of its own to wait
 for, so only the CPU).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -49,7 +54,23 @@ def make_app(session: Path, record_to: Path, paused: bool) -> Any:
 
 
 def child(session: Path, record_to: Path, paused: bool) -> None:
-    make_app(session, record_to, paused).run()
+    """The app in the terminal; `record_to`.ready appears once its seek checkpoints are built."""
+    import threading
+
+    app = make_app(session, record_to, paused)
+
+    def ready() -> None:
+        while app.checkpoints is None or not app.checkpoints.complete:
+            time.sleep(0.05)
+        Path(f"{record_to}.ready").touch()
+
+    threading.Thread(target=ready, daemon=True).start()
+    app.run()
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"machine load average (1, 5, 15 min): {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -68,10 +89,38 @@ class Tmux:
         import psutil
 
         self.proc = psutil.Process(int(pid))
+        # One control-mode client answers every capture; its copy of the pane's output is off.
+        self.ctl = subprocess.Popen(["tmux", "-L", self.sock, "-C", "attach"], text=True,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for _ in range(100):  # "no current client" until the attach has completed
+            try:
+                self._command("refresh-client -f no-output")
+                break
+            except RuntimeError:
+                time.sleep(0.02)
+        else:
+            raise RuntimeError("the tmux control client never attached")
+
+    def _command(self, command: str) -> list[str]:
+        """Run one tmux command through the control client; its output lines."""
+        assert self.ctl.stdin is not None and self.ctl.stdout is not None
+        self.ctl.stdin.write(command + "\n")
+        self.ctl.stdin.flush()
+        out: list[str] = []
+        inside = False
+        for line in self.ctl.stdout:
+            if line.startswith("%begin"):
+                inside, out = True, []
+            elif line.startswith(("%end", "%error")) and inside:
+                if line.startswith("%error"):
+                    raise RuntimeError(f"tmux {command!r}: {out}")
+                return out
+            elif inside:
+                out.append(line)
+        raise RuntimeError("the tmux control client ended")
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "-L", self.sock, "capture-pane", "-p"],
-                              capture_output=True, text=True).stdout
+        return "".join(self._command("capture-pane -p"))
 
     def wait_for(self, text: str, timeout: float = 30) -> float:
         t0 = time.perf_counter()
@@ -90,6 +139,7 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
+        self.ctl.wait(timeout=10)
 
 
 def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int
@@ -99,7 +149,13 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
              + (["--paused"] if paused else []))
     try:
         t.wait_for("2 Overview")
-        time.sleep(3)
+        ready = Path(f"{rec}.ready")
+        deadline = time.perf_counter() + 120
+        while not ready.exists():
+            if time.perf_counter() > deadline:
+                raise RuntimeError("the replay's checkpoints were never built")
+            time.sleep(0.1)
+        time.sleep(1)
         c0, w0 = t.cpu(), time.perf_counter()
         time.sleep(seconds)
         idle = (t.cpu() - c0) / (time.perf_counter() - w0)
@@ -123,17 +179,21 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
 async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, switches: int
                      ) -> tuple[float, float, list[float]]:
     app = make_app(session, tmp / f"rec-{uuid.uuid4().hex[:6]}.jsonl.zst", paused)
-    paints: list[float] = []
+    paints: list[tuple[float, str]] = []  # (when, the screen shown then)
     original = app._display
 
     def display(screen: Any, renderable: Any) -> None:
         if renderable is not None:
-            paints.append(time.perf_counter())
+            paints.append((time.perf_counter(), app.active_screen_name))
         original(screen, renderable)
 
     app._display = display
+    names = {"2": "overview", "5": "pipeline", "6": "stats", "8": "replay"}
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(2)
+        await pilot.pause(1)
+        while app.checkpoints is not None and not app.checkpoints.complete:
+            await asyncio.sleep(0.05)
+        await pilot.pause(1)
         c0, w0 = time.process_time(), time.perf_counter()
         await asyncio.sleep(seconds)
         idle = (time.process_time() - c0) / (time.perf_counter() - w0)
@@ -141,14 +201,16 @@ async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, swi
         lat: list[float] = []
         c0, w0 = time.process_time(), time.perf_counter()
         for k in range(switches):
+            key = order[k % len(order)]
             t0 = time.perf_counter()
-            await pilot.press(order[k % len(order)])
-            while not paints or paints[-1] < t0:
-                await asyncio.sleep(0.001)
-                if time.perf_counter() - t0 > 5:
+            await pilot.press(key)
+            while True:
+                shown = [t for t, name in paints if t >= t0 and name == names[key]]
+                if shown or time.perf_counter() - t0 > 5:
                     break
-            if paints and paints[-1] >= t0:
-                lat.append(paints[-1] - t0)
+                await asyncio.sleep(0.001)
+            if shown:
+                lat.append(shown[0] - t0)
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (time.process_time() - c0) / (time.perf_counter() - w0)
         # Stop the feed before the app shuts down: the app's pump, woken by an event while
@@ -190,6 +252,7 @@ def main() -> None:
         session = tmp / "slice.jsonl"
         seconds_needed = int(args.seconds + args.switches + 15) * 2
         generate(session, 511 * seconds_needed)
+        print(load_average())
         print(f"load: replay at 1x of {511 * seconds_needed:,} events (500 log lines/s, 10 "
               f"8-GPU samples/s), recorder to .jsonl.zst")
         if not args.no_tmux:
@@ -199,6 +262,7 @@ def main() -> None:
         load = asyncio.run(in_process(session, tmp, False, args.seconds, args.switches))
         base = asyncio.run(in_process(session, tmp, True, args.seconds, args.switches))
         report("in process", load, base)
+        print(load_average())
 
 
 if __name__ == "__main__":

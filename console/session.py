@@ -42,6 +42,7 @@ from console.session_source import (
     scan_zstd,
     split_events,
 )
+from console.session_writer_index import WriterIndex
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
 from remote.events import SEEKABLE_KINDS, Event, JobLines, format_ts, parse_ts, utc_now
@@ -130,6 +131,7 @@ class SessionWriter:
         # Unbuffered: each event goes to the kernel in one write, so a SIGKILL loses at most the
         # line being written, and a failed write (disk full) leaves nothing queued to retry.
         self._raw: IO[bytes] = self._create()
+        self._index = WriterIndex(self.compress)
         self._zw: Any = None
         if self.compress:
             import zstandard
@@ -168,6 +170,7 @@ class SessionWriter:
             if self._zw is not None:
                 with self._lock:
                     self._zw.write(data)
+                    self._index.wrote(data, events)
                     self._frame_bytes += len(data)
                     self._frame_events += events
                     if self._frame_bytes >= FRAME_BYTES or self._frame_events >= FRAME_EVENTS:
@@ -184,7 +187,9 @@ class SessionWriter:
                 view = memoryview(data)
                 while view:
                     view = view[self._raw.write(view) or 0 :]
+                self._index.wrote(data, events)
         except OSError as exc:
+            self._index.usable = False
             if exc.errno == errno.ENOSPC:
                 raise SessionWriteError(f"disk full while recording {self.path}") from exc
             raise SessionWriteError(f"cannot write session {self.path}: {exc}") from exc
@@ -196,6 +201,7 @@ class SessionWriter:
         self._zw.flush(zstandard.FLUSH_FRAME if frame else zstandard.FLUSH_BLOCK)
         if frame:
             self._frame_bytes = self._frame_events = 0
+            self._index.frame_closed(self._raw.tell())
         self._pending = False
         self._last_flush = time.monotonic()
 
@@ -213,6 +219,8 @@ class SessionWriter:
 
     def write(self, event: Event) -> None:
         self._write_line(event.to_json())
+        if event.kind in SEEKABLE_KINDS:
+            self._index.markers.append(self._index.events - 1)
         self.count += 1
 
     def write_many(self, events: Sequence[Event]) -> None:
@@ -227,6 +235,9 @@ class SessionWriter:
             return
         self._write_bytes("".join([e.to_json() + "\n" for e in events]).encode("utf-8"),
                           len(events))
+        first = self._index.events - len(events)
+        self._index.markers.extend(first + k for k, e in enumerate(events)
+                                   if e.kind in SEEKABLE_KINDS)
         self.count += len(events)
 
     def close(self) -> None:
@@ -237,10 +248,13 @@ class SessionWriter:
             try:
                 if self._zw is not None:
                     self._zw.close()
+                    self._index.frame_closed(self._raw.tell())
             except OSError:
-                pass  # disk full at the frame end: every flushed event is already on disk
+                self._index.usable = False
+                # disk full at the frame end: every flushed event is already on disk
             finally:
                 self._raw.close()
+        self._index.save(self.path)
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -305,6 +319,9 @@ class _MarkerFinder:
                     self.found.add(first + count_events(data[:start]))
             except BadLine:
                 pass
+
+    def forget(self, index: int) -> None:
+        self.found = {i for i in self.found if i < index}
 
     def result(self) -> list[int]:
         return sorted(self.found)
@@ -373,13 +390,14 @@ class SessionReader:
             worth_it = size >= (session_index.MIN_BYTES_COMPRESSED if self.compressed
                                 else session_index.MIN_BYTES)
             keep = bool(write_index or (write_index is None and worth_it))
-            # Markers are found while the scan holds each plain segment's bytes (a second pass
-            # was a third of a cold open); a printer never asks for them.
-            finder = _MarkerFinder() if keep and not self.compressed else None
+            # Markers are found while the scan holds each segment's bytes, plain or just
+            # decompressed (a second pass was a third of a plain cold open and 60 % of a
+            # compressed one); a printer never asks for them.
+            finder = _MarkerFinder() if keep else None
             self._scan(size, finder)
             self._markers = None
-            if keep:
-                self._markers = finder.result() if finder is not None else self._find_markers()
+            if finder is not None:
+                self._markers = finder.result()
                 session_index.save(self.path, fp, self._segments, self._markers,
                                    list(self.warnings), self._header_line, self._end)
         self._firsts = [s.first for s in self._segments]
@@ -390,7 +408,9 @@ class SessionReader:
         scan_warnings: list[str] = []
         if self.compressed:
             try:
-                header_line, self._segments = scan_zstd(mm, size, scan_warnings)
+                header_line, self._segments = scan_zstd(
+                    mm, size, scan_warnings, finder.feed if finder is not None else None,
+                    finder.forget if finder is not None else None)
             except FrameError as exc:
                 raise SessionFormatError(
                     f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None

@@ -12,14 +12,18 @@ raised.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import lru_cache, partial
+from itertools import compress, count, islice, repeat
+from operator import itemgetter, not_
 from typing import Any
 
 import msgspec
 
+from console.printer import human_line
 from remote.events import Event
+from remote.sanitize import visible
 
 STAGE_RECORD_PREFIX = "@@eagle3 "
 
@@ -69,6 +73,30 @@ def parse_ts_fast(text: str) -> datetime:
         return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     except ValueError:
         raise BadLine(f"bad timestamp {text[:40]!r}") from None
+
+
+def _ts_ok(text: str) -> bool:
+    """A timestamp the per-event decoder accepts: a job line or quiet sample with any other
+    is a corrupt line for every printer, not only for the typed one. Milliseconds do not
+    change whether a time parses, so the usual shape is checked per second (every sample
+    has its own millisecond: a parse each was a tenth of a replay's time)."""
+    if (len(text) == _TS_LEN and text[19] == "." and text[-1] == "Z"
+            and text[20:23].isdigit() and text[20:23].isascii()):
+        return _second_ok(text[:19])
+    return _parses(text)
+
+
+@lru_cache(maxsize=1024)
+def _second_ok(second: str) -> bool:
+    return _parses(second + ".000Z")
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_ts_fast(text)
+    except BadLine:
+        return False
+    return True
 
 
 def decode_event(line: bytes) -> Event:
@@ -148,9 +176,9 @@ def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) 
     """The human printer's lines for a segment's bytes, joined by newlines (no final one) and
     sanitised as the Printer does (remote text is drawn, never obeyed by the terminal). A
     block of valid UTF-8 with no blank line, which is what the recorder writes, goes through
-    `_human_lines_fast`, where job lines in the recorder's exact shape are cut from the line
-    itself and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
-    us an event), so the checks that can be made once per block are made once."""
+    `_human_runs`, where log batches in the recorder's exact shape are cut a group of lines at
+    a time and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
+    us an event), so the checks that can be made once per group are made once."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -161,20 +189,7 @@ def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) 
         from console.session_source import split_events
 
         return "\n".join(_human(split_events(data), None, first, bad))
-    # A backslash is an escape to decode and `@` may start a stage record: a block holding
-    # either (two memchr passes) has every fast line checked for them.
-    careful = b"\\" in data or b"@" in data
-    n_bad = len(bad)
-    if not careful:
-        out, slow_quotes = _human_lines_fast(lines, first, bad)
-        flat = "".join(out)
-        if flat.isprintable() and flat.count('"') == slow_quotes:
-            return "\n".join(out)
-        # A quote inside a cut text (so not the JSON it looked like), a raw control
-        # character (JSON forbids it) or a C1/bidi one (drawn by `visible`): this block
-        # again, line by line with every check.
-        del bad[n_bad:]
-    return "\n".join(_human_lines(lines, first, bad))
+    return "\n".join(_human_runs(lines, first, bad, data.isascii()))
 
 
 # A job line as JobLines writes it, from the `","host"` after the timestamp to the opening
@@ -183,7 +198,6 @@ _JOB_MID = re.compile(r'","host":"([^"\\]*)","kind":"job\.line","payload":\{"run
                       r',"name":"[^"\\]*","text":"')
 _OFFSET_KEY = '","offset":'
 _TAIL = re.compile(r'","offset":(?:0|[1-9][0-9]*)\}\}')
-_OFFSET_END = re.compile(r'(?:0|[1-9][0-9]*)\}\}')
 
 
 def _job_prefix(line: str) -> tuple[str, str] | None:
@@ -197,52 +211,140 @@ def _job_prefix(line: str) -> tuple[str, str] | None:
                              else f"{line[18:26]} {run_id}| ")
 
 
-def _human_lines_fast(lines: list[str], first: int, bad: list[tuple[int, str]]
-                      ) -> tuple[list[str], int]:
-    """Why not msgspec for every line: decoding plus formatting cost over a microsecond per
-    event, and a log line's text is already sitting in its line. Here a line is cut when it
-    starts with its block's shared prefix (`_job_prefix`) and ends with `","offset":N}}`;
-    the caller has seen no backslash and no `@` (stage records) in the block, and proves the
-    rest on the joined output: no quote in any cut text (so the text ended where it was cut)
-    and every character printable (no control character, which JSON forbids raw, and nothing
-    `visible` would draw). Every other line goes through the typed decoder exactly as before;
-    tests/test_replay_fast.py compares the two on every kind and on malformed lines.
-    Returns the lines and how many quotes the typed lines hold."""
+# Why runs and groups, not lines: a job line as JobLines writes it is `P + text + KEY + digits
+# + "}}"`, where P (everything up to the text's opening quote, its timestamp included) is
+# shared by every line of one log batch, and the offset's digits change length rarely. Each
+# per-line C call costs 0.1-0.3 us on this machine, the whole budget for an event, so a batch
+# is cut with as few of them as possible: its end is found from the last batch's length or
+# by a binary search, and proven by min/max (every line starts with P exactly when all sort
+# between P and P with its last character bumped); a group of lines whose offsets have the
+# same number of digits (found from its last line or by a binary search) is sliced by two
+# maps, the texts and the fixed-width tails, and proven on the joined results: no quote (so
+# each text ended where it was cut), backslash or stage record in the texts, every character
+# printable, and every column of the tails what KEY, canonical digits and "}}" put there. A
+# group that fails a check is printed line by line with every check (`_human_lines`); a line
+# that is not a job line goes through the typed decoder.
+
+
+def _human_runs(lines: list[str], first: int, bad: list[tuple[int, str]], ascii_only: bool
+                ) -> list[str]:
     out: list[str] = []
-    append = out.append
-    prefix = "\0"  # matches no line: the first job line sets it
-    cut = 0
-    head = ""
-    key = _OFFSET_KEY
-    offset_end = _OFFSET_END.fullmatch
-    slow_quotes = 0
-    i = -1
-    for line in lines:
-        i += 1
-        if not line.startswith(prefix):
-            found = _job_prefix(line)
-            if found is None:
-                text = _slow_line(line, first + i, bad)
-                if text is not None:
-                    append(text)
-                    slow_quotes += text.count('"')
-                continue
-            prefix, head = found
-            cut = len(prefix)
-        t, sep, o = line.rpartition(key)
-        if sep and offset_end(o) is not None:
-            append(head + t[cut:])
-        else:
+    n = len(lines)
+    i = 0
+    hint = 0  # the last run's length: batches of a log tend to be alike
+    while i < n:
+        line = lines[i]
+        found = _job_prefix(line)
+        if found is None or "\\" in found[0] or not _ts_ok(line[7:31]):
             text = _slow_line(line, first + i, bad)
             if text is not None:
-                append(text)
-                slow_quotes += text.count('"')
-    return out, slow_quotes
+                out.append(text)
+            i += 1
+            continue
+        prefix, head = found
+        end = _run_end(lines, i, prefix, hint)
+        _cut_run(lines, i, end, prefix, head, first, bad, out, ascii_only)
+        hint = end - i
+        i = end
+    return out
+
+
+# C0 controls but the newline, and DEL: in ASCII text, what str.isprintable refuses.
+_CONTROLS = bytes([*range(0x0A), *range(0x0B, 0x20), 0x7F])
+
+
+def _printable(texts: str, ascii_only: bool) -> bool:
+    """Every character of `texts` printable, newlines apart. For ASCII a deleting translate
+    of the bytes (about 1 ns a byte) instead of str.isprintable (about 4 here)."""
+    if ascii_only:
+        raw = texts.encode("ascii")
+        return len(raw.translate(None, _CONTROLS)) == len(raw)
+    return texts.replace("\n", "").isprintable()
+
+
+def _last_true(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The first index after `lo` where `ok` fails, assuming it holds on a prefix of
+    [lo, hi): exponential then binary search, O(log) calls (the caller proves the range)."""
+    step = 1
+    good = lo  # ok(lo) holds
+    while good + step < hi and ok(good + step):
+        good += step
+        step *= 2
+    bad_at = min(good + step, hi)
+    while bad_at - good > 1:
+        mid = (good + bad_at) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad_at = mid
+    return bad_at
+
+
+# The fixed columns of a tail `","offset":` + N digits + `}}`: (position, character).
+_TAIL_COLUMNS = [[*enumerate(_OFFSET_KEY), (11 + n, "}"), (12 + n, "}")] for n in range(24)]
+
+
+def _key_at(lines: list[str], at: int, k: int) -> bool:
+    return lines[k].startswith(_OFFSET_KEY, at)
+
+
+def _run_end(lines: list[str], i: int, prefix: str, hint: int) -> int:
+    n = len(lines)
+    end = i + hint
+    if not (hint > 1 and end <= n and lines[end - 1].startswith(prefix)
+            and (end == n or not lines[end].startswith(prefix))):
+        end = _last_true(i, n, lambda k: lines[k].startswith(prefix))
+    run = lines[i:end]
+    if min(run) >= prefix and max(run) < prefix[:-1] + chr(ord(prefix[-1]) + 1):
+        return end
+    # P again after a foreign line (two batches in one millisecond): line by line
+    rest = islice(lines, i + 1, None)
+    return next(compress(count(i + 1), map(not_, map(str.startswith, rest, repeat(prefix)))),
+                len(lines))
+
+
+def _cut_run(lines: list[str], i: int, end: int, prefix: str, head: str, first: int,
+             bad: list[tuple[int, str]], out: list[str], ascii_only: bool) -> None:
+    cut = len(prefix)
+    sep = "\n" + head
+    while i < end:
+        line = lines[i]
+        at = line.rfind(_OFFSET_KEY)
+        digits = len(line) - at - 13
+        if at < cut or not 0 < digits < len(_TAIL_COLUMNS):
+            out.extend(_human_lines([line], first + i, bad))
+            i += 1
+            continue
+        back = -(2 + digits)
+        # Offsets grow within a batch: when the last line's has as many digits, all have
+        # (and the checks below prove it either way).
+        stop = end if lines[end - 1].startswith(_OFFSET_KEY, back - 11) else \
+            _last_true(i, end, partial(_key_at, lines, back - 11))
+        group = lines[i:stop]
+        m = stop - i
+        texts = head + sep.join(map(itemgetter(slice(cut, back - 11)), group))
+        # every line's last 13 + digits characters (KEY, offset, "}}") side by side: column
+        # k of the tails is tails[k::width], so each fixed character is checked in one step
+        tails = "".join(map(itemgetter(slice(back - 11, None)), group))
+        width = 13 + digits
+        nums = "".join([tails[11 + k :: width] for k in range(digits)])
+        if ('"' not in texts and "\\" not in texts and STAGE_RECORD_PREFIX not in texts
+                and _printable(texts, ascii_only) and len(tails) == width * m
+                and all(tails[k::width] == c * m for k, c in _TAIL_COLUMNS[digits])
+                and nums.isdigit() and nums.isascii()
+                and (digits == 1 or "0" not in tails[11::width])
+                # an empty text, or a line one shorter whose text quote is KEY's: the second
+                # is no JSON, and only its length tells them apart
+                and (head + sep not in texts + sep or min(map(len, group)) >= cut + width)):
+            out.append(texts)
+        else:
+            out.extend(_human_lines(group, first + i, bad))
+        i = stop
 
 
 def _human_lines(lines: list[str], first: int, bad: list[tuple[int, str]]) -> list[str]:
-    """`_human_lines_fast` with every check made on each line: for blocks holding an escape,
-    an `@`, a control character or a quote in a log line's text."""
+    """The cut with every check made on each line: for a group of `_cut_run` that failed one
+    (an escape, a stage record, a control character or a quote in a text, a torn tail)."""
     out: list[str] = []
     append = out.append
     prefix = "\0"
@@ -254,7 +356,7 @@ def _human_lines(lines: list[str], first: int, bad: list[tuple[int, str]]) -> li
         i += 1
         if not line.startswith(prefix):
             found = _job_prefix(line)
-            if found is None:
+            if found is None or not _ts_ok(line[7:31]):
                 text = _slow_line(line, first + i, bad)
                 if text is not None:
                     append(text)
@@ -274,12 +376,8 @@ def _human_lines(lines: list[str], first: int, bad: list[tuple[int, str]]) -> li
 
 def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
     """One line through the typed decoder and printer.human_line, as before the fast path."""
-    from console.printer import human_line
-    from remote.sanitize import visible
-
-    raw = line.encode("utf-8")
-    rec = _one_line(raw)
-    if rec is not None and len(rec.ts) == _TS_LEN:
+    rec = _one_line(line)
+    if rec is not None and _ts_ok(rec.ts):
         if rec.kind == "job.line":
             p = rec.payload
             text, run_id = p.text, p.run_id
@@ -293,7 +391,7 @@ def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
             return None
 
     try:
-        text = human_line(decode_event(raw))
+        text = human_line(decode_event(line.encode("utf-8")))
     except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
         bad.append((index, str(exc)))
         return None
@@ -306,9 +404,7 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
     every other kind through printer.human_line on a real Event (the same text either way;
     tests/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
     have blank lines: rare, so simplicity over speed."""
-    from console.printer import human_line
     from console.session_source import split_events
-    from remote.sanitize import visible
 
     try:
         blob = _join(lines) if lines is not None else \
@@ -326,7 +422,7 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
     i = -1
     for rec in recs:
         i += 1
-        if rec is not None and len(rec.ts) == _TS_LEN:
+        if rec is not None and _ts_ok(rec.ts):
             kind = rec.kind
             if kind == "job.line":
                 p = rec.payload
@@ -350,7 +446,7 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
     return out
 
 
-def _one_line(line: bytes) -> _Line | None:
+def _one_line(line: bytes | str) -> _Line | None:
     try:
         return _ONE_LINE.decode(line)
     except (msgspec.DecodeError, RecursionError):

@@ -230,9 +230,17 @@ class _Counter:
     whatever a frame expands to."""
 
     MAX_HEADER = 1 << 20
+    # A line longer than this is not shown to `visit` (a seek marker is a few hundred bytes):
+    # the carried part of a line is what keeps memory bounded here.
+    MAX_CARRY = 16 << 20
 
-    def __init__(self, want_header: bool) -> None:
+    def __init__(self, want_header: bool, visit: Callable[[int, bytes], None] | None = None,
+                 first: int = 0) -> None:
         self.want_header = want_header
+        self._visit = visit
+        self._first = first
+        self._carry = bytearray()  # the start of a line not yet ended
+        self._long = False  # inside a line over MAX_CARRY
         self.header: bytes | None = None
         self._head = bytearray()
         self.skip = 0
@@ -267,11 +275,34 @@ class _Counter:
                 return
         if not self.ts:
             self._track_ts(piece)
+        if self._visit is not None:
+            self._see_lines(piece)
         nl_count = piece.count(b"\n")  # no blank lines left: one per event
         if nl_count:
             self.count += nl_count
             self.whole = base + piece.rfind(b"\n") + 1
         self._prev_nl = piece[-1:] == b"\n"
+
+    def _see_lines(self, piece: bytes) -> None:
+        """The whole lines completed by `piece`, with the index of the first, to `visit`: the
+        scan's one decompression serves the marker search too (a second pass over every
+        frame was 60 % of a compressed cold open)."""
+        cut = piece.rfind(b"\n") + 1
+        if not cut:
+            if not self._long:
+                self._carry += piece
+                if len(self._carry) > self.MAX_CARRY:
+                    self._carry, self._long = bytearray(), True
+            return
+        index = self._first + self.count
+        if self._long:
+            start = piece.find(b"\n") + 1
+            data, index, self._long = piece[start:cut], index + 1, False
+        else:
+            data = bytes(self._carry) + piece[:cut] if self._carry else piece[:cut]
+        self._carry = bytearray(piece[cut:])
+        if data:
+            self._visit(index, data)  # type: ignore[misc]
 
     def _track_ts(self, piece: bytes) -> None:
         want = len(_TS_PREFIX) + _TS_LEN
@@ -289,8 +320,13 @@ class _Counter:
                 self._ts_buf = bytearray(b"x")  # stop looking: its first line has no ts
 
 
-def scan_zstd(mm: Any, size: int, warnings: list[str]) -> tuple[bytes | None, list[Segment]]:
-    """The header line and the segments, one per readable frame."""
+def scan_zstd(mm: Any, size: int, warnings: list[str],
+              visit: Callable[[int, bytes], None] | None = None,
+              forget: Callable[[int], None] | None = None
+              ) -> tuple[bytes | None, list[Segment]]:
+    """The header line and the segments, one per readable frame. `visit(first event, bytes)`
+    sees whole lines as they are decompressed; `forget(index)` is told when the events from
+    `index` on, already visited, turn out to be in a frame that is not kept."""
     import zstandard
 
     segments: list[Segment] = []
@@ -303,7 +339,7 @@ def scan_zstd(mm: Any, size: int, warnings: list[str]) -> tuple[bytes | None, li
             continue
         frame_start = pos
         problem = ""
-        counter = _Counter(header is None)
+        counter = _Counter(header is None, visit, first)
         try:
             end, complete, block_ends = frame_end(mm, pos, size)
         except FrameError as exc:
@@ -327,6 +363,8 @@ def scan_zstd(mm: Any, size: int, warnings: list[str]) -> tuple[bytes | None, li
             trusted = not _checksummed(mm, frame_start)
             resume = mm.find(ZSTD_MAGIC, frame_start + 1, size)
             kept = counter.count if trusted else 0
+            if forget is not None:
+                forget(first + kept)
             warnings.append(
                 f"compressed data is damaged in the frame at byte {frame_start:,} ({problem}); "
                 f"the events it held from event {first + kept:,} on are lost"

@@ -36,6 +36,10 @@ def _has_vision(model_path: str) -> bool:
     return "vision_config" in raw
 
 
+def _drop_warmup_alarm(record: logging.LogRecord) -> bool:
+    return record.msg != "Chat template warmup failed"
+
+
 class LayerCapture:
     """One engine, set up once; `capture(prompts)` returns, per prompt, one [len, H] CPU tensor
     per layer id (in the order given), in the engine's dtype."""
@@ -73,14 +77,14 @@ class LayerCapture:
         kw.update(engine_kw)
         # vLLM warms its chat template up at start and, with no tokenizer loaded (token ids in,
         # states out: none is needed), logs that as a failure with a traceback. A false alarm
-        # for this engine only: that one logger is quiet while it starts.
+        # for this engine: that one record is dropped while it starts. (A filter, not a level:
+        # vLLM's logging dictConfig resets its child loggers' levels.)
         renderer_log = logging.getLogger("vllm.renderers.base")
-        level = renderer_log.level
-        renderer_log.setLevel(logging.ERROR)
+        renderer_log.addFilter(_drop_warmup_alarm)
         try:
             self.llm = LLM(**kw)
         finally:
-            renderer_log.setLevel(level)
+            renderer_log.removeFilter(_drop_warmup_alarm)
         info = self.llm.collective_rpc("_capture_setup", args=(self._hooked,))[0]
         self.layers_path = str(info["path"])
         self.num_layers = int(info["num_layers"])

@@ -264,3 +264,114 @@ def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) 
     assert bad is not None and [i for i, _ in bad] == want_bad
     assert out.getvalue().decode("utf-8").splitlines() == want
     assert len(want) > 6000
+
+
+def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
+    """Log blocks in the recorder's shape with one byte-level edit each (a character put in,
+    taken out or replaced anywhere in a line) next to untouched batches: every check of the
+    cut path has to catch what it is there for, or the output differs from the typed one."""
+    import random
+
+    rng = random.Random(seed)
+    chars = ['"', "\\", "}", "{", "0", "9", ",", ":", " ", "\x7f", "\x01", "\t", "\u202e",
+             "\x9b", "\u00e9", "@@eagle3 ", '","offset":', "\n"]
+    blocks = []
+    for b in range(n):
+        ts = f"2026-12-03T04:{b % 60:02d}:{b % 59:02d}.{b % 1000:03d}Z"
+        start = rng.choice([0, 5, 95, 995, 9_999_990])  # offsets that change digit count
+        texts = [f"step {i} loss {rng.random():.4f}" for i in range(rng.randint(1, 30))]
+        when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
+        lines = JobLines("box", "run-1", "train", texts,
+                         [start + 3 * i for i in range(len(texts))],
+                         when).to_jsonl().encode().splitlines()
+        k = rng.randrange(len(lines))
+        line = lines[k].decode()
+        at = rng.randrange(len(line) + 1)
+        edit = rng.choice(["insert", "delete", "replace"])
+        ch = rng.choice(chars)
+        if edit == "insert":
+            line = line[:at] + ch + line[at:]
+        elif edit == "delete":
+            line = line[:at] + line[at + 1 :]
+        else:
+            line = line[:at] + ch + line[at + 1 :]
+        parts = [ln for ln in line.encode().split(b"\n") if ln]  # a put-in newline: two lines
+        lines[k : k + 1] = parts
+        after = _job_block(ts, texts[:3])  # the same batch prefix again, after the edit
+        blocks.append(lines + after)
+    return blocks
+
+
+def test_cut_path_equals_the_typed_printer_under_random_edits() -> None:
+    from console.session_decode import human_text
+
+    differing = 0
+    for lines in _mutated_blocks(17, 1500):
+        data = b"\n".join(lines) + b"\n"
+        bad: list[tuple[int, str]] = []
+        got = human_text(data, 0, len(lines), bad)
+        want, want_bad = _typed(lines, 0)
+        assert (got.split("\n") if got else []) == want, lines
+        assert [i for i, _ in bad] == want_bad, (lines, bad)
+        differing += bool(want_bad)
+    assert differing > 300  # the edits do break lines (the comparison is not vacuous)
+
+
+def test_cut_path_edge_shapes() -> None:
+    """Shapes the group checks exist for: a batch prefix seen again after a foreign line (two
+    batches in one millisecond), offsets whose digit count changes inside a batch, an empty
+    text, the text's opening quote doubling as the offset key's, an escape in the timestamp."""
+    from console.session_decode import human_text
+
+    ts = "2026-12-03T04:00:00.000Z"
+    when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
+    texts = [f"t{i}" for i in range(40)]
+    batch = JobLines("box", "run-1", "train", texts, list(range(90, 130)), when) \
+        .to_jsonl().encode().splitlines()
+    sample = Event("stats.sample", "box", {"gpus": []}, when).to_json().encode()
+    head = batch[0][: batch[0].index(b'"text":"') + 8]
+    cases = {
+        "same prefix twice": [*batch[:20], sample, *batch[20:]],
+        "digits change": batch,
+        "empty text": [*batch[:5], head + b'","offset":7}}', *batch[5:10]],
+        "quote shared": [*batch[:5], head[:-1] + b'","offset":7}}', *batch[5:10]],
+        "quote shared, same digits": [*batch[:5], head[:-1] + b'","offset":97}}',
+                                      *batch[5:10]],
+        "empty texts, same digits": [*batch[:5], head + b'","offset":97}}', *batch[5:10]],
+        "empty offset": [*batch[:5], head + b'x","offset":}}', *batch[5:10]],
+        "escaped ts": [*batch[:3], b'{"ts":"2026-12-03T04:00:00.0\\u0030Z' + batch[0][31:],
+                       *batch[3:6]],
+        "DEL and tab": [*batch[:3], head + b'a\x7fb","offset":1}}', head + b'a\tb","offset":1}}',
+                        *batch[3:6]],
+    }
+    for name, lines in cases.items():
+        data = b"\n".join(lines) + b"\n"
+        bad: list[tuple[int, str]] = []
+        got = human_text(data, 0, len(lines), bad)
+        want, want_bad = _typed(lines, 0)
+        assert (got.split("\n") if got else []) == want, name
+        assert [i for i, _ in bad] == want_bad, (name, bad)
+
+
+def test_timestamp_check_per_second_agrees_with_the_parser() -> None:
+    """`_ts_ok` checks the usual shape once per second; on timestamps with one or two
+    characters changed anywhere (dates that do not exist included) it must say what parsing
+    says."""
+    import random
+
+    from console.session_decode import _parses, _ts_ok
+
+    rng = random.Random(1)
+    base = "2026-12-03T04:05:06.789Z"
+    accepted = 0
+    for _ in range(20_000):
+        ts = list(base)
+        for _ in range(rng.randint(1, 2)):
+            ts[rng.randrange(len(ts))] = rng.choice("0123456789-:.TZ+ x")
+        text = "".join(ts)
+        assert _ts_ok(text) == _parses(text), text
+        accepted += _ts_ok(text)
+    for text in ("2026-02-29T00:00:00.000Z", "2024-02-29T00:00:00.000Z",
+                 "2026-12-03T24:00:00.000Z", "2026-12-03T04:05:06.7\u0661\u0662Z"):
+        assert _ts_ok(text) == _parses(text), text
+    assert 1000 < accepted < 19_000

@@ -180,6 +180,45 @@ def test_one_bad_byte_in_a_compressed_session_loses_one_frame_not_the_session(
     assert 0 < len(events) - len(got) <= session_mod.FRAME_EVENTS
 
 
+def test_compressed_markers_come_from_the_scan_and_follow_a_lost_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seek markers of a .jsonl.zst are found while the scan decompresses each frame (no
+    second pass): the same as the plain file's and the old second pass's, and after a damaged
+    frame exactly those of the events still read."""
+    events = _day_events(24_000)
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.zst"
+    _write(plain, events)
+    _write(packed, events)
+    want = [i for i, e in enumerate(events) if e.kind == "marker"]
+    assert len(want) > 10
+    with SessionReader(plain, write_index=True) as r:
+        assert r.markers() == want
+    second_pass: list[int] = []
+    decompress = session_source.Source._decompress
+
+    def counted(self: session_source.Source, seg: session_source.Segment) -> bytes:
+        second_pass.append(seg.first)
+        return decompress(self, seg)
+
+    monkeypatch.setattr(session_source.Source, "_decompress", counted)
+    with SessionReader(packed, write_index=True) as r:
+        assert not r.index_reused and r._markers == want  # set by the scan itself
+        assert second_pass == []  # no frame decompressed twice to find them
+        assert r._find_markers() == want  # what the second pass found
+        assert second_pass
+    data = bytearray(packed.read_bytes())
+    frames = _frames(bytes(data))
+    start, end = frames[len(frames) // 2]
+    data[(start + end) // 2] ^= 0x5A
+    packed.write_bytes(bytes(data))
+    index_path(packed).unlink(missing_ok=True)
+    with SessionReader(packed, write_index=True) as r:
+        kept = [i for i, e in enumerate(r.events()) if e.kind == "marker"]
+        assert r._markers == kept
+        assert 0 < len(kept) < len(want)
+
+
 def test_garbage_after_a_valid_frame_keeps_every_event(tmp_path: Path) -> None:
     events = _day_events(19)
     path = tmp_path / "s.jsonl.zst"
@@ -443,3 +482,92 @@ def test_small_sessions_get_no_index_file(tmp_path: Path) -> None:
     _write(path, _day_events(100))
     SessionReader(path).close()
     assert not index_path(path).exists()
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.jsonl.zst"])
+def test_the_recorder_leaves_the_index_a_scan_would_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A clean close writes the index beside a large session (the thresholds are lowered so
+    that a small one counts as large): the first open reuses it and reads what a scan reads,
+    events, markers and times alike."""
+    from console import session_index
+
+    monkeypatch.setattr(session_index, "MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(session_index, "MIN_BYTES_COMPRESSED", 64 << 10)
+    events = _day_events(30_000)
+    path = tmp_path / name
+    with SessionWriter(path, ["box"]) as w:
+        for k in range(0, len(events), 700):
+            batch = events[k : k + 700]
+            w.write_many(batch) if k % 1400 else [w.write(e) for e in batch]
+    assert index_path(path).exists()
+    with SessionReader(path) as r:
+        assert r.index_reused
+        ours = (len(r), r.markers(), [s.as_list() for s in r._segments])
+        got = list(r.events())
+        picks = random.Random(3).sample(range(len(r)), 50)
+        at = [r.index_at_time(events[i].ts) for i in picks]
+        one = [r.event(i) for i in picks]
+    assert got == events
+    index_path(path).unlink()
+    with SessionReader(path, write_index=True) as r:
+        assert not r.index_reused
+        assert (len(r), r.markers()) == ours[:2] and ours[1]
+        if name.endswith(".zst"):
+            assert [s.as_list() for s in r._segments] == ours[2]  # frame for frame
+        assert [r.index_at_time(events[i].ts) for i in picks] == at
+        assert [r.event(i) for i in picks] == one
+
+
+def test_no_recorder_index_for_a_small_session_and_a_stale_one_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console import session_index
+
+    small = tmp_path / "small.jsonl"
+    _write(small, _day_events(100))
+    assert not index_path(small).exists()  # below session_index.MIN_BYTES
+    monkeypatch.setattr(session_index, "MIN_BYTES", 1 << 20)
+    path = tmp_path / "s.jsonl"
+    events = _day_events(12_000)
+    _write(path, events)
+    assert index_path(path).exists()
+    extra = Event("marker", "box", {"label": "after"}, events[-1].ts)
+    with open(path, "ab") as fh:  # written after the recorder closed
+        fh.write(extra.to_json().encode() + b"\n")
+    with SessionReader(path) as r:
+        assert not r.index_reused
+        assert len(r) == len(events) + 1 and r.event(len(events)) == extra
+
+
+def test_scan_hands_on_whole_lines_with_their_index_however_the_frame_is_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the zstd scan shows the marker search: every whole line once, with its event
+    index, wherever decompression cut the pieces; a line that had to be carried past the
+    carry limit is left out and the lines after it keep their numbers."""
+    lines = [f'{{"n":{i},"pad":"{"x" * (i * 37 % 300)}"}}'.encode() for i in range(400)]
+    lines[123] = b'{"long":"' + b"y" * 5000 + b'"}'
+    data = b"\n".join(lines) + b"\n"
+    monkeypatch.setattr(session_source._Counter, "MAX_CARRY", 4096)
+    rng = random.Random(5)
+    skipped = 0
+    for _ in range(20):
+        seen: list[tuple[int, bytes]] = []
+        counter = session_source._Counter(False, lambda i, d, out=seen: out.append((i, d)),
+                                          first=1000)
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 7, 64, 999, 6000])
+            counter.feed(data[pos : pos + step])
+            pos += step
+        got = [(i + k, line) for i, chunk in seen
+               for k, line in enumerate(chunk.rstrip(b"\n").split(b"\n"))]
+        # the long line is seen only when one piece held it whole (no carry needed)
+        assert [g for g in got if g[0] != 1123] == \
+            [(1000 + k, line) for k, line in enumerate(lines) if k != 123]
+        assert [g for g in got if g[0] == 1123] in ([], [(1123, lines[123])])
+        skipped += all(g[0] != 1123 for g in got)
+        assert counter.count == len(lines)
+    assert skipped  # the carry limit was reached, and the numbering held after it

@@ -2,7 +2,8 @@
 
 Events arrive on the source's bus; a bus callback only queues them (O(1), so a job printing
 10,000 lines/s never waits on the UI). A single pump task folds the queue into ConsoleState at
-most ~30 times a second and posts one StateChanged message to the visible view. Actions go to the
+most ~30 times a second; the visible view is told what changed at most every REFRESH_S (see
+there), and the views not on screen not at all until they are shown. Actions go to the
 source's Controller in workers, never on the UI loop; their results come back as events like
 everything else. Key bindings, the command palette and the help screen come from one registry.
 """
@@ -61,7 +62,17 @@ from remote.sanitize import visible, visible_lines
 if TYPE_CHECKING:
     from console.session import SessionReader
 
-FRAME_S = 1 / 30  # at most this many state refreshes per second
+FRAME_S = 1 / 30  # the pump folds queued events at most this often
+# The visible view and the top bar redraw at most this often under a stream of events. An 8-GPU
+# box sends 10 samples a second and a training job 500 lines; nobody reads 8 numbers changing 10
+# times a second (nvitop and btop redraw every 1-2 s), while 4 Hz still moves the sparklines and
+# the log smoothly. Redrawing a screen costs 5-25 ms of a shared core, so this bounds the TUI's
+# CPU by the screen, not by the box's event rate. What the operator does (a key, a switch, a
+# seek, a host) is drawn at once: only the stream is held.
+REFRESH_S = 0.25
+# A screen switch paints once, when the new screen is ready (its view updated, focus moved), not
+# the old screen blurred, then the new one, then the new one focused; never held longer than this.
+SWITCH_HOLD_S = 1.0
 DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
@@ -126,6 +137,15 @@ class ConsoleApp(App[int]):
         self._source_worker: Any = None
         self.serve_pipelines: dict[str, str] = {}  # host -> pipeline last served ("demo" or a path)
         self.bench_options: dict[str, str] = {}  # host -> bench options last run
+        # Domains changed since the visible view was last told (None: nothing held); the held
+        # refresh goes out REFRESH_S after the previous one.
+        self._held: set[str] | None = None
+        self._chrome_held = False
+        self._next_post = 0.0
+        self._next_chrome = 0.0
+        self._switch_hold: object | None = None  # the switch whose paint is being held
+        # The tab underline's slide is ~18 full repaints per switch: the console switches at once.
+        self.animation_level = "none"
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -231,19 +251,39 @@ class ConsoleApp(App[int]):
 
     async def _pump(self) -> None:
         while True:
-            await self._wake.wait()
+            due = self._due()
+            if due is None:
+                await self._wake.wait()
+            elif due > 0:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), due)
+                except TimeoutError:
+                    pass
             self._wake.clear()
-            self.drain()
+            self._fold()
+            self._flush_held(force=False)
             if self._pending:
                 self._wake.set()
             await asyncio.sleep(FRAME_S)
 
+    def _due(self) -> float | None:
+        """Seconds until a held refresh is due (None: nothing is held)."""
+        now = time.perf_counter()
+        due = [t - now for held, t in ((self._held is not None, self._next_post),
+                                       (self._chrome_held, self._next_chrome)) if held]
+        return max(0.0, min(due)) if due else None
+
     def drain(self) -> None:
-        """Fold queued events and tell the visible view what changed."""
+        """Fold queued events and tell the visible view what changed, now (a step, a test)."""
+        self._fold()
+        self._flush_held(force=True)
+
+    def _fold(self) -> None:
+        """Fold queued events into the state, noting what changed for the visible view."""
         pending = self._pending
         if not pending:
-            self._update_chrome()
             return
+        self._chrome_held = True
         changed: set[str] = set()
         hosts: set[str] = set()
         apply = self.state.apply
@@ -264,8 +304,17 @@ class ConsoleApp(App[int]):
             self._known_hosts.update(new_hosts)
             changed.add("connection")
         if self.current_host in hosts or "markers" in changed or new_hosts or "connection" in changed:
-            self._post_state(frozenset(changed))
-        else:
+            self._held = changed if self._held is None else self._held | changed
+
+    def _flush_held(self, force: bool) -> None:
+        """Post the held refresh when it is due (or forced); else the top bar alone when due."""
+        now = time.perf_counter()
+        if self._held is not None and (force or now >= self._next_post):
+            domains = frozenset(self._held)
+            self._held = None
+            self._next_post = now + REFRESH_S
+            self._post_state(domains)
+        elif force or (self._chrome_held and now >= self._next_chrome):
             self._update_chrome()
 
     def _post_state(self, domains: frozenset[str]) -> None:
@@ -281,13 +330,20 @@ class ConsoleApp(App[int]):
     def refresh_all(self) -> None:
         """Everything changed (startup, host switch, seek)."""
         self._known_hosts = set(self.state.hosts)
+        self._held = None
         self._post_state(frozenset())
 
     def _update_chrome(self) -> None:
-        self.query_one(TopBar).show(self.state.host(self.current_host), self.mode, self.replay_status(),
-                                    self.activity)
+        self._chrome_held = False
+        self._next_chrome = time.perf_counter() + REFRESH_S
+        bars = self.query(TopBar)
+        if not bars:
+            return  # the screen is being torn down (the pump may wake on a due refresh then)
+        bars.first(TopBar).show(self.state.host(self.current_host), self.mode,
+                                self.replay_status(), self.activity)
         replay_view = self.view("replay")
-        if isinstance(replay_view, ReplayView):
+        # Hidden, the replay screen's status waits: it is set when the screen is shown.
+        if isinstance(replay_view, ReplayView) and replay_view is self.active_view:
             replay_view.set_status(self._replay_text())
 
     # -- views -------------------------------------------------------------------------------------
@@ -319,13 +375,53 @@ class ConsoleApp(App[int]):
         self.call_after_refresh(self._activated)
 
     def _activated(self) -> None:
+        self._held = None  # the shown view gets everything now, the stream a period later
+        self._next_post = time.perf_counter() + REFRESH_S
         self._post_state(frozenset())
         view = self.active_view
+        focused = None
         if view is not None:
             focusable = [w for w in view.query("*") if w.focusable]
             if focusable:
-                focusable[0].focus()
+                focused = focusable[0]
+                focused.focus()
         self._update_keys()
+        self._release_after([w for w in (view, focused) if w is not None])
+
+    # -- one paint per screen switch ----------------------------------------------------------------
+    def _hold_switch(self) -> None:
+        """Hold painting from the key until the new screen is ready (_activated releases it)."""
+        if self._switch_hold is not None:
+            return
+        hold = self._switch_hold = object()
+        self._begin_batch()
+        self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
+
+    def _release_after(self, pumps: list[Any]) -> None:
+        """Release the held paint once each of `pumps` has handled what was posted to it so far
+        (the view its StateChanged, the focused widget its Focus): a message queue is FIFO."""
+        hold = self._switch_hold
+        if hold is None:
+            return
+        left = [len(pumps)]
+
+        def one_done() -> None:
+            left[0] -= 1
+            if left[0] <= 0:
+                # One hop more: the widgets the view updated post their own repaint and layout
+                # requests to the screen from their idle handlers, after the view's queue.
+                self.call_after_refresh(self._release_switch, hold)
+
+        if not pumps:
+            self.call_after_refresh(self._release_switch, hold)
+        for pump in pumps:
+            if not pump.call_after_refresh(one_done):
+                one_done()
+
+    def _release_switch(self, hold: object) -> None:
+        if self._switch_hold is hold:
+            self._switch_hold = None
+            self._end_batch()
 
     def _update_keys(self) -> None:
         """The footer lists the keys of what has the keyboard: an open dialog's own keys, not
@@ -373,9 +469,12 @@ class ConsoleApp(App[int]):
             return
         # Focus left in the old pane would pull the tabs back to it (Textual shows the pane
         # that holds the focused widget); the new view takes focus once it is shown.
+        tabs = self.query_one(TabbedContent)
+        if tabs.active != name and len(self.screen_stack) == 1:
+            self._hold_switch()
         self.set_focus(None)
         self._wanted_screen = name
-        self.query_one(TabbedContent).active = name
+        tabs.active = name
 
     async def run_command(self, command: Command) -> None:
         """From the palette: a command of another screen switches there first, then runs."""

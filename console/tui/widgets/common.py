@@ -115,4 +115,8 @@ class KeyBar(Static):
         for key, title in pairs:
             text.append(f" {key} ", style="bold reverse")
             text.append(f" {title} ")
-        self.update(text)
+        if text.markup != self._shown:  # one line high (console.tcss): no screen reflow
+            self._shown = text.markup
+            self.update(text, layout=False)
+
+    _shown = ""

@@ -22,6 +22,7 @@ from console.tui.model import (
 from console.tui.quiet import set_content, text_shape
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
 from console.tui.shown import plain
+from console.tui.table_lines import FastTable
 from console.tui.widgets.common import View
 
 SPARK = 24
@@ -138,7 +139,7 @@ class OverviewView(View):
         procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
                     for g in host.gpus.values())
         set_content(self.query_one("#gpus", Static), lambda: (
-            Group(Text(f"GPUs ({n})", style="bold underline"), gpu_table(host, SPARK, narrow)) if n
+            Group(Text(f"GPUs ({n})", style="bold underline"), FastTable(gpu_table(host, SPARK, narrow))) if n
             else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
                                                if live and not host.stats_source else ""), style="bold")),
             shape=(n, procs, narrow, width))

@@ -16,6 +16,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable, Static
 
 from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
+from console.tui.quiet import set_content, text_shape
 from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.shown import plain
 from console.tui.tail import LogTail
@@ -329,7 +330,10 @@ class PipelineView(View):
             text.append(", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outs)[:300])
         if text.plain != self._artifacts:  # a Static update re-lays out; skip it when unchanged
             self._artifacts = text.plain
-            self.query_one("#artifacts", Static).update(text)
+            # the line count changes 4 times a second while a job prints: a layout only when
+            # the text's height may change
+            set_content(self.query_one("#artifacts", Static), lambda: text,
+                        shape=text_shape(text.plain, self.app.size.width))
         log.show_job(job)
 
     def app_mode(self) -> str:

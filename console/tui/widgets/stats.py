@@ -16,6 +16,7 @@ from textual.widgets import Static
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
 from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
+from console.tui.table_lines import FastTable
 from console.tui.widgets.common import View
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
@@ -114,14 +115,15 @@ class StatsView(View):
         if not domains or STATS in domains:
             # no-wrap rows: the height changes with the GPU count, not with the values
             width = self.app.size.width
+            history = self.query_one("#history", Static)
             if host.gpus:
-                set_content(self.query_one("#history", Static), lambda: Group(
-                    history_table(host, narrow), host_history(host, narrow)),
+                set_content(history, lambda: Group(
+                    FastTable(history_table(host, narrow)), FastTable(host_history(host, narrow))),
                     shape=("gpus", len(host.gpus), narrow, width))
             elif host.stats_source or host.cpu_history:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
-                set_content(self.query_one("#history", Static), lambda: Group(
-                    Text(f"No GPUs{reason}", style="yellow"), host_history(host, narrow)),
+                set_content(history, lambda: Group(
+                    Text(f"No GPUs{reason}", style="yellow"), FastTable(host_history(host, narrow))),
                     shape=("no gpus", reason, narrow, width))
             else:
                 live = getattr(self.app, "mode", "live") == "live"

@@ -1,0 +1,182 @@
+"""The TUI under a stream of events (issue #17): what it draws per event versus per frame.
+
+- FastTable (console/tui/table_lines.py) yields exactly the segments Rich renders for the
+  views' tables, at every width, and hands back to Rich what it does not draw itself;
+- a stream of stats samples reaches the visible view at most once per REFRESH_S, and the last
+  sample is on screen once the stream stops;
+- a view not on screen is told nothing; shown, it draws the latest state;
+- a switch to a screen shown before is painted in one update, with its view updated and focused.
+"""
+
+from __future__ import annotations
+
+import time
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from console.tui.app import REFRESH_S
+from console.tui.model import ConsoleState
+from console.tui.table_lines import FastTable, simple
+from console.tui.widgets.common import View
+from console.tui.widgets.overview import gpu_table
+from console.tui.widgets.stats import history_table, host_history
+from remote import events as ev
+from remote.events import Event
+from tests.tui_helpers import SIZE, finish_replay, live_app, plain, replay_app, settle
+from tests.tui_sessions import HOST, T0, demo_session
+
+HOST_LOAD = {"cpu": 12.0, "mem_used": 2**35, "mem_total": 2**38, "load1": 2.0}
+
+
+def _sample(gpus: list[dict[str, Any]]) -> Event:
+    return Event.checked(ev.STATS_SAMPLE, HOST, {"source": "nvml", "gpus": gpus, "host": HOST_LOAD})
+
+
+def _gpus(k: int, count: int = 8) -> list[dict[str, Any]]:
+    return [{"index": g, "name": "NVIDIA H200", "util": (k * 7 + g * 13) % 101,
+             "mem_used": (60 + g) * 2**30, "mem_total": 141 * 2**30, "power": 100.0 + 55 * g,
+             "power_limit": 700, "temp": 50 + g, "sm_clock": 1980, "pcie_tx": 2**20 * g,
+             "procs": [{"pid": 4242 + g, "name": "python3", "mem_used": 2**34}] if g % 3 == 0
+             else []} for g in range(count)]
+
+
+def _host(samples: int = 130) -> Any:
+    state = ConsoleState([HOST])
+    for k in range(samples):
+        state.apply(Event(ev.STATS_SAMPLE, HOST, {
+            "source": "nvml", "gpus": _gpus(k),
+            "host": {"cpu": 10.0 + k % 50, "mem_used": 2**35, "mem_total": 2**38,
+                     "load1": 1.0 + k % 7}}, T0))
+    return state.host(HOST)
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 118, 140, 200])
+def test_fast_table_yields_richs_own_segments(width: int) -> None:
+    host = _host()
+    console = Console(width=width, color_system="truecolor", legacy_windows=False,
+                      file=open("/dev/null", "w"))
+    narrow = width < 100
+    drawn_by_lines = 0
+    for make in (lambda: gpu_table(host, 24, narrow), lambda: history_table(host, narrow),
+                 lambda: host_history(host, narrow)):
+        table = make()
+        assert simple(table)
+        rich = [list(line) for line in console.render_lines(make(), console.options)]
+        fast_table = FastTable(table)
+        fast = [list(line) for line in console.render_lines(fast_table, console.options)]
+        assert fast == rich  # segment for segment: text, style and boundaries
+        drawn_by_lines += fast_table._lines(console, console.options) is not None
+    # at 60 columns none fits (Rich shrinks them: FastTable hands them over); at 100 the
+    # non-narrow GPU tables are wider than 100
+    assert drawn_by_lines == {60: 0, 100: 1}.get(width, 3)
+
+
+def test_fast_table_hands_what_it_does_not_draw_to_rich() -> None:
+    console = Console(width=80, color_system="truecolor", file=open("/dev/null", "w"))
+    wrapped = Table(box=None)
+    wrapped.add_column("a")  # wrappable: Rich may wrap it over lines
+    wrapped.add_row("one two three")
+    ratio = Table(box=None)
+    ratio.add_column("a", no_wrap=True, ratio=1)
+    ratio.add_row(Text("x", style="red"))
+    for table in (wrapped, ratio):
+        assert not simple(table)
+        assert ([list(x) for x in console.render_lines(FastTable(table), console.options)]
+                == [list(x) for x in console.render_lines(table, console.options)])
+
+
+async def test_a_stream_of_samples_reaches_the_view_at_most_once_per_refresh() -> None:
+    app = live_app(start_screen="overview")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.view("overview")
+        assert view is not None
+        posts: list[float] = []
+        original = view.update_view
+
+        def spy(state: ConsoleState, host: Any, domains: frozenset[str]) -> None:
+            posts.append(time.perf_counter())
+            original(state, host, domains)
+
+        view.update_view = spy  # type: ignore[method-assign]
+        bus = app.source.bus
+        sent = 0
+        end = time.perf_counter() + 1.5
+        while time.perf_counter() < end:  # 8 GPUs, 100 samples/s: 10x a real box
+            bus.publish(_sample(_gpus(sent)))
+            sent += 1
+            await pilot.pause(0.01)
+        last_util = _gpus(sent - 1)[0]["util"]
+        await pilot.pause(REFRESH_S * 2)  # the held refresh goes out after the stream stops
+        await pilot.pause()
+        assert sent > 50 and 2 <= len(posts) < sent / 5
+        gaps = [b - a for a, b in pairwise(posts)]
+        assert min(gaps) >= REFRESH_S * 0.95  # never two draws within one refresh period
+        shown = plain(app.query_one("#gpus", Static))
+        assert f"{last_util:>3}%" in shown.splitlines()[2]  # GPU 0's row: the last sample
+
+
+async def test_a_hidden_view_is_told_nothing_and_shown_draws_the_latest() -> None:
+    app = live_app(start_screen="overview")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("6")  # mount the Stats screen, then leave it
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        stats = app.view("stats")
+        assert isinstance(stats, View)
+        told: list[frozenset[str]] = []
+        original = stats.update_view
+
+        def spy(state: ConsoleState, host: Any, domains: frozenset[str]) -> None:
+            told.append(domains)
+            original(state, host, domains)
+
+        stats.update_view = spy  # type: ignore[method-assign]
+        for k in range(20):
+            app.source.bus.publish(_sample(_gpus(k, 2)))
+            await pilot.pause(0.02)
+        await settle(pilot)
+        assert told == []  # the Overview was told; the Stats screen, hidden, was not
+        await pilot.press("6")
+        await settle(pilot)
+        assert told and told[0] == frozenset()  # shown: everything at once
+        history = plain(app.query_one("#history", Static))
+        assert f"{_gpus(19, 2)[1]['util']:>3}" in history.splitlines()[3]  # GPU 1, last sample
+
+
+async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
+    """Once a screen's view exists (its first show mounts it), switching to it paints the new
+    screen when it is ready: not the old screen blurred first, nor the new one before its view
+    and focus are updated. One screen update; Textual paints it twice (the layout, then the
+    whole screen again because moving the focus repaints the screen)."""
+    app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="overview")
+    paints: list[str] = []
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        if renderable is not None:
+            paints.append(app.active_screen_name)
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await finish_replay(pilot)
+        for key in "652":
+            await pilot.press(key)
+            await pilot.pause(0.2)
+        for key, name in (("6", "stats"), ("5", "pipeline"), ("2", "overview"), ("5", "pipeline"),
+                          ("6", "stats")):
+            paints.clear()
+            await pilot.press(key)
+            for _ in range(5):
+                await pilot.pause(0.05)
+            assert app.active_screen_name == name
+            assert paints and set(paints) == {name} and len(paints) <= 2, f"to {name}: {paints}"

@@ -156,12 +156,12 @@ class PipelineRunner:
         findings = advise({"packages": resolved.get("packages") or {}}, facts)
         blockers = pipeline_blockers(findings)
         for f in findings:
-            line = f"[{f.severity}] {f.rule}: {f.detail} -> fix ({f.fix['kind']}): {f.fix['text']}"
-            kind = {"error": ev.CONSOLE_ERROR, "warning": ev.CONSOLE_WARNING}.get(
-                f.severity, ev.CONSOLE_INFO)
-            if f.severity == "error" and f not in blockers:
-                kind = ev.CONSOLE_INFO
+            severity = f.severity if f in blockers or f.severity != "error" else "info"
+            line = f"[{severity}] {f.rule}: {f.detail} -> fix ({f.fix['kind']}): {f.fix['text']}"
+            if severity != f.severity:
                 line += " (only speculators' own generator hits this; the pipeline does not run it)"
+            kind = {"error": ev.CONSOLE_ERROR, "warning": ev.CONSOLE_WARNING}.get(
+                severity, ev.CONSOLE_INFO)
             self._emit(kind, message=line, rule=f.rule)
         errors = [f.rule for f in blockers]
         if errors:

@@ -85,7 +85,11 @@ class LayerCapture:
             self.llm = LLM(**kw)
         finally:
             renderer_log.removeFilter(_drop_warmup_alarm)
-        info = self.llm.collective_rpc("_capture_setup", args=(self._hooked,))[0]
+        replies = self.llm.collective_rpc("_capture_setup", args=(self._hooked,))
+        info = replies[0]
+        # One reply per worker (TP rank): which of them hooked the layers (rank 0 only).
+        self.capturing_ranks = [r for r, rep in enumerate(replies) if rep.get("capturing")]
+        self.workers = len(replies)
         self.layers_path = str(info["path"])
         self.num_layers = int(info["num_layers"])
         if max(layer_ids) > self.num_layers:

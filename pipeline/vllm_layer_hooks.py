@@ -94,6 +94,7 @@ class LayerCaptureExtension:
         self._cap_order: list[str] | None = None
         self._cap_requests: dict[str, dict[str, Any]] = {}
         self._cap_active = False
+        self._cap_restarts = 0
         if int(getattr(worker, "rank", 0)) != 0:
             return {"path": path, "num_layers": len(layers), "capturing": False}
         for i in self._cap_layers:
@@ -151,12 +152,20 @@ class LayerCaptureExtension:
                 start = starts[rid]
                 keep = max(0, min(n, len(req["prompt"]) - start))  # no rows past the prompt
                 # A recomputed request (after preemption) starts over: drop what it replaces.
-                req["chunks"] = [c for c in req["chunks"] if c[0] < start]
+                kept = [c for c in req["chunks"] if c[0] < start]
+                if len(kept) < len(req["chunks"]):
+                    self._cap_restarts += 1
+                req["chunks"] = kept
                 if keep:
                     req["chunks"].append((start, [self._cap_step[i][offset:offset + keep]
                                                   for i in self._cap_layers]))
             offset += n
         self._cap_step = {}
+
+    def _capture_restarts(self) -> int:
+        """How many times a request started over at a position it had already been captured
+        at (a preempted request recomputed): evidence that the recompute path ran."""
+        return int(getattr(self, "_cap_restarts", 0))
 
     def _capture_take(self) -> list[tuple[list[int], list[WireState]]]:
         """Every request captured since the last call: (prompt token ids, one state per hooked

@@ -16,6 +16,8 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from remote.traceback_fold import readable_message
+
 SEVERITIES = ("error", "warning", "info")
 
 # Which hidden state a layer id names, per producer (design.md §3). Checked in the wheels:
@@ -466,6 +468,11 @@ ERROR_FIXES: tuple[ErrorFix, ...] = (
              "target-auto-class", "the pipeline loads wrappers through AutoModelForImageTextToText: "
              "update the pipeline sources on the box, or set `trust_remote_code = true` if the "
              "checkpoint ships its own model code"),
+    ErrorFix(r"max_model_len \(\d+\) is greater than the derived max_model_len",
+             "max-model-len",
+             "set `max_seq_len` under [data] below the model's max_position_embeddings "
+             "(extract starts vLLM with max_model_len = max_seq_len + 1); a server: lower "
+             "`--max-model-len`"),
     ErrorFix(r"(CUDA out of memory|OutOfMemoryError)", "gpu-memory",
              "free the GPUs (`console stats` shows who holds them) or raise "
              "extract.tensor_parallel_size"),
@@ -480,10 +487,6 @@ def fix_for_error(message: str) -> ErrorFix | None:
 
 
 def shorten(message: str, limit: int = 400) -> str:
-    """One readable line: whitespace collapsed, the middle cut (the head says what failed, the
-    tail usually says why)."""
-    one = " ".join(message.split())
-    if len(one) <= limit:
-        return one
-    keep = (limit - 5) // 2
-    return f"{one[:keep]} […] {one[-keep:]}"
+    """One readable line: the same shortening as a folded traceback's message (whole sentences
+    kept, library boilerplate dropped; remote/traceback_fold.py says why)."""
+    return readable_message(message, limit)

@@ -5,7 +5,8 @@ every frame), but the operator's terminal, the TUI log and the session file get 
 says what was raised where and points at the log bytes holding the full text. A crashing stage
 already reports its error once, as its error record (with the advisor's fix when known): a
 block followed by such a record names the exception type and the raising frame but not the
-message again; any other (a vLLM engine's, a library's) carries the message, cut short.
+message again; any other (a vLLM engine's, a library's) carries the message, shortened
+to the sentences that matter (`readable_message`).
 
 Folded where job lines become events (remote/jobs.py), so `console run`, `console jobs tail`, the
 TUI and replays all see the same line. The lines a tail yields to code (stage records) stay raw.
@@ -27,9 +28,50 @@ _CHAIN = ("During handling of the above exception, another exception occurred:",
           "The above exception was the direct cause of the following exception:")
 _RECORD = "@@eagle3 "
 _ERROR_RECORD = '"type":"error"'
-MESSAGE_CHARS = 200
+MESSAGE_CHARS = 400
 _FRAME = re.compile(r'\s*File "([^"]+)", line (\d+), in (\S+)')
 _EXC = re.compile(r"([A-Za-z_][\w.]*)(?::|\s*$)")  # "ValueError: ..." / "pkg.mod.Err: ..."
+
+
+# Library boilerplate that says nothing about this error: pydantic's pointer to its docs and the
+# dump of the arguments it validated (vLLM's config errors carry both).
+_NOISE = (re.compile(r"\s*For further information visit https?://errors\.pydantic\.dev/\S*"),
+          re.compile(r"\s*\[type=\w+, input_value=.*?, input_type=\w+\]", re.S))
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\[`'\"])")
+_CUT = " […] "
+
+
+def readable_message(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """An exception message as one line of at most about `limit` characters, keeping what an
+    operator acts on.
+
+    Why not the first `limit` characters: a library's message usually says what failed first and
+    why (with the numbers) after it, and a plain cut lands in the middle of that sentence; vLLM's
+    config errors also end in pydantic boilerplate, so a plain head + tail keeps a docs URL
+    instead. So: boilerplate dropped, whitespace collapsed, then whole sentences from the start
+    and the message's own last sentence, with the middle left out. Where sentences cannot do it
+    (one endless sentence, a list of 300 names), the head and the tail by characters."""
+    one = message
+    for noise in _NOISE:
+        one = noise.sub("", one)
+    one = " ".join(one.split())
+    if len(one) <= limit:
+        return one
+    sentences = _SENTENCE_END.split(one)
+    last = sentences[-1]
+    if len(sentences) > 1 and len(last) <= limit // 2:
+        room = limit - len(_CUT) - len(last)
+        head = ""
+        for sentence in sentences[:-1]:
+            joined = f"{head} {sentence}" if head else sentence
+            if len(joined) > room:
+                break
+            head = joined
+        if not head:  # the first sentence alone is too long: its start, by characters
+            head = sentences[0][:room].rstrip()
+        return f"{head}{_CUT}{last}"
+    keep = (limit - len(_CUT)) // 2
+    return f"{one[:keep]}{_CUT}{one[-keep:]}"
 
 
 def _short_path(path: str) -> str:
@@ -136,9 +178,7 @@ class TracebackFolder:
         what = self._exc or "an exception (incomplete)"
         said = ""
         if not (following.startswith(_RECORD) and _ERROR_RECORD in following):
-            message = " ".join(part for part in self._message if part)
-            if len(message) > MESSAGE_CHARS:
-                message = message[:MESSAGE_CHARS - 3] + "..."
+            message = readable_message(" ".join(part for part in self._message if part))
             said = f": {message}" if message else ""
         out_t.append(f"{self._prefix}[traceback folded: {len(held)} lines, {what} raised{where};"
                      f" full text in {self.log_path} from byte {self._start}]{said}")

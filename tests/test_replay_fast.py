@@ -317,6 +317,11 @@ def test_cut_path_equals_the_typed_printer_under_random_edits() -> None:
     assert differing > 300  # the edits do break lines (the comparison is not vacuous)
 
 
+def _at(lines: list[bytes], ts: bytes) -> list[bytes]:
+    """Recorded lines with their timestamp's characters replaced by `ts` (any length)."""
+    return [b'{"ts":"' + ts + ln[31:] for ln in lines]
+
+
 def test_cut_path_edge_shapes() -> None:
     """Shapes the group checks exist for: a batch prefix seen again after a foreign line (two
     batches in one millisecond), offsets whose digit count changes inside a batch, an empty
@@ -343,6 +348,15 @@ def test_cut_path_edge_shapes() -> None:
                        *batch[3:6]],
         "DEL and tab": [*batch[:3], head + b'a\x7fb","offset":1}}', head + b'a\tb","offset":1}}',
                         *batch[3:6]],
+        # the next batch of the same log shares everything after the timestamp with the last
+        # one (the printer skips matching it again): only its timestamp may differ, and how
+        "next batch": [*batch[:5], *_at(batch[5:10], b"2026-12-03T04:00:01.250Z")],
+        "next batch, no such date": [*batch[:5], *_at(batch[5:10], b"2026-02-30T04:00:01.250Z")],
+        "next batch, control in ts": [*batch[:5], *_at(batch[5:10], b"2026-12-03T04:00\x01.250Z")],
+        "next batch, short ts": [*batch[:5], *_at(batch[5:10], b"2026-12-03T04:00:01.25Z")],
+        "next batch, quote in ts": [*batch[:5], *_at(batch[5:10], b'2026-12-03T04:00:0"1.25Z')],
+        "next batch, other host": [*batch[:5], *(ln.replace(b'"box"', b'"bux"', 1)
+                                                for ln in batch[5:10]), *batch[10:12]],
     }
     for name, lines in cases.items():
         data = b"\n".join(lines) + b"\n"

@@ -59,6 +59,8 @@ def server_argv(cfg: PipelineConfig, *, host: str, port: int, baseline: bool,
                 extra: Sequence[str] = (), python: str | None = None) -> list[str]:
     argv = [python or sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
             "--host", host, "--port", str(port)]
+    if cfg.target.trust_remote_code:  # the same trust the pipeline's own loads were given
+        argv.append("--trust-remote-code")
     if not baseline:
         argv += ["--speculative-config",
                  json.dumps(speculative_config(cfg), separators=(",", ":"))]

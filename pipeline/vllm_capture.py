@@ -24,20 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.vllm_engine_kw import capture_engine_kwargs, shutdown_engine
 
 # speculators 0.3's HiddenStatesWorkerExtension plus a bytes getter (pipeline.vllm_worker_ext).
 SPECULATORS_03_EXTENSION = "pipeline.vllm_worker_ext.CaptureExtension"
-
-
-def _has_vision(model_path: str) -> bool:
-    import json
-    from pathlib import Path
-
-    try:
-        raw = json.loads((Path(model_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return "vision_config" in raw
 
 
 class VllmCapture:
@@ -54,22 +44,11 @@ class VllmCapture:
         from vllm import LLM
 
         self.layers = sorted(set(capture_layers))
-        kw: dict[str, Any] = dict(
-            model=model_path, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-            max_model_len=max_model_len, trust_remote_code=trust_remote_code,
-            worker_extension_cls=extension,
-            # The extension swaps the decoder's forward after start-up: a compiled graph would
-            # keep running the original, so no compilation and no CUDA graphs.
-            enforce_eager=True,
-            # A cached prefix would skip the forward for those tokens: their rows would be missing.
-            enable_prefix_caching=False,
-            skip_tokenizer_init=True)
+        kw = capture_engine_kwargs(
+            model_path, extension=extension, tensor_parallel_size=tensor_parallel_size,
+            dtype=dtype, max_model_len=max_model_len, trust_remote_code=trust_remote_code)
         if max_num_batched_tokens is not None:
             kw["max_num_batched_tokens"] = max_num_batched_tokens
-        if _has_vision(model_path):
-            # Text-only extraction: vLLM then runs the wrapper in text-only mode (no vision
-            # tower built, no image processor needed, no multimodal profiling).
-            kw["limit_mm_per_prompt"] = {"image": 0}
         kw.update(engine_kw)
         self.llm = LLM(**kw)
         self._rpc("_setup_hidden_states_capture", self.layers)
@@ -104,7 +83,4 @@ class VllmCapture:
         return out
 
     def close(self) -> None:
-        engine = getattr(self.llm, "llm_engine", None)
-        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        shutdown_engine(self.llm)

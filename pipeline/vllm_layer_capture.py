@@ -21,19 +21,9 @@ import os
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.vllm_engine_kw import capture_engine_kwargs, shutdown_engine
 
 EXTENSION = "pipeline.vllm_layer_hooks.LayerCaptureExtension"
-
-
-def _has_vision(model_path: str) -> bool:
-    import json
-    from pathlib import Path
-
-    try:
-        raw = json.loads((Path(model_path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return "vision_config" in raw
 
 
 def _drop_warmup_alarm(record: logging.LogRecord) -> bool:
@@ -58,22 +48,13 @@ class LayerCapture:
 
         self.layer_ids = list(layer_ids)
         self._hooked = sorted({lid - 1 for lid in layer_ids})
-        kw: dict[str, Any] = dict(
-            model=model_path, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
-            max_model_len=max_model_len, trust_remote_code=trust_remote_code,
-            worker_extension_cls=EXTENSION,
-            # Hooks added after start-up never run inside a compiled graph: no compilation.
-            enforce_eager=True,
-            # A cached prefix would skip the forward for those tokens: their rows would be missing.
-            enable_prefix_caching=False,
-            skip_tokenizer_init=True)
+        kw = capture_engine_kwargs(
+            model_path, extension=EXTENSION, tensor_parallel_size=tensor_parallel_size,
+            dtype=dtype, max_model_len=max_model_len, trust_remote_code=trust_remote_code)
         if max_num_batched_tokens:
             kw["max_num_batched_tokens"] = max_num_batched_tokens
             if max_num_batched_tokens < 256:  # vLLM refuses a chunk below max_num_seqs
                 kw["max_num_seqs"] = max_num_batched_tokens
-        if _has_vision(model_path):
-            # Text-only extraction: the wrapper runs without building its vision tower.
-            kw["limit_mm_per_prompt"] = {"image": 0}
         kw.update(engine_kw)
         # vLLM warms its chat template up at start and, with no tokenizer loaded (token ids in,
         # states out: none is needed), logs that as a failure with a traceback. A false alarm
@@ -125,7 +106,4 @@ class LayerCapture:
         return out
 
     def close(self) -> None:
-        engine = getattr(self.llm, "llm_engine", None)
-        shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
-        if callable(shutdown):
-            shutdown()
+        shutdown_engine(self.llm)

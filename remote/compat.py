@@ -215,6 +215,10 @@ class Rule:
     unless: tuple[str, ...] = ()  # rule ids that, when they fire, make this one redundant
     # Substrings of the architecture / model_type / text model_type it is about; empty: any model.
     families: tuple[str, ...] = ()
+    # Breaks only speculators 0.3's own vllm_hidden_states_generator, which the pipeline never
+    # runs (its extract captures through transformers or its own worker extension): it stays
+    # a finding for a user of that generator, but must not stop `console run`.
+    generator_only: bool = False
 
     def about(self, facts: Facts) -> bool:
         if not self.families:
@@ -254,6 +258,7 @@ RULES: tuple[Rule, ...] = (
         fix=Fix("patch", "pass trust_remote_code=True to AutoTokenizer.from_pretrained",
                 recipe="tokenizer-trust-remote-code"),
         stage="hidden-states",
+        generator_only=True,
     ),
     Rule(
         id="speculators-0.3-scheduler-encoder-decoder",
@@ -269,6 +274,7 @@ RULES: tuple[Rule, ...] = (
         fix=Fix("patch", "pass is_encoder_decoder=False to SchedulerConfig(...)",
                 recipe="scheduler-is-encoder-decoder"),
         stage="hidden-states",
+        generator_only=True,
     ),
     Rule(
         id="speculators-0.3-forward-embeddings",
@@ -434,6 +440,15 @@ def advise(env: Mapping[str, Any] | None, model: Mapping[str, Any] | None,
             versions={pkg: facts.version(pkg) for pkg in rule.versions},
         )
     return list(fired.values())
+
+
+GENERATOR_ONLY = frozenset(r.id for r in RULES if r.generator_only)
+
+
+def pipeline_blockers(findings: list[Finding]) -> list[Finding]:
+    """The error findings that stop the pipeline before its first stage: not those that only
+    speculators' own generator would hit (Rule.generator_only)."""
+    return [f for f in findings if f.severity == "error" and f.rule not in GENERATOR_ONLY]
 
 
 def summarize(findings: list[Finding]) -> str:

@@ -3,7 +3,7 @@ stages' errors, on the config shapes of the founding case."""
 
 from __future__ import annotations
 
-from remote.compat import advise, config_facts, fix_for_error, shorten
+from remote.compat import advise, config_facts, fix_for_error, pipeline_blockers, shorten
 
 KIMI = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
         "auto_map": {"AutoConfig": "configuration_kimi_k25.KimiK25Config"},
@@ -70,3 +70,14 @@ def test_a_failed_stage_error_record_becomes_one_short_line_with_the_fix() -> No
     text = str(payload["message"])
     assert text.startswith("extract: extract failed: Exception: Call to collective_rpc")
     assert "resolve-text-decoder" in text and len(text) < 600
+
+
+def test_a_generator_only_rule_is_shown_but_does_not_stop_the_pipeline() -> None:
+    """Kimi's auto_map fires the 0.3 tokenizer rule: it is about speculators' own generator,
+    which the pipeline never runs, so `console run` goes on (it was refused before any stage);
+    an untrusted remote-code target still stops it."""
+    trusted = advise(SPEC03, config_facts(KIMI, KIMI_NAMES, trust_remote_code=True))
+    assert "speculators-0.3-tokenizer-remote-code" in {f.rule for f in trusted}
+    assert pipeline_blockers(trusted) == []
+    untrusted = advise(SPEC03, config_facts(KIMI, KIMI_NAMES, trust_remote_code=False))
+    assert [f.rule for f in pipeline_blockers(untrusted)] == ["target-remote-code-not-trusted"]

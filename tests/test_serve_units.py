@@ -59,6 +59,19 @@ def test_server_argv_takes_trains_speculative_config(tmp_path: Path) -> None:
     assert base[base.index("--host") + 1] == "0.0.0.0"
 
 
+def test_server_argv_trusts_remote_code_when_the_pipeline_does(tmp_path: Path) -> None:
+    """A Kimi-K2.5 checkpoint ships its tokenizer as remote code: the server must get the same
+    trust the pipeline's own loads got (target.trust_remote_code), and only then."""
+    path = _pipeline(tmp_path)
+    plain = server_argv(config_mod.load(path, check_disk=False), host="h", port=1, baseline=True)
+    assert "--trust-remote-code" not in plain
+    path.write_text(path.read_text().replace('model = "target"\n',
+                                             'model = "target"\ntrust_remote_code = true\n'))
+    cfg = config_mod.load(path, check_disk=False)
+    assert cfg.target.trust_remote_code
+    assert "--trust-remote-code" in server_argv(cfg, host="h", port=1, baseline=True)
+
+
 def test_readable_tail_keeps_the_end_cut_short() -> None:
     lines = [f"line {i}" for i in range(100)] + ["", "x" * 5000, "   "]
     tail = readable_tail(lines, n=5)

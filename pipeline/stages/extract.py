@@ -159,6 +159,20 @@ def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
     return [lid - 1 for lid in cfg.all_layer_ids]
 
 
+def _require_vllm(cfg: PipelineConfig) -> None:
+    """vLLM importable here, and the preflight's notes said, before either capture engine starts
+    (a missing vLLM is a config error: the backend was chosen for a python without it)."""
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM in this "
+                            f"python: {exc}") from None
+    from pipeline.preflight import check
+
+    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
+        emit("info", "extract", message=note)
+
+
 def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], todo: list[int],
                      hs_dir: Path, progress: Progress) -> None:
     """speculators 0.3.x: its worker extension inside a plain `vllm.LLM` (pipeline.vllm_capture
@@ -167,17 +181,9 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
         return
     import torch
 
-    try:
-        import vllm  # noqa: F401
+    _require_vllm(cfg)
+    from pipeline.vllm_capture import VllmCapture
 
-        from pipeline.vllm_capture import VllmCapture
-    except ImportError as exc:
-        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM in this "
-                            f"python: {exc}") from None
-    from pipeline.preflight import check
-
-    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
-        emit("info", "extract", message=note)
     worker_ids = worker_03_layer_ids(cfg)
     cap = VllmCapture(str(cfg.model_path), worker_ids, max_model_len=cfg.data.max_seq_len + 1,
                       tensor_parallel_size=cfg.extract.tensor_parallel_size,
@@ -236,17 +242,9 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
     pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
     import torch
 
-    try:
-        import vllm  # noqa: F401
+    _require_vllm(cfg)
+    from pipeline.vllm_layer_capture import LayerCapture
 
-        from pipeline.vllm_layer_capture import LayerCapture
-    except ImportError as exc:
-        raise ConfigInvalid(str(cfg.path), f"extract.backend = 'vllm' needs vLLM in this "
-                            f"python: {exc}") from None
-    from pipeline.preflight import check
-
-    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
-        emit("info", "extract", message=note)
     cap = LayerCapture(str(cfg.model_path), cfg.all_layer_ids,
                        max_model_len=cfg.data.max_seq_len + 1,
                        tensor_parallel_size=cfg.extract.tensor_parallel_size,

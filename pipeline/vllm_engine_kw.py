@@ -1,0 +1,50 @@
+"""What both capture engines (pipeline.vllm_capture for speculators 0.3's extension,
+pipeline.vllm_layer_capture for our layer hooks) ask of `vllm.LLM`, in one place: a capture
+engine's settings are facts about capture (no compiled graph, no cached prefix, no vision tower),
+not about which extension does it, and two copies would drift.
+
+Runs on the box (vLLM installed); imports nothing from vLLM itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def has_vision_tower(model_path: str) -> bool:
+    try:
+        raw = json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return "vision_config" in raw
+
+
+def capture_engine_kwargs(model_path: str, *, extension: str, tensor_parallel_size: int,
+                          dtype: str, max_model_len: int, trust_remote_code: bool) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(
+        model=model_path, tensor_parallel_size=tensor_parallel_size, dtype=dtype,
+        max_model_len=max_model_len, trust_remote_code=trust_remote_code,
+        worker_extension_cls=extension,
+        # Both extensions act on modules after start-up (a swapped forward, hooks): a compiled
+        # graph would keep running the original, so no compilation and no CUDA graphs.
+        enforce_eager=True,
+        # A cached prefix would skip the forward for those tokens: their rows would be missing.
+        enable_prefix_caching=False,
+        # Token ids in, states out: no tokenizer is needed.
+        skip_tokenizer_init=True)
+    if has_vision_tower(model_path):
+        # Text-only extraction: vLLM then runs the wrapper in text-only mode (no vision tower
+        # built, no image processor needed, no multimodal profiling).
+        kw["limit_mm_per_prompt"] = {"image": 0}
+    return kw
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop the engine's worker processes now, not at interpreter exit (a stage that goes on,
+    or fails, must not leave them holding memory)."""
+    engine = getattr(llm, "llm_engine", None)
+    shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
+    if callable(shutdown):
+        shutdown()

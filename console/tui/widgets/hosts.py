@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 from console.tui.messages import HostSelected
 from console.tui.model import CONNECTION, PROBES, STATS, ConsoleState, HostState
 from console.tui.widgets.common import BADGE_STYLE, View
+from console.tui.widgets.quick_table import QuickTable
 
 
 def env_summary(env: dict[str, Any]) -> str:
@@ -48,7 +49,7 @@ class HostsView(View):
         live = getattr(self.app, "mode", "live") == "live"
         yield Static("Hosts — enter selects, c connects" if live
                      else "Hosts in this recording — enter selects", classes="title")
-        yield DataTable(id="hosts-table", cursor_type="row")
+        yield QuickTable(id="hosts-table", cursor_type="row")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("host", "target", "connection", "environment")

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 from console.tui.model import PATCH, ConsoleState, HostState
 from console.tui.shown import plain
 from console.tui.widgets.common import View
+from console.tui.widgets.quick_table import QuickTable
 from remote.sanitize import visible_lines
 
 STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
@@ -25,7 +26,7 @@ class PatchView(View):
 
     def compose(self) -> ComposeResult:
         # the files table spans the width: path, status and sha256 are never cut off
-        yield DataTable(id="patch-files", cursor_type="row")
+        yield QuickTable(id="patch-files", cursor_type="row")
         with Horizontal():
             with VerticalScroll(id="patch-left"):
                 yield Static("Recipes", classes="title")

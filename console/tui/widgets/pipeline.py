@@ -21,6 +21,7 @@ from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.shown import plain
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
+from console.tui.widgets.quick_table import QuickTable
 from remote.sanitize import visible
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
@@ -196,7 +197,7 @@ class PipelineView(View):
     DOMAINS = (STAGES, LOG, JOBS)
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="stages", cursor_type="row")
+        yield QuickTable(id="stages", cursor_type="row")
         yield Static(id="artifacts")
         yield LogView(id="log")
 

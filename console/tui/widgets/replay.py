@@ -13,6 +13,7 @@ from console.tui.messages import MarkerChosen
 from console.tui.model import MARKERS, ConsoleState, HostState
 from console.tui.quiet import set_content, text_shape
 from console.tui.widgets.common import View
+from console.tui.widgets.quick_table import QuickTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ class ReplayView(View):
     def compose(self) -> ComposeResult:
         yield Static(id="replay-status")
         yield Static("Markers — enter seeks, [ ] previous/next, t seeks to a time", classes="title")
-        yield DataTable(id="markers", cursor_type="row")
+        yield QuickTable(id="markers", cursor_type="row")
 
     def on_mount(self) -> None:
         self.query_one("#markers", DataTable).add_columns("#", "time", "kind", "what")

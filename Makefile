@@ -35,7 +35,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 test: $(STAMP) sshd tools box-env lint typecheck unit
 

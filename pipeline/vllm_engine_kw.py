@@ -21,6 +21,21 @@ def has_vision_tower(model_path: str) -> bool:
     return "vision_config" in raw
 
 
+CPU_KV_CACHE_GIB = "1"
+
+
+def default_cpu_kv_cache() -> None:
+    """On a box without CUDA, a 1 GiB KV cache unless VLLM_CPU_KVCACHE_SPACE says otherwise (as
+    pipeline.serve does). Without it vLLM's CPU worker sizes the cache as
+    `gpu_memory_utilization` (0.92) x total RAM minus what is used, and refuses to start unless
+    that much is available: a suite run failed so (17.8 of 23.5 GiB available). Set in this
+    process's environment, which the engine's workers inherit; GPU builds ignore it."""
+    import os
+
+    if not _has_cuda():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+
+
 def capture_engine_kwargs(model_path: str, *, extension: str, tensor_parallel_size: int,
                           dtype: str, max_model_len: int, trust_remote_code: bool) -> dict[str, Any]:
     kw: dict[str, Any] = dict(
@@ -34,11 +49,18 @@ def capture_engine_kwargs(model_path: str, *, extension: str, tensor_parallel_si
         enable_prefix_caching=False,
         # Token ids in, states out: no tokenizer is needed.
         skip_tokenizer_init=True)
+    default_cpu_kv_cache()
     if has_vision_tower(model_path):
         # Text-only extraction: vLLM then runs the wrapper in text-only mode (no vision tower
         # built, no image processor needed, no multimodal profiling).
         kw["limit_mm_per_prompt"] = {"image": 0}
     return kw
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def shutdown_engine(llm: Any) -> None:

@@ -48,7 +48,7 @@ def test_ensure_tools_fails_when_it_cannot_install(tmp_path: Path, as_root: bool
 
 def test_missing_real_parts_fail_rather_than_skip() -> None:
     """The fixture and helpers that stand for real parts (sshd, wheels, engine environments)."""
-    for name in ("conftest.py", "wheels.py", "test_pipeline_spec09.py", "test_sshd_harness.py"):
+    for name in ("conftest.py", "wheels.py", "box_env.py", "test_sshd_harness.py"):
         text = (TESTS / name).read_text()
         assert "pytest.skip(" not in text, f"{name} skips when a real part is missing"
 

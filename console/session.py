@@ -31,7 +31,7 @@ from typing import IO, Any
 import platformdirs
 
 from console import __version__, session_index
-from console.session_decode import BadLine, decode_event, decode_events
+from console.session_decode import BadLine, decode_event, decode_events, decode_record
 from console.session_source import (
     ZSTD_MAGIC,
     FrameError,
@@ -226,8 +226,9 @@ class SessionWriter:
     def write_many(self, events: Sequence[Event]) -> None:
         """Events that arrived together, in one write: a SIGKILL loses at most this batch (up to
         remote.jobs.BATCH_LINES lines of a block just received), never an earlier one."""
-        if isinstance(events, JobLines):  # a log block: its shared fields encoded once
-            self._write_bytes(events.to_jsonl().encode("utf-8"), len(events))
+        if isinstance(events, JobLines):  # a log block: job.lines records (a line each)
+            data = events.to_records().encode("utf-8")
+            self._write_bytes(data, data.count(b"\n"))
             self.count += len(events)
             return
         if len(events) == 1:
@@ -485,6 +486,10 @@ class SessionReader:
 
     # -- access --------------------------------------------------------------------------------
     def __len__(self) -> int:
+        """Records (lines) in the session: positions, seeks and markers count these. A log
+        block recorded as one job.lines record is one position holding many job.line events
+        (`events()` and `record()` expand it); in a session from before those records every
+        record is one event."""
         return self._len
 
     def _segment_of(self, i: int) -> int:
@@ -511,13 +516,20 @@ class SessionReader:
         k = self._segment_of(i)
         return self._lines(k)[i - self._segments[k].first]
 
-    def event(self, i: int) -> Event:
+    def record(self, i: int) -> Sequence[Event]:
+        """The events of record `i`: a log block's job.line events (a JobLines, the batch the
+        live tail published), or the record's one event."""
         if i < 0:
             i += len(self)
         try:
-            return decode_event(self.line(i))
+            return decode_record(self.line(i))
         except BadLine as exc:
             raise SessionFormatError(f"{self.path}: event {i} is corrupt: {exc}") from None
+
+    def event(self, i: int) -> Event:
+        """The event at position `i` (positions count records: a log block's position is its
+        first line)."""
+        return self.record(i)[0]
 
     def segments(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
         """(index of the first, lines) for runs of events from `start` up to `stop`, in order:

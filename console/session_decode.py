@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from console.printer import human_line
-from remote.events import Event
+from remote.events import JOB_LINES, Event, RecordError, expand_record
 from remote.sanitize import visible
 
 STAGE_RECORD_PREFIX = "@@eagle3 "
@@ -117,13 +117,33 @@ def decode_event(line: bytes) -> Event:
     return Event(kind=kind, host=host, payload=payload, ts=parse_ts_fast(ts))
 
 
+def decode_record(line: bytes) -> Sequence[Event]:
+    """One line to the events it records: a job.lines record's job.line events, in order,
+    any other line's one event; a record that cannot be expanded is a BadLine."""
+    event = decode_event(line)
+    if event.kind != JOB_LINES:
+        return (event,)
+    try:
+        return expand_record(event)
+    except RecordError as exc:
+        raise BadLine(str(exc)) from None
+
+
 def decode_events(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]) -> list[Event]:
+    """The events of records `first`, `first + 1`, ...: a bad record is reported by its
+    record index and skipped whole."""
     out: list[Event] = []
     append = out.append
     for i, line in enumerate(lines):
         try:
-            append(decode_event(line))
+            event = decode_event(line)
+            if event.kind == JOB_LINES:
+                out.extend(expand_record(event))
+            else:
+                append(event)
         except BadLine as exc:
+            bad.append((first + i, str(exc)))
+        except RecordError as exc:
             bad.append((first + i, str(exc)))
     return out
 
@@ -179,6 +199,8 @@ def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) 
     `_human_runs`, where log batches in the recorder's exact shape are cut a group of lines at
     a time and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
     us an event), so the checks that can be made once per group are made once."""
+    if _BLOCK_KIND in data:
+        return "\n".join(_human_records(data, first, bad))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -410,12 +432,8 @@ def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
         elif rec.kind == "stats.sample" and not rec.payload.print_:
             return None
 
-    try:
-        text = human_line(decode_event(line.encode("utf-8")))
-    except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
-        bad.append((index, str(exc)))
-        return None
-    return visible(text) if text is not None else None
+    shown = _slow_record(line.encode("utf-8"), index, bad)
+    return "\n".join(shown) if shown else None
 
 
 def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
@@ -456,14 +474,114 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
                     continue
             elif kind == "stats.sample" and not rec.payload.print_:
                 continue
-        try:
-            line = human_line(decode_event(lines[i]))
-        except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
-            bad.append((first + i, str(exc)))
-            continue
-        if line is not None:
-            append(visible(line))
+        out.extend(_slow_record(lines[i], first + i, bad))
     return out
+
+
+# -- job.lines records: a log block as one record (remote/event_types.JobLinesRecord) ---------
+
+_BLOCK_KIND = b'"kind":"job.lines"'
+
+
+class _BlockPayload(msgspec.Struct, gc=False):
+    """What the printer reads of a record: a job.line's or a job.lines record's fields (texts
+    and offsets typed, so a malformed block fails the decode and is checked on its own), and
+    the stats sample's print flag."""
+
+    text: Any = None
+    run_id: Any = None
+    print_: Any = msgspec.field(name="print", default=False)
+    texts: list[str] | None = None
+    offsets: list[int] | None = None
+
+
+class _BlockLine(msgspec.Struct, gc=False):
+    ts: str
+    kind: str
+    payload: _BlockPayload = msgspec.field(default_factory=_BlockPayload)
+    host: str = ""
+
+
+_BLOCK_LINES = msgspec.json.Decoder(list[_BlockLine])
+_ONE_BLOCK_LINE = msgspec.json.Decoder(_BlockLine)
+
+
+def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[str]:
+    """A segment holding job.lines records: one msgspec decode of all its records, then a
+    block's lines formatted by one join (its head, shared by every line, made once). The
+    per-line cost is the decoded text itself, the whole point of the record format: cutting
+    per-line records from their bytes still cost ~1 us a line. Same text as the per-event
+    printer (tests/test_replay_fast.py compares them); every other kind as in `_human`."""
+    from console.session_source import split_events
+
+    lines = split_events(data)
+    try:
+        recs: Sequence[_BlockLine | None] = _BLOCK_LINES.decode(_join(lines))
+    except (msgspec.DecodeError, RecursionError):
+        recs = []
+    if len(recs) != len(lines):  # a bad line, or one holding two objects: one at a time
+        recs = [_one_block_line(line) for line in lines]
+    out: list[str] = []
+    append = out.append
+    i = -1
+    for rec in recs:
+        i += 1
+        if rec is not None and _ts_ok(rec.ts):
+            kind = rec.kind
+            p = rec.payload
+            if kind == "job.lines":
+                texts, run_id = p.texts, p.run_id
+                if (texts and p.offsets is not None and len(texts) == len(p.offsets)
+                        and type(run_id) is str):
+                    _block_lines(rec.ts, rec.host, run_id, texts, out)
+                    continue
+            elif kind == "job.line":
+                text, run_id = p.text, p.run_id
+                if type(text) is str and (run_id is None or type(run_id) is str):
+                    if not text.startswith(STAGE_RECORD_PREFIX):
+                        host = rec.host
+                        append(visible(
+                            f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
+                            else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}"))
+                    continue
+            elif kind == "stats.sample" and not p.print_:
+                continue
+        out.extend(_slow_record(lines[i], first + i, bad))
+    return out
+
+
+def _block_lines(ts: str, host: str, run_id: str, texts: list[str], out: list[str]) -> None:
+    head = f"{ts[11:19]} [{host}] {run_id[:20]}| " if host else f"{ts[11:19]} {run_id[:20]}| "
+    sep = "\n" + head
+    joined = head + sep.join(texts)
+    # One check for the whole block: no newline but the separators' (a text holding one is
+    # drawn, as the per-event printer does), every character printable (so `visible` would
+    # change nothing), and no stage record (not printed: shown as its stage.* event).
+    if (joined.count("\n") == len(texts) - 1 and STAGE_RECORD_PREFIX not in joined
+            and _printable(joined, joined.isascii())):
+        out.append(joined)
+        return
+    out.extend(visible(head + text) for text in texts
+               if not text.startswith(STAGE_RECORD_PREFIX))
+
+
+def _slow_record(line: bytes, index: int, bad: list[tuple[int, str]]) -> list[str]:
+    """One record through the event decoder and printer.human_line: a job.lines record is
+    expanded into its job.line events first; a record that is not an event, or a block that
+    cannot be expanded, is a bad line."""
+    try:
+        lines = [human_line(e) for e in decode_record(line)]
+    except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        bad.append((index, str(exc)))
+        return []
+    return [visible(text) for text in lines if text is not None]
+
+
+def _one_block_line(line: bytes) -> _BlockLine | None:
+    try:
+        return _ONE_BLOCK_LINE.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _one_line(line: bytes | str) -> _Line | None:

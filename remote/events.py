@@ -28,6 +28,9 @@ PROBE_RESULT = "probe.result"
 PROBE_ERROR = "probe.error"
 JOB_STARTED = "job.started"
 JOB_LINE = "job.line"
+# A session RECORD, not an event: a block of job.line events stored once (JobLines.to_records);
+# every reader expands it back (expand_record), so no consumer of the bus ever sees this kind.
+JOB_LINES = "job.lines"
 JOB_EXIT = "job.exit"
 JOB_STATUS = "job.status"  # a run record (console jobs --json list/status): RunInfo fields
 STAGE_START = "stage.start"
@@ -219,6 +222,68 @@ class JobLines(Sequence[Event]):
         texts = _ENCODER.encode_lines(self._texts).decode("utf-8").split("\n")
         return "".join([f'{head}{text},"offset":{offset}}}}}\n'
                         for text, offset in zip(texts, offsets, strict=False)])
+
+
+    def to_records(self) -> str:
+        """The block as session records, each followed by a newline: `job.lines` records
+        (remote/event_types.JobLinesRecord) of at most RECORD_LINES lines and about
+        RECORD_CHARS characters of text, so one record never holds more than a moment of log
+        and a reader never holds a huge one. A one-line block, or one not in the producers'
+        shape, is written as job.line lines (to_jsonl): nothing to share."""
+        events = self._events
+        texts, offsets = self._texts, self._offsets
+        if len(events) < 2 or any(type(o) is not int for o in offsets) \
+                or any(type(t) is not str for t in texts):
+            return self.to_jsonl()
+        first = events[0]
+        ts, host = format_ts(first.ts), first.host
+        run_id, name = first.payload["run_id"], first.payload["name"]
+        out = []
+        for a, b in _record_bounds(texts):
+            out.append(_Wire(ts, host, JOB_LINES, {"run_id": run_id, "name": name,
+                                                   "texts": list(texts[a:b]),
+                                                   "offsets": list(offsets[a:b])}))
+        return _ENCODER.encode_lines(out).decode("utf-8")
+
+
+# A job.lines record holds at most this many lines and (roughly) characters of text: a block
+# the tailer received at once is normally far below both (remote.jobs.BATCH_LINES).
+RECORD_LINES = 512
+RECORD_CHARS = 256 << 10
+
+
+def _record_bounds(texts: Sequence[str]) -> list[tuple[int, int]]:
+    n = len(texts)
+    if n <= RECORD_LINES and sum(map(len, texts)) <= RECORD_CHARS:
+        return [(0, n)]
+    bounds = []
+    start = size = 0
+    for i, text in enumerate(texts):
+        if i > start and (i - start >= RECORD_LINES or size + len(text) > RECORD_CHARS):
+            bounds.append((start, i))
+            start, size = i, 0
+        size += len(text)
+    bounds.append((start, n))
+    return bounds
+
+
+class RecordError(ValueError):
+    """A session record that cannot be expanded into events (a damaged job.lines record)."""
+
+
+def expand_record(event: Event) -> Sequence[Event]:
+    """The events a session record stands for: a job.lines record's job.line events, in
+    order (as a JobLines, the batch the live tail published), any other record itself."""
+    if event.kind != JOB_LINES:
+        return (event,)
+    data = et.typed(JOB_LINES, event.payload)
+    if not isinstance(data, et.JobLinesRecord):
+        raise RecordError("job.lines record: payload does not match its schema "
+                          "(run_id, name, texts: list of strings, offsets: list of integers)")
+    if not data.texts or len(data.texts) != len(data.offsets):
+        raise RecordError(f"job.lines record: {len(data.texts)} texts but "
+                          f"{len(data.offsets)} offsets")
+    return JobLines(event.host, data.run_id, data.name, data.texts, data.offsets, event.ts)
 
 
 _TEMPLATE_END = '"","offset":0}}'

@@ -4,6 +4,7 @@ closed pipe ends it quietly, and no TUI without a terminal."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -70,13 +71,23 @@ def test_fast_human_lines_are_the_printers_lines(tmp_path: Path) -> None:
     assert "\x1b" not in out.getvalue().decode("utf-8")
 
 
-def test_fast_json_lines_are_the_events_json(tmp_path: Path) -> None:
-    path = _session(tmp_path, _awkward_events())
+def test_fast_json_lines_are_the_records_as_written(tmp_path: Path) -> None:
+    """--json prints the session's records as the recorder wrote them: a log block is one
+    job.lines record, which expands (decode_record) into the same events the reader gives."""
+    from console.session_decode import decode_record
+
+    events = _awkward_events()
+    path = _session(tmp_path, events)
     with SessionReader(path) as r:
         expected = [e.to_json() for e in r.events()]
         out = io.BytesIO()
         assert print_session(r, out, as_json=True) == []  # type: ignore[arg-type]
-    assert out.getvalue().decode("utf-8").splitlines() == expected
+    printed = out.getvalue().decode("utf-8").splitlines()
+    assert printed == path.read_text().splitlines()[1:]
+    assert [json.loads(ln)["kind"] for ln in printed][-1] == "job.lines"
+    assert len(printed) == len(events) + 1
+    assert [e.to_json() for ln in printed for e in decode_record(ln.encode())] == expected
+    assert len(expected) == len(events) + 500
 
 
 def _big_session(tmp_path: Path, n_blocks: int = 400) -> Path:
@@ -132,22 +143,22 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
 def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
     """What the per-event printer makes of raw session lines: decode_event + human_line +
     visible, a bad line reported (the reference the fast path must equal)."""
-    from console.session_decode import BadLine, decode_event
+    from console.session_decode import BadLine, decode_record
 
     out: list[str] = []
     bad: list[int] = []
     for i, raw in enumerate(lines):
         try:
-            e = decode_event(raw)
-            if e.kind == "job.line" and e.payload.get("run_id") is None \
-                    and isinstance(e.payload.get("text"), str):
-                e = Event(e.kind, e.host, {**e.payload, "run_id": ""}, e.ts)  # printed as ''
-            line = human_line(e)
+            shown = []
+            for e in decode_record(raw):  # a job.lines record: its job.line events
+                if e.kind == "job.line" and e.payload.get("run_id") is None \
+                        and isinstance(e.payload.get("text"), str):
+                    e = Event(e.kind, e.host, {**e.payload, "run_id": ""}, e.ts)  # shown as ''
+                shown.append(human_line(e))
         except (BadLine, TypeError, ValueError, AttributeError, KeyError):
             bad.append(first + i)
             continue
-        if line is not None:
-            out.append(visible(line))
+        out.extend(visible(line) for line in shown if line is not None)
     return out, bad
 
 
@@ -242,7 +253,7 @@ def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) 
     path = tmp_path / "day.jsonl"
     t0 = utc_now()
     with SessionWriter(path, ["box"]) as w:
-        for second in range(12):
+        for second in range(30):  # ~1.2 MB: block records are ~2.5x smaller than lines
             ts = t0 + timedelta(seconds=second)
             w.write_many(JobLines("box", "20261202-120000-train-abcdef", "train",
                                   [f"step {second}.{i} loss {i / 7:.5f} " + "x" * (i % 90)

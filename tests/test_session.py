@@ -213,7 +213,7 @@ def test_sigkill_while_recording_log_blocks_loses_at_most_the_block_being_writte
     assert got == list(range(1, len(got) + 1))  # every complete line, in order, no gaps
 
 
-def test_log_blocks_are_recorded_as_the_same_bytes_as_single_events(tmp_path: Path) -> None:
+def test_a_log_block_is_one_record_read_back_as_the_same_events(tmp_path: Path) -> None:
     ts = utc_now()
     texts = ["plain", 'q "x" \\n', "caf\u00e9 \U0001f680", "", "ctl \x00\x1f\x7f"]
     ends = [6, 20, 33, 34, 45]
@@ -227,10 +227,38 @@ def test_log_blocks_are_recorded_as_the_same_bytes_as_single_events(tmp_path: Pa
     bus.publish_many(JobLines("box", "r", "n", texts, ends, ts))
     rec.close()
     assert rec.writer.count == len(texts)
-    assert (tmp_path / "batch.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
-    with SessionReader(tmp_path / "batch.jsonl") as r:
-        assert [e.payload["text"] for e in r.events()] == texts
-        assert r.ts_at(len(texts) - 1) == r.ts_at(0)
+    records = (tmp_path / "batch.jsonl").read_text().splitlines()[1:]
+    assert len(records) == 1 and json.loads(records[0])["kind"] == "job.lines"
+    with SessionReader(tmp_path / "batch.jsonl") as r, \
+            SessionReader(tmp_path / "one.jsonl") as single:
+        assert len(r) == 1 and len(single) == len(texts)  # positions count records
+        assert list(r.events()) == list(single.events())
+        assert list(r.record(0)) == list(single.events())
+        assert r.event(0) == single.event(0)  # a block's position is its first line
+        assert r.ts_at(0) == single.ts_at(len(texts) - 1)
+
+
+def test_log_block_records_are_capped_and_a_single_line_stays_a_job_line(
+        tmp_path: Path) -> None:
+    """A record holds at most RECORD_LINES lines and about RECORD_CHARS of text: a huge block
+    is split (in order, nothing lost); a one-line block has nothing to share."""
+    from remote.events import RECORD_CHARS, RECORD_LINES
+
+    ts = utc_now()
+    many = [f"l{i}" for i in range(2 * RECORD_LINES + 7)]
+    wide = ["w" * (RECORD_CHARS // 3)] * 7
+    blocks = [many, wide, ["alone"]]
+    path = tmp_path / "s.jsonl"
+    with SessionWriter(path, ["box"]) as w:
+        for texts in blocks:
+            w.write_many(JobLines("box", "r", "n", texts, list(range(len(texts))), ts))
+    records = [json.loads(ln) for ln in path.read_text().splitlines()[1:]]
+    assert [(r["kind"], len(r["payload"].get("texts", [0]))) for r in records] == [
+        ("job.lines", RECORD_LINES), ("job.lines", RECORD_LINES), ("job.lines", 7),
+        ("job.lines", 3), ("job.lines", 3), ("job.lines", 1), ("job.line", 1)]
+    with SessionReader(path) as r:
+        got = [(e.payload["text"], e.payload["offset"]) for e in r.events()]
+    assert got == [(t, o) for texts in blocks for o, t in enumerate(texts)]
 
 
 def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) -> None:

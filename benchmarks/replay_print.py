@@ -1,22 +1,23 @@
 """`console replay --print` / `--json` throughput, and how fast a closed pipe ends it.
 
-Writes a session of N events (default 1,000,000) in the shape of a real day (a training log in
-blocks of 500 lines a second plus eight-GPU stats samples), then measures in the same run:
-- CPU-seconds for the whole replay to /dev/null, through `print_session` (what the command
-  runs), against the per-event path main used (json.loads + Event + Printer per line) and,
-  for --print, against the typed segment decode it used before log lines were cut from their
-  bytes;
-- `console replay FILE --print | head -2` as a real pipeline: the child's CPU-seconds and exit
-  status against the full replay's, and that stderr stays empty;
-- --print with the index the recorder left beside the file at close, against a floor (the
-  same open, then every segment decoded, split into lines, joined and written back: what any
-  printer handling a line as a Python object pays);
-- the C-speed routes tried for --print (a regex over a whole block, msgspec decoding a block
-  into structs, and a record format holding a log batch as one record), alternated with the
-  current path on the same segments held in memory (`--routes-only` prints only these).
+Writes the same day (a training log in blocks of 500 or 50 lines, 500 lines a second, plus ten
+eight-GPU stats samples a second; N events, default 1,000,000, counted as log LINES plus
+samples, the issue's unit) in two session formats, and measures in the same run:
+- the record formats side by side: "lines" (one job.line record per log line, what sessions
+  recorded before job.lines records; every such file must still replay the same) and
+  "blocks" (a log block as one job.lines record, what the recorder writes now), at 500- and
+  50-line blocks, `--print` opened with and without the index beside the file, and `--json`;
+  each is the CPU time of `print_session` (what the command runs) to /dev/null, opening
+  included, and the printed bytes of the two formats are checked equal;
+- `console replay FILE --print | head -2` as a real pipeline on the blocks file: the child's
+  CPU-seconds and exit status against the full replay's, and that stderr stays empty;
+- with `--routes`, the C-speed routes tried for --print before the format changed (a regex over
+  a whole block, msgspec decoding a block into structs, a projection of the block-record
+  format), alternated with the current path on the same segments held in memory
+  (`--routes-only` prints only these).
 Target: >= 1 M events per CPU-second.
 
-    python benchmarks/replay_print.py [--events N] [--batch LINES] [--routes-only]
+    python benchmarks/replay_print.py [--events N] [--batch LINES ...] [--routes] [--routes-only]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from itertools import chain
 from pathlib import Path
@@ -48,11 +49,15 @@ from console.session import SessionReader, SessionWriter  # noqa: E402
 from remote.events import Event, JobLines, utc_now  # noqa: E402
 
 
-def write_day(path: Path, n: int, batch: int = 500) -> None:
+def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,
+              t0: datetime | None = None) -> None:
     """500 log lines a second in batches of `batch` lines (one per ssh read), ten 8-GPU
-    samples a second."""
-    t0 = utc_now()
+    samples a second. `blocks=False`: each log line its own job.line record, as sessions were
+    recorded before job.lines records (the bytes JobLines.to_jsonl makes, one write a block)."""
+    t0 = t0 or utc_now()
     with SessionWriter(path, ["box"]) as w:
+        if not blocks:
+            w.write_many = partial(_write_lines, w)  # type: ignore[method-assign]
         written, second = 0, 0
         while written < n:
             ts = t0 + timedelta(seconds=second)
@@ -74,6 +79,11 @@ def write_day(path: Path, n: int, batch: int = 500) -> None:
                      "power": 300.5} for g in range(8)]}, ts + timedelta(milliseconds=100 * tick)))
                 written += 1
             second += 1
+
+
+def _write_lines(w: SessionWriter, events: JobLines) -> None:
+    w._write_bytes(events.to_jsonl().encode("utf-8"), len(events))
+    w.count += len(events)
 
 
 def main_path(path: Path, as_json: bool) -> None:
@@ -292,49 +302,101 @@ def child_cpu(cmd: str) -> tuple[float, int, str]:
     return used, res.returncode, res.stderr
 
 
+def replay_cpu(path: Path, *, as_json: bool, index: bool) -> tuple[float, bytes]:
+    """CPU seconds of `replay --print`/`--json` to /dev/null (open included), with or without
+    the index beside the file, and a digest of what was printed."""
+    import hashlib
+
+    idx = session_index.index_path(path)
+    if index and not idx.exists():
+        SessionReader(path, write_index=True).close()  # what a first open (or the recorder) left
+    if not index:
+        idx.unlink(missing_ok=True)
+
+    class _Digest:
+        def __init__(self) -> None:
+            self.h = hashlib.sha256()
+
+        def write(self, data: bytes) -> None:
+            self.h.update(data)
+
+        def flush(self) -> None:
+            pass
+
+    out = _Digest()
+    t = time.process_time()
+    with SessionReader(path, write_index=False) as r:
+        assert r.index_reused == index
+        bad = print_session(r, out, as_json=as_json)  # type: ignore[arg-type]
+    used = time.process_time() - t
+    assert bad == [], bad[:3]
+    return used, out.h.digest()
+
+
+def formats(d: Path, n: int, batches: list[int], rounds: int) -> Path:
+    """The grid: lines vs blocks, per batch size, --print with and without the index, --json.
+    Returns the blocks session of the first batch size (for the pipe figures)."""
+    import gc
+
+    keep: Path | None = None
+    t0 = utc_now()
+    for batch in batches:
+        paths = {}
+        for fmt in ("lines", "blocks"):
+            paths[fmt] = d / f"day-{batch}-{fmt}.jsonl"
+            write_day(paths[fmt], n, batch, blocks=fmt == "blocks", t0=t0)
+        keep = keep or paths["blocks"]
+        print(f"\n{n:,} events ({n - n // 51:,} or so log lines), log blocks of {batch} lines; "
+              f"file: lines {paths['lines'].stat().st_size / 1e6:.0f} MB, blocks "
+              f"{paths['blocks'].stat().st_size / 1e6:.0f} MB")
+        modes = [("--print, index", False, True), ("--print, no index", False, False),
+                 ("--json, no index", True, False)]
+        spent: dict[tuple[str, str], float] = {}
+        digests: dict[tuple[str, str], bytes] = {}
+        gc.collect()
+        for k in range(rounds):  # alternated, the best of `rounds`: the machine is shared
+            for fmt in (("lines", "blocks") if k % 2 == 0 else ("blocks", "lines")):
+                for mode, as_json, index in modes:
+                    used, digest = replay_cpu(paths[fmt], as_json=as_json, index=index)
+                    key = (fmt, mode)
+                    spent[key] = min(spent.get(key, float("inf")), used)
+                    digests[key] = digest
+        for mode, _as_json, _index in modes:
+            old, new = spent[("lines", mode)], spent[("blocks", mode)]
+            same = digests[("lines", mode)] == digests[("blocks", mode)]
+            print(f"  {mode:<18} lines {n / old / 1e6:5.2f} M events/CPU-s ({old:.2f} CPU-s)   "
+                  f"blocks {n / new / 1e6:5.2f} M events/CPU-s ({new:.2f} CPU-s)   "
+                  f"x{old / new:.1f}   output {'identical' if same else 'records as written'}"
+                  f"   target >= 1 M: {'met' if n / new >= 1e6 else 'MISSED'}")
+            if not mode.startswith("--json"):
+                assert same, f"{mode}: the two formats printed different text"
+        for fmt in ("lines",):
+            paths[fmt].unlink()
+    assert keep is not None
+    return keep
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--batch", type=int, default=500,
+    ap.add_argument("--batch", type=int, nargs="+", default=[500, 50],
                     help="log lines per recorded batch (500: one a second; 50: ten a second)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--routes", action="store_true",
+                    help="also the C-speed routes tried against the per-line path")
     ap.add_argument("--routes-only", action="store_true",
-                    help="only the C-speed routes tried against the current path")
+                    help="only the C-speed routes tried against the per-line path")
     args = ap.parse_args()
-    if args.routes_only:
+    if args.routes or args.routes_only:
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / "day.jsonl"
-            write_day(path, args.events, args.batch)
+            write_day(path, args.events, args.batch[0], blocks=False)
             routes(path, args.events)
-        return
+        if args.routes_only:
+            return
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "day.jsonl"
-        write_day(path, args.events, args.batch)
-        n = args.events
-        print(f"session: {n:,} events, {path.stat().st_size / 1e6:.0f} MB, log batches of "
-              f"{args.batch} lines")
-        # The recorder left its index beside the file at close: the warm figures use it.
-        warm = cpu(warm_path, path)
-        floor = cpu(floor_path, path)
-        print(f"replay --print with the index the recorder left: {n / warm / 1e6:5.2f} M "
-              f"events/CPU-s ({warm:.2f} CPU-s, open {OPEN_CPU[-1]:.3f})   floor (decode, "
-              f"split into lines, join, write; same index): {n / floor / 1e6:5.2f} M "
-              f"events/CPU-s ({floor:.2f} CPU-s)   print/floor x{warm / floor:.2f}")
-        routes(path, n)
-        session_index.index_path(path).unlink()  # the cold figures below open without it
-        for as_json in (False, True):
-            name = "--json " if as_json else "--print"
-            base = cpu(main_path, path, as_json)
-            fast = cpu(fast_path, path, as_json)
-            opened = OPEN_CPU[-1]
-            typed = "" if as_json else (
-                f"   typed segment decode (msgspec records, as before, now sanitised too): "
-                f"{n / (t := cpu(typed_path, path)) / 1e6:5.2f} M events/CPU-s (x{t / fast:.2f})")
-            print(f"replay {name}: {n / fast / 1e6:5.2f} M events/CPU-s ({fast:.2f} CPU-s, of "
-                  f"which opening without an index {opened:.2f}; {n / (fast - opened) / 1e6:.2f} M"
-                  f"/CPU-s after it)   "
-                  f"main's per-event path: {n / base / 1e6:5.3f} M events/CPU-s ({base:.2f} "
-                  f"CPU-s)   x{base / fast:.1f}   target >= 1 M/CPU-s: "
-                  f"{'met' if n / fast >= 1e6 else 'MISSED'}{typed}")
+        path = formats(Path(d), args.events, args.batch, args.rounds)
+        print()
         for extra in ("", " --json"):
             q = f"'{path}'"
             full, rc_full, _ = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
@@ -342,9 +404,9 @@ def main() -> None:
             head, rc_head, err = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
                                            " | head -2 > /dev/null")
             startup, _, _ = child_cpu(f"{sys.executable} -m console --help > /dev/null")
-            print(f"| head -2 (--print{extra}): {head:.2f} CPU-s, exit {rc_head}, stderr "
-                  f"{'empty' if not err else repr(err[:80])}   full replay: {full:.2f} CPU-s "
-                  f"(exit {rc_full})   console --help alone: {startup:.2f} CPU-s")
+            print(f"blocks file, | head -2 (--print{extra}): {head:.2f} CPU-s, exit {rc_head}, "
+                  f"stderr {'empty' if not err else repr(err[:80])}   full replay: {full:.2f} "
+                  f"CPU-s (exit {rc_full})   console --help alone: {startup:.2f} CPU-s")
 
 
 if __name__ == "__main__":

@@ -514,13 +514,20 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
     printer (tests/test_replay_fast.py compares them); every other kind as in `_human`."""
     from console.session_source import split_events
 
-    lines = split_events(data)
-    try:
-        recs: Sequence[_BlockLine | None] = _BLOCK_LINES.decode(_join(lines))
+    lines: list[bytes] | None = None
+    try:  # every line a record, no blank one: the segment is a JSON array once "\n" is ","
+        recs: Sequence[_BlockLine | None] = _BLOCK_LINES.decode(
+            b"[" + data[:-1].replace(b"\n", b",") + b"]")
     except (msgspec.DecodeError, RecursionError):
         recs = []
-    if len(recs) != len(lines):  # a bad line, or one holding two objects: one at a time
+    if len(recs) != data.count(b"\n"):  # a bad line, a blank one, or two objects on one
+        lines = split_events(data)
         recs = [_one_block_line(line) for line in lines]
+    # JSON strings hold control characters, quotes and backslashes only as escapes (and DEL
+    # raw): a segment of ASCII with no backslash and no DEL holds printable text only, in
+    # every record, so its blocks need no per-block check (each was a pass over the text).
+    clean = (data.isascii() and b"\\" not in data and b"\x7f" not in data
+             and _STAGE_BYTES not in data)
     out: list[str] = []
     append = out.append
     i = -1
@@ -533,7 +540,7 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
                 texts, run_id = p.texts, p.run_id
                 if (texts and p.offsets is not None and len(texts) == len(p.offsets)
                         and type(run_id) is str):
-                    _block_lines(rec.ts, rec.host, run_id, texts, out)
+                    _block_lines(rec.ts, rec.host, run_id, texts, out, clean)
                     continue
             elif kind == "job.line":
                 text, run_id = p.text, p.run_id
@@ -546,14 +553,23 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
                     continue
             elif kind == "stats.sample" and not p.print_:
                 continue
+        if lines is None:
+            lines = split_events(data)
         out.extend(_slow_record(lines[i], first + i, bad))
     return out
 
 
-def _block_lines(ts: str, host: str, run_id: str, texts: list[str], out: list[str]) -> None:
+_STAGE_BYTES = STAGE_RECORD_PREFIX.encode()
+
+
+def _block_lines(ts: str, host: str, run_id: str, texts: list[str], out: list[str],
+                 clean: bool) -> None:
     head = f"{ts[11:19]} [{host}] {run_id[:20]}| " if host else f"{ts[11:19]} {run_id[:20]}| "
     sep = "\n" + head
     joined = head + sep.join(texts)
+    if clean:
+        out.append(joined)
+        return
     # One check for the whole block: no newline but the separators' (a text holding one is
     # drawn, as the per-event printer does), every character printable (so `visible` would
     # change nothing), and no stage record (not printed: shown as its stage.* event).

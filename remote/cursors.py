@@ -69,7 +69,8 @@ class CursorStore:
 
 
 def _recorded_offset(session: Path, start: int, host: str, run_id: str) -> int:
-    """The highest job.line offset of this run recorded in session from byte `start` on."""
+    """The highest job.line offset of this run recorded in session from byte `start` on (a
+    job.lines record, a log block written as one record, holds its lines' offsets)."""
     best = 0
     needle = run_id.encode()
     try:
@@ -82,11 +83,18 @@ def _recorded_offset(session: Path, start: int, host: str, run_id: str) -> int:
                     event = json.loads(raw)
                 except ValueError:
                     continue
-                if (isinstance(event, dict) and event.get("kind") == "job.line"
-                        and event.get("host", "") == host):
-                    payload = event.get("payload") or {}
-                    if payload.get("run_id") == run_id and isinstance(payload.get("offset"), int):
-                        best = max(best, payload["offset"])
+                if not isinstance(event, dict) or event.get("host", "") != host:
+                    continue
+                payload = event.get("payload") or {}
+                if not isinstance(payload, dict) or payload.get("run_id") != run_id:
+                    continue
+                if event.get("kind") == "job.line" and isinstance(payload.get("offset"), int):
+                    best = max(best, payload["offset"])
+                elif event.get("kind") == "job.lines":  # a log block as one record
+                    offsets = payload.get("offsets")
+                    if isinstance(offsets, list) and offsets and all(
+                            isinstance(o, int) for o in offsets):
+                        best = max(best, *offsets)
     except OSError:
         return 0
     return best

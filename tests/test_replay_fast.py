@@ -11,6 +11,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from console.commands.replay import print_session
 from console.printer import human_line
 from console.session import SessionReader, SessionWriter
@@ -400,3 +402,145 @@ def test_timestamp_check_per_second_agrees_with_the_parser() -> None:
                  "2026-12-03T24:00:00.000Z", "2026-12-03T04:05:06.7\u0661\u0662Z"):
         assert _ts_ok(text) == _parses(text), text
     assert 1000 < accepted < 19_000
+
+
+# -- job.lines records (a log block as one record) ------------------------------------------
+
+def _day_events(t0: datetime) -> list[JobLines | Event]:
+    """A few seconds of a day as the tail publishes it: log blocks (one awkward), samples, a
+    stage record, a marker."""
+    out: list[JobLines | Event] = []
+    for second in range(6):
+        ts = t0 + timedelta(seconds=second)
+        texts = [f"step {second}.{i} loss {i / 7:.5f}" for i in range(120)]
+        if second == 3:
+            texts[5:8] = ["esc \x1b[2J", '@@eagle3 {"stage":"x"}', 'q "x" \\ caf\u00e9 \u202e']
+        out.append(JobLines("box", "20261202-120000-train-abcdef", "train", texts,
+                            list(range(100 * second, 100 * second + len(texts))), ts))
+        out.append(Event("stats.sample", "box", {"gpus": [{"index": 0, "util": second}]}, ts))
+        out.append(JobLines("box", "r2", "eval", [f"one line {second}"], [second], ts))
+    out.append(Event("marker", "box", {"label": "end"}, t0 + timedelta(seconds=7)))
+    return out
+
+
+def _write_old_and_new(tmp_path: Path, suffix: str) -> tuple[Path, Path, list[Event]]:
+    """The same events recorded as sessions were before job.lines records (a job.line line per
+    log line: the bytes JobLines.to_jsonl makes, which the recorder wrote, one write a block)
+    and as the recorder writes them now."""
+    t0 = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
+    old, new = tmp_path / f"old{suffix}", tmp_path / f"new{suffix}"
+    flat: list[Event] = []
+    with SessionWriter(old, ["box"], started=t0) as wo, \
+            SessionWriter(new, ["box"], started=t0) as wn:
+        for item in _day_events(t0):
+            if isinstance(item, JobLines):
+                wo._write_bytes(item.to_jsonl().encode(), len(item))
+                wn.write_many(item)
+                flat.extend(item)
+            else:
+                wo.write(item)
+                wn.write(item)
+                flat.append(item)
+    return old, new, flat
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_old_line_per_event_sessions_replay_the_same(tmp_path: Path, suffix: str) -> None:
+    old, new, flat = _write_old_and_new(tmp_path, suffix)
+    printed = {}
+    with SessionReader(old) as ro, SessionReader(new) as rn:
+        assert list(ro.events()) == flat == list(rn.events())
+        assert len(ro) == len(flat) and len(rn) < len(flat) / 10  # positions count records
+        assert [ro.event(i) for i in ro.markers()] == [rn.event(i) for i in rn.markers()]
+        for name, r in (("old", ro), ("new", rn)):
+            for as_json in (False, True):
+                out = io.BytesIO()
+                assert print_session(r, out, as_json=as_json) == []  # type: ignore[arg-type]
+                printed[name, as_json] = out.getvalue()
+    assert printed["old", False] == printed["new", False]
+    assert b"\x1b" not in printed["new", False] and b"@@eagle3" not in printed["new", False]
+    # --json: the records as written; an old file's are its event lines, byte for byte
+    assert printed["old", True] == b"".join(e.to_json().encode() + b"\n" for e in flat)
+    from console.session_decode import decode_record
+
+    assert [e for ln in printed["new", True].splitlines() for e in decode_record(ln)] == flat
+
+
+def _mutated_records(seed: int, n: int) -> list[list[bytes]]:
+    """job.lines records with one byte-level edit each, beside an untouched record, a quiet
+    sample and a single job.line: the printer's record path must say what the per-event
+    printer says of every one (text, or a bad line)."""
+    import random
+
+    rng = random.Random(seed)
+    chars = ['"', "\\", "]", "[", "}", "{", "0", "9", "-", ".", ",", ":", " ", "\x7f", "\x01",
+             "\t", "\u202e", "\x9b", "\u00e9", "@@eagle3 ", '","offsets":[', '"texts":[',
+             "\n", "null", "1e3"]
+    out = []
+    for b in range(n):
+        when = datetime(2026, 12, 3, 4, b % 60, b % 59, tzinfo=UTC)
+        texts = [f"step {i} loss {rng.random():.4f}" for i in range(rng.randint(2, 30))]
+        start = rng.choice([0, 5, 95, 9_999_990])
+        rec = JobLines("box", "run-1", "train", texts,
+                       [start + 3 * i for i in range(len(texts))], when).to_records()
+        line = rec.rstrip("\n")
+        at = rng.randrange(len(line) + 1)
+        edit = rng.choice(["insert", "delete", "replace"])
+        ch = rng.choice(chars)
+        if edit == "insert":
+            line = line[:at] + ch + line[at:]
+        elif edit == "delete":
+            line = line[:at] + line[at + 1 :]
+        else:
+            line = line[:at] + ch + line[at + 1 :]
+        parts = [ln for ln in line.encode().split(b"\n") if ln]  # a put-in newline: two lines
+        clean = JobLines("box", "run-1", "train", texts[:2], [1, 2], when).to_records()
+        sample = Event("stats.sample", "box", {"gpus": []}, when).to_json()
+        single = Event("job.line", "box", {"run_id": "r", "name": "n", "text": "x",
+                                           "offset": 1}, when).to_json()
+        out.append([clean.rstrip("\n").encode(), *parts, sample.encode(), single.encode()])
+    return out
+
+
+def test_record_path_equals_the_typed_printer_under_random_edits() -> None:
+    from console.session_decode import human_text
+
+    differing = 0
+    for lines in _mutated_records(23, 1500):
+        data = b"\n".join(lines) + b"\n"
+        assert b'"kind":"job.lines"' in data  # the record path, not the per-line one
+        bad: list[tuple[int, str]] = []
+        got = human_text(data, 0, len(lines), bad)
+        want, want_bad = _typed(lines, 0)
+        assert (got.split("\n") if got else []) == want, lines
+        assert [i for i, _ in bad] == want_bad, (lines, bad)
+        differing += bool(want_bad)
+    assert differing > 300  # the edits do break records (the comparison is not vacuous)
+
+
+def test_a_malformed_record_is_a_bad_line_for_every_reader(tmp_path: Path) -> None:
+    """texts and offsets of different lengths, texts that are not strings, an empty block:
+    reported by --print and by the reader (skipped, with a warning), never raised."""
+    path = tmp_path / "s.jsonl"
+    t0 = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)
+    with SessionWriter(path, ["box"], started=t0) as w:
+        w.write_many(JobLines("box", "r", "n", ["a", "b"], [1, 2], t0))
+    good = path.read_text().splitlines()[1]
+    broken = [good.replace('"offsets":[1,2]', '"offsets":[1]'),
+              good.replace('"texts":["a","b"]', '"texts":["a",2]'),
+              good.replace('"texts":["a","b"]', '"texts":[]').replace("[1,2]", "[]")]
+    with open(path, "a") as fh:
+        fh.write("\n".join([*broken, good]) + "\n")
+    with SessionReader(path) as r:
+        assert [e.payload["text"] for e in r.events()] == ["a", "b", "a", "b"]
+        assert [w.split(" is corrupt")[0] for w in r.warnings] == ["event 1", "event 2",
+                                                                   "event 3"]
+        out = io.BytesIO()
+        bad = print_session(r, out, as_json=False)  # type: ignore[arg-type]
+        assert bad is not None and [i for i, _ in bad] == [1, 2, 3]
+        assert "2 texts but 1 offsets" in bad[0][1]
+        assert out.getvalue().decode().count("| ") == 4
+        from console.session import SessionFormatError
+
+        with pytest.raises(SessionFormatError, match="event 1 is corrupt"):
+            r.record(1)

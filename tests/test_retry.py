@@ -75,7 +75,7 @@ def test_host_key_changed_mid_tail_ends_the_tail_with_exit_3(tmp_path: Path) -> 
         tail = console("tail", run_id, "--session", str(session))
         try:
             deadline = time.monotonic() + 60
-            while not (session.exists() and session.read_text().count('"job.line"') >= 5):
+            while not (session.exists() and session.read_text().count('"job.line') >= 5):
                 assert time.monotonic() < deadline and tail.poll() is None, tail.stderr
                 time.sleep(0.05)
             box.restart_with_new_host_key()

@@ -297,3 +297,22 @@ def test_recorder_writes_batches_whole_and_in_order(tmp_path: Path) -> None:
     rec.close()
     with SessionReader(tmp_path / "s.jsonl.zst") as r:
         assert [e.payload["i"] for e in r.events()] == list(range(101))
+
+
+def test_a_recorded_log_block_moves_the_tail_cursor(tmp_path: Path) -> None:
+    """A tail resumes after the last line the session recorded, a block record's too (its
+    offsets array), so a console killed between recording and saving its cursor neither
+    repeats nor loses a line."""
+    from remote.cursors import CursorStore
+
+    session = tmp_path / "s.jsonl"
+    bus = EventBus()
+    rec = Recorder(SessionWriter(session, ["box"])).attach(bus)
+    store = CursorStore(tmp_path / "cursors", session=session)
+    store.save("box", "run-1", 10)
+    bus.publish_many(JobLines("box", "run-1", "n", ["a", "b", "c"], [12, 14, 16]))
+    bus.publish_many(JobLines("box", "run-2", "n", ["x", "y"], [90, 99]))
+    bus.publish_many(JobLines("other", "run-1", "n", ["x", "y"], [90, 99]))
+    rec.close()
+    assert '"job.lines"' in session.read_text()
+    assert store.load("box", "run-1") == 16

@@ -92,11 +92,16 @@ def verify(session: Path, n: int) -> int:
         next(fh)
         for raw in fh:
             event = json.loads(raw)
-            if event["kind"] != "job.line":
+            if event["kind"] == "job.line":
+                texts = [event["payload"]["text"]]
+            elif event["kind"] == "job.lines":  # a log block recorded as one record
+                texts = event["payload"]["texts"]
+            else:
                 continue
-            if int(event["payload"]["text"].split()[1]) != expected:
-                bad += 1
-            expected += 1
+            for text in texts:
+                if int(text.split()[1]) != expected:
+                    bad += 1
+                expected += 1
     return bad + abs(n - (expected - 1))
 
 

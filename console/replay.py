@@ -10,7 +10,7 @@ import asyncio
 from bisect import bisect_left
 from datetime import datetime
 
-from console.session import SessionReader
+from console.session import SessionFormatError, SessionReader
 from remote.bus import EventBus
 from remote.events import Event
 
@@ -59,17 +59,22 @@ class Replayer:
     def step(self) -> Event | None:
         """Publish exactly the next record (used while paused): one event, or a log block's
         lines together, as the live tail published them. Returns the last event published."""
-        if self.position >= len(self.reader):
-            self.finished = True
-            return None
-        events = self.reader.record(self.position)
-        self.position += 1
-        if len(events) == 1:
-            self.bus.publish(events[0])
-        else:
-            self.bus.publish_many(events)
-        self.published += len(events)
-        return events[-1]
+        while self.position < len(self.reader):
+            i = self.position
+            self.position += 1
+            try:
+                events = self.reader.record(i)
+            except SessionFormatError as exc:  # a corrupt record: reported, skipped, not raised
+                self.reader.warn(str(exc))
+                continue
+            if len(events) == 1:
+                self.bus.publish(events[0])
+            else:
+                self.bus.publish_many(events)
+            self.published += len(events)
+            return events[-1]
+        self.finished = True
+        return None
 
     def seek_index(self, index: int) -> None:
         """Jump; events between the old and new position are not replayed (consumers that need

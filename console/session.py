@@ -473,6 +473,10 @@ class SessionReader:
             self._warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
             return None
 
+    def warn(self, message: str) -> None:
+        """A problem found by a consumer of this session (a corrupt record it skipped)."""
+        self._warn(message)
+
     def _warn(self, message: str) -> None:
         if len(self.warnings) < self.MAX_WARNINGS:
             self.warnings.append(message)
@@ -564,6 +568,28 @@ class SessionReader:
             yield from decode_events(lines, first, bad)
             for i, why in bad:
                 self._warn(f"event {i} is corrupt and was skipped: {why}")
+
+    def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
+        """The events of each record from `start` up to `stop`, one sequence per position (a
+        log block's is a JobLines): what folds a block at a time. A corrupt record, or one in
+        a segment that cannot be read, is an empty sequence (reported), so positions stay
+        aligned."""
+        stop = len(self) if stop is None else min(stop, len(self))
+        at = max(start, 0)
+        for first, lines in self.segments(start, stop):
+            while at < first:  # a segment that could not be read
+                at += 1
+                yield ()
+            for line in lines:
+                try:
+                    yield decode_record(line)
+                except BadLine as exc:
+                    self._warn(f"event {at} is corrupt and was skipped: {exc}")
+                    yield ()
+                at += 1
+        while at < stop:
+            at += 1
+            yield ()
 
     def ts_at(self, i: int) -> str:
         head = self.line(i)[: len(_TS_PREFIX) + _TS_LEN]

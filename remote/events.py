@@ -201,6 +201,15 @@ class JobLines(Sequence[Event]):
     def __iter__(self) -> Iterator[Event]:
         return iter(self._events)
 
+    @property
+    def texts(self) -> Sequence[str]:
+        """The lines' texts, as given: what a consumer folding the block at once reads."""
+        return self._texts
+
+    @property
+    def offsets(self) -> Sequence[int]:
+        return self._offsets
+
     def to_jsonl(self) -> str:
         """Every event's to_json() followed by a newline, concatenated (the recorder's path).
 

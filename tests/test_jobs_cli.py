@@ -60,6 +60,8 @@ def recorded_lines(session: Path, run_id: str) -> list[str]:
             continue  # a torn last line after SIGKILL is not a recorded line
         if event["kind"] == "job.line" and event["payload"]["run_id"] == run_id:
             texts.append(event["payload"]["text"])
+        elif event["kind"] == "job.lines" and event["payload"]["run_id"] == run_id:
+            texts.extend(event["payload"]["texts"])  # a log block recorded as one record
     return texts
 
 

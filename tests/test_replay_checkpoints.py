@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from console.replay import Replayer
-from console.session import SessionReader
+from console.session import SessionReader, SessionWriter
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import RECORD_PREFIX, ConsoleState
 from console.tui.tail import LogTail
 from remote import events as ev
 from remote.bus import EventBus
 from remote.events import Event
-from tests.tui_sessions import HOST, demo_events, write_session
+from tests.tui_sessions import HOST, T0, demo_events, write_session
 
 
 def _view(state: ConsoleState) -> tuple[object, ...]:
@@ -104,3 +104,100 @@ def test_light_checkpoints_seek_to_random_targets_with_wrapped_windows(
             assert end.tail.dropped > 0 and end.text.dropped > 0
             assert end.tail.window(0, 99) != end.text.window(0, 99)
             cp.close()
+
+
+def _block_session(path: Path) -> tuple[Path, list[Event]]:
+    """The demo session with its log recorded as job.lines records (blocks of 1 to 600 lines,
+    stage records among them, two runs, markers and a corrupt record in between), as the
+    recorder writes a tail's blocks."""
+    from remote.events import JobLines
+
+    events = demo_events(log_lines=40)
+    flat = list(events)
+    rng = random.Random(5)
+    t0 = events[-1].ts
+    with SessionWriter(path, [HOST], started=T0) as w:
+        for e in events:
+            w.write(e)
+        offset = 0
+        for b in range(60):
+            size = rng.choice([1, 2, 7, 64, 600])
+            texts = [f"{RECORD_PREFIX} {{\"i\": {i}}}" if i % 9 == 0 else f"step {b}.{i}"
+                     for i in range(size)]
+            block = JobLines(HOST, f"r-{b % 2}", "train", texts,
+                             list(range(offset + 1, offset + size + 1)), t0)
+            offset += size
+            w.write_many(block)
+            flat.extend(block)
+            if b % 10 == 0:
+                marker = Event.checked(ev.MARKER, HOST, {"label": f"m{b}"}, t0)
+                w.write(marker)
+                flat.append(marker)
+    with open(path, "a") as fh:  # a block record whose arrays disagree: skipped, reported
+        fh.write('{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.lines","payload":'
+                 '{"run_id":"r-0","name":"train","texts":["x"],"offsets":[]}}\n')
+    return path, flat
+
+
+def test_checkpoints_fold_block_records_to_the_per_event_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Positions count records; checkpoints are `every` events apart (a block folded at once):
+    a seek to any record gives the state of folding every event before it one by one, also
+    when copies are thinned because the records hold many more events than `every` allows."""
+    import console.tui.checkpoints as cps
+
+    monkeypatch.setattr(LogTail.__init__, "__defaults__", (300,))  # windows wrap
+    path, flat = _block_session(tmp_path / "s.jsonl")
+    with SessionReader(path) as reader:
+        n = len(reader)
+        assert n < len(flat) / 5  # blocks: far fewer positions than events
+        assert list(reader.events()) == flat
+        sizes = [len(batch) for batch in reader.records()]
+        assert len(sizes) == n and sizes[-1] == 0 and sum(sizes) == len(flat)
+        starts = [sum(sizes[:k]) for k in range(n + 1)]  # events before each position
+    for max_checkpoints in (4096, 6):
+        monkeypatch.setattr(cps, "MAX_CHECKPOINTS", max_checkpoints)
+        cp = StateCheckpoints(path, [HOST], every=50)
+        cp.build()
+        assert len(cp) <= max_checkpoints + 1
+        gaps = [starts[b] - starts[a] for a, b in zip(cp._positions, cp._positions[1:],
+                                                       strict=False)]
+        if max_checkpoints > 100:  # not thinned: `every` events and one block at most apart
+            assert len(gaps) > 20 and max(gaps) < cp.every + 600 and cp.every == 50
+        else:  # thinned: fewer copies, further apart
+            assert len(gaps) >= 3 and cp.every > 50
+        with SessionReader(path) as reader:
+            for position in sorted({0, 1, n - 1, n, *random.Random(3).sample(range(n), 25)}):
+                full = ConsoleState([HOST])
+                full.apply_all(flat[: starts[position]])  # event by event
+                got = cp.state_at(position)
+                assert got.events_seen == starts[position]
+                assert _full_view(got) == _full_view(full), (max_checkpoints, position)
+        cp.close()
+
+
+def test_replay_of_block_records_publishes_blocks_and_lands_on_markers(tmp_path: Path) -> None:
+    """The replayer publishes a block as the live tail did (one publish_many); markers and
+    seek-by-time land on the right records."""
+    path, flat = _block_session(tmp_path / "s.jsonl")
+    bus = EventBus()
+    batches: list[int] = []
+    bus.add_batch_callback(lambda es: batches.append(len(es)))
+    with SessionReader(path) as reader:
+        r = Replayer(reader, bus)
+        while r.step() is not None:
+            pass
+        assert r.published == len(flat) and sum(batches) == len(flat)
+        # a 600-line block is two records (RECORD_LINES at most); the corrupt one is skipped
+        assert max(batches) == 512 and len(batches) == len(reader) - 1
+        assert any("1 texts but 0 offsets" in w for w in reader.warnings)
+        markers = reader.markers()
+        assert [reader.event(i).payload.get("label") for i in markers][-6:] == [
+            f"m{b}" for b in range(0, 60, 10)]
+        r.seek_index(0)
+        for m in markers:
+            assert r.next_marker() == m
+            r.seek_index(m + 1)
+        when = reader.time_of(markers[0])
+        at = reader.index_at_time(when)
+        assert reader.time_of(at) >= when and (at == 0 or reader.time_of(at - 1) < when)

@@ -74,19 +74,35 @@ class StateCheckpoints:
         with SessionReader(self.path) as reader:
             n = len(reader)
             self.every = max(self.every, -(-n // self._max_checkpoints))
-            for start in range(0, n, self.every):
-                if stop is not None and stop.is_set():
+            since = 0  # events folded since the last copy
+            # A record at a time (a log block's lines in one go): positions count records,
+            # copies are `every` EVENTS apart, so a seek folds at most `every` events plus
+            # one block whatever the records hold.
+            for position, events in enumerate(reader.records(), 1):
+                if position & 255 == 0 and stop is not None and stop.is_set():
                     return
-                state.apply_all(reader.events(start, min(start + self.every, n)))
-                if start + self.every < n:
+                state.apply_batch(events)
+                since += len(events) or 1
+                if since >= self.every and position < n:
+                    since = 0
                     snapshot = self._copy(state)
                     with self._lock:
-                        self._positions.append(start + self.every)
+                        self._positions.append(position)
                         self._states.append(snapshot)
+                        if len(self._positions) > self._max_checkpoints:
+                            self._thin()
         with self._reading:  # the seek reader's index is built here too, not on the first seek
             if self._reader is None:
                 self._reader = SessionReader(self.path)
         self.complete = True
+
+    def _thin(self) -> None:
+        """With the lock held: every other copy dropped and `every` doubled, when a session's
+        events outnumber its records so much that `every` (sized from records) made too many
+        copies. The first copy (position 0) stays."""
+        self._positions = self._positions[::2]
+        self._states = self._states[::2]
+        self.every *= 2
 
     def _copy(self, state: ConsoleState) -> tuple[ConsoleState, list[Window], int]:
         if not self.shared_windows:
@@ -124,7 +140,8 @@ class StateCheckpoints:
         with self._reading:
             if self._reader is None:
                 self._reader = SessionReader(self.path)
-            state.apply_all(self._reader.events(base, position))
+            for events in self._reader.records(base, position):
+                state.apply_batch(events)
         return state
 
     def close(self) -> None:

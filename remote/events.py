@@ -169,25 +169,42 @@ class _Wire(msgspec.Struct):
 
 class JobLines(Sequence[Event]):
     """The job.line events of one block of a job's log, published together (bus.publish_many),
-    so the recorder writes the whole block with one write."""
+    so the recorder writes the whole block with one write (one job.lines record).
 
-    __slots__ = ("_events", "_offsets", "_texts")
+    The events are built when first asked for: the recorder and a block-at-a-time fold read
+    only the columns (texts, offsets) and what the lines share, and building an Event per
+    line was most of the cost of folding a replayed block."""
+
+    __slots__ = ("_events", "_host", "_name", "_offsets", "_run_id", "_texts", "_ts")
 
     def __init__(self, host: str, run_id: str, name: str, texts: Sequence[str],
                  offsets: Sequence[int], ts: datetime | None = None) -> None:
         if len(texts) != len(offsets):
             raise ValueError(f"{len(texts)} lines but {len(offsets)} offsets")
-        ts = ts or utc_now()
-        self._events: tuple[Event, ...] = tuple([
-            Event(JOB_LINE, host, {"run_id": run_id, "name": name, "text": text,
-                                   "offset": offset}, ts)
-            for text, offset in zip(texts, offsets, strict=True)])
-        # The columns the events were built from: to_jsonl encodes what every line shares once.
-        self._texts = texts
-        self._offsets = offsets
+        self._host, self._run_id, self._name = host, run_id, name
+        self._ts = ts or utc_now()
+        # The columns, copied (a producer may reuse its lists): to_records and to_jsonl encode
+        # what every line shares once.
+        self._texts = tuple(texts)
+        self._offsets = tuple(offsets)
+        self._events: tuple[Event, ...] | None = None
+
+    def _event(self, i: int) -> Event:
+        return Event(JOB_LINE, self._host, {"run_id": self._run_id, "name": self._name,
+                                            "text": self._texts[i],
+                                            "offset": self._offsets[i]}, self._ts)
+
+    def _all(self) -> tuple[Event, ...]:
+        if self._events is None:
+            host, run_id, name, ts = self._host, self._run_id, self._name, self._ts
+            self._events = tuple([
+                Event(JOB_LINE, host, {"run_id": run_id, "name": name, "text": text,
+                                       "offset": offset}, ts)
+                for text, offset in zip(self._texts, self._offsets, strict=True)])
+        return self._events
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self._texts)
 
     @overload
     def __getitem__(self, i: int) -> Event: ...
@@ -196,10 +213,15 @@ class JobLines(Sequence[Event]):
     def __getitem__(self, i: slice) -> tuple[Event, ...]: ...
 
     def __getitem__(self, i: int | slice) -> Event | tuple[Event, ...]:
-        return self._events[i]
+        if isinstance(i, slice) or self._events is not None:
+            return self._all()[i]
+        n = len(self._texts)
+        if not -n <= i < n:
+            raise IndexError("JobLines index out of range")
+        return self._event(i % n)
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
+        return iter(self._all())
 
     @property
     def texts(self) -> Sequence[str]:
@@ -217,13 +239,12 @@ class JobLines(Sequence[Event]):
         so it cannot drift from to_json, and the texts in one encoder call: building a _Wire
         and encoding the payload dict per line cost ~20 % of a recording's throughput.
         tests/test_events.py checks it byte for byte against to_json on awkward text."""
-        events = self._events
-        if not events:
+        if not self._texts:
             return ""
         offsets = self._offsets
         if any(type(o) is not int for o in offsets):  # not the producers' shape: the generic path
-            return to_jsonl(events)
-        first = events[0]
+            return to_jsonl(self._all())
+        first = self[0]
         template = Event(JOB_LINE, first.host, {**first.payload, "text": "", "offset": 0},
                          first.ts).to_json()
         head = template[: -len(_TEMPLATE_END)]
@@ -232,21 +253,17 @@ class JobLines(Sequence[Event]):
         return "".join([f'{head}{text},"offset":{offset}}}}}\n'
                         for text, offset in zip(texts, offsets, strict=False)])
 
-
     def to_records(self) -> str:
         """The block as session records, each followed by a newline: `job.lines` records
         (remote/event_types.JobLinesRecord) of at most RECORD_LINES lines and about
         RECORD_CHARS characters of text, so one record never holds more than a moment of log
         and a reader never holds a huge one. A one-line block, or one not in the producers'
         shape, is written as job.line lines (to_jsonl): nothing to share."""
-        events = self._events
         texts, offsets = self._texts, self._offsets
-        if len(events) < 2 or any(type(o) is not int for o in offsets) \
+        if len(texts) < 2 or any(type(o) is not int for o in offsets) \
                 or any(type(t) is not str for t in texts):
             return self.to_jsonl()
-        first = events[0]
-        ts, host = format_ts(first.ts), first.host
-        run_id, name = first.payload["run_id"], first.payload["name"]
+        ts, host, run_id, name = format_ts(self._ts), self._host, self._run_id, self._name
         out = []
         for a, b in _record_bounds(texts):
             out.append(_Wire(ts, host, JOB_LINES, {"run_id": run_id, "name": name,

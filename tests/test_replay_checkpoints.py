@@ -157,15 +157,19 @@ def test_checkpoints_fold_block_records_to_the_per_event_state(
         starts = [sum(sizes[:k]) for k in range(n + 1)]  # events before each position
     for max_checkpoints in (4096, 6):
         monkeypatch.setattr(cps, "MAX_CHECKPOINTS", max_checkpoints)
-        cp = StateCheckpoints(path, [HOST], every=50)
+        cp = StateCheckpoints(path, [HOST], every=10)
         cp.build()
         assert len(cp) <= max_checkpoints + 1
-        gaps = [starts[b] - starts[a] for a, b in zip(cp._positions, cp._positions[1:],
-                                                       strict=False)]
-        if max_checkpoints > 100:  # not thinned: `every` events and one block at most apart
-            assert len(gaps) > 20 and max(gaps) < cp.every + 600 and cp.every == 50
+        # copies are `every` units of fold cost apart: 1 a record, 1/16 more a block line
+        cost = [0]
+        for size in sizes:
+            cost.append(cost[-1] + 1 + size // cps.BLOCK_LINES_PER_EVENT)
+        gaps = [cost[b] - cost[a] for a, b in zip(cp._positions, cp._positions[1:],
+                                                   strict=False)]
+        if max_checkpoints > 100:  # not thinned: `every` units and one record at most apart
+            assert len(gaps) > 5 and max(gaps) <= cp.every + 1 + 512 // 16 and cp.every == 10
         else:  # thinned: fewer copies, further apart
-            assert len(gaps) >= 3 and cp.every > 50
+            assert len(gaps) >= 3 and cp.every > 10
         with SessionReader(path) as reader:
             for position in sorted({0, 1, n - 1, n, *random.Random(3).sample(range(n), 25)}):
                 full = ConsoleState([HOST])

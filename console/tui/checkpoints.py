@@ -37,6 +37,11 @@ MIN_EVERY = 512
 FULL_MAX_CHECKPOINTS = 128
 FULL_MIN_EVERY = 2048
 
+# Folding this many lines of a log block (ConsoleState.apply_batch) costs about what folding
+# one event does (measured by benchmarks/replay_fold.py: ~0.5-1 us a block line here against
+# ~15-30 us an event through ConsoleState.apply).
+BLOCK_LINES_PER_EVENT = 16
+
 TailKey = tuple[str, str, str]  # host, run id, the JobState attribute holding the tail
 # (tail, where its window ends in the tail's line list, how many lines the window holds)
 Window = tuple[TailKey, int, int]
@@ -74,15 +79,18 @@ class StateCheckpoints:
         with SessionReader(self.path) as reader:
             n = len(reader)
             self.every = max(self.every, -(-n // self._max_checkpoints))
-            since = 0  # events folded since the last copy
+            since = 0  # fold cost since the last copy, in events folded one by one
             # A record at a time (a log block's lines in one go): positions count records,
-            # copies are `every` EVENTS apart, so a seek folds at most `every` events plus
-            # one block whatever the records hold.
+            # and copies are `every` units of fold COST apart, a record costing 1 and each
+            # line of a block 1/BLOCK_LINES_PER_EVENT more (folding a block line is a tail
+            # append, an event a decode and a reducer): a seek folds about as long whatever
+            # the records hold, and a day of blocks is not copied every block (the copies
+            # were then half of the fold).
             for position, events in enumerate(reader.records(), 1):
                 if position & 255 == 0 and stop is not None and stop.is_set():
                     return
                 state.apply_batch(events)
-                since += len(events) or 1
+                since += 1 + len(events) // BLOCK_LINES_PER_EVENT
                 if since >= self.every and position < n:
                     since = 0
                     snapshot = self._copy(state)

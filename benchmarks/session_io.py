@@ -5,7 +5,8 @@ Writes N events (default 1,000,000), then measures, in the same run:
   line (what a naive reader would do to find events);
 - seek to the middle by time (index_at_time + event), against the baseline's scan to the same
   event;
-- encoding log blocks for the recorder (JobLines.to_jsonl, 1,000-line blocks), against the
+- encoding log blocks for the recorder (JobLines.to_records: job.lines records, what it writes
+  now; JobLines.to_jsonl: a line per event, what it wrote before; 1,000-line blocks), against the
   generic path every other batch takes (one _Wire per event, encode_lines) and against the
   encoder before the typed events (shared head, json's encode_basestring_ascii per text:
   the code of 3294b4f, reproduced here), in CPU time.
@@ -74,7 +75,8 @@ def encode_figures(blocks: int, size: int = 1000, repeats: int = 5) -> dict[str,
     ways = {
         "pre-typed (3294b4f)": lambda jl, t, o: pre_typed_to_jsonl(jl, t, o),
         "generic (_Wire per event)": lambda jl, t, o: to_jsonl(jl),
-        "JobLines.to_jsonl (now)": lambda jl, t, o: jl.to_jsonl(),
+        "JobLines.to_jsonl (lines)": lambda jl, t, o: jl.to_jsonl(),
+        "JobLines.to_records (now)": lambda jl, t, o: jl.to_records(),
     }
     for jl, _, _ in made[:3]:
         assert jl.to_jsonl() == to_jsonl(jl)  # same bytes as the generic path
@@ -98,7 +100,7 @@ def main() -> None:
     lines = max(args.events // 10, 1000)
     encode = encode_figures(lines // 1000)
     base = encode["pre-typed (3294b4f)"]
-    print(f"to_jsonl, {lines // 1000 * 1000:,} job lines in blocks of 1,000 (CPU, best of 5):")
+    print(f"encoding {lines // 1000 * 1000:,} job lines in blocks of 1,000 (CPU, best of 5):")
     for name, secs in encode.items():
         print(f"  {name:27} {secs * 1e3:8.1f} ms  {lines / secs / 1e6:5.2f} M lines/s  "
               f"time vs pre-typed: {secs / base:.2f}x")

@@ -16,6 +16,9 @@ same run:
   (frames by size, blocks by time) against `zstd -3` of the same bytes and against the old
   one-block-per-event recorder; its open and seek.
 Targets: open+paint < 2 s, seek < 100 ms, compressed size <= 1.5x zstd -3.
+The day is written one record per event (a job.line line per log line), as sessions were
+recorded before log blocks became job.lines records (docs/sessions.md): the worst case for
+opening and seeking, 15 M records. A day recorded now holds about 50x fewer records.
 
     python benchmarks/session_scale.py [--events N] [--zstd-events N] [--keep DIR]
 """
@@ -85,8 +88,8 @@ def day_writes(n: int) -> Iterator[tuple[bytes, int, str]]:
 
 
 def generate(path: Path, n: int) -> None:
-    """The bytes SessionWriter writes for such a day, made directly (15 M events through the
-    writer would take minutes of the benchmark's time for nothing it measures)."""
+    """The bytes a line-per-event SessionWriter wrote for such a day, made directly (15 M events
+    through the writer would take minutes of the benchmark's time for nothing it measures)."""
     with open(path, "wb", buffering=1 << 22) as fh:
         fh.write(HEADER % format_ts(utc_now()).encode())
         for data, _, _ in day_writes(n):

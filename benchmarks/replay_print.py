@@ -266,11 +266,11 @@ def routes(path: Path, n: int, rounds: int = 3) -> None:
     assert print_batch_records(blobs[0]) == (human_text(segs[0][2], 0, segs[0][1], []) + "\n"
                                              ).encode()
     tried: dict[str, Any] = {
-        "current --print path (human_text + encode)": partial(route_current, segs),
+        "line-per-event file, --print path (human_text + encode)": partial(route_current, segs),
         "regex findall + one %-format (shape only)": partial(route_regex_format, segs),
         "regex sub of offset tails only": partial(route_regex_tails, segs),
         "msgspec block -> structs + one join": partial(route_msgspec, segs),
-        "batch-record format (texts as one array per batch; format change)":
+        "batch-record projection (what job.lines records became)":
             partial(route_batch_records, blobs),
     }
     spent = dict.fromkeys(tried, 0.0)
@@ -284,7 +284,7 @@ def routes(path: Path, n: int, rounds: int = 3) -> None:
           "included, open excluded):")
     for name, used in spent.items():
         print(f"  {name:<68} {n * rounds / used / 1e6:5.2f} M events/CPU-s   "
-              f"time x{used / base:.2f} of current")
+              f"time x{used / base:.2f} of the first")
 
 
 def cpu(fn: object, *args: object) -> float:

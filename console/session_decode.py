@@ -141,9 +141,7 @@ def decode_events(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]
                 out.extend(expand_record(event))
             else:
                 append(event)
-        except BadLine as exc:
-            bad.append((first + i, str(exc)))
-        except RecordError as exc:
+        except (BadLine, RecordError) as exc:
             bad.append((first + i, str(exc)))
     return out
 

@@ -45,7 +45,8 @@ async def run(args: argparse.Namespace) -> int:
         h = reader.header
         if not args.json:
             print(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
-                  f"{', '.join(h.hosts) or '-'}, {len(reader)} events", flush=True)
+                  f"{', '.join(h.hosts) or '-'}, {len(reader)} records", flush=True)
+            # records, not events: a log block is one job.lines record (docs/sessions.md)
         bad = print_session(reader, sys.stdout.buffer, as_json=args.json)
         if bad is None:
             return EXIT_OK  # the reader went away (`| head`): nothing more to say to anyone

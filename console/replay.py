@@ -11,6 +11,7 @@ from bisect import bisect_left
 from datetime import datetime
 
 from console.session import SessionFormatError, SessionReader
+from remote import aio
 from remote.bus import EventBus
 from remote.events import Event
 
@@ -111,7 +112,7 @@ class Replayer:
                 if gap > 0:
                     self._moved.clear()
                     try:
-                        await asyncio.wait_for(self._moved.wait(), gap)
+                        await aio.wait_for(self._moved.wait(), gap)
                         previous = None  # seek or speed change: re-anchor timing
                         continue
                     except TimeoutError:

@@ -7,13 +7,13 @@ python; this side uploads it, validates sizes before anything is sent, and repor
 
 from __future__ import annotations
 
-import asyncio
 import json
 import posixpath
 import time
 from pathlib import Path
 from typing import Any
 
+from remote import aio
 from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
@@ -148,7 +148,7 @@ async def run_sweep(
                     ended = True
             return await proc.wait()
 
-        returncode = await asyncio.wait_for(read(), timeout + 60)
+        returncode = await aio.wait_for(read(), timeout + 60)
     except TimeoutError:
         raise SweepFailed(f"all-reduce sweep on {host.name} gave no result within "
                           f"{timeout + 60:g}s") from None

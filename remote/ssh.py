@@ -19,6 +19,7 @@ from typing import Any
 
 import asyncssh
 
+from remote import aio
 from remote import events as ev
 from remote.argv import shell_join, with_env
 from remote.bus import EventBus
@@ -286,7 +287,7 @@ class SSHTransport(Transport):
                         box: str) -> asyncssh.SSHClientConnection:
         check = _HostKeyCheck(self.known_hosts, self.accept_new_host_key)
         try:
-            conn = await asyncio.wait_for(
+            conn = await aio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, check), **kwargs),
                 self.connect_timeout + 5,
             )
@@ -326,7 +327,7 @@ class SSHTransport(Transport):
         probe = _KeyTypeProbe(self.known_hosts, accept_new=False)
         probe_kwargs = {**kwargs, "known_hosts": []}  # every algorithm; the probe decides
         try:
-            await asyncio.wait_for(
+            await aio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
                                  **probe_kwargs),
                 self.connect_timeout + 5)
@@ -421,7 +422,7 @@ class SSHTransport(Transport):
         if conn is not None:
             conn.close()
             try:
-                await asyncio.wait_for(conn.wait_closed(), 5)
+                await aio.wait_for(conn.wait_closed(), 5)
             except (TimeoutError, *_LOST):
                 pass
         self._ever_up = False

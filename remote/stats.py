@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remote import aio
 from remote import events as ev
 from remote.bus import EventBus
 from remote.errors import ConnectionFailed, ConsoleError
@@ -259,7 +260,7 @@ class StatsStream:
                 if deadline is not None and loop.time() + delay >= deadline:
                     break
                 try:
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                    await aio.wait_for(self._stop.wait(), delay)
                 except TimeoutError:
                     pass
                 delay = min(delay * 2, self.backoff_max)
@@ -319,7 +320,7 @@ class StatsStream:
             try:
                 await proc.close_stdin()  # --watch-stdin: the sampler exits on EOF
                 # Read to the end so the pipes/channel close with the process, not at GC.
-                await asyncio.wait_for(_drain(lines), 2)
+                await aio.wait_for(_drain(lines), 2)
             except (OSError, ConnectionFailed, EOFError, TimeoutError, RuntimeError):
                 pass
             try:
@@ -393,7 +394,7 @@ async def _drain(lines: AsyncIterator[OutputLine]) -> None:
 
 async def _wait_rc(proc: RemoteProcess, timeout: float = 5) -> int | None:
     try:
-        return await asyncio.wait_for(proc.wait(), timeout)
+        return await aio.wait_for(proc.wait(), timeout)
     except (TimeoutError, OSError, ConnectionFailed, EOFError):
         return None
 

@@ -16,6 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from remote import aio
 from remote.argv import with_env
 from remote.errors import RemoteCommandError
 from remote.streams import merge_streams
@@ -137,7 +138,7 @@ class Transport(abc.ABC):
                     (out if line.stream == "stdout" else err).append(line.text)
                 return out, err, await proc.wait()
 
-            out, err, rc = await asyncio.wait_for(collect(), timeout)
+            out, err, rc = await aio.wait_for(collect(), timeout)
         finally:
             await proc.close()
         done = CompletedRun(list(argv), rc, _join(out), _join(err))
@@ -220,7 +221,7 @@ class LocalTransport(Transport):
                 proc.stdin.close()
         for proc in procs:
             try:
-                await asyncio.wait_for(proc.wait(), 2.0)
+                await aio.wait_for(proc.wait(), 2.0)
             except TimeoutError:
                 try:
                     proc.kill()
@@ -228,7 +229,7 @@ class LocalTransport(Transport):
                     pass
                 # wait() also waits for its pipes, which a grandchild may still hold: bounded.
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(proc.wait(), 2.0)
+                    await aio.wait_for(proc.wait(), 2.0)
 
     @property
     def connected(self) -> bool:

@@ -53,6 +53,7 @@ from console.tui.widgets.pipeline import LogView, PipelineView
 from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
+from remote import aio
 from remote.bus import EventBus
 from remote.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
 from remote.events import Event, format_ts
@@ -263,7 +264,7 @@ class ConsoleApp(App[int]):
                 await self._wake.wait()
             elif due > 0:
                 try:
-                    await asyncio.wait_for(self._wake.wait(), due)
+                    await aio.wait_for(self._wake.wait(), due)
                 except TimeoutError:
                     pass
             self._wake.clear()

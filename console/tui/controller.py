@@ -304,10 +304,13 @@ class LiveController:
         for task in self._background.values():
             task.cancel()
         for task in self._background.values():
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            # Asked again until it ends: a cancel can be lost in a library's race (3.11's
+            # wait_for, remote/aio.py), and a close that waits forever loses the session.
+            while not task.done():
+                await asyncio.wait({task}, timeout=1.0)
+                task.cancel()
+            if not task.cancelled():
+                task.exception()  # retrieved: a failure on the way out is not news
         self._background.clear()
         for t in list(self.transports.values()):
             try:

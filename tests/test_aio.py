@@ -44,3 +44,14 @@ async def test_the_stdlib_race_this_guards_against_is_real_here() -> None:
     except asyncio.CancelledError:
         got = None
     assert (got == 1) == (sys.version_info < (3, 12))
+
+
+def test_console_code_uses_the_safe_wait_for() -> None:
+    """A new asyncio.wait_for in the console's own async code brings the lost-cancel race back."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    offenders = [str(p.relative_to(root)) for d in ("remote", "console")
+                 for p in (root / d).rglob("*.py")
+                 if "probes" not in p.parts and "asyncio.wait_for(" in p.read_text()]
+    assert offenders == []

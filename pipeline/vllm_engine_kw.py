@@ -9,6 +9,7 @@ Runs on the box (vLLM installed); imports nothing from vLLM itself.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +22,31 @@ def has_vision_tower(model_path: str) -> bool:
     return "vision_config" in raw
 
 
+# The one KV cache default of every engine the pipeline starts on a CPU build (the capture
+# engines here, pipeline.serve's server, the extraction server): a user's setting always wins.
+CPU_KV_CACHE_VAR = "VLLM_CPU_KVCACHE_SPACE"
 CPU_KV_CACHE_GIB = "1"
 
 
 def default_cpu_kv_cache() -> None:
-    """On a box without CUDA, a 1 GiB KV cache unless VLLM_CPU_KVCACHE_SPACE says otherwise (as
-    pipeline.serve does). Without it vLLM's CPU worker sizes the cache as
-    `gpu_memory_utilization` (0.92) x total RAM minus what is used, and refuses to start unless
-    that much is available: a suite run failed so (17.8 of 23.5 GiB available). Set in this
-    process's environment, which the engine's workers inherit; GPU builds ignore it."""
+    """On a box without CUDA, a 1 GiB KV cache unless VLLM_CPU_KVCACHE_SPACE says otherwise.
+    Without it vLLM's CPU worker sizes the cache as `gpu_memory_utilization` (0.92) x total RAM
+    minus what is used, and refuses to start unless that much is available: a suite run failed
+    so (17.8 of 23.5 GiB available). Set in this process's environment, which the engine's
+    workers inherit; GPU builds ignore it."""
     import os
 
     if not _has_cuda():
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        os.environ.setdefault(CPU_KV_CACHE_VAR, CPU_KV_CACHE_GIB)
+
+
+def with_cpu_kv_cache(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for an engine started as its own process (a server): the same default, set
+    whether or not this process sees CUDA, since checking would import torch in a step that
+    only execs vLLM; GPU builds ignore the variable."""
+    out = dict(env)
+    out.setdefault(CPU_KV_CACHE_VAR, CPU_KV_CACHE_GIB)
+    return out
 
 
 def capture_engine_kwargs(model_path: str, *, extension: str, tensor_parallel_size: int,

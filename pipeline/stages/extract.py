@@ -46,6 +46,7 @@ from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
+from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -335,8 +336,7 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     log = open(ctx.workdir / "vllm_server.log", "ab")
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # a CPU build; GPU builds ignore it
+    env = with_cpu_kv_cache(os.environ)
     server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
     try:

@@ -100,6 +100,58 @@ def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
     assert f"served {served['mean_length']:.2f}" in line[0].payload["message"]
 
 
+# The demo target (trained, greedy) answers this with its end token at once; asserted below
+# against the live server before it is relied on.
+EOS_FIRST = "a b c d e f g"
+
+
+def _chat(url: str, content: str, max_tokens: int) -> dict:
+    with urllib.request.urlopen(url + "/v1/models", timeout=30) as resp:
+        model = json.loads(resp.read())["data"][0]["id"]
+    body = {"model": model, "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": False}
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def test_bench_stop_at_eos_warms_up_on_an_empty_answer(
+        served_engine: EngineBox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench run --stop-at-eos` against a target whose first token is its end token: the
+    warm-up still readies the engine, a measured request with an empty answer is counted as
+    failed and says why, and a sweep in which every answer is empty fails with that reason."""
+    first = _chat(served_engine.url, EOS_FIRST, 8)["choices"][0]
+    assert first["finish_reason"] == "stop" and not first["message"]["content"], first
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps(EOS_FIRST) + "\n" + json.dumps("count from n0 by n1 please")
+                       + "\n")
+    out = tmp_path / "eos.json"
+    session = tmp_path / "eos.jsonl"
+    rc = served_engine.cli("bench", "run", "--concurrency", "1", "--rounds", "2",
+                           "--max-tokens", "8", "--stop-at-eos", "--warmup", "1",
+                           "--prompts", str(prompts), "--out", str(out), session=session)
+    assert rc == 0, capsys.readouterr().err
+    (point,) = json.loads(out.read_text())["run"]["points"]
+    assert point["requests"] == 2 and point["failed"] == 1, point
+    assert point["output_tokens"] > 0 and point["ttft_p50"] is not None
+    assert "first token was its end token" in point["errors"][0], point["errors"]
+    warned = [e.payload["message"] for e in events(session) if e.kind == ev.CONSOLE_WARNING]
+    assert any("1 of 2 requests failed: the answer was empty" in w for w in warned), warned
+
+    prompts.write_text(json.dumps(EOS_FIRST) + "\n")
+    capsys.readouterr()
+    session = tmp_path / "all-empty.jsonl"
+    rc = served_engine.cli("bench", "run", "--concurrency", "1", "--rounds", "2",
+                           "--max-tokens", "8", "--stop-at-eos", "--warmup", "1",
+                           "--prompts", str(prompts), "--out", str(tmp_path / "none.json"),
+                           session=session)
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert rc == 1, err
+    assert len(err) == 1 and "warm-up" not in err[0], err
+    assert "all 2 requests at concurrency 1 failed: the answer was empty" in err[0], err
+
+
 def test_served_evaluate_measures_the_trained_head(served_engine: EngineBox,
                                                    tmp_path: Path) -> None:
     """Issue 12 point 6 with the real trained head: evaluate on a box that cannot load the

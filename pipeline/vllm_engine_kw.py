@@ -3,7 +3,7 @@ pipeline.vllm_layer_capture for our layer hooks) ask of `vllm.LLM`, in one place
 engine's settings are facts about capture (no compiled graph, no cached prefix, no vision tower),
 not about which extension does it, and two copies would drift.
 
-Runs on the box (vLLM installed); imports nothing from vLLM itself.
+Runs on the box (vLLM installed); imports vLLM only to ask which text-only switch it has.
 """
 
 from __future__ import annotations
@@ -64,10 +64,24 @@ def capture_engine_kwargs(model_path: str, *, extension: str, tensor_parallel_si
         skip_tokenizer_init=True)
     default_cpu_kv_cache()
     if has_vision_tower(model_path):
-        # Text-only extraction: vLLM then runs the wrapper in text-only mode (no vision tower
-        # built, no image processor needed, no multimodal profiling).
-        kw["limit_mm_per_prompt"] = {"image": 0}
+        kw.update(text_only_kwargs())
     return kw
+
+
+def text_only_kwargs() -> dict[str, Any]:
+    """Text-only extraction: every modality the model declares limited to 0, so vLLM builds no
+    tower for it (`_mark_tower_model` skips a tower only when all its modalities are 0) and
+    profiles no encoder. The modality names are the model's own, not always "image": Kimi-K2.5
+    declares only `vision_chunk`, and `{"image": 0}` left its MoonViT tower built.
+    `language_model_only` (vLLM >= 0.17) is vLLM's switch for exactly that; older vLLM has only
+    the per-modality limits, where image is what its multimodal wrappers declare."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    if "language_model_only" in {f.name for f in dataclasses.fields(EngineArgs)}:
+        return {"language_model_only": True}
+    return {"limit_mm_per_prompt": {"image": 0}}
 
 
 def _has_cuda() -> bool:

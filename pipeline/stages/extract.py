@@ -253,8 +253,9 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                        max_num_batched_tokens=cfg.extract.max_num_batched_tokens)
     emit("info", "extract", message=f"capturing layer ids {cfg.all_layer_ids} at the outputs "
          f"of {cap.layers_path}[id-1] ({cap.num_layers} layers; {cap.workers} worker(s), "
-         f"capturing on rank {', '.join(map(str, cap.capturing_ranks)) or 'none'})",
-         workers=cap.workers, capturing_ranks=cap.capturing_ranks)
+         f"capturing on rank {', '.join(map(str, cap.capturing_ranks)) or 'none'})"
+         + (f"; not built (text only): {', '.join(cap.not_built)}" if cap.not_built else ""),
+         workers=cap.workers, capturing_ranks=cap.capturing_ranks, not_built=cap.not_built)
     try:
         tokens = 0
         for run in _batches(samples, todo, BATCH_TOKENS):

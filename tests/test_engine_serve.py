@@ -27,7 +27,7 @@ import pytest
 
 from pipeline import progress
 from remote import events as ev
-from tests.engine_fixture import EngineBox, events
+from tests.engine_fixture import EngineBox, answers, events
 from tests.sshd_harness import free_port
 
 # A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
@@ -37,14 +37,6 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def test_box_host_runs_the_box_environment(engine_box: EngineBox, tmp_path: Path) -> None:
@@ -65,7 +57,7 @@ def test_serve_reports_a_url_that_answers(served_engine: EngineBox) -> None:
     assert ready[0].payload["role"] == "speculative"
     # The console's own port forward is closed; the URL is the box's, reachable here because
     # the loopback box is this machine.
-    assert _answers(served_engine.url)
+    assert answers(served_engine.url)
 
 
 def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
@@ -238,5 +230,5 @@ def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     final = [e.payload["message"] for e in evs if e.kind == ev.CONSOLE_INFO][-1]
     assert final.startswith("mean acceptance length: offline ") and " vs served " in final
     # Stopped means stopped: nothing answers on either port any more.
-    assert not _answers(engine_box.url)
-    assert not _answers(baseline_url)
+    assert not answers(engine_box.url)
+    assert not answers(baseline_url)

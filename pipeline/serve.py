@@ -11,8 +11,9 @@ The process replaces itself with the server (os.execv): the job's pid and proces
 vLLM's, so cancelling the job ends the API server and its engine processes together, and the
 job's exit status is vLLM's own.
 
-`VLLM_CPU_KVCACHE_SPACE` defaults to 1 (GiB) when unset: a CPU build otherwise reserves a
-share of RAM sized for a real model; GPU builds ignore the variable.
+`VLLM_CPU_KVCACHE_SPACE` gets the capture engines' default when unset
+(pipeline.vllm_engine_kw): a CPU build otherwise reserves a share of RAM sized for a real
+model; GPU builds ignore the variable.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
+from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 # The OpenAI server as a module of the box's python (the console names the python, not a script
 # on PATH). Not `vllm.entrypoints.cli.main serve`: it asks importlib.metadata for the
@@ -67,14 +69,17 @@ def server_argv(cfg: PipelineConfig, *, host: str, port: int, baseline: bool,
     return [*argv, *extra]
 
 
+def server_env() -> dict[str, str]:
+    return with_cpu_kv_cache(os.environ)
+
+
 def main(cfg: PipelineConfig, *, host: str, port: int, baseline: bool,
          extra: Sequence[str]) -> int:
     argv = server_argv(cfg, host=host, port=port, baseline=baseline, extra=extra)
     role = "baseline" if baseline else "speculative"
     emit("info", "serve", message=f"{role} server on {host}:{port}: {' '.join(argv[1:])}",
          role=role, host=host, port=port, argv=argv)
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env = server_env()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(argv[0], argv, env)

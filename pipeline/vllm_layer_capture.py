@@ -73,6 +73,7 @@ class LayerCapture:
         self.workers = len(replies)
         self.layers_path = str(info["path"])
         self.num_layers = int(info["num_layers"])
+        self.not_built = [str(n) for n in info.get("not_built", [])]
         if max(layer_ids) > self.num_layers:
             raise PipelineError(f"layer id {max(layer_ids)} > the model's {self.num_layers} "
                                 f"layers ({self.layers_path})")

@@ -95,8 +95,13 @@ class LayerCaptureExtension:
         self._cap_requests: dict[str, dict[str, Any]] = {}
         self._cap_active = False
         self._cap_restarts = 0
+        # Modules vLLM left out (a tower of a modality limited to 0 is a StageMissingLayer):
+        # said in the stage's log, so a text-only capture shows it built no vision tower.
+        not_built = [name for name, child in model.named_children()
+                     if type(child).__name__ == "StageMissingLayer"]
         if int(getattr(worker, "rank", 0)) != 0:
-            return {"path": path, "num_layers": len(layers), "capturing": False}
+            return {"path": path, "num_layers": len(layers), "capturing": False,
+                    "not_built": not_built}
         for i in self._cap_layers:
             layers[i].register_forward_hook(self._cap_hook(i))
         original = runner.execute_model
@@ -110,7 +115,8 @@ class LayerCaptureExtension:
                 self._cap_file_step(scheduler_output)
 
         runner.execute_model = execute_model
-        return {"path": path, "num_layers": len(layers), "capturing": True}
+        return {"path": path, "num_layers": len(layers), "capturing": True,
+                "not_built": not_built}
 
     def _cap_hook(self, index: int) -> Any:
         def hook(_module: Any, _args: Any, out: Any) -> None:

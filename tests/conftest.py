@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from remote.transport import LocalTransport, Transport
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine per session)
 
@@ -19,6 +20,21 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     daemon = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield daemon
     daemon.stop()
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
+    """The same test on this machine's local transport and over the real loopback sshd: what
+    runs on a box must behave alike however the box is reached."""
+    if request.param == "local":
+        t: Transport = LocalTransport()
+    else:
+        from remote import ssh
+        sshd: Sshd = request.getfixturevalue("sshd")
+        t = ssh.SSHTransport(sshd.host_config())
+    await t.connect()
+    yield t
+    await t.close()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,16 @@ class EngineBox:
         if self.running:
             self.cli("serve", "stop")
             self.running.clear()
+
+
+def answers(url: str) -> bool:
+    """A vLLM server answers at `url` (its model list): how the engine tests tell a server that
+    is up from one that was stopped."""
+    try:
+        with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
 
 
 def events(session: Path) -> list[ev.Event]:

@@ -27,7 +27,7 @@ import pytest
 
 from pipeline import progress
 from remote import events as ev
-from tests.engine_fixture import EngineBox, events
+from tests.engine_fixture import EngineBox, answers, events
 from tests.sshd_harness import free_port
 
 # A real engine starts in 30-60 s on idle cores, minutes on busy ones; the first test also
@@ -37,14 +37,6 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SERVED_MARGIN = 1.1  # mean acceptance length: untrained ~1.0, trained demo head ~1.4-1.5
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def test_box_host_runs_the_box_environment(engine_box: EngineBox, tmp_path: Path) -> None:
@@ -65,7 +57,7 @@ def test_serve_reports_a_url_that_answers(served_engine: EngineBox) -> None:
     assert ready[0].payload["role"] == "speculative"
     # The console's own port forward is closed; the URL is the box's, reachable here because
     # the loopback box is this machine.
-    assert _answers(served_engine.url)
+    assert answers(served_engine.url)
 
 
 def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
@@ -98,6 +90,58 @@ def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
     assert served["drafts"] == sum(p["acceptance"]["drafts"] for p in points)
     assert served["mean_length"] > SERVED_MARGIN, served
     assert f"served {served['mean_length']:.2f}" in line[0].payload["message"]
+
+
+# The demo target (trained, greedy) answers this with its end token at once; asserted below
+# against the live server before it is relied on.
+EOS_FIRST = "a b c d e f g"
+
+
+def _chat(url: str, content: str, max_tokens: int) -> dict:
+    with urllib.request.urlopen(url + "/v1/models", timeout=30) as resp:
+        model = json.loads(resp.read())["data"][0]["id"]
+    body = {"model": model, "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": False}
+    req = urllib.request.Request(url + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def test_bench_stop_at_eos_warms_up_on_an_empty_answer(
+        served_engine: EngineBox, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench run --stop-at-eos` against a target whose first token is its end token: the
+    warm-up still readies the engine, a measured request with an empty answer is counted as
+    failed and says why, and a sweep in which every answer is empty fails with that reason."""
+    first = _chat(served_engine.url, EOS_FIRST, 8)["choices"][0]
+    assert first["finish_reason"] == "stop" and not first["message"]["content"], first
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps(EOS_FIRST) + "\n" + json.dumps("count from n0 by n1 please")
+                       + "\n")
+    out = tmp_path / "eos.json"
+    session = tmp_path / "eos.jsonl"
+    rc = served_engine.cli("bench", "run", "--concurrency", "1", "--rounds", "2",
+                           "--max-tokens", "8", "--stop-at-eos", "--warmup", "1",
+                           "--prompts", str(prompts), "--out", str(out), session=session)
+    assert rc == 0, capsys.readouterr().err
+    (point,) = json.loads(out.read_text())["run"]["points"]
+    assert point["requests"] == 2 and point["failed"] == 1, point
+    assert point["output_tokens"] > 0 and point["ttft_p50"] is not None
+    assert "first token was its end token" in point["errors"][0], point["errors"]
+    warned = [e.payload["message"] for e in events(session) if e.kind == ev.CONSOLE_WARNING]
+    assert any("1 of 2 requests failed: the answer was empty" in w for w in warned), warned
+
+    prompts.write_text(json.dumps(EOS_FIRST) + "\n")
+    capsys.readouterr()
+    session = tmp_path / "all-empty.jsonl"
+    rc = served_engine.cli("bench", "run", "--concurrency", "1", "--rounds", "2",
+                           "--max-tokens", "8", "--stop-at-eos", "--warmup", "1",
+                           "--prompts", str(prompts), "--out", str(tmp_path / "none.json"),
+                           session=session)
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert rc == 1, err
+    assert len(err) == 1 and "warm-up" not in err[0], err
+    assert "all 2 requests at concurrency 1 failed: the answer was empty" in err[0], err
 
 
 def test_served_evaluate_measures_the_trained_head(served_engine: EngineBox,
@@ -186,5 +230,5 @@ def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     final = [e.payload["message"] for e in evs if e.kind == ev.CONSOLE_INFO][-1]
     assert final.startswith("mean acceptance length: offline ") and " vs served " in final
     # Stopped means stopped: nothing answers on either port any more.
-    assert not _answers(engine_box.url)
-    assert not _answers(baseline_url)
+    assert not answers(engine_box.url)
+    assert not answers(baseline_url)

@@ -120,15 +120,22 @@ def test_evaluate_measures_through_the_served_head(tp2_engine: Tp2Engine,
     assert not any("target memory" in str(x.get("message", "")) for x in records)
 
 
-def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:
-    import sys
-
+def _config_only_target(tmp_path: Path) -> Path:
+    """A target directory with only a config.json: enough for the pipeline config to load, and
+    these runs end at the missing server before anything else of the target is read."""
     model = tmp_path / "m"
     model.mkdir()
     (model / "config.json").write_text(json.dumps({
         "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
         "intermediate_size": 128, "num_attention_heads": 4}))
-    cfg = _served_pipeline(tmp_path, model, f"http://127.0.0.1:{free_port()}")
+    return model
+
+
+def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:
+    import sys
+
+    cfg = _served_pipeline(tmp_path, _config_only_target(tmp_path),
+                           f"http://127.0.0.1:{free_port()}")
     rc, records, tail = _evaluate(Path(sys.executable), cfg)
     assert rc == 1, tail
     (err,) = [r for r in records if r["type"] == "error"]
@@ -143,12 +150,8 @@ def test_served_evaluate_needs_no_torch(tmp_path: Path) -> None:
     bare = Path("/usr/bin/python3")
     probe = subprocess.run([str(bare), "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0, "the bare python must not have torch"
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    cfg = _served_pipeline(tmp_path, model, f"http://127.0.0.1:{free_port()}")
+    cfg = _served_pipeline(tmp_path, _config_only_target(tmp_path),
+                           f"http://127.0.0.1:{free_port()}")
     cfg.write_text("cpu_threads = 1\n" + cfg.read_text())
     rc, records, tail = _evaluate(bare, cfg)
     assert rc == 1, tail

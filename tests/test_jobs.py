@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from remote.bus import EventBus
 from remote.cursors import CursorStore
 from remote.jobs import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
 from remote.transport import LocalTransport, Transport
-from tests.sshd_harness import Sshd
 
 PY = sys.executable
 
@@ -34,19 +32,6 @@ COUNT = (
     "    print(i, flush=True)\n"
     "    if pause: time.sleep(pause)\n"
 )
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
-    if request.param == "local":
-        t: Transport = LocalTransport()
-    else:
-        from remote import ssh
-        sshd: Sshd = request.getfixturevalue("sshd")
-        t = ssh.SSHTransport(sshd.host_config())
-    await t.connect()
-    yield t
-    await t.close()
 
 
 @pytest.fixture

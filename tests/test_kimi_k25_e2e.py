@@ -67,6 +67,8 @@ def test_tiny_kimi_k25_probe_extract_train_serve_bench(engine_box: EngineBox, ki
     infos = " ".join(str(e.payload.get("message", "")) for e in evs if e.kind == ev.CONSOLE_INFO)
     # where the hooks went, said in the log: the wrapper's language model, not a vision block
     assert "at the outputs of get_language_model().model.layers[id-1] (4 layers;" in infos
+    # text only: Kimi's one modality (vision_chunk) at 0, so vLLM built no MoonViT tower
+    assert "not built (text only): vision_tower, mm_projector" in infos, infos
     out = root / "out"
     meta = json.loads((out / "extract" / "meta.json").read_text())
     assert (meta["backend"], meta["format"], meta["layer_ids"]) == ("vllm", "0.9", [1, 2, 3, 4])

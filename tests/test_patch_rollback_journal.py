@@ -6,33 +6,17 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from remote.bus import EventBus
 from remote.errors import EXIT_OK
-from remote.events import Event
-from remote.hosts import default_local
-from remote.patcher.runner import Patcher, rollback_request
-from remote.transport import LocalTransport
+from remote.patcher.runner import rollback_request
+from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256
 from tests.sshd_harness import Sshd
-from tests.test_patch_trust import JOURNAL, _kill_after
 
-REPO = Path(__file__).resolve().parents[1]
 EDIT = "# hand edit on the box\n"
-
-
-def _patcher(sp: Path, host_dir: Path) -> tuple[Patcher, list[Event]]:
-    bus = EventBus()
-    events: list[Event] = []
-    bus.add_callback(events.append)
-    return Patcher(LocalTransport(), default_local(str(host_dir)), bus,
-                   site_packages=str(sp)), events
 
 
 def _state(path: Path, original: str, patched: str) -> str:
@@ -49,7 +33,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: worker.read_text(), gen: gen.read_text()}
-    await _patcher(sp, tmp_path / "box")[0].apply()
+    await local_patcher(sp, tmp_path / "box")[0].apply()
     patched = {worker: worker.read_text(), gen: gen.read_text()}
     assert patched[worker] != originals[worker] and patched[gen] != originals[gen]
     worker.write_text(patched[worker] + EDIT)
@@ -59,7 +43,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     applied = {p: p.read_bytes() for p in sp.rglob("*")
                if (p.is_file() and "eagle3-" in p.name) or p in (worker, gen)}
     assert len(applied) == 4
-    plans = await _patcher(sp, tmp_path / "box")[0].plan(emit=False, recover=True)
+    plans = await local_patcher(sp, tmp_path / "box")[0].plan(emit=False, recover=True)
     entries, _ = rollback_request(plans, None)
     assert [e["action"] for e in entries] == ["restore", "restore"]
     assert [e["keep_edited"] for e in entries] == [True, False]
@@ -70,7 +54,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     for step in range(0, 13):
         for path, data in applied.items():
             path.write_bytes(data)
-        seen = _kill_after({"op": "rollback_all", "files": entries}, step)
+        seen = kill_after({"op": "rollback_all", "files": entries}, step)
         steps_seen.update(seen)
 
         states = {p: _state(p, originals[p], patched[p]) for p in (worker, gen)}
@@ -84,7 +68,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
             split_seen += 1
             assert journal, (step, seen, states)
 
-        patcher, events = _patcher(sp, tmp_path / "box")
+        patcher, events = local_patcher(sp, tmp_path / "box")
         if step % 2 == 0:
             plans = await patcher.verify()
             effects = {p.rel: p.in_effect for p in plans}
@@ -119,40 +103,8 @@ def test_kills_of_a_rollback_over_ssh_never_leave_the_pair_split(
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: sha256(worker), gen: sha256(gen)}
-    slow = tmp_path / "slowpy"  # the box python, pausing between the helper's steps
-    slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY=0.3 exec {sys.executable} "$@"\n')
-    slow.chmod(0o755)
-    workdir = tmp_path / "box-workdir"
-    (tmp_path / "console.toml").write_text(
-        "[hosts.box]\n"
-        f'ssh = "{sshd.alias}"\n'
-        f'python = "{slow}"\n'
-        f'workdir = "{workdir}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'known_hosts = "{sshd.known_hosts}"\n')
-    common = ["--host", "box", "--site-packages", str(sp), "--no-record"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-
-    def console(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "console", *args, *common], cwd=tmp_path,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-
-    def finish(proc: subprocess.Popen[str]) -> str:
-        out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == EXIT_OK, out
-        return out
-
-    def helper_pids() -> list[int]:
-        out = subprocess.run(["pgrep", "-f", f"{workdir}/probes/patch_helper.py"],
-                             capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
-
-    def until(cond: object, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond():  # type: ignore[operator]
-            assert time.monotonic() < deadline, "timed out"
-            time.sleep(0.01)
+    box = SlowSshBox.make(sshd, tmp_path, sp)
+    console, finish, helper_pids = box.console, box.finish, box.helper_pids
 
     split_seen = 0
     for how in ("helper-between-files", "helper-after-journal"):

@@ -5,29 +5,18 @@ the next verify / apply / rollback completes), with real SIGKILLs locally and ov
 from __future__ import annotations
 
 import base64
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from console.cli import main
-from remote.bus import EventBus
 from remote.errors import EXIT_OK, EXIT_REFUSED
-from remote.events import Event
-from remote.hosts import default_local
 from remote.patcher.plan import compose, recipes_for
-from remote.patcher.runner import HELPER, Patcher
-from remote.transport import LocalTransport
+from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
-
-REPO = Path(__file__).resolve().parents[1]
-JOURNAL = ".eagle3-patch-journal"
 
 
 def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sp: Path) -> list[str]:
@@ -82,42 +71,19 @@ def _apply_all_request(sp: Path) -> tuple[dict, dict[Path, str]]:
     return {"op": "apply_all", "files": files}, patched
 
 
-def _kill_after(request: dict, step: int) -> list[str]:
-    """Run the helper with a pause after each step, SIGKILL it after its `step`-th."""
-    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY="0.05")
-    proc = subprocess.Popen([sys.executable, str(HELPER)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(request).encode())
-    proc.stdin.close()
-    seen: list[str] = []
-    while len(seen) < step:
-        line = proc.stderr.readline().decode()
-        if not line:
-            break
-        if line.startswith("step "):
-            seen.append(line.split()[1])
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    proc.stdout.close()
-    proc.stderr.close()
-    return seen
-
-
 async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Path) -> None:
     """SIGKILL after every step of a two-file apply; after each, the next command (verify,
     then rollback, alternating) never sees one file patched and the other original."""
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: sha256(worker), gen: sha256(gen)}
-    host = default_local(str(tmp_path / "box"))
     torn_seen = 0
     steps_seen: set[str] = set()
     # checked, tmp-written (journal), journal-written, then per file: tmp-written, backed-up,
     # tmp-written, replaced; then journal-removed: 12 steps. 13 lets one run finish.
     for step in range(0, 14):
         request, patched = _apply_all_request(sp)
-        seen = _kill_after(request, step)
+        seen = kill_after(request, step)
         steps_seen.update(seen)
         states = {p: ("patched" if p.read_text() == patched[p] else
                       "original" if sha256(p) == originals[p] else "torn") for p in (worker, gen)}
@@ -125,10 +91,7 @@ async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Pat
         if len(set(states.values())) > 1:
             torn_seen += 1  # ... but the pair can be split until the next command runs
             assert (worker.parent / JOURNAL).is_file()
-        bus = EventBus()
-        events: list[Event] = []
-        bus.add_callback(events.append)
-        patcher = Patcher(LocalTransport(), host, bus, site_packages=str(sp))
+        patcher, events = local_patcher(sp, tmp_path / "box")
         if step % 2 == 0:
             plans = await patcher.verify()
             assert all(p.in_effect is not None for p in plans)
@@ -158,35 +121,8 @@ def test_kills_of_an_apply_over_ssh_never_leave_the_pair_split(
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: sha256(worker), gen: sha256(gen)}
-    slow = tmp_path / "slowpy"  # the box python, pausing between the helper's steps
-    slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY=0.3 exec {sys.executable} "$@"\n')
-    slow.chmod(0o755)
-    workdir = tmp_path / "box-workdir"
-    (tmp_path / "console.toml").write_text(
-        "[hosts.box]\n"
-        f'ssh = "{sshd.alias}"\n'
-        f'python = "{slow}"\n'
-        f'workdir = "{workdir}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'known_hosts = "{sshd.known_hosts}"\n')
-    common = ["--host", "box", "--site-packages", str(sp), "--no-record"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-
-    def console(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "console", *args, *common], cwd=tmp_path,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-
-    def helper_pids() -> list[int]:
-        out = subprocess.run(["pgrep", "-f", f"{workdir}/probes/patch_helper.py"],
-                             capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
-
-    def until(cond: object, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not cond():  # type: ignore[operator]
-            assert time.monotonic() < deadline, "timed out"
-            time.sleep(0.01)
+    box = SlowSshBox.make(sshd, tmp_path, sp)
+    console, helper_pids = box.console, box.helper_pids
 
     split_seen = 0
     for how in ("helper-between-files", "helper-after-journal", "console-mid-apply"):

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from console.cli import main as console_main
 from remote.serve import PortInUse, check_port_free
-from remote.transport import LocalTransport, Transport
+from remote.transport import Transport
 from tests.sshd_harness import Sshd, free_port
 
 
@@ -31,19 +31,6 @@ def listening() -> Iterator[int]:
         yield s.getsockname()[1]
     finally:
         s.close()
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
-    if request.param == "local":
-        t: Transport = LocalTransport()
-    else:
-        from remote import ssh
-        sshd: Sshd = request.getfixturevalue("sshd")
-        t = ssh.SSHTransport(sshd.host_config())
-    await t.connect()
-    yield t
-    await t.close()
 
 
 async def test_free_port_passes_taken_port_names_itself_and_the_fix(transport: Transport,

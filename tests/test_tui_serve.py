@@ -15,7 +15,6 @@ One engine start in this module (the engine lock: run it with
 from __future__ import annotations
 
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -27,18 +26,10 @@ from console.tui.controller import LiveSource
 from console.tui.dialogs import AskScreen, ConfirmScreen
 from console.tui.widgets.common import TopBar
 from remote.hosts import load_config
-from tests.engine_fixture import HOST, EngineBox
+from tests.engine_fixture import HOST, EngineBox, answers
 from tests.tui_helpers import SIZE, plain, settle, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh, pytest.mark.timeout(1800)]
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 async def _open(app: ConsoleApp, pilot, host: str) -> None:  # type: ignore[no-untyped-def]
@@ -86,7 +77,7 @@ async def _drive(app: ConsoleApp, engine_box: EngineBox) -> None:
         await wait_for(pilot, lambda: host.servers["speculative"].state == "ready", timeout=900)
         await wait_for(pilot, lambda: not app.activity, timeout=30)
         await settle(pilot)
-        assert host.servers["speculative"].url == engine_box.url and _answers(engine_box.url)
+        assert host.servers["speculative"].url == engine_box.url and answers(engine_box.url)
         assert "ready" in plain(app.query_one("#servers", Static))
 
         await pilot.press("b")
@@ -121,7 +112,7 @@ async def _drive(app: ConsoleApp, engine_box: EngineBox) -> None:
         await wait_for(pilot, lambda: host.servers["speculative"].state == "stopped", timeout=120)
         await settle(pilot)
         assert "stopped" in plain(app.query_one("#servers", Static))
-        assert not _answers(engine_box.url)
+        assert not answers(engine_box.url)
         await app.source.controller.aclose()
 
 

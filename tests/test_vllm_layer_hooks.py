@@ -182,7 +182,8 @@ def test_only_tp_rank_0_hooks_and_captures() -> None:
         w = _Worker(rank)
         original = w.model_runner.execute_model
         info = w._capture_setup([0, 2])
-        assert info == {"path": "model.layers", "num_layers": 3, "capturing": False}
+        assert info == {"path": "model.layers", "num_layers": 3, "capturing": False,
+                        "not_built": []}
         assert w.model_runner.execute_model == original  # not wrapped
         assert all(not m._forward_hooks for m in w.model_runner.model.model.layers)
         w.step([("a", [1.0, 2.0])], {"a": (0, [5, 6])}, {})

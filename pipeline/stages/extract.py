@@ -46,6 +46,7 @@ from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
+from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -252,8 +253,9 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                        max_num_batched_tokens=cfg.extract.max_num_batched_tokens)
     emit("info", "extract", message=f"capturing layer ids {cfg.all_layer_ids} at the outputs "
          f"of {cap.layers_path}[id-1] ({cap.num_layers} layers; {cap.workers} worker(s), "
-         f"capturing on rank {', '.join(map(str, cap.capturing_ranks)) or 'none'})",
-         workers=cap.workers, capturing_ranks=cap.capturing_ranks)
+         f"capturing on rank {', '.join(map(str, cap.capturing_ranks)) or 'none'})"
+         + (f"; not built (text only): {', '.join(cap.not_built)}" if cap.not_built else ""),
+         workers=cap.workers, capturing_ranks=cap.capturing_ranks, not_built=cap.not_built)
     try:
         tokens = 0
         for run in _batches(samples, todo, BATCH_TOKENS):
@@ -335,8 +337,7 @@ def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     log = open(ctx.workdir / "vllm_server.log", "ab")
-    env = dict(os.environ)
-    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # a CPU build; GPU builds ignore it
+    env = with_cpu_kv_cache(os.environ)
     server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
     try:

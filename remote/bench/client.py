@@ -128,6 +128,7 @@ class VllmClient:
         result = RequestResult(ok=False)
         chunks = 0
         usage_tokens: int | None = None
+        finish_reason: str | None = None
         try:
             async with self._http.stream("POST", "/v1/chat/completions", json=body) as resp:
                 if resp.status_code != 200:
@@ -154,6 +155,7 @@ class VllmClient:
                     if "error" in chunk:
                         result.error = f"server error: {_one_line(json.dumps(chunk['error']))}"
                         return result
+                    finish_reason = _finish_reason(chunk) or finish_reason
                     if _has_content(chunk):
                         now = time.perf_counter() - t0
                         if result.ttft is None:
@@ -168,7 +170,7 @@ class VllmClient:
         result.latency = time.perf_counter() - t0
         result.output_tokens = usage_tokens if usage_tokens is not None else chunks
         if result.ttft is None:
-            result.error = "the stream carried no content"
+            result.error = _no_content_error(finish_reason, ignore_eos)
             return result
         result.ok = True
         return result
@@ -184,6 +186,25 @@ def _has_content(chunk: dict[str, Any]) -> bool:
         if choice.get("text"):
             return True
     return False
+
+
+def _finish_reason(chunk: dict[str, Any]) -> str | None:
+    for choice in chunk.get("choices") or []:
+        if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str):
+            return str(choice["finish_reason"])
+    return None
+
+
+def _no_content_error(finish_reason: str | None, ignore_eos: bool) -> str:
+    """Why a request has no TTFT to report. A target whose first token is its end token is
+    not a broken server: saying so points the operator at the target (or at --stop-at-eos),
+    where "no content" alone reads like a transport fault."""
+    if finish_reason == "stop" and not ignore_eos:
+        return ("the answer was empty: the model's first token was its end token "
+                "(finish_reason stop; the bench stops at EOS)")
+    if finish_reason is not None:
+        return f"the stream carried no content (finish_reason {finish_reason})"
+    return "the stream carried no content"
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -173,8 +173,11 @@ async def run_sweep(
         server_version=await client.server_version(),
     )
     if warmup > 0:
+        # Warm-up only readies the engine; its answers are thrown away. It never stops at EOS:
+        # a target whose first token is its end token would otherwise fail the warm-up and hide
+        # what the measured requests, which do stop there, report for themselves.
         warm = await asyncio.gather(*(client.stream_chat(model, prompts.get(i), max_tokens,
-                                                         ignore_eos=ignore_eos)
+                                                         ignore_eos=True)
                                       for i in range(warmup)))
         bad = [r for r in warm if not r.ok]
         if len(bad) == len(warm):

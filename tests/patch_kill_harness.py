@@ -1,0 +1,112 @@
+"""What the patcher's kill tests share (test_patch_trust.py for apply, test_patch_rollback_journal.py
+for rollback): the box-side helper SIGKILLed after a given step, a patcher on the local transport
+that records its events, and a box reached over the real sshd whose python pauses between the
+helper's steps, so a test can kill the helper or the console between two files.
+
+Kept in one place so both tests kill the same way: a change to how the helper reports its steps
+or how the console is started is made once, not in one copy of two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remote.bus import EventBus
+from remote.errors import EXIT_OK
+from remote.events import Event
+from remote.hosts import default_local
+from remote.patcher.runner import HELPER, Patcher
+from remote.transport import LocalTransport
+from tests.sshd_harness import Sshd
+
+REPO = Path(__file__).resolve().parents[1]
+JOURNAL = ".eagle3-patch-journal"
+
+
+def kill_after(request: dict[str, Any], step: int) -> list[str]:
+    """Run the helper with a pause after each step, SIGKILL it after its `step`-th."""
+    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY="0.05")
+    proc = subprocess.Popen([sys.executable, str(HELPER)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(request).encode())
+    proc.stdin.close()
+    seen: list[str] = []
+    while len(seen) < step:
+        line = proc.stderr.readline().decode()
+        if not line:
+            break
+        if line.startswith("step "):
+            seen.append(line.split()[1])
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    return seen
+
+
+def local_patcher(sp: Path, host_dir: Path) -> tuple[Patcher, list[Event]]:
+    """A patcher of `sp` on the local transport, with the events it emits."""
+    bus = EventBus()
+    events: list[Event] = []
+    bus.add_callback(events.append)
+    return Patcher(LocalTransport(), default_local(str(host_dir)), bus,
+                   site_packages=str(sp)), events
+
+
+def until(cond: Callable[[], object], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@dataclass
+class SlowSshBox:
+    """Host `box` over the real sshd, its python pausing 0.3 s between the helper's steps;
+    `console(...)` starts `python -m console ARGS --host box --site-packages SP` on it."""
+
+    sp: Path
+    workdir: Path
+    cwd: Path
+
+    @classmethod
+    def make(cls, sshd: Sshd, tmp_path: Path, sp: Path) -> SlowSshBox:
+        slow = tmp_path / "slowpy"  # the box python, pausing between the helper's steps
+        slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY=0.3 exec {sys.executable} "$@"\n')
+        slow.chmod(0o755)
+        workdir = tmp_path / "box-workdir"
+        (tmp_path / "console.toml").write_text(
+            "[hosts.box]\n"
+            f'ssh = "{sshd.alias}"\n'
+            f'python = "{slow}"\n'
+            f'workdir = "{workdir}"\n'
+            f'ssh_config = "{sshd.ssh_config}"\n'
+            f'known_hosts = "{sshd.known_hosts}"\n')
+        return cls(sp=sp, workdir=workdir, cwd=tmp_path)
+
+    def console(self, *args: str) -> subprocess.Popen[str]:
+        common = ["--host", "box", "--site-packages", str(self.sp), "--no-record"]
+        return subprocess.Popen([sys.executable, "-m", "console", *args, *common], cwd=self.cwd,
+                                env={**os.environ, "PYTHONPATH": str(REPO)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[str]) -> str:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == EXIT_OK, out
+        return out
+
+    def helper_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-f", f"{self.workdir}/probes/patch_helper.py"],
+                             capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]

@@ -41,6 +41,7 @@ from console.tui.dialogs import (
     NotesScreen,
     SeekScreen,
 )
+from console.tui.main_screen import MainScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -147,6 +148,9 @@ class ConsoleApp(App[int]):
         self._views: dict[str, View] = {}  # screen name -> its view, once mounted
         # The tab underline's slide is ~18 full repaints per switch: the console switches at once.
         self.animation_level = "none"
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
 
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:

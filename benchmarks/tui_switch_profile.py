@@ -70,6 +70,14 @@ def instrument(app: Any, counts: Counts, paints: list[tuple[float, str]]) -> Non
         original_layout(self, *args, **kwargs)
 
     Screen._refresh_layout = refresh_layout  # type: ignore[method-assign]
+    original_on_layout = Screen._on_layout
+
+    async def on_layout(self: Any, message: Any) -> None:
+        if counts.on:  # who asked for a layout
+            counts.dirty.append(f"layout<-{type(message.widget).__name__}#{message.widget.id}")
+        await original_on_layout(self, message)
+
+    Screen._on_layout = on_layout  # type: ignore[method-assign]
     # every class that defines its own render_lines: count each widget painted once per call
     classes = {Widget} | {c for c in _subclasses(Widget) if "render_lines" in c.__dict__}
     painting: set[int] = set()  # widgets inside a render_lines call (a super() call is one paint)

@@ -25,7 +25,7 @@ from console.tui.app import REFRESH_S
 from console.tui.model import ConsoleState
 from console.tui.table_lines import FastTable, simple
 from console.tui.widgets.common import View
-from console.tui.widgets.overview import gpu_table
+from console.tui.widgets.overview import gpu_table, jobs_table
 from console.tui.widgets.pipeline import LogView
 from console.tui.widgets.stats import history_table, host_history
 from remote import events as ev
@@ -65,18 +65,39 @@ def test_fast_table_yields_richs_own_segments(width: int) -> None:
                       file=open("/dev/null", "w"))
     narrow = width < 100
     drawn_by_lines = 0
+    jobs = _jobs()
     for make in (lambda: gpu_table(host, 24, narrow), lambda: history_table(host, narrow),
-                 lambda: host_history(host, narrow)):
+                 lambda: host_history(host, narrow), lambda: jobs_table(jobs[:4]),
+                 lambda: jobs_table(jobs)):
         table = make()
         assert simple(table)
-        rich = [list(line) for line in console.render_lines(make(), console.options)]
         fast_table = FastTable(table)
-        fast = [list(line) for line in console.render_lines(fast_table, console.options)]
-        assert fast == rich  # segment for segment: text, style and boundaries
+        # Textual renders with a height in the options (a title must not be padded to it)
+        for options in (console.options, console.options.update(height=30)):
+            rich = [list(line) for line in console.render_lines(make(), options)]
+            fast = [list(line) for line in console.render_lines(fast_table, options)]
+            assert fast == rich  # segment for segment: text, style and boundaries
         drawn_by_lines += fast_table._lines(console, console.options) is not None
-    # at 60 columns none fits (Rich shrinks them: FastTable hands them over); at 100 the
-    # non-narrow GPU tables are wider than 100
-    assert drawn_by_lines == {60: 0, 100: 1}.get(width, 3)
+    # at 60 columns only the first jobs table fits (Rich shrinks the others: FastTable hands
+    # them over); at 100 the non-narrow GPU tables are wider than 100; the last jobs table
+    # has a tab in a line (Rich expands it: drawn by Rich)
+    assert drawn_by_lines == {60: 1, 100: 2}.get(width, 4)
+
+
+def _jobs() -> list[Any]:
+    """Running jobs whose last lines are empty, short, cut by the column (wide characters
+    too), with escapes (drawn visibly, styled) and a tab, as the jobs table gets them."""
+    state = ConsoleState([HOST])
+    lasts = ["", "step 12 loss 2.345", "step 1234 loss 2.345 lr 1e-4 tokens/s 12345 grad norm 0.5 x",
+             "日本語のログ行" * 6, "\x1b[31mred\x1b[0m and a tab\tin it"]
+    for i, last in enumerate(lasts):
+        run = f"20261203T00084{i}Z-train-a51c5{i}"
+        state.apply(Event(ev.JOB_STARTED, HOST, {"run_id": run, "name": f"pipeline-train{i}",
+                                                 "argv": ["python"], "pid": 4000 + i, "log": "/l"}, T0))
+        for k, text in enumerate(["first", last] if last else []):
+            state.apply(Event(ev.JOB_LINE, HOST, {"run_id": run, "name": "train", "text": text,
+                                                  "offset": k}, T0))
+    return state.host(HOST).running_jobs()
 
 
 def test_fast_table_hands_what_it_does_not_draw_to_rich() -> None:

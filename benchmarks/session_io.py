@@ -8,10 +8,15 @@ Writes N events (default 1,000,000), then measures, in the same run:
 - encoding log blocks for the recorder (JobLines.to_jsonl, 1,000-line blocks), against the
   generic path every other batch takes (one _Wire per event, encode_lines) and against the
   encoder before the typed events (shared head, json's encode_basestring_ascii per text:
-  the code of 3294b4f, reproduced here), in CPU time.
+  the code of 3294b4f, reproduced here), in CPU time;
+- the recorder's CPU per event with its live index (the journal a kill -9 leaves, console/
+  session_live_index.py) against the same recorder without it, plain and zstd, one line per
+  write (the cheapest write, where the index weighs most) and 500-line blocks (log blocks),
+  interleaved, best of 5, and the CPU inside the journal's own code; the journal is kept
+  from the first segment on (the size threshold set to 0), its worst case.
 Prints figures and ratios. Target: open+index under 2 s on the 2-core reference machine.
 
-    python benchmarks/session_io.py [--events N] [--zstd]
+    python benchmarks/session_io.py [--events N] [--encode-only | --recorder-only]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -90,11 +96,75 @@ def encode_figures(blocks: int, size: int = 1000, repeats: int = 5) -> dict[str,
     return best
 
 
+def recorder_cost(n: int, d: Path) -> None:
+    """CPU seconds of SessionWriter writing `n` pre-encoded lines, live index on and off."""
+    from console import session_index
+    from console.session_index import index_path
+    from console.session_live_index import LiveIndexWriter
+
+    inside = [0.0, 0]  # CPU seconds spent in the journal's own code, and its calls
+    publish = LiveIndexWriter.publish
+
+    def timed_publish(self: LiveIndexWriter, *a: Any) -> None:
+        t = time.process_time()
+        publish(self, *a)
+        inside[0] += time.process_time() - t
+        inside[1] += 1
+
+    t0 = utc_now()
+    lines = [Event("job.line", "bench", {"run_id": "r1", "name": "train",
+                                         "text": f"step {i} loss 0.{i % 9973:04d} lr 2e-5",
+                                         "offset": i * 48}, t0 + timedelta(milliseconds=i)
+                   ).to_json().encode() + b"\n" for i in range(n)]
+    blocks = [b"".join(lines[k : k + 500]) for k in range(0, n, 500)]
+    saved = session_index.MIN_BYTES, session_index.MIN_BYTES_COMPRESSED
+    session_index.MIN_BYTES = session_index.MIN_BYTES_COMPRESSED = 0
+    LiveIndexWriter.publish = timed_publish  # type: ignore[method-assign]
+    try:
+        print(f"recorder CPU with its live index vs without ({n:,} events, "
+              f"{sum(map(len, lines)) / 1e6:.0f} MB plain; best of 5, interleaved; and the CPU "
+              "inside the journal's own code):")
+        for suffix in (".jsonl", ".jsonl.zst"):
+            for shape, writes in (("1 line a write", [(x, 1) for x in lines]),
+                                  ("500-line blocks", [(b, len(b.split(b"\n")) - 1)
+                                                        for b in blocks])):
+                best: dict[bool, float] = {True: 1e9, False: 1e9}
+                journal = 0
+                inside[:] = [0.0, 0]
+                for rep in range(5):
+                    for live in (False, True):
+                        path = d / f"rec-{rep}-{live}{suffix}"
+                        t = time.process_time()
+                        w = SessionWriter(path, ["bench"], live_index=live)
+                        for data, count in writes:
+                            w._write_bytes(data, count)
+                        if live:
+                            journal = index_path(path).stat().st_size
+                        w.close()
+                        best[live] = min(best[live], time.process_time() - t)
+                        path.unlink()
+                        index_path(path).unlink(missing_ok=True)
+                off, on = best[False], best[True]
+                print(f"  {suffix:10} {shape:16} without {off / n * 1e6:6.3f} us/event   with "
+                      f"{on / n * 1e6:6.3f} us/event   extra {(on - off) / n * 1e9:+6.1f} ns/event "
+                      f"(x{on / off:.3f})   journal {journal / 1e3:.0f} kB; inside it "
+                      f"{inside[0] / 5 / n * 1e9:.1f} ns/event ({inside[1] // 5} rows a run)")
+    finally:
+        session_index.MIN_BYTES, session_index.MIN_BYTES_COMPRESSED = saved
+        LiveIndexWriter.publish = publish  # type: ignore[method-assign]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--encode-only", action="store_true", help="only the to_jsonl figures")
+    ap.add_argument("--recorder-only", action="store_true",
+                    help="only the recorder's cost of its live index")
     args = ap.parse_args()
+    if args.recorder_only:
+        with tempfile.TemporaryDirectory() as d:
+            recorder_cost(min(args.events, 300_000), Path(d))
+        return
     lines = max(args.events // 10, 1000)
     encode = encode_figures(lines // 1000)
     base = encode["pre-typed (3294b4f)"]
@@ -142,6 +212,8 @@ def main() -> None:
           f"{'met' if t_open < 2 else 'MISSED'}")
     print(f"seek to middle by time: {t_seek * 1e3:.3f} ms   baseline scan to middle: "
           f"{t_base_seek * 1e3:.0f} ms   ratio: {t_base_seek / t_seek:,.0f}x faster")
+    with tempfile.TemporaryDirectory() as d:
+        recorder_cost(min(args.events, 300_000), Path(d))
 
 
 if __name__ == "__main__":

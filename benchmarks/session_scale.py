@@ -27,12 +27,14 @@ import asyncio
 import mmap
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from array import array
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,39 +50,83 @@ HEADER = (b'{"format":"eagle3-console-session","version":1,"started":"%s","hosts
           b'"console_version":"bench"}\n')
 
 
-def generate(path: Path, n: int) -> None:
-    """The bytes SessionWriter writes for such a day, made directly (15 M events through the
-    writer would take minutes of the benchmark's time for nothing it measures)."""
+def day_writes(n: int) -> Iterator[tuple[bytes, int, str]]:
+    """The day's writes in order: (bytes of whole lines, events, "") for a block of log lines
+    or one stats sample, (bytes of the line, 1, label) for a marker."""
     t0 = utc_now()
     run = "20261202-120000-train-abcdef"
     gpus = ",".join(f'{{"index":{g},"name":"NVIDIA H200","util":{{u}},"mem_used":70000,'
                     f'"mem_total":143771,"power":512.5,"temp":61}}' for g in range(8))
     written = 0
+    second = 0
+    while written < n:
+        ts = format_ts(t0 + timedelta(seconds=second))
+        head = f'{{"ts":"{ts}","host":"box","kind":"job.line","payload":{{"run_id":"{run}",' \
+               f'"name":"train","text":"'
+        block = min(500, n - written)
+        yield ("".join([f'{head}step {written + i} loss 0.{(written + i) % 9973:04d} '
+                        f'lr 2e-5 grad 1.{i % 97:02d}","offset":{(written + i) * 48}}}}}\n'
+                        for i in range(block)]).encode(), block, "")
+        written += block
+        for tick in range(10):
+            if written >= n:
+                break
+            tts = format_ts(t0 + timedelta(seconds=second, milliseconds=100 * tick))
+            yield ((f'{{"ts":"{tts}","host":"box","kind":"stats.sample","payload":'
+                    f'{{"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
+                   .encode(), 1, "")
+            written += 1
+        if second % 600 == 0 and written < n:
+            label = f"t+{second}s"
+            yield (f'{{"ts":"{ts}","host":"box","kind":"marker","payload":{{"label":'
+                   f'"{label}"}}}}\n'.encode(), 1, label)
+            written += 1
+        second += 1
+
+
+def generate(path: Path, n: int) -> None:
+    """The bytes SessionWriter writes for such a day, made directly (15 M events through the
+    writer would take minutes of the benchmark's time for nothing it measures)."""
     with open(path, "wb", buffering=1 << 22) as fh:
-        fh.write(HEADER % format_ts(t0).encode())
-        second = 0
-        while written < n:
-            ts = format_ts(t0 + timedelta(seconds=second))
-            head = f'{{"ts":"{ts}","host":"box","kind":"job.line","payload":{{"run_id":"{run}",' \
-                   f'"name":"train","text":"'
-            block = min(500, n - written)
-            fh.write("".join([f'{head}step {written + i} loss 0.{(written + i) % 9973:04d} '
-                              f'lr 2e-5 grad 1.{i % 97:02d}","offset":{(written + i) * 48}}}}}\n'
-                              for i in range(block)]).encode())
-            written += block
-            for tick in range(10):
-                if written >= n:
-                    break
-                tts = format_ts(t0 + timedelta(seconds=second, milliseconds=100 * tick))
-                fh.write((f'{{"ts":"{tts}","host":"box","kind":"stats.sample","payload":'
-                          f'{{"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
-                         .encode())
-                written += 1
-            if second % 600 == 0 and written < n:
-                fh.write(f'{{"ts":"{ts}","host":"box","kind":"marker","payload":{{"label":'
-                         f'"t+{second}s"}}}}\n'.encode())
-                written += 1
-            second += 1
+        fh.write(HEADER % format_ts(utc_now()).encode())
+        for data, _, _ in day_writes(n):
+            fh.write(data)
+
+
+_RECORDER = """
+import sys, time
+sys.path[:0] = [sys.argv[3], sys.argv[3] + "/benchmarks"]
+from session_scale import record
+record(sys.argv[1], int(sys.argv[2]))
+print("recorded", flush=True)
+time.sleep(600)
+"""
+
+
+def record(path: str, n: int) -> None:
+    """The day through the recorder itself (SessionWriter, its live index included): a block
+    of log lines per write as JobLines batches are written, markers as events."""
+    from remote.events import Event, parse_ts
+
+    w = SessionWriter(path, ["box"])
+    for data, events, label in day_writes(n):
+        if label:
+            w.write(Event("marker", "box", {"label": label}, parse_ts(data[7:31].decode())))
+        else:
+            w._write_bytes(data, events)
+
+
+def record_and_kill(path: Path, n: int) -> None:
+    """A real recorder process, killed with SIGKILL once it has written the day: what a lost
+    SSH session or a crash at the end of the day leaves (no clean close, no complete index)."""
+    proc = subprocess.Popen([sys.executable, "-c", _RECORDER, str(path), str(n), str(ROOT)],
+                            stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == b"recorded"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
 
 
 def mains_index(path: Path) -> int:
@@ -154,7 +200,60 @@ def seeks(reader: SessionReader, rnd: random.Random) -> tuple[list[float], list[
     return by_time, by_index
 
 
-def tui_paint(path: Path) -> tuple[float, float]:
+def killed_opens(path: Path, journal: bytes, reps: int = 3
+                 ) -> tuple[list[float], list[float], int, int]:
+    """Opens as the first one after a kill -9 (the recorder's journal beside the file, put back
+    each time since that open replaces it with the complete index): wall and CPU seconds."""
+    walls, cpus = [], []
+    resumed = n = 0
+    for _ in range(reps):
+        index_path(path).write_bytes(journal)
+        t, c = time.perf_counter(), time.process_time()
+        reader = SessionReader(path)
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+        assert not reader.index_reused and reader.resumed_events > 0
+        resumed, n = reader.resumed_events, len(reader)
+        reader.close()
+    return walls, cpus, resumed, n
+
+
+def kill_part(path: Path, journal: bytes, events: int, *, t_nl: float | None = None,
+              t_clean: float | None = None) -> None:
+    """The first open after the recorder was killed, beside the open with the complete index a
+    clean close leaves and the plain newline scan (both measured here unless given)."""
+    if t_nl is None:
+        t_nl, n_nl = timed(newline_scan, path)
+        assert n_nl == events
+    if t_clean is None:
+        index_path(path).unlink(missing_ok=True)
+        SessionReader(path, write_index=True).close()
+        t_clean = statistics.median(timed(lambda: SessionReader(path).close())[0]
+                                    for _ in range(3))
+    walls, cpus, resumed, n = killed_opens(path, journal)
+    assert n == events, (n, events)
+    wall = statistics.median(walls)
+    print(f"open after kill -9 of the recorder (its live index, {len(journal) / 1e3:.0f} kB; "
+          f"{resumed:,} of {n:,} events covered, the rest scanned; complete index written): "
+          f"median {wall * 1e3:.1f} ms (CPU {statistics.median(cpus) * 1e3:.1f} ms)   index "
+          f"beside it (clean close) {t_clean * 1e3:.1f} ms (x{wall / t_clean:.1f})   plain "
+          f"newline scan {t_nl:.2f} s (x{t_nl / wall:,.0f} faster)   target open < 2 s: "
+          f"{'met' if wall < 2 else 'MISSED'}")
+    index_path(path).write_bytes(journal)
+    reader = SessionReader(path)
+    by_time, by_index = seeks(reader, random.Random(4))
+    reader.close()
+    print(f"seek after kill -9 (200 random): by time max {max(by_time) * 1e3:.2f} ms   by event "
+          f"number max {max(by_index) * 1e3:.2f} ms")
+    paint, base = tui_paint(path, journal)
+    print(f"TUI open + first paint after kill -9 (in process, headless, median of 3): "
+          f"{paint:.2f} s   empty Textual app {base:.2f} s (x{paint / base:.1f})   target < 2 s: "
+          f"{'met' if paint < 2 else 'MISSED'}")
+    index_path(path).unlink(missing_ok=True)
+    SessionReader(path, write_index=True).close()
+
+
+def tui_paint(path: Path, journal: bytes | None = None) -> tuple[float, float]:
     from textual.app import App
     from tui_first_paint import EmptyApp, first_paint
 
@@ -164,6 +263,8 @@ def tui_paint(path: Path) -> tuple[float, float]:
     readers: list[SessionReader] = []
 
     def make() -> App[object]:
+        if journal is not None:  # as a killed recorder left it, each time
+            index_path(path).write_bytes(journal)
         readers.append(SessionReader(path))
         return ConsoleApp(ReplaySource(readers[-1], speed=1.0, paused=True))
 
@@ -213,8 +314,12 @@ def zstd_part(plain: Path, out_dir: Path, n: int) -> None:
     for k in range(0, len(data_lines), 500):
         block = data_lines[k : k + 500]
         w._write_bytes(b"".join(block), len(block))
-    w.close()
     t_write = time.perf_counter() - t
+    # What a kill -9 at this moment leaves: the bytes on disk and the recorder's live index.
+    killed = out_dir / "part-killed.jsonl.zst"
+    shutil.copyfile(path, killed)
+    shutil.copyfile(index_path(path), index_path(killed))
+    w.close()
     old = out_dir / "old.jsonl.zst"
     with open(old, "wb") as raw:
         zw = zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
@@ -228,10 +333,23 @@ def zstd_part(plain: Path, out_dir: Path, n: int) -> None:
           f"{size / 1e6:.1f} MB   {ref_name} {ref / 1e6:.1f} MB   x{size / ref:.2f} of it "
           f"(target <= 1.5: {'met' if size <= 1.5 * ref else 'MISSED'})   old block-per-event "
           f"recorder {old_size / 1e6:.1f} MB (x{old_size / ref:.2f})   write {t_write:.1f} s")
-    t_rec, reader = timed(SessionReader, path)
-    print(f"compressed open right after the recorder closed (the index it left): "
-          f"{t_rec * 1e3:.1f} ms (index reused: {reader.index_reused})")
+    t_first, reader = timed(SessionReader, path)
+    assert reader.index_reused
+    want = (len(reader), reader.markers())
     reader.close()
+    t_rec = statistics.median(timed(lambda: SessionReader(path).close())[0] for _ in range(3))
+    print(f"compressed open right after the recorder closed (the index it left): first "
+          f"{t_first * 1e3:.1f} ms, then median {t_rec * 1e3:.1f} ms")
+    killed_journal = index_path(killed).read_bytes()
+    walls, _, resumed, n = killed_opens(killed, killed_journal)
+    t_kill = statistics.median(walls)
+    print(f"compressed open after kill -9 (its live index, the open frame scanned): median "
+          f"{t_kill * 1e3:.1f} ms (x{t_kill / t_rec:.1f} of the clean close's)   "
+          f"{resumed:,} of {n:,} events covered")
+    index_path(killed).write_bytes(killed_journal)
+    with SessionReader(killed, write_index=False) as reader:
+        assert reader.resumed_events == resumed and len(reader) <= want[0]
+        assert reader.markers() == [m for m in want[1] if m < len(reader)]
     if shutil.which("zstd"):
         import resource
 
@@ -269,19 +387,30 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=15_000_000)
     ap.add_argument("--zstd-events", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="generate (or reuse) the session here")
+    ap.add_argument("--kill-only", action="store_true",
+                    help="only the opens after kill -9 and their baselines")
     args = ap.parse_args()
     tmp = tempfile.TemporaryDirectory()
     d = args.keep or Path(tmp.name)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"day-{args.events}.jsonl"
-    if not path.exists():
-        t_gen, _ = timed(generate, path, args.events)
-        print(f"generated {args.events:,} events in {t_gen:.0f} s")
+    kept_journal = d / f"day-{args.events}.jsonl.journal"
+    if not (path.exists() and kept_journal.exists()):
+        path.unlink(missing_ok=True)
+        t_gen, _ = timed(record_and_kill, path, args.events)
+        print(f"recorded {args.events:,} events through the recorder (live index on), then "
+              f"SIGKILL: {t_gen:.0f} s")
+        shutil.copyfile(index_path(path), kept_journal)
+    journal = kept_journal.read_bytes()
     index_path(path).unlink(missing_ok=True)
     size = path.stat().st_size
     print(f"session: {args.events:,} events, {size / 1e9:.2f} GB "
           f"({size / args.events:.0f} B/event)")
 
+    if args.kill_only:
+        kill_part(path, journal, args.events)
+        tmp.cleanup()
+        return
     t_nl, n_nl = timed(newline_scan, path)
     t_main, n_main = timed(mains_index, path)
     t_cold, reader = timed(SessionReader, path, write_index=True)
@@ -304,6 +433,10 @@ def main() -> None:
           f"{max(by_time) * 1e3:.2f} ms   by event number: p50 "
           f"{statistics.median(by_index) * 1e3:.2f} ms, max {max(by_index) * 1e3:.2f} ms   "
           f"target < 100 ms: {'met' if max(by_time + by_index) < 0.1 else 'MISSED'}")
+    reader.close()
+    kill_part(path, journal, args.events, t_nl=t_nl, t_clean=t_warm)
+    reader = SessionReader(path)
+    assert reader.index_reused
     per_event = fold_cost(reader, 200_000)
     print(f"TUI seek without its state checkpoints (a fold of every event before the "
           f"position): {per_event * 1e6:.1f} us/event -> {per_event * n / 2:.0f} s to the middle "

@@ -30,8 +30,9 @@ from typing import IO, Any
 
 import platformdirs
 
-from console import __version__, session_index
+from console import __version__, session_index, session_live_index
 from console.session_decode import BadLine, decode_event, decode_events
+from console.session_live_index import LiveIndexWriter
 from console.session_source import (
     ZSTD_MAGIC,
     FrameError,
@@ -117,6 +118,7 @@ class SessionWriter:
         *,
         started: datetime | None = None,
         compress: bool | None = None,
+        live_index: bool = True,
     ) -> None:
         self.path = Path(path)
         self.compress = self.path.name.endswith(".zst") if compress is None else compress
@@ -131,7 +133,10 @@ class SessionWriter:
         # Unbuffered: each event goes to the kernel in one write, so a SIGKILL loses at most the
         # line being written, and a failed write (disk full) leaves nothing queued to retry.
         self._raw: IO[bytes] = self._create()
-        self._index = WriterIndex(self.compress)
+        # The journal beside a large session that a kill -9 leaves usable
+        # (console/session_live_index.py); `live_index=False` only to measure its cost.
+        self._index = WriterIndex(self.compress, LiveIndexWriter(self.path, self._raw.fileno())
+                                  if live_index else None)
         self._zw: Any = None
         if self.compress:
             import zstandard
@@ -153,7 +158,8 @@ class SessionWriter:
     def _create(self) -> IO[bytes]:
         try:
             _make_private_dirs(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            # Read and write: the live index reads back each segment's last bytes.
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             raise SessionPathError(f"session file {self.path} already exists; a session is "
                                    "never overwritten: give another --session path") from None
@@ -376,6 +382,10 @@ class SessionReader:
         assert self._fd is not None
         fp = session_index.fingerprint(self._fd, size, self._stat.st_mtime_ns)
         cached = session_index.load(self.path, fp)
+        # After a kill -9 of the recorder: its journal, as far as the file agrees with it.
+        live = (None if cached is not None else
+                session_live_index.load(self.path, self._mm, size, self.compressed))
+        self.resumed_events = live.count if live is not None else 0
         if cached is not None:
             header_line = cached["header"]
             self.header = self._parse_header(header_line, complete=True)
@@ -393,11 +403,17 @@ class SessionReader:
             # Markers are found while the scan holds each segment's bytes, plain or just
             # decompressed (a second pass was a third of a plain cold open and 60 % of a
             # compressed one); a printer never asks for them.
-            finder = _MarkerFinder() if keep else None
-            self._scan(size, finder)
+            finder = _MarkerFinder() if keep or live is not None else None
+            if live is not None:
+                assert finder is not None
+                self._resume(size, live, finder)
+            else:
+                self._scan(size, finder)
             self._markers = None
             if finder is not None:
-                self._markers = finder.result()
+                self._markers = (live.markers if live is not None else []) + finder.result()
+            if keep:
+                assert self._markers is not None
                 session_index.save(self.path, fp, self._segments, self._markers,
                                    list(self.warnings), self._header_line, self._end)
         self._firsts = [s.first for s in self._segments]
@@ -426,6 +442,24 @@ class SessionReader:
             self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
                                                    finder.feed if finder is not None else None)
         self._header_line = bytes(header_line)
+        for w in scan_warnings:
+            self._warn(w)
+
+    def _resume(self, size: int, live: session_live_index.Resumed, finder: _MarkerFinder
+                ) -> None:
+        """The events the recorder's journal covers are taken from it; only the tail written
+        after its last row (the segment the recorder was filling when killed) is scanned."""
+        scan_warnings: list[str] = []
+        self.header = self._parse_header(live.header, complete=True)
+        if self.compressed:
+            _, tail = scan_zstd(self._mm, size, scan_warnings, finder.feed, finder.forget,
+                                start=live.end, first=live.count, header=live.header)
+            self._end = size
+        else:
+            tail, self._end = scan_plain(self._mm, live.end, size, live.count, scan_warnings,
+                                         finder.feed)
+        self._segments = live.segments + tail
+        self._header_line = live.header
         for w in scan_warnings:
             self._warn(w)
 

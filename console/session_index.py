@@ -5,7 +5,9 @@ thousand segment rows, so it is kept beside the file and reused while the file i
 (same size, modification time and first and last 64 KiB). Anything else (missing, stale,
 unreadable, damaged, written by another version) means a fresh scan: the index is a cache and
 never the only copy of anything. It is written atomically, mode 0600, and not at all where the
-directory is not writable.
+directory is not writable. While a recorder records, the same path holds its journal instead
+(console/session_live_index.py, another format, refused here): a reader resumes from it, and
+this complete index replaces it at a clean close or at the first open after a kill.
 """
 
 from __future__ import annotations

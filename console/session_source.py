@@ -322,17 +322,18 @@ class _Counter:
 
 def scan_zstd(mm: Any, size: int, warnings: list[str],
               visit: Callable[[int, bytes], None] | None = None,
-              forget: Callable[[int], None] | None = None
+              forget: Callable[[int], None] | None = None, *,
+              start: int = 0, first: int = 0, header: bytes | None = None
               ) -> tuple[bytes | None, list[Segment]]:
     """The header line and the segments, one per readable frame. `visit(first event, bytes)`
     sees whole lines as they are decompressed; `forget(index)` is told when the events from
-    `index` on, already visited, turn out to be in a frame that is not kept."""
+    `index` on, already visited, turn out to be in a frame that is not kept. A scan that
+    resumes past what an index covers starts at the frame at `start`, whose first event is
+    number `first`, with the `header` already known."""
     import zstandard
 
     segments: list[Segment] = []
-    header: bytes | None = None
-    first = 0
-    pos = 0
+    pos = start
     while pos < size:
         if pos + 8 <= size and _skippable(mm, pos):
             pos += 8 + int.from_bytes(mm[pos + 4 : pos + 8], "little")

@@ -3,10 +3,14 @@ free at the moment each batch is written.
 
 Without it, the first open of a day's session scans every byte (a 15 M-event, 3.3 GB session
 took 7.8 s here before the TUI could paint), although the recorder knew where every batch
-and every frame began, how many events each held and which were seek markers. It is saved
-beside the file at a clean close only (the same atomic, fingerprinted file a reader writes,
-console/session_index.py); a recorder killed before that leaves none, and the next reader
-scans as before.
+and every frame began, how many events each held and which were seek markers. Once the
+session is large enough for a reader to keep an index too, each closed segment is appended to
+a journal beside the file (console/session_live_index.py), so a recorder killed mid-day leaves
+an index that covers all but its last segment; a clean close replaces the journal with the
+complete, fingerprinted index (console/session_index.py).
+
+A segment's row is appended at the next write after it closed, not at once: the markers among
+its last events are registered by the writer just after the write that closed it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 from pathlib import Path
 
 from console import session_index
+from console.session_live_index import LiveIndexWriter
 from console.session_source import PLAIN_SEGMENT, Segment, first_ts
 
 
@@ -22,8 +27,10 @@ class WriterIndex:
     """Segments as the reader would cut them: for a plain file runs of whole writes of about
     PLAIN_SEGMENT bytes, for a compressed one each frame that holds events."""
 
-    def __init__(self, compressed: bool) -> None:
+    def __init__(self, compressed: bool, live: LiveIndexWriter | None = None) -> None:
         self.compressed = compressed
+        self._live = live
+        self._due = False  # a segment closed since the journal was last written
         self.segments: list[Segment] = []
         self.markers: list[int] = []
         self.header = b""
@@ -36,6 +43,8 @@ class WriterIndex:
 
     def wrote(self, data: bytes, events: int) -> None:
         """`data` (whole lines, `events` of them) was written."""
+        if self._due:
+            self._publish()
         if not events:
             if not self.header:
                 self.header = data.rstrip(b"\n")
@@ -63,9 +72,26 @@ class WriterIndex:
         self.segments.append(Segment(self._start, end, self._first, self._count, self._ts,
                                      self._size))
         self._count = 0
+        self._due = self._live is not None
+
+    def _publish(self) -> None:
+        """The journal's rows, once the session is as large as a reader would index."""
+        self._due = False
+        live = self._live
+        assert live is not None
+        if not self.usable:
+            live.close()
+            return
+        small = (session_index.MIN_BYTES_COMPRESSED if self.compressed
+                 else session_index.MIN_BYTES)
+        if self.segments[-1].src_end >= small:
+            live.publish(self.header, self.segments, self.markers)
 
     def save(self, path: Path) -> bool:
-        """Beside `path` when it is large enough for a reader to have kept one too."""
+        """Beside `path` when it is large enough for a reader to have kept one too (over the
+        journal, if any; a journal left because this fails still describes what it covers)."""
+        if self._live is not None:
+            self._live.close()
         if not self.usable or not self.header:
             return False
         if not self.compressed and self._count:

@@ -438,3 +438,29 @@ async def test_first_keys_are_not_undone_by_start_up_tab_activation() -> None:
             await pilot.press("1", "c")
             await wait_for(pilot, lambda: app.state.host(HOST).connection == "live")  # noqa: B023
             assert app.active_screen_name == "hosts"
+
+
+async def test_a_tab_click_and_the_arrows_on_the_tab_bar_switch_screens() -> None:
+    """The tab bar is Textual's Tabs beside the views (no TabbedContent): a click on a tab
+    shows its screen with its view focused; left/right on the focused bar move between
+    screens; the view left behind keeps its state (its table cursor)."""
+    app = live_app(start_screen="hosts")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.click("Tab#pipeline")
+        await settle(pilot)
+        assert app.active_screen_name == "pipeline"
+        view = app.view("pipeline")
+        assert view is not None and view.display and app.focused is view.query_one("#stages")
+        hosts = app.view("hosts")
+        assert hosts is not None and not hosts.display  # hidden, still mounted
+        app.query_one("#stages", DataTable).move_cursor(row=2)
+        app.query_one("#tabs").focus()
+        await pilot.press("right")
+        await settle(pilot)
+        assert app.active_screen_name == "stats" and not view.display
+        app.query_one("#tabs").focus()
+        await pilot.press("left")
+        await settle(pilot)
+        assert app.active_screen_name == "pipeline" and view.display
+        assert app.query_one("#stages", DataTable).cursor_row == 2

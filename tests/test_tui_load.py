@@ -25,7 +25,8 @@ from console.tui.app import REFRESH_S
 from console.tui.model import ConsoleState
 from console.tui.table_lines import FastTable, simple
 from console.tui.widgets.common import View
-from console.tui.widgets.overview import gpu_table
+from console.tui.widgets.overview import gpu_table, jobs_table
+from console.tui.widgets.pipeline import LogView
 from console.tui.widgets.stats import history_table, host_history
 from remote import events as ev
 from remote.events import Event
@@ -64,18 +65,39 @@ def test_fast_table_yields_richs_own_segments(width: int) -> None:
                       file=open("/dev/null", "w"))
     narrow = width < 100
     drawn_by_lines = 0
+    jobs = _jobs()
     for make in (lambda: gpu_table(host, 24, narrow), lambda: history_table(host, narrow),
-                 lambda: host_history(host, narrow)):
+                 lambda: host_history(host, narrow), lambda: jobs_table(jobs[:4]),
+                 lambda: jobs_table(jobs)):
         table = make()
         assert simple(table)
-        rich = [list(line) for line in console.render_lines(make(), console.options)]
         fast_table = FastTable(table)
-        fast = [list(line) for line in console.render_lines(fast_table, console.options)]
-        assert fast == rich  # segment for segment: text, style and boundaries
+        # Textual renders with a height in the options (a title must not be padded to it)
+        for options in (console.options, console.options.update(height=30)):
+            rich = [list(line) for line in console.render_lines(make(), options)]
+            fast = [list(line) for line in console.render_lines(fast_table, options)]
+            assert fast == rich  # segment for segment: text, style and boundaries
         drawn_by_lines += fast_table._lines(console, console.options) is not None
-    # at 60 columns none fits (Rich shrinks them: FastTable hands them over); at 100 the
-    # non-narrow GPU tables are wider than 100
-    assert drawn_by_lines == {60: 0, 100: 1}.get(width, 3)
+    # at 60 columns only the first jobs table fits (Rich shrinks the others: FastTable hands
+    # them over); at 100 the non-narrow GPU tables are wider than 100; the last jobs table
+    # has a tab in a line (Rich expands it: drawn by Rich)
+    assert drawn_by_lines == {60: 1, 100: 2}.get(width, 4)
+
+
+def _jobs() -> list[Any]:
+    """Running jobs whose last lines are empty, short, cut by the column (wide characters
+    too), with escapes (drawn visibly, styled) and a tab, as the jobs table gets them."""
+    state = ConsoleState([HOST])
+    lasts = ["", "step 12 loss 2.345", "step 1234 loss 2.345 lr 1e-4 tokens/s 12345 grad norm 0.5 x",
+             "日本語のログ行" * 6, "\x1b[31mred\x1b[0m and a tab\tin it"]
+    for i, last in enumerate(lasts):
+        run = f"20261203T00084{i}Z-train-a51c5{i}"
+        state.apply(Event(ev.JOB_STARTED, HOST, {"run_id": run, "name": f"pipeline-train{i}",
+                                                 "argv": ["python"], "pid": 4000 + i, "log": "/l"}, T0))
+        for k, text in enumerate(["first", last] if last else []):
+            state.apply(Event(ev.JOB_LINE, HOST, {"run_id": run, "name": "train", "text": text,
+                                                  "offset": k}, T0))
+    return state.host(HOST).running_jobs()
 
 
 def test_fast_table_hands_what_it_does_not_draw_to_rich() -> None:
@@ -155,8 +177,8 @@ async def test_a_hidden_view_is_told_nothing_and_shown_draws_the_latest() -> Non
 async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
     """Once a screen's view exists (its first show mounts it), switching to it paints the new
     screen when it is ready: not the old screen blurred first, nor the new one before its view
-    and focus are updated. One screen update; Textual paints it twice (the layout, then the
-    whole screen again because moving the focus repaints the screen)."""
+    and focus are updated: one screen update (Textual's own Screen rendered it twice, the
+    layout and then the whole screen again for the focus; MainScreen's focus does not repaint)."""
     app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="overview")
     paints: list[str] = []
     original = app._display
@@ -179,4 +201,45 @@ async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
             for _ in range(5):
                 await pilot.pause(0.05)
             assert app.active_screen_name == name
-            assert paints and set(paints) == {name} and len(paints) <= 2, f"to {name}: {paints}"
+            assert paints == [name], f"to {name}: {paints}"
+
+
+async def test_a_growing_log_does_not_re_lay_out_the_screen() -> None:
+    """A job printing into a log taller than its view: each refresh shows the newest line at
+    the bottom with the scrollbar at the end, and never re-lays out the screen (Textual's
+    virtual_size would: 4 screen layouts a second while a job prints)."""
+    app = live_app(start_screen="pipeline")
+    async with app.run_test(size=SIZE) as pilot:
+        bus = app.source.bus
+        bus.publish(Event.checked(ev.JOB_STARTED, HOST, {"run_id": "r-train", "name": "train",
+                                                         "argv": ["python"], "pid": 7, "log": "/w/l"}))
+        lines = 0
+
+        def more(n: int) -> None:
+            nonlocal lines
+            for _ in range(n):
+                bus.publish(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-train", "name": "train",
+                                                              "text": f"train line {lines}",
+                                                              "offset": lines}))
+                lines += 1
+
+        more(100)
+        await settle(pilot)
+        log = app.query_one(LogView)
+        assert log.job is not None and log.job.run_id == "r-train" and log.show_vertical_scrollbar
+        layouts: list[bool] = []
+        screen = app.screen
+        original = screen._refresh_layout
+
+        def counted(size: Any = None, scroll: bool = False) -> None:
+            layouts.append(scroll)
+            original(size, scroll)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        for _ in range(4):
+            more(25)
+            await settle(pilot)
+            height = log.scrollable_content_region.height
+            assert log.render_line(height - 1).text.rstrip() == f"train line {lines - 1}"
+            assert log.virtual_size.height == lines and log.scroll_y == log.max_scroll_y
+        assert False not in layouts, f"screen layouts while the log grew: {layouts}"

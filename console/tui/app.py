@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Input, TabbedContent, TabPane
+from textual.widgets import Input, Tab, Tabs
 
 from console.live_session import open_session
 from console.tui.checkpoints import StateCheckpoints
@@ -41,6 +41,7 @@ from console.tui.dialogs import (
     NotesScreen,
     SeekScreen,
 )
+from console.tui.main_screen import MainScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
@@ -130,8 +131,7 @@ class ConsoleApp(App[int]):
         self._stopping = threading.Event()
         self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
-        self.probe_targets: dict[str, str] = {}
-        self._wanted_screen: str | None = None  # host -> model path or architecture last probed
+        self.probe_targets: dict[str, str] = {}  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
         self.activity: list[str] = []  # labels of the actions running now (the top bar shows them)
         self.errors: list[str] = []  # exceptions a view raised, shown instead of exiting
@@ -146,18 +146,25 @@ class ConsoleApp(App[int]):
         self._next_chrome = 0.0
         self._switch_hold: object | None = None  # the switch whose paint is being held
         self._views: dict[str, View] = {}  # screen name -> its view, once mounted
+        self._active = self.start_screen  # the screen shown (its view is the one displayed)
         # The tab underline's slide is ~18 full repaints per switch: the console switches at once.
         self.animation_level = "none"
 
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
+
     # -- layout ----------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
+        # The tab bar and the views are children of the screen itself, not of a TabbedContent:
+        # every container spanning the screen is one more full-screen layer that Textual
+        # renders and cuts line by line on each paint (TabbedContent, its ContentSwitcher and
+        # a TabPane were three of the six layers under the Overview's tables). A switch shows
+        # one view and hides the other (`display`); views are mounted on first show, so the
+        # first paint only pays for one, and keep their state while hidden.
         yield TopBar(id="topbar")
-        with TabbedContent(initial=self.start_screen, id="tabs"):
-            for name in SCREENS:
-                if name == "replay" and self.mode != "replay":
-                    continue
-                # Views are mounted on first show: the first paint only pays for one.
-                yield TabPane(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name)
+        yield Tabs(*(Tab(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name) for name in SCREENS
+                     if name != "replay" or self.mode == "replay"),
+                   active=self.start_screen, id="tabs")
         yield KeyBar(id="keybar")
 
     def _make_view(self, name: str) -> View:
@@ -188,7 +195,9 @@ class ConsoleApp(App[int]):
         view = self.view(name)
         if view is None:
             view = self._make_view(name)
-            self.query_one(f"TabPane#{name}", TabPane).mount(view)
+            view.display = name == self._active
+            main = self.screen_stack[0]
+            main.mount(view, after=main.query_one("#tabs", Tabs))
             self._views[name] = view
         return view
 
@@ -216,6 +225,7 @@ class ConsoleApp(App[int]):
             self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
                             group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
+        self.call_after_refresh(self._activated)  # focus in the first view, its keys
         self._fit_tabs()
         self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
@@ -235,11 +245,9 @@ class ConsoleApp(App[int]):
 
     def _fit_tabs(self) -> None:
         titles = SHORT_TITLES if self.size.width < NARROW else TITLES
-        tabs = self.query_one(TabbedContent)
-        for name in SCREENS:
-            tab = tabs.get_tab(name) if tabs.query(f"TabPane#{name}") else None
-            if tab is not None:
-                tab.label = f"{SCREENS.index(name) + 1} {titles[name]}"
+        for tab in self.screen_stack[0].query_one("#tabs", Tabs).query(Tab):
+            if tab.id in titles:
+                tab.label = f"{SCREENS.index(tab.id) + 1} {titles[tab.id]}"
 
     def _build_checkpoints(self) -> None:
         if self.checkpoints is not None:
@@ -357,30 +365,20 @@ class ConsoleApp(App[int]):
     # -- views -------------------------------------------------------------------------------------
     @property
     def active_screen_name(self) -> str:
-        return self.query_one(TabbedContent).active or self.start_screen
+        return self._active
 
     @property
     def active_view(self) -> View | None:
-        try:
-            pane = self.query_one(TabbedContent).active_pane
-        except Exception:
-            return None
-        if pane is None or pane.id is None:
-            return None
-        return self.view(pane.id)
+        return self.view(self._active)
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        wanted = self._wanted_screen
-        if wanted is not None:
-            if event.pane.id != wanted:
-                # A stale activation (Textual's start-up one, processed after the operator's
-                # first key) must not undo the operator's choice.
-                self.query_one(TabbedContent).active = wanted
-                return
-            self._wanted_screen = None
-        if event.pane.id is not None:
-            self.ensure_view(event.pane.id)
-        self.call_after_refresh(self._activated)
+    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
+        """A tab clicked, or moved to with left/right on the focused tab bar. The bar also
+        reports its own start-up activation and each `active` the console sets; those name a
+        tab other than the bar's current one (stale: processed after the operator's first
+        key) or the screen already shown, and change nothing."""
+        tab = event.tab.id if event.tab is not None else None
+        if tab is not None and tab == event.tabs.active and tab != self._active:
+            self.action_show(tab)
 
     def _activated(self) -> None:
         self._held = None  # the shown view gets everything now, the stream a period later
@@ -430,6 +428,9 @@ class ConsoleApp(App[int]):
         if self._switch_hold is hold:
             self._switch_hold = None
             self._end_batch()
+            # The screen skipped its layout and paint while the batch held them; with nothing
+            # more arriving (a replay at its end, an idle host) it would not look again.
+            self.screen.check_idle()
 
     def _update_keys(self) -> None:
         """The footer lists the keys of what has the keyboard: an open dialog's own keys, not
@@ -473,16 +474,22 @@ class ConsoleApp(App[int]):
             "They keep running on the box; c reattaches to them next time. Quit now?"), answered)
 
     def action_show(self, name: str) -> None:
-        if name == "replay" and self.mode != "replay":
+        if (name == "replay" and self.mode != "replay") or name not in SCREENS:
             return
-        # Focus left in the old pane would pull the tabs back to it (Textual shows the pane
-        # that holds the focused widget); the new view takes focus once it is shown.
-        tabs = self.query_one(TabbedContent)
-        if tabs.active != name and len(self.screen_stack) == 1:
+        if name == self._active:
+            return
+        if len(self.screen_stack) == 1:
             self._hold_switch()
-        self.set_focus(None)
-        self._wanted_screen = name
-        tabs.active = name
+        main = self.screen_stack[0]
+        main.set_focus(None)  # the new view takes focus once it is shown (_activated)
+        old = self.view(self._active)
+        self._active = name
+        view = self.ensure_view(name)
+        if old is not None:
+            old.display = False
+        view.display = True
+        main.query_one("#tabs", Tabs).active = name
+        self.call_after_refresh(self._activated)
 
     async def run_command(self, command: Command) -> None:
         """From the palette: a command of another screen switches there first, then runs."""

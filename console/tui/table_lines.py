@@ -19,7 +19,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 _PADDING = (0, 1, 0, 1)
@@ -43,11 +43,18 @@ def simple(table: Table) -> bool:
             and isinstance(table.header_style, str)
             and (table.title is None or isinstance(table.title, str))
             and table.title_justify in ("left", "center", "right")
-            and all(c.no_wrap and not c.ratio and c.width is None and c.style in ("", "none")
+            and all(c.no_wrap and _ratio_ok(table, c) and c.width is None and c.style in ("", "none")
                     and c.min_width is None and c.max_width is None and not c.footer
                     and isinstance(c.header, str) and c.header_style in ("", "none")
                     and c.vertical == "top" and c.justify in ("left", "right")
                     for c in table.columns))
+
+
+def _ratio_ok(table: Table, column: Column) -> bool:
+    """A ratio column is drawn here in an expanded table, when a cell too long for it is cut
+    on one line (the Overview's jobs table: the last line takes the room the others leave)."""
+    return column.ratio is None or (table.expand and column.ratio > 0
+                                    and column.overflow in ("ellipsis", "crop"))
 
 
 class FastTable:
@@ -78,15 +85,22 @@ class FastTable:
             texts = []
             for cell in column._cells:
                 text = _as_text(cell)
-                if text is None or "\n" in text.plain:
-                    return None
+                if text is None or "\n" in text.plain or "\t" in text.plain:
+                    return None  # several lines, or tabs Rich expands: Rich draws it
                 texts.append(text)
             cells.append(texts)
         headers = [Text.from_markup(str(c.header)) for c in columns]
         widths = [max([t.cell_len for t in col] + [h.cell_len]) + 2
                   for col, h in zip(cells, headers, strict=True)]
-        table_width = sum(widths)
         max_width = options.max_width
+        if any(c.ratio for c in columns):
+            # As Rich does: the other columns keep their width, the ratio columns share the rest
+            # (at least their padding and one cell each)
+            fixed = [0 if c.ratio else w for c, w in zip(columns, widths, strict=True)]
+            shares = iter(ratio_distribute(max_width - sum(fixed), [c.ratio for c in columns if c.ratio],
+                                           [3 for c in columns if c.ratio]))
+            widths = [next(shares) if c.ratio else w for c, w in zip(columns, widths, strict=True)]
+        table_width = sum(widths)
         if table_width > max_width:
             return None  # Rich would shrink and crop columns: leave that to Rich
         if table.expand and table_width < max_width:
@@ -99,29 +113,33 @@ class FastTable:
             if "\n" in title.plain or title.cell_len > table_width:
                 return None
             lines.extend(console.render_lines(
-                title, options.update(width=table_width, justify=table.title_justify),
+                # height=None: a height in the options (Textual sets one) would pad the title
+                title, options.update(width=table_width, justify=table.title_justify, height=None),
                 pad=False))
         header_style = console.get_style(str(table.header_style or ""))
         lines.append(list(Segment.apply_style(
-            _row([(h, c.justify) for h, c in zip(headers, columns, strict=True)], widths, console),
-            header_style)))
+            _row(list(zip(headers, columns, strict=True)), widths, console), header_style)))
         for r in range(len(cells[0])):
-            lines.append(list(_row([(col[r], c.justify) for col, c in zip(cells, columns, strict=True)],
+            lines.append(list(_row([(col[r], c) for col, c in zip(cells, columns, strict=True)],
                                    widths, console)))
         return lines
 
 
-def _row(cells: list[tuple[Text, str]], widths: list[int], console: Console
+def _row(cells: list[tuple[Text, Column]], widths: list[int], console: Console
          ) -> Iterable[Segment]:
-    for (cell, justify), width in zip(cells, widths, strict=True):
+    for (cell, column), width in zip(cells, widths, strict=True):
         # As Rich does: the cell padded to its width in its own style, its base style made a
         # span (Text.render draws spans only; Rich's cell goes through Text.join, which does
-        # the same), between one padding space each side.
+        # the same), between one padding space each side; a cell longer than a ratio column
+        # is cut to it first, by the column's overflow.
         padded = cell.copy()
-        if justify == "right":
-            padded.pad_left(width - 2 - cell.cell_len)
+        room = width - 2
+        if cell.cell_len > room:
+            padded.truncate(room, overflow=column.overflow)
+        elif column.justify == "right":
+            padded.pad_left(room - cell.cell_len)
         else:
-            padded.pad_right(width - 2 - cell.cell_len)
+            padded.pad_right(room - cell.cell_len)
         text = Text(end="")
         text.append_text(padded)
         yield _PAD

@@ -18,6 +18,7 @@ from console.tui.model import (
     STATS,
     ConsoleState,
     HostState,
+    JobState,
 )
 from console.tui.quiet import set_content, text_shape
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
@@ -120,6 +121,22 @@ def findings_table(findings: list[dict[str, object]], limit: int | None = None, 
     return t
 
 
+def jobs_table(running: list[JobState]) -> Table:
+    """The running jobs, one line each: the last line takes the room the others leave, cut
+    with an ellipsis (FastTable draws it line by line: redrawn 4 times a second while a job
+    prints)."""
+    jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
+    for col in ("run", "name", "pid", "lines"):
+        jobs.add_column(col, no_wrap=True)
+    jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
+    for j in running:
+        last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
+        jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")),
+                     str(j.pid or "-"), str(j.tail.total),
+                     plain(last[:60]))  # the box's raw line: drawn, not obeyed
+    return jobs
+
+
 class OverviewView(View):
     DOMAINS = (STATS, JOBS, PROBES, NOTES_DOMAIN, CONNECTION)
 
@@ -147,22 +164,9 @@ class OverviewView(View):
         set_content(self.query_one("#hostline", Static), lambda: hostline,
                     shape=text_shape(hostline.plain, width), key=hostline.markup)
         running = host.running_jobs()
-
-        def jobs_table() -> Table | Text:
-            if not running:
-                return Text("No running jobs", style="dim")
-            jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
-            for col in ("run", "name", "pid", "lines"):
-                jobs.add_column(col, no_wrap=True)
-            jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
-            for j in running:
-                last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
-                jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")),
-                             str(j.pid or "-"), str(j.tail.total),
-                             plain(last[:60]))  # the box's raw line: drawn, not obeyed
-            return jobs
-
-        set_content(self.query_one("#jobs", Static), jobs_table, shape=(len(running), width))
+        set_content(self.query_one("#jobs", Static), lambda: (
+            FastTable(jobs_table(running)) if running else Text("No running jobs", style="dim")),
+            shape=(len(running), width))
         findings = host.compat_findings()
         set_content(self.query_one("#findings", Static), lambda: (
             Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5, narrow))

@@ -83,10 +83,30 @@ class LogView(ScrollView, can_focus=True):
         self._title()
         n = len(tail) if tail is not None else 0
         width = max(tail.longest if tail is not None else 0, self.size.width)
-        self.virtual_size = Size(width, n)
-        if self.follow:
-            self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
+        size = Size(width, n)
+        if self._scrollbars_stay(size):
+            # `virtual_size` is a reactive that re-lays out the whole screen on every change: 4
+            # times a second while a job prints, for a log that only grew under scrollbars
+            # already shown. Set it quietly and update the scrollbars and the scroll position
+            # in place, so the next paint shows the new lines at the end.
+            self.set_reactive(LogView.virtual_size, size)
+            self._scroll_update(size)
+            if self.follow:
+                self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+        else:
+            self.virtual_size = size
+            if self.follow:
+                self.call_after_refresh(self.scroll_end, animate=False, immediate=True)
         self.refresh()
+
+    def _scrollbars_stay(self, size: Size) -> bool:
+        """Whether the log can take `size` without a layout: same width, and taller than the
+        view before and after (the vertical scrollbar was shown and stays; the horizontal one
+        depends on the width alone)."""
+        old = self.virtual_size
+        height = self.container_size.height
+        return (self.is_mounted and height > 0 and old.width == size.width
+                and self.show_vertical_scrollbar and old.height > height and size.height > height)
 
     def set_follow(self, follow: bool) -> None:
         self.follow = follow

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets import DataTable
 
@@ -55,5 +57,78 @@ def test_quick_table_paints_like_data_table_and_follows_restyles() -> None:
             painted = _paint(quick)
             assert painted == _paint(plain)
             assert any("label 3" in text for text, _ in painted[4])
+
+    asyncio.run(run())
+
+
+def test_quick_table_row_cache_follows_every_change() -> None:
+    """The kept row lines are never stale: after each change (a cell, a rebuild with the same
+    keys, a cursor move, focus, a theme, a width) QuickTable paints what DataTable paints, and
+    an unchanged table painted again reuses its rows instead of rendering them anew."""
+    async def run() -> None:
+        app = Pair()
+        async with app.run_test(size=(80, 30)) as pilot:
+            await pilot.pause()
+            plain = app.query_one("#plain", DataTable)
+            quick = app.query_one("#quick", QuickTable)
+
+            async def same() -> list[list[tuple[str, object]]]:
+                await pilot.pause()
+                painted = _paint(quick)
+                assert painted == _paint(plain)
+                return painted
+
+            await same()
+            rendered = 0
+            original = DataTable._render_line_in_row
+
+            def counting(self: DataTable, *args: object, **kwargs: object) -> object:
+                nonlocal rendered
+                if self is quick:
+                    rendered += 1
+                return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+            DataTable._render_line_in_row = counting  # type: ignore[assignment,method-assign]
+            try:
+                quick._clear_caches()  # what a focus change or an update does to DataTable's caches
+                _paint(quick)
+                assert rendered == 0  # every row came from the kept lines
+                for table in (plain, quick):  # one cell changes: that row alone is rendered
+                    table.update_cell_at(Coordinate(2, 1), "changed")
+                painted = await same()
+                assert rendered == 1 and "changed" in "".join(t for t, _ in painted[3])
+            finally:
+                DataTable._render_line_in_row = original  # type: ignore[method-assign]
+            for table in (plain, quick):  # rebuilt with the same keys, other content
+                table.clear()
+                for i, row in enumerate(reversed(ROWS)):
+                    table.add_row(*row, key=f"k{i}")
+            first = await same()
+            for table in (plain, quick):
+                table.clear()
+                for i, row in enumerate(ROWS):
+                    table.add_row(*row, key=f"k{i}")
+            assert await same() != first
+            for table in (plain, quick):
+                table.update_cell("k4", next(iter(table.columns)), Text("styled", style="bold red"))
+            await same()
+            for table in (plain, quick):
+                table.move_cursor(row=5)
+            blurred = await same()
+            quick.focus()  # each focused in turn: the focused paints, then the blurred, agree
+            await pilot.pause()
+            focused = _paint(quick)
+            assert focused != blurred
+            plain.focus()
+            await pilot.pause()
+            assert _paint(plain) == focused and _paint(quick) == blurred
+            quick.focus()
+            await pilot.pause()
+            assert _paint(quick) == focused
+            app.set_focus(None)
+            app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+            await same()
+            await pilot.resize_terminal(60, 30)
+            await same()
 
     asyncio.run(run())

@@ -1,4 +1,5 @@
-"""A DataTable that works out its base style once per paint, not once per line.
+"""A DataTable that works out its base style once per paint, not once per line, and keeps a
+row's rendered line while the row's content has not changed.
 
 Textual's DataTable asks for `rich_style` on every line it draws, and that property walks
 the widget's ancestors (about ten up to the screen) merging their colours each time. A
@@ -7,19 +8,54 @@ clears its caches), so the markers or stages table paid that walk per visible ro
 under the day load, the walk was about a quarter of the markers table's paint. Nothing can
 restyle a widget while one of its paints runs (styles change between messages, and a paint
 is one call), so the style worked out at the paint's start is the style of every line.
+
+DataTable keys every render cache on one table-wide update counter, and drops them all on a
+focus change: one changed cell (the stages table's "N lines" of a printing run, 4 times a
+second) or a screen switch (the table is focused on show) re-renders every cell of every row,
+the slowest part of switching to the Pipeline screen (profiled: 13-15 ms a switch). Here a
+row's rendered line is kept under what it is made from instead: the row's own cells, its
+index, the columns (labels and widths), the styles it is drawn with (base style, focus and
+the other pseudo-classes, the theme) and whether the cursor or the mouse is on it. A switch
+back to an unchanged table, or a change to one row, renders only what changed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from rich.style import Style
+from rich.text import Text
+from textual._types import SegmentLines
+from textual.cache import LRUCache
+from textual.coordinate import Coordinate
 from textual.dom import DOMNode
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
+
+_ROW_LINES = 1024  # rows × focus states × cursor positions kept; a row is a few hundred bytes
+
+
+def cell_signature(cell: object) -> Hashable:
+    """What a cell draws as, hashable: a Text by its text, style and spans; a str as is."""
+    if isinstance(cell, Text):
+        return ("T", cell.plain, str(cell.style), tuple(cell.spans), cell.justify, cell.overflow,
+                cell.no_wrap, cell.end)
+    if isinstance(cell, (str, int, float)) or cell is None:
+        return cell
+    return ("id", id(cell))  # another renderable: itself (kept alive by the table's data)
 
 
 class QuickTable(DataTable):  # type: ignore[type-arg]
     _paint_style: Style | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._row_lines: LRUCache[Hashable, tuple[SegmentLines, SegmentLines]] = LRUCache(_ROW_LINES)
+        self._signatures: dict[RowKey, Hashable] = {}
+        self._signed_at = -1  # the update count the signatures were taken at
 
     @property
     def rich_style(self) -> Style:
@@ -36,3 +72,46 @@ class QuickTable(DataTable):  # type: ignore[type-arg]
             return super().render_lines(crop)
         finally:
             self._paint_style = None
+
+    def _row_signature(self, row_key: RowKey) -> Hashable:
+        """The row's content (the header's: the column labels); taken once per table update."""
+        if self._signed_at != self._update_count:
+            self._signatures.clear()
+            self._signed_at = self._update_count
+        signature = self._signatures.get(row_key)
+        if signature is None:
+            if row_key is self._header_row_key:
+                signature = ("header",)
+            else:
+                data = self._data.get(row_key, {})
+                row = self.rows.get(row_key)
+                signature = (tuple(cell_signature(data.get(c.key)) for c in self.ordered_columns),
+                             cell_signature(row.label) if row is not None else None,
+                             row.height if row is not None else 0)
+            self._signatures[row_key] = signature
+        return signature
+
+    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style,
+                            cursor_location: Coordinate,
+                            hover_location: Coordinate) -> tuple[SegmentLines, SegmentLines]:
+        located = self._row_locations.get(row_key)
+        row_index = located if located is not None else -1
+        cursor_type = self.cursor_type
+        if cursor_type == "row":  # a row cursor draws a row by whether it is on it
+            cursor: Hashable = cursor_location.row == row_index
+            hover: Hashable = hover_location.row == row_index
+        else:
+            cursor, hover = cursor_location, hover_location
+        columns = tuple((str(c.key.value), cell_signature(c.label), c.get_render_width(self))
+                        for c in self.ordered_columns)
+        key = (row_key.value, row_index, line_no, self._row_signature(row_key), columns, base_style,
+               cursor, hover, cursor_type, self.show_cursor, self._show_hover_cursor,
+               self._pseudo_class_state, self.size.width, self.fixed_rows, self.fixed_columns,
+               self.zebra_stripes, self.show_row_labels, self._row_label_column_width,
+               self.cell_padding, self.app.theme, self.app.ansi_color)
+        lines = self._row_lines.get(key)
+        if lines is None:
+            lines = super()._render_line_in_row(row_key, line_no, base_style, cursor_location,
+                                                hover_location)
+            self._row_lines[key] = lines
+        return lines

@@ -186,6 +186,13 @@ async def test_stats_and_allreduce_screen(session: Path) -> None:
         assert "ncclDevKernel_AllReduce" in trace and "0.52" in trace
         history = plain(app.query_one("#history", Static))
         assert "GPU history" in history and "65°C" in history and "▁" in history
+        drawn = [app.query_one(f"#{w}", Static).content for w in ("sweep", "trace")]
+        await pilot.press("2")
+        await pilot.press("6")
+        await settle(pilot)
+        assert app.active_screen_name == "stats"  # shown again, same results: not drawn anew
+        assert [app.query_one(f"#{w}", Static).content for w in ("sweep", "trace")] == drawn
+        assert "64.0 MiB" in plain(app.query_one("#sweep", Static))
 
 
 async def test_bench_screen_table_acceptance_and_speedup(session: Path) -> None:

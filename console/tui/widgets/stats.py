@@ -132,6 +132,10 @@ class StatsView(View):
                                         else "none in this recording"), style="dim"),
                     shape=("no stats", live, width))
         if not domains or ALLREDUCE in domains:
-            self.query_one("#sweep", Static).update(sweep_chart(host.allreduce.get("sweep", []), 20 if narrow else 40))
-            self.query_one("#trace", Static).update(
-                generic_table(host.allreduce.get("trace", []), "AllReduce share of decode time (trace)"))
+            # Shown again with the same results (the sweep and the trace change once a run, not
+            # with the stats): no re-render and no screen reflow on each switch to this screen.
+            sweep, trace = host.allreduce.get("sweep", []), host.allreduce.get("trace", [])
+            set_content(self.query_one("#sweep", Static), lambda: sweep_chart(sweep, 20 if narrow else 40),
+                        shape=repr(sweep), key=(repr(sweep), narrow))
+            set_content(self.query_one("#trace", Static), lambda: generic_table(
+                trace, "AllReduce share of decode time (trace)"), shape=repr(trace), key=repr(trace))

@@ -481,23 +481,19 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
 _BLOCK_KIND = b'"kind":"job.lines"'
 
 
-class _BlockPayload(msgspec.Struct, gc=False):
-    """What the printer reads of a record: a job.line's or a job.lines record's fields (texts
-    and offsets typed, so a malformed block fails the decode and is checked on its own), and
-    the stats sample's print flag."""
+class _BlockPayload(_Payload, gc=False):
+    """What the printer reads of a record: a job.line's fields plus a job.lines record's
+    (texts and offsets typed, so a malformed block fails the decode and is checked on its
+    own)."""
 
-    text: Any = None
-    run_id: Any = None
-    print_: Any = msgspec.field(name="print", default=False)
     texts: list[str] | None = None
     offsets: list[int] | None = None
 
 
-class _BlockLine(msgspec.Struct, gc=False):
-    ts: str
-    kind: str
+class _BlockLine(_Line, gc=False):
+    """A session line whose payload may be a log block."""
+
     payload: _BlockPayload = msgspec.field(default_factory=_BlockPayload)
-    host: str = ""
 
 
 _BLOCK_LINES = msgspec.json.Decoder(list[_BlockLine])

@@ -287,8 +287,11 @@ class ConsoleApp(App[int]):
                 except TimeoutError:
                     pass
             self._wake.clear()
-            self._fold()
-            self._flush_held(force=False)
+            # From a switch's key to its paint the stream waits in the queue (O(1) per event):
+            # the operator's switch is drawn at once, the stream's fold a frame after it.
+            if self._switch_hold is None:
+                self._fold()
+                self._flush_held(force=False)
             if self._pending:
                 self._wake.set()
             await asyncio.sleep(FRAME_S)

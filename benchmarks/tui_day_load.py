@@ -144,8 +144,8 @@ class Tmux:
         self.ctl.wait(timeout=10)
 
 
-def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int
-            ) -> tuple[float, float, list[float]]:
+def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int,
+            log: Path | None = None) -> tuple[float, float, list[float]]:
     rec = tmp / f"rec-{uuid.uuid4().hex[:6]}.jsonl.zst"
     t = Tmux([sys.executable, str(Path(__file__).resolve()), "--child", str(session), str(rec)]
              + (["--paused"] if paused else []))
@@ -171,6 +171,10 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
             if not paused:  # paused, the screens have nothing of their own to show
                 t.wait_for(SCREENS[key], timeout=10)
                 lat.append(time.perf_counter() - t0)
+                if log is not None:
+                    with log.open("a") as f:
+                        f.write(f"{time.time():.3f} {key} {lat[-1] * 1e3:.1f} "
+                                f"{os.getloadavg()[0]:.2f}\n")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (t.cpu() - c0) / (time.perf_counter() - w0)
         return idle, switching, lat
@@ -243,6 +247,7 @@ def main() -> None:
     ap.add_argument("--switches", type=int, default=24)
     ap.add_argument("--no-tmux", action="store_true")
     ap.add_argument("--no-in-process", action="store_true")
+    ap.add_argument("--log", type=Path, help="append each tmux switch: time, key, ms, load")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--paused", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -260,7 +265,7 @@ def main() -> None:
         print(f"load: replay at 1x of {511 * seconds_needed:,} events (500 log lines/s, 10 "
               f"8-GPU samples/s), recorder to .jsonl.zst")
         if not args.no_tmux:
-            load = in_tmux(session, tmp, False, args.seconds, args.switches)
+            load = in_tmux(session, tmp, False, args.seconds, args.switches, args.log)
             base = in_tmux(session, tmp, True, args.seconds, min(args.switches, 24))
             report("tmux", load, base)
         if not args.no_in_process:

@@ -7,32 +7,19 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from console.session import SessionReader, SessionWriter
+from console.session import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.model import ConsoleState
-from remote import events as ev
-from remote.events import Event, JobLines
+from remote.events import Event
 from tests.tui_helpers import SIZE, finish_replay, plain, replay_app, settle, wait_for
-from tests.tui_sessions import HOST, T0, demo_events
+from tests.tui_sessions import HOST, demo_with_blocks
 
 
 def _session(path: Path) -> list[Event]:
-    events = demo_events(log_lines=20)
-    flat = list(events)
-    t0 = events[-1].ts
-    with SessionWriter(path, [HOST], started=T0) as w:
-        for e in events:
-            w.write(e)
-        for b in range(12):
-            block = JobLines(HOST, "r-train", "train", [f"train: step {b}.{i}" for i in range(90)],
-                             list(range(90 * b + 1, 90 * b + 91)), t0)
-            w.write_many(block)
-            flat.extend(block)
-            if b % 4 == 3:
-                marker = Event.checked(ev.MARKER, HOST, {"label": f"block {b}"}, t0)
-                w.write(marker)
-                flat.append(marker)
-    return flat
+    return demo_with_blocks(path, 20, (
+        ("r-train", [f"train: step {b}.{i}" for i in range(90)],
+         list(range(90 * b + 1, 90 * b + 91)), f"block {b}" if b % 4 == 3 else None)
+        for b in range(12)))
 
 
 def _log(state: ConsoleState) -> tuple[int, int, list[str]]:

@@ -44,14 +44,13 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import ROOT
 
-from console.session import Recorder, SessionReader, SessionWriter  # noqa: E402
-from console.session_index import index_path  # noqa: E402
-from remote.bus import EventBus  # noqa: E402
-from remote.events import Event, JobLines, format_ts, utc_now  # noqa: E402
+from console import session_index
+from console.session import Recorder, SessionReader, SessionWriter
+from console.session_index import index_path
+from remote.bus import EventBus
+from remote.events import Event, JobLines, format_ts, utc_now
 
 HEADER = (b'{"format":"eagle3-console-session","version":1,"started":"%s","hosts":["box"],'
           b'"console_version":"bench"}\n')
@@ -444,6 +443,10 @@ def main() -> None:
         t_gen, (records, events) = timed(record_and_kill, path, args.events)
         print(f"recorded {events:,} events through the recorder (live index on), then "
               f"SIGKILL: {t_gen:.0f} s")
+        if not index_path(path).exists():
+            raise SystemExit(f"{events:,} events make {path.stat().st_size / 1e6:.1f} MB: too "
+                             f"small for the recorder to keep a live index (it starts at "
+                             f"{session_index.MIN_BYTES >> 20} MiB); use --events 500000 or more")
         shutil.copyfile(index_path(path), kept_journal)
         kept_counts.write_text(f"{records} {events}\n")
     records, events = map(int, kept_counts.read_text().split())

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (the repository on sys.path)
 
 from remote.allreduce_trace import analyse_files, capture
 from remote.bus import EventBus

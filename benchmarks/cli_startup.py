@@ -23,11 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from console.cli import build_parser  # noqa: E402
+from _common import ROOT
+
+from console.cli import build_parser
 
 HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgspec", "torch")
 PROBE = ("import sys, runpy; sys.argv = {argv!r}\n"

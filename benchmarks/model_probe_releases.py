@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (the repository on sys.path)
 
 from remote.probes import model_probe as mp
 from tests.vllm_sources import vllm_root

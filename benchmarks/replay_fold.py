@@ -20,21 +20,17 @@ Each fold's final state is checked equal to the others'. The issue's figure: ~15
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import _common  # noqa: F401  (the repository on sys.path)
+from replay_print import write_day
 
-from replay_print import write_day  # noqa: E402
-
-from console.session import SessionReader  # noqa: E402
-from console.tui.checkpoints import StateCheckpoints  # noqa: E402
-from console.tui.model import ConsoleState  # noqa: E402
-from remote.events import utc_now  # noqa: E402
+from console.session import SessionReader
+from console.tui.checkpoints import StateCheckpoints
+from console.tui.model import ConsoleState
+from remote.events import utc_now
 
 
 def fold_before(path: Path) -> ConsoleState:

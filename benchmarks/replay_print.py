@@ -38,15 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from _common import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from console import session_index  # noqa: E402
-from console.commands.replay import print_session  # noqa: E402
-from console.printer import Printer  # noqa: E402
-from console.session import SessionReader, SessionWriter  # noqa: E402
-from remote.events import Event, JobLines, utc_now  # noqa: E402
+from console import session_index
+from console.commands.replay import print_session
+from console.printer import Printer
+from console.session import SessionReader, SessionWriter
+from remote.events import Event, JobLines, utc_now
 
 
 def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,

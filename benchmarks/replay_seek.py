@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (the repository on sys.path)
 
 from console.session import SessionReader, SessionWriter
 from console.tui.checkpoints import StateCheckpoints

@@ -19,13 +19,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import _common  # noqa: F401  (the repository on sys.path)
 
-from console.cli import main as console_main  # noqa: E402
-from console.session import SessionReader  # noqa: E402
-from remote import events as ev  # noqa: E402
-from tests import box_env  # noqa: E402
+from console.cli import main as console_main
+from console.session import SessionReader
+from remote import events as ev
+from tests import box_env
 
 
 def main() -> int:

@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from datetime import timedelta
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from json.encoder import encode_basestring_ascii
+import _common  # noqa: F401  (the repository on sys.path)
 
 from console.session import SessionReader, SessionWriter
 from remote.events import Event, JobLines, parse_ts, to_jsonl, utc_now

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (the repository on sys.path)
 
 from console.session import Recorder, SessionWriter
 from remote.bus import EventBus

@@ -28,15 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import _common  # noqa: F401  (the repository on sys.path)
 
-from console.printer import Printer  # noqa: E402
-from remote.bus import EventBus  # noqa: E402
-from remote.connect import make_transport  # noqa: E402
-from remote.hosts import HostConfig  # noqa: E402
-from remote.stats import StatsStream  # noqa: E402
-from tests.sshd_harness import Sshd, sshd_available, start_sshd  # noqa: E402
+from console.printer import Printer
+from remote.bus import EventBus
+from remote.connect import make_transport
+from remote.hosts import HostConfig
+from remote.stats import StatsStream
+from tests.sshd_harness import Sshd, sshd_available, start_sshd
 
 TICK = os.sysconf("SC_CLK_TCK")
 

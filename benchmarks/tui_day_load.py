@@ -34,9 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import ROOT, SCREEN_KEYS, shown_at
 
 # Text only that screen shows (the stage table's columns are sized to their contents, so its
 # header spacing is not a constant).
@@ -188,7 +186,6 @@ async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, swi
         original(screen, renderable)
 
     app._display = display
-    names = {"2": "overview", "5": "pipeline", "6": "stats", "8": "replay"}
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause(1)
         while app.checkpoints is not None and not app.checkpoints.complete:
@@ -204,13 +201,9 @@ async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, swi
             key = order[k % len(order)]
             t0 = time.perf_counter()
             await pilot.press(key)
-            while True:
-                shown = [t for t, name in paints if t >= t0 and name == names[key]]
-                if shown or time.perf_counter() - t0 > 5:
-                    break
-                await asyncio.sleep(0.001)
-            if shown:
-                lat.append(shown[0] - t0)
+            shown = await shown_at(paints, SCREEN_KEYS[key], t0)
+            if shown is not None:
+                lat.append(shown - t0)
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (time.process_time() - c0) / (time.perf_counter() - w0)
         # Stop the feed before the app shuts down: the app's pump, woken by an event while

@@ -27,11 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from textual.app import App, ComposeResult  # noqa: E402
-from textual.widgets import Static  # noqa: E402
+from _common import ROOT
+from textual.app import App, ComposeResult
+from textual.widgets import Static
 
 EMPTY_APP = """
 from textual.app import App

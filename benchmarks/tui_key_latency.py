@@ -18,13 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+import _common  # noqa: F401  (the repository on sys.path)
 from textual import events
 
 from console.tui.app import ConsoleApp

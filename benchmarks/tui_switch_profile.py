@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import cProfile
 import statistics
-import sys
 import tempfile
 import time
 import traceback
@@ -24,11 +23,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import SCREEN_KEYS, shown_at
 
-NAMES = {"2": "overview", "5": "pipeline", "6": "stats", "8": "replay"}
+NAMES = SCREEN_KEYS
 SETTLE_S = 0.3  # what follows the first paint (focus, late layouts) counts to the switch
 
 
@@ -202,22 +199,18 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
             t0 = time.perf_counter()
             cpu0 = time.thread_time()
             await pilot.press(key)
-            while True:
-                shown = [t for t, name in paints if t >= t0 and name == NAMES[key]]
-                if shown or time.perf_counter() - t0 > 5:
-                    break
-                await asyncio.sleep(0.001)
+            shown = await shown_at(paints, NAMES[key], t0)
             await asyncio.sleep(SETTLE_S)
             counts.phases["all (UI thread)"] += time.thread_time() - cpu0
             if profiler:
                 profiler.disable()
             counts.on = False
-            if shown:
-                per_key.setdefault(key, []).append((shown[0] - t0, counts.layouts, counts.painted,
+            if shown is not None:
+                per_key.setdefault(key, []).append((shown - t0, counts.layouts, counts.painted,
                                                     counts.updates))
                 phases.setdefault(key, Counter()).update(counts.phases)
                 if trace and k >= switches - 4:
-                    print(f"switch to {NAMES[key]}: {(shown[0] - t0) * 1e3:.0f} ms")
+                    print(f"switch to {NAMES[key]}: {(shown - t0) * 1e3:.0f} ms")
                     for line in counts.trace:
                         print("   ", line)
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))

@@ -27,15 +27,17 @@ tail): sessions are append-only and written by the recorder alone.
 from __future__ import annotations
 
 import bisect
+import glob
 import json
 import os
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.session_index import index_path
+from console.session_index import SUFFIX, index_path
 from console.session_source import ZSTD_MAGIC, Segment
 
 FORMAT = "eagle3-console-session-live-index"
@@ -105,7 +107,8 @@ class LiveIndexWriter:
         head = json.dumps({"format": FORMAT, "version": VERSION, "header": header.decode("utf-8"),
                            "head_len": segments[0].src_start}, separators=(",", ":")).encode()
         body = head + b"\n" + self._rows(segments, markers)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.live.tmp")
+        clear_strays(self.path.parent)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}{_TMP_SUFFIX}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         try:
             _write_all(fd, body)
@@ -130,6 +133,51 @@ class LiveIndexWriter:
             self._jfd = None
 
 
+_TMP_SUFFIX = ".live.tmp"
+STRAY_AGE_S = 3600.0  # a first write takes milliseconds: older than this, its writer is gone
+
+
+def clear_strays(directory: Path, session_name: str = "*") -> int:
+    """Removes the `.<session>.idx.<pid>.live.tmp` files that recorders killed during their
+    journal's first write left in `directory` (all sessions', or one session's); returns how
+    many. The write goes aside and is renamed into place so that a reader never sees half a
+    journal, so a kill -9 between the two leaves the aside file behind, and nothing else ever
+    would remove it. A file is stray when the process named in it is gone, or when it is older
+    than any first write could be (its pid reused since); a running recorder's is left alone.
+    A recorder in another pid namespace sharing the directory looks gone: the worst that does
+    is lose that recording its journal (the recording itself never fails on its index)."""
+    removed = 0
+    try:
+        found = list(directory.glob(f".{session_name}{SUFFIX}.*{_TMP_SUFFIX}"))
+    except OSError:
+        return 0
+    now = time.time()
+    for tmp in found:
+        pid_text = tmp.name[: -len(_TMP_SUFFIX)].rpartition(".")[2]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        try:
+            if _running(int(pid_text)) and now - tmp.stat().st_mtime < STRAY_AGE_S:
+                continue
+            tmp.unlink()
+            removed += 1
+        except OSError:
+            continue  # gone already, or not ours to remove: it stays harmless
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -152,7 +200,9 @@ class Resumed:
 
 def load(session: Path, mm: Any, size: int, compressed: bool) -> Resumed | None:
     """The journal's rows that the file agrees with, or None (no journal, not one, or one
-    that does not describe this file)."""
+    that does not describe this file). The first open after a kill also clears what that
+    recorder may have left aside (`clear_strays`)."""
+    clear_strays(session.parent, glob.escape(session.name))
     try:
         with open(index_path(session), "rb") as fh:
             data = fh.read(_MAX_BYTES)

@@ -3,7 +3,8 @@ for rollback): the box-side helper SIGKILLed after a given step, a patcher on th
 that records its events, and a box reached over the real sshd whose python pauses between the
 helper's steps, so a test can kill the helper or the console between two files.
 
-Kept in one place so both tests kill the same way: a change to how the helper reports its steps
+test_patch_crash.py kills it at random steps in a loop of apply and rollback.
+Kept in one place so every test kills the same way: a change to how the helper reports its steps
 or how the console is started is made once, not in one copy of two.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -32,26 +34,52 @@ REPO = Path(__file__).resolve().parents[1]
 JOURNAL = ".eagle3-patch-journal"
 
 
-def kill_after(request: dict[str, Any], step: int) -> list[str]:
-    """Run the helper with a pause after each step, SIGKILL it after its `step`-th."""
-    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY="0.05")
+def spawn_helper(request: dict[str, Any], delay: float) -> subprocess.Popen[bytes]:
+    """The box-side helper on `request`, pausing `delay` seconds after each step it announces
+    (on stderr, `step NAME`)."""
+    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY=str(delay))
     proc = subprocess.Popen([sys.executable, str(HELPER)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
+    assert proc.stdin is not None
     proc.stdin.write(json.dumps(request).encode())
     proc.stdin.close()
+    return proc
+
+
+def kill_at_step(request: dict[str, Any], step: int, rng: random.Random | None = None
+                 ) -> tuple[int, list[str]]:
+    """Start the helper and SIGKILL it while it rests after its `step`-th step (0: during
+    start-up, at once or, given `rng`, at a moment it picks within 50 ms). Returns
+    (returncode, steps it announced): a helper that finished before its `step`-th step exits
+    on its own."""
+    proc = spawn_helper(request, 0.05)
+    assert proc.stderr is not None and proc.stdout is not None
     seen: list[str] = []
-    while len(seen) < step:
-        line = proc.stderr.readline().decode()
-        if not line:
-            break
-        if line.startswith("step "):
-            seen.append(line.split()[1])
-    os.kill(proc.pid, signal.SIGKILL)
+    if step == 0 and rng is not None:
+        try:
+            proc.wait(timeout=rng.uniform(0.0, 0.05))
+        except subprocess.TimeoutExpired:
+            pass
+    else:
+        while len(seen) < step:
+            line = proc.stderr.readline().decode()
+            if not line:
+                break
+            if line.startswith("step "):
+                seen.append(line.split()[1])
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     proc.wait(timeout=60)
     proc.stdout.close()
     proc.stderr.close()
-    return seen
+    return proc.returncode, seen
+
+
+def kill_after(request: dict[str, Any], step: int) -> list[str]:
+    """Run the helper with a pause after each step, SIGKILL it after its `step`-th."""
+    return kill_at_step(request, step)[1]
 
 
 def local_patcher(sp: Path, host_dir: Path) -> tuple[Patcher, list[Event]]:

@@ -23,14 +23,19 @@ FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 # The speed model of the pair (tests/vllm_double.py): a step costs base + per_seq * batch.
 # Speculation yields 1 + 3 tokens per decode step (every draft fully accepted), so 16 output
 # tokens take 5 steps instead of 16, but verifying 4 positions per sequence makes each sequence
-# in a step far dearer, so it wins at low concurrency and loses at high: predicted speedups
-# 1.80 (c=1), 1.26 (c=2), 0.46 (c=8). Fixed per-request costs (connections, a loaded machine)
-# pull measured speedups towards 1 but cannot flip them; what could is the client falling
-# behind the baseline's many small chunks, so steps stay long and the sweep small.
+# in a step dearer, so it wins at low concurrency and loses at high: predicted speedups 2.22
+# (c=1), 1.70 (c=2), 0.42 (c=16). What skews the measured ratio is not the speeds but time the
+# model leaves out, and it pulls towards 1: fixed per-request costs, the two sweeps running one
+# after the other under a changing load, and (at high concurrency) the client falling behind
+# the baseline's many one-token chunks. With 16 tokens the gain is at most 16/5 = 3.2, so the
+# old sweep 1, 2, 8 held c=2 only 1.26x from 1 (one run at load ~5 measured 0.94 there).
+# Measured here with two busy loops beside the test: c=2 1.46-1.81, c=16 0.69-0.73 (idle:
+# 1.61 and 0.49), so both sides of the crossover keep ~1.4x or more; the old pair gave 1.26-1.33
+# at c=2 under the same load.
 BASELINE_SPEED = {"step_base_s": 0.020, "step_per_seq_s": 0.0001}
-SPEC_SPEED = {"step_base_s": 0.020, "step_per_seq_s": 0.0157, "accept_pattern": [3],
+SPEC_SPEED = {"step_base_s": 0.020, "step_per_seq_s": 0.009, "accept_pattern": [3],
               "num_speculative_tokens": 3}
-SWEEP = (1, 2, 8)
+SWEEP = (1, 2, 16)
 
 
 def write_config(tmp_path: Path, vllm_url: str, name: str = "local", **extra: str) -> Path:
@@ -62,13 +67,16 @@ def test_run_reports_speedup_and_crossover_of_the_configured_speeds(
     b_cfg, s_cfg = DoubleConfig(**BASELINE_SPEED), DoubleConfig(speculative=True, **SPEC_SPEED)
     predicted = [(c, s_cfg.predicted_tok_s(c, 16) / b_cfg.predicted_tok_s(c, 16))
                  for c in SWEEP]
+    assert [round(want, 2) for _, want in predicted] == [2.22, 1.70, 0.42]
     expected_crossover = find_crossover(predicted)[0]
-    assert expected_crossover == 8
+    assert expected_crossover == 16
     # The result file sits next to the session and holds both sweeps and the comparison.
     result = load_result(tmp_path / "s.bench-speculative.json")
     assert result.baseline is not None and result.comparison is not None
     rows = result.comparison["rows"]
     assert [r["concurrency"] for r in rows] == list(SWEEP)
+    # Each measured speedup on the predicted side of 1 (the margins above): the measurement
+    # follows the configured speeds, not a fixed answer.
     for row, (_, want) in zip(rows, predicted, strict=True):
         assert (row["speedup"] > 1) == (want > 1), (row, want)
     assert result.comparison["crossover"] == expected_crossover
@@ -81,12 +89,12 @@ def test_run_reports_speedup_and_crossover_of_the_configured_speeds(
         assert p.acceptance["per_position"] == pytest.approx([1.0, 1.0, 1.0])
     # Tables were printed, and the session recorded the same points and summary.
     assert "SPEEDUP" in out and "PER POSITION" in out
-    assert "crossover: speculation stops paying between concurrency 2 and 8" in out
+    assert "crossover: speculation stops paying between concurrency 2 and 16" in out
     recorded = [json.loads(line) for line in session.read_text().splitlines()[1:]]
     kinds = [e["kind"] for e in recorded]
     assert kinds.count("bench.point") == 6 and kinds.count("bench.summary") == 1
     summary = next(e for e in recorded if e["kind"] == "bench.summary")["payload"]
-    assert summary["crossover"] == 8 and summary["result_file"].endswith(".json")
+    assert summary["crossover"] == 16 and summary["result_file"].endswith(".json")
 
 
 def test_baseline_file_then_speculative_run_then_compare(

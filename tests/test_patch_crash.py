@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import signal
 import subprocess
@@ -17,17 +16,8 @@ import pytest
 from remote.patcher.plan import compose, recipes_for
 from remote.patcher.recipes import CUSTOM_WORKER
 from remote.patcher.runner import HELPER
+from tests.patch_kill_harness import kill_at_step, spawn_helper
 from tests.patchbox import WORKER, make_site_packages, sha256
-
-
-def _spawn(request: dict, delay: float) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, EAGLE3_PATCH_STEP_DELAY=str(delay))
-    proc = subprocess.Popen([sys.executable, str(HELPER)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(request).encode())
-    proc.stdin.close()
-    return proc
 
 
 def _run(request: dict) -> dict:
@@ -37,34 +27,6 @@ def _run(request: dict) -> dict:
     answer = json.loads(done.stdout)
     assert answer["ok"], answer
     return answer
-
-
-def _kill_at_step(request: dict, step: int, rng: random.Random) -> tuple[int, list[str]]:
-    """Start the helper and SIGKILL it while it rests after its `step`-th step (0: during
-    start-up, at a random moment). Returns (returncode, steps it announced)."""
-    proc = _spawn(request, 0.05)
-    assert proc.stderr is not None
-    seen: list[str] = []
-    if step == 0:
-        try:
-            proc.wait(timeout=rng.uniform(0.0, 0.05))
-        except subprocess.TimeoutExpired:
-            pass
-    else:
-        while len(seen) < step:
-            line = proc.stderr.readline().decode()
-            if not line:
-                break
-            if line.startswith("step "):
-                seen.append(line.split()[1])
-    try:
-        os.kill(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=60)
-    proc.stdout.close()  # type: ignore[union-attr]
-    proc.stderr.close()
-    return proc.returncode, seen
 
 
 @pytest.mark.slow
@@ -90,7 +52,7 @@ def test_sigkill_at_every_step_keeps_target_whole_and_rollback_possible(tmp_path
             request = {"op": "rollback", "file": str(target)}
         # apply announces 6 steps, rollback 2; a step past the last lets the run finish.
         step = rng.randint(0, 6 if op == "apply" else 3)
-        rc, seen = _kill_at_step(request, step, rng)
+        rc, seen = kill_at_step(request, step, rng)
         if rc == -signal.SIGKILL:
             killed_after.add((op, seen[-1] if seen else "start-up"))
 
@@ -131,7 +93,7 @@ def test_two_concurrent_applies_take_turns(tmp_path: Path) -> None:
     request = {"op": "apply", "file": str(target), "expect_sha256": orig_sha,
                "original_sha256": orig_sha,
                "content_b64": base64.b64encode(patched.encode()).decode()}
-    first = _spawn(request, 0.1)
+    first = spawn_helper(request, 0.1)
     assert first.stderr is not None
     assert first.stderr.readline().decode().startswith("step checked")  # first holds the lock
     second = subprocess.run([sys.executable, str(HELPER)], input=json.dumps(request).encode(),

@@ -4,19 +4,20 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from console.replay import Replayer
-from console.session import SessionReader, SessionWriter
+from console.session import SessionReader
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import RECORD_PREFIX, ConsoleState
 from console.tui.tail import LogTail
 from remote import events as ev
 from remote.bus import EventBus
 from remote.events import Event
-from tests.tui_sessions import HOST, T0, demo_events, write_session
+from tests.tui_sessions import HOST, Block, demo_events, demo_with_blocks, write_session
 
 
 def _view(state: ConsoleState) -> tuple[object, ...]:
@@ -110,29 +111,19 @@ def _block_session(path: Path) -> tuple[Path, list[Event]]:
     """The demo session with its log recorded as job.lines records (blocks of 1 to 600 lines,
     stage records among them, two runs, markers and a corrupt record in between), as the
     recorder writes a tail's blocks."""
-    from remote.events import JobLines
-
-    events = demo_events(log_lines=40)
-    flat = list(events)
     rng = random.Random(5)
-    t0 = events[-1].ts
-    with SessionWriter(path, [HOST], started=T0) as w:
-        for e in events:
-            w.write(e)
+
+    def blocks() -> Iterator[Block]:
         offset = 0
         for b in range(60):
             size = rng.choice([1, 2, 7, 64, 600])
             texts = [f"{RECORD_PREFIX} {{\"i\": {i}}}" if i % 9 == 0 else f"step {b}.{i}"
                      for i in range(size)]
-            block = JobLines(HOST, f"r-{b % 2}", "train", texts,
-                             list(range(offset + 1, offset + size + 1)), t0)
+            yield (f"r-{b % 2}", texts, list(range(offset + 1, offset + size + 1)),
+                   f"m{b}" if b % 10 == 0 else None)
             offset += size
-            w.write_many(block)
-            flat.extend(block)
-            if b % 10 == 0:
-                marker = Event.checked(ev.MARKER, HOST, {"label": f"m{b}"}, t0)
-                w.write(marker)
-                flat.append(marker)
+
+    flat = demo_with_blocks(path, 40, blocks())
     with open(path, "a") as fh:  # a block record whose arrays disagree: skipped, reported
         fh.write('{"ts":"2026-12-03T04:00:00.000Z","host":"box","kind":"job.lines","payload":'
                  '{"run_id":"r-0","name":"train","texts":["x"],"offsets":[]}}\n')

@@ -6,8 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import subprocess
 import sys
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -279,6 +281,38 @@ def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) 
     assert len(want) > 6000
 
 
+def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
+    """`line` with one character of `chars` put in, or one taken out or replaced, at a random
+    place; a put-in newline makes two lines."""
+    at = rng.randrange(len(line) + 1)
+    edit = rng.choice(["insert", "delete", "replace"])
+    ch = rng.choice(chars)
+    if edit == "insert":
+        line = line[:at] + ch + line[at:]
+    elif edit == "delete":
+        line = line[:at] + line[at + 1 :]
+    else:
+        line = line[:at] + ch + line[at + 1 :]
+    return [ln for ln in line.encode().split(b"\n") if ln]
+
+
+def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
+    """human_text (the printer's fast path) says what the per-event printer says of every
+    line of every group; returns how many groups held a bad line."""
+    from console.session_decode import human_text
+
+    differing = 0
+    for lines in mutated:
+        data = b"\n".join(lines) + b"\n"
+        bad: list[tuple[int, str]] = []
+        got = human_text(data, 0, len(lines), bad)
+        want, want_bad = _typed(lines, 0)
+        assert (got.split("\n") if got else []) == want, lines
+        assert [i for i, _ in bad] == want_bad, (lines, bad)
+        differing += bool(want_bad)
+    return differing
+
+
 def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
     """Log blocks in the recorder's shape with one byte-level edit each (a character put in,
     taken out or replaced anywhere in a line) next to untouched batches: every check of the
@@ -298,17 +332,7 @@ def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
                          [start + 3 * i for i in range(len(texts))],
                          when).to_jsonl().encode().splitlines()
         k = rng.randrange(len(lines))
-        line = lines[k].decode()
-        at = rng.randrange(len(line) + 1)
-        edit = rng.choice(["insert", "delete", "replace"])
-        ch = rng.choice(chars)
-        if edit == "insert":
-            line = line[:at] + ch + line[at:]
-        elif edit == "delete":
-            line = line[:at] + line[at + 1 :]
-        else:
-            line = line[:at] + ch + line[at + 1 :]
-        parts = [ln for ln in line.encode().split(b"\n") if ln]  # a put-in newline: two lines
+        parts = _edited(lines[k].decode(), rng, chars)
         lines[k : k + 1] = parts
         after = _job_block(ts, texts[:3])  # the same batch prefix again, after the edit
         blocks.append(lines + after)
@@ -316,17 +340,7 @@ def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
 
 
 def test_cut_path_equals_the_typed_printer_under_random_edits() -> None:
-    from console.session_decode import human_text
-
-    differing = 0
-    for lines in _mutated_blocks(17, 1500):
-        data = b"\n".join(lines) + b"\n"
-        bad: list[tuple[int, str]] = []
-        got = human_text(data, 0, len(lines), bad)
-        want, want_bad = _typed(lines, 0)
-        assert (got.split("\n") if got else []) == want, lines
-        assert [i for i, _ in bad] == want_bad, (lines, bad)
-        differing += bool(want_bad)
+    differing = _cut_path_against_typed(_mutated_blocks(17, 1500))
     assert differing > 300  # the edits do break lines (the comparison is not vacuous)
 
 
@@ -339,7 +353,6 @@ def test_cut_path_edge_shapes() -> None:
     """Shapes the group checks exist for: a batch prefix seen again after a foreign line (two
     batches in one millisecond), offsets whose digit count changes inside a batch, an empty
     text, the text's opening quote doubling as the offset key's, an escape in the timestamp."""
-    from console.session_decode import human_text
 
     ts = "2026-12-03T04:00:00.000Z"
     when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
@@ -371,13 +384,7 @@ def test_cut_path_edge_shapes() -> None:
         "next batch, other host": [*batch[:5], *(ln.replace(b'"box"', b'"bux"', 1)
                                                 for ln in batch[5:10]), *batch[10:12]],
     }
-    for name, lines in cases.items():
-        data = b"\n".join(lines) + b"\n"
-        bad: list[tuple[int, str]] = []
-        got = human_text(data, 0, len(lines), bad)
-        want, want_bad = _typed(lines, 0)
-        assert (got.split("\n") if got else []) == want, name
-        assert [i for i, _ in bad] == want_bad, (name, bad)
+    _cut_path_against_typed(cases.values())
 
 
 def test_timestamp_check_per_second_agrees_with_the_parser() -> None:
@@ -483,17 +490,7 @@ def _mutated_records(seed: int, n: int) -> list[list[bytes]]:
         start = rng.choice([0, 5, 95, 9_999_990])
         rec = JobLines("box", "run-1", "train", texts,
                        [start + 3 * i for i in range(len(texts))], when).to_records()
-        line = rec.rstrip("\n")
-        at = rng.randrange(len(line) + 1)
-        edit = rng.choice(["insert", "delete", "replace"])
-        ch = rng.choice(chars)
-        if edit == "insert":
-            line = line[:at] + ch + line[at:]
-        elif edit == "delete":
-            line = line[:at] + line[at + 1 :]
-        else:
-            line = line[:at] + ch + line[at + 1 :]
-        parts = [ln for ln in line.encode().split(b"\n") if ln]  # a put-in newline: two lines
+        parts = _edited(rec.rstrip("\n"), rng, chars)
         clean = JobLines("box", "run-1", "train", texts[:2], [1, 2], when).to_records()
         sample = Event("stats.sample", "box", {"gpus": []}, when).to_json()
         single = Event("job.line", "box", {"run_id": "r", "name": "n", "text": "x",
@@ -503,18 +500,10 @@ def _mutated_records(seed: int, n: int) -> list[list[bytes]]:
 
 
 def test_record_path_equals_the_typed_printer_under_random_edits() -> None:
-    from console.session_decode import human_text
-
-    differing = 0
-    for lines in _mutated_records(23, 1500):
-        data = b"\n".join(lines) + b"\n"
-        assert b'"kind":"job.lines"' in data  # the record path, not the per-line one
-        bad: list[tuple[int, str]] = []
-        got = human_text(data, 0, len(lines), bad)
-        want, want_bad = _typed(lines, 0)
-        assert (got.split("\n") if got else []) == want, lines
-        assert [i for i, _ in bad] == want_bad, (lines, bad)
-        differing += bool(want_bad)
+    mutated = _mutated_records(23, 1500)
+    for lines in mutated:  # the record path, not the per-line one
+        assert any(b'"kind":"job.lines"' in ln for ln in lines)
+    differing = _cut_path_against_typed(mutated)
     assert differing > 300  # the edits do break records (the comparison is not vacuous)
 
 

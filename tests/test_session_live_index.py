@@ -257,3 +257,77 @@ def test_a_small_session_gets_no_journal(tmp_path: Path, monkeypatch: pytest.Mon
     assert not index_path(path).exists()
     w.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+# The recorder killed (kill -9 of itself) inside its journal's first write: the journal's body
+# half written aside, not yet renamed into place.
+_KILLED_IN_FIRST_WRITE = _SMALL + textwrap.dedent(
+    """
+    import os, signal, sys
+    from console import session_live_index
+    from console.session import SessionWriter
+    sys.path.insert(0, "tests")
+    from test_session_live_index import _event
+
+    def _write_half_then_die(fd, data):
+        os.write(fd, data[: len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    session_live_index._write_all = _write_half_then_die
+    w = SessionWriter(sys.argv[1], ["box"])
+    for k in range(0, 100_000, 40):
+        w.write_many([_event(i) for i in range(k, k + 40)])
+    """
+)
+
+
+def _killed_in_first_write(path: Path) -> Path:
+    """Records `path` until the kill; returns the file the killed recorder left aside."""
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_IN_FIRST_WRITE, str(path)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+    assert not index_path(path).exists()  # the rename never happened
+    left = list(path.parent.glob(f".{path.name}.idx.*.live.tmp"))
+    assert [p.name for p in left] == [f".{path.name}.idx.{proc.pid}.live.tmp"]
+    assert left[0].stat().st_size > 0
+    return left[0]
+
+
+@pytest.mark.parametrize("name", ["day.jsonl", "day.jsonl.zst"])
+def test_a_kill_during_the_journals_first_write_leaves_nothing_after_the_next_open(
+    tmp_path: Path, small_segments: None, name: str
+) -> None:
+    path = tmp_path / name
+    _killed_in_first_write(path)
+    want = _full_scan(path, tmp_path)
+    assert want["len"] > 1000
+    assert [e.payload["i"] for e in want["events"]] == list(range(want["len"]))
+    # a running recorder's file aside (its pid alive, the file new) is not touched
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = tmp_path / f".{name}.idx.{live.pid}.live.tmp"
+        running.write_bytes(b"being written")
+        with SessionReader(path, write_index=False) as r:
+            assert r.resumed_events == 0  # no journal was ever in place
+            assert _view(r) == want
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, running.name])
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_a_kill_during_the_journals_first_write_is_cleared_by_the_next_recording(
+    tmp_path: Path, small_segments: None
+) -> None:
+    """The next recording in the same directory clears it too, when its own journal starts
+    (a session killed that way may never be opened)."""
+    killed = tmp_path / "killed.jsonl"
+    _killed_in_first_write(killed)
+    path = tmp_path / "next.jsonl"
+    w = SessionWriter(path, ["box"])
+    for k in range(0, 12_000, 40):
+        w.write_many([_event(i) for i in range(k, k + 40)])
+    assert index_path(path).exists()  # its journal started
+    w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["killed.jsonl", "next.jsonl", "next.jsonl.idx"])

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from console.tui.widgets.quick_table import QuickTable
@@ -30,6 +33,15 @@ class Pair(App[None]):
                 table.add_row(*row)
 
 
+@asynccontextmanager
+async def _running_pair() -> AsyncIterator[tuple[Pilot[None], DataTable, QuickTable]]:
+    """The two tables of `Pair`, mounted and laid out."""
+    app = Pair()
+    async with app.run_test(size=(80, 30)) as pilot:
+        await pilot.pause()
+        yield pilot, app.query_one("#plain", DataTable), app.query_one("#quick", QuickTable)
+
+
 def _paint(table: DataTable) -> list[list[tuple[str, object]]]:
     crop = Region(0, 0, table.size.width, table.size.height)
     return [[(s.text, s.style) for s in strip] for strip in table.render_lines(crop)]
@@ -37,11 +49,7 @@ def _paint(table: DataTable) -> list[list[tuple[str, object]]]:
 
 def test_quick_table_paints_like_data_table_and_follows_restyles() -> None:
     async def run() -> None:
-        app = Pair()
-        async with app.run_test(size=(80, 30)) as pilot:
-            await pilot.pause()
-            plain = app.query_one("#plain", DataTable)
-            quick = app.query_one("#quick", QuickTable)
+        async with _running_pair() as (pilot, plain, quick):
             assert plain.size == quick.size and quick.size.height == 12
             for table in (plain, quick):  # same cursor, same focus state
                 table.move_cursor(row=3)
@@ -66,11 +74,7 @@ def test_quick_table_row_cache_follows_every_change() -> None:
     keys, a cursor move, focus, a theme, a width) QuickTable paints what DataTable paints, and
     an unchanged table painted again reuses its rows instead of rendering them anew."""
     async def run() -> None:
-        app = Pair()
-        async with app.run_test(size=(80, 30)) as pilot:
-            await pilot.pause()
-            plain = app.query_one("#plain", DataTable)
-            quick = app.query_one("#quick", QuickTable)
+        async with _running_pair() as (pilot, plain, quick):
 
             async def same() -> list[list[tuple[str, object]]]:
                 await pilot.pause()
@@ -125,8 +129,8 @@ def test_quick_table_row_cache_follows_every_change() -> None:
             quick.focus()
             await pilot.pause()
             assert _paint(quick) == focused
-            app.set_focus(None)
-            app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+            pilot.app.set_focus(None)
+            pilot.app.theme = "textual-light" if pilot.app.theme != "textual-light" else "nord"
             await same()
             await pilot.resize_terminal(60, 30)
             await same()

@@ -3,13 +3,14 @@ the brief fixes for every producer. Timestamps are fixed so snapshots are stable
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from console.session import SessionWriter
 from remote import events as ev
-from remote.events import Event
+from remote.events import Event, JobLines
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOST = "gpu-box"
@@ -159,3 +160,29 @@ def write_session(path: Path, events: list[Event], hosts: tuple[str, ...] = (HOS
 
 def demo_session(path: Path, **kwargs: Any) -> Path:
     return write_session(path, demo_events(**kwargs))
+
+
+# One log block after the demo: (run_id, texts, offsets, label of a marker after it or None).
+Block = tuple[str, list[str], list[int], str | None]
+
+
+def demo_with_blocks(path: Path, log_lines: int, blocks: Iterable[Block]) -> list[Event]:
+    """The demo session, then log blocks written as the recorder writes a tail's block (one
+    write_many of a JobLines: job.lines records), each at the demo's last time, the job
+    "train"; returns every event in order, blocks expanded, as a fold of one event at a time
+    would see them."""
+    events = demo_events(log_lines=log_lines)
+    flat = list(events)
+    t0 = events[-1].ts
+    with SessionWriter(path, [HOST], started=T0) as w:
+        for e in events:
+            w.write(e)
+        for run_id, texts, offsets, label in blocks:
+            block = JobLines(HOST, run_id, "train", texts, offsets, t0)
+            w.write_many(block)
+            flat.extend(block)
+            if label is not None:
+                marker = Event.checked(ev.MARKER, HOST, {"label": label}, t0)
+                w.write(marker)
+                flat.append(marker)
+    return flat

@@ -790,7 +790,11 @@ class ConsoleApp(App[int]):
         pos = min(r.position, len(reader)) - 1
         if pos >= 0:
             text.append(f"at {reader.ts_at(pos)[11:23]}  ")
-        text.append(f"event {r.position}/{len(reader)}  ")
+        # Positions count records, as the marker table's # column and seeks do; a log block
+        # recorded as one job.lines record is one position holding up to 512 lines, so the
+        # events the screen has folded so far are shown beside it (exact: the state counts
+        # them). The session's total of events is not known without expanding every record.
+        text.append(f"record {r.position}/{len(reader)} ({self.state.events_seen:,} events)  ")
         speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
         text.append(f"speed {speed}  ", style="bold")
         if r.position >= len(reader):

@@ -1,11 +1,11 @@
 """The demo pipeline trained once per test session, through the console as a user runs it.
 
 Why one: `console run --host local --demo` (prepare, extract, vocab, train, evaluate as
-detached jobs, speculators 0.3 in the main .venv) costs 50-90 s on the shared cores, and two
+detached jobs, speculators 0.3 in the main .venv) costs ~100 s on the shared cores, and two
 places need a trained demo: tests/test_pipeline_demo.py asserts on this very run (its session
 file `first.jsonl`), and the engine box (tests/engine_fixture.py) serves its target and head.
-Training it twice (the engine box used to run `python -m pipeline all` again on its own copy)
-bought nothing: same code, same config, same outputs.
+Training it twice (the engine box used to run `python -m pipeline all` again on its own copy,
+~70 s) bought nothing: same code, same config, same outputs.
 
 The engine box reaches this demo through a symlink, not a copy: stage manifests key the
 target and dataset by their resolved paths, so only the same files seen through a link keep

@@ -29,7 +29,7 @@ from remote.errors import RemoteCommandError, StageFailed, UsageError
 from remote.hosts import HostConfig
 from remote.jobs import Jobs
 from remote.transport import Transport
-from remote.upload import upload
+from remote.upload import upload, upload_many
 
 STAGES = ("prepare", "extract", "vocab", "train", "evaluate")
 
@@ -101,12 +101,10 @@ class PipelineRunner:
                 self._src = str(local)
             else:
                 src = posixpath.join(await self.root(), "src")
-                sent = 0
-                for path in sorted((local / "pipeline").rglob("*.py")):
-                    rel = path.relative_to(local).as_posix()
-                    if await upload(self.transport, path, posixpath.join(src, rel),
-                                    python=self.python, bus=self.bus, host=self.host.name):
-                        sent += 1
+                files = [(path, posixpath.join(src, path.relative_to(local).as_posix()))
+                         for path in sorted((local / "pipeline").rglob("*.py"))]
+                sent = await upload_many(self.transport, files, python=self.python,
+                                         bus=self.bus, host=self.host.name)
                 self._emit(ev.CONSOLE_INFO, message=f"pipeline package on the box: {src} "
                            f"({sent} file(s) sent, the rest unchanged)")
                 self._src = src

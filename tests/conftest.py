@@ -6,8 +6,22 @@ from pathlib import Path
 import pytest
 
 from remote.transport import LocalTransport, Transport
+from tests import tp2_engine as tp2
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine per session)
+
+_TP2_LAST_USER = pytest.StashKey[str | None]()
+
+
+@pytest.hookimpl(trylast=True)  # after deselection (-k, -m): the tests that will really run
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[_TP2_LAST_USER] = tp2.last_user(items)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """The session's TP2 engine stops once its last user has run (tests/tp2_engine.py)."""
+    if item.nodeid == item.config.stash.get(_TP2_LAST_USER, None):
+        tp2.stop_started()
 
 
 @pytest.fixture(scope="session")
@@ -44,5 +58,7 @@ def local_workdir(tmp_path: Path) -> Path:
     return wd
 
 
-# The session's one real vLLM engine (tests/engine_fixture.py): any module may use these.
+# The session's one trained demo (tests/demo_fixture.py): test_pipeline_demo.py and engine_box;
+# the session's one real vLLM engine (tests/engine_fixture.py): any module may use these.
+from tests.demo_fixture import console_demo  # noqa: E402,F401
 from tests.engine_fixture import engine_box, served_engine  # noqa: E402,F401

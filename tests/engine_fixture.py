@@ -7,10 +7,11 @@ stops the running server before starting another, and `release()` hands the box 
 starts its own (the demo loop starts the baseline and the speculative server in turn).
 
 The box is a host whose `python` is the real box environment (scripts/box_env.py: vLLM 0.32 CPU
-+ speculators 0.9), reached over SSH like a container on a GPU box. Its demo pipeline is trained
-once here with the main .venv (speculators 0.3), exactly as `make demo` does; the server loads
-that head through the pipeline's own train/speculative_config.json. A missing engine
-environment fails the fixture (tests/box_env.py builds it or raises), it never skips.
++ speculators 0.9), reached over SSH like a container on a GPU box. Its demo pipeline is the
+session's one trained demo (tests/demo_fixture.py: `console run --host local --demo` with the
+main .venv, speculators 0.3, exactly as `make demo` does), linked in as `workdir/demo`; the
+server loads that head through the pipeline's own train/speculative_config.json. A missing
+engine environment fails the fixture (tests/box_env.py builds it or raises), it never skips.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ import pytest
 
 from console.cli import main as console_main
 from console.session import SessionReader
+from pipeline import progress
 from remote import events as ev
 from remote.pipeline_runner import QUIET_ENV
 from tests import box_env
+from tests.demo_fixture import Demo
 from tests.sshd_harness import Sshd, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,9 +102,11 @@ def events(session: Path) -> list[ev.Event]:
         return list(reader.events())
 
 
-def train_demo(demo_dir: Path) -> None:
-    """The demo pipeline, as `make demo` runs it (main .venv, speculators 0.3): target, head,
-    offline evaluate. Stages are skipped when a previous test run left them complete."""
+def link_demo(demo: Demo, demo_dir: Path) -> None:
+    """`demo_dir` is the session's trained demo (a link: the manifests key inputs by resolved
+    path, so a copy would retrain). `python -m pipeline demo-setup` + `all` on it, as a user
+    runs them by hand, must find the demo built and every stage complete."""
+    demo_dir.symlink_to(demo.demo_dir, target_is_directory=True)
     env = {**os.environ, **QUIET_ENV, "PYTHONPATH": str(REPO)}
     for args in (["demo-setup", "--dir", str(demo_dir)],
                  ["all", "--config", str(demo_dir / "pipeline.toml")]):
@@ -110,10 +115,14 @@ def train_demo(demo_dir: Path) -> None:
         if done.returncode != 0:
             raise AssertionError(f"python -m pipeline {args[0]} failed ({done.returncode}):\n"
                                  + "\n".join((done.stderr or done.stdout).splitlines()[-20:]))
+    records = [r for r in map(progress.parse, done.stdout.splitlines()) if r is not None]
+    skipped = [r["stage"] for r in records if r["type"] == "skipped"]
+    assert skipped == ["prepare", "extract", "vocab", "train", "evaluate"], records
 
 
 @pytest.fixture(scope="session")
-def engine_box(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineBox]:
+def engine_box(sshd: Sshd, console_demo: Demo,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineBox]:
     python = box_env.ensure("vllm032")
     root = tmp_path_factory.mktemp("engine")
     workdir = root / "box"
@@ -125,7 +134,7 @@ def engine_box(sshd: Sshd, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         f'workdir = "{workdir}"\nvllm_url = "http://127.0.0.1:{port}"\n'
         f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n')
     box = EngineBox(root=root, workdir=workdir, console_toml=toml, python=python, port=port)
-    train_demo(box.demo_dir)
+    link_demo(console_demo, box.demo_dir)
     try:
         yield box
     finally:

@@ -100,17 +100,25 @@ def until(cond: Callable[[], object], timeout: float = 120) -> None:
 
 @dataclass
 class SlowSshBox:
-    """Host `box` over the real sshd, its python pausing 0.3 s between the helper's steps;
-    `console(...)` starts `python -m console ARGS --host box --site-packages SP` on it."""
+    """Host `box` over the real sshd; `console(...)` starts `python -m console ARGS --host box
+    --site-packages SP` on it. Under `console(..., slow=True)` the box python pauses 0.3 s
+    between the helper's steps, so the test can kill between two files; every other command
+    runs the helper as production does (no pauses: they only cost time, ~3 s a command)."""
 
     sp: Path
     workdir: Path
     cwd: Path
+    delay_file: Path
 
     @classmethod
     def make(cls, sshd: Sshd, tmp_path: Path, sp: Path) -> SlowSshBox:
-        slow = tmp_path / "slowpy"  # the box python, pausing between the helper's steps
-        slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY=0.3 exec {sys.executable} "$@"\n')
+        # The box python, pausing between the helper's steps as long as `delay_file` says (an
+        # environment variable of the console would not cross sshd).
+        delay_file = tmp_path / "step-delay"
+        delay_file.write_text("")
+        slow = tmp_path / "slowpy"
+        slow.write_text(f'#!/bin/sh\nEAGLE3_PATCH_STEP_DELAY="$(cat {delay_file})" '
+                        f'exec {sys.executable} "$@"\n')
         slow.chmod(0o755)
         workdir = tmp_path / "box-workdir"
         (tmp_path / "console.toml").write_text(
@@ -120,9 +128,10 @@ class SlowSshBox:
             f'workdir = "{workdir}"\n'
             f'ssh_config = "{sshd.ssh_config}"\n'
             f'known_hosts = "{sshd.known_hosts}"\n')
-        return cls(sp=sp, workdir=workdir, cwd=tmp_path)
+        return cls(sp=sp, workdir=workdir, cwd=tmp_path, delay_file=delay_file)
 
-    def console(self, *args: str) -> subprocess.Popen[str]:
+    def console(self, *args: str, slow: bool = False) -> subprocess.Popen[str]:
+        self.delay_file.write_text("0.3" if slow else "")
         common = ["--host", "box", "--site-packages", str(self.sp), "--no-record"]
         return subprocess.Popen([sys.executable, "-m", "console", *args, *common], cwd=self.cwd,
                                 env={**os.environ, "PYTHONPATH": str(REPO)},

@@ -110,7 +110,7 @@ def test_kills_of_a_rollback_over_ssh_never_leave_the_pair_split(
     for how in ("helper-between-files", "helper-after-journal"):
         finish(console("patch", "apply", "--yes"))
         assert sha256(worker) != originals[worker] and sha256(gen) != originals[gen]
-        rollback = console("patch", "rollback")
+        rollback = console("patch", "rollback", slow=True)  # killed below
         if how == "helper-between-files":
             until(lambda: sha256(worker) == originals[worker])
             assert sha256(gen) != originals[gen]

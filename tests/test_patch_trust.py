@@ -126,7 +126,7 @@ def test_kills_of_an_apply_over_ssh_never_leave_the_pair_split(
 
     split_seen = 0
     for how in ("helper-between-files", "helper-after-journal", "console-mid-apply"):
-        apply = console("patch", "apply", "--yes")
+        apply = console("patch", "apply", "--yes", slow=True)  # killed below
         if how == "helper-between-files":
             until(lambda: sha256(worker) != originals[worker])
             assert sha256(gen) == originals[gen]

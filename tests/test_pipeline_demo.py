@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from console.cli import main as console_main
 from console.session import SessionReader
 from remote import events as ev
+from tests.demo_fixture import Demo, run_local
 from tests.sshd_harness import Sshd
 
 pytestmark = pytest.mark.slow
@@ -33,35 +33,18 @@ STAGES = ("prepare", "extract", "vocab", "train", "evaluate")
 MARGIN = 0.1
 
 
-@dataclass
-class Demo:
-    root: Path
-    box: Path
-    console_toml: Path
-    config: Path
-    out: Path
-
-
 def _events(session: Path) -> list[ev.Event]:
     with SessionReader(session) as reader:
         return list(reader.events())
 
 
-def _run(demo: Demo, session: Path, *extra: str) -> int:
-    return console_main(["run", "--host", "local", "--config", str(demo.console_toml),
-                         "--session", str(session), *extra])
+_run = run_local
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    root = tmp_path_factory.mktemp("demo")
-    box = root / "box"
-    console_toml = root / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
-    d = Demo(root, box, console_toml, box / "demo" / "pipeline.toml", box / "demo" / "out")
-    rc = _run(d, root / "first.jsonl", "--demo")
-    assert rc == 0, "the demo run failed (see the captured output)"
-    return d
+def demo(console_demo: Demo) -> Demo:
+    """The session's demo run (tests/demo_fixture.py; the engine box serves it too)."""
+    return console_demo
 
 
 def test_demo_runs_all_five_stages_as_jobs(demo: Demo) -> None:

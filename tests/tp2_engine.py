@@ -139,9 +139,28 @@ def stop_engine(engine: Tp2Engine) -> None:
             continue
 
 
+# The engine the session fixture started, if any: stopped after the last test that uses it.
+_started: list[Tp2Engine] = []
+
+
+def last_user(items: list[pytest.Item]) -> str | None:
+    """The node id of the last test (in run order) that uses `tp2_engine`."""
+    users = [i.nodeid for i in items if "tp2_engine" in getattr(i, "fixturenames", ())]
+    return users[-1] if users else None
+
+
+def stop_started() -> None:
+    """Stop the session's TP2 engine now, not at session end: its last user has run, and an
+    idle engine left up would hold its memory (and its workers' CPU) through every later test,
+    beside the engines those tests start (one engine on the machine at a time)."""
+    while _started:
+        stop_engine(_started.pop())
+
+
 @pytest.fixture(scope="session")
 def tp2_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tp2Engine]:
     engine = start_tp2_engine(tmp_path_factory.mktemp("vllm-tp2"))
+    _started.append(engine)
     try:
         yield engine
     finally:

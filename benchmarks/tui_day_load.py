@@ -15,9 +15,11 @@ thread when a replay opens; a live console has none).
 The baseline beside it is the same app on the same session, paused (no events flowing): its
 CPU, and in process its switch latency (in tmux a paused screen has no text of its own to wait
 for, so only the CPU).
-Targets: <= 15 % of a core under load, switch p99 < 100 ms.
+Targets: <= 15 % of a core under load, switch p99 < 100 ms. A p99 is only a p99 over enough
+switches: over 24 it is the maximum, set by any scheduler hiccup of a shared machine; use
+--switches 120 or more (the paused baseline in tmux measures only CPU, over at most 24).
 
-    python benchmarks/tui_day_load.py [--seconds 20] [--switches 24] [--no-tmux]
+    python benchmarks/tui_day_load.py [--seconds 20] [--switches 24] [--no-tmux] [--no-in-process]
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ class Tmux:
         self.ctl.wait(timeout=10)
 
 
-def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int
-            ) -> tuple[float, float, list[float]]:
+def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int,
+            log: Path | None = None) -> tuple[float, float, list[float]]:
     rec = tmp / f"rec-{uuid.uuid4().hex[:6]}.jsonl.zst"
     t = Tmux([sys.executable, str(Path(__file__).resolve()), "--child", str(session), str(rec)]
              + (["--paused"] if paused else []))
@@ -167,6 +169,10 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
             if not paused:  # paused, the screens have nothing of their own to show
                 t.wait_for(SCREENS[key], timeout=10)
                 lat.append(time.perf_counter() - t0)
+                if log is not None:
+                    with log.open("a") as f:
+                        f.write(f"{time.time():.3f} {key} {lat[-1] * 1e3:.1f} "
+                                f"{os.getloadavg()[0]:.2f}\n")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (t.cpu() - c0) / (time.perf_counter() - w0)
         return idle, switching, lat
@@ -221,8 +227,9 @@ def report(name: str, load: tuple[float, float, list[float]],
     print(f"{name}: CPU idle-on-overview {idle * 100:5.1f} % of a core (paused baseline "
           f"{b_idle * 100:4.1f} %), while switching {sw * 100:5.1f} % (baseline {b_sw * 100:4.1f} "
           f"%)   target <= 15 %: {'met' if max(idle, sw) <= 0.15 else 'MISSED'}")
-    print(f"{name}: screen switch p50 {statistics.median(lat) * 1e3:.0f} ms, p99 "
-          f"{pct(lat, 0.99) * 1e3:.0f} ms, max {max(lat) * 1e3:.0f} ms over {len(lat)} (paused "
+    print(f"{name}: screen switch p50 {statistics.median(lat) * 1e3:.0f} ms, p95 "
+          f"{pct(lat, 0.95) * 1e3:.0f} ms, p99 {pct(lat, 0.99) * 1e3:.0f} ms, max "
+          f"{max(lat) * 1e3:.0f} ms over {len(lat)} (paused "
           f"baseline p50 {statistics.median(b_lat) * 1e3:.0f} ms, p99 {pct(b_lat, 0.99) * 1e3:.0f}"
           f" ms)   target p99 < 100 ms: {'met' if pct(lat, 0.99) < 0.1 else 'MISSED'}")
 
@@ -232,6 +239,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--switches", type=int, default=24)
     ap.add_argument("--no-tmux", action="store_true")
+    ap.add_argument("--no-in-process", action="store_true")
+    ap.add_argument("--log", type=Path, help="append each tmux switch: time, key, ms, load")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--paused", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -249,12 +258,13 @@ def main() -> None:
         print(f"load: replay at 1x of {511 * seconds_needed:,} events (500 log lines/s, 10 "
               f"8-GPU samples/s), recorder to .jsonl.zst")
         if not args.no_tmux:
-            load = in_tmux(session, tmp, False, args.seconds, args.switches)
-            base = in_tmux(session, tmp, True, args.seconds, args.switches)
+            load = in_tmux(session, tmp, False, args.seconds, args.switches, args.log)
+            base = in_tmux(session, tmp, True, args.seconds, min(args.switches, 24))
             report("tmux", load, base)
-        load = asyncio.run(in_process(session, tmp, False, args.seconds, args.switches))
-        base = asyncio.run(in_process(session, tmp, True, args.seconds, args.switches))
-        report("in process", load, base)
+        if not args.no_in_process:
+            load = asyncio.run(in_process(session, tmp, False, args.seconds, args.switches))
+            base = asyncio.run(in_process(session, tmp, True, args.seconds, args.switches))
+            report("in process", load, base)
         print(load_average())
 
 

@@ -4,10 +4,12 @@ The same app and load as benchmarks/tui_day_load.py (a 1x replay of a generated 
 a recorder), switching 2, 5, 6, 8 in turn. For each switch it counts what Textual did between
 the key and the first paint of the new screen plus a settling window: screen layouts
 (Screen._refresh_layout), widgets painted (render_lines calls, by class) and screen updates
-sent (full-screen LayoutUpdate or partial ChopsUpdate, with their line counts). With
---profile FILE it also writes a cProfile of the switching phase (pstats format).
+sent (full-screen LayoutUpdate or partial ChopsUpdate, with their line counts), and the
+time the cycle collector ran (gc). With --profile FILE it also writes a cProfile of the
+switching phase (pstats format); --paused measures the switch alone (the replay paused: no
+load); latency percentiles are over all switches.
 
-    python benchmarks/tui_switch_profile.py [--switches 16] [--profile /tmp/switch.prof]
+    python benchmarks/tui_switch_profile.py [--switches 16] [--paused] [--profile /tmp/switch.prof]
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import statistics
 import tempfile
 import time
@@ -121,6 +124,15 @@ def instrument(app: Any, counts: Counts, paints: list[tuple[float, str]]) -> Non
                                (View, "on_state_changed", "view update"),
                                (type(app), "_fold", "fold")):
         _time(owner, name, label, counts)
+    started = [0.0]
+
+    def collected(phase: str, info: dict[str, int]) -> None:  # wall time: no nesting, no thread
+        if phase == "start":
+            started[0] = time.perf_counter()
+        elif counts.on:
+            counts.phases[f"gc gen{info['generation']}"] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(collected)
     display = app._display
 
     def counted_display(screen: Any, renderable: Any) -> None:
@@ -168,11 +180,11 @@ def _subclasses(cls: type) -> set[type]:
     return out
 
 
-async def run(session: Path, tmp: Path, switches: int, profile: Path | None, trace: bool
-              ) -> None:
-    from tui_day_load import make_app
+async def run(session: Path, tmp: Path, switches: int, profile: Path | None, trace: bool,
+              paused: bool) -> None:
+    from tui_day_load import make_app, pct
 
-    app = make_app(session, tmp / "rec.jsonl.zst", paused=False)  # imports every widget class
+    app = make_app(session, tmp / "rec.jsonl.zst", paused=paused)  # imports every widget class
     counts = Counts()
     paints: list[tuple[float, str]] = []
     instrument(app, counts, paints)
@@ -220,9 +232,10 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
     if profiler and profile:
         profiler.dump_stats(str(profile))
     all_lat = [s[0] for v in per_key.values() for s in v]
-    print(f"switching: {cpu * 100:.1f} % of a core; latency p50 "
-          f"{statistics.median(all_lat) * 1e3:.0f} ms, max {max(all_lat) * 1e3:.0f} ms "
-          f"over {len(all_lat)}")
+    print(f"{'paused' if paused else 'under load'}, switching: {cpu * 100:.1f} % of a core; "
+          f"latency p50 {statistics.median(all_lat) * 1e3:.0f} ms, p95 "
+          f"{pct(all_lat, 0.95) * 1e3:.0f} ms, p99 {pct(all_lat, 0.99) * 1e3:.0f} ms, max "
+          f"{max(all_lat) * 1e3:.0f} ms over {len(all_lat)}")
     for key, samples in sorted(per_key.items()):
         lat = [s[0] * 1e3 for s in samples]
         layouts = [s[1] for s in samples]
@@ -251,6 +264,7 @@ def main() -> None:
     ap.add_argument("--switches", type=int, default=16)
     ap.add_argument("--profile", type=Path)
     ap.add_argument("--trace", action="store_true", help="each update of the last 4 switches")
+    ap.add_argument("--paused", action="store_true", help="the replay paused: the switch alone")
     args = ap.parse_args()
     from session_scale import generate
 
@@ -258,7 +272,7 @@ def main() -> None:
         tmp = Path(d)
         session = tmp / "slice.jsonl"
         generate(session, 511 * (args.switches * 2 + 30))
-        asyncio.run(run(session, tmp, args.switches, args.profile, args.trace))
+        asyncio.run(run(session, tmp, args.switches, args.profile, args.trace, args.paused))
 
 
 if __name__ == "__main__":

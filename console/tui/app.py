@@ -23,9 +23,11 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Tab, Tabs
+from textual.worker import Worker, WorkerState
 
 from console.live_session import open_session
 from console.tui.checkpoints import StateCheckpoints
+from console.tui.collector import SwitchCollector
 from console.tui.controller import (
     FeatureUnavailable,
     LiveSource,
@@ -145,6 +147,9 @@ class ConsoleApp(App[int]):
         self._next_post = 0.0
         self._next_chrome = 0.0
         self._switch_hold: object | None = None  # the switch whose paint is being held
+        # The cycle collector: paused from a switch's key to its paint, and the start-up heap
+        # frozen out of its full scans (collector.py says why).
+        self.collector = SwitchCollector()
         self._views: dict[str, View] = {}  # screen name -> its view, once mounted
         self._active = self.start_screen  # the screen shown (its view is the one displayed)
         # The tab underline's slide is ~18 full repaints per switch: the console switches at once.
@@ -231,6 +236,7 @@ class ConsoleApp(App[int]):
         self.run_worker(self._pump(), name="pump", group="pump")
         self._start_source()
         self.refresh_all()
+        self.call_after_refresh(self.collector.settle)  # what the first paint built lives on
 
     def _start_source(self) -> None:
         """(Re)start the source's loop: a replay's ends at the end of the file, and must run again
@@ -253,8 +259,13 @@ class ConsoleApp(App[int]):
         if self.checkpoints is not None:
             self.checkpoints.build(self._stopping)
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name == "checkpoints" and event.state == WorkerState.SUCCESS:
+            self.collector.settle()  # the seek checkpoints live as long as the replay
+
     async def on_unmount(self) -> None:
         self._stopping.set()
+        self.collector.release()
         if self._unsubscribe:
             self._unsubscribe()
         if self.checkpoints is not None:
@@ -276,8 +287,11 @@ class ConsoleApp(App[int]):
                 except TimeoutError:
                     pass
             self._wake.clear()
-            self._fold()
-            self._flush_held(force=False)
+            # From a switch's key to its paint the stream waits in the queue (O(1) per event):
+            # the operator's switch is drawn at once, the stream's fold a frame after it.
+            if self._switch_hold is None:
+                self._fold()
+                self._flush_held(force=False)
             if self._pending:
                 self._wake.set()
             await asyncio.sleep(FRAME_S)
@@ -401,6 +415,7 @@ class ConsoleApp(App[int]):
             return
         hold = self._switch_hold = object()
         self._begin_batch()
+        self.collector.pause()
         self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
 
     def _release_after(self, pumps: list[Any]) -> None:
@@ -431,6 +446,13 @@ class ConsoleApp(App[int]):
             # The screen skipped its layout and paint while the batch held them; with nothing
             # more arriving (a replay at its end, an idle host) it would not look again.
             self.screen.check_idle()
+            # The collector runs again once that paint is out, unless another switch began.
+            if not self.call_after_refresh(self._resume_collector):
+                self.collector.resume()
+
+    def _resume_collector(self) -> None:
+        if self._switch_hold is None:
+            self.collector.resume()
 
     def _update_keys(self) -> None:
         """The footer lists the keys of what has the keyboard: an open dialog's own keys, not

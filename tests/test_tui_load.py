@@ -243,3 +243,53 @@ async def test_a_growing_log_does_not_re_lay_out_the_screen() -> None:
             assert log.render_line(height - 1).text.rstrip() == f"train line {lines - 1}"
             assert log.virtual_size.height == lines and log.scroll_y == log.max_scroll_y
         assert False not in layouts, f"screen layouts while the log grew: {layouts}"
+
+
+async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -> None:
+    """Lines that arrived while the Pipeline screen was hidden are drawn by the switch back:
+    one screen layout (the switch's own), the newest line at the bottom, and no horizontal
+    scrollbar for lines that fit. The view's size is 0x0 while hidden; the log's width was
+    taken from it, changed on every show, and re-laid out the screen a second time."""
+    app = live_app(start_screen="pipeline")
+    async with app.run_test(size=SIZE) as pilot:
+        bus = app.source.bus
+        bus.publish(Event.checked(ev.JOB_STARTED, HOST, {"run_id": "r-train", "name": "train",
+                                                         "argv": ["python"], "pid": 7, "log": "/w/l"}))
+        lines = 0
+
+        def more(n: int) -> None:
+            nonlocal lines
+            for _ in range(n):
+                bus.publish(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-train", "name": "train",
+                                                              "text": f"train line {lines}",
+                                                              "offset": lines}))
+                lines += 1
+
+        more(100)
+        await settle(pilot)
+        log = app.query_one(LogView)
+        assert log.show_vertical_scrollbar and not log.show_horizontal_scrollbar
+        layouts: list[bool] = []
+        screen = app.screen
+        original = screen._refresh_layout
+
+        def counted(size: Any = None, scroll: bool = False) -> None:
+            layouts.append(scroll)
+            original(size, scroll)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        for _ in range(3):
+            await pilot.press("2")
+            await settle(pilot)
+            more(50)
+            await settle(pilot)
+            layouts.clear()
+            await pilot.press("5")
+            for _ in range(6):
+                await pilot.pause(0.05)
+            assert app.active_screen_name == "pipeline"
+            assert layouts.count(False) == 1, f"screen layouts on the switch back: {layouts}"
+            assert not log.show_horizontal_scrollbar
+            height = log.scrollable_content_region.height
+            assert log.render_line(height - 1).text.rstrip() == f"train line {lines - 1}"
+            assert log.virtual_size.height == lines and log.scroll_y == log.max_scroll_y

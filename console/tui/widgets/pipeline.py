@@ -82,7 +82,14 @@ class LogView(ScrollView, can_focus=True):
         self._seen = version
         self._title()
         n = len(tail) if tail is not None else 0
-        width = max(tail.longest if tail is not None else 0, self.size.width)
+        # At least the width beside the vertical scrollbar, from the view's last layout: a
+        # width that never changes while lines fit takes the quiet path below. `size` (the
+        # region on screen) is 0x0 while the screen is hidden and on the sync that shows it,
+        # which flipped the width between the longest line and the view's, so every switch to
+        # this screen was followed by a second layout and scroll, and the horizontal
+        # scrollbar came and went.
+        beside = self.container_size.width - self.styles.scrollbar_size_vertical
+        width = max(tail.longest if tail is not None else 0, beside)
         size = Size(width, n)
         if self._scrollbars_stay(size):
             # `virtual_size` is a reactive that re-lays out the whole screen on every change: 4

@@ -204,44 +204,56 @@ async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
             assert paints == [name], f"to {name}: {paints}"
 
 
+class _TrainingLog:
+    """A started `train` job on the live app's bus; calling it publishes n more log lines."""
+
+    def __init__(self, app: Any) -> None:
+        self.bus = app.source.bus
+        self.lines = 0
+        self.bus.publish(Event.checked(ev.JOB_STARTED, HOST, {"run_id": "r-train", "name": "train",
+                                                              "argv": ["python"], "pid": 7,
+                                                              "log": "/w/l"}))
+
+    def __call__(self, n: int) -> None:
+        for _ in range(n):
+            self.bus.publish(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-train", "name": "train",
+                                                               "text": f"train line {self.lines}",
+                                                               "offset": self.lines}))
+            self.lines += 1
+
+
+def _count_layouts(app: Any) -> list[bool]:
+    """The `scroll` flag of every screen layout from now on (False: a full re-layout)."""
+    layouts: list[bool] = []
+    screen = app.screen
+    original = screen._refresh_layout
+
+    def counted(size: Any = None, scroll: bool = False) -> None:
+        layouts.append(scroll)
+        original(size, scroll)
+
+    screen._refresh_layout = counted
+    return layouts
+
+
 async def test_a_growing_log_does_not_re_lay_out_the_screen() -> None:
     """A job printing into a log taller than its view: each refresh shows the newest line at
     the bottom with the scrollbar at the end, and never re-lays out the screen (Textual's
     virtual_size would: 4 screen layouts a second while a job prints)."""
     app = live_app(start_screen="pipeline")
     async with app.run_test(size=SIZE) as pilot:
-        bus = app.source.bus
-        bus.publish(Event.checked(ev.JOB_STARTED, HOST, {"run_id": "r-train", "name": "train",
-                                                         "argv": ["python"], "pid": 7, "log": "/w/l"}))
-        lines = 0
-
-        def more(n: int) -> None:
-            nonlocal lines
-            for _ in range(n):
-                bus.publish(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-train", "name": "train",
-                                                              "text": f"train line {lines}",
-                                                              "offset": lines}))
-                lines += 1
-
+        more = _TrainingLog(app)
         more(100)
         await settle(pilot)
         log = app.query_one(LogView)
         assert log.job is not None and log.job.run_id == "r-train" and log.show_vertical_scrollbar
-        layouts: list[bool] = []
-        screen = app.screen
-        original = screen._refresh_layout
-
-        def counted(size: Any = None, scroll: bool = False) -> None:
-            layouts.append(scroll)
-            original(size, scroll)
-
-        screen._refresh_layout = counted  # type: ignore[method-assign]
+        layouts = _count_layouts(app)
         for _ in range(4):
             more(25)
             await settle(pilot)
             height = log.scrollable_content_region.height
-            assert log.render_line(height - 1).text.rstrip() == f"train line {lines - 1}"
-            assert log.virtual_size.height == lines and log.scroll_y == log.max_scroll_y
+            assert log.render_line(height - 1).text.rstrip() == f"train line {more.lines - 1}"
+            assert log.virtual_size.height == more.lines and log.scroll_y == log.max_scroll_y
         assert False not in layouts, f"screen layouts while the log grew: {layouts}"
 
 
@@ -252,32 +264,12 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
     taken from it, changed on every show, and re-laid out the screen a second time."""
     app = live_app(start_screen="pipeline")
     async with app.run_test(size=SIZE) as pilot:
-        bus = app.source.bus
-        bus.publish(Event.checked(ev.JOB_STARTED, HOST, {"run_id": "r-train", "name": "train",
-                                                         "argv": ["python"], "pid": 7, "log": "/w/l"}))
-        lines = 0
-
-        def more(n: int) -> None:
-            nonlocal lines
-            for _ in range(n):
-                bus.publish(Event.checked(ev.JOB_LINE, HOST, {"run_id": "r-train", "name": "train",
-                                                              "text": f"train line {lines}",
-                                                              "offset": lines}))
-                lines += 1
-
+        more = _TrainingLog(app)
         more(100)
         await settle(pilot)
         log = app.query_one(LogView)
         assert log.show_vertical_scrollbar and not log.show_horizontal_scrollbar
-        layouts: list[bool] = []
-        screen = app.screen
-        original = screen._refresh_layout
-
-        def counted(size: Any = None, scroll: bool = False) -> None:
-            layouts.append(scroll)
-            original(size, scroll)
-
-        screen._refresh_layout = counted  # type: ignore[method-assign]
+        layouts = _count_layouts(app)
         for _ in range(3):
             await pilot.press("2")
             await settle(pilot)
@@ -291,5 +283,5 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
             assert layouts.count(False) == 1, f"screen layouts on the switch back: {layouts}"
             assert not log.show_horizontal_scrollbar
             height = log.scrollable_content_region.height
-            assert log.render_line(height - 1).text.rstrip() == f"train line {lines - 1}"
-            assert log.virtual_size.height == lines and log.scroll_y == log.max_scroll_y
+            assert log.render_line(height - 1).text.rstrip() == f"train line {more.lines - 1}"
+            assert log.virtual_size.height == more.lines and log.scroll_y == log.max_scroll_y

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -222,6 +224,24 @@ class _TrainingLog:
             self.lines += 1
 
 
+def _assert_shows_the_newest(log: LogView, more: _TrainingLog) -> None:
+    """The newest line at the bottom of the view, every line in it, scrolled to the end."""
+    height = log.scrollable_content_region.height
+    assert log.render_line(height - 1).text.rstrip() == f"train line {more.lines - 1}"
+    assert log.virtual_size.height == more.lines and log.scroll_y == log.max_scroll_y
+
+
+@asynccontextmanager
+async def _pipeline_with_a_long_log() -> AsyncIterator[tuple[Any, Any, LogView, _TrainingLog]]:
+    """The live app on the Pipeline screen, its log view showing a job's 100 lines."""
+    app = live_app(start_screen="pipeline")
+    async with app.run_test(size=SIZE) as pilot:
+        more = _TrainingLog(app)
+        more(100)
+        await settle(pilot)
+        yield app, pilot, app.query_one(LogView), more
+
+
 def _count_layouts(app: Any) -> list[bool]:
     """The `scroll` flag of every screen layout from now on (False: a full re-layout)."""
     layouts: list[bool] = []
@@ -240,20 +260,13 @@ async def test_a_growing_log_does_not_re_lay_out_the_screen() -> None:
     """A job printing into a log taller than its view: each refresh shows the newest line at
     the bottom with the scrollbar at the end, and never re-lays out the screen (Textual's
     virtual_size would: 4 screen layouts a second while a job prints)."""
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        more = _TrainingLog(app)
-        more(100)
-        await settle(pilot)
-        log = app.query_one(LogView)
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
         assert log.job is not None and log.job.run_id == "r-train" and log.show_vertical_scrollbar
         layouts = _count_layouts(app)
         for _ in range(4):
             more(25)
             await settle(pilot)
-            height = log.scrollable_content_region.height
-            assert log.render_line(height - 1).text.rstrip() == f"train line {more.lines - 1}"
-            assert log.virtual_size.height == more.lines and log.scroll_y == log.max_scroll_y
+            _assert_shows_the_newest(log, more)
         assert False not in layouts, f"screen layouts while the log grew: {layouts}"
 
 
@@ -262,12 +275,7 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
     one screen layout (the switch's own), the newest line at the bottom, and no horizontal
     scrollbar for lines that fit. The view's size is 0x0 while hidden; the log's width was
     taken from it, changed on every show, and re-laid out the screen a second time."""
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        more = _TrainingLog(app)
-        more(100)
-        await settle(pilot)
-        log = app.query_one(LogView)
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
         assert log.show_vertical_scrollbar and not log.show_horizontal_scrollbar
         layouts = _count_layouts(app)
         for _ in range(3):
@@ -282,6 +290,4 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
             assert app.active_screen_name == "pipeline"
             assert layouts.count(False) == 1, f"screen layouts on the switch back: {layouts}"
             assert not log.show_horizontal_scrollbar
-            height = log.scrollable_content_region.height
-            assert log.render_line(height - 1).text.rstrip() == f"train line {more.lines - 1}"
-            assert log.virtual_size.height == more.lines and log.scroll_y == log.max_scroll_y
+            _assert_shows_the_newest(log, more)

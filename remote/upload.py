@@ -15,29 +15,12 @@ from remote.bus import EventBus
 from remote.errors import ConsoleError
 from remote.transport import Transport
 
-# Runs on the box with whatever python is there (>= 3.8), in one round trip: expands `~`
-# (argv is quoted, so no shell does it), creates the parent directory, and prints the expanded
-# path and the current digest ("-" when the file is absent).
+# Runs on the box with whatever python is there (>= 3.8), in one round trip for all the paths on
+# argv: expands `~` (argv is quoted, so no shell does it), creates the parent directory, and
+# prints, per path, the expanded path and the current digest ("-" when the file is absent). One
+# round trip per tree, not per file: the pipeline's 31 modules checked one `python -c` at a time
+# cost 6–12 s of every run over SSH with nothing to send.
 _REMOTE_PREPARE = (
-    "import hashlib,os,sys\n"
-    "p=os.path.expanduser(sys.argv[1])\n"
-    "os.makedirs(os.path.dirname(p) or '.',exist_ok=True)\n"
-    "print(p)\n"
-    "try:\n"
-    "    f=open(p,'rb')\n"
-    "except OSError:\n"
-    "    print('-')\n"
-    "    sys.exit(0)\n"
-    "h=hashlib.sha256()\n"
-    "for b in iter(lambda: f.read(1<<20), b''):\n"
-    "    h.update(b)\n"
-    "print(h.hexdigest())\n"
-)
-
-
-# The same for many files in one round trip: paths on argv, two lines per path. A tree of 31
-# modules checked one `python -c` at a time cost 6–12 s per run over SSH with nothing to send.
-_REMOTE_PREPARE_MANY = (
     "import hashlib,os,sys\n"
     "for a in sys.argv[1:]:\n"
     "    p=os.path.expanduser(a)\n"
@@ -82,21 +65,6 @@ async def box_path(transport: Transport, path: str, python: str = "python3") -> 
     return out
 
 
-async def prepare_remote(transport: Transport, path: str, python: str = "python3") -> tuple[str, str | None]:
-    """(expanded path, sha256 of what is there now or None)."""
-    done = await transport.run([python, "-c", _REMOTE_PREPARE, path], timeout=120, check=True)
-    lines = done.stdout.splitlines()
-    if len(lines) != 2:
-        raise ConsoleError(f"{python} on the box gave no usable answer while preparing the upload "
-                           f"of {path} (printed {done.stdout[:120]!r}): is it a working python?")
-    expanded, digest = lines
-    return expanded, (digest if len(digest) == 64 else None)
-
-
-async def remote_sha256(transport: Transport, path: str, python: str = "python3") -> str | None:
-    return (await prepare_remote(transport, path, python))[1]
-
-
 async def upload(
     transport: Transport,
     local: Path,
@@ -108,17 +76,7 @@ async def upload(
 ) -> bool:
     """Put `local` at `remote` unless identical content is already there. True if sent.
     `remote` may start with `~` (expanded on the box)."""
-    digest = sha256_file(local)
-    expanded, current = await prepare_remote(transport, remote, python)
-    if current == digest:
-        return False
-
-    def progress(done: int, total: int) -> None:
-        if bus is not None:
-            bus.emit(ev.UPLOAD_PROGRESS, host, path=remote, done=done, total=total)
-
-    await transport.put(local, expanded, progress)
-    return True
+    return await upload_many(transport, [(local, remote)], python=python, bus=bus, host=host) == 1
 
 
 async def upload_many(
@@ -134,13 +92,13 @@ async def upload_many(
     if not files:
         return 0
     remotes = [remote for _, remote in files]
-    done = await transport.run([python, "-c", _REMOTE_PREPARE_MANY, *remotes], timeout=120,
-                               check=True)
+    done = await transport.run([python, "-c", _REMOTE_PREPARE, *remotes], timeout=120, check=True)
     lines = done.stdout.splitlines()
     if len(lines) != 2 * len(files):
+        what = remotes[0] if len(remotes) == 1 else \
+            f"{len(remotes)} files under {posixpath.dirname(remotes[0])}"
         raise ConsoleError(f"{python} on the box gave no usable answer while preparing the upload "
-                           f"of {len(files)} file(s) under {posixpath.dirname(remotes[0])} "
-                           f"(printed {done.stdout[:120]!r}): is it a working python?")
+                           f"of {what} (printed {done.stdout[:120]!r}): is it a working python?")
     sent = 0
     for i, (local, remote) in enumerate(files):
         expanded, current = lines[2 * i], lines[2 * i + 1]

@@ -13,6 +13,7 @@ from console.tui.app import ConsoleApp
 from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.pipeline import LogView
+from console.tui.widgets.tab_bar import TabBar
 from tests.tui_helpers import SIZE, ScriptedController, finish_replay, live_app, plain, replay_app, settle, wait_for
 from tests.tui_sessions import HOST, WORKER, demo_session
 
@@ -448,13 +449,14 @@ async def test_first_keys_are_not_undone_by_start_up_tab_activation() -> None:
 
 
 async def test_a_tab_click_and_the_arrows_on_the_tab_bar_switch_screens() -> None:
-    """The tab bar is Textual's Tabs beside the views (no TabbedContent): a click on a tab
+    """The tab bar is one widget beside the views (no TabbedContent): a click on a tab
     shows its screen with its view focused; left/right on the focused bar move between
     screens; the view left behind keeps its state (its table cursor)."""
     app = live_app(start_screen="hosts")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.click("Tab#pipeline")
+        bar = app.query_one("#tabs", TabBar)
+        await pilot.click("#tabs", offset=(bar.tab_offset("pipeline"), 0))
         await settle(pilot)
         assert app.active_screen_name == "pipeline"
         view = app.view("pipeline")

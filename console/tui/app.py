@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Input, Tab, Tabs
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from console.live_session import open_session
@@ -56,6 +56,7 @@ from console.tui.widgets.pipeline import LogView, PipelineView
 from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
+from console.tui.widgets.tab_bar import TabBar, TabTitle
 from remote import aio
 from remote.bus import EventBus
 from remote.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
@@ -81,7 +82,7 @@ DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses ar
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
           "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
-# Under NARROW columns the tab bar would overflow with the full titles.
+# Under NARROW columns the tab bar would overflow with the full titles (the bar picks by its width).
 SHORT_TITLES = {"hosts": "Hosts", "overview": "Over", "probes": "Probe", "patch": "Patch",
                 "pipeline": "Pipe", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
 NARROW = 110
@@ -152,7 +153,12 @@ class ConsoleApp(App[int]):
         self.collector = SwitchCollector()
         self._views: dict[str, View] = {}  # screen name -> its view, once mounted
         self._active = self.start_screen  # the screen shown (its view is the one displayed)
-        # The tab underline's slide is ~18 full repaints per switch: the console switches at once.
+        # One widget draws the whole tab bar (tab_bar.py says why); views mount after it.
+        self._tab_bar = TabBar([TabTitle(name, f"{i + 1} {TITLES[name]}", f"{i + 1} {SHORT_TITLES[name]}")
+                                for i, name in enumerate(SCREENS) if name != "replay" or self.mode == "replay"],
+                               self.start_screen, narrow=NARROW, id="tabs")
+        # An animation is a repaint per frame (Textual's tab underline slid for ~18 per switch):
+        # the console switches and scrolls at once.
         self.animation_level = "none"
 
     def get_default_screen(self) -> MainScreen:
@@ -167,9 +173,7 @@ class ConsoleApp(App[int]):
         # one view and hides the other (`display`); views are mounted on first show, so the
         # first paint only pays for one, and keep their state while hidden.
         yield TopBar(id="topbar")
-        yield Tabs(*(Tab(f"{SCREENS.index(name) + 1} {TITLES[name]}", id=name) for name in SCREENS
-                     if name != "replay" or self.mode == "replay"),
-                   active=self.start_screen, id="tabs")
+        yield self._tab_bar
         yield KeyBar(id="keybar")
 
     def _make_view(self, name: str) -> View:
@@ -202,7 +206,7 @@ class ConsoleApp(App[int]):
             view = self._make_view(name)
             view.display = name == self._active
             main = self.screen_stack[0]
-            main.mount(view, after=main.query_one("#tabs", Tabs))
+            main.mount(view, after=self._tab_bar)
             self._views[name] = view
         return view
 
@@ -231,7 +235,6 @@ class ConsoleApp(App[int]):
                             group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
         self.call_after_refresh(self._activated)  # focus in the first view, its keys
-        self._fit_tabs()
         self._update_keys()
         self.run_worker(self._pump(), name="pump", group="pump")
         self._start_source()
@@ -245,15 +248,6 @@ class ConsoleApp(App[int]):
         if worker is None or worker.is_finished:
             self._source_worker = self.run_worker(self.source.run(), name="source", group="source",
                                                   exit_on_error=False)
-
-    def on_resize(self) -> None:
-        self._fit_tabs()
-
-    def _fit_tabs(self) -> None:
-        titles = SHORT_TITLES if self.size.width < NARROW else TITLES
-        for tab in self.screen_stack[0].query_one("#tabs", Tabs).query(Tab):
-            if tab.id in titles:
-                tab.label = f"{SCREENS.index(tab.id) + 1} {titles[tab.id]}"
 
     def _build_checkpoints(self) -> None:
         if self.checkpoints is not None:
@@ -385,14 +379,10 @@ class ConsoleApp(App[int]):
     def active_view(self) -> View | None:
         return self.view(self._active)
 
-    def on_tabs_tab_activated(self, event: Tabs.TabActivated) -> None:
-        """A tab clicked, or moved to with left/right on the focused tab bar. The bar also
-        reports its own start-up activation and each `active` the console sets; those name a
-        tab other than the bar's current one (stale: processed after the operator's first
-        key) or the screen already shown, and change nothing."""
-        tab = event.tab.id if event.tab is not None else None
-        if tab is not None and tab == event.tabs.active and tab != self._active:
-            self.action_show(tab)
+    def on_tab_bar_activated(self, event: TabBar.Activated) -> None:
+        """A tab clicked, or moved to with left/right on the focused tab bar (the bar reports
+        only the operator's choices, never the `active` the console sets)."""
+        self.action_show(event.name)
 
     def _activated(self) -> None:
         self._held = None  # the shown view gets everything now, the stream a period later
@@ -510,7 +500,7 @@ class ConsoleApp(App[int]):
         if old is not None:
             old.display = False
         view.display = True
-        main.query_one("#tabs", Tabs).active = name
+        self._tab_bar.active = name
         self.call_after_refresh(self._activated)
 
     async def run_command(self, command: Command) -> None:

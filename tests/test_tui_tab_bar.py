@@ -155,3 +155,16 @@ def test_a_bar_refuses_an_unknown_tab_with_its_name() -> None:
     assert bar.active == "hosts"
     with pytest.raises(ValueError, match="at least one tab"):
         TabBar([], "hosts")
+
+
+async def test_a_theme_change_redraws_the_cached_lines_in_its_colours() -> None:
+    app = live_app(start_screen="hosts")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        bar = app.query_one("#tabs", TabBar)
+        before = _segment(bar.render_line(0), "2 Overview").style
+        app.theme = "textual-light"
+        await settle(pilot)
+        after = _segment(bar.render_line(0), "2 Overview").style
+        assert after is not None and before is not None and after.bgcolor != before.bgcolor
+        assert after == bar.get_component_rich_style("tab-bar--tab")

@@ -291,3 +291,40 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
             assert layouts.count(False) == 1, f"screen layouts on the switch back: {layouts}"
             assert not log.show_horizontal_scrollbar
             _assert_shows_the_newest(log, more)
+
+
+def _count_updates(app: Any) -> list[str]:
+    """The screen shown by each compositor update sent to the terminal from now on."""
+    updates: list[str] = []
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        if renderable is not None:
+            updates.append(app.active_screen_name)
+        original(screen, renderable)
+
+    app._display = display
+    return updates
+
+
+async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
+    """The switch to a Pipeline screen whose log has a vertical scrollbar is drawn in one
+    update, whether lines arrived while it was hidden or not. Textual refreshes a scroll
+    view's scrollbars on every layout (its own virtual size never equals the one the layout
+    computes); after the switch's layout had already painted them, that refresh sent a second
+    update of the whole view about a frame later."""
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
+        assert log.show_vertical_scrollbar
+        updates = _count_updates(app)
+        for grown in (0, 30, 0):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            updates.clear()
+            await pilot.press("5")
+            for _ in range(6):
+                await pilot.pause(0.05)
+            assert app.active_screen_name == "pipeline"
+            assert updates == ["pipeline"], f"{grown} lines grown while hidden: {updates}"
+            _assert_shows_the_newest(log, more)

@@ -328,3 +328,34 @@ async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
             assert app.active_screen_name == "pipeline"
             assert updates == ["pipeline"], f"{grown} lines grown while hidden: {updates}"
             _assert_shows_the_newest(log, more)
+
+
+async def test_a_switch_back_to_the_pipeline_rewrites_only_the_stage_rows_that_changed() -> None:
+    """The stage table is told every row on each show: unchanged rows are neither written nor
+    measured again (a rebuild re-measured every cell of every row for the column widths and
+    repainted the table on every switch); the run whose log grew is, and shows its count."""
+    from console.tui.widgets.quick_table import QuickTable
+
+    async with _pipeline_with_a_long_log() as (app, pilot, _log, more):
+        table = app.query_one("#stages", QuickTable)
+        measured: list[list[str]] = []
+        original = table._update_dimensions
+
+        def counting(new_rows: Any) -> None:
+            rows = list(new_rows)
+            measured.append([str(key.value) for key in rows])
+            original(rows)
+
+        table._update_dimensions = counting  # type: ignore[method-assign]
+        for grown in (0, 30):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            measured.clear()
+            await pilot.press("5")
+            await settle(pilot)
+            assert app.active_screen_name == "pipeline" and table.row_count > 5
+            assert measured == ([] if not grown else [["run:r-train"]]), f"{grown} grown: {measured}"
+            row = table.get_row("run:r-train")
+            assert f"{more.lines} lines" in row, row

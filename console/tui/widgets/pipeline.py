@@ -340,7 +340,7 @@ class PipelineView(View):
             self.query_one(LogView).sync()
             return
         if not domains or STAGES in domains or JOBS in domains:
-            table = self.query_one("#stages", DataTable)
+            table = self.query_one("#stages", QuickTable)
             rows, running = self._rows(host)
             keys = [k for k, _ in rows]
             wanted = self._selected_key if self._user_moved else None
@@ -348,9 +348,9 @@ class PipelineView(View):
                 # follow the running stage (or run) until the operator moves the cursor
                 wanted = running[-1] if running else (self._selected_key if self._selected_key in keys
                                                       else None)
-            table.clear()
-            for key, cells in rows:
-                table.add_row(*cells, key=key)
+            # Shown again, most rows are as they were (a running stage's progress and its
+            # run's line count change): only those cells are written, not the whole table.
+            table.set_rows(rows)
             row = keys.index(wanted) if wanted in keys else 0
             table.move_cursor(row=row)
             self._selected_key = keys[row] if keys else None

@@ -359,3 +359,68 @@ async def test_a_switch_back_to_the_pipeline_rewrites_only_the_stage_rows_that_c
             assert measured == ([] if not grown else [["run:r-train"]]), f"{grown} grown: {measured}"
             row = table.get_row("run:r-train")
             assert f"{more.lines} lines" in row, row
+
+
+async def test_a_switch_back_renders_only_the_log_lines_not_drawn_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log view keeps its rendered lines: a switch back to the Pipeline screen renders
+    (sanitizes and styles) only the lines that arrived while it was hidden, none when none
+    did; every line on screen was rendered again on each paint before."""
+    import console.tui.widgets.pipeline as pipeline
+
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
+        rendered: list[str] = []
+        original = pipeline.visible
+
+        def counting(text: str) -> str:
+            rendered.append(text)
+            return original(text)
+
+        monkeypatch.setattr(pipeline, "visible", counting)
+        for grown in (0, 5, 0):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            rendered.clear()
+            await pilot.press("5")
+            await settle(pilot)
+            assert app.active_screen_name == "pipeline"
+            assert sorted(rendered) == sorted(f"train line {more.lines - k}" for k in range(grown, 0, -1))
+            _assert_shows_the_newest(log, more)
+
+
+async def test_a_log_paint_works_out_its_style_once_and_follows_a_restyle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paint of the log asks its ancestors for the base style once, not twice per line,
+    and the kept lines are never stale: after a theme change every line is drawn in the
+    new style."""
+    from textual.dom import DOMNode
+    from textual.geometry import Region
+
+    async with _pipeline_with_a_long_log() as (app, pilot, log, _more):
+        crop = Region(0, 0, log.size.width, log.size.height)
+        walks = [0]
+        original = DOMNode.rich_style.fget
+
+        def counting(node: Any) -> Any:
+            if node is log:
+                walks[0] += 1
+            return original(node)
+
+        monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        log._styles_cache.clear()  # every line drawn anew, as after a refresh
+        log.render_lines(crop)
+        assert walks == [1]
+        monkeypatch.undo()
+
+        def backgrounds() -> set[object]:
+            log._styles_cache.clear()
+            inner = [strip for strip in log.render_lines(crop)[1:-1]]  # inside the border
+            return {seg.style.bgcolor for strip in inner for seg in strip if seg.style is not None}
+
+        before = backgrounds()
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await settle(pilot)
+        after = backgrounds()
+        assert log.rich_style.bgcolor in after and not (before & after), (before, after)

@@ -10,7 +10,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.geometry import Size
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
@@ -27,6 +28,7 @@ from remote.sanitize import visible
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan"}
 ERROR_STYLE = Style(color="red")
+_KEPT_STRIPS = 512  # rendered log lines kept: several views' worth, a few hundred bytes each
 
 
 class LogView(ScrollView, can_focus=True):
@@ -41,6 +43,8 @@ class LogView(ScrollView, can_focus=True):
         self.follow = True
         self.records = False  # show the stage's `@@eagle3 {json}` records too
         self._seen = -1
+        # rendered lines by (text, style, scroll x, width): a few screens of them
+        self._strips: LRUCache[tuple[str, Style, int, int], Strip] = LRUCache(_KEPT_STRIPS)
         self._title()
 
     def show_job(self, job: JobState | None) -> None:
@@ -166,24 +170,47 @@ class LogView(ScrollView, can_focus=True):
         """`end` goes back to following the log."""
         self.set_follow(True)
 
+    _paint_style: Style | None = None  # the base style, worked out once per paint
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """One paint: the base style is worked out once for all its lines. `rich_style` walks
+        the ancestors (about ten) merging their colours, and each line asked for it twice:
+        profiled, about three quarters of the log's paint. Nothing restyles a widget while
+        one of its paints runs (one call), so the style at the start is every line's."""
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width, height = self.scrollable_content_region.size
         tail = self.tail
+        base = self._paint_style if self._paint_style is not None else self.rich_style
         # Following: the last lines, whatever the scroll offset has caught up to so far.
         top = tail.tail_start(height) if self.follow and tail is not None else scroll_y
         index = top + y
         if tail is not None and not len(tail) and y == 0 and self.job is not None and self.job.tail.total:
             hint = "(only stage records so far: l shows them)"
-            return Strip([Segment(hint, self.rich_style + Style(dim=True))], len(hint)).crop_extend(
-                0, width, self.rich_style)
+            return Strip([Segment(hint, base + Style(dim=True))], len(hint)).crop_extend(0, width, base)
         if tail is None or index >= len(tail):
-            return Strip.blank(width, self.rich_style)
-        text = visible(tail.line(index).expandtabs(4))  # the box's escapes drawn, not obeyed
-        style = self.rich_style
-        if "Traceback" in text or "Error" in text:
-            style = style + ERROR_STYLE
-        return Strip([Segment(text, style)], len(text)).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            return Strip.blank(width, base)
+        line = tail.line(index)
+        # A line's strip is kept under what it is drawn from: a repaint (each refresh while
+        # a job prints moves every line up by the new ones; each switch back) renders only
+        # the lines not drawn before, as toolong does.
+        key = (line, base, scroll_x, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self._render_text(line, base, scroll_x, width)
+        return strip
+
+    @staticmethod
+    def _render_text(line: str, base: Style, scroll_x: int, width: int) -> Strip:
+        text = visible(line.expandtabs(4))  # the box's escapes drawn, not obeyed
+        style = base + ERROR_STYLE if "Traceback" in text or "Error" in text else base
+        return Strip([Segment(text, style)], len(text)).crop_extend(scroll_x, scroll_x + width, base)
 
 
 def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:

@@ -6,10 +6,11 @@ event to a .jsonl.zst session as a live console does. Measured, in tmux (`python
 benchmarks/tui_day_load.py --child FILE`: the real app on a real pty) and headless in process:
 - CPU of the console process as a percentage of one core, idle on the Overview screen;
 - the same while switching screen every second (2, 5, 6, 8 in turn), and the switch latency:
-  in tmux from `send-keys` to capture-pane showing the new screen (polled through one tmux
-  control-mode client: a `tmux capture-pane` process every 2 ms would eat the cores the app
-  is measured on); in process from the key to the first compositor update that paints the
-  new screen (an update of the old one, or of the top bar, does not count).
+  in tmux from the key sent to capture-pane showing the new screen (keys and polls go through
+  one tmux control-mode client: a `tmux capture-pane` process every 2 ms would eat the cores
+  the app is measured on, and a `tmux send-keys` process per key would add its own start-up);
+  in process from the key to the first compositor update that paints the new screen (an
+  update of the old one, or of the top bar, does not count).
 Measuring starts once the replay's seek checkpoints are built (a one-off fold of the file in a
 thread when a replay opens; a live console has none).
 The baseline beside it is the same app on the same session, paused (no events flowing): its
@@ -135,7 +136,12 @@ class Tmux:
         return t.user + t.system
 
     def keys(self, key: str) -> None:
-        subprocess.run(["tmux", "-L", self.sock, "send-keys", key], check=True)
+        # Through the attached control client, as a terminal hands tmux a key: a `tmux
+        # send-keys` process per key took 2-9 ms (fork, exec, connect) before tmux even had
+        # the key, all of it counted in the switch; the control client's round trip is <0.1 ms.
+        if not key.isalnum():
+            raise ValueError(f"key {key!r}: only letters and digits are sent unquoted")
+        self._command(f"send-keys {key}")
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)

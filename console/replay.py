@@ -18,6 +18,7 @@ from remote.events import Event
 SPEEDS = (1.0, 10.0, float("inf"))
 # Idle gaps longer than this are shortened, so an overnight pause does not stall a replay at 1x.
 MAX_GAP_S = 5.0
+YIELD_EVERY = 256  # events published between two yields to the event loop, at most (plus a block)
 
 
 class Replayer:
@@ -116,11 +117,14 @@ class Replayer:
                         previous = None  # seek or speed change: re-anchor timing
                         continue
                     except TimeoutError:
-                        pass
+                        yielded_at = self.published
                 if not self._playing.is_set():
                     continue
-            elif self.speed == float("inf") and self.published - yielded_at >= 2000:
-                # stay responsive at max speed: every ~2000 events, whatever the records hold
+            if self.published - yielded_at >= YIELD_EVERY:
+                # Records due at once (max speed, or many with one timestamp at any speed: an
+                # old recording's 500 log lines of a second) would otherwise be published in
+                # one run of this loop, every consumer's work on them included, while a key
+                # waits behind it: 500 lines took 5-17 ms of the UI loop at 1x.
                 yielded_at = self.published
                 await asyncio.sleep(0)
             previous = ts

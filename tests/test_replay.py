@@ -4,7 +4,7 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-from console.replay import Replayer
+from console.replay import YIELD_EVERY, Replayer
 from console.session import SessionReader, SessionWriter
 from remote.bus import EventBus
 from remote.events import Event, utc_now
@@ -72,3 +72,33 @@ async def test_speed_paces_by_timestamps(tmp_path: Path) -> None:
         rp.set_speed(float("inf"))
         await asyncio.wait_for(task, 5)
         assert seen == [0, 1, 2, 3]
+
+
+async def test_records_due_at_once_leave_the_loop_free_between_slices(tmp_path: Path) -> None:
+    """An old recording's second of log lines shares one timestamp: at 1x (and at max speed)
+    the replayer publishes them with no wait between, and a key pressed meanwhile waited for
+    all of them. Now the loop runs other tasks at least every YIELD_EVERY events."""
+    n = 5 * YIELD_EVERY
+    for k, speed in enumerate((1.0, float("inf"))):
+        (tmp_path / str(k)).mkdir()
+        with SessionReader(_session(tmp_path / str(k), [0] * n)) as r:
+            bus = EventBus()
+            published = [0]
+            bus.add_callback(lambda e: published.__setitem__(0, published[0] + 1))  # noqa: B023
+            rp = Replayer(r, bus, speed=speed)
+            rp.play()
+            seen_between: list[int] = []  # events published since the other task last ran
+            last = [0]
+
+            async def other_task() -> None:
+                while True:
+                    seen_between.append(published[0] - last[0])  # noqa: B023
+                    last[0] = published[0]  # noqa: B023
+                    await asyncio.sleep(0)
+
+            other = asyncio.create_task(other_task())
+            await asyncio.wait_for(rp.run(), 10)
+            other.cancel()
+            assert published[0] == n and rp.finished
+            assert max(seen_between) <= YIELD_EVERY + 1, (speed, max(seen_between))
+            assert sum(seen_between) >= n - YIELD_EVERY - 1  # it ran all along, not only at the end

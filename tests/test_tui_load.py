@@ -291,3 +291,136 @@ async def test_a_log_grown_while_hidden_is_shown_with_the_switchs_one_layout() -
             assert layouts.count(False) == 1, f"screen layouts on the switch back: {layouts}"
             assert not log.show_horizontal_scrollbar
             _assert_shows_the_newest(log, more)
+
+
+def _count_updates(app: Any) -> list[str]:
+    """The screen shown by each compositor update sent to the terminal from now on."""
+    updates: list[str] = []
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        if renderable is not None:
+            updates.append(app.active_screen_name)
+        original(screen, renderable)
+
+    app._display = display
+    return updates
+
+
+async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
+    """The switch to a Pipeline screen whose log has a vertical scrollbar is drawn in one
+    update, whether lines arrived while it was hidden or not. Textual refreshes a scroll
+    view's scrollbars on every layout (its own virtual size never equals the one the layout
+    computes); after the switch's layout had already painted them, that refresh sent a second
+    update of the whole view about a frame later."""
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
+        assert log.show_vertical_scrollbar
+        updates = _count_updates(app)
+        for grown in (0, 30, 0):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            updates.clear()
+            await pilot.press("5")
+            for _ in range(6):
+                await pilot.pause(0.05)
+            assert app.active_screen_name == "pipeline"
+            assert updates == ["pipeline"], f"{grown} lines grown while hidden: {updates}"
+            _assert_shows_the_newest(log, more)
+
+
+async def test_a_switch_back_to_the_pipeline_rewrites_only_the_stage_rows_that_changed() -> None:
+    """The stage table is told every row on each show: unchanged rows are neither written nor
+    measured again (a rebuild re-measured every cell of every row for the column widths and
+    repainted the table on every switch); the run whose log grew is, and shows its count."""
+    from console.tui.widgets.quick_table import QuickTable
+
+    async with _pipeline_with_a_long_log() as (app, pilot, _log, more):
+        table = app.query_one("#stages", QuickTable)
+        measured: list[list[str]] = []
+        original = table._update_dimensions
+
+        def counting(new_rows: Any) -> None:
+            rows = list(new_rows)
+            measured.append([str(key.value) for key in rows])
+            original(rows)
+
+        table._update_dimensions = counting  # type: ignore[method-assign]
+        for grown in (0, 30):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            measured.clear()
+            await pilot.press("5")
+            await settle(pilot)
+            assert app.active_screen_name == "pipeline" and table.row_count > 5
+            assert measured == ([] if not grown else [["run:r-train"]]), f"{grown} grown: {measured}"
+            row = table.get_row("run:r-train")
+            assert f"{more.lines} lines" in row, row
+
+
+async def test_a_switch_back_renders_only_the_log_lines_not_drawn_before(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log view keeps its rendered lines: a switch back to the Pipeline screen renders
+    (sanitizes and styles) only the lines that arrived while it was hidden, none when none
+    did; every line on screen was rendered again on each paint before."""
+    import console.tui.widgets.pipeline as pipeline
+
+    async with _pipeline_with_a_long_log() as (app, pilot, log, more):
+        rendered: list[str] = []
+        original = pipeline.visible
+
+        def counting(text: str) -> str:
+            rendered.append(text)
+            return original(text)
+
+        monkeypatch.setattr(pipeline, "visible", counting)
+        for grown in (0, 5, 0):
+            await pilot.press("2")
+            await settle(pilot)
+            more(grown)
+            await settle(pilot)
+            rendered.clear()
+            await pilot.press("5")
+            await settle(pilot)
+            assert app.active_screen_name == "pipeline"
+            assert sorted(rendered) == sorted(f"train line {more.lines - k}" for k in range(grown, 0, -1))
+            _assert_shows_the_newest(log, more)
+
+
+async def test_a_log_paint_works_out_its_style_once_and_follows_a_restyle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paint of the log asks its ancestors for the base style once, not twice per line,
+    and the kept lines are never stale: after a theme change every line is drawn in the
+    new style."""
+    from textual.dom import DOMNode
+    from textual.geometry import Region
+
+    async with _pipeline_with_a_long_log() as (app, pilot, log, _more):
+        crop = Region(0, 0, log.size.width, log.size.height)
+        walks = [0]
+        original = DOMNode.rich_style.fget
+
+        def counting(node: Any) -> Any:
+            if node is log:
+                walks[0] += 1
+            return original(node)
+
+        monkeypatch.setattr(DOMNode, "rich_style", property(counting))
+        log._styles_cache.clear()  # every line drawn anew, as after a refresh
+        log.render_lines(crop)
+        assert walks == [1]
+        monkeypatch.undo()
+
+        def backgrounds() -> set[object]:
+            log._styles_cache.clear()
+            inner = [strip for strip in log.render_lines(crop)[1:-1]]  # inside the border
+            return {seg.style.bgcolor for strip in inner for seg in strip if seg.style is not None}
+
+        before = backgrounds()
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await settle(pilot)
+        after = backgrounds()
+        assert log.rich_style.bgcolor in after and not (before & after), (before, after)

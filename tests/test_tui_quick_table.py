@@ -136,3 +136,58 @@ def test_quick_table_row_cache_follows_every_change() -> None:
             await same()
 
     asyncio.run(run())
+
+
+def test_set_rows_paints_what_a_rebuild_paints_and_writes_only_what_changed() -> None:
+    """`set_rows` against DataTable's clear() and add_row() of every row: the same paint after
+    each step (nothing changed; one cell longer than its column; one cell shorter; other
+    keys), and with the same keys only the changed rows are measured again, none when
+    nothing changed (a rebuild measures every row)."""
+    async def run() -> None:
+        async with _running_pair() as (pilot, plain, quick):
+            measured: list[int] = []
+            original = QuickTable._update_dimensions
+
+            def counting(self: QuickTable, new_rows: object) -> None:
+                rows = list(new_rows)  # type: ignore[call-overload]
+                measured.append(len(rows))
+                original(self, rows)
+
+            QuickTable._update_dimensions = counting  # type: ignore[method-assign]
+            try:
+                async def show(rows: list[tuple[str, list[object]]]) -> list[list[tuple[str, object]]]:
+                    plain.clear()
+                    for key, cells in rows:
+                        plain.add_row(*cells, key=key)
+                    quick.set_rows(rows)
+                    for table in (plain, quick):
+                        table.move_cursor(row=2)
+                    await pilot.pause()
+                    painted = _paint(quick)
+                    assert painted == _paint(plain)
+                    return painted
+
+                rows: list[tuple[str, list[object]]] = [(f"k{i}", list(row)) for i, row in enumerate(ROWS)]
+                await show(rows)
+                measured.clear()
+                assert not quick.set_rows(rows)  # the same rows: nothing written, nothing measured
+                await show(rows)
+                assert measured == [] and quick.row_count == len(ROWS)
+                rows[3] = ("k3", [rows[3][1][0], Text("a time far longer than the column", style="bold"),
+                                  "stage", "x"])
+                painted = await show(rows)
+                assert measured == [1]  # the changed row alone
+                assert "a time far longer than the column" in "".join(t for t, _ in painted[4])
+                measured.clear()
+                rows[3] = ("k3", [rows[3][1][0], "short", "stage"])  # a missing cell: blank, as add_row
+                await show(rows)
+                assert measured == [1]
+                rows.reverse()  # other keys in that order: a rebuild, every row measured
+                measured.clear()
+                assert quick.set_rows(rows)
+                await show(rows)
+                assert measured and measured[0] == len(ROWS)
+            finally:
+                QuickTable._update_dimensions = original  # type: ignore[method-assign]
+
+    asyncio.run(run())

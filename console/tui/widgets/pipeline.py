@@ -10,7 +10,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.geometry import Size
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import DataTable, Static
@@ -27,6 +28,7 @@ from remote.sanitize import visible
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan"}
 ERROR_STYLE = Style(color="red")
+_KEPT_STRIPS = 512  # rendered log lines kept: several views' worth, a few hundred bytes each
 
 
 class LogView(ScrollView, can_focus=True):
@@ -41,6 +43,8 @@ class LogView(ScrollView, can_focus=True):
         self.follow = True
         self.records = False  # show the stage's `@@eagle3 {json}` records too
         self._seen = -1
+        # rendered lines by (text, style, scroll x, width): a few screens of them
+        self._strips: LRUCache[tuple[str, Style, int, int], Strip] = LRUCache(_KEPT_STRIPS)
         self._title()
 
     def show_job(self, job: JobState | None) -> None:
@@ -98,6 +102,7 @@ class LogView(ScrollView, can_focus=True):
             # in place, so the next paint shows the new lines at the end.
             self.set_reactive(LogView.virtual_size, size)
             self._scroll_update(size)
+            self._scrolled_for = self._scroll_key()
             if self.follow:
                 self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         else:
@@ -114,6 +119,27 @@ class LogView(ScrollView, can_focus=True):
         height = self.container_size.height
         return (self.is_mounted and height > 0 and old.width == size.width
                 and self.show_vertical_scrollbar and old.height > height and size.height > height)
+
+    _scrolled_for: tuple[object, ...] | None = None  # what the scrollbars were last set for
+
+    def _scroll_key(self) -> tuple[object, ...]:
+        styles = self.styles
+        return (self._size, self.virtual_size, styles.scrollbar_size_vertical,
+                styles.scrollbar_size_horizontal)
+
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
+                      layout: bool = True) -> bool:
+        """A layout that leaves the log's size and its own virtual size as they were leaves its
+        scrollbars as they were. ScrollView compares its virtual size with the one the layout
+        computes, which for a line-API view never matches, so every layout (each switch to
+        this screen) refreshed the vertical scrollbar after the layout had painted it: a
+        second screen update of the whole view a frame after the switch."""
+        if (self._scrolled_for == (size, *self._scroll_key()[1:])
+                and container_size == self._container_size):
+            return False
+        changed = super()._size_updated(size, virtual_size, container_size, layout)
+        self._scrolled_for = self._scroll_key()
+        return changed
 
     def set_follow(self, follow: bool) -> None:
         self.follow = follow
@@ -144,24 +170,47 @@ class LogView(ScrollView, can_focus=True):
         """`end` goes back to following the log."""
         self.set_follow(True)
 
+    _paint_style: Style | None = None  # the base style, worked out once per paint
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """One paint: the base style is worked out once for all its lines. `rich_style` walks
+        the ancestors (about ten) merging their colours, and each line asked for it twice:
+        profiled, about three quarters of the log's paint. Nothing restyles a widget while
+        one of its paints runs (one call), so the style at the start is every line's."""
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width, height = self.scrollable_content_region.size
         tail = self.tail
+        base = self._paint_style if self._paint_style is not None else self.rich_style
         # Following: the last lines, whatever the scroll offset has caught up to so far.
         top = tail.tail_start(height) if self.follow and tail is not None else scroll_y
         index = top + y
         if tail is not None and not len(tail) and y == 0 and self.job is not None and self.job.tail.total:
             hint = "(only stage records so far: l shows them)"
-            return Strip([Segment(hint, self.rich_style + Style(dim=True))], len(hint)).crop_extend(
-                0, width, self.rich_style)
+            return Strip([Segment(hint, base + Style(dim=True))], len(hint)).crop_extend(0, width, base)
         if tail is None or index >= len(tail):
-            return Strip.blank(width, self.rich_style)
-        text = visible(tail.line(index).expandtabs(4))  # the box's escapes drawn, not obeyed
-        style = self.rich_style
-        if "Traceback" in text or "Error" in text:
-            style = style + ERROR_STYLE
-        return Strip([Segment(text, style)], len(text)).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            return Strip.blank(width, base)
+        line = tail.line(index)
+        # A line's strip is kept under what it is drawn from: a repaint (each refresh while
+        # a job prints moves every line up by the new ones; each switch back) renders only
+        # the lines not drawn before, as toolong does.
+        key = (line, base, scroll_x, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self._render_text(line, base, scroll_x, width)
+        return strip
+
+    @staticmethod
+    def _render_text(line: str, base: Style, scroll_x: int, width: int) -> Strip:
+        text = visible(line.expandtabs(4))  # the box's escapes drawn, not obeyed
+        style = base + ERROR_STYLE if "Traceback" in text or "Error" in text else base
+        return Strip([Segment(text, style)], len(text)).crop_extend(scroll_x, scroll_x + width, base)
 
 
 def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
@@ -318,7 +367,7 @@ class PipelineView(View):
             self.query_one(LogView).sync()
             return
         if not domains or STAGES in domains or JOBS in domains:
-            table = self.query_one("#stages", DataTable)
+            table = self.query_one("#stages", QuickTable)
             rows, running = self._rows(host)
             keys = [k for k, _ in rows]
             wanted = self._selected_key if self._user_moved else None
@@ -326,9 +375,9 @@ class PipelineView(View):
                 # follow the running stage (or run) until the operator moves the cursor
                 wanted = running[-1] if running else (self._selected_key if self._selected_key in keys
                                                       else None)
-            table.clear()
-            for key, cells in rows:
-                table.add_row(*cells, key=key)
+            # Shown again, most rows are as they were (a running stage's progress and its
+            # run's line count change): only those cells are written, not the whole table.
+            table.set_rows(rows)
             row = keys.index(wanted) if wanted in keys else 0
             table.move_cursor(row=row)
             self._selected_key = keys[row] if keys else None

@@ -17,11 +17,18 @@ row's rendered line is kept under what it is made from instead: the row's own ce
 index, the columns (labels and widths), the styles it is drawn with (base style, focus and
 the other pseudo-classes, the theme) and whether the cursor or the mouse is on it. A switch
 back to an unchanged table, or a change to one row, renders only what changed.
+
+`set_rows` shows a list of keyed rows: when the keys are those already shown, in the same
+order, it writes only the cells that differ (and nothing at all when none does) instead of
+clearing and adding every row. A view tells its table everything on each show and each
+refresh, and a rebuild re-measures every cell of every row for the column widths (the stages
+table, rebuilt on every switch to the Pipeline screen) and repaints the whole table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from itertools import zip_longest
 from typing import Any
 
 from rich.style import Style
@@ -72,6 +79,38 @@ class QuickTable(DataTable):  # type: ignore[type-arg]
             return super().render_lines(crop)
         finally:
             self._paint_style = None
+
+    def set_rows(self, rows: Sequence[tuple[str, Sequence[Any]]]) -> bool:
+        """Show `rows` (key, cells), as `clear()` and `add_row(*cells, key=key)` for each would;
+        whether anything changed. The same keys in the same order: only the cells that differ
+        are written, and their rows measured for the column widths as add_row's are (a width
+        only grows, as across a rebuild); the cursor and scroll position stay."""
+        columns = self.ordered_columns
+        if ([row.key.value for row in self.ordered_rows] != [key for key, _ in rows]
+                or any(len(cells) > len(columns) for _, cells in rows)):
+            self.clear()
+            for key, cells in rows:
+                self.add_row(*cells, key=key)
+            return True
+        changed: list[RowKey] = []
+        for key, cells in rows:
+            row_key = RowKey(key)
+            data = self._data[row_key]
+            differs = False
+            for column, cell in zip_longest(columns, cells):  # add_row's missing cells: None
+                if cell_signature(data.get(column.key)) != cell_signature(cell):
+                    data[column.key] = cell
+                    differs = True
+            if differs:
+                changed.append(row_key)
+        if not changed:
+            return False
+        self._new_rows.update(changed)
+        self._require_update_dimensions = True
+        self._update_count += 1  # DataTable's own caches are keyed on it
+        self.refresh()
+        self.check_idle()
+        return True
 
     def _row_signature(self, row_key: RowKey) -> Hashable:
         """The row's content (the header's: the column labels); taken once per table update."""

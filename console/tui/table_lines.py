@@ -117,31 +117,74 @@ class FastTable:
                 title, options.update(width=table_width, justify=table.title_justify, height=None),
                 pad=False))
         header_style = console.get_style(str(table.header_style or ""))
+        styles: dict[object, Style | None] = {}
         lines.append(list(Segment.apply_style(
-            _row(list(zip(headers, columns, strict=True)), widths, console), header_style)))
+            _row(list(zip(headers, columns, strict=True)), widths, console, styles), header_style)))
         for r in range(len(cells[0])):
             lines.append(list(_row([(col[r], c) for col, c in zip(cells, columns, strict=True)],
-                                   widths, console)))
+                                   widths, console, styles)))
         return lines
 
 
-def _row(cells: list[tuple[Text, Column]], widths: list[int], console: Console
-         ) -> Iterable[Segment]:
+def _row(cells: list[tuple[Text, Column]], widths: list[int], console: Console,
+         styles: dict[object, Style | None] | None = None) -> Iterable[Segment]:
+    """One table line: what Rich's cell-by-cell rendering yields for it.
+
+    Most cells are one style over their whole text (no spans) and fit their column: for those
+    the padded cell is Rich's single segment, built here from the plain text and the cell's
+    style, parsed once per table (`styles`), instead of copying, padding, joining and
+    rendering a Text per cell (most of a paint's time: profiled, see
+    benchmarks/tui_table_paint.py). Any other cell goes Rich's way."""
+    cache: dict[object, Style | None] = {} if styles is None else styles
     for (cell, column), width in zip(cells, widths, strict=True):
-        # As Rich does: the cell padded to its width in its own style, its base style made a
-        # span (Text.render draws spans only; Rich's cell goes through Text.join, which does
-        # the same), between one padding space each side; a cell longer than a ratio column
-        # is cut to it first, by the column's overflow.
-        padded = cell.copy()
+        yield _PAD
         room = width - 2
-        if cell.cell_len > room:
-            padded.truncate(room, overflow=column.overflow)
-        elif column.justify == "right":
-            padded.pad_left(room - cell.cell_len)
+        length = cell.cell_len
+        if not cell._spans and length <= room:
+            plain = cell.plain
+            padded = (" " * (room - length) + plain if column.justify == "right"
+                      else plain + " " * (room - length))
+            if not cell.style:
+                yield Segment(padded)  # Text.render of a text without spans: no style
+            elif padded:
+                style = cache.get(cell.style, _UNPARSED)
+                if style is _UNPARSED:
+                    style = _span_style(cell.style, console)
+                    cache[cell.style] = style
+                if style is None:
+                    yield from _cell_segments(cell, column, room, length, console)
+                else:
+                    yield Segment(padded, style)
+            # a styled empty cell: Rich's one empty span yields no segment
         else:
-            padded.pad_right(room - cell.cell_len)
-        text = Text(end="")
-        text.append_text(padded)
+            yield from _cell_segments(cell, column, room, length, console)
         yield _PAD
-        yield from text.render(console)
-        yield _PAD
+
+
+_UNPARSED: Style | None = Style(bold=True)  # a marker: never a parsed cell style (compared by identity)
+
+
+def _span_style(style: str | Style, console: Console) -> Style | None:
+    """The style Text.render gives a segment under one span of `style` over the text's null
+    base style; None where Rich makes a fresh style each time (a link: new link ids)."""
+    null = Style.null()
+    combined = Style.combine((console.get_style("", default=null),
+                              console.get_style(style, default=null)))
+    return None if combined.link else combined
+
+
+def _cell_segments(cell: Text, column: Column, room: int, length: int, console: Console
+                   ) -> Iterable[Segment]:
+    # As Rich does: the cell padded to its width in its own style, its base style made a
+    # span (Text.render draws spans only; Rich's cell goes through Text.join, which does
+    # the same); a cell longer than a ratio column is cut to it first, by the column's overflow.
+    padded = cell.copy()
+    if length > room:
+        padded.truncate(room, overflow=column.overflow)
+    elif column.justify == "right":
+        padded.pad_left(room - length)
+    else:
+        padded.pad_right(room - length)
+    text = Text(end="")
+    text.append_text(padded)
+    yield from text.render(console)

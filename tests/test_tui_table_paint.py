@@ -1,0 +1,79 @@
+"""FastTable's own line building (issue #17) yields Rich's segments, style for style, for the
+cells it builds without Rich: one style over the whole cell (a theme name, a definition, a
+Style, an unparsable name, a link), empty, wide characters, right-justified, spans; and for the
+views' tables in the shapes they take (no GPUs, processes under GPUs, narrow, wide)."""
+
+from __future__ import annotations
+
+import pytest
+from rich.console import Console
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from console.tui.model import ConsoleState, HostState
+from console.tui.table_lines import FastTable, simple
+from console.tui.widgets.overview import gpu_table
+from console.tui.widgets.stats import history_table, host_history
+from remote import events as ev
+from remote.events import Event
+from tests.tui_sessions import HOST, T0
+
+
+def _console(width: int) -> Console:
+    return Console(width=width, color_system="truecolor", legacy_windows=False,
+                   file=open("/dev/null", "w"))
+
+
+def _same(table: Table, width: int) -> list[list[tuple[str, Style | None]]]:
+    """FastTable's lines, asserted equal to Rich's (text, style and boundaries)."""
+    console = _console(width)
+    assert simple(table)
+    assert FastTable(table)._lines(console, console.options) is not None  # drawn here, not by Rich
+    fast = [[(s.text, s.style) for s in line]
+            for line in console.render_lines(FastTable(table), console.options)]
+    rich = [[(s.text, s.style) for s in line] for line in console.render_lines(table, console.options)]
+    assert fast == rich
+    return fast
+
+
+def test_cells_of_one_style_are_richs_segments() -> None:
+    table = Table(box=None, header_style="bold", title="t", title_justify="left")
+    table.add_column("left", no_wrap=True)
+    table.add_column("right", no_wrap=True, justify="right")
+    rows: list[tuple[Text | str, Text | str]] = [
+        (Text("cyan", style="cyan"), Text("▁▂▃█", style="bold red")),
+        (Text("theme", style="repr.number"), Text("obj", style=Style(color="green", italic=True))),
+        (Text("bad", style="not-a-style"), Text("", style="cyan")),  # unparsable; empty styled
+        (Text("日本語", style="yellow"), ""),  # wide characters, an empty plain cell
+        (Text("link", style="link https://example.org"), "[bold]markup[/] str"),
+        (Text("null", style=Style()), Text.assemble(("a", "red"), " b ", ("c", "blue"))),
+    ]
+    for left, right in rows:
+        table.add_row(left, right)
+    lines = _same(table, 60)
+    # each padded to its column in its own style: the left to "日本語" (6 cells), the right,
+    # right-justified, to "markup str"
+    assert lines[2][1:5] == [("cyan  ", Style.parse("cyan")), (" ", Style()), (" ", Style()),
+                             ("      ▁▂▃█", Style.parse("bold red"))]
+
+
+@pytest.mark.parametrize("width", [80, 99, 140])
+def test_the_views_tables_in_their_shapes(width: int) -> None:
+    narrow = width < 100
+    state = ConsoleState([HOST])
+    for k in range(40):  # a host without GPUs: only its own history
+        state.apply(Event(ev.STATS_SAMPLE, HOST, {"source": "none", "gpus": [], "host": {
+            "cpu": 5.0 + k, "mem_used": 2**33, "mem_total": 2**35, "load1": 0.1 * k}}, T0))
+    host: HostState = state.host(HOST)
+    assert not host.gpus
+    _same(host_history(host, narrow), width)
+    gpus = [{"index": g, "name": "NVIDIA H200", "util": (g * 37) % 101, "mem_used": 90 * 2**30,
+             "mem_total": 141 * 2**30, "power": 650.0, "power_limit": 700, "temp": 80,
+             "sm_clock": 1980, "pcie_tx": 2**30, "pcie_rx": 2**20,
+             "procs": [{"pid": 7, "name": "vllm-engine-core-long-name", "mem_used": 2**36}] * (g % 2)}
+            for g in range(8)]
+    state.apply(Event(ev.STATS_SAMPLE, HOST, {"source": "nvml", "gpus": gpus, "host": {}}, T0))
+    lines = _same(gpu_table(host, 24, narrow), 140 if not narrow else width)
+    assert sum("└ 7" in "".join(t for t, _ in line) for line in lines) == 4  # the procs rows
+    _same(history_table(host, narrow), 140 if not narrow else width)

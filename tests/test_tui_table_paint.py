@@ -48,14 +48,15 @@ def test_cells_of_one_style_are_richs_segments() -> None:
         (Text("日本語", style="yellow"), ""),  # wide characters, an empty plain cell
         (Text("link", style="link https://example.org"), "[bold]markup[/] str"),
         (Text("null", style=Style()), Text.assemble(("a", "red"), " b ", ("c", "blue"))),
+        ("at 12:30 :smile:", "plain 1.0 GiB/s"),  # str cells: an emoji code; no markup at all
     ]
     for left, right in rows:
         table.add_row(left, right)
     lines = _same(table, 60)
-    # each padded to its column in its own style: the left to "日本語" (6 cells), the right,
-    # right-justified, to "markup str"
-    assert lines[2][1:5] == [("cyan  ", Style.parse("cyan")), (" ", Style()), (" ", Style()),
-                             ("      ▁▂▃█", Style.parse("bold red"))]
+    # each padded to its column in its own style: the left to "at 12:30 😄" (11 cells), the
+    # right, right-justified, to "plain 1.0 GiB/s" (15)
+    assert lines[2][1:5] == [("cyan" + " " * 7, Style.parse("cyan")), (" ", Style()), (" ", Style()),
+                             (" " * 11 + "▁▂▃█", Style.parse("bold red"))]
 
 
 @pytest.mark.parametrize("width", [80, 99, 140])
@@ -77,3 +78,21 @@ def test_the_views_tables_in_their_shapes(width: int) -> None:
     lines = _same(gpu_table(host, 24, narrow), 140 if not narrow else width)
     assert sum("└ 7" in "".join(t for t, _ in line) for line in lines) == 4  # the procs rows
     _same(history_table(host, narrow), 140 if not narrow else width)
+
+
+def test_spark_is_the_plain_formula() -> None:
+    """spark's unrolled clamp draws what min/max over the same arithmetic draws."""
+    from console.tui.render import BLOCKS, spark
+
+    def plain_spark(vals: list[float], width: int, lo: float, hi: float | None) -> str:
+        vals = vals[-width:]
+        top = hi if hi is not None else max(max(vals), lo + 1e-9)
+        span = max(top - lo, 1e-9)
+        chars = [BLOCKS[min(7, max(0, int((v - lo) / span * 7 + 0.5)))] for v in vals]
+        return " " * (width - len(chars)) + "".join(chars)
+
+    values = [(k * 37 % 211) / 1.7 - 20 for k in range(300)]  # below, inside and above 0-100
+    for width, lo, hi in ((32, 0.0, 100.0), (16, 0.0, 700.0), (48, 0.0, None), (24, 10.0, 50.0)):
+        for n in (1, 5, width, 300):
+            assert spark(values[:n], width, lo, hi) == plain_spark(values[:n], width, lo, hi)
+    assert spark([-5.0, 0.0, 50.0, 100.0, 250.0], 5, 0, 100) == "▁▁▅██"

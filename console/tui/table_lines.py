@@ -30,6 +30,8 @@ def _as_text(cell: object) -> Text | None:
     if isinstance(cell, Text):
         return cell
     if isinstance(cell, str):
+        if "[" not in cell and ":" not in cell:
+            return Text(cell)  # what from_markup makes of a str with no markup and no emoji code
         return Text.from_markup(cell)  # what Rich does with a str cell (markup on)
     return None
 

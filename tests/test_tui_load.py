@@ -182,15 +182,7 @@ async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
     and focus are updated: one screen update (Textual's own Screen rendered it twice, the
     layout and then the whole screen again for the focus; MainScreen's focus does not repaint)."""
     app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="overview")
-    paints: list[str] = []
-    original = app._display
-
-    def display(screen: Any, renderable: Any) -> None:
-        if renderable is not None:
-            paints.append(app.active_screen_name)
-        original(screen, renderable)
-
-    app._display = display  # type: ignore[method-assign]
+    paints = _count_updates(app)
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         for key in "652":

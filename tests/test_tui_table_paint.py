@@ -96,3 +96,55 @@ def test_spark_is_the_plain_formula() -> None:
         for n in (1, 5, width, 300):
             assert spark(values[:n], width, lo, hi) == plain_spark(values[:n], width, lo, hi)
     assert spark([-5.0, 0.0, 50.0, 100.0, 250.0], 5, 0, 100) == "▁▁▅██"
+
+
+def test_table_visual_paints_richvisuals_strips() -> None:
+    """TableVisual's strips are RichVisual's for the same block, in a running app (the
+    widget's base and link styles applied): 8 GPUs with processes, wide and narrow, a host
+    without GPUs, the running jobs (one cut, one with a tab: Rich draws that one), and a
+    block too wide for its room (handed to RichVisual)."""
+    import asyncio
+
+    from rich.console import Group
+    from textual.app import App, ComposeResult
+    from textual.visual import RichVisual, Visual
+    from textual.widgets import Static
+
+    from console.tui.table_lines import TableVisual
+    from console.tui.widgets.overview import jobs_table
+    from tests.test_tui_load import _host, _jobs
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Static(id="block")
+
+    host = _host(60)
+    jobs = _jobs()
+    empty = ConsoleState([HOST]).host(HOST)
+    blocks = [
+        [Text("GPUs (8)", style="bold underline"), FastTable(gpu_table(host, 24, False))],
+        [Text("GPUs (8)", style="bold underline"), FastTable(gpu_table(host, 24, True))],
+        [FastTable(history_table(host)), FastTable(host_history(host))],
+        [FastTable(history_table(host, True)), FastTable(host_history(host, True))],
+        [Text("No GPUs (no nvml)", style="yellow"), FastTable(host_history(empty))],
+        [FastTable(jobs_table(jobs[:4]))], [FastTable(jobs_table(jobs))],
+    ]
+
+    async def run() -> None:
+        app = One()
+        async with app.run_test(size=(140, 40)):
+            widget = app.query_one("#block", Static)
+            drawn_here = 0
+            for parts in blocks:
+                for width in (140, 90, 40):
+                    ours = TableVisual(widget, *parts)
+                    theirs = RichVisual(widget, Group(*parts))
+                    drawn_here += ours._lines_at(width) is not None
+                    mine = Visual.to_strips(widget, ours, width, None, widget.visual_style)
+                    rich = Visual.to_strips(widget, theirs, width, None, widget.visual_style)
+                    assert [list(s) for s in mine] == [list(s) for s in rich]
+                    assert ours.get_height(widget.styles, width) == theirs.get_height(
+                        widget.styles, width)
+            assert drawn_here >= 8  # most blocks at 140 and 90 are drawn from FastTable's lines
+
+    asyncio.run(run())

@@ -15,12 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich._ratio import ratio_distribute
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.table import Column, Table
 from rich.text import Text
+from textual._context import active_app
+from textual.css.styles import RulesMap
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import RenderOptions, RichVisual, Visual
+from textual.widget import Widget
 
 _PADDING = (0, 1, 0, 1)
 _PAD = Segment(" ", Style())
@@ -190,3 +196,86 @@ def _cell_segments(cell: Text, column: Column, room: int, length: int, console: 
     text = Text(end="")
     text.append_text(padded)
     yield from text.render(console)
+
+
+class TableVisual(Visual):
+    """A view block (Texts and FastTables, as a Group of them would draw) painted as Textual
+    strips straight from FastTable's lines.
+
+    A Rich renderable reaches the screen through RichVisual: the whole block rendered again
+    through Rich's nested generators, every segment restyled by the widget's _Styled, then cut
+    back into lines by split_and_crop_lines, and once more only to count the lines for the
+    height. Profiled on a switch under the day load, that was about two thirds of a Stats or
+    Overview Static's paint, FastTable's own line building one third. Here the lines are built
+    once per width and given the same base and link styles, segment for segment, as _Styled
+    and split_and_crop_lines give them (tests/test_tui_table_paint.py compares the two). A
+    block FastTable does not draw itself is drawn by RichVisual, as before."""
+
+    def __init__(self, widget: Widget, *parts: Text | FastTable) -> None:
+        self._widget = widget
+        self._parts = parts
+        self._group = Group(*parts)
+        self._rich = RichVisual(widget, self._group)
+        self._lines: tuple[int, list[list[Segment]] | None] | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self._group  # printed outside the app (a test's plain text): the Group it draws
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self._group)
+
+    def _lines_at(self, width: int) -> list[list[Segment]] | None:
+        if self._lines is not None and self._lines[0] == width:
+            return self._lines[1]
+        app = active_app.get()
+        console = app.console
+        options = app.console_options.update(highlight=False, width=width, height=None)
+        lines: list[list[Segment]] | None = []
+        for part in self._parts:
+            if isinstance(part, FastTable):
+                drawn = part._lines(console, options) if simple(part.table) else None
+                if drawn is None:
+                    lines = None
+                    break
+                lines.extend(drawn)  # type: ignore[union-attr]
+            else:
+                lines.extend(console.render_lines(part, options, pad=False))  # type: ignore[union-attr]
+        self._lines = (width, lines)
+        return lines
+
+    def get_optimal_width(self, rules: RulesMap, container_width: int) -> int:
+        return self._rich.get_optimal_width(rules, container_width)
+
+    def get_height(self, rules: RulesMap, width: int) -> int:
+        lines = self._lines_at(width)
+        return self._rich.get_height(rules, width) if lines is None else len(lines)
+
+    def render_strips(self, width: int, height: int | None, style: VisualStyle,
+                      options: RenderOptions) -> list[Strip]:
+        lines = self._lines_at(width)
+        if lines is None:
+            return self._rich.render_strips(width, height, style, options)
+        widget = self._widget
+        base = active_app.get().console.get_style(style.rich_style)
+        link = widget.link_style if widget.auto_links else None
+        strips = []
+        added: dict[Style | None, Style] = {}  # base + a segment's style: a few styles per block
+        for line in lines[:height]:
+            segments = []
+            for text, seg_style, control in line:
+                if base:  # as _Styled: the widget's style under each segment's, control dropped
+                    combined = added.get(seg_style)
+                    if combined is None:
+                        combined = base + seg_style
+                        if not combined.link:  # a link is a fresh style (new id) each time
+                            added[seg_style] = combined
+                    seg_style, control = combined, None
+                if link:
+                    if seg_style is None:
+                        continue
+                    if seg_style._meta is not None and "@click" in seg_style.meta:
+                        seg_style = seg_style + link
+                if text:  # as split_and_crop_lines(pad=False): empty segments dropped
+                    segments.append(Segment(text, seg_style, control))
+            strips.append(Strip(Segment.adjust_line_length(segments, width, pad=False)))
+        return strips

@@ -23,7 +23,7 @@ from console.tui.model import (
 from console.tui.quiet import set_content, text_shape
 from console.tui.render import fmt_bytes, fmt_num, meter, spark
 from console.tui.shown import plain
-from console.tui.table_lines import FastTable
+from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View
 
 SPARK = 24
@@ -155,8 +155,10 @@ class OverviewView(View):
         width = self.app.size.width
         procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
                     for g in host.gpus.values())
-        set_content(self.query_one("#gpus", Static), lambda: (
-            Group(Text(f"GPUs ({n})", style="bold underline"), FastTable(gpu_table(host, SPARK, narrow))) if n
+        gpus = self.query_one("#gpus", Static)
+        set_content(gpus, lambda: (
+            TableVisual(gpus, Text(f"GPUs ({n})", style="bold underline"),
+                        FastTable(gpu_table(host, SPARK, narrow))) if n
             else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
                                                if live and not host.stats_source else ""), style="bold")),
             shape=(n, procs, narrow, width))
@@ -164,8 +166,9 @@ class OverviewView(View):
         set_content(self.query_one("#hostline", Static), lambda: hostline,
                     shape=text_shape(hostline.plain, width), key=hostline.markup)
         running = host.running_jobs()
-        set_content(self.query_one("#jobs", Static), lambda: (
-            FastTable(jobs_table(running)) if running else Text("No running jobs", style="dim")),
+        jobs = self.query_one("#jobs", Static)
+        set_content(jobs, lambda: (
+            TableVisual(jobs, FastTable(jobs_table(running))) if running else Text("No running jobs", style="dim")),
             shape=(len(running), width))
         findings = host.compat_findings()
         set_content(self.query_one("#findings", Static), lambda: (

@@ -16,7 +16,7 @@ from textual.widgets import Static
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
 from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
-from console.tui.table_lines import FastTable
+from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
@@ -117,13 +117,13 @@ class StatsView(View):
             width = self.app.size.width
             history = self.query_one("#history", Static)
             if host.gpus:
-                set_content(history, lambda: Group(
-                    FastTable(history_table(host, narrow)), FastTable(host_history(host, narrow))),
+                set_content(history, lambda: TableVisual(
+                    history, FastTable(history_table(host, narrow)), FastTable(host_history(host, narrow))),
                     shape=("gpus", len(host.gpus), narrow, width))
             elif host.stats_source or host.cpu_history:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
-                set_content(history, lambda: Group(
-                    Text(f"No GPUs{reason}", style="yellow"), FastTable(host_history(host, narrow))),
+                set_content(history, lambda: TableVisual(
+                    history, Text(f"No GPUs{reason}", style="yellow"), FastTable(host_history(host, narrow))),
                     shape=("no gpus", reason, narrow, width))
             else:
                 live = getattr(self.app, "mode", "live") == "live"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -148,6 +149,7 @@ class ConsoleApp(App[int]):
         self._next_post = 0.0
         self._next_chrome = 0.0
         self._switch_hold: object | None = None  # the switch whose paint is being held
+        self._switch_timer: Timer | None = None  # its SWITCH_HOLD_S fallback release
         # The cycle collector: paused from a switch's key to its paint, and the start-up heap
         # frozen out of its full scans (collector.py says why).
         self.collector = SwitchCollector()
@@ -406,7 +408,9 @@ class ConsoleApp(App[int]):
         hold = self._switch_hold = object()
         self._begin_batch()
         self.collector.pause()
-        self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
+        # A fallback only: left running, it woke the loop SWITCH_HOLD_S later, right into the
+        # next switch of an operator flipping screens once a second; _release_switch stops it.
+        self._switch_timer = self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
 
     def _release_after(self, pumps: list[Any]) -> None:
         """Release the held paint once each of `pumps` has handled what was posted to it so far
@@ -432,6 +436,9 @@ class ConsoleApp(App[int]):
     def _release_switch(self, hold: object) -> None:
         if self._switch_hold is hold:
             self._switch_hold = None
+            if self._switch_timer is not None:
+                self._switch_timer.stop()
+                self._switch_timer = None
             self._end_batch()
             # The screen skipped its layout and paint while the batch held them; with nothing
             # more arriving (a replay at its end, an idle host) it would not look again.

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from itertools import pairwise
 from pathlib import Path
@@ -182,15 +182,7 @@ async def test_a_screen_switch_is_painted_once(tmp_path: Path) -> None:
     and focus are updated: one screen update (Textual's own Screen rendered it twice, the
     layout and then the whole screen again for the focus; MainScreen's focus does not repaint)."""
     app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="overview")
-    paints: list[str] = []
-    original = app._display
-
-    def display(screen: Any, renderable: Any) -> None:
-        if renderable is not None:
-            paints.append(app.active_screen_name)
-        original(screen, renderable)
-
-    app._display = display  # type: ignore[method-assign]
+    paints = _count_updates(app)
     async with app.run_test(size=SIZE) as pilot:
         await finish_replay(pilot)
         for key in "652":
@@ -307,6 +299,17 @@ def _count_updates(app: Any) -> list[str]:
     return updates
 
 
+async def _away_and_back(pilot: Any, more: Any, grown: int, reset: Callable[[], None]) -> None:
+    """Overview, `grown` more log lines while the Pipeline screen is hidden, `reset` (what the
+    test counts starts from zero), then the key back to the Pipeline."""
+    await pilot.press("2")
+    await settle(pilot)
+    more(grown)
+    await settle(pilot)
+    reset()
+    await pilot.press("5")
+
+
 async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
     """The switch to a Pipeline screen whose log has a vertical scrollbar is drawn in one
     update, whether lines arrived while it was hidden or not. Textual refreshes a scroll
@@ -317,12 +320,7 @@ async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
         assert log.show_vertical_scrollbar
         updates = _count_updates(app)
         for grown in (0, 30, 0):
-            await pilot.press("2")
-            await settle(pilot)
-            more(grown)
-            await settle(pilot)
-            updates.clear()
-            await pilot.press("5")
+            await _away_and_back(pilot, more, grown, updates.clear)
             for _ in range(6):
                 await pilot.pause(0.05)
             assert app.active_screen_name == "pipeline"
@@ -348,12 +346,7 @@ async def test_a_switch_back_to_the_pipeline_rewrites_only_the_stage_rows_that_c
 
         table._update_dimensions = counting  # type: ignore[method-assign]
         for grown in (0, 30):
-            await pilot.press("2")
-            await settle(pilot)
-            more(grown)
-            await settle(pilot)
-            measured.clear()
-            await pilot.press("5")
+            await _away_and_back(pilot, more, grown, measured.clear)
             await settle(pilot)
             assert app.active_screen_name == "pipeline" and table.row_count > 5
             assert measured == ([] if not grown else [["run:r-train"]]), f"{grown} grown: {measured}"
@@ -378,12 +371,7 @@ async def test_a_switch_back_renders_only_the_log_lines_not_drawn_before(
 
         monkeypatch.setattr(pipeline, "visible", counting)
         for grown in (0, 5, 0):
-            await pilot.press("2")
-            await settle(pilot)
-            more(grown)
-            await settle(pilot)
-            rendered.clear()
-            await pilot.press("5")
+            await _away_and_back(pilot, more, grown, rendered.clear)
             await settle(pilot)
             assert app.active_screen_name == "pipeline"
             assert sorted(rendered) == sorted(f"train line {more.lines - k}" for k in range(grown, 0, -1))

@@ -4,7 +4,10 @@ tab only in replay mode), and a switch redraws it once at most, from its cache a
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.segment import Segment
@@ -17,6 +20,14 @@ from tests.tui_sessions import demo_session
 
 WIDE = " 1 Hosts  2 Overview  3 Probes  4 Patch  5 Pipeline  6 Stats/AllReduce  7 Bench "
 SHORT = " 1 Hosts  2 Over  3 Probe  4 Patch  5 Pipe  6 Stats  7 Bench "
+
+
+@asynccontextmanager
+async def _bar(app: Any, size: tuple[int, int] = SIZE) -> AsyncIterator[tuple[Any, Any, TabBar]]:
+    """The console running, settled, with its tab bar."""
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield app, pilot, app.query_one("#tabs", TabBar)
 
 
 def _lit(bar: TabBar, strip: Strip) -> list[int]:
@@ -47,10 +58,7 @@ def _span(line: str, label: str) -> list[int]:
 
 
 async def test_the_bar_looks_as_tabs_did_and_a_switch_moves_the_highlight() -> None:
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="pipeline")) as (app, pilot, bar):
         assert not app.query("Tab") and not app.query("Tabs")  # Textual's widgets are gone
         titles, rule = bar.render_line(0), bar.render_line(1)
         assert titles.text == WIDE.ljust(SIZE[0]) and "Replay" not in titles.text
@@ -74,10 +82,7 @@ async def test_the_bar_looks_as_tabs_did_and_a_switch_moves_the_highlight() -> N
 async def test_a_switch_draws_the_bar_once_and_a_switch_back_not_at_all() -> None:
     """Two lines per (width, active tab, focus, hovered tab): the second round of switches is
     served from the cache, and what it serves is the active tab's (checked above)."""
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="hosts")) as (_app, pilot, bar):
         keys = ["2", "5", "6", "1"]
         first = bar.paints
         for key in keys:
@@ -94,10 +99,7 @@ async def test_a_switch_draws_the_bar_once_and_a_switch_back_not_at_all() -> Non
 
 @pytest.mark.parametrize("width", [80, NARROW - 1])
 async def test_under_narrow_columns_the_short_titles_are_drawn(width: int) -> None:
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=(width, 24)) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="hosts"), size=(width, 24)) as (_app, _pilot, bar):
         assert bar.render_line(0).text == SHORT.ljust(width)
         assert bar.labels() == [t.strip() for t in SHORT.split("  ")]
         assert bar.labels(NARROW) == [t.strip() for t in WIDE.split("  ")]
@@ -105,18 +107,13 @@ async def test_under_narrow_columns_the_short_titles_are_drawn(width: int) -> No
 
 async def test_the_replay_tab_is_there_only_in_replay_mode(tmp_path: Path) -> None:
     app = replay_app(demo_session(tmp_path / "demo.jsonl"), start_screen="replay", paused=True)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(app) as (_app, _pilot, bar):
         assert bar.render_line(0).text.rstrip().endswith("7 Bench  8 Replay")
         assert bar.names[-1] == "replay" and bar.active == "replay"
 
 
 async def test_a_bar_too_narrow_for_its_tabs_keeps_the_active_one_in_view_and_clickable() -> None:
-    app = live_app(start_screen="bench")
-    async with app.run_test(size=(40, 24)) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="bench"), size=(40, 24)) as (app, pilot, bar):
         line = bar.render_line(0).text
         assert len(line) == 40 and "7 Bench" in line and "1 Hosts" not in line
         assert bar.tab_at(bar.tab_offset("bench")) == "bench"
@@ -129,10 +126,7 @@ async def test_a_bar_too_narrow_for_its_tabs_keeps_the_active_one_in_view_and_cl
 
 
 async def test_the_hovered_tab_is_drawn_bright_and_left_wraps_around() -> None:
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="hosts")) as (app, pilot, bar):
         dim = _segment(bar.render_line(0), "3 Probes").style
         await pilot.hover("#tabs", offset=(bar.tab_offset("probes"), 0))
         await pilot.pause()
@@ -158,10 +152,7 @@ def test_a_bar_refuses_an_unknown_tab_with_its_name() -> None:
 
 
 async def test_a_theme_change_redraws_the_cached_lines_in_its_colours() -> None:
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        bar = app.query_one("#tabs", TabBar)
+    async with _bar(live_app(start_screen="hosts")) as (app, pilot, bar):
         before = _segment(bar.render_line(0), "2 Overview").style
         app.theme = "textual-light"
         await settle(pilot)

@@ -20,8 +20,11 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
+from textual.widget import Widget
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -148,6 +151,8 @@ class ConsoleApp(App[int]):
         self._next_post = 0.0
         self._next_chrome = 0.0
         self._switch_hold: object | None = None  # the switch whose paint is being held
+        self._switch_timer: Timer | None = None  # its SWITCH_HOLD_S fallback release
+        self._blur_after_paint: list[Widget] = []  # hidden by a switch, blurred once it painted
         # The cycle collector: paused from a switch's key to its paint, and the start-up heap
         # frozen out of its full scans (collector.py says why).
         self.collector = SwitchCollector()
@@ -406,7 +411,9 @@ class ConsoleApp(App[int]):
         hold = self._switch_hold = object()
         self._begin_batch()
         self.collector.pause()
-        self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
+        # A fallback only: left running, it woke the loop SWITCH_HOLD_S later, right into the
+        # next switch of an operator flipping screens once a second; _release_switch stops it.
+        self._switch_timer = self.set_timer(SWITCH_HOLD_S, lambda: self._release_switch(hold))
 
     def _release_after(self, pumps: list[Any]) -> None:
         """Release the held paint once each of `pumps` has handled what was posted to it so far
@@ -432,13 +439,28 @@ class ConsoleApp(App[int]):
     def _release_switch(self, hold: object) -> None:
         if self._switch_hold is hold:
             self._switch_hold = None
+            if self._switch_timer is not None:
+                self._switch_timer.stop()
+                self._switch_timer = None
             self._end_batch()
             # The screen skipped its layout and paint while the batch held them; with nothing
             # more arriving (a replay at its end, an idle host) it would not look again.
             self.screen.check_idle()
+            if self._blur_after_paint and not self.call_after_refresh(self._blur_hidden):
+                self._blur_hidden()
             # The collector runs again once that paint is out, unless another switch began.
             if not self.call_after_refresh(self._resume_collector):
                 self.collector.resume()
+
+    def _blur_hidden(self) -> None:
+        """What Screen.set_focus(None) did at the key, for the widgets a switch hid: unless
+        shown and focused again since, they lose their focused look (a Blur, as Textual sends)."""
+        main = self.screen_stack[0]
+        widgets, self._blur_after_paint = self._blur_after_paint, []
+        for widget in widgets:
+            if widget is not main.focused and widget.has_focus and widget.is_attached:
+                widget.post_message(events.Blur())
+                main._update_focus_styles(None, widget)
 
     def _resume_collector(self) -> None:
         if self._switch_hold is None:
@@ -493,8 +515,19 @@ class ConsoleApp(App[int]):
         if len(self.screen_stack) == 1:
             self._hold_switch()
         main = self.screen_stack[0]
-        main.set_focus(None)  # the new view takes focus once it is shown (_activated)
         old = self.view(self._active)
+        # The new view takes focus once it is shown (_activated); the keys go nowhere till then.
+        blurred = main.focused
+        if blurred is not None and old is not None and self._switch_hold is not None \
+                and old in blurred.ancestors:
+            # Hidden from this switch on, the old view's widget is blurred after the paint: its
+            # Blur restyles it (and its scrollbars), half of a switch's restyle CPU, for a look
+            # nobody sees until that view is shown again. Anything left visible (the tab bar)
+            # is blurred at once: the paint must not show it focused.
+            main.focused = None
+            self._blur_after_paint.append(blurred)
+        else:
+            main.set_focus(None)
         self._active = name
         view = self.ensure_view(name)
         if old is not None:

@@ -9,10 +9,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from pathlib import Path
 from typing import Any
 
+from console.tui.app import WRITE_OUT_S
 from console.tui.collector import SwitchCollector
 from remote import events as ev
 from remote.events import Event
@@ -25,8 +27,13 @@ async def test_a_switch_is_painted_with_the_collector_held_and_freed_after(tmp_p
     paints: list[tuple[str, bool]] = []  # (screen shown, collector on) at each screen update
     original = app._display
 
+    soon_after: list[bool] = []  # the collector on, half of WRITE_OUT_S after a switch's paint
+
     def display(screen: Any, renderable: Any) -> None:
         if renderable is not None:
+            if not gc.isenabled() and app.collector.paused and not soon_after:
+                asyncio.get_running_loop().call_later(
+                    WRITE_OUT_S / 2, lambda: soon_after.append(gc.isenabled()))
             paints.append((app.active_screen_name, gc.isenabled()))
         original(screen, renderable)
 
@@ -43,7 +50,11 @@ async def test_a_switch_is_painted_with_the_collector_held_and_freed_after(tmp_p
             await wait_for(pilot, lambda name=name: any(shown == name for shown, _ in paints))
             first = next(on for shown, on in paints if shown == name)
             assert first is False, f"to {name}: the collector was on at the switch's paint"
-            await wait_for(pilot, gc.isenabled)  # and on again once the paint is out
+            await wait_for(pilot, gc.isenabled)  # on again once the paint is out
+            # ... and not before: still off half of WRITE_OUT_S after the paint, while
+            # Textual's writer thread sends it to the terminal.
+            assert soon_after[:1] == [False], f"to {name}: {soon_after}"  # after its first paint
+            soon_after.clear()
             assert not app.collector.paused
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0  # the ended app's heap is collectable again

@@ -81,6 +81,8 @@ REFRESH_S = 0.25
 # A screen switch paints once, when the new screen is ready (its view updated, focus moved), not
 # the old screen blurred, then the new one, then the new one focused; never held longer than this.
 SWITCH_HOLD_S = 1.0
+# The collector stays paused this long after a switch's paint, while the paint is written out.
+WRITE_OUT_S = 0.05
 DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
@@ -448,8 +450,8 @@ class ConsoleApp(App[int]):
             self.screen.check_idle()
             if self._blur_after_paint and not self.call_after_refresh(self._blur_hidden):
                 self._blur_hidden()
-            # The collector runs again once that paint is out, unless another switch began.
-            if not self.call_after_refresh(self._resume_collector):
+            # The collector runs again a little after that paint, unless another switch began.
+            if not self.call_after_refresh(self._resume_collector_later):
                 self.collector.resume()
 
     def _blur_hidden(self) -> None:
@@ -461,6 +463,13 @@ class ConsoleApp(App[int]):
             if widget is not main.focused and widget.has_focus and widget.is_attached:
                 widget.post_message(events.Blur())
                 main._update_focus_styles(None, widget)
+
+    def _resume_collector_later(self) -> None:
+        """Textual hands the paint to a writer thread, which needs the GIL to reach the
+        terminal: a full collection started at once (the one the switch deferred; measured in
+        tmux: 98 ms) held the screen back until it ended."""
+        if self._switch_hold is None:
+            self.set_timer(WRITE_OUT_S, self._resume_collector)
 
     def _resume_collector(self) -> None:
         if self._switch_hold is None:

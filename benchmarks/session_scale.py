@@ -150,6 +150,7 @@ def record(path: str, n: int) -> tuple[int, int]:
     recorder = Recorder(SessionWriter(path, ["box"])).attach(bus)
     for batch in day_batches(n):
         bus.publish_many(batch)
+    recorder.sync()
     assert recorder.error is None, recorder.error
     return recorder.writer._index.events, recorder.writer.count
 

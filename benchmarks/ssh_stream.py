@@ -52,6 +52,7 @@ async def console_rate(sshd: Sshd, root: Path, n: int) -> tuple[float, int, str,
     t0 = time.perf_counter()
     async for _line in jobs.tail(info.run_id):
         count += 1
+    recorder.sync()  # the recording is part of the work timed: its writes run on a thread
     elapsed = time.perf_counter() - t0
     await t.close()
     recorder.close()

@@ -1,7 +1,8 @@
 """Session files: the durable record of everything a console session saw and did.
 
 JSON lines: a header, then one event per line. A plain file is written per event (or per batch)
-so a crash loses at most the line being written. A `.jsonl.zst` file is one zstd frame per
+so a crash loses at most the line being written, plus, for a Recorder, the batches its writer
+thread still held (console/write_behind.py: none while the disk keeps up). A `.jsonl.zst` file is one zstd frame per
 ~1 MiB of events (checksummed, so damage is found, and a unit that can be read on its own), with
 the pending data flushed as a zstd block at least every FLUSH_S seconds by a timer, so a kill -9
 of the recorder loses at most the last second of events and the file stays within a few percent
@@ -22,7 +23,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +45,7 @@ from console.session_source import (
     split_events,
 )
 from console.session_writer_index import WriterIndex
+from console.write_behind import WriteBehind
 from remote.bus import EventBus
 from remote.errors import ConsoleError, UsageError
 from remote.events import SEEKABLE_KINDS, Event, JobLines, format_ts, parse_ts, utc_now
@@ -224,28 +226,28 @@ class SessionWriter:
                         return  # the next write reports it
 
     def write(self, event: Event) -> None:
-        self._write_line(event.to_json())
-        if event.kind in SEEKABLE_KINDS:
-            self._index.markers.append(self._index.events - 1)
-        self.count += 1
+        self.write_encoded(self.encode((event,)))
 
     def write_many(self, events: Sequence[Event]) -> None:
         """Events that arrived together, in one write: a SIGKILL loses at most this batch (up to
         remote.jobs.BATCH_LINES lines of a block just received), never an earlier one."""
+        self.write_encoded(self.encode(events))
+
+    def encode(self, events: Sequence[Event]) -> Encoded:
+        """The bytes `write_encoded` writes for these events: done apart so the recorder turns
+        events into bytes on the publishing thread and only the write waits for the disk."""
         if isinstance(events, JobLines):  # a log block: job.lines records (a line each)
             data = events.to_records().encode("utf-8")
-            self._write_bytes(data, data.count(b"\n"))
-            self.count += len(events)
-            return
-        if len(events) == 1:
-            self.write(events[0])
-            return
-        self._write_bytes("".join([e.to_json() + "\n" for e in events]).encode("utf-8"),
-                          len(events))
-        first = self._index.events - len(events)
-        self._index.markers.extend(first + k for k, e in enumerate(events)
-                                   if e.kind in SEEKABLE_KINDS)
-        self.count += len(events)
+            return Encoded(data, data.count(b"\n"), len(events), ())
+        data = "".join([e.to_json() + "\n" for e in events]).encode("utf-8")
+        return Encoded(data, len(events), len(events),
+                       tuple(k for k, e in enumerate(events) if e.kind in SEEKABLE_KINDS))
+
+    def write_encoded(self, enc: Encoded) -> None:
+        first = self._index.events
+        self._write_bytes(enc.data, enc.records)
+        self._index.markers.extend(first + k for k in enc.markers)
+        self.count += enc.events
 
     def close(self) -> None:
         self._closed.set()
@@ -270,14 +272,31 @@ class SessionWriter:
         self.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A batch of events as the writer writes it: `records` lines, `events` events, and the
+    positions (from the batch's first record) of the seekable ones."""
+
+    data: bytes
+    records: int
+    events: int
+    markers: tuple[int, ...]
+
+
 @dataclass
 class Recorder:
-    """Bus consumer that writes every event. A write failure (disk full) stops recording and is
-    reported once; the work itself goes on, since the box keeps its own truth."""
+    """Bus consumer that writes every event, in order. The events are encoded as they are
+    published; the disk writes run on a thread of their own (console/write_behind.py), so a
+    stalled disk does not stall the event loop. A write failure (disk full) stops recording and
+    is reported once; the work itself goes on, since the box keeps its own truth."""
 
     writer: SessionWriter
     error: str | None = None
     _detach: Any = field(default=None, repr=False)
+    _behind: WriteBehind = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._behind = WriteBehind(f"session-writer {self.writer.path.name}")
 
     def attach(self, bus: EventBus) -> Recorder:
         self._detach = bus.add_batch_callback(self._on_events)
@@ -286,14 +305,37 @@ class Recorder:
     def _on_events(self, events: Sequence[Event]) -> None:
         if self.error is not None:
             return
+        enc = self.writer.encode(events)
+        self._behind.put(lambda: self._write(enc), len(enc.data))
+
+    def _write(self, enc: Encoded) -> None:
+        if self.error is not None:
+            return
         try:
-            self.writer.write_many(events)
+            self.writer.write_encoded(enc)
         except SessionWriteError as exc:
             self.error = str(exc)
+        except Exception as exc:  # a bug: recording stops, loudly, and the console goes on
+            self.error = f"recording failed: {type(exc).__name__}: {exc}"
+
+    def after_written(self, work: Callable[[], None]) -> None:
+        """Run `work` on the writer's thread once every event published before this call is
+        written (or failed to be): a tail's cursor is saved only behind the lines it covers, so
+        a kill -9 never leaves a cursor past a line the session did not get."""
+        try:
+            self._behind.put(work)
+        except RuntimeError:  # closed: everything is written already
+            work()
+
+    def sync(self) -> None:
+        """Wait until every event published so far is written (or recording has failed)."""
+        self._behind.drain()
 
     def close(self) -> None:
         if self._detach:
             self._detach()
+            self._detach = None
+        self._behind.close()
         self.writer.close()
 
 

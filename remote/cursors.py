@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
@@ -30,14 +31,40 @@ def _safe(part: str) -> str:
 
 
 class CursorStore:
-    def __init__(self, root: Path | None = None, *, session: Path | None = None) -> None:
+    """`after_recorded`: the recorder's `after_written` when `session` is being recorded. The
+    recorder writes on a thread of its own, behind the tail; a save goes through it, so it lands
+    only after the lines it covers are in the session, and the offset it names is never past a
+    line a kill -9 took from the session."""
+
+    def __init__(self, root: Path | None = None, *, session: Path | None = None,
+                 after_recorded: Callable[[Callable[[], None]], None] | None = None) -> None:
         self.root = Path(root) if root is not None else default_cursor_dir()
         self.session = Path(session) if session is not None else None
+        self._after_recorded = after_recorded
+        # What this process saved, for a load before a deferred save has landed.
+        self._saved: dict[tuple[str, str], int] = {}
+        self._failed: OSError | None = None
 
     def path(self, host: str, run_id: str) -> Path:
         return self.root / _safe(host or "local") / f"{_safe(run_id)}.json"
 
     def save(self, host: str, run_id: str, offset: int) -> None:
+        if self._failed is not None:  # a deferred save failed: said here, where a save can fail
+            failed, self._failed = self._failed, None
+            raise failed
+        self._saved[host, run_id] = offset
+        if self._after_recorded is not None:
+            self._after_recorded(lambda: self._save_deferred(host, run_id, offset))
+        else:
+            self._save_now(host, run_id, offset)
+
+    def _save_deferred(self, host: str, run_id: str, offset: int) -> None:
+        try:
+            self._save_now(host, run_id, offset)
+        except OSError as exc:
+            self._failed = exc
+
+    def _save_now(self, host: str, run_id: str, offset: int) -> None:
         path = self.path(host, run_id)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         pos = 0
@@ -56,11 +83,12 @@ class CursorStore:
 
     def load(self, host: str, run_id: str) -> int:
         """The offset to resume from (0 when this run was never tailed here)."""
+        saved = self._saved.get((host, run_id), 0)
         try:
             data = json.loads(self.path(host, run_id).read_text())
-            offset = int(data.get("offset", 0))
+            offset = max(saved, int(data.get("offset", 0)))
         except (OSError, ValueError, TypeError, AttributeError):
-            return 0
+            return saved
         session = data.get("session")
         if isinstance(session, str) and not session.endswith(".zst"):
             offset = max(offset, _recorded_offset(Path(session), int(data.get("session_pos") or 0),

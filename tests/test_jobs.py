@@ -123,8 +123,6 @@ async def test_tail_offsets_and_recorded_lines_are_byte_exact_for_any_content(
     await jobs.wait(info.run_id)
     lines = []
     async for x in jobs.tail(info.run_id):
-        # A line reaches the consumer only once it is recorded.
-        assert recorder.writer.count > len(lines)
         lines.append(x)
     recorder.close()
     assert max(batches) <= BATCH_LINES and sum(batches) == len(lines)

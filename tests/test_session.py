@@ -185,7 +185,7 @@ _BATCH_RECORDER = textwrap.dedent(
     from remote.bus import EventBus
     from remote.events import JobLines
     bus = EventBus()
-    Recorder(SessionWriter(sys.argv[1], ["box"])).attach(bus)
+    rec = Recorder(SessionWriter(sys.argv[1], ["box"])).attach(bus)
     offset = 0
     batches = 0
     while True:
@@ -195,13 +195,14 @@ _BATCH_RECORDER = textwrap.dedent(
         offset += 500
         batches += 1
         if batches == 20:
+            rec.sync()  # the first 20 blocks are written, not only queued
             print("ready", flush=True)
     """
 )
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
-def test_sigkill_while_recording_log_blocks_loses_at_most_the_block_being_written(
+def test_sigkill_while_recording_log_blocks_keeps_every_synced_block_in_order(
     tmp_path: Path, suffix: str
 ) -> None:
     path = tmp_path / f"killed{suffix}"
@@ -274,6 +275,7 @@ def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) 
         rec = Recorder(SessionWriter(mnt / "s.jsonl", ["box"])).attach(bus)
         for i in range(2000):
             bus.emit("job.line", "box", text="y" * 100, i=i)  # ~250 KB: more than fits
+        rec.sync()
         assert rec.error is not None and "disk full" in rec.error
         written = rec.writer.count
         rec.close()

@@ -89,7 +89,8 @@ async def run(args: argparse.Namespace) -> int:
         transport = await ctx.transport(host.name)
         session = ctx.recorder.writer.path if ctx.recorder is not None else None
         jobs = Jobs(transport, host.workdir, host=host.name, bus=ctx.bus, python=host.python,
-                    cursors=CursorStore(session=session))
+                    cursors=CursorStore(session=session, after_recorded=(
+                        ctx.recorder.after_written if ctx.recorder is not None else None)))
         if command == "list":
             return _print_runs(ctx, await jobs.list(), args.json)
         if command == "status":

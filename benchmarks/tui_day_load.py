@@ -16,6 +16,10 @@ thread when a replay opens; a live console has none).
 The baseline beside it is the same app on the same session, paused (no events flowing): its
 CPU, and in process its switch latency (in tmux a paused screen has no text of its own to wait
 for, so only the CPU).
+Between the switches in tmux, `cat` in another window of the same tmux echoes a word: the
+terminal path's own round trip (key in, text out, no paint), measured in the same seconds as the
+switches it is the floor of. Under a heavy disk writer on this VM that floor alone reached p99
+90 ms, max 226 ms (5 ms quiet): the pty's data waits on kernel workers busy with writeback.
 Targets: <= 15 % of a core under load, switch p99 < 100 ms. A p99 is only a p99 over enough
 switches: over 24 it is the maximum, set by any scheduler hiccup of a shared machine; use
 --switches 120 or more (the paused baseline in tmux measures only CPU, over at most 24).
@@ -93,14 +97,15 @@ class Tmux:
         # One control-mode client answers every capture; its copy of the pane's output is off.
         self.ctl = subprocess.Popen(["tmux", "-L", self.sock, "-C", "attach"], text=True,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        for _ in range(100):  # "no current client" until the attach has completed
-            try:
-                self._command("refresh-client -f no-output")
+        # The attach answers with a block of its own first; left unread, every later command
+        # would be handed the block of the one before it (a capture one poll old).
+        assert self.ctl.stdout is not None
+        for line in self.ctl.stdout:
+            if line.startswith(("%end", "%error")):
                 break
-            except RuntimeError:
-                time.sleep(0.02)
         else:
-            raise RuntimeError("the tmux control client never attached")
+            raise RuntimeError("the tmux control client ended before attaching")
+        self._command("refresh-client -f no-output")
 
     def _command(self, command: str) -> list[str]:
         """Run one tmux command through the control client; its output lines."""
@@ -135,6 +140,21 @@ class Tmux:
         t = self.proc.cpu_times()
         return t.user + t.system
 
+    def open_echo(self) -> None:
+        self.echo_pane = self._command("new-window -d -P -F '#{pane_id}' cat")[0].strip()
+
+    def echo(self, word: str) -> float:
+        """Seconds from sending `word` and Enter to `cat` to seeing it twice on its pane (the
+        terminal's echo, then cat's copy): a key in and text out through the same pty path a
+        switch takes, with nothing to paint."""
+        t0 = time.perf_counter()
+        self._command(f"send-keys -t {self.echo_pane} {word} Enter")
+        while "".join(self._command(f"capture-pane -p -t {self.echo_pane}")).count(word) < 2:
+            if time.perf_counter() - t0 > 10:
+                raise RuntimeError(f"cat never echoed {word!r}")
+            time.sleep(0.002)
+        return time.perf_counter() - t0
+
     def keys(self, key: str) -> None:
         # Through the attached control client, as a terminal hands tmux a key: a `tmux
         # send-keys` process per key took 2-9 ms (fork, exec, connect) before tmux even had
@@ -149,7 +169,7 @@ class Tmux:
 
 
 def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int,
-            log: Path | None = None) -> tuple[float, float, list[float]]:
+            log: Path | None = None) -> tuple[float, float, list[float], list[float]]:
     rec = tmp / f"rec-{uuid.uuid4().hex[:6]}.jsonl.zst"
     t = Tmux([sys.executable, str(Path(__file__).resolve()), "--child", str(session), str(rec)]
              + (["--paused"] if paused else []))
@@ -167,6 +187,9 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
         idle = (t.cpu() - c0) / (time.perf_counter() - w0)
         order = ["5", "6", "8", "2"]
         lat: list[float] = []
+        echo: list[float] = []
+        if not paused:
+            t.open_echo()
         c0, w0 = t.cpu(), time.perf_counter()
         for k in range(switches):
             key = order[k % len(order)]
@@ -175,13 +198,16 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
             if not paused:  # paused, the screens have nothing of their own to show
                 t.wait_for(SCREENS[key], timeout=10)
                 lat.append(time.perf_counter() - t0)
+                # The terminal's own floor, in the same second: a `cat` in another window of
+                # the same tmux echoes a word; the console's paint is not involved.
+                echo.append(t.echo(f"w{k}x"))
                 if log is not None:
                     with log.open("a") as f:
                         f.write(f"{time.time():.3f} {key} {lat[-1] * 1e3:.1f} "
-                                f"{os.getloadavg()[0]:.2f}\n")
+                                f"{os.getloadavg()[0]:.2f} echo {echo[-1] * 1e3:.1f}\n")
             time.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
         switching = (t.cpu() - c0) / (time.perf_counter() - w0)
-        return idle, switching, lat
+        return idle, switching, lat, echo
     finally:
         t.close()
 
@@ -247,7 +273,8 @@ def main() -> None:
     ap.add_argument("--switches", type=int, default=24)
     ap.add_argument("--no-tmux", action="store_true")
     ap.add_argument("--no-in-process", action="store_true")
-    ap.add_argument("--log", type=Path, help="append each tmux switch: time, key, ms, load")
+    ap.add_argument("--log", type=Path, help="append each tmux switch: time, key, ms, load, "
+                    "the echo floor's ms")
     ap.add_argument("--child", nargs=2, type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--paused", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -267,7 +294,12 @@ def main() -> None:
         if not args.no_tmux:
             load = in_tmux(session, tmp, False, args.seconds, args.switches, args.log)
             base = in_tmux(session, tmp, True, args.seconds, min(args.switches, 24))
-            report("tmux", load, base)
+            report("tmux", load[:3], base[:3])
+            echo = load[3]
+            print(f"tmux: the terminal's floor, a word echoed by `cat` in another window between "
+                  f"the switches: p50 {statistics.median(echo) * 1e3:.0f} ms, p95 "
+                  f"{pct(echo, 0.95) * 1e3:.0f} ms, p99 {pct(echo, 0.99) * 1e3:.0f} ms, max "
+                  f"{max(echo) * 1e3:.0f} ms over {len(echo)}")
         if not args.no_in_process:
             load = asyncio.run(in_process(session, tmp, False, args.seconds, args.switches))
             base = asyncio.run(in_process(session, tmp, True, args.seconds, args.switches))

@@ -2,11 +2,12 @@
 
 JSON lines: a header, then one event per line. A plain file is written per event (or per batch)
 so a crash loses at most the line being written, plus, for a Recorder, the batches its writer
-thread still held (console/write_behind.py: none while the disk keeps up). A `.jsonl.zst` file is one zstd frame per
-~1 MiB of events (checksummed, so damage is found, and a unit that can be read on its own), with
-the pending data flushed as a zstd block at least every FLUSH_S seconds by a timer, so a kill -9
-of the recorder loses at most the last second of events and the file stays within a few percent
-of `zstd -3` of the same lines (a block per event made it 6.5x larger).
+thread still held (console/write_behind.py: none while the disk keeps up). A `.jsonl.zst` file
+is one zstd frame per ~1 MiB of events (checksummed, so damage is found, and a unit that can be
+read on its own), with the pending data flushed as a zstd block at least every FLUSH_S seconds
+by a timer, so a kill -9 of the recorder loses at most the last second of events and the file
+stays within a few percent of `zstd -3` of the same lines (a block per event made it 6.5x
+larger).
 Reading (SessionReader) cuts the file into segments (console/session_source.py) without parsing
 JSON, keeps that index beside large files (console/session_index.py), and seeks by event number
 or by time without reading everything.

@@ -1,14 +1,14 @@
 """A thread that does the recorder's disk writes, in order, off the thread that publishes events.
 
-Why: a write() into the page cache can block for up to a few hundred milliseconds when the
-kernel throttles dirty pages (another process writing fast, a slow or busy disk). The recorder
-ran on the event loop, so every such stall froze the TUI: under a `dd` writing to the same disk,
-screen-switch p99 was 256 ms with the session on disk and 96 ms with it on tmpfs. Here the
-thread takes the stall and the loop goes on.
+Why: a write() into the page cache can block for up to a few hundred milliseconds when the disk
+is busy (dirty-page throttling, a journal commit behind a large truncate). The recorder wrote on
+the event loop, so every such stall froze the TUI. Measured in tmux under a `dd` that rewrote a
+2 GB file in a loop on the same disk: screen-switch p95 144 and 115 ms with the writes on the
+loop, 44 and 50 ms with this thread. Here the thread takes the stall and the loop goes on.
 
-What the thread holds is bounded (MAX_BYTES, about ten seconds of an 8-GPU day at its usual
-rate; it drains within milliseconds when the disk keeps up): past it `put` waits for room, as
-the producer waited for every write before, so a stuck disk slows the console down instead of
+What the thread holds is bounded (MAX_BYTES, about half a minute of an 8-GPU day's records; it
+drains within milliseconds while the disk keeps up): past it `put` waits for room, as the
+producer waited for every write before, so a stuck disk slows the console down instead of
 filling its memory, and a kill -9 loses no more than what was queued.
 """
 

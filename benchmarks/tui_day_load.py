@@ -18,8 +18,9 @@ CPU, and in process its switch latency (in tmux a paused screen has no text of i
 for, so only the CPU).
 With each switch's key, `cat` in another window of the same tmux is sent a word: its echo is
 the terminal path's own round trip (key in, text out, no paint), measured at the same moment as
-the switch it is the floor of. Under a heavy disk writer on this VM that floor alone reached p99
-90 ms, max 226 ms (5 ms quiet): the pty's data waits on kernel workers busy with writeback.
+the switch it is the floor of. Under a dd truncating and rewriting 2 GB on the same disk in a
+loop, that floor alone reached p99 90 ms, max 226 ms on this VM (5 ms quiet), and the slow
+switches came at the same moments as slow echoes.
 Targets: <= 15 % of a core under load, switch p99 < 100 ms. A p99 is only a p99 over enough
 switches: over 24 it is the maximum, set by any scheduler hiccup of a shared machine; use
 --switches 120 or more (the paused baseline in tmux measures only CPU, over at most 24).

@@ -24,10 +24,10 @@ from typing import Any
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from remote.allreduce_trace import analyse_files, capture
-from remote.bus import EventBus
-from remote.hosts import HostConfig
-from remote.transport import LocalTransport
+from remote.allreduce.trace import analyse_files, capture
+from remote.link.hosts import HostConfig
+from remote.link.transport import LocalTransport
+from remote.spine.bus import EventBus
 from tests.tp2_engine import LAYERS, start_tp2_engine, stop_engine
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import _common  # noqa: F401  (the repository on sys.path)
 from replay_print import write_day
 
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
-from remote.events import utc_now
+from remote.spine.events import utc_now
 
 
 def fold_before(path: Path) -> ConsoleState:

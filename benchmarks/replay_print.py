@@ -40,11 +40,11 @@ from typing import Any
 import msgspec
 from _common import ROOT
 
-from console import session_index
 from console.commands.replay import print_session
 from console.printer import Printer
-from console.session import SessionReader, SessionWriter
-from remote.events import Event, JobLines, utc_now
+from console.sessions import index as session_index
+from console.sessions.files import SessionReader, SessionWriter
+from remote.spine.events import Event, JobLines, utc_now
 
 
 def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,
@@ -131,7 +131,7 @@ def typed_path(path: Path) -> None:
     msgspec into typed records in one call (session_decode._human), then formatted."""
     import gc
 
-    from console.session_decode import _human
+    from console.sessions.decode import _human
 
     gc.disable()  # as print_session does
     with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
@@ -176,7 +176,7 @@ def route_regex_tails(segs: list[tuple[int, int, bytes]]) -> None:
 def route_msgspec(segs: list[tuple[int, int, bytes]]) -> None:
     """A block decoded as one JSON array into structs holding only the printed fields
     (session_decode._LINES), then formatted by one join over a generator."""
-    from console.session_decode import _LINES
+    from console.sessions.decode import _LINES
 
     for _first, _count, data in segs:
         recs = _LINES.decode(b"[" + data[:-1].replace(b"\n", b",") + b"]")
@@ -245,7 +245,7 @@ def print_batch_records(blob: bytes) -> bytes:
 
 
 def route_current(segs: list[tuple[int, int, bytes]]) -> None:
-    from console.session_decode import human_text
+    from console.sessions.decode import human_text
 
     for first, count, data in segs:
         bad: list[tuple[int, str]] = []
@@ -258,7 +258,7 @@ def routes(path: Path, n: int, rounds: int = 3) -> None:
     with SessionReader(path) as r:
         segs = list(r.segment_data())
     blobs = as_batch_records(segs)
-    from console.session_decode import human_text
+    from console.sessions.decode import human_text
 
     # the projection prints what --print prints (stats samples of the day are quiet)
     assert print_batch_records(blobs[0]) == (human_text(segs[0][2], 0, segs[0][1], []) + "\n"

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.session import SessionReader, SessionWriter
+from console.sessions.files import SessionReader, SessionWriter
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
-from remote import events as ev
-from remote.events import Event, JobLines, utc_now
+from remote.spine import events as ev
+from remote.spine.events import Event, JobLines, utc_now
 
 
 def write(path: Path, n: int) -> None:

@@ -33,8 +33,8 @@ from typing import Any
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.session import SessionReader, SessionWriter
-from remote.events import Event, JobLines, parse_ts, to_jsonl, utc_now
+from console.sessions.files import SessionReader, SessionWriter
+from remote.spine.events import Event, JobLines, parse_ts, to_jsonl, utc_now
 
 
 def write(path: Path, n: int) -> None:
@@ -98,9 +98,9 @@ def encode_figures(blocks: int, size: int = 1000, repeats: int = 5) -> dict[str,
 
 def recorder_cost(n: int, d: Path) -> None:
     """CPU seconds of SessionWriter writing `n` pre-encoded lines, live index on and off."""
-    from console import session_index
-    from console.session_index import index_path
-    from console.session_live_index import LiveIndexWriter
+    from console.sessions import index as session_index
+    from console.sessions.index import index_path
+    from console.sessions.live_index import LiveIndexWriter
 
     inside = [0.0, 0]  # CPU seconds spent in the journal's own code, and its calls
     publish = LiveIndexWriter.publish

@@ -46,11 +46,11 @@ from pathlib import Path
 
 from _common import ROOT
 
-from console import session_index
-from console.session import Recorder, SessionReader, SessionWriter
-from console.session_index import index_path
-from remote.bus import EventBus
-from remote.events import Event, JobLines, format_ts, utc_now
+from console.sessions import index as session_index
+from console.sessions.files import Recorder, SessionReader, SessionWriter
+from console.sessions.index import index_path
+from remote.spine.bus import EventBus
+from remote.spine.events import Event, JobLines, format_ts, utc_now
 
 HEADER = (b'{"format":"eagle3-console-session","version":1,"started":"%s","hosts":["box"],'
           b'"console_version":"bench"}\n')

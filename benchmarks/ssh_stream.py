@@ -24,10 +24,10 @@ from pathlib import Path
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.session import Recorder, SessionWriter
-from remote.bus import EventBus
-from remote.jobs import Jobs
-from remote.ssh import SSHTransport
+from console.sessions.files import Recorder, SessionWriter
+from remote.jobs.client import Jobs
+from remote.link.ssh import SSHTransport
+from remote.spine.bus import EventBus
 from tests.sshd_harness import Sshd, start_sshd
 
 WRITER = (

@@ -9,7 +9,7 @@ Starts the loopback OpenSSH sshd of the tests (tests/sshd_harness.py), then:
    measuring the ssh clients (RUSAGE_CHILDREN) and everything sshd spawned for them (the
    listener's reaped-children CPU: cutime + cstime).
 It prints samples per CPU-second for both and their ratio (target >= 20x, sampler < 2% of a
-core). `--via local` runs side 1 over LocalTransport instead (while remote/ssh.py is missing,
+core). `--via local` runs side 1 over LocalTransport instead (while remote/link/ssh.py is missing,
 or to separate SSH costs from the sampler's).
 
     python benchmarks/stats_stream.py [--seconds 60] [--interval 0.1] [--baseline-samples 30]
@@ -31,10 +31,10 @@ from pathlib import Path
 import _common  # noqa: F401  (the repository on sys.path)
 
 from console.printer import Printer
-from remote.bus import EventBus
-from remote.connect import make_transport
-from remote.hosts import HostConfig
-from remote.stats import StatsStream
+from remote.link.connect import make_transport
+from remote.link.hosts import HostConfig
+from remote.spine.bus import EventBus
+from remote.stats.stream import StatsStream
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -129,9 +129,9 @@ def main() -> int:
         return 2
     if args.via == "ssh":
         try:
-            import remote.ssh  # noqa: F401
+            import remote.link.ssh  # noqa: F401
         except ImportError:
-            print("cannot run: remote/ssh.py (the SSH transport) has not landed on this branch; "
+            print("cannot run: remote/link/ssh.py (the SSH transport) has not landed on this branch; "
                   "use --via local to measure the stream over LocalTransport meanwhile",
                   file=sys.stderr)
             return 2

@@ -87,10 +87,10 @@ def main() -> int:
     ap.add_argument("--no-tmux", action="store_true")
     args = ap.parse_args()
 
-    from console.session import SessionReader
+    from console.sessions.files import SessionReader
     from console.tui.app import ConsoleApp
     from console.tui.controller import LiveSource, ReplaySource
-    from remote.hosts import Config
+    from remote.link.hosts import Config
     from tests.tui_sessions import demo_session
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,8 +27,8 @@ from textual import events
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.widgets.pipeline import LogView
-from remote import events as ev
-from remote.hosts import Config
+from remote.link.hosts import Config
+from remote.spine import events as ev
 
 HOST = "local"
 PREFILL = 5_000

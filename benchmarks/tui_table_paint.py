@@ -27,8 +27,8 @@ from rich.segment import Segment
 from console.tui.table_lines import FastTable
 from console.tui.widgets.overview import SPARK, gpu_table
 from console.tui.widgets.stats import history_table, host_history
-from remote import events as ev
-from remote.events import Event
+from remote.spine import events as ev
+from remote.spine.events import Event
 
 
 def _host(samples: int = 130) -> Any:

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from console import __version__
-from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
-from remote.sanitize import visible
+from remote.link.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
+from remote.spine.sanitize import visible
 
 # Each module registers its own subparser; order is the order shown in --help.
 COMMAND_MODULES = (

@@ -14,10 +14,10 @@ from typing import IO, TYPE_CHECKING
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
-    from console.session import Recorder
-    from remote.bus import EventBus
-    from remote.hosts import Config, HostConfig
-    from remote.transport import Transport
+    from console.sessions.files import Recorder
+    from remote.link.hosts import Config, HostConfig
+    from remote.link.transport import Transport
+    from remote.spine.bus import EventBus
 
 
 def add_host_options(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +43,7 @@ class Context:
     def __init__(self, args: argparse.Namespace, config: Config, bus: EventBus | None = None,
                  recorder: Recorder | None = None, out: IO[str] | None = None) -> None:
         if bus is None:
-            from remote.bus import EventBus
+            from remote.spine.bus import EventBus
 
             bus = EventBus()
         self.args = args
@@ -56,9 +56,9 @@ class Context:
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None,
                   show_stats: bool = False) -> Context:
-        from console.live_session import open_session
         from console.printer import Printer
-        from remote.hosts import load_config
+        from console.sessions.live import open_session
+        from remote.link.hosts import load_config
 
         config = load_config(getattr(args, "config", None))
         out = sys.stdout
@@ -78,7 +78,7 @@ class Context:
     async def transport(self, name: str) -> Transport:
         """One transport (one SSH connection) per host for the whole command."""
         if name not in self.transports:
-            from remote.connect import make_transport
+            from remote.link.connect import make_transport
 
             t = make_transport(self.host(name), bus=self.bus, **self.ssh_kwargs())
             await t.connect()
@@ -93,22 +93,19 @@ class Context:
         return {}
 
     def info(self, message: str, host: str = "", **extra: object) -> None:
-        from remote import events as ev
-
+        from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_INFO, host, message=message, **extra)
 
     def warning(self, message: str, host: str = "", **extra: object) -> None:
-        from remote import events as ev
-
+        from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_WARNING, host, message=message, **extra)
 
     def error(self, message: str, host: str = "", **extra: object) -> None:
-        from remote import events as ev
-
+        from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
 
     async def aclose(self) -> None:
-        from console.live_session import LiveSession
+        from console.sessions.live import LiveSession
 
         for t in self.transports.values():
             try:

@@ -6,9 +6,9 @@ import json
 import sys
 from typing import IO, Any
 
-from remote import events as ev
-from remote.events import Event
-from remote.sanitize import visible
+from remote.spine import events as ev
+from remote.spine.events import Event
+from remote.spine.sanitize import visible
 
 # Lines a pipeline stage prints for the console (pipeline/progress.py); they also arrive as
 # stage.* events, so the human printer does not show them twice.
@@ -43,7 +43,7 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     if k == ev.STATS_SAMPLE:
         if not (show_stats or p.get("print", False)):
             return None
-        from remote.stats import summary_line
+        from remote.stats.stream import summary_line
 
         return f"{t} {host}{k}: {summary_line(p)}"
     if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):

@@ -1,6 +1,6 @@
 """Errors a stage reports to the operator as one line, with the exit code the console expects.
 
-The pipeline cannot import remote.errors (it runs on the box alone), so it mirrors the two codes
+The pipeline cannot import remote.link.errors (it runs on the box alone), so it mirrors the two codes
 it needs: 2 for bad config or input (nothing was started), 1 for a stage that failed.
 """
 

@@ -2,7 +2,7 @@
 multi-line exception message (and its notes) indented under the exception line.
 
 Why: the log keeps the whole traceback for the engineer, and the console folds it to one line
-(remote/traceback_fold.py). A Python traceback's end is only certain when the message is one
+(remote/spine/traceback_fold.py). A Python traceback's end is only certain when the message is one
 line; transformers' messages often span several unindented lines (its "requires the protobuf
 library" ImportError starts with a newline), which would otherwise leak to the operator's
 terminal line by line after the fold. Indented, they read the same in the log and stay inside

@@ -16,7 +16,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from remote.traceback_fold import readable_message
+from remote.spine.traceback_fold import readable_message
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -503,5 +503,5 @@ def fix_for_error(message: str) -> ErrorFix | None:
 
 def shorten(message: str, limit: int = 400) -> str:
     """One readable line: the same shortening as a folded traceback's message (whole sentences
-    kept, library boilerplate dropped; remote/traceback_fold.py says why)."""
+    kept, library boilerplate dropped; remote/spine/traceback_fold.py says why)."""
     return readable_message(message, limit)

@@ -5,7 +5,7 @@ Each stage is one detached run (`pipeline-<stage>`), so a stage outlives the con
 connection like any job; its log carries the stage's `@@eagle3 {...}` records (pipeline/
 progress.py), which become stage.start / stage.progress / stage.end / stage.skipped events, and
 console.info / console.error for its info and error records, published by the job tail itself
-(remote/stage_records.py) right after the record's job.line event. Skipping is the stage's own
+(remote/jobs/stage_records.py) right after the record's job.line event. Skipping is the stage's own
 decision (its manifest), so a second run of the same config skips every stage; leading stages
 that `plan` reports complete are skipped here without launching anything.
 """
@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.progress import parse as parse_progress
-from remote import events as ev
-from remote.bus import EventBus
 from remote.compat import advise, config_facts, pipeline_blockers, shorten
-from remote.errors import RemoteCommandError, StageFailed, UsageError
-from remote.hosts import HostConfig
-from remote.jobs import Jobs
-from remote.transport import Transport
-from remote.upload import upload, upload_many
+from remote.jobs.client import Jobs
+from remote.link.errors import RemoteCommandError, StageFailed, UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.link.upload import upload, upload_many
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 STAGES = ("prepare", "extract", "vocab", "train", "evaluate")
 
@@ -211,7 +211,7 @@ class PipelineRunner:
 
     def _on_record(self, rec: dict[str, Any], run_id: str, outcome: StageOutcome) -> None:
         """What a record means for the outcome. Its event was published by the tail itself
-        (remote/stage_records.py), so a reattached tail shows the same progress."""
+        (remote/jobs/stage_records.py), so a reattached tail shows the same progress."""
         kind = rec.get("type")
         if kind == "end":
             outcome.ended = True

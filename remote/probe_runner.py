@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import ConsoleError, UsageError
-from remote.transport import Transport
-from remote.upload import box_path, upload_probe
+from remote.link.errors import ConsoleError, UsageError
+from remote.link.transport import Transport
+from remote.link.upload import box_path, upload_probe
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 # probe name -> the script that answers it (the source diagnostic is a mode of the model probe,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.transport import LocalTransport, Transport
+from remote.link.transport import LocalTransport, Transport
 from tests import tp2_engine as tp2
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine per session)
@@ -43,7 +43,7 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
     if request.param == "local":
         t: Transport = LocalTransport()
     else:
-        from remote import ssh
+        from remote.link import ssh
         sshd: Sshd = request.getfixturevalue("sshd")
         t = ssh.SSHTransport(sshd.host_config())
     await t.connect()

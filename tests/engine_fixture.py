@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from pipeline import progress
-from remote import events as ev
 from remote.pipeline_runner import QUIET_ENV
+from remote.spine import events as ev
 from tests import box_env
 from tests.demo_fixture import Demo
 from tests.sshd_harness import Sshd, free_port

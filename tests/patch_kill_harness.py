@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote.bus import EventBus
-from remote.errors import EXIT_OK
-from remote.events import Event
-from remote.hosts import default_local
+from remote.link.errors import EXIT_OK
+from remote.link.hosts import default_local
+from remote.link.transport import LocalTransport
 from remote.patcher.runner import HELPER, Patcher
-from remote.transport import LocalTransport
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.sshd_harness import Sshd
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.hosts import HostConfig
+from remote.link.hosts import HostConfig
 
 # EAGLE3_SSHD lets a test stand for a machine without sshd (the fixture must then fail).
 SSHD = os.environ.get("EAGLE3_SSHD", "/usr/sbin/sshd")

@@ -1,4 +1,4 @@
-"""remote.aio.wait_for: a cancel that lands in the same loop turn as the result is not lost."""
+"""remote.link.aio.wait_for: a cancel that lands in the same loop turn as the result is not lost."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from remote import aio
+from remote.link import aio
 
 
 async def test_a_cancel_racing_the_result_still_cancels() -> None:
@@ -30,7 +30,7 @@ async def test_result_and_deadline() -> None:
 
 async def test_the_stdlib_race_this_guards_against_is_real_here() -> None:
     """The same race through asyncio.wait_for: on 3.11 the cancel is swallowed, the reason
-    remote/aio.py exists (on 3.12+ both behave the same and this records that)."""
+    remote/link/aio.py exists (on 3.12+ both behave the same and this records that)."""
     import sys
 
     loop = asyncio.get_running_loop()

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from console.cli import main
-from remote import events as ev
-from remote.allreduce_sweep import SweepFailed, parse_sizes, run_sweep
-from remote.allreduce_trace import DEFAULT_KERNELS, analyse_files, capture, short_name
-from remote.bus import EventBus
-from remote.errors import Refused, UsageError
-from remote.events import Event
-from remote.hosts import HostConfig
-from remote.transport import LocalTransport
+from remote.allreduce.sweep import SweepFailed, parse_sizes, run_sweep
+from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, capture, short_name
+from remote.link.errors import Refused, UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import LocalTransport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 
 
 def _json_events(out: str) -> list[Event]:
@@ -38,7 +38,7 @@ def test_sweep_script_imports_only_stdlib_and_torch() -> None:
     """It runs on the box with the container's python: no console/remote, no laptop deps."""
     import ast
 
-    from remote.allreduce_sweep import SCRIPT
+    from remote.allreduce.sweep import SCRIPT
 
     tree = ast.parse(SCRIPT.read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)

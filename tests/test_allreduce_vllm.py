@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from console.cli import main
-from remote import events as ev
-from remote.allreduce_trace import analyse_files, step_windows
-from remote.errors import UsageError
-from remote.events import Event
+from remote.allreduce.trace import analyse_files, step_windows
+from remote.link.errors import UsageError
+from remote.spine import events as ev
+from remote.spine.events import Event
 from tests.sshd_harness import Sshd
 from tests.tp2_engine import ENGINE_TEST_TIMEOUT, LAYERS, Tp2Engine
 

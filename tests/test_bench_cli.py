@@ -13,7 +13,7 @@ from console.cli import main
 from remote.bench.compare import find_crossover
 from remote.bench.errors import NoServer
 from remote.bench.results import load_result
-from remote.transport import Forward, Transport
+from remote.link.transport import Forward, Transport
 from tests.sshd_harness import free_port
 from tests.vllm_double import DoubleConfig
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
@@ -207,7 +207,7 @@ async def test_server_reached_through_the_ssh_forward(vllm_double, sshd) -> None
     from remote.bench.driver import run_point
     from remote.bench.prompts import load_prompts
     from remote.bench.reach import vllm_client
-    from remote.connect import make_transport
+    from remote.link.connect import make_transport
 
     double = vllm_double(speculative=True, accept_pattern=[2, 0, 1], **FAST)
     host = sshd.host_config("box", vllm_url=double.url)
@@ -254,7 +254,7 @@ def test_cli_run_on_an_ssh_host(vllm_double, sshd, tmp_path: Path,  # noqa: F811
 
 class _AsyncsshForward(Transport):
     """Only the port forward of an SSH transport, made with asyncssh against the loopback sshd,
-    so the forward path of `vllm_client` runs through a real SSH tunnel before remote.ssh lands.
+    so the forward path of `vllm_client` runs through a real SSH tunnel before remote.link.ssh lands.
     (Not a mock: the tunnel is real; the other Transport methods are not needed here.)"""
 
     name = "box"

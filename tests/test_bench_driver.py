@@ -19,7 +19,7 @@ from remote.bench.errors import (
 )
 from remote.bench.prompts import BUILTIN, load_prompts, parse_prompts
 from remote.bench.results import BenchRun, Point, load_result, save_result
-from remote.errors import UsageError
+from remote.link.errors import UsageError
 from tests.sshd_harness import free_port
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.session import SessionReader, SessionWriter
-from remote.events import Event
+from console.sessions.files import SessionReader, SessionWriter
+from remote.spine.events import Event
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,11 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Third-party libraries a --help never needs, and our modules that pull them in or run a command.
 HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgspec", "torch",
-         "packaging", "platformdirs", "asyncio", "remote.events", "remote.event_types",
-         "remote.bus", "remote.transport", "remote.ssh", "remote.hosts", "remote.jobs",
-         "remote.stats", "remote.serve", "remote.pipeline_runner", "remote.ops",
-         "remote.bench", "remote.patcher.plan", "console.session", "console.printer",
-         "console.live_session", "console.tui")
+         "packaging", "platformdirs", "asyncio", "remote.spine.events", "remote.spine.event_types",
+         "remote.spine.bus", "remote.link.transport", "remote.link.ssh", "remote.link.hosts", "remote.jobs.client",
+         "remote.stats.stream", "remote.serving.serve", "remote.pipeline_runner", "remote.ops",
+         "remote.bench", "remote.patcher.plan", "console.sessions.files", "console.printer",
+         "console.sessions.live", "console.tui")
 _PROBE = """
 import json, runpy, sys
 sys.argv = ["console", *json.loads(sys.argv[1])]
@@ -93,7 +93,7 @@ def test_a_command_line_imports_what_it_runs() -> None:
                            json.dumps(["replay", "--print", str(REPO / "missing.jsonl")])],
                           cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert "console.session" in report["modules"]
+    assert "console.sessions.files" in report["modules"]
 
 
 @pytest.mark.parametrize("argv", _help_lines(), ids=lambda p: " ".join(("console", *p)))

@@ -58,8 +58,8 @@ def test_known_stage_errors_get_their_fix_and_a_readable_length() -> None:
 
 
 def test_a_failed_stage_error_record_becomes_one_short_line_with_the_fix() -> None:
-    from remote import events as ev
-    from remote.stage_records import stage_event
+    from remote.jobs.stage_records import stage_event
+    from remote.spine import events as ev
 
     message = ("extract failed: Exception: Call to collective_rpc method failed: Model "
                "LlavaNextForConditionalGeneration does not support hidden state extraction "

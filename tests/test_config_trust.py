@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.errors import EXIT_USAGE, ConfigError
-from remote.hosts import parse_config
+from remote.link.errors import EXIT_USAGE, ConfigError
+from remote.link.hosts import parse_config
 
 BASE = '[hosts.box]\nssh = "ops@gpu-box"\n'
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.container import ContainerTransport, cp_into_argv, cp_out_argv, exec_argv
-from remote.errors import ContainerError
-from remote.jobs import Jobs
-from remote.transport import Forward, Progress, RemoteProcess, Transport
+from remote.jobs.client import Jobs
+from remote.link.container import ContainerTransport, cp_into_argv, cp_out_argv, exec_argv
+from remote.link.errors import ContainerError
+from remote.link.transport import Forward, Progress, RemoteProcess, Transport
 from tests.sshd_harness import Sshd
 
 DOUBLES = Path(__file__).parent / "doubles"
@@ -109,7 +109,7 @@ def bindir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 async def box(sshd: Sshd, bindir: Path) -> AsyncIterator[Transport]:
-    from remote import ssh
+    from remote.link import ssh
     t = OnPath(ssh.SSHTransport(sshd.host_config()), bindir)
     await t.connect()
     yield t
@@ -171,7 +171,7 @@ async def test_missing_container_or_runtime_is_named(box: Transport) -> None:
 async def test_missing_runtime_is_named(sshd: Sshd, bindir: Path, tmp_path: Path) -> None:
     """A box whose PATH holds only `sh` and the docker double: podman is missing there whether
     or not this machine has one, so the check runs on every machine."""
-    from remote import ssh
+    from remote.link import ssh
     only_sh = tmp_path / "only-sh"
     only_sh.mkdir()
     (only_sh / "sh").symlink_to("/bin/sh")

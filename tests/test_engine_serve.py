@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import progress
-from remote import events as ev
+from remote.spine import events as ev
 from tests.engine_fixture import EngineBox, answers, events
 from tests.sshd_harness import free_port
 

@@ -26,7 +26,7 @@ import pytest
 
 from console.cli import main as console_main
 from remote.compat import advise
-from remote.errors import EXIT_OK
+from remote.link.errors import EXIT_OK
 from tests import box_env, tiny_targets
 
 pytestmark = pytest.mark.slow

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.progress import parse as parse_record
-from remote import events as ev
 from remote.compat import fix_for_error
-from remote.stage_records import stage_event
-from remote.traceback_fold import MESSAGE_CHARS, TracebackFolder, readable_message
+from remote.jobs.stage_records import stage_event
+from remote.spine import events as ev
+from remote.spine.traceback_fold import MESSAGE_CHARS, TracebackFolder, readable_message
 
 LOG = Path(__file__).parent / "data" / "vllm032_max_model_len.log"
 WHAT_FAILED = "User-specified max_model_len (513) is greater than the derived max_model_len"

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from remote import event_types as et
-from remote.bus import EventBus
-from remote.events import JOB_LINE, Event, JobLines, format_ts, parse_ts, utc_now
+from remote.spine import event_types as et
+from remote.spine.bus import EventBus
+from remote.spine.events import JOB_LINE, Event, JobLines, format_ts, parse_ts, utc_now
 
 # Text a log line can hold that JSON must escape: quotes, backslashes (also before an n, which
 # must not read as a newline), control characters, DEL, non-ASCII in and beyond the BMP, the

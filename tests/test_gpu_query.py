@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.events import Event
-from remote.hosts import HostConfig
+from remote.link.hosts import HostConfig
+from remote.link.transport import LocalTransport
+from remote.link.upload import probe_modules
 from remote.probe_runner import PROBES_DIR, run_probe
 from remote.probes import env_probe, gpu_query, sampler
-from remote.stats import StatsStream
-from remote.transport import LocalTransport
-from remote.upload import probe_modules
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
+from remote.stats.stream import StatsStream
 
 DOUBLES = Path(__file__).parent / "doubles"
 COMMA_NAME = "NVIDIA GH200 480GB, Grace Hopper"

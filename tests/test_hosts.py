@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import ConfigError
-from remote.hosts import LOCAL, find_config, load_config, parse_config
+from remote.link.errors import ConfigError
+from remote.link.hosts import LOCAL, find_config, load_config, parse_config
 
 GOOD = """
 [hosts.kimi]

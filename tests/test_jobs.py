@@ -1,6 +1,6 @@
 """Detached jobs over a transport: run directory, tail by offset, lock, cancel, cursors.
 
-Runs against the local transport and, once remote.ssh is importable, against the real loopback
+Runs against the local transport and, once remote.link.ssh is importable, against the real loopback
 sshd (the same box-side helper, reached the way an operator reaches it).
 """
 
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from console.session import Recorder, SessionReader, SessionWriter
-from remote import events as ev
-from remote.bus import EventBus
-from remote.cursors import CursorStore
-from remote.jobs import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
-from remote.transport import LocalTransport, Transport
+from console.sessions.files import Recorder, SessionReader, SessionWriter
+from remote.jobs.client import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
+from remote.jobs.cursors import CursorStore
+from remote.link.transport import LocalTransport, Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PY = sys.executable
 
@@ -286,10 +286,10 @@ def test_malformed_run_record_is_a_clear_error() -> None:
 
 
 def test_box_side_helper_is_stdlib_only_python38() -> None:
-    """job_helper.py runs with whatever python the box or container has."""
+    """The job helper (remote/jobs/helper.py) runs with whatever python the box or container has."""
     import ast
 
-    from remote.jobs import HELPER
+    from remote.jobs.client import HELPER
 
     tree = ast.parse(HELPER.read_text(), str(HELPER), feature_version=(3, 8))
     imported = set()
@@ -305,7 +305,7 @@ def test_box_side_helper_is_stdlib_only_python38() -> None:
 def test_helper_session_survives_bad_requests_and_ends_on_eof(tmp_path: Path) -> None:
     import subprocess
 
-    from remote.jobs import HELPER
+    from remote.jobs.client import HELPER
 
     requests = [b"not json\n", b'["rm", "-rf", "/"]\n', json.dumps(["list", str(tmp_path)]).encode()
                 + b"\n"]

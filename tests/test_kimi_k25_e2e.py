@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from remote import events as ev
+from remote.spine import events as ev
 from tests.engine_fixture import EngineBox, events
 from tests.tiny_targets import KIMI_LAYERS, build_kimi_pipeline
 

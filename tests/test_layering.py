@@ -55,7 +55,7 @@ def test_probes_are_stdlib_only() -> None:
     import sys
 
     # A probe may import another stdlib-only module of remote/probes (gpu_query): the upload
-    # puts it beside the probe on the box (remote/upload.py, probe_modules).
+    # puts it beside the probe on the box (remote/link/upload.py, probe_modules).
     siblings = {p.stem for p in _files("remote/probes")}
     allowed = set(sys.stdlib_module_names) | {"__future__", "pynvml"} | siblings
     # The all-reduce sweep needs torch by nature; it is the documented exception.

@@ -1,4 +1,4 @@
-"""Every live session is recorded the same way (console/live_session.py), the TUI's too, and
+"""Every live session is recorded the same way (console/sessions/live.py), the TUI's too, and
 replaying the recording shows what the operator saw."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from console.cli import build_parser
-from console.live_session import open_session
-from console.session import SessionReader
+from console.sessions.files import SessionReader
+from console.sessions.live import open_session
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.model import ConsoleState
-from remote import events as ev
-from remote.hosts import Config, HostConfig
+from remote.link.hosts import Config, HostConfig
+from remote.spine import events as ev
 from tests.tui_helpers import SIZE, wait_for
 
 

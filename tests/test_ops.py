@@ -8,15 +8,15 @@ import pytest
 
 from console.tui import wiring
 from console.tui.controller import LiveController
-from remote import event_types as et
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import Refused
-from remote.events import Event
-from remote.hosts import Config, default_local
+from remote.link.errors import Refused
+from remote.link.hosts import Config, default_local
+from remote.link.transport import LocalTransport
 from remote.ops import patch as ops
 from remote.patcher.runner import Patcher
-from remote.transport import LocalTransport
+from remote.spine import event_types as et
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.patchbox import WORKER, make_site_packages, sha256
 
 

@@ -15,24 +15,24 @@ import pytest
 
 from console.cli import main
 from console.tui import controller as ctl
-from remote import events as ev
-from remote.bus import EventBus
-from remote.hosts import HostConfig, default_local
+from remote.link.hosts import HostConfig, default_local
+from remote.link.transport import LocalTransport
 from remote.ops import stats as stats_ops
-from remote.transport import LocalTransport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 REPO = Path(__file__).resolve().parent.parent
 
 # module -> the runners the operations wrap. Formatting helpers and parsers of the same modules
 # (format_sweep_table, parse_sizes, DEFAULT_KERNELS, extra_vllm_args, ...) stay free to use.
 RUNNERS: dict[str, set[str]] = {
-    "remote.stats": {"StatsStream", "stream_stats"},
-    "remote.allreduce_sweep": {"run_sweep"},
-    "remote.allreduce_trace": {"analyse_files", "capture"},
+    "remote.stats.stream": {"StatsStream", "stream_stats"},
+    "remote.allreduce.sweep": {"run_sweep"},
+    "remote.allreduce.trace": {"analyse_files", "capture"},
     "remote.bench.driver": {"run_sweep", "run_point"},
     "remote.bench.watch": {"watch"},
-    "remote.serve": {"ServeRunner", "serving"},
-    "remote.serve_bench": {"serve_and_bench"},
+    "remote.serving.serve": {"ServeRunner", "serving"},
+    "remote.serving.serve_bench": {"serve_and_bench"},
 }
 
 
@@ -62,8 +62,8 @@ def test_the_operations_are_what_wraps_every_runner() -> None:
     expected = {f"{m}:{n}" for m, names in RUNNERS.items() for n in names}
     # run_point is reached through run_sweep, serving through serve_and_bench; stream_stats
     # now lives in remote/ops/stats.py
-    assert expected - wrapped == {"remote.bench.driver:run_point", "remote.serve:serving",
-                                  "remote.stats:stream_stats"}
+    assert expected - wrapped == {"remote.bench.driver:run_point", "remote.serving.serve:serving",
+                                  "remote.stats.stream:stream_stats"}
 
 
 def test_tui_actions_resolve_to_the_operations() -> None:

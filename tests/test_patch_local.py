@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import EXIT_OK, EXIT_REFUSED, Refused
-from remote.events import Event
-from remote.hosts import default_local
+from remote.link.errors import EXIT_OK, EXIT_REFUSED, Refused
+from remote.link.hosts import default_local
+from remote.link.transport import LocalTransport
 from remote.patcher.runner import Patcher
-from remote.transport import LocalTransport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.old_python import python38
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 
@@ -218,7 +218,7 @@ esac
 async def test_through_container_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through ContainerTransport (docker exec -i / docker cp), with a test double for the docker
     CLI: the helper is copied into the container and run with the container's python."""
-    from remote.connect import make_transport
+    from remote.link.connect import make_transport
 
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote import events as ev
-from remote.bus import EventBus
-from remote.connect import make_transport
-from remote.errors import EXIT_OK, Refused
-from remote.events import Event
+from remote.link.connect import make_transport
+from remote.link.errors import EXIT_OK, Refused
 from remote.patcher.runner import Patcher
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.errors import EXIT_OK, EXIT_REFUSED
+from remote.link.errors import EXIT_OK, EXIT_REFUSED
 from remote.patcher.plan import compose, recipes_for
 from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file

@@ -225,9 +225,8 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
     rc = console_main(["run", "--host", "local", "--config", str(console_toml),
                        "--pipeline", str(good), "--session", str(session)])
     assert rc == 1
-    from console.session import SessionReader
-    from remote import events as ev
-
+    from console.sessions.files import SessionReader
+    from remote.spine import events as ev
     with SessionReader(session) as reader:
         events = list(reader.events())
     ends = [e.payload for e in events if e.kind == ev.STAGE_END]
@@ -241,9 +240,9 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
 def test_stage_records_become_stage_events() -> None:
     """What the runner makes of each record a stage prints (and of lines that are not one)."""
     from pipeline.progress import parse
-    from remote.bus import EventBus
-    from remote.hosts import default_local
+    from remote.link.hosts import default_local
     from remote.pipeline_runner import PipelineRunner, StageOutcome
+    from remote.spine.bus import EventBus
 
     bus = EventBus()
     seen: list[tuple[str, dict[str, object]]] = []
@@ -267,7 +266,7 @@ def test_stage_records_become_stage_events() -> None:
         if rec is not None:
             runner._on_record(rec, "run-1", out)
     # The runner only reads records for the outcome; their events come from the tail itself
-    # (remote/stage_records.py, tested in tests/test_stage_records.py), so nothing twice.
+    # (remote/jobs/stage_records.py, tested in tests/test_stage_records.py), so nothing twice.
     assert seen == []
     assert out.ended is True and out.state == "failed"
     assert out.summary == {"samples": 9}

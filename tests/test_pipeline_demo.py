@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.session import SessionReader
-from remote import events as ev
+from console.sessions.files import SessionReader
+from remote.spine import events as ev
 from tests.demo_fixture import Demo, run_local
 from tests.sshd_harness import Sshd
 
@@ -196,8 +196,8 @@ async def test_tui_controller_starts_a_stage_and_resumes_the_pipeline(demo: Demo
     """The TUI's `s` (start stage) and `u` (resume) drive the same runner as `console run`: the
     stage runs as a detached job whose progress arrives as stage.* events on the bus."""
     from console.tui.controller import LiveController
-    from remote.bus import EventBus
-    from remote.hosts import load_config
+    from remote.link.hosts import load_config
+    from remote.spine.bus import EventBus
 
     bus = EventBus()
     seen: list[ev.Event] = []

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from remote import events as ev
 from remote import probe_runner
-from remote.bus import EventBus
-from remote.errors import ConsoleError
-from remote.events import Event
+from remote.link.errors import ConsoleError
+from remote.link.transport import LocalTransport, Transport
 from remote.probe_runner import ProbeFailed, parse_probe_output, run_probe
-from remote.transport import LocalTransport, Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests import vllm_sources as vs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,7 +188,7 @@ async def test_unknown_probe_is_a_usage_error(local_workdir: Path) -> None:
 # -- over the loopback sshd ---------------------------------------------------------------------
 @pytest.mark.ssh
 async def test_probes_over_ssh(sshd: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from remote.connect import make_transport
+    from remote.link.connect import make_transport
 
     host = sshd.host_config("box")
     bus = EventBus()

@@ -4,10 +4,10 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-from console.replay import YIELD_EVERY, Replayer
-from console.session import SessionReader, SessionWriter
-from remote.bus import EventBus
-from remote.events import Event, utc_now
+from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.replay import YIELD_EVERY, Replayer
+from remote.spine.bus import EventBus
+from remote.spine.events import Event, utc_now
 
 
 def _session(tmp_path: Path, gaps_ms: list[int]) -> Path:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from console.replay import Replayer
-from console.session import SessionReader
+from console.sessions.files import SessionReader
+from console.sessions.replay import Replayer
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import RECORD_PREFIX, ConsoleState
 from console.tui.tail import LogTail
-from remote import events as ev
-from remote.bus import EventBus
-from remote.events import Event
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.tui_sessions import HOST, Block, demo_events, demo_with_blocks, write_session
 
 

@@ -17,9 +17,9 @@ import pytest
 
 from console.commands.replay import print_session
 from console.printer import human_line
-from console.session import SessionReader, SessionWriter
-from remote.events import Event, JobLines, utc_now
-from remote.sanitize import visible
+from console.sessions.files import SessionReader, SessionWriter
+from remote.spine.events import Event, JobLines, utc_now
+from remote.spine.sanitize import visible
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_fast_human_lines_are_the_printers_lines(tmp_path: Path) -> None:
 def test_fast_json_lines_are_the_records_as_written(tmp_path: Path) -> None:
     """--json prints the session's records as the recorder wrote them: a log block is one
     job.lines record, which expands (decode_record) into the same events the reader gives."""
-    from console.session_decode import decode_record
+    from console.sessions.decode import decode_record
 
     events = _awkward_events()
     path = _session(tmp_path, events)
@@ -147,7 +147,7 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
 def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
     """What the per-event printer makes of raw session lines: decode_event + human_line +
     visible, a bad line reported (the reference the fast path must equal)."""
-    from console.session_decode import BadLine, decode_record
+    from console.sessions.decode import BadLine, decode_record
 
     out: list[str] = []
     bad: list[int] = []
@@ -173,8 +173,7 @@ def _job_block(ts: str, texts: list[str], *, host: str = "box", run: str = "run-
 
 
 def _every_kind(ts: str) -> list[bytes]:
-    from remote import events as ev
-
+    from remote.spine import events as ev
     when = datetime.fromisoformat(ts[:-1]).replace(tzinfo=UTC)
     kinds = sorted({v for k, v in vars(ev).items()
                     if k.isupper() and isinstance(v, str) and ("." in v or v == ev.MARKER)})
@@ -237,7 +236,7 @@ def _blocks() -> dict[str, list[bytes]]:
 
 
 def test_cut_lines_equal_the_typed_printer_on_every_kind_and_bad_line() -> None:
-    from console.session_decode import human_text
+    from console.sessions.decode import human_text
 
     for name, lines in _blocks().items():
         for first in (0, 1000):
@@ -266,7 +265,7 @@ def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) 
                 w.write(Event("stats.sample", "box", {"gpus": [{"index": g, "util": g}
                                                                for g in range(8)]},
                               ts + timedelta(milliseconds=100 * tick)))
-    from remote.events import format_ts
+    from remote.spine.events import format_ts
     extra = b"\n".join(_every_kind(format_ts(t0)) + MALFORMED) + b"\n"
     with open(path, "ab") as fh:
         fh.write(extra)
@@ -299,7 +298,7 @@ def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
 def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
     """human_text (the printer's fast path) says what the per-event printer says of every
     line of every group; returns how many groups held a bad line."""
-    from console.session_decode import human_text
+    from console.sessions.decode import human_text
 
     differing = 0
     for lines in mutated:
@@ -393,7 +392,7 @@ def test_timestamp_check_per_second_agrees_with_the_parser() -> None:
     says."""
     import random
 
-    from console.session_decode import _parses, _ts_ok
+    from console.sessions.decode import _parses, _ts_ok
 
     rng = random.Random(1)
     base = "2026-12-03T04:05:06.789Z"
@@ -468,7 +467,7 @@ def test_old_line_per_event_sessions_replay_the_same(tmp_path: Path, suffix: str
     assert b"\x1b" not in printed["new", False] and b"@@eagle3" not in printed["new", False]
     # --json: the records as written; an old file's are its event lines, byte for byte
     assert printed["old", True] == b"".join(e.to_json().encode() + b"\n" for e in flat)
-    from console.session_decode import decode_record
+    from console.sessions.decode import decode_record
 
     assert [e for ln in printed["new", True].splitlines() for e in decode_record(ln)] == flat
 
@@ -529,7 +528,7 @@ def test_a_malformed_record_is_a_bad_line_for_every_reader(tmp_path: Path) -> No
         assert bad is not None and [i for i, _ in bad] == [1, 2, 3]
         assert "2 texts but 1 offsets" in bad[0][1]
         assert out.getvalue().decode().count("| ") == 4
-        from console.session import SessionFormatError
+        from console.sessions.files import SessionFormatError
 
         with pytest.raises(SessionFormatError, match="event 1 is corrupt"):
             r.record(1)

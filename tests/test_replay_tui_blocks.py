@@ -7,10 +7,10 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.model import ConsoleState
-from remote.events import Event
+from remote.spine.events import Event
 from tests.tui_helpers import SIZE, finish_replay, plain, replay_app, settle, wait_for
 from tests.tui_sessions import HOST, demo_with_blocks
 

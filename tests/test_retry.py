@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
-from remote.retry import Backoff, is_fatal
+from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
+from remote.link.retry import Backoff, is_fatal
 from tests.sshd_harness import start_sshd
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from remote.probes import sampler as sampler_mod
-from remote.stats import SAMPLER
+from remote.stats.stream import SAMPLER
 
 DOUBLES = Path(__file__).parent / "doubles"
 

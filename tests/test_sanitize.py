@@ -12,9 +12,9 @@ import pytest
 from console.cli import main
 from console.printer import Printer
 from console.tui.widgets.pipeline import LogView
-from remote import events as ev
-from remote.events import Event
-from remote.sanitize import visible, visible_lines
+from remote.spine import events as ev
+from remote.spine.events import Event
+from remote.spine.sanitize import visible, visible_lines
 from tests.tui_helpers import SIZE, finish_replay, replay_app
 from tests.tui_sessions import demo_events, write_session
 

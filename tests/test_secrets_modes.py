@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from remote import ssh
-from remote.cursors import CursorStore
-from remote.hosts import HostConfig
-from remote.jobs import Jobs
-from remote.transport import LocalTransport, Transport
+from remote.jobs.client import Jobs
+from remote.jobs.cursors import CursorStore
+from remote.link import ssh
+from remote.link.hosts import HostConfig
+from remote.link.transport import LocalTransport, Transport
 from tests.sshd_harness import Sshd
 
 SECRET = "hf_SECRET_value_4f1c9e"

@@ -14,9 +14,9 @@ from pipeline.errors import PipelineError
 from pipeline.serve import SERVER_MODULE, server_argv
 from remote.bench.results import Point
 from remote.bench.served import offline_vs_served, sweep_acceptance
-from remote.errors import UsageError
-from remote.hosts import parse_config
-from remote.serve import LOG_LINE_CHARS, default_url, read_offline, readable_tail
+from remote.link.errors import UsageError
+from remote.link.hosts import parse_config
+from remote.serving.serve import LOG_LINE_CHARS, default_url, read_offline, readable_tail
 
 
 def _pipeline(tmp_path: Path) -> Path:

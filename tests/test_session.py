@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from console import session as session_mod
-from console.session import (
+from console.sessions import files as session_mod
+from console.sessions.files import (
     Recorder,
     SessionFormatError,
     SessionPathError,
@@ -21,8 +21,8 @@ from console.session import (
     SessionWriteError,
     SessionWriter,
 )
-from remote.bus import EventBus
-from remote.events import JOB_LINE, Event, JobLines, utc_now
+from remote.spine.bus import EventBus
+from remote.spine.events import JOB_LINE, Event, JobLines, utc_now
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,8 +141,8 @@ def test_future_version_is_refused(tmp_path: Path) -> None:
 _RECORDER = textwrap.dedent(
     """
     import sys, time
-    from console.session import SessionWriter
-    from remote.events import Event
+    from console.sessions.files import SessionWriter
+    from remote.spine.events import Event
     w = SessionWriter(sys.argv[1], ["box"], compress=sys.argv[1].endswith(".zst"))
     i = 0
     while True:
@@ -181,9 +181,9 @@ def test_sigkill_while_recording_loses_at_most_the_event_being_written(
 _BATCH_RECORDER = textwrap.dedent(
     """
     import sys
-    from console.session import Recorder, SessionWriter
-    from remote.bus import EventBus
-    from remote.events import JobLines
+    from console.sessions.files import Recorder, SessionWriter
+    from remote.spine.bus import EventBus
+    from remote.spine.events import JobLines
     bus = EventBus()
     rec = Recorder(SessionWriter(sys.argv[1], ["box"])).attach(bus)
     offset = 0
@@ -243,7 +243,7 @@ def test_log_block_records_are_capped_and_a_single_line_stays_a_job_line(
         tmp_path: Path) -> None:
     """A record holds at most RECORD_LINES lines and about RECORD_CHARS of text: a huge block
     is split (in order, nothing lost); a one-line block has nothing to share."""
-    from remote.events import RECORD_CHARS, RECORD_LINES
+    from remote.spine.events import RECORD_CHARS, RECORD_LINES
 
     ts = utc_now()
     many = [f"l{i}" for i in range(2 * RECORD_LINES + 7)]
@@ -305,7 +305,7 @@ def test_a_recorded_log_block_moves_the_tail_cursor(tmp_path: Path) -> None:
     """A tail resumes after the last line the session recorded, a block record's too (its
     offsets array), so a console killed between recording and saving its cursor neither
     repeats nor loses a line."""
-    from remote.cursors import CursorStore
+    from remote.jobs.cursors import CursorStore
 
     session = tmp_path / "s.jsonl"
     bus = EventBus()

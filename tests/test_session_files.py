@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from console import session as session_mod
-from console import session_source
-from console.session import (
+from console.sessions import files as session_mod
+from console.sessions import source as session_source
+from console.sessions.files import (
     SessionFormatError,
     SessionReader,
     SessionWriter,
     default_session_path,
 )
-from console.session_index import index_path
-from remote.events import Event, utc_now
+from console.sessions.index import index_path
+from remote.spine.events import Event, utc_now
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,8 +98,8 @@ def test_opening_a_compressed_session_writes_no_temporary_copy(
 _IDLE_RECORDER = textwrap.dedent(
     """
     import sys, time
-    from console.session import SessionWriter
-    from remote.events import Event
+    from console.sessions.files import SessionWriter
+    from remote.spine.events import Event
     w = SessionWriter(sys.argv[1], ["box"])
     for i in range(300):
         w.write(Event("job.line", "box", {"i": i, "text": "x" * (i % 50)}))
@@ -245,7 +245,7 @@ def test_a_small_zstd_bomb_of_newlines_is_read_in_bounded_memory(tmp_path: Path)
     probe = textwrap.dedent(
         """
         import sys
-        from console.session import SessionReader
+        from console.sessions.files import SessionReader
         with SessionReader(sys.argv[1]) as r:
             kinds = [e.kind for e in r.events()]
         # VmHWM is this process's own peak; ru_maxrss would carry the forking pytest's (Linux
@@ -491,8 +491,7 @@ def test_the_recorder_leaves_the_index_a_scan_would_build(
     """A clean close writes the index beside a large session (the thresholds are lowered so
     that a small one counts as large): the first open reuses it and reads what a scan reads,
     events, markers and times alike."""
-    from console import session_index
-
+    from console.sessions import index as session_index
     monkeypatch.setattr(session_index, "MIN_BYTES", 1 << 20)
     monkeypatch.setattr(session_index, "MIN_BYTES_COMPRESSED", 64 << 10)
     events = _day_events(30_000)
@@ -523,8 +522,7 @@ def test_the_recorder_leaves_the_index_a_scan_would_build(
 def test_no_recorder_index_for_a_small_session_and_a_stale_one_is_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from console import session_index
-
+    from console.sessions import index as session_index
     small = tmp_path / "small.jsonl"
     _write(small, _day_events(100))
     assert not index_path(small).exists()  # below session_index.MIN_BYTES

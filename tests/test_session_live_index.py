@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from console import session as session_mod
-from console import session_index, session_writer_index
-from console.session import SessionReader, SessionWriter
-from console.session_index import index_path
-from remote.events import Event
+from console.sessions import files as session_mod
+from console.sessions import index as session_index
+from console.sessions import writer_index as session_writer_index
+from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.index import index_path
+from remote.spine.events import Event
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 # subprocess and in this process (the reader's threshold decides whether it keeps an index).
 _SMALL = textwrap.dedent(
     """
-    from console import session as session_mod, session_index, session_writer_index
+    from console.sessions import files as session_mod, index as session_index, writer_index as session_writer_index
     session_index.MIN_BYTES = 256 << 10
     session_index.MIN_BYTES_COMPRESSED = 32 << 10
     session_writer_index.PLAIN_SEGMENT = 32 << 10
@@ -60,8 +61,8 @@ def _event(i: int) -> Event:
 _RECORDER = _SMALL + textwrap.dedent(
     """
     import sys, time
-    from console.session import SessionWriter
-    from console.session_index import index_path
+    from console.sessions.files import SessionWriter
+    from console.sessions.index import index_path
     sys.path.insert(0, "tests")
     from test_session_live_index import _event
     w = SessionWriter(sys.argv[1], ["box"])
@@ -264,8 +265,8 @@ def test_a_small_session_gets_no_journal(tmp_path: Path, monkeypatch: pytest.Mon
 _KILLED_IN_FIRST_WRITE = _SMALL + textwrap.dedent(
     """
     import os, signal, sys
-    from console import session_live_index
-    from console.session import SessionWriter
+    from console.sessions import live_index as session_live_index
+    from console.sessions.files import SessionWriter
     sys.path.insert(0, "tests")
     from test_session_live_index import _event
 

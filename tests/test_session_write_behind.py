@@ -1,4 +1,4 @@
-"""The recorder's writes run on a thread of their own (console/write_behind.py): a stalled disk
+"""The recorder's writes run on a thread of their own (console/sessions/write_behind.py): a stalled disk
 must not stall whoever publishes, nothing may be lost or reordered, and a tail's cursor must not
 get ahead of the lines the session holds.
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from console.session import Recorder, SessionReader, SessionWriter
-from console.write_behind import WriteBehind
-from remote.bus import EventBus
-from remote.cursors import CursorStore
-from remote.events import Event, JobLines
+from console.sessions.files import Recorder, SessionReader, SessionWriter
+from console.sessions.write_behind import WriteBehind
+from remote.jobs.cursors import CursorStore
+from remote.spine.bus import EventBus
+from remote.spine.events import Event, JobLines
 
 
 def _hold(rec: Recorder) -> tuple[threading.Event, threading.Event]:

@@ -10,12 +10,12 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from remote import events as ev
-from remote import ssh
-from remote.bus import EventBus
-from remote.errors import AuthFailed, ConnectionFailed, HostKeyError
-from remote.hosts import HostConfig
-from remote.jobs import Jobs
+from remote.jobs.client import Jobs
+from remote.link import ssh
+from remote.link.errors import AuthFailed, ConnectionFailed, HostKeyError
+from remote.link.hosts import HostConfig
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 from tests.sshd_harness import Sshd, free_port
 
 pytestmark = pytest.mark.ssh

@@ -7,11 +7,11 @@ import sys
 from contextlib import aclosing
 from pathlib import Path
 
-from console.session import Recorder, SessionReader, SessionWriter
-from remote import events as ev
-from remote.bus import EventBus
-from remote.jobs import Jobs
-from remote.transport import LocalTransport
+from console.sessions.files import Recorder, SessionReader, SessionWriter
+from remote.jobs.client import Jobs
+from remote.link.transport import LocalTransport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 # A stage as pipeline/progress.py writes it, with ordinary log lines in between.
 STAGE = (

@@ -16,20 +16,20 @@ import pytest
 
 from console.cli import main
 from console.printer import human_line
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import ConnectionFailed
-from remote.events import Event
-from remote.hosts import HostConfig, default_local
+from remote.link.errors import ConnectionFailed
+from remote.link.hosts import HostConfig, default_local
+from remote.link.transport import LocalTransport, RemoteProcess
 from remote.ops.stats import stream_stats
-from remote.stats import (
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
+from remote.stats.stream import (
     History,
     StatsError,
     StatsStream,
     sample_payload,
     summary_line,
 )
-from remote.transport import LocalTransport, RemoteProcess
 
 
 def _events(bus: EventBus) -> list[Event]:

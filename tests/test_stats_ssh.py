@@ -1,4 +1,4 @@
-"""Live stats over the real loopback sshd (runs once remote/ssh.py has landed)."""
+"""Live stats over the real loopback sshd (runs once remote/link/ssh.py has landed)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.connect import make_transport
-from remote.events import Event
-from remote.stats import StatsStream
+from remote.link.connect import make_transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
+from remote.stats.stream import StatsStream
 from tests.sshd_harness import Sshd
 
 pytestmark = pytest.mark.ssh

@@ -1,5 +1,5 @@
 """A crashing stage's traceback stays whole in the job log and reaches the operator as one line
-(remote/traceback_fold.py, pipeline/tracebacks.py): `console run`, `console jobs tail` and the
+(remote/spine/traceback_fold.py, pipeline/tracebacks.py): `console run`, `console jobs tail` and the
 recorded session (what the TUI and replays show) hold the folded line, never the frames.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from pipeline.tracebacks import format_for_log
-from remote import events as ev
-from remote.traceback_fold import MARK, TracebackFolder
+from remote.spine import events as ev
+from remote.spine.traceback_fold import MARK, TracebackFolder
 from tests.test_pipeline_config import _dataset, _model, _toml
 
 FOLDED = re.compile(r"\[traceback folded: (\d+) lines, (\S+) raised( at (\S+):(\d+) in (\S+))?; "
@@ -176,10 +176,10 @@ async def test_a_failed_servers_log_tail_folds_the_traceback_and_keeps_its_messa
         tmp_path: Path) -> None:
     """What `console serve start` shows when the engine dies: its log's end, the traceback as
     one line carrying the exception's message (no stage record says it elsewhere)."""
-    from remote.bus import EventBus
-    from remote.hosts import default_local
-    from remote.serve import ServeRunner
-    from remote.transport import LocalTransport
+    from remote.link.hosts import default_local
+    from remote.link.transport import LocalTransport
+    from remote.serving.serve import ServeRunner
+    from remote.spine.bus import EventBus
 
     t = LocalTransport()
     await t.connect()

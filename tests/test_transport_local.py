@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.argv import in_dir, shell_join, with_env
-from remote.errors import RemoteCommandError
-from remote.transport import LocalTransport
-from remote.upload import upload
+from remote.link.argv import in_dir, shell_join, with_env
+from remote.link.errors import RemoteCommandError
+from remote.link.transport import LocalTransport
+from remote.link.upload import upload
 
 HOSTILE = ["a b", "it's", 'say "hi"', "x; touch PWNED", "$(touch PWNED)", "`touch PWNED`",
            "line1\nline2", "*", "-n", ""]

@@ -339,7 +339,7 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
     import sys
 
     from console.tui.controller import LiveSource
-    from remote.hosts import Config, HostConfig
+    from remote.link.hosts import Config, HostConfig
 
     hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
     app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="patch")
@@ -356,15 +356,15 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
 
 
 async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: Path) -> None:
-    """Real detached job on the local host (remote.jobs): the console connects, shows the run with
+    """Real detached job on the local host (remote.jobs.client): the console connects, shows the run with
     its log, and cancels it after confirmation."""
     import sys
 
     from console.tui.controller import LiveSource
-    from remote import jobs as jobs_mod
-    from remote.bus import EventBus
-    from remote.hosts import Config, HostConfig
-    from remote.transport import LocalTransport
+    from remote.jobs import client as jobs_mod
+    from remote.link.hosts import Config, HostConfig
+    from remote.link.transport import LocalTransport
+    from remote.spine.bus import EventBus
 
     workdir = str(tmp_path / "box")
     transport = LocalTransport("local")
@@ -405,7 +405,7 @@ async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: 
     import sys
 
     from console.tui.controller import LiveSource
-    from remote.hosts import Config, HostConfig
+    from remote.link.hosts import Config, HostConfig
 
     hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
     app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="probes")

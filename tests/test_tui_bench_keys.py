@@ -11,7 +11,7 @@ from textual.widgets import Input
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.dialogs import AskScreen
-from remote.hosts import Config, default_local
+from remote.link.hosts import Config, default_local
 from tests.tui_helpers import SIZE, replay_app, settle, wait_for
 from tests.tui_sessions import demo_session
 

@@ -1,6 +1,6 @@
 """Snapshots of the Bench screen's serve states at 80x24 and 120x40: a server starting, servers
 ready with live acceptance windows and a sweep, and a server that failed with its engine log's
-tail. The events are the ones remote/serve.py and remote/ops/bench.py publish (payloads as a
+tail. The events are the ones remote/serving/serve.py and remote/ops/bench.py publish (payloads as a
 live run of tests/test_tui_serve.py recorded them, figures rounded), published on a live app's
 bus. `pytest --snapshot-update` regenerates the SVGs; they were looked at by a human."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from remote import events as ev
+from remote.spine import events as ev
 from tests.tui_helpers import HOST, live_app, settle
 
 SnapCompare = Callable[..., bool]

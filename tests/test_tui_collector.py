@@ -16,8 +16,8 @@ from typing import Any
 
 from console.tui.app import WRITE_OUT_S
 from console.tui.collector import SwitchCollector
-from remote import events as ev
-from remote.events import Event
+from remote.spine import events as ev
+from remote.spine.events import Event
 from tests.tui_helpers import SIZE, finish_replay, live_app, replay_app, settle, wait_for
 from tests.tui_sessions import HOST, demo_session
 

@@ -2,7 +2,7 @@
 
 Driven as an operator would: keys on a live app whose controller is the scripted test double
 (tests/tui_helpers.py), a replayed session file, or the real LiveController on the built-in
-local host with real detached jobs (remote.jobs)."""
+local host with real detached jobs (remote.jobs.client)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from console.tui.dialogs import ConfirmScreen
 from console.tui.messages import HostSelected
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.pipeline import LogView, PipelineView
-from remote import events as ev
-from remote.errors import StageFailed
-from remote.hosts import Config, HostConfig
+from remote.link.errors import StageFailed
+from remote.link.hosts import Config, HostConfig
+from remote.spine import events as ev
 from tests.tui_helpers import (
     SIZE,
     FixedHostsSource,
@@ -115,9 +115,9 @@ async def test_a_console_that_died_on_an_exception_does_not_exit_zero() -> None:
 # -- defect 2: reattached jobs end -------------------------------------------------------------------
 
 async def test_a_reattached_job_ends_when_its_run_exits(tmp_path: Path) -> None:
-    from remote.bus import EventBus
-    from remote.jobs import Jobs
-    from remote.transport import LocalTransport
+    from remote.jobs.client import Jobs
+    from remote.link.transport import LocalTransport
+    from remote.spine.bus import EventBus
 
     workdir = str(tmp_path / "box")
     transport = LocalTransport("local")

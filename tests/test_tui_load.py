@@ -30,8 +30,8 @@ from console.tui.widgets.common import View
 from console.tui.widgets.overview import gpu_table, jobs_table
 from console.tui.widgets.pipeline import LogView
 from console.tui.widgets.stats import history_table, host_history
-from remote import events as ev
-from remote.events import Event
+from remote.spine import events as ev
+from remote.spine.events import Event
 from tests.tui_helpers import SIZE, finish_replay, live_app, plain, replay_app, settle
 from tests.tui_sessions import HOST, T0, demo_session
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from console.tui import controller as ctl
 from console.tui.model import HISTORY, LOG, STAGES, STATS, ConsoleState
 from console.tui.registry import COMMANDS, by_id, commands_for
 from console.tui.render import bar, hbar, spark
 from console.tui.tail import LogTail
-from remote import events as ev
-from remote.bus import EventBus
-from remote.events import Event
-from remote.hosts import Config
+from remote.link.hosts import Config
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 from tests.tui_sessions import COMPAT_RESULT, HOST, WORKER, demo_events, demo_session, stats_payload
 
 
@@ -150,8 +150,8 @@ def test_missing_remote_module_is_feature_unavailable(monkeypatch: pytest.Monkey
     monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.no_such_module", "run"))
     with pytest.raises(ctl.FeatureUnavailable, match="probe runner is not available in this build"):
         ctl.resolve("probe")
-    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.bus", "no_such_function"))
-    with pytest.raises(ctl.FeatureUnavailable, match=r"remote\.bus\.no_such_function not found"):
+    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.spine.bus", "no_such_function"))
+    with pytest.raises(ctl.FeatureUnavailable, match=r"remote\.spine\.bus\.no_such_function not found"):
         ctl.resolve("probe")
 
 

@@ -15,8 +15,8 @@ from typing import Any
 from textual.widgets import Static, Tree
 
 from console.tui.app import ConsoleApp
-from remote import events as ev
-from remote.errors import ConsoleError
+from remote.link.errors import ConsoleError
+from remote.spine import events as ev
 from tests.tui_helpers import HOST, SIZE, ScriptedController, live_app, plain, settle, wait_for
 
 CLEAR = "\x1b[2J"

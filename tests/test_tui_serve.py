@@ -25,7 +25,7 @@ from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.dialogs import AskScreen, ConfirmScreen
 from console.tui.widgets.common import TopBar
-from remote.hosts import load_config
+from remote.link.hosts import load_config
 from tests.engine_fixture import HOST, EngineBox, answers
 from tests.tui_helpers import SIZE, plain, settle, wait_for
 

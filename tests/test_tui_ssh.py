@@ -1,5 +1,5 @@
 """The console against the loopback OpenSSH sshd: connect from the Hosts screen, then a network
-drop shows as disconnected/reconnecting and recovers to live. Runs once remote/ssh.py is on main."""
+drop shows as disconnected/reconnecting and recovers to live. Runs once remote/link/ssh.py is on main."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.widgets.common import TopBar
-from remote.hosts import Config
+from remote.link.hosts import Config
 from tests.tui_helpers import SIZE, plain, settle, wait_for
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]

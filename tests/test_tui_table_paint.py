@@ -15,8 +15,8 @@ from console.tui.model import ConsoleState, HostState
 from console.tui.table_lines import FastTable, simple
 from console.tui.widgets.overview import gpu_table
 from console.tui.widgets.stats import history_table, host_history
-from remote import events as ev
-from remote.events import Event
+from remote.spine import events as ev
+from remote.spine.events import Event
 from tests.tui_sessions import HOST, T0
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import ConsoleError
-from remote.transport import Transport
-from remote.upload import upload_many
+from remote.link.errors import ConsoleError
+from remote.link.transport import Transport
+from remote.link.upload import upload_many
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 
 def _counting_runs(transport: Transport) -> list[Sequence[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from remote import events as ev
+from remote.spine import events as ev
 
 
 async def run_probe(*, transport: Any, host: Any, bus: Any, probe: str) -> None:

@@ -13,12 +13,12 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from console.session import SessionReader
+from console.sessions.files import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource, ReplaySource
-from remote import events as ev
-from remote.bus import EventBus
-from remote.hosts import Config
+from remote.link.hosts import Config
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 from tests.tui_sessions import COMPAT_RESULT, DIFF, HOST, MODEL_RESULT, WORKER
 
 SIZE = (120, 36)

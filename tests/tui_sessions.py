@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from console.session import SessionWriter
-from remote import events as ev
-from remote.events import Event, JobLines
+from console.sessions.files import SessionWriter
+from remote.spine import events as ev
+from remote.spine.events import Event, JobLines
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOST = "gpu-box"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, UsageError
+from remote.link.errors import EXIT_OK, UsageError
 
 # The sweep and the trace analysis (asyncio, the SSH transport, msgspec events) are imported in
 # the function that runs them: `console allreduce --help` loads none of it.
@@ -81,7 +81,7 @@ def _kernel_options(p: argparse.ArgumentParser) -> None:
 
 
 def _patterns(args: argparse.Namespace) -> list[str]:
-    from remote.allreduce_trace import DEFAULT_KERNELS
+    from remote.allreduce.trace import DEFAULT_KERNELS
 
     if args.only_kernels and not args.kernels:
         raise UsageError("--only-kernels needs --kernels PATTERN ...")
@@ -89,7 +89,7 @@ def _patterns(args: argparse.Namespace) -> list[str]:
 
 
 async def run_sweep_cmd(args: argparse.Namespace) -> int:
-    from remote.allreduce_sweep import format_sweep_table, parse_sizes
+    from remote.allreduce.sweep import format_sweep_table, parse_sizes
     from remote.ops import allreduce as ops
 
     sizes = parse_sizes(args.sizes)
@@ -112,7 +112,7 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_trace_cmd(args: argparse.Namespace) -> int:
-    from remote.allreduce_trace import format_trace_table
+    from remote.allreduce.trace import format_trace_table
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
@@ -127,7 +127,7 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
 
 
 async def run_capture_cmd(args: argparse.Namespace) -> int:
-    from remote.allreduce_trace import format_trace_table
+    from remote.allreduce.trace import format_trace_table
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)

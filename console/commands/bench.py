@@ -12,7 +12,7 @@ from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, UsageError
+from remote.link.errors import EXIT_OK, UsageError
 
 # What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
 # the function that runs it: `console --help` and `console bench --help` load none of it.
@@ -81,8 +81,8 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
-    from console.session import default_session_dir
-    from remote.events import utc_now
+    from console.sessions.files import default_session_dir
+    from remote.spine.events import utc_now
 
     if getattr(args, "out", None):  # `console run --serve` has no --out
         return Path(args.out).expanduser()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from remote.errors import EXIT_OK
+from remote.link.errors import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 async def run(args: argparse.Namespace) -> int:
     import json
 
-    from remote.hosts import all_hosts, config_search_path, load_config  # not for --help
+    from remote.link.hosts import all_hosts, config_search_path, load_config  # not for --help
 
     cfg = load_config(args.config)
     hosts = all_hosts(cfg)

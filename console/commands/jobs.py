@@ -1,6 +1,6 @@
 """`console jobs`: detached runs on a box — list, launch, status, tail (resumable), cancel.
 
-A run lives on the box (remote/jobs.py); this command only looks at it. Tailing records the
+A run lives on the box (remote/jobs/client.py); this command only looks at it. Tailing records the
 session and keeps a cursor per run on this machine, so a console that died (or a new terminal)
 resumes the tail exactly where the recorded lines stop.
 """
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_float
 from console.context import Context
-from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 # The jobs client (asyncio, the SSH transport, msgspec events) is imported where a subcommand
 # runs: `console jobs --help` loads none of it.
 if TYPE_CHECKING:
-    from remote.jobs import Jobs, RunInfo
+    from remote.jobs.client import Jobs, RunInfo
 
 _S = argparse.SUPPRESS
 
@@ -77,8 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
-    from remote.cursors import CursorStore
-    from remote.jobs import Jobs
+    from remote.jobs.client import Jobs
+    from remote.jobs.cursors import CursorStore
 
     command = args.jobs_command or "list"
     if command not in ("launch", "tail"):
@@ -145,8 +145,7 @@ async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
 
 
 def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
-    from remote import events as ev
-
+    from remote.spine import events as ev
     if as_json:  # one JSON event per line, like every other --json output
         for info in runs:
             ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())

@@ -10,8 +10,8 @@ import argparse
 import sys
 
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
-from remote.sanitize import visible_lines
+from remote.link.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
+from remote.spine.sanitize import visible_lines
 
 # The patcher (the SSH transport, msgspec events) is imported where it runs, in _run;
 # `console patch --help` loads only the recipe list it names.

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
+from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 # The probe runner and the compat advisor (the SSH transport, packaging, msgspec events) are
 # imported where they run: `console probe --help` loads none of it.
 if TYPE_CHECKING:
-    from remote.transport import Transport
+    from remote.link.transport import Transport
 
 PROBES = ("env", "model", "compat", "source")
 

@@ -8,12 +8,12 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
-from remote.errors import EXIT_OK, UsageError
+from remote.link.errors import EXIT_OK, UsageError
 
 # The reader and the decoders (zstandard, msgspec) are imported where they run:
 # `console replay --help` loads none of it.
 if TYPE_CHECKING:
-    from console.session import SessionReader
+    from console.sessions.files import SessionReader
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,7 +31,7 @@ def _has_terminal() -> bool:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from console.session import SessionReader
+    from console.sessions.files import SessionReader
 
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
@@ -66,7 +66,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     """Every event, a segment at a time, written as bytes in one call per segment. Returns the
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
-    from console.session_decode import human_text, valid_json_block
+    from console.sessions.decode import human_text, valid_json_block
 
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise

@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options
 from pipeline import STAGES
-from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
+from remote.link.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
 # names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
 if TYPE_CHECKING:
-    from remote.hosts import HostConfig
+    from remote.link.hosts import HostConfig
+    from remote.link.transport import Transport
     from remote.pipeline_runner import PipelineRunner
-    from remote.transport import Transport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "max_new_tokens)")
     p.add_argument("--vllm-args", metavar="'ARGS'",
                    help="with --serve: extra vLLM arguments, one shell-quoted string (default "
-                   "for --demo: '--enforce-eager', see remote/serve.py DEMO_VLLM_ARGS)")
+                   "for --demo: '--enforce-eager', see remote/serving/serve.py DEMO_VLLM_ARGS)")
     add_common_options(p)
     p.set_defaults(func=run)
 
@@ -84,8 +84,7 @@ async def _environment_check(ctx: Context, host: str, python: str) -> int:
     did before the pipeline existed; still the cheapest "can I reach it" check)."""
     import json
 
-    from remote import events as ev
-
+    from remote.spine import events as ev
     ctx.info("no --pipeline or --demo given: environment check only", host)
     done = await (await ctx.transport(host)).run([python, "-c", _CHECK], timeout=60)
     if done.returncode != 0:
@@ -118,7 +117,7 @@ def _serve_urls(args: argparse.Namespace) -> dict[str, str] | None:
 
 async def _check_serve_ports(transport: Transport, host: HostConfig,
                              args: argparse.Namespace) -> None:
-    from remote.serve import check_port_free, default_url
+    from remote.serving.serve import check_port_free, default_url
 
     for role in ("baseline", "speculative"):
         url = (_serve_urls(args) or {}).get(role) or default_url(host, role)
@@ -134,7 +133,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     from remote.bench.driver import parse_concurrency
     from remote.bench.served import offline_vs_served
     from remote.ops import serve as serve_ops
-    from remote.serve import EngineFailed, extra_vllm_args
+    from remote.serving.serve import EngineFailed, extra_vllm_args
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)
@@ -163,9 +162,9 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 async def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from remote import events as ev
     from remote.ops import pipeline as pipeline_ops
     from remote.pipeline_runner import PipelineRunner
+    from remote.spine import events as ev
 
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
         args.pipeline, args.config = args.config, None

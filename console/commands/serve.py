@@ -7,7 +7,7 @@
     console serve status --host H                              which serve jobs run
     console serve stop --host H [--role baseline]              cancel them (process group)
 
-Each server is a detached job on the box (`serve-speculative`, `serve-baseline`; remote/serve.py)
+Each server is a detached job on the box (`serve-speculative`, `serve-baseline`; remote/serving/serve.py)
 that outlives the console; `start` returns once it answers /v1/models and prints the URL, which
 `console bench run` then reaches through the SSH forward. Ctrl-C while it starts cancels it. A
 server that dies while starting exits 1 with its last log lines.
@@ -19,8 +19,8 @@ import argparse
 from pathlib import Path
 
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.serve_roles import ROLES
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.serving.roles import ROLES
 
 # The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
 # `console serve --help` loads none of it.
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 async def start_command(args: argparse.Namespace) -> int:
     from remote.ops import serve as ops
-    from remote.serve import EngineFailed, extra_vllm_args
+    from remote.serving.serve import EngineFailed, extra_vllm_args
 
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")

@@ -28,7 +28,7 @@ from textual.widget import Widget
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from console.live_session import open_session
+from console.sessions.live import open_session
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.collector import SwitchCollector
 from console.tui.controller import (
@@ -60,15 +60,15 @@ from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView
 from console.tui.widgets.tab_bar import TabBar, TabTitle
-from remote import aio
-from remote.bus import EventBus
-from remote.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
-from remote.events import Event, format_ts
-from remote.hosts import all_hosts, load_config
-from remote.sanitize import visible, visible_lines
+from remote.link import aio
+from remote.link.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
+from remote.link.hosts import all_hosts, load_config
+from remote.spine.bus import EventBus
+from remote.spine.events import Event, format_ts
+from remote.spine.sanitize import visible, visible_lines
 
 if TYPE_CHECKING:
-    from console.session import SessionReader
+    from console.sessions.files import SessionReader
 
 FRAME_S = 1 / 30  # the pump folds queued events at most this often
 # The visible view and the top bar redraw at most this often under a stream of events. An 8-GPU
@@ -877,7 +877,7 @@ class ConsoleApp(App[int]):
             self.drain()
 
     def action_replay_speed(self) -> None:
-        from console.replay import SPEEDS
+        from console.sessions.replay import SPEEDS
 
         r = self.replayer
         if r is not None:
@@ -993,7 +993,7 @@ def live_app(config_path: str | None = None, bus: EventBus | None = None) -> Con
 
 
 async def run_app(args: argparse.Namespace) -> int:
-    """The live TUI, recorded like any headless command (console/live_session.py)."""
+    """The live TUI, recorded like any headless command (console/sessions/live.py)."""
     config_path = getattr(args, "config", None)
     hosts = [h.name for h in all_hosts(load_config(config_path))]
     session = open_session(hosts, record=not getattr(args, "no_record", False),

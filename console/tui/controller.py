@@ -20,15 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from console.replay import Replayer
-from console.session import SessionReader
-from remote import event_types as et
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import ConsoleError
-from remote.events import Event
-from remote.hosts import LOCAL, Config, HostConfig, all_hosts
-from remote.transport import Transport
+from console.sessions.files import SessionReader
+from console.sessions.replay import Replayer
+from remote.link.errors import ConsoleError
+from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts
+from remote.link.transport import Transport
+from remote.spine import event_types as et
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.events import Event
 
 
 class FeatureUnavailable(ConsoleError):
@@ -159,7 +159,7 @@ class LiveController:
             if self._factory is not None and not ssh_kwargs:
                 t = self._factory(hc, self.bus)
             else:
-                from remote.connect import make_transport
+                from remote.link.connect import make_transport
 
                 try:
                     t = make_transport(hc, bus=self.bus, **ssh_kwargs)
@@ -178,7 +178,7 @@ class LiveController:
     async def accept_host_key(self, host: str, fingerprint: str) -> None:
         """Connect, trusting the host's new key if it is the one with `fingerprint` (what the
         operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
-        stores it (remote/ssh.py). Another new key is refused again; a changed key always."""
+        stores it (remote/link/ssh.py). Another new key is refused again; a changed key always."""
         if not fingerprint:
             raise FeatureUnavailable("no fingerprint to trust: connect first (c)")
         await self._connect(host, accept_new_host_key=fingerprint)
@@ -305,7 +305,7 @@ class LiveController:
             task.cancel()
         for task in self._background.values():
             # Asked again until it ends: a cancel can be lost in a library's race (3.11's
-            # wait_for, remote/aio.py), and a close that waits forever loses the session.
+            # wait_for, remote/link/aio.py), and a close that waits forever loses the session.
             while not task.done():
                 await asyncio.wait({task}, timeout=1.0)
                 task.cancel()

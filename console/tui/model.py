@@ -20,10 +20,10 @@ from typing import Any
 from console.tui.shown import shown_event
 from console.tui.tail import LogTail
 from pipeline.progress import PREFIX as RECORD_PREFIX
-from remote import event_types as et
-from remote import events as ev
-from remote.events import Event
-from remote.sanitize import visible
+from remote.spine import event_types as et
+from remote.spine import events as ev
+from remote.spine.events import Event
+from remote.spine.sanitize import visible
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
@@ -330,7 +330,7 @@ def _connection(host: HostState, e: Event) -> set[str]:
 def _stats(host: HostState, e: Event) -> set[str]:
     p = e.payload
     host.stats_source = str(p.get("source") or "")
-    # The reason is sent once when it changes (remote/stats.py); NVML needs none.
+    # The reason is sent once when it changes (remote/stats/stream.py); NVML needs none.
     if "reason" in p:
         host.stats_reason = str(p.get("reason") or "")
     elif p.get("source") == "nvml":

@@ -2,7 +2,7 @@
 
 Everything the TUI shows (probe trees, diffs, job and stage names, errors, notes, toasts) is
 written by whatever runs on the box or in a replayed file. The terminal must draw its escape
-and control sequences, never obey them (remote/sanitize.py, issue #18): an `ESC[2J` in a
+and control sequences, never obey them (remote/spine/sanitize.py, issue #18): an `ESC[2J` in a
 model's class name would otherwise clear the operator's screen. Sanitising once where events
 enter the state covers every view at once, including the ones added later; job lines are the
 exception (thousands a second), so the log views sanitise the lines they draw.
@@ -17,8 +17,8 @@ from typing import Any
 
 from rich.text import Text
 
-from remote.events import Event
-from remote.sanitize import visible, visible_lines
+from remote.spine.events import Event
+from remote.spine.sanitize import visible, visible_lines
 
 
 def shown(value: Any) -> Any:

@@ -117,8 +117,8 @@ async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
     and return once it answers; EngineFailed (with the engine log's tail) when it dies."""
     from pathlib import Path
 
-    from remote.errors import UsageError
-    from remote.serve import extra_vllm_args
+    from remote.link.errors import UsageError
+    from remote.serving.serve import extra_vllm_args
 
     ops = _serve_ops()
     path = Path(pipeline).expanduser() if pipeline else None
@@ -133,8 +133,7 @@ async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
 
 async def serve_stop(*, transport: Any, host: Any, bus: Any, role: str | None = None) -> None:
     """`console serve stop`: cancel the serve jobs (their process groups)."""
-    from remote import events as ev
-
+    from remote.spine import events as ev
     ops = _serve_ops()
     r = ops.runner(transport, host, bus)
     try:
@@ -161,7 +160,7 @@ def bench_settings(options: str, host: str) -> Any:
     import shlex
 
     from console.commands.bench import register
-    from remote.errors import UsageError
+    from remote.link.errors import UsageError
 
     class Parser(argparse.ArgumentParser):
         """Says what is wrong instead of printing usage and exiting (the TUI keeps running)."""
@@ -187,18 +186,18 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     from pathlib import Path
 
     from console.bench_tables import point_summary
-    from console.session import default_session_dir
-    from remote import events as ev
+    from console.sessions.files import default_session_dir
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
     from remote.bench.results import load_result
     from remote.bench.served import offline_vs_served
-    from remote.events import utc_now
+    from remote.spine import events as ev
+    from remote.spine.events import utc_now
 
     ops = _bench_ops()
     args = bench_settings(options, host.name)
     if args.no_speculation and (args.baseline or args.baseline_url):
-        from remote.errors import UsageError
+        from remote.link.errors import UsageError
 
         raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
     settings = ops.SweepSettings(load_prompts(args.prompts or BUILTIN),

@@ -18,8 +18,8 @@ from remote.bench.errors import BenchFailed, ModelMismatch
 from remote.bench.metrics import SpecCounters, acceptance_between
 from remote.bench.prompts import PromptSet
 from remote.bench.results import BenchRun, Point
-from remote.errors import UsageError
-from remote.events import format_ts, utc_now
+from remote.link.errors import UsageError
+from remote.spine.events import format_ts, utc_now
 
 MAX_ERRORS_KEPT = 5
 

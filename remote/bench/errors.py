@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remote.errors import ConnectionFailed, ConsoleError, UsageError
+from remote.link.errors import ConnectionFailed, ConsoleError, UsageError
 
 
 class NoServer(ConnectionFailed):

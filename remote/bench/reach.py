@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from remote.bench.client import VllmClient
 from remote.bench.errors import NoServer
-from remote.errors import UsageError
-from remote.transport import Transport
+from remote.link.errors import UsageError
+from remote.link.transport import Transport
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ headless commands (console/commands/*) print what the events say, the TUI folds 
 state (console/tui/wiring.py adapts the controller's calls to these functions).
 
     connect              console/context.py Context.transport, console/tui/controller.py
-                         (remote.connect.make_transport: one transport per host)
+                         (remote.link.connect.make_transport: one transport per host)
     probe, compat        remote/ops/probes.py
     patch plan/apply/    remote/ops/patch.py (apply checks the plan the operator was shown)
       verify/rollback

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from remote import events as ev
-from remote.allreduce_sweep import run_sweep
-from remote.allreduce_trace import analyse_files
-from remote.allreduce_trace import capture as capture_traces
-from remote.bus import EventBus
-from remote.hosts import HostConfig
-from remote.transport import Transport
+from remote.allreduce.sweep import run_sweep
+from remote.allreduce.trace import analyse_files
+from remote.allreduce.trace import capture as capture_traces
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 
 async def sweep(transport: Transport, host: HostConfig, bus: EventBus, *, ranks: int,

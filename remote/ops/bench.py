@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote import events as ev
 from remote.bench.compare import Comparison, compare_runs
 from remote.bench.driver import LAG_WARN_S, check_server, resolve_model, run_sweep
 from remote.bench.prompts import PromptSet
@@ -25,11 +24,12 @@ from remote.bench.results import BenchRun, Point, ResultFile, save_result
 from remote.bench.served import sweep_acceptance
 from remote.bench.watch import WatchWindow
 from remote.bench.watch import watch as watch_counters
-from remote.bus import EventBus
-from remote.errors import ConsoleError, UsageError
-from remote.hosts import HostConfig
-from remote.serve import read_offline
-from remote.transport import Transport
+from remote.link.errors import ConsoleError, UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.serving.serve import read_offline
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from remote import event_types as et
-from remote.bus import EventBus
-from remote.errors import Refused
-from remote.hosts import HostConfig
+from remote.link.errors import Refused
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
 from remote.patcher.plan import FilePlan
 from remote.patcher.runner import Patcher
-from remote.transport import Transport
+from remote.spine import event_types as et
+from remote.spine.bus import EventBus
 
 # (file on the box, its sha256 when planned, the diff shown)
 ShownPlan = tuple[str, str | None, str]

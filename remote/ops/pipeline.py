@@ -1,6 +1,6 @@
 """Pipeline stages and detached jobs: run, resume, cancel, reattach.
 
-The stage events come from the job tail itself (remote/stage_records.py), so running a stage
+The stage events come from the job tail itself (remote/jobs/stage_records.py), so running a stage
 here, reattaching to it after a restart, or replaying the session all show the same progress.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 from contextlib import aclosing
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import StageFailed, UsageError
-from remote.hosts import HostConfig
-from remote.jobs import Jobs
+from remote.jobs.client import Jobs
+from remote.link.errors import StageFailed, UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
 from remote.pipeline_runner import PipelineRunner, StageOutcome
-from remote.transport import Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PIPELINE_CONFIG_NAME = "pipeline.toml"
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from remote import compat
-from remote import events as ev
-from remote.bus import EventBus
-from remote.hosts import HostConfig
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
 from remote.probe_runner import run_probe, summarize
-from remote.transport import Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 VERSIONED = ("vllm", "speculators", "transformers")
 

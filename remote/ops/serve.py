@@ -1,8 +1,8 @@
 """vLLM's OpenAI server on a host, as `console serve` and `console run --serve` run it.
 
-Each server is a detached job on the box (remote/serve.py) that outlives the console. The
+Each server is a detached job on the box (remote/serving/serve.py) that outlives the console. The
 closing step of a pipeline (`run --serve`) serves the baseline and the trained head in turn and
-benches them alike (remote/serve_bench.py); its points and summary are published here, as
+benches them alike (remote/serving/serve_bench.py); its points and summary are published here, as
 `console bench` publishes its own (remote/ops/bench.py).
 """
 
@@ -13,14 +13,14 @@ import posixpath
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from remote import events as ev
 from remote.bench.results import BenchRun, Point, save_result
-from remote.bus import EventBus
-from remote.errors import UsageError
-from remote.hosts import HostConfig
-from remote.serve import Served, ServeRunner
-from remote.serve_bench import ServedBench, serve_and_bench
-from remote.transport import Transport
+from remote.link.errors import UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.serving.serve import Served, ServeRunner
+from remote.serving.serve_bench import ServedBench, serve_and_bench
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 

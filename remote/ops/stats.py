@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.hosts import HostConfig
-from remote.stats import StatsStream
-from remote.transport import Transport
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.stats.stream import StatsStream
 
 
 async def stream(transport: Transport, host: HostConfig, bus: EventBus, *,

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from remote import events as ev
-from remote.bus import EventBus
-from remote.errors import ConsoleError, Refused, RemoteCommandError, UsageError
-from remote.hosts import HostConfig
+from remote.link.errors import ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.link.upload import upload
 from remote.patcher.plan import (
     AnchorError,
     FilePlan,
@@ -27,8 +27,8 @@ from remote.patcher.plan import (
     sha256_text,
 )
 from remote.patcher.recipes import SPECULATORS, Recipe
-from remote.transport import Transport
-from remote.upload import upload
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
 # Absolute as well as expanded: a relative workdir such as `-wd` would put `-wd/probes/...`

@@ -4,7 +4,7 @@ The env probe (one answer: what GPUs are there) and the sampler (the same questi
 second) ask NVML and nvidia-smi the same things; when each had its own reader they disagreed:
 a GPU name with a comma in it failed the env probe's CSV parse and was re-spaced by the
 sampler's. Both import this module from their own directory: the probe runner and the stats
-stream upload it beside them (remote/upload.py, `upload_probe`).
+stream upload it beside them (remote/link/upload.py, `upload_probe`).
 
 Runs on the box with whatever python the box has: stdlib only, Python >= 3.8.
 Units are the event conventions: bytes, watts, percent 0-100, Celsius, MHz; a value the GPU or

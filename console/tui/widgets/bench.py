@@ -16,8 +16,8 @@ from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
 from console.tui.shown import plain
 from console.tui.widgets.common import View
-from remote.sanitize import visible
-from remote.serve_roles import ROLES
+from remote.serving.roles import ROLES
+from remote.spine.sanitize import visible
 
 BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
 

@@ -11,7 +11,7 @@ from console.tui.model import PATCH, ConsoleState, HostState
 from console.tui.shown import plain
 from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
-from remote.sanitize import visible_lines
+from remote.spine.sanitize import visible_lines
 
 STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
 

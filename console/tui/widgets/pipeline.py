@@ -23,7 +23,7 @@ from console.tui.shown import plain
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
-from remote.sanitize import visible
+from remote.spine.sanitize import visible
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan"}

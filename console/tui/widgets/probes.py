@@ -16,7 +16,7 @@ from console.tui.shown import plain
 from console.tui.widgets.common import View
 from console.tui.widgets.hosts import env_summary
 from console.tui.widgets.overview import findings_table
-from remote.sanitize import visible
+from remote.spine.sanitize import visible
 
 
 def eagle_mark(flag: object) -> Text:

@@ -1,0 +1,61 @@
+"""The one place a live session is put together: the event bus, its recorder, and the printer
+(headless commands) or the TUI (which subscribes to the same bus).
+
+Every way of running the console goes through `open_session`, so every session is recorded the
+same way (the TUI's too) and replaying it feeds the same events to the same consumers: what the
+operator saw is what the replay shows.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from console.printer import Printer
+from console.sessions.files import Recorder, SessionWriter, default_session_path
+from remote.spine.bus import EventBus
+
+
+@dataclass
+class LiveSession:
+    bus: EventBus
+    recorder: Recorder | None = None
+
+    @property
+    def path(self) -> Path | None:
+        return self.recorder.writer.path if self.recorder is not None else None
+
+    def close(self, *, report: IO[str] | None = None) -> None:
+        """Stop recording (the file is complete) and say where it is, or why it stopped."""
+        report = report or sys.stderr
+        if self.recorder is not None:
+            self.recorder.close()
+            if self.recorder.error:
+                print(f"warning: session recording stopped: {self.recorder.error}", file=report)
+            else:
+                print(f"session recorded: {self.recorder.writer.path}", file=report)
+        self.bus.close()
+
+
+def open_session(
+    hosts: Sequence[str] = (),
+    *,
+    record: bool = True,
+    path: str | Path | None = None,
+    printer: Printer | None = None,
+) -> LiveSession:
+    """A bus with a recorder (unless record is False) and, for headless commands, a printer.
+
+    The recorder is attached first: it sees every event before any other consumer runs."""
+    bus = EventBus()
+    recorder = None
+    if record:
+        names = list(hosts)
+        target = Path(path) if path else default_session_path(names[0] if names else "console")
+        recorder = Recorder(SessionWriter(target, names)).attach(bus)
+    if printer is not None:
+        bus.add_callback(printer)
+    return LiveSession(bus, recorder)

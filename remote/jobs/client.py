@@ -1,0 +1,570 @@
+"""Detached runs on the box that outlive the SSH connection and the console.
+
+The box keeps the truth (remote/jobs/helper.py describes the run directory); this side launches,
+asks, tails by byte offset and cancels through one helper command per operation, over any
+Transport. A dropped connection only ends a stream: the tail restarts from the last offset it
+delivered, so no line is lost or repeated, and with a CursorStore a new console process does the
+same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import posixpath
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from remote.jobs import stage_records
+from remote.jobs.cursors import CursorStore
+from remote.link.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.link.retry import Backoff, reraise_fatal
+from remote.link.transport import OutputLine, RemoteProcess, Transport
+from remote.link.upload import sha256_file, upload
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+from remote.spine.traceback_fold import MARK_BYTES, TracebackFolder
+
+HELPER = Path(__file__).with_name("helper.py")
+EXIT_LOCKED = 75  # remote/jobs/helper.py
+STATES = ("running", "exited", "cancelled", "lost")
+# Stream restarts in a row that delivered nothing before the tail gives up (the transport does
+# its own reconnect backoff; this only stops a loop on a helper that keeps failing).
+MAX_IDLE_RESTARTS = 60
+# Lines of a received block published (and recorded) as one batch: one write per batch, and a
+# SIGKILL loses at most the batch being written. Small enough that a consumer that stalls (a
+# printer writing to a pipe nobody reads) leaves the recorder at most one batch behind. Events
+# and LogLines are structs the cyclic GC does not track (gc=False), so the batch size no longer
+# matters to the collector.
+BATCH_LINES = 256
+
+# One round trip before the first operation: the absolute workdir, and the sha256 of the helper
+# already on the box (empty when absent), so an unchanged helper is never sent again.
+_RESOLVE = (
+    "import hashlib,os,sys\n"
+    "root=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
+    "p=os.path.join(root,'.console',sys.argv[2])\n"
+    "try:\n"
+    "    d=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+    "except OSError:\n"
+    "    d=''\n"
+    "print(root)\n"
+    "print(d)\n"
+)
+
+
+PREPARE_RETRIES = 20
+
+
+class _Dropped(Exception):
+    """A command that ended with the connection instead of an exit status."""
+
+
+class JobLocked(Refused):
+    """A run with the same name is running on the box (exit code 4)."""
+
+    def __init__(self, name: str, run_id: str, host: str = "") -> None:
+        self.name = name
+        self.run_id = run_id
+        where = f" on {host}" if host else ""
+        super().__init__(f"a run named {name!r} is already running{where} ({run_id or 'unknown id'})"
+                         "; cancel it or wait for it to end")
+
+
+class JobNotFound(UsageError):
+    pass
+
+
+class JobHelperError(ConsoleError):
+    """The box-side helper printed something that is not a run record."""
+
+
+@dataclass(slots=True)
+class RunInfo:
+    run_id: str
+    name: str
+    argv: list[str]
+    pid: int | None
+    started: str
+    state: str  # "running" | "exited" | "cancelled" | "lost"
+    returncode: int | None
+    ended: str | None
+    log_path: str
+    log_size: int
+
+    @property
+    def done(self) -> bool:
+        return self.state != "running"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
+        try:
+            state = str(data["state"])
+            if state not in STATES:
+                raise ValueError(f"unknown state {state!r}")
+            argv = data.get("argv") or []
+            if not isinstance(argv, list):
+                raise ValueError("argv is not a list")
+            pid = data.get("pid")
+            rc = data.get("returncode")
+            return cls(
+                run_id=str(data["run_id"]),
+                name=str(data.get("name", "")),
+                argv=[str(a) for a in argv],
+                pid=int(pid) if pid is not None else None,
+                started=str(data.get("started", "")),
+                state=state,
+                returncode=int(rc) if rc is not None else None,
+                ended=str(data["ended"]) if data.get("ended") else None,
+                log_path=str(data.get("log_path", "")),
+                log_size=int(data.get("log_size", 0)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise JobHelperError(f"malformed run record from the box: {exc}") from None
+
+
+class LogLine(msgspec.Struct, frozen=True, gc=False):
+    text: str
+    offset: int  # byte offset in the log just after this line
+
+
+def _parse_record(line: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record") from None
+    if not isinstance(data, dict):
+        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record")
+    return data
+
+
+class Jobs:
+    def __init__(
+        self,
+        transport: Transport,
+        workdir: str,
+        *,
+        host: str = "",
+        bus: EventBus | None = None,
+        python: str = "python3",
+        cursors: CursorStore | None = None,
+    ) -> None:
+        self.transport = transport
+        self.workdir = workdir
+        self.host = host or getattr(transport, "name", "")
+        self.bus = bus
+        self.python = python
+        self.cursors = cursors
+        self._root: str | None = None
+        self._helper: str | None = None
+        self._ready_lock = asyncio.Lock()
+        self._names: dict[str, str] = {}
+        self._serve: tuple[RemoteProcess, AsyncIterator[OutputLine]] | None = None
+        self._serve_lock = asyncio.Lock()
+
+    # -- box-side setup -------------------------------------------------------------------
+
+    async def _ready(self) -> tuple[str, str]:
+        """Resolve the workdir (`~` means the box user's home) and upload the helper once.
+
+        Both steps are idempotent (a resolve reads; the upload is content-hashed and renamed
+        into place), so a connection dropped while they run is simply retried, as the other
+        idempotent helper commands are. A host-key or auth failure is not a drop: it ends here."""
+        async with self._ready_lock:
+            backoff = Backoff(f"preparing {self.workdir} on {self.host}", limit=PREPARE_RETRIES)
+            while self._root is None or self._helper is None:
+                try:
+                    self._root, self._helper = await self._prepare()
+                except (ConnectionFailed, _Dropped) as exc:
+                    await backoff.failed(exc)  # host key / auth / config: raised at once
+            return self._root, self._helper
+
+    async def _prepare(self) -> tuple[str, str]:
+        digest = sha256_file(HELPER)
+        name = f"job_helper-{digest[:12]}.py"
+        done = await self.transport.run(
+            [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
+        out = done.stdout.splitlines()
+        if done.returncode == 127:
+            raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
+                                 "(set the host's python in console.toml)")
+        if done.returncode is None or (done.returncode < 0 and not self.transport.connected):
+            raise _Dropped(f"the resolve of {self.workdir} ended without an exit status")
+        if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
+            raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
+                                     done.returncode, done.stderr or done.stdout)
+        root = out[0]
+        helper = posixpath.join(root, ".console", name)
+        if out[1] != digest:
+            await upload(self.transport, HELPER, helper, python=self.python,
+                         bus=self.bus, host=self.host)
+        return root, helper
+
+    def _run_dir(self, root: str, run_id: str) -> str:
+        if not run_id or "/" in run_id or run_id in (".", ".."):
+            raise JobNotFound(f"not a run id: {run_id!r}")
+        return posixpath.join(root, "runs", run_id)
+
+    async def _served(self, *args: str, retry: bool = True) -> tuple[int, str]:
+        """(rc, stdout) of a quick helper command, through one long-lived `serve` process.
+
+        A request that might have had an effect (launch) is not sent twice: without `retry`, a
+        connection lost after sending raises ConnectionFailed."""
+        _, helper = await self._ready()
+        async with self._serve_lock:
+            backoff = Backoff(f"{args[0]} on {self.host}", limit=MAX_IDLE_RESTARTS)
+            while True:
+                sent = False
+                try:
+                    if self._serve is None:
+                        proc = await self.transport.start([self.python, helper, "serve"])
+                        self._serve = (proc, proc.lines())
+                    proc, lines = self._serve
+                    await proc.write((json.dumps(list(args)) + "\n").encode())
+                    sent = True
+                    while True:
+                        line = await anext(lines)
+                        if line.stream == "stdout":
+                            break
+                except (ConnectionFailed, StopAsyncIteration, OSError) as exc:
+                    await self._close_serve()
+                    reraise_fatal(exc)
+                    if (sent and not retry) or backoff.failures >= MAX_IDLE_RESTARTS:
+                        raise ConnectionFailed(f"{args[0]} on {self.host}: the connection was "
+                                               f"lost ({exc or type(exc).__name__}); "
+                                               "check with `console jobs`") from None
+                    await backoff.failed(exc)
+                    continue
+                try:
+                    reply = json.loads(line.text)
+                    return int(reply["rc"]), str(reply.get("out") or reply.get("error") or "")
+                except (ValueError, KeyError, TypeError):
+                    await self._close_serve()
+                    raise JobHelperError(f"{args[0]}: the box printed {line.text[:200]!r}, "
+                                         "not a reply") from None
+
+    async def _close_serve(self) -> None:
+        serve, self._serve = self._serve, None
+        if serve is not None:
+            try:
+                await serve[0].close()
+            except Exception:  # the channel may already be gone
+                pass
+
+    async def close(self) -> None:
+        """End the helper session on the box (it also ends by itself when the transport closes)."""
+        async with self._serve_lock:
+            await self._close_serve()
+
+    def _emit(self, kind: str, **payload: object) -> None:
+        if self.bus is not None:
+            self.bus.emit(kind, self.host, **payload)
+
+    # -- operations -----------------------------------------------------------------------
+
+    async def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> RunInfo:
+        if not argv:
+            raise UsageError("nothing to launch: empty command")
+        if not name:
+            raise UsageError("a run needs a name")
+        for key in env or {}:
+            if not key or "=" in key or not key.replace("_", "a").isalnum():
+                raise UsageError(f"invalid environment variable name: {key!r}")
+        root, _ = await self._ready()
+        rc, out = await self._served(
+            "launch", posixpath.join(root, "runs"), posixpath.join(root, "locks"), name, cwd or "",
+            json.dumps(dict(env or {})), *argv, retry=False,
+        )
+        lines = out.strip().splitlines()
+        if rc == EXIT_LOCKED:
+            holder = _parse_record(lines[-1], "launch") if lines else {}
+            raise JobLocked(name, str(holder.get("run_id", "")), self.host)
+        if rc != 0 or not lines:
+            raise RemoteCommandError(["job_helper", "launch"], rc, out)
+        info = RunInfo.from_dict(_parse_record(lines[-1], "launch"))
+        self._names[info.run_id] = info.name
+        self._emit(ev.JOB_STARTED, run_id=info.run_id, name=info.name, argv=info.argv,
+                   pid=info.pid, log=info.log_path,
+                   summary=f"started {info.name} ({info.run_id}, pid {info.pid})")
+        return info
+
+    async def status(self, run_id: str) -> RunInfo:
+        root, _ = await self._ready()
+        rc, out = await self._served("status", self._run_dir(root, run_id))
+        lines = out.strip().splitlines()
+        if rc != 0 or not lines:
+            raise RemoteCommandError(["job_helper", "status"], rc, out)
+        data = _parse_record(lines[-1], "status")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        self._names[info.run_id] = info.name
+        return info
+
+    async def list(self) -> builtins.list[RunInfo]:
+        root, _ = await self._ready()
+        rc, out = await self._served("list", posixpath.join(root, "runs"))
+        if rc != 0:
+            raise RemoteCommandError(["job_helper", "list"], rc, out)
+        lines = out.splitlines()
+        runs: builtins.list[RunInfo] = []
+        for line in lines:
+            if line.strip():
+                info = RunInfo.from_dict(_parse_record(line, "list"))
+                self._names[info.run_id] = info.name
+                runs.append(info)
+        return runs
+
+    async def _name(self, run_id: str) -> str:
+        if run_id not in self._names:
+            await self.status(run_id)
+        return self._names[run_id]
+
+    def tail(self, run_id: str, *, offset: int = 0,
+             follow: bool = True) -> AsyncGenerator[LogLine, None]:
+        """Lines from `offset` on; with follow, until the job ended and its log is drained.
+
+        An async generator: close it (contextlib.aclosing) to save the cursor at once."""
+        return self._tail(run_id, offset, follow)
+
+    async def _tail(self, run_id: str, offset: int, follow: bool) -> AsyncGenerator[LogLine, None]:
+        root, helper = await self._ready()
+        run_dir = self._run_dir(root, run_id)
+        name = await self._name(run_id)
+        published = offset
+        backoff = Backoff(f"the log stream of {run_id} on {self.host}", limit=MAX_IDLE_RESTARTS)
+        bus, host = self.bus, self.host
+        # Saved before the first line, so the cursor names the session recording this tail even
+        # if the console dies before the first batch is done.
+        self._save(run_id, offset)
+        # Tracebacks reach the bus folded to one line each; the lines yielded below stay raw.
+        folder = TracebackFolder(posixpath.join(run_dir, "log"), offset)
+        try:
+            while True:
+                argv = [self.python, helper, "tail", run_dir, str(offset), "1" if follow else "0"]
+                proc: RemoteProcess | None = None
+                buf = bytearray()
+                control = bytearray()
+                progressed = False
+                dropped = False
+                rc: int | None = None
+                try:
+                    proc = await self.transport.start(argv)
+                    # stdin stays open: the helper takes its EOF as "the console went away".
+                    async for stream, data in proc.chunks():
+                        if stream != "stdout":
+                            control += data
+                            continue
+                        buf += data
+                        cut = buf.rfind(b"\n") + 1
+                        if not cut:
+                            continue
+                        block = bytes(buf[:cut])
+                        del buf[:cut]
+                        progressed = True
+                        # One timestamp per block: its lines arrived together, and it keeps
+                        # the per-line cost (event + recorder) low for fast logs.
+                        ts = ev.utc_now()
+                        texts, ends = _split_lines(block, offset)
+                        offset = ends[-1]
+                        has_records = _RECORD in block
+                        fold = folder.active or MARK_BYTES in block
+                        for i in range(0, len(texts), BATCH_LINES):
+                            part, part_ends = texts[i : i + BATCH_LINES], ends[i : i + BATCH_LINES]
+                            if fold:
+                                shown, shown_ends = folder.feed(part, part_ends)
+                            else:
+                                shown, shown_ends = part, part_ends
+                                folder.passed(part_ends[-1])
+                            if bus is None or not shown:
+                                pass
+                            elif has_records:
+                                _publish_with_stages(bus, host, run_id, name, shown, shown_ends,
+                                                     ts)
+                            else:
+                                # One batch: the recorder writes it with one write.
+                                bus.publish_many(ev.JobLines(host, run_id, name, shown,
+                                                             shown_ends, ts))
+                            for line in list(map(LogLine, part, part_ends)):
+                                published = line.offset
+                                yield line
+                        self._save(run_id, published)
+                    rc = await proc.wait()
+                except ConnectionFailed as exc:
+                    reraise_fatal(exc)  # a changed host key ends the tail now, loudly
+                    dropped = True
+                finally:
+                    await _close_quietly(proc)
+                end = _trailer(bytes(control))
+                if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
+                    last: LogLine | None = None
+                    shown, shown_ends = [], []
+                    if buf:  # the job's last line had no newline
+                        offset += len(buf)
+                        last = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
+                        shown, shown_ends = folder.feed([last.text], [offset])
+                    more, more_ends = folder.flush()
+                    for text, at in zip([*shown, *more], [*shown_ends, *more_ends], strict=True):
+                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
+                    if last is not None:
+                        published = offset
+                        yield last
+                    return
+                if "ERROR" in control.decode("utf-8", "replace") and not dropped:
+                    raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+                if not dropped and rc is not None and rc != 0 and self.transport.connected:
+                    raise RemoteCommandError(["job_helper", "tail"], rc,
+                                             control.decode("utf-8", "replace"))
+                # The stream ended early (connection dropped): resume from the last whole line.
+                if progressed:
+                    backoff.succeeded()
+                else:
+                    await backoff.failed()
+        finally:
+            # A tail stopped inside a traceback (detach, error): what was held, folded.
+            for text, at in zip(*folder.flush(), strict=True):
+                self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
+            self._save(run_id, published)
+
+    def _save(self, run_id: str, offset: int) -> None:
+        if self.cursors is not None:
+            self.cursors.save(self.host, run_id, offset)
+
+    async def _helper_retrying(self, what: str, *args: str,
+                               allow_empty: bool = False) -> builtins.list[str]:
+        """An idempotent helper command, simply asked again after a dropped connection.
+
+        Started with stdin left open: the helper exits when it sees stdin close, so a console
+        that goes away leaves no waiter behind on the box."""
+        _, helper = await self._ready()
+        backoff = Backoff(f"{what}: no answer from {self.host}", limit=MAX_IDLE_RESTARTS)
+        while True:
+            out = bytearray()
+            err = bytearray()
+            rc: int | None = None
+            proc: RemoteProcess | None = None
+            try:
+                proc = await self.transport.start([self.python, helper, *args])
+                async for stream, data in proc.chunks():
+                    (out if stream == "stdout" else err).extend(data)
+                rc = await proc.wait()
+            except ConnectionFailed as exc:
+                reraise_fatal(exc)
+                rc = None
+            finally:
+                await _close_quietly(proc)
+            lines = out.decode("utf-8", "replace").strip().splitlines()
+            if rc == 0 and (lines or allow_empty):
+                return lines
+            if rc not in (0, None) and self.transport.connected:
+                raise RemoteCommandError(["job_helper", what], rc,
+                                         err.decode("utf-8", "replace"))
+            await backoff.failed()
+
+    async def wait(self, run_id: str) -> RunInfo:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        data = _parse_record(lines[-1], "wait")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        self._emit_exit(info)
+        return info
+
+    async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
+                                            str(float(grace)))
+        data = _parse_record(lines[-1], "cancel")
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        info = RunInfo.from_dict(data)
+        if info.done:
+            self._emit_exit(info)
+        return info
+
+    def _emit_exit(self, info: RunInfo) -> None:
+        rc = "" if info.returncode is None else f", returncode {info.returncode}"
+        self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
+                   returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
+
+
+_RECORD = stage_records.PREFIX.encode()
+
+
+def _publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
+                         ends: list[int], ts: datetime) -> None:
+    """A block holding stage records: each record's stage event right after its line, so a
+    tail of any job (live, reattached, replayed) shows the same stage progress."""
+    stage = stage_records.default_stage(name)
+    start = 0
+    for j, text in enumerate(texts):
+        if not text.startswith(stage_records.PREFIX):
+            continue
+        rec = stage_records.parse_record(text)
+        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
+        if found is None:
+            continue
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
+                                     ends[start : j + 1], ts))
+        start = j + 1
+        bus.emit(found[0], host, **found[1])
+    if start < len(texts):
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
+
+
+def _split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:
+    """The lines of a block ending in a newline, and the log offset just after each one (the
+    block begins at offset `start`)."""
+    pieces: list[str] | list[bytes]
+    if block.isascii():  # the common case: characters are bytes, decode once
+        texts = pieces = block.decode("ascii").split("\n")
+        texts.pop()  # after the final newline
+    else:
+        pieces = block.split(b"\n")
+        pieces.pop()
+        texts = [raw.decode("utf-8", "replace") for raw in pieces]
+    ends = list(accumulate(map(_PLUS_NEWLINE, map(len, pieces)), initial=start))
+    del ends[0]
+    return texts, ends
+
+
+_PLUS_NEWLINE = (1).__add__
+
+
+def _trailer(control: bytes) -> dict[str, Any] | None:
+    for raw in control.decode("utf-8", "replace").splitlines():
+        if raw.startswith("END "):
+            try:
+                data = json.loads(raw[4:])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+async def _close_quietly(proc: RemoteProcess | None) -> None:
+    """Release a helper's channel after its stream ended or broke: the channel may already be
+    gone with the connection, and that is not an error worth more than the one that got us here."""
+    if proc is not None:
+        try:
+            await proc.close()
+        except Exception:
+            pass

@@ -1,0 +1,468 @@
+"""Box-side half of remote.jobs.client: uploaded to the box and run with the box's (or container's) python.
+
+Stdlib only, Python >= 3.8, never imports console/ or remote/. One process per operation keeps
+the laptop side to a single remote command per stream (root's .bashrc can cost 150-200 ms a
+command), and the supervisor it starts keeps the box's own truth in the run directory:
+
+    <workdir>/runs/<run-id>/argv.json   the command, as a JSON list
+                            meta.json   name, cwd, started, env keys (never values: they
+                                        reach the supervisor through a pipe, not the disk)
+                            pid         the job's pid (= its process group and session id)
+                            supervisor.pid
+                            log         stdout and stderr of the job, appended
+                            cancel      present once a cancel was requested
+                            exit.json   {returncode, state, ended}, written atomically at the end
+    <workdir>/locks/<sha256(name)[:16]>.lock   flock held by the supervisor while the job runs
+
+Commands (argv after the script path):
+    launch RUNS LOCKS NAME CWD ENV_JSON ARGV...   -> one JSON run record on stdout; exit 75 if locked
+    supervise RUN_DIR WFD ENVFD                    (internal) runs the job, writes exit.json
+Run directories are 0700 and their files 0600: a run's argv and log are the operator's.
+    status RUN_DIR... / list RUNS                  -> JSON run records, one per line
+    tail RUN_DIR OFFSET FOLLOW                     -> raw log bytes on stdout (whole lines only,
+                                                  the unterminated rest once the job ended), then
+                                                  `END {json}` on stderr
+    wait RUN_DIR                                   -> the JSON run record once the job ended
+    serve                                          launch/status/list requests as JSON lines
+    cancel RUN_DIR GRACE                           -> TERM the process group, KILL after GRACE s
+Every blocking command exits when its stdin closes: a dropped SSH connection leaves nothing behind.
+"""
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+EXIT_LOCKED = 75
+POLL = 0.05
+CHUNK = 1 << 20
+
+
+def now_iso():
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
+
+
+def write_atomic(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_text(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def read_json(path):
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def read_int(path):
+    text = read_text(path)
+    try:
+        return int(text.strip()) if text else None
+    except ValueError:
+        return None
+
+
+def alive(pid):
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not reaped) counts as gone.
+    stat = read_text(f"/proc/{pid}/stat")
+    if stat:
+        fields = stat.rsplit(")", 1)[-1].split()
+        if fields and fields[0] == "Z":
+            return False
+    return True
+
+
+def record(run_dir):
+    """The run as the box sees it right now."""
+    meta = read_json(os.path.join(run_dir, "meta.json")) or {}
+    argv = read_json(os.path.join(run_dir, "argv.json")) or []
+    pid = read_int(os.path.join(run_dir, "pid"))
+    sup = read_int(os.path.join(run_dir, "supervisor.pid"))
+    done = read_json(os.path.join(run_dir, "exit.json"))
+    log = os.path.join(run_dir, "log")
+    try:
+        size = os.stat(log).st_size
+    except OSError:
+        size = 0
+    if done is not None:
+        state, rc, ended = done.get("state", "exited"), done.get("returncode"), done.get("ended")
+    elif alive(sup) or alive(pid):
+        state, rc, ended = "running", None, None
+    elif not meta:
+        state, rc, ended = "lost", None, None
+    else:
+        # Recheck: the supervisor may have written exit.json between our reads.
+        done = read_json(os.path.join(run_dir, "exit.json"))
+        if done is not None:
+            state, rc, ended = done.get("state", "exited"), done.get("returncode"), done.get("ended")
+        else:
+            state, rc, ended = "lost", None, None
+    return {
+        "run_id": os.path.basename(run_dir.rstrip("/")),
+        "name": meta.get("name", ""),
+        "argv": argv,
+        "pid": pid,
+        "started": meta.get("started", ""),
+        "state": state,
+        "returncode": rc,
+        "ended": ended,
+        "log_path": log,
+        "log_size": size,
+    }
+
+
+# Where emit() writes: stdout, or the reply buffer of the request `serve` is answering.
+_out = []  # type: list[list[str]]
+
+
+def emit(obj):
+    line = json.dumps(obj, separators=(",", ":")) + "\n"
+    if _out:
+        _out[-1].append(line)
+        return
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
+SERVED = ("launch", "status", "list")
+
+
+def cmd_serve():
+    """Answer requests until stdin closes: one long-lived process for the quick operations, so
+    each costs a round trip instead of a new remote command (and the login shell's rc files).
+
+    Request: a JSON list (command and arguments) per line. Reply: {"rc": int, "out": str} per line.
+    """
+    stdin = sys.stdin.buffer
+    while True:
+        raw = stdin.readline()
+        if not raw:
+            return 0
+        reply = {"rc": 2, "out": ""}
+        try:
+            argv = json.loads(raw)
+            if not isinstance(argv, list) or not argv or argv[0] not in SERVED:
+                raise ValueError(f"not a served request: {raw[:200]!r}")
+            _out.append([])
+            try:
+                reply["rc"] = main([str(a) for a in argv])
+            finally:
+                reply["out"] = "".join(_out.pop())
+        except Exception as exc:  # a bad request must not end the session
+            reply = {"rc": 1, "out": "", "error": f"{type(exc).__name__}: {exc}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+def safe_name(name):
+    out = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40]
+    return out.strip("._") or "job"
+
+
+def stdin_closed(timeout):
+    """Sleep up to timeout; True when the laptop side went away (stdin EOF)."""
+    try:
+        ready, _, _ = select.select([0], [], [], timeout)
+    except (OSError, ValueError):
+        time.sleep(timeout)
+        return False
+    if ready:
+        try:
+            data = os.read(0, 4096)
+        except OSError:
+            return True
+        return data == b""
+    return False
+
+
+def cmd_launch(runs, locks, name, cwd, env_json, argv):
+    runs = os.path.expanduser(runs)
+    locks = os.path.expanduser(locks)
+    os.makedirs(runs, mode=0o700, exist_ok=True)
+    os.makedirs(locks, mode=0o700, exist_ok=True)
+    lock_path = os.path.join(locks, hashlib.sha256(name.encode()).hexdigest()[:16] + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise
+        holder = (read_text(lock_path) or "").strip()
+        emit({"error": "locked", "name": name, "run_id": holder})
+        return EXIT_LOCKED
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_id = f"{stamp}-{safe_name(name)}-{os.urandom(3).hex()}"
+    run_dir = os.path.join(runs, run_id)
+    os.makedirs(run_dir, mode=0o700)
+    os.chmod(run_dir, 0o700)  # whatever the umask: argv and log are the operator's
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (run_id + "\n").encode(), 0)
+    env = json.loads(env_json) if env_json else {}
+    write_atomic(os.path.join(run_dir, "argv.json"), json.dumps(argv))
+    # Keys only: values (tokens) go to the supervisor through a pipe and are never on disk.
+    write_atomic(
+        os.path.join(run_dir, "meta.json"),
+        json.dumps({"name": name, "cwd": cwd or None, "started": now_iso(),
+                    "env": sorted(env)}),
+    )
+    os.close(os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    rfd, wfd = os.pipe()
+    env_r, env_w = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    sup = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "supervise", run_dir, str(wfd), str(env_r)],
+        stdin=devnull, stdout=devnull, stderr=devnull,
+        pass_fds=(fd, wfd, env_r), start_new_session=True, close_fds=True,
+    )
+    os.close(wfd)
+    os.close(env_r)
+    os.close(devnull)
+    os.close(fd)  # the supervisor holds the lock now
+    with os.fdopen(env_w, "w") as pipe:
+        try:
+            pipe.write(json.dumps(env))
+        except BrokenPipeError:  # the supervisor died at start: its exit.json says why
+            pass
+    with os.fdopen(rfd) as pipe:
+        pipe.read()  # the supervisor closes its end once the job is started (or failed to)
+    del sup  # not waited for: it outlives this process, reparented to init
+    emit(record(run_dir))
+    return 0
+
+
+def _read_env(envfd):
+    """The run's environment values, from the launcher's pipe (never from meta.json)."""
+    if envfd is None:
+        return {}
+    with os.fdopen(int(envfd), "r") as pipe:
+        text = pipe.read()
+    try:
+        env = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
+
+
+def cmd_supervise(run_dir, wfd, envfd=None):
+    wfd = int(wfd)
+    extra = _read_env(envfd)
+    write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
+    argv = read_json(os.path.join(run_dir, "argv.json")) or []
+    meta = read_json(os.path.join(run_dir, "meta.json")) or {}
+    env = dict(os.environ)
+    env.update(extra)
+    log = os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=meta.get("cwd") or None,
+            env=env, start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        os.write(log, f"console: cannot start {argv[:1]}: {exc}\n".encode())
+        write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(
+            {"returncode": 127, "state": "exited", "ended": now_iso(), "error": str(exc)}))
+        os.close(wfd)
+        return 0
+    write_atomic(os.path.join(run_dir, "pid"), str(proc.pid))
+    os.close(wfd)
+    os.close(log)
+    rc = proc.wait()
+    state = "cancelled" if os.path.exists(os.path.join(run_dir, "cancel")) else "exited"
+    write_atomic(os.path.join(run_dir, "exit.json"),
+                 json.dumps({"returncode": rc, "state": state, "ended": now_iso()}))
+    return 0
+
+
+def cmd_status(run_dirs):
+    for run_dir in run_dirs:
+        run_dir = os.path.expanduser(run_dir)
+        if not os.path.isdir(run_dir):
+            emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+        else:
+            emit(record(run_dir))
+    return 0
+
+
+def cmd_list(runs):
+    runs = os.path.expanduser(runs)
+    try:
+        names = sorted(os.listdir(runs))
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(runs, name)
+        if os.path.isfile(os.path.join(path, "meta.json")):
+            emit(record(path))
+    return 0
+
+
+def ended(run_dir):
+    """The final record once the job is over (exit.json written, or supervisor and job gone)."""
+    if os.path.exists(os.path.join(run_dir, "exit.json")):
+        return record(run_dir)
+    rec = record(run_dir)
+    return rec if rec["state"] in ("exited", "cancelled", "lost") else None
+
+
+def cmd_tail(run_dir, offset, follow):
+    run_dir = os.path.expanduser(run_dir)
+    if not os.path.isdir(run_dir):
+        sys.stderr.write("ERROR " + json.dumps({"error": "unknown run"}) + "\n")
+        return 2
+    offset = int(offset)
+    follow = follow == "1"
+    out = sys.stdout.buffer
+    fh = open(os.path.join(run_dir, "log"), "rb")
+    fh.seek(offset)
+    pending = b""
+    while True:
+        data = fh.read(CHUNK)
+        if data:
+            data = pending + data
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                out.write(data[:cut])
+                out.flush()
+                offset += cut
+            pending = data[cut:]
+            continue
+        final = ended(run_dir)
+        if final is not None:
+            # Everything the job wrote is in the log before exit.json appears: drain once more.
+            rest = pending + fh.read()
+            while rest:
+                out.write(rest)
+                offset += len(rest)
+                rest = fh.read()
+            out.flush()
+            final["end"] = offset
+            sys.stderr.write("END " + json.dumps(final) + "\n")
+            sys.stderr.flush()
+            return 0
+        if not follow:
+            rec = record(run_dir)
+            rec["end"] = offset
+            rec["partial"] = True
+            sys.stderr.write("END " + json.dumps(rec) + "\n")
+            sys.stderr.flush()
+            return 0
+        if stdin_closed(POLL):
+            return 0
+
+
+def cmd_wait(run_dir):
+    run_dir = os.path.expanduser(run_dir)
+    if not os.path.isdir(run_dir):
+        emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+        return 2
+    while True:
+        final = ended(run_dir)
+        if final is not None:
+            emit(final)
+            return 0
+        if stdin_closed(0.1):
+            return 0
+
+
+def cmd_cancel(run_dir, grace):
+    run_dir = os.path.expanduser(run_dir)
+    if not os.path.isdir(run_dir):
+        emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+        return 2
+    grace = float(grace)
+    if ended(run_dir) is None:
+        open(os.path.join(run_dir, "cancel"), "w").close()
+        pid = read_int(os.path.join(run_dir, "pid"))
+        deadline = time.time() + 5
+        while pid is None and time.time() < deadline and ended(run_dir) is None:
+            time.sleep(POLL)
+            pid = read_int(os.path.join(run_dir, "pid"))
+        if pid:
+            _killpg(pid, signal.SIGTERM)
+            deadline = time.time() + grace
+            while time.time() < deadline and ended(run_dir) is None:
+                time.sleep(POLL)
+            if ended(run_dir) is None or _group_alive(pid):
+                _killpg(pid, signal.SIGKILL)
+            deadline = time.time() + 10
+            while time.time() < deadline and ended(run_dir) is None:
+                time.sleep(POLL)
+    emit(record(run_dir))
+    return 0
+
+
+def _killpg(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def main(argv):
+    if not argv:
+        sys.stderr.write("usage: job_helper.py COMMAND ...\n")
+        return 2
+    cmd, args = argv[0], argv[1:]
+    if cmd == "launch":
+        return cmd_launch(args[0], args[1], args[2], args[3], args[4], args[5:])
+    if cmd == "supervise":
+        return cmd_supervise(args[0], args[1], args[2] if len(args) > 2 else None)
+    if cmd == "status":
+        return cmd_status(args)
+    if cmd == "list":
+        return cmd_list(args[0])
+    if cmd == "tail":
+        return cmd_tail(args[0], args[1], args[2])
+    if cmd == "wait":
+        return cmd_wait(args[0])
+    if cmd == "cancel":
+        return cmd_cancel(args[0], args[1])
+    if cmd == "serve":
+        return cmd_serve()
+    sys.stderr.write(f"unknown command {cmd!r}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main(sys.argv[1:]))

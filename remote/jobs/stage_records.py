@@ -1,0 +1,60 @@
+"""A pipeline stage's `@@eagle3 {...}` log records (pipeline/progress.py) as stage events.
+
+Parsed where job lines are produced (remote/jobs/client.py's tail), not by one consumer: a tail of any
+job (live, reattached with `console jobs tail` or the TUI after a restart) yields the same
+stage.start / stage.progress / stage.end / stage.skipped events, and a replay holds them as
+recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.progress import PREFIX
+from pipeline.progress import parse as parse_record
+from remote.compat import fix_for_error, shorten
+from remote.spine import events as ev
+
+# What the pipeline runner names a stage's job (`pipeline-<stage>`): the stage a record without
+# its own "stage" field belongs to.
+JOB_PREFIX = "pipeline-"
+
+
+def default_stage(job_name: str) -> str:
+    return job_name[len(JOB_PREFIX):] if job_name.startswith(JOB_PREFIX) else job_name
+
+
+def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, payload) of one record, or None for a record type the console does not show."""
+    kind = rec.get("type")
+    stage = str(rec.get("stage", stage))
+    if kind == "start":
+        return ev.STAGE_START, {"stage": stage, "run_id": run_id, "reason": rec.get("reason"),
+                                "summary": f"{stage} started ({rec.get('reason', '')})"}
+    if kind == "progress":
+        payload = {"stage": stage}
+        payload.update({k: rec[k] for k in ("done", "total", "unit", "rate") if k in rec})
+        payload.update({k: v for k, v in rec.items()
+                        if k not in ("type", "stage", "done", "total", "unit", "rate")})
+        return ev.STAGE_PROGRESS, payload
+    if kind == "end":
+        return ev.STAGE_END, {"stage": stage, "ok": bool(rec.get("ok", True)),
+                              "seconds": rec.get("seconds"), "outputs": rec.get("outputs"),
+                              "run_id": run_id, "result": dict(rec.get("summary") or {}),
+                              "summary": f"{stage} done in {rec.get('seconds')} s"}
+    if kind == "skipped":
+        return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""),
+                                  "summary": f"{stage} skipped: {rec.get('reason', '')}"}
+    if kind == "info":
+        return ev.CONSOLE_INFO, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
+    if kind == "error":
+        # One readable line (a transformers error can be 2,000+ characters), with the advisor's
+        # fix when it knows the error; the full text stays in the job log.
+        full = str(rec.get("message", ""))
+        known = fix_for_error(full)
+        message = f"{stage}: {shorten(full)}" + (f" — fix: {known.fix}" if known else "")
+        return ev.CONSOLE_ERROR, {"message": message, "stage": stage}
+    return None
+
+
+__all__ = ["PREFIX", "default_stage", "parse_record", "stage_event"]

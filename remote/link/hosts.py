@@ -1,0 +1,217 @@
+"""Named hosts from console.toml, plus the built-in `local` host that needs no config.
+
+A host says how to reach the box (an SSH target resolved through ~/.ssh/config) and where work
+happens on it (container, python, workdir, vLLM URL). Everything else in the console takes a
+HostConfig, never raw strings.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import platformdirs
+
+from remote.link.errors import ConfigError
+
+APP_NAME = "eagle3-console"
+CONFIG_NAME = "console.toml"
+LOCAL = "local"
+RUNTIMES = ("docker", "podman", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    name: str
+    ssh: str | None = None  # None: the built-in local transport
+    runtime: str = "none"
+    container: str | None = None
+    python: str = "python3"
+    workdir: str = "~/eagle3"
+    vllm_url: str = "http://127.0.0.1:8000"
+    # Options passed to the SSH transport (port, user, identity, known_hosts, ssh_config ...).
+    ssh_options: dict[str, Any] = field(default_factory=dict)
+    source: str = "<built-in>"
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh is None
+
+
+def default_local(workdir: str | None = None) -> HostConfig:
+    """Runs on this machine with this interpreter: the demo target and the test default."""
+    import sys
+
+    wd = workdir or str(Path(platformdirs.user_data_dir(APP_NAME)) / "local-box")
+    return HostConfig(name=LOCAL, ssh=None, python=sys.executable, workdir=wd)
+
+
+@dataclass(slots=True)
+class Config:
+    hosts: dict[str, HostConfig]
+    path: Path | None
+
+    def host(self, name: str) -> HostConfig:
+        if name in self.hosts:
+            return self.hosts[name]
+        if name == LOCAL:
+            return default_local()
+        known = ", ".join(sorted({*self.hosts, LOCAL}))
+        where = str(self.path) if self.path else "no console.toml found"
+        raise ConfigError(where, f"hosts.{name}", f"no such host (known: {known})")
+
+
+def config_search_path() -> list[Path]:
+    return [Path.cwd() / CONFIG_NAME, Path(platformdirs.user_config_dir(APP_NAME)) / CONFIG_NAME]
+
+
+def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise ConfigError(str(path), None, "config file not found")
+        return path
+    for candidate in config_search_path():
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_STR_KEYS = ("ssh", "runtime", "container", "python", "workdir", "vllm_url")
+_SSH_OPTION_KEYS = {
+    "port": int,
+    "user": str,
+    "identity_file": str,
+    "known_hosts": str,
+    "ssh_config": str,
+    "keepalive_interval": float,
+    "connect_timeout": float,
+}
+
+
+def parse_config(text: str, source: str) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, None, f"invalid TOML: {exc}") from None
+    hosts_table = data.get("hosts", {})
+    if not isinstance(hosts_table, dict):
+        raise ConfigError(source, "hosts", "must be a table of named hosts ([hosts.NAME])")
+    unknown_top = set(data) - {"hosts"}
+    if unknown_top:
+        raise ConfigError(source, sorted(unknown_top)[0], "unknown top-level key")
+    hosts: dict[str, HostConfig] = {}
+    for name, table in hosts_table.items():
+        hosts[name] = _parse_host(name, table, source)
+    return Config(hosts=hosts, path=Path(source) if source != "<string>" else None)
+
+
+def _parse_host(name: str, table: Any, source: str) -> HostConfig:
+    key = f"hosts.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(source, key, "must be a table")
+    allowed = set(_STR_KEYS) | set(_SSH_OPTION_KEYS)
+    for k in table:
+        if k not in allowed:
+            raise ConfigError(source, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    values: dict[str, Any] = {}
+    for k in _STR_KEYS:
+        if k in table:
+            if not isinstance(table[k], str) or not table[k]:
+                raise ConfigError(source, f"{key}.{k}", "must be a non-empty string")
+            _check_text(source, f"{key}.{k}", table[k])
+            values[k] = table[k]
+    if "vllm_url" in values:
+        _check_url(source, f"{key}.vllm_url", values["vllm_url"])
+    ssh_options: dict[str, Any] = {}
+    for k, typ in _SSH_OPTION_KEYS.items():
+        if k in table:
+            v = table[k]
+            if typ is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            if not isinstance(v, typ) or isinstance(v, bool):
+                raise ConfigError(source, f"{key}.{k}", f"must be {typ.__name__}")
+            _check_option(source, f"{key}.{k}", k, v)
+            ssh_options[k] = v
+    if name == LOCAL and "ssh" in values:
+        raise ConfigError(source, f"{key}.ssh", "'local' is the built-in host; name an SSH host differently")
+    if name != LOCAL and "ssh" not in values:
+        raise ConfigError(source, f"{key}.ssh", "missing: the SSH target (user@host or a ~/.ssh/config alias)")
+    runtime = values.get("runtime", "none")
+    if runtime not in RUNTIMES:
+        raise ConfigError(source, f"{key}.runtime", f"{runtime!r} is not one of {', '.join(RUNTIMES)}")
+    if runtime != "none" and "container" not in values:
+        raise ConfigError(source, f"{key}.container", f"required when runtime is {runtime}")
+    if runtime == "none" and "container" in values:
+        raise ConfigError(source, f"{key}.runtime", "a container is named but runtime is 'none' (use docker or podman)")
+    if name == LOCAL:
+        base = default_local(values.get("workdir"))
+        values.setdefault("python", base.python)
+        values.setdefault("workdir", base.workdir)
+    return HostConfig(name=name, ssh_options=ssh_options, source=source, **values)
+
+
+# Ranges of the SSH options: a value out of range is refused here, with its key, rather than
+# failing deep inside a connect (OverflowError for port 70000) or silently meaning something
+# else (port 0 became 22; a nan timeout waits forever).
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "port": (1, 65535, "a TCP port, 1..65535"),
+    "keepalive_interval": (0, 86400, "seconds, 0 (off) .. 86400"),
+    "connect_timeout": (0.1, 3600, "seconds, 0.1 .. 3600"),
+}
+
+
+def _check_option(source: str, key: str, name: str, value: Any) -> None:
+    if isinstance(value, str):
+        if not value:
+            raise ConfigError(source, key, "must be a non-empty string")
+        _check_text(source, key, value)
+        return
+    if name not in _RANGES:
+        return
+    low, high, what = _RANGES[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(source, key, f"{value} is not a number of {what}")
+    if not low <= value <= high:
+        raise ConfigError(source, key, f"{value} is out of range: must be {what}")
+
+
+def _check_text(source: str, key: str, value: str) -> None:
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise ConfigError(source, key, f"contains the control character {bad!r}")
+
+
+def _check_url(source: str, key: str, value: str) -> None:
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as exc:
+        raise ConfigError(source, key, f"{value!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(source, key, f"{value!r} must be http://HOST[:PORT] or https://...")
+    if port == 0:
+        raise ConfigError(source, key, f"{value!r}: port 0 is not a port")
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    path = find_config(explicit)
+    if path is None:
+        return Config(hosts={}, path=None)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), None, f"cannot read: {exc}") from None
+    cfg = parse_config(text, str(path))
+    return cfg
+
+
+def all_hosts(cfg: Config) -> list[HostConfig]:
+    hosts = dict(cfg.hosts)
+    hosts.setdefault(LOCAL, default_local())
+    return [hosts[k] for k in sorted(hosts, key=lambda n: (n != LOCAL, n))]

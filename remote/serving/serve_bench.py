@@ -1,0 +1,107 @@
+"""Serve, then bench: the closing step of the pipeline (the demo's last two steps).
+
+One engine at a time: the baseline server (target alone) is started, swept and stopped, then
+the speculative server (target + the pipeline's head) likewise, over the same prompts, output
+length and concurrencies. Two engines at once would share the box's cores or memory and each
+would slow the other, so the speedup would measure the contention, not the speculation; on a
+GPU box the same sequence costs one extra engine start.
+
+The prompts are the pipeline's own held-out prompts (prepare/eval.jsonl) when no prompt file
+is given, and requests stop at the end token as evaluate does, so "offline X vs served Y"
+compares the same decoding of the same prompts: the difference is the engine.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remote.bench.compare import Comparison, compare_runs
+from remote.bench.driver import run_sweep
+from remote.bench.prompts import PromptSet, load_prompts
+from remote.bench.reach import vllm_client
+from remote.bench.results import BenchRun, Point
+from remote.bench.served import sweep_acceptance
+from remote.link.errors import UsageError
+from remote.serving.serve import ServeRunner, default_url, read_offline, serving
+
+
+@dataclass
+class ServedBench:
+    baseline: BenchRun
+    speculative: BenchRun
+    comparison: Comparison
+    served: dict[str, Any] | None  # sweep_acceptance of the speculative run
+    offline: dict[str, object] | None  # evaluate/acceptance.json (trained head)
+    start_seconds: dict[str, float]  # role -> engine start (launch to first answer)
+
+
+async def fetch_box_file(runner: ServeRunner, remote: str, local: Path) -> Path:
+    await runner.transport.get(remote, local)
+    return local
+
+
+async def pipeline_prompts(runner: ServeRunner, output_dir: str, workdir: Path) -> PromptSet:
+    """prepare/eval.jsonl from the box, as a prompt set (its rows carry `messages`)."""
+    local = await fetch_box_file(runner, posixpath.join(output_dir, "prepare", "eval.jsonl"),
+                                 workdir / "eval.jsonl")
+    return load_prompts(local)
+
+
+async def offline_estimate(runner: ServeRunner, output_dir: str,
+                           workdir: Path) -> dict[str, object]:
+    local = await fetch_box_file(runner,
+                                 posixpath.join(output_dir, "evaluate", "acceptance.json"),
+                                 workdir / "acceptance.json")
+    return read_offline(local)
+
+
+async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
+                          concurrencies: list[int], max_tokens: int, rounds: int,
+                          prompts: PromptSet | None = None, ignore_eos: bool = False,
+                          vllm_args: list[str] | None = None, start_timeout: float = 1800.0,
+                          on_point: Callable[[str, BenchRun, Point], None] | None = None,
+                          on_ready: Callable[[str, float], None] | None = None,
+                          urls: dict[str, str] | None = None) -> ServedBench:
+    """`urls`: role -> address as seen from the box (default: vllm_url, and its port + 1 for
+    the baseline). Both ports are checked before the first engine starts: a taken speculative
+    port found only after the baseline's start and sweep would waste both."""
+    where = {role: (urls or {}).get(role) or default_url(runner.host, role)
+             for role in ("baseline", "speculative")}
+    if where["baseline"] == where["speculative"]:
+        raise UsageError(f"the baseline and speculative servers would both listen at "
+                         f"{where['baseline']}: give the baseline another port")
+    for role, url in where.items():
+        await runner.check_port(url, role)
+    with tempfile.TemporaryDirectory(prefix="eagle3-serve-") as tmp:
+        work = Path(tmp)
+        offline = await offline_estimate(runner, output_dir, work)
+        if prompts is None:
+            prompts = await pipeline_prompts(runner, output_dir, work)
+    runs: dict[str, BenchRun] = {}
+    starts: dict[str, float] = {}
+    for role in ("baseline", "speculative"):
+        async with serving(runner, config, role, url=where[role], vllm_args=vllm_args,
+                           timeout=start_timeout) as served:
+            starts[role] = served.seconds
+            if on_ready is not None:
+                on_ready(role, served.seconds)
+            async with vllm_client(runner.transport, served.url,
+                                   is_local=runner.host.is_local) as client:
+                def point(run: BenchRun, p: Point, role: str = role) -> None:
+                    if on_point is not None:
+                        on_point(role, run, p)
+
+                runs[role] = await run_sweep(
+                    client, prompts, concurrencies, label=role, model=None,
+                    speculative=role == "speculative", max_tokens=max_tokens, rounds=rounds,
+                    host=runner.host.name, on_point=point, ignore_eos=ignore_eos)
+    spec = runs["speculative"]
+    return ServedBench(baseline=runs["baseline"], speculative=spec,
+                       comparison=compare_runs(runs["baseline"], spec),
+                       served=sweep_acceptance(spec.points), offline=offline,
+                       start_seconds=starts)

@@ -1,0 +1,138 @@
+"""Fan one event stream out to several consumers (TUI, headless printer, recorder).
+
+Consumers are either synchronous callbacks (the recorder must see every event, in order, before
+the producer moves on) or async subscriptions with their own queue (a slow TUI must not stall a
+job tail). Nothing is dropped: the stream is the record of what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
+
+from remote.spine import event_types as et
+from remote.spine.events import Event
+
+Callback = Callable[[Event], None]
+BatchCallback = Callable[[Sequence[Event]], None]
+
+_CLOSED = object()
+
+
+class Subscription:
+    def __init__(self, bus: EventBus, kinds: frozenset[str] | None) -> None:
+        self._bus = bus
+        self._kinds = kinds
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+
+    def _offer(self, event: Event) -> None:
+        if self._kinds is None or event.kind in self._kinds or any(
+            event.kind.startswith(k + ".") for k in self._kinds
+        ):
+            self._queue.put_nowait(event)
+
+    def _close(self) -> None:
+        self._queue.put_nowait(_CLOSED)
+
+    def pending(self) -> int:
+        return self._queue.qsize()
+
+    async def get(self) -> Event | None:
+        """The next event, or None once the bus is closed and this queue drained."""
+        item = await self._queue.get()
+        if item is _CLOSED:
+            return None
+        assert isinstance(item, Event)
+        return item
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iter()
+
+    async def _iter(self) -> AsyncIterator[Event]:
+        while (event := await self.get()) is not None:
+            yield event
+
+    def unsubscribe(self) -> None:
+        self._bus._subs.discard(self)
+        self._close()
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._callbacks: list[Callback] = []
+        self._batch_callbacks: list[BatchCallback] = []
+        self._subs: set[Subscription] = set()
+        self.closed = False
+
+    def add_callback(self, callback: Callback) -> Callable[[], None]:
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._callbacks.remove(callback)
+
+        return remove
+
+    def add_batch_callback(self, callback: BatchCallback) -> Callable[[], None]:
+        """Like add_callback, but events published together (publish_many: the lines of one
+        block received from a job log) arrive in one call, so the recorder writes them with one
+        write and one flush instead of one per line."""
+        self._batch_callbacks.append(callback)
+
+        def remove() -> None:
+            with suppress(ValueError):
+                self._batch_callbacks.remove(callback)
+
+        return remove
+
+    def subscribe(self, kinds: set[str] | frozenset[str] | None = None) -> Subscription:
+        """kinds: exact kinds or prefixes ("job" matches "job.line"); None for everything."""
+        sub = Subscription(self, frozenset(kinds) if kinds is not None else None)
+        self._subs.add(sub)
+        if self.closed:
+            sub._close()
+        return sub
+
+    def publish(self, event: Event) -> None:
+        if self.closed:
+            raise RuntimeError("publish on a closed event bus")
+        for callback in list(self._callbacks):
+            callback(event)
+        for batch_callback in list(self._batch_callbacks):
+            batch_callback((event,))
+        for sub in list(self._subs):
+            sub._offer(event)
+
+    def publish_many(self, events: Sequence[Event]) -> None:
+        if self.closed:
+            raise RuntimeError("publish on a closed event bus")
+        if not events:
+            return
+        for callback in list(self._callbacks):
+            for event in events:
+                callback(event)
+        for batch_callback in list(self._batch_callbacks):
+            batch_callback(events)
+        for sub in list(self._subs):
+            for event in events:
+                sub._offer(event)
+
+    def emit(self, kind: str, host: str = "", **payload: object) -> Event:
+        """The keyword form of a producer: the fields are checked against the kind's schema
+        (remote/spine/event_types.py; PayloadError when they do not match) before anyone sees them."""
+        event = Event.checked(kind, host, dict(payload))
+        self.publish(event)
+        return event
+
+    def post(self, data: et.Payload, host: str = "") -> Event:
+        """The typed form of a producer: the payload is a schema struct already."""
+        event = Event.of(data, host)
+        self.publish(event)
+        return event
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            for sub in list(self._subs):
+                sub._close()

@@ -3,13 +3,17 @@
     validate            check the config (and the disk floor); print what it resolved to
     plan                which stages are complete; nothing runs
     prepare|extract|vocab|train|evaluate    one stage (skipped when its manifest matches)
-    all                 every stage in order
+    all                 every stage in order, in this process
+    run                 every remaining stage in order, each in its own process: what the
+                        console launches as one detached job (pipeline/sequence.py)
     demo-setup --dir D  build the tiny local demo (target, tokenizer, conversations, config)
     serve --port P [--bind H] [--baseline] [-- VLLM_ARGS]   vLLM's OpenAI server for the
                         target with train's head (or without: --baseline); pipeline/serve.py
 
---force runs a stage even when its manifest matches; --from STAGE (with all) forces STAGE and
-every stage after it. Exit codes: 0 ok, 1 a stage failed, 2 bad config or input.
+--force runs a stage even when its manifest matches; --from STAGE (with all or run) forces STAGE
+and every stage after it; --rerun STAGE (with run) forces that stage only; --demo-dir D (with
+run) builds the demo in D first and runs its config.
+Exit codes: 0 ok, 1 a stage failed, 2 bad config or input (run: 143 when cancelled).
 """
 
 from __future__ import annotations
@@ -28,10 +32,14 @@ from pipeline.progress import emit
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=[*STAGES, "all", "plan", "validate", "demo-setup", "serve"])
+    p.add_argument("command", choices=[*STAGES, "all", "run", "plan", "validate", "demo-setup",
+                                       "serve"])
     p.add_argument("--config", help="pipeline TOML")
     p.add_argument("--force", action="store_true", help="run even when the manifest matches")
-    p.add_argument("--from", dest="start", choices=STAGES, help="with all: force from STAGE on")
+    p.add_argument("--from", dest="start", choices=STAGES,
+                   help="with all or run: force from STAGE on")
+    p.add_argument("--rerun", choices=STAGES, help="with run: force this stage only")
+    p.add_argument("--demo-dir", help="with run: build the demo here and run its config")
     p.add_argument("--dir", help="demo-setup: directory to build the demo in")
     p.add_argument("--port", type=int, help="serve: the server's port")
     p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
@@ -59,6 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = build_demo(args.dir)
             emit("info", "demo-setup", message=f"demo config: {path}", config=str(path))
             return 0
+        if stage == "run":
+            from pipeline import sequence
+
+            return sequence.run(args.config, start=args.start, force=args.force,
+                                rerun=args.rerun, demo_dir=args.demo_dir)
         if not args.config:
             raise PipelineError("--config FILE is required")
         from pipeline import config as config_mod

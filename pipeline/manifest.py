@@ -102,6 +102,18 @@ def status(cfg: PipelineConfig, stage: str) -> Status:
     return Status(stage, True, f"manifest matches ({len(m.get('outputs', []))} outputs)")
 
 
+def facts(cfg: PipelineConfig, stage: str) -> dict[str, Any]:
+    """What the stage's manifest says about its last finished run, for a console that was not
+    watching it: how long it took, when it finished, how many outputs and bytes. Empty when
+    there is no manifest."""
+    m = read(cfg, stage)
+    if m is None:
+        return {}
+    outputs = [o for o in m.get("outputs", []) if isinstance(o, dict)]
+    return {"seconds": m.get("seconds"), "completed": m.get("completed"),
+            "outputs": len(outputs), "bytes": sum(int(o.get("size") or 0) for o in outputs)}
+
+
 def file_digest(path: Path) -> tuple[str, str]:
     size = path.stat().st_size
     h = hashlib.sha256()

@@ -59,7 +59,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     """Run (or skip) one stage. True if it ran, False if skipped; raises on failure."""
     st = manifest.status(cfg, stage)
     if st.complete and not force:
-        emit("skipped", stage, reason=st.reason)
+        emit("skipped", stage, reason=st.reason, **manifest.facts(cfg, stage))
         return False
     key = manifest.stage_key(cfg, stage)
     if key is None:
@@ -116,5 +116,5 @@ def plan(cfg: PipelineConfig, *, start: str | None = None,
     for i, stage in enumerate(STAGES):
         st = manifest.status(cfg, stage)
         rows.append({"stage": stage, "complete": st.complete, "reason": st.reason,
-                     "force": i >= forced_from})
+                     "force": i >= forced_from, **manifest.facts(cfg, stage)})
     return rows

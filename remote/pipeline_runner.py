@@ -1,13 +1,13 @@
-"""The EAGLE-3 pipeline on a box: upload it, validate the config, run each stage as a detached
-job and turn its progress lines into stage events.
+"""The EAGLE-3 pipeline on a box: upload it, validate the config, start ONE detached runner on
+the box that carries every remaining stage through evaluate, and follow its log.
 
-Each stage is one detached run (`pipeline-<stage>`), so a stage outlives the console and the
-connection like any job; its log carries the stage's `@@eagle3 {...}` records (pipeline/
-progress.py), which become stage.start / stage.progress / stage.end / stage.skipped events, and
-console.info / console.error for its info and error records, published by the job tail itself
-(remote/jobs/stage_records.py) right after the record's job.line event. Skipping is the stage's own
-decision (its manifest), so a second run of the same config skips every stage; leading stages
-that `plan` reports complete are skipped here without launching anything.
+The runner (`python -m pipeline run`, pipeline/sequence.py) is one detached job named
+`pipeline`: it outlives the console, the SSH connection and the laptop, and its name lock means a
+second start while it runs attaches to it instead of starting another. Its log carries the
+stages' `@@eagle3 {...}` records, which the job tail itself turns into stage.* events
+(remote/jobs/stage_records.py), so following it live, reattaching after a restart and replaying
+the session show the same progress. This side only reads the records for the outcome (what ran,
+what was skipped, which stage failed and why, what was not reached).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import posixpath
-import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.progress import parse as parse_progress
-from remote.compat import advise, config_facts, pipeline_blockers, shorten
-from remote.jobs.client import Jobs
+from remote.compat import advise, config_facts, pipeline_blockers
+from remote.jobs.client import JobLocked, Jobs, RunInfo
+from remote.jobs.remembered import RememberedRuns
+from remote.jobs.stage_records import FACTS, facts_text
 from remote.link.errors import RemoteCommandError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -57,14 +58,45 @@ def local_source_root() -> Path:
     return Path(spec.origin).resolve().parent.parent
 
 
+# The runner's job name: one pipeline at a time per workdir (the job lock).
+RUN_NAME = "pipeline"
+
+
 @dataclass
 class StageOutcome:
     stage: str
-    state: str  # "ran" | "skipped" | "failed"
+    state: str  # "ran" | "skipped" | "failed" | "not_run" | "pending" (no record yet)
     seconds: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
     error: str = ""
-    ended: bool = False  # the stage reported its own end (stage.end already emitted)
+    reason: str = ""  # skipped / not_run: why
+
+
+@dataclass
+class RunOutcome:
+    """What the box runner did, read from its records (and its exit when it left none)."""
+
+    run_id: str
+    how: str  # started | attached | reattached
+    stages: dict[str, StageOutcome] = field(default_factory=dict)
+    finished: dict[str, Any] | None = None
+    info: RunInfo | None = None  # the run as it ended
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.finished and self.finished.get("ok")) and self.failed is None
+
+    @property
+    def failed(self) -> StageOutcome | None:
+        return next((o for o in self.stages.values() if o.state == "failed"), None)
+
+    def names(self, state: str) -> list[str]:
+        return [o.stage for o in self.stages.values() if o.state == state]
+
+    def stage(self, name: str) -> StageOutcome:
+        if name not in self.stages:
+            self.stages[name] = StageOutcome(name, "pending")
+        return self.stages[name]
 
 
 class PipelineRunner:
@@ -144,7 +176,7 @@ class PipelineRunner:
                                      f"no JSON on stdout: {out[:200]!r}") from None
         return dict(data)
 
-    def _advise_config(self, resolved: dict[str, Any]) -> None:
+    def advise_config(self, resolved: dict[str, Any]) -> None:
         """The advisor's config-only rules (no vLLM needed), before any stage starts: an error
         finding stops the run here instead of minutes into a stage."""
         if "hf_config" not in resolved:
@@ -178,88 +210,131 @@ class PipelineRunner:
                 continue
         return rows
 
-    async def run_job(self, name: str, stage: str, args: list[str]) -> StageOutcome:
-        """Launch one detached stage, tail it to the end, and report what it did."""
+    def _runner_args(self, config: str | None, demo_dir: str | None, start: str | None,
+                     force: bool, rerun: str | None) -> list[str]:
+        args = ["run"]
+        args += ["--config", config] if config else ["--demo-dir", demo_dir or ""]
+        if start:
+            args += ["--from", start]
+        if force:
+            args.append("--force")
+        if rerun:
+            args += ["--rerun", rerun]
+        return args
+
+    async def start(self, config: str | None = None, *, demo_dir: str | None = None,
+                    start: str | None = None, force: bool = False,
+                    rerun: str | None = None) -> tuple[RunInfo, str]:
+        """Launch the box runner, or find the one already running (the job lock): the run and
+        `started` or `attached`. Launching returns as soon as the box has it going."""
         src = await self.source_dir()
-        info = await self.jobs.launch(self._argv(*args), name=f"pipeline-{name}",
-                                      env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
-        outcome = StageOutcome(stage=stage, state="failed")
-        t0 = time.monotonic()
-        async with aclosing(self.jobs.tail(info.run_id)) as lines:
+        argv = self._argv(*self._runner_args(config, demo_dir, start, force, rerun))
+        try:
+            info = await self.jobs.launch(argv, name=RUN_NAME,
+                                          env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
+            how = "started"
+        except JobLocked as exc:
+            if not exc.run_id:
+                raise
+            info = await self.jobs.status(exc.run_id)
+            how = "attached"
+            self._emit(ev.CONSOLE_WARNING, message=(
+                f"a pipeline run is already going on {self.host.name} ({info.run_id}, started "
+                f"{info.started}): attached to it instead of starting another"
+                + ("" if info.argv[3:] == argv[3:] else
+                   f"; it runs `pipeline {' '.join(info.argv[3:])}`, not what was asked now")))
+        self.announce(info, how)
+        return info, how
+
+    def announce(self, info: RunInfo, how: str) -> None:
+        """Say which runner this console follows, and remember it for the next start."""
+        config = run_config(info.argv)
+        self._emit(ev.PIPELINE_RUN, run_id=info.run_id, how=how, state=info.state,
+                   config=config, started=info.started,
+                   summary=f"pipeline run {info.run_id} {how} on {self.host.name} "
+                   f"({info.state}): the box carries it through evaluate")
+        RememberedRuns().remember(self.host, info.run_id, config=config, started=info.started)
+
+    async def follow(self, run_id: str, *, how: str = "started") -> RunOutcome:
+        """Tail the runner from the start of its log to its end; what it did. A runner that
+        ended without its own account (killed, lost with the box) leaves its unreached stages
+        marked not run here, with why."""
+        outcome = RunOutcome(run_id, how)
+        async with aclosing(self.jobs.tail(run_id, offset=0)) as lines:
             async for line in lines:
                 rec = parse_progress(line.text)
                 if rec is not None:
-                    self._on_record(rec, info.run_id, outcome)
-        final = await self.jobs.wait(info.run_id)
-        if final.returncode == 0 and outcome.state != "skipped":
-            outcome.state = "ran"
-            if not outcome.ended:  # a step with no end record of its own (demo-setup)
-                self._emit(ev.STAGE_END, stage=stage, ok=True,
-                           seconds=round(time.monotonic() - t0, 3), run_id=info.run_id,
-                           summary=f"{stage} done in {time.monotonic() - t0:.1f} s")
-        elif final.returncode != 0:
-            outcome.state = "failed"
-            shown = bool(outcome.error)  # printed once already, as console.error
-            outcome.error = outcome.error or f"{stage} exited {final.returncode} ({final.state})"
-            summary = (f"{stage} failed (error above)" if shown
-                       else f"{stage} failed: {shorten(outcome.error)}")
-            self._emit(ev.STAGE_END, stage=stage, ok=False,
-                       seconds=round(time.monotonic() - t0, 3), run_id=info.run_id,
-                       error=outcome.error, summary=summary)
-        outcome.seconds = time.monotonic() - t0
+                    self._on_record(rec, outcome)
+        final = outcome.info = await self.jobs.wait(run_id)
+        if outcome.finished is None:
+            why = f"the pipeline run {final.state}" + (
+                f" (returncode {final.returncode})" if final.returncode is not None else "")
+            running = [o for o in outcome.stages.values() if o.state == "pending"]
+            for o in running:  # started, never ended
+                o.state, o.error = "failed", f"{o.stage}: {why} while it ran"
+                self._emit(ev.STAGE_END, stage=o.stage, ok=False, run_id=run_id, error=o.error,
+                           summary=f"{o.stage} failed: {o.error}")
+            for stage in STAGES:
+                if stage not in outcome.stages:
+                    outcome.stages[stage] = StageOutcome(stage, "not_run", reason=why)
+                    self._emit(ev.STAGE_NOT_RUN, stage=stage, reason=why, run_id=run_id,
+                               summary=f"{stage} not run: {why}")
         return outcome
 
-    def _on_record(self, rec: dict[str, Any], run_id: str, outcome: StageOutcome) -> None:
+    def _on_record(self, rec: dict[str, Any], outcome: RunOutcome) -> None:
         """What a record means for the outcome. Its event was published by the tail itself
         (remote/jobs/stage_records.py), so a reattached tail shows the same progress."""
         kind = rec.get("type")
-        if kind == "end":
-            outcome.ended = True
-            outcome.summary = dict(rec.get("summary") or {})
+        stage = str(rec.get("stage", ""))
+        if kind == "finished":
+            outcome.finished = rec
+            return
+        if stage not in STAGES:
+            return  # the runner's own info, demo-setup
+        o = outcome.stage(stage)
+        if kind == "start":
+            o.state, o.error = "pending", ""
+        elif kind == "end":
+            o.state = "ran" if rec.get("ok", True) else "failed"
+            o.seconds = float(rec.get("seconds") or 0.0)
+            o.summary = dict(rec.get("summary") or {})
+            if o.state == "failed" and not o.error:
+                o.error = str(rec.get("error") or f"{stage} failed")
         elif kind == "skipped":
-            outcome.state = "skipped"
+            o.state, o.reason = "skipped", str(rec.get("reason", ""))
+        elif kind == "not_run":
+            o.state, o.reason = "not_run", str(rec.get("reason", ""))
         elif kind == "error":
-            outcome.error = str(rec.get("message", ""))
+            o.error = str(rec.get("message", ""))
 
-    async def demo_setup(self) -> str:
-        """Build the tiny demo on the box (once; reused afterwards); its config path."""
-        demo_dir = posixpath.join(await self.root(), "demo")
-        out = await self.run_job("demo-setup", "demo-setup",
-                                 ["demo-setup", "--dir", demo_dir])
-        if out.state == "failed":
-            raise StageFailed(f"demo setup failed: {out.error}")
-        return posixpath.join(demo_dir, "pipeline.toml")
+    async def show_manifests(self, config: str) -> list[dict[str, Any]]:
+        """Each stage's manifest as the box has it now, as stage.manifest events: a console
+        that did not watch a run shows its finished stages with their times and sizes."""
+        rows = await self.plan(config)
+        for row in rows:
+            stage = str(row.get("stage", ""))
+            facts = {k: row[k] for k in FACTS if row.get(k) is not None}
+            done = bool(row.get("complete"))
+            reason = str(row.get("reason", ""))
+            self._emit(ev.STAGE_MANIFEST, stage=stage, complete=done, reason=reason,
+                       config=config, **facts,
+                       summary=(f"{stage}: done" + facts_text(facts)) if done
+                       else f"{stage}: not done ({reason})")
+        return rows
 
-    async def run(self, config: str, *, start: str | None = None,
-                  force: bool = False) -> list[StageOutcome]:
-        """Every stage in order; stops at the first failure (raised as StageFailed)."""
-        resolved = await self.validate(config)
-        self._emit(ev.CONSOLE_INFO, message=(
-            f"pipeline config {config}: target {resolved['model']} ({resolved['num_layers']} "
-            f"layers, hidden {resolved['hidden_size']}), layer ids {resolved['layer_ids']}, "
-            f"{resolved['bytes_per_token']} bytes/token, output {resolved['output_dir']}"))
-        self._advise_config(resolved)
-        first_forced = STAGES.index(start) if start else (0 if force else len(STAGES))
-        plan = {row["stage"]: row for row in await self.plan(config)}
-        outcomes: list[StageOutcome] = []
-        launched = False
-        for i, stage in enumerate(STAGES):
-            forced = i >= first_forced
-            row = plan.get(stage, {})
-            if not launched and not forced and row.get("complete"):
-                reason = str(row.get("reason", "manifest matches"))
-                self._emit(ev.STAGE_SKIPPED, stage=stage, reason=reason,
-                           summary=f"{stage} skipped: {reason}")
-                outcomes.append(StageOutcome(stage=stage, state="skipped"))
-                continue
-            launched = True
-            args = [stage, "--config", config, *(["--force"] if forced else [])]
-            out = await self.run_job(stage, stage, args)
-            outcomes.append(out)
-            if out.state == "failed":
-                raise StageFailed(f"stage {stage} failed (the error is above; its full text "
-                                  f"is in the session file and `console jobs` log)")
-        return outcomes
+
+class PipelineFailed(StageFailed):
+    def __init__(self, message: str, outcome: RunOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+def run_config(argv: list[str]) -> str:
+    """The config a runner's argv names (`--config C`, or the demo's `--demo-dir D`)."""
+    for flag, suffix in (("--config", ""), ("--demo-dir", "/pipeline.toml")):
+        if flag in argv[:-1]:
+            return argv[argv.index(flag) + 1].rstrip("/") + suffix
+    return ""
 
 
 def _last_error(out: str, err: str) -> str:

@@ -217,8 +217,9 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
 
 def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
         good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The model directory has a config but no tokenizer: prepare fails on the box; the console
-    reports stage.end ok=false, exits 1, and launches nothing after it."""
+    """The model directory has a config but no tokenizer: prepare fails on the box; the box
+    runner stops there, the console reports stage.end ok=false and every later stage as not
+    run with why, and exits 1."""
     console_toml = tmp_path / "console.toml"
     console_toml.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
     session = tmp_path / "s.jsonl"
@@ -232,16 +233,21 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
     ends = [e.payload for e in events if e.kind == ev.STAGE_END]
     assert [(p["stage"], p["ok"]) for p in ends] == [("prepare", False)]
     started = [e.payload["name"] for e in events if e.kind == ev.JOB_STARTED]
-    assert started == ["pipeline-prepare"]
+    assert started == ["pipeline"]  # one box runner, no stage after the failed one
+    not_run = [(e.payload["stage"], e.payload["reason"]) for e in events
+               if e.kind == ev.STAGE_NOT_RUN]
+    assert not_run == [(s, "prepare failed (exit 1): the runner stopped there")
+                       for s in ("extract", "vocab", "train", "evaluate")]
     assert not (good.parent / "out" / "manifests" / "prepare.json").exists()
     assert "stage prepare failed" in capsys.readouterr().out
 
 
 def test_stage_records_become_stage_events() -> None:
-    """What the runner makes of each record a stage prints (and of lines that are not one)."""
+    """What the console makes of each record the box runner's log holds (and of lines that are
+    not one): the outcome of the run, read from its records only."""
     from pipeline.progress import parse
     from remote.link.hosts import default_local
-    from remote.pipeline_runner import PipelineRunner, StageOutcome
+    from remote.pipeline_runner import PipelineRunner, RunOutcome
     from remote.spine.bus import EventBus
 
     bus = EventBus()
@@ -250,8 +256,10 @@ def test_stage_records_become_stage_events() -> None:
     runner = PipelineRunner.__new__(PipelineRunner)
     runner.bus = bus
     runner.host = default_local()
-    out = StageOutcome("extract", "failed")
+    out = RunOutcome("run-1", "started")
     lines = [
+        '@@eagle3 {"type":"info","stage":"pipeline","message":"the box carries the pipeline"}',
+        '@@eagle3 {"type":"skipped","stage":"prepare","reason":"manifest matches","bytes":9}',
         '@@eagle3 {"type":"start","stage":"extract","reason":"no manifest"}',
         '@@eagle3 {"type":"progress","stage":"extract","done":3,"total":9,"unit":"samples",'
         '"rate":1.5,"tokens":42}',
@@ -260,13 +268,24 @@ def test_stage_records_become_stage_events() -> None:
         '@@eagle3 {"type":"info","stage":"extract","message":"resuming"}',
         '@@eagle3 {"type":"end","stage":"extract","ok":true,"seconds":2.5,"outputs":["a"],'
         '"summary":{"samples":9}}',
+        '@@eagle3 {"type":"start","stage":"vocab","reason":"no manifest"}',
+        '@@eagle3 {"type":"error","stage":"vocab","message":"vocab failed: OSError: disk"}',
+        '@@eagle3 {"type":"end","stage":"vocab","ok":false,"seconds":1,"error":"vocab exited 1"}',
+        '@@eagle3 {"type":"not_run","stage":"train","reason":"vocab failed (exit 1)"}',
+        '@@eagle3 {"type":"not_run","stage":"evaluate","reason":"vocab failed (exit 1)"}',
+        '@@eagle3 {"type":"finished","stage":"pipeline","ok":false,"returncode":1}',
     ]
     for line in lines:
         rec = parse(line)
         if rec is not None:
-            runner._on_record(rec, "run-1", out)
+            runner._on_record(rec, out)
     # The runner only reads records for the outcome; their events come from the tail itself
     # (remote/jobs/stage_records.py, tested in tests/test_stage_records.py), so nothing twice.
     assert seen == []
-    assert out.ended is True and out.state == "failed"
-    assert out.summary == {"samples": 9}
+    assert {s: o.state for s, o in out.stages.items()} == {
+        "prepare": "skipped", "extract": "ran", "vocab": "failed", "train": "not_run",
+        "evaluate": "not_run"}
+    assert out.stages["extract"].summary == {"samples": 9}
+    assert out.stages["vocab"].error == "vocab failed: OSError: disk"  # its own words
+    assert out.stages["train"].reason == "vocab failed (exit 1)"
+    assert out.finished is not None and not out.ok and out.failed is out.stages["vocab"]

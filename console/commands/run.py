@@ -14,10 +14,13 @@ its top-level output_dir or [target] table) it is taken as --pipeline, so the sp
 issue (`console run --config pipeline.toml`) works too.
 
 The pipeline package is uploaded to the box (content-hashed; run in place on `local`), the
-config is validated there before any work, and each stage runs as a detached job whose progress
-lines become stage events (remote/pipeline_runner.py). A stage whose manifest matches is skipped,
-so a second run of the same config does nothing. At the end it prints where the checkpoint, the
-serving JSON and the session file are.
+config is validated there before any work, and ONE detached runner on the box carries every
+remaining stage through evaluate (pipeline/sequence.py); this command only follows its log,
+whose progress records become stage events (remote/pipeline_runner.py). Quitting, a kill or a
+dropped connection leave the box going on; running this command again while it runs attaches
+to it (the job lock) instead of starting another. A stage whose manifest matches is skipped, so
+a second run of the same config does nothing. At the end it prints each stage's manifest (time,
+size) and where the checkpoint, the serving JSON and the session file are.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
                        description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
-                       "evaluate) on a host as detached jobs, and record the session.")
+                       "evaluate) on a host as one detached run that the box carries to the "
+                       "end, follow it, and record the session.")
     add_host_options(p)
     p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
     p.add_argument("--demo", action="store_true",
@@ -163,7 +167,7 @@ async def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from remote.ops import pipeline as pipeline_ops
-    from remote.pipeline_runner import PipelineRunner
+    from remote.pipeline_runner import PipelineRunner, run_config
     from remote.spine import events as ev
 
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
@@ -195,32 +199,35 @@ async def run(args: argparse.Namespace) -> int:
         if args.serve:
             # Before the pipeline's minutes: a taken port is said now, not after training.
             await _check_serve_ports(transport, host, args)
+        config: str | None = None
+        demo_dir: str | None = None
         if args.demo:
-            config = await runner.demo_setup()
+            demo_dir = posixpath.join(await runner.root(), pipeline_ops.DEMO_DIR)
         else:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
-            outcomes = await pipeline_ops.run_pipeline(runner, config, start=args.start,
-                                                       force=args.force)
+            outcome = await pipeline_ops.run_pipeline(runner, config, demo_dir=demo_dir,
+                                                      start=args.start, force=args.force)
         except StageFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
         except asyncio.CancelledError:
-            # Ctrl-C: the running stage is a detached job and goes on; say how to find it.
-            ctx.warning(f"interrupted: a running stage keeps running on {host.name}; "
-                        f"`console jobs --host {host.name}` lists and tails it; a new "
-                        "`console run` is refused while it runs, then skips what it finished",
-                        host.name)
+            # Ctrl-C: the box runner is a detached job and carries on through evaluate.
+            ctx.warning(f"interrupted: the pipeline keeps running on {host.name} through "
+                        f"evaluate; `console run` again (or the TUI) reattaches to it, "
+                        f"`console jobs --host {host.name}` lists it", host.name)
             raise
+        # The run's own config: an attached run may have been started with another one.
+        config = str((outcome.finished or {}).get("config") or config
+                     or run_config(outcome.info.argv if outcome.info else []))
         resolved = await runner.validate(config)
         out_dir = str(resolved["output_dir"])
-        ran = [o.stage for o in outcomes if o.state == "ran"]
-        skipped = [o.stage for o in outcomes if o.state == "skipped"]
+        ran, skipped = outcome.names("ran"), outcome.names("skipped")
         ctx.info(f"pipeline done on {host.name}: ran {', '.join(ran) or 'nothing'}; "
                  f"skipped {', '.join(skipped) or 'nothing'}", host.name,
                  ran=ran, skipped=skipped)
-        evaluated = next((o.summary for o in outcomes if o.stage == "evaluate" and o.summary),
-                         None)
+        evaluate = outcome.stages.get("evaluate")
+        evaluated = evaluate.summary if evaluate is not None and evaluate.summary else None
         if evaluated:
             line = f"offline mean acceptance length {evaluated.get('mean_length', 0):.3f}"
             if "untrained_mean_length" in evaluated:

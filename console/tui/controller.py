@@ -138,6 +138,9 @@ class LiveController:
         # The plans the Patch screen shows (the latest patch.planned per host and file): what
         # the operator confirms when they apply, checked against a fresh plan (remote/ops/patch).
         self._shown: dict[str, dict[str, et.PatchPlanned]] = {}
+        # Runs this console tails now (the box runner, reattached jobs): a start that attaches
+        # to one of them waits for its end instead of tailing it a second time.
+        self.following: set[str] = set()
         bus.add_callback(self._note_plan)
 
     def _note_plan(self, event: Event) -> None:
@@ -201,7 +204,7 @@ class LiveController:
         if self.host_config(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         self._start_background(host, "stats", "live stats")
-        self._start_background(host, "jobs.reattach", "job tails")
+        self._start_background(host, "jobs.reattach", "job tails", following=self.following)
         self._background[f"serve.check:{host}"] = asyncio.create_task(
             self._watch_if_serving(host), name=f"serve-check-{host}")
 
@@ -280,10 +283,39 @@ class LiveController:
         await self._call("patch.rollback", host, file=file)
 
     async def start_stage(self, host: str, stage: str) -> None:
-        await self._call("stage.start", host, stage=stage)
+        await self._call("stage.start", host, stage=stage, following=self.following)
 
     async def resume_pipeline(self, host: str) -> None:
-        await self._call("stage.resume", host)
+        await self._call("stage.resume", host, following=self.following)
+
+    async def auto_reattach(self, hosts: list[str]) -> None:
+        """At start: connect to each host where this laptop started or attached to a pipeline
+        run (remote/jobs/remembered.py), so a run still going is tailed again and finished
+        stages show from their manifests, without a key. Off with `auto_reattach = false`
+        under [console] in console.toml."""
+        from remote.jobs.remembered import RememberedRuns
+
+        memory = RememberedRuns()
+        remembered = []
+        for name in hosts:
+            try:
+                run = memory.recall(self.host_config(name))
+            except ConsoleError:
+                continue
+            if run is not None:
+                remembered.append(name)
+                self.bus.emit(ev.CONSOLE_INFO, name, message=(
+                    f"reattaching to {name}: pipeline run {run['run_id']} was started or "
+                    "followed from here (auto_reattach = false under [console] in console.toml "
+                    "turns this off)"))
+
+        async def connect(name: str) -> None:
+            try:
+                await self.connect(name)
+            except Exception:  # connect said it (connection.down); the others still go on
+                pass
+
+        await asyncio.gather(*(connect(name) for name in remembered))
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
         await self._call("stage.cancel", host, stage=stage, run_id=run_id)
@@ -344,8 +376,10 @@ class LiveSource:
         return [h.name for h in all_hosts(self.config)] or [LOCAL]
 
     async def run(self) -> None:
-        """Live events arrive as the operator acts; nothing to pump here."""
-        return None
+        """Live events arrive as the operator acts; at start the hosts with a pipeline run
+        this laptop followed are reconnected to (unless console.toml turns it off)."""
+        if self.config.auto_reattach and isinstance(self.controller, LiveController):
+            await self.controller.auto_reattach(self.host_names())
 
 
 class ReplaySource:

@@ -96,7 +96,7 @@ class JobState:
 @dataclass
 class StageState:
     name: str
-    status: str = "pending"  # pending | running | done | failed | skipped
+    status: str = "pending"  # pending | running | done | failed | skipped | not run
     done: float = 0.0
     total: float | None = None
     unit: str = ""
@@ -109,6 +109,11 @@ class StageState:
     # latest value of each; and every run the stage's events named, oldest first.
     metrics: dict[str, Any] = field(default_factory=dict)
     runs: list[str] = field(default_factory=list)
+    # From the stage's manifest on the box (stage.manifest, or a skip record that carries it):
+    # the finished run's total output size, output count and completion time.
+    bytes: int | None = None
+    outputs_count: int | None = None
+    completed: str = ""
 
     @property
     def fraction(self) -> float | None:
@@ -177,6 +182,9 @@ class HostState:
     bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
     servers: dict[str, ServerState] = field(default_factory=dict)  # role -> its server
+    # The box runner this console follows (pipeline.run): run_id, how (started, attached,
+    # reattached), config, started.
+    pipeline_run: dict[str, str] = field(default_factory=dict)
     last_event: datetime | None = None
 
     def ordered_stages(self) -> list[StageState]:
@@ -395,6 +403,8 @@ def _stage(host: HostState, e: Event) -> set[str]:
         host.stages[data.stage] = st
     if isinstance(data, et.StageStart):
         st.status, st.done, st.total, st.rate, st.seconds, st.reason = "running", 0.0, None, None, None, ""
+        st.bytes = st.outputs_count = None
+        st.completed = ""
         if data.run_id:
             st.run_id = data.run_id
     elif isinstance(data, et.StageProgress):
@@ -411,6 +421,51 @@ def _stage(host: HostState, e: Event) -> set[str]:
             st.done = st.total
     else:
         st.status, st.reason = "skipped", data.reason
+        _manifest_facts(st, data)
+    return {STAGES}
+
+
+def _manifest_facts(st: StageState, data: et.StageSkipped | et.StageManifest) -> None:
+    if data.seconds is not None:
+        st.seconds = float(data.seconds)
+    if data.bytes is not None:
+        st.bytes, st.outputs_count = data.bytes, data.outputs
+    if data.completed:
+        st.completed = data.completed
+
+
+def _stage_box(host: HostState, e: Event) -> set[str]:
+    """What the box says of a stage outside its own records: not reached by the runner
+    (stage.not_run) or as its manifest stands (stage.manifest). A manifest never overrides a
+    stage running now, nor a failure or a not-run this console saw (no manifest is all a
+    failed stage leaves); a complete one is done, with its time and size."""
+    data = e.data()
+    if not isinstance(data, (et.StageNotRun, et.StageManifest)):
+        return _malformed(host, e)
+    st = host.stages.get(data.stage)
+    if st is None:
+        st = host.stages[data.stage] = StageState(data.stage)
+    if isinstance(data, et.StageNotRun):
+        st.status, st.reason = "not run", data.reason
+        return {STAGES}
+    if st.status == "running":
+        return set()
+    if data.complete:
+        st.status, st.reason = "done", ""
+        _manifest_facts(st, data)
+    elif st.status not in ("failed", "not run"):
+        st.status, st.reason = "pending", data.reason
+        st.seconds = st.bytes = st.outputs_count = None
+        st.completed = ""
+    return {STAGES}
+
+
+def _pipeline_run(host: HostState, e: Event) -> set[str]:
+    data = e.data()
+    if not isinstance(data, et.PipelineRun):
+        return _malformed(host, e)
+    host.pipeline_run = {"run_id": data.run_id, "how": data.how, "config": data.config,
+                         "started": data.started}
     return {STAGES}
 
 
@@ -527,6 +582,9 @@ REDUCERS: dict[str, Reducer] = {
     ev.STAGE_PROGRESS: _stage,
     ev.STAGE_END: _stage,
     ev.STAGE_SKIPPED: _stage,
+    ev.STAGE_NOT_RUN: _stage_box,
+    ev.STAGE_MANIFEST: _stage_box,
+    ev.PIPELINE_RUN: _pipeline_run,
     ev.PROBE_RESULT: _probe,
     ev.PROBE_ERROR: _probe,
     ev.PATCH_PLANNED: _patch,

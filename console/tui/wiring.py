@@ -58,9 +58,12 @@ async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> N
     await ops.rollback(ops.patcher(transport, host, bus))
 
 
-async def jobs_reattach(*, transport: Any, host: Any, bus: Any) -> None:
-    """On connect: announce the box's running jobs and tail their logs into the event stream."""
-    await _module("remote.ops.pipeline", "detached jobs").reattach(transport, host, bus)
+async def jobs_reattach(*, transport: Any, host: Any, bus: Any,
+                        following: set[str] | None = None) -> None:
+    """On connect: the pipeline's stages from their manifests, then the box's running jobs
+    (the box runner among them) tailed into the event stream."""
+    await _module("remote.ops.pipeline", "detached jobs").reattach(transport, host, bus,
+                                                                   following=following)
 
 
 async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_id: str | None) -> None:
@@ -84,18 +87,22 @@ async def probe(*, transport: Any, host: Any, bus: Any, probe: str, target: str 
     await ops.compat_check(transport, host, bus, ops.model_args(target))
 
 
-async def start_stage(*, transport: Any, host: Any, bus: Any, stage: str) -> None:
-    """Run one stage now (even if its manifest matches), tailing it into stage.* events."""
+async def start_stage(*, transport: Any, host: Any, bus: Any, stage: str,
+                      following: set[str] | None = None) -> None:
+    """Run one stage now (even if its manifest matches) and the stages it leaves out of date:
+    one box runner that carries on through evaluate if the console quits."""
     ops = _pipeline_ops()
-    runner, config = await ops.box_pipeline(transport, host, bus)
-    await ops.start_stage(runner, config, stage)
+    runner, config, demo_dir = await ops.box_pipeline(transport, host, bus)
+    await ops.start_stage(runner, config, stage, demo_dir=demo_dir, following=following)
 
 
-async def resume(*, transport: Any, host: Any, bus: Any) -> None:
-    """Every stage in order, skipping those whose manifest matches (what `console run` does)."""
+async def resume(*, transport: Any, host: Any, bus: Any,
+                 following: set[str] | None = None) -> None:
+    """Every remaining stage in order, skipping those whose manifest matches (what `console
+    run` does): one box runner, or the one already running (attached, not started twice)."""
     ops = _pipeline_ops()
-    runner, config = await ops.box_pipeline(transport, host, bus)
-    await ops.run_pipeline(runner, config)
+    runner, config, demo_dir = await ops.box_pipeline(transport, host, bus)
+    await ops.run_pipeline(runner, config, demo_dir=demo_dir, following=following)
 
 
 # -- serve and bench (the Bench screen) -----------------------------------------------------------

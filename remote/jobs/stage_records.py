@@ -24,6 +24,29 @@ def default_stage(job_name: str) -> str:
     return job_name[len(JOB_PREFIX):] if job_name.startswith(JOB_PREFIX) else job_name
 
 
+# What a manifest says about a finished stage (pipeline/manifest.py: facts).
+FACTS = ("seconds", "bytes", "outputs", "completed")
+
+
+def facts_text(facts: dict[str, Any]) -> str:
+    """` (finished 2026-01-02T03:04:05Z, took 12.3 s, 4.1 MiB in 3 outputs)`, or "" without
+    facts."""
+    parts = []
+    if facts.get("completed"):
+        parts.append(f"finished {facts['completed']}")
+    if isinstance(facts.get("seconds"), (int, float)):
+        parts.append(f"took {facts['seconds']:.1f} s")
+    if isinstance(facts.get("bytes"), int):
+        size = facts["bytes"]
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if size < 1024 or unit == "TiB":
+                break
+            size /= 1024
+        text = f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        parts.append(f"{text} in {facts.get('outputs', '?')} outputs")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
     """(kind, payload) of one record, or None for a record type the console does not show."""
     kind = rec.get("type")
@@ -38,13 +61,24 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
                         if k not in ("type", "stage", "done", "total", "unit", "rate")})
         return ev.STAGE_PROGRESS, payload
     if kind == "end":
-        return ev.STAGE_END, {"stage": stage, "ok": bool(rec.get("ok", True)),
-                              "seconds": rec.get("seconds"), "outputs": rec.get("outputs"),
-                              "run_id": run_id, "result": dict(rec.get("summary") or {}),
-                              "summary": f"{stage} done in {rec.get('seconds')} s"}
+        ok = bool(rec.get("ok", True))
+        ended: dict[str, Any] = {"stage": stage, "ok": ok, "seconds": rec.get("seconds"),
+                                 "outputs": rec.get("outputs"), "run_id": run_id,
+                                 "result": dict(rec.get("summary") or {}),
+                                 "summary": f"{stage} done in {rec.get('seconds')} s"}
+        if not ok:  # the box runner's record of a stage that exited non-zero
+            ended["error"] = str(rec.get("error") or f"{stage} failed")
+            ended["summary"] = f"{stage} failed: {ended['error']}"
+        return ev.STAGE_END, ended
     if kind == "skipped":
-        return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""),
-                                  "summary": f"{stage} skipped: {rec.get('reason', '')}"}
+        facts = {k: rec[k] for k in FACTS if isinstance(rec.get(k), (int, float, str))}
+        return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""), **facts,
+                                  "summary": f"{stage} skipped: {rec.get('reason', '')}"
+                                  + facts_text(facts)}
+    if kind == "not_run":
+        return ev.STAGE_NOT_RUN, {"stage": stage, "reason": str(rec.get("reason", "")),
+                                  "run_id": run_id,
+                                  "summary": f"{stage} not run: {rec.get('reason', '')}"}
     if kind == "info":
         return ev.CONSOLE_INFO, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
     if kind == "error":
@@ -57,4 +91,4 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
     return None
 
 
-__all__ = ["PREFIX", "default_stage", "parse_record", "stage_event"]
+__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record", "stage_event"]

@@ -55,6 +55,9 @@ def default_local(workdir: str | None = None) -> HostConfig:
 class Config:
     hosts: dict[str, HostConfig]
     path: Path | None
+    # [console] auto_reattach: at start the TUI reconnects to the hosts where this laptop
+    # started or followed a pipeline run (remote/jobs/remembered.py).
+    auto_reattach: bool = True
 
     def host(self, name: str) -> HostConfig:
         if name in self.hosts:
@@ -102,13 +105,26 @@ def parse_config(text: str, source: str) -> Config:
     hosts_table = data.get("hosts", {})
     if not isinstance(hosts_table, dict):
         raise ConfigError(source, "hosts", "must be a table of named hosts ([hosts.NAME])")
-    unknown_top = set(data) - {"hosts"}
+    unknown_top = set(data) - {"hosts", "console"}
     if unknown_top:
         raise ConfigError(source, sorted(unknown_top)[0], "unknown top-level key")
     hosts: dict[str, HostConfig] = {}
     for name, table in hosts_table.items():
         hosts[name] = _parse_host(name, table, source)
-    return Config(hosts=hosts, path=Path(source) if source != "<string>" else None)
+    return Config(hosts=hosts, path=Path(source) if source != "<string>" else None,
+                  **_console_settings(data.get("console", {}), source))
+
+
+def _console_settings(table: Any, source: str) -> dict[str, Any]:
+    """The [console] table: settings of the console itself, not of a host."""
+    if not isinstance(table, dict):
+        raise ConfigError(source, "console", "must be a table ([console])")
+    for k, v in table.items():
+        if k != "auto_reattach":
+            raise ConfigError(source, f"console.{k}", "unknown key (allowed: auto_reattach)")
+        if not isinstance(v, bool):
+            raise ConfigError(source, f"console.{k}", "must be true or false")
+    return {"auto_reattach": table.get("auto_reattach", True)}
 
 
 def _parse_host(name: str, table: Any, source: str) -> HostConfig:

@@ -1,23 +1,38 @@
-"""Pipeline stages and detached jobs: run, resume, cancel, reattach.
+"""The pipeline as one box-side run: start (or attach to) it, follow it, cancel it, and reattach
+to it after a restart.
 
-The stage events come from the job tail itself (remote/jobs/stage_records.py), so running a stage
-here, reattaching to it after a restart, or replaying the session all show the same progress.
+The box carries the pipeline (pipeline/sequence.py, launched as one detached job): these
+operations only start it and watch it. The stage events come from the job tail itself
+(remote/jobs/stage_records.py), so following a run here, reattaching to it after a restart, or
+replaying the session all show the same progress. `following` (a set the caller keeps, the
+TUI's controller) holds the runs this console already tails, so a second start that attaches to
+a run being shown waits for its end instead of tailing it twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import posixpath
 from contextlib import aclosing
 
-from remote.jobs.client import Jobs
-from remote.link.errors import StageFailed, UsageError
+from remote.jobs.client import Jobs, RunInfo
+from remote.jobs.remembered import RememberedRuns
+from remote.link.errors import ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.pipeline_runner import PipelineRunner, StageOutcome
+from remote.pipeline_runner import (
+    RUN_NAME,
+    STAGES,
+    PipelineFailed,
+    PipelineRunner,
+    RunOutcome,
+    run_config,
+)
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
 PIPELINE_CONFIG_NAME = "pipeline.toml"
+DEMO_DIR = "demo"
 
 
 def jobs(transport: Transport, host: HostConfig, bus: EventBus | None) -> Jobs:
@@ -25,46 +40,86 @@ def jobs(transport: Transport, host: HostConfig, bus: EventBus | None) -> Jobs:
 
 
 async def box_pipeline(transport: Transport, host: HostConfig, bus: EventBus
-                       ) -> tuple[PipelineRunner, str]:
-    """The runner and the config the TUI's actions use: `<workdir>/pipeline.toml` on the box,
-    or, on the built-in local host without one, the tiny CPU demo (built once, then reused)."""
+                       ) -> tuple[PipelineRunner, str | None, str | None]:
+    """The runner and what the TUI's actions run: `<workdir>/pipeline.toml` on the box (the
+    config), or, on the built-in local host without one, the tiny CPU demo (its directory: the
+    box runner builds it once, then reuses it)."""
     runner = PipelineRunner(transport, host, bus)
     root = await runner.root()
-    config = f"{root.rstrip('/')}/{PIPELINE_CONFIG_NAME}"
+    config = posixpath.join(root, PIPELINE_CONFIG_NAME)
     found = await transport.run(["test", "-f", config])
     if found.returncode == 0:
-        return runner, config
+        return runner, config, None
     if host.is_local:
-        return runner, await runner.demo_setup()
+        return runner, None, posixpath.join(root, DEMO_DIR)
     raise UsageError(
         f"no pipeline config at {config} on {host.name}: put one there (docs/pipeline.md), "
         f"or run `console run --host {host.name} --pipeline FILE`")
 
 
-async def run_pipeline(runner: PipelineRunner, config: str, *, start: str | None = None,
-                       force: bool = False) -> list[StageOutcome]:
-    """Every stage in order (from `start`), skipping those whose manifest matches."""
+async def run_pipeline(runner: PipelineRunner, config: str | None = None, *,
+                       demo_dir: str | None = None, start: str | None = None,
+                       force: bool = False, rerun: str | None = None,
+                       following: set[str] | None = None) -> RunOutcome:
+    """Start the box runner (or attach to the one running) and follow it to its end;
+    PipelineFailed (a StageFailed) when a stage failed. With `following`, a run this console
+    already tails is waited for, not tailed again."""
     try:
-        return await runner.run(config, start=start, force=force)
+        if config is not None:
+            runner.advise_config(await runner.validate(config))
+        info, how = await runner.start(config, demo_dir=demo_dir, start=start, force=force,
+                                       rerun=rerun)
+        if following is not None and info.run_id in following:
+            final = await runner.jobs.wait(info.run_id)
+            if final.returncode != 0:
+                raise StageFailed(f"the pipeline run {info.run_id} {final.state} "
+                                  f"(returncode {final.returncode}): its stages say which failed")
+            return RunOutcome(info.run_id, how, info=final)
+        return await _follow(runner, info, how, following)
     finally:
         await runner.jobs.close()
 
 
-async def start_stage(runner: PipelineRunner, config: str, stage: str) -> StageOutcome:
-    """Run one stage now, even if its manifest matches; StageFailed when it fails."""
+async def _follow(runner: PipelineRunner, info: RunInfo, how: str,
+                  following: set[str] | None) -> RunOutcome:
+    if following is not None:
+        following.add(info.run_id)
     try:
-        await runner.validate(config)
-        outcome = await runner.run_job(stage, stage, [stage, "--config", config, "--force"])
+        outcome = await runner.follow(info.run_id, how=how)
     finally:
-        await runner.jobs.close()
-    if outcome.state == "failed":
-        raise StageFailed(f"stage {stage} failed: {outcome.error}")
+        if following is not None:
+            following.discard(info.run_id)
+    config = run_config(info.argv)
+    if config and outcome.ok:  # the stages as their manifests now say: times and sizes
+        try:
+            await runner.show_manifests(config)
+        except ConsoleError:
+            pass  # the run's own events said what happened; the manifests are extra
+    if not outcome.ok:
+        failed = outcome.failed
+        what = (f"stage {failed.stage} failed" if failed is not None
+                else f"the pipeline run {outcome.info.state if outcome.info else 'ended'}")
+        raise PipelineFailed(f"{what} (the error is above; its full text is in the session "
+                             "file and `console jobs` log)", outcome)
     return outcome
+
+
+async def start_stage(runner: PipelineRunner, config: str | None, stage: str, *,
+                      demo_dir: str | None = None,
+                      following: set[str] | None = None) -> RunOutcome:
+    """Run `stage` now even if its manifest matches, and the stages after it that its new
+    outputs leave out of date: one box runner, as `console run` starts."""
+    if stage not in STAGES:
+        raise UsageError(f"{stage!r} is not a pipeline stage ({', '.join(STAGES)}): "
+                         "s starts one of them")
+    return await run_pipeline(runner, config, demo_dir=demo_dir, rerun=stage,
+                              following=following)
 
 
 async def cancel(transport: Transport, host: HostConfig, bus: EventBus, run_id: str,
                  *, grace: float = 10.0) -> None:
-    """Stop a run: TERM its process group on the box, KILL after the grace."""
+    """Stop a run: TERM its process group on the box (the box runner and its stage), KILL
+    after the grace."""
     j = jobs(transport, host, bus)
     try:
         await j.cancel(run_id, grace=grace)
@@ -72,25 +127,63 @@ async def cancel(transport: Transport, host: HostConfig, bus: EventBus, run_id: 
         await j.close()
 
 
-async def reattach(transport: Transport, host: HostConfig, bus: EventBus) -> None:
-    """On connect: announce the box's running jobs and tail their logs into the event stream
-    (job.line, and stage events from their records), until they end."""
-    j = jobs(transport, host, bus)
+async def _pipeline_config(runner: PipelineRunner, runs: list[RunInfo]) -> str | None:
+    """The config whose manifests to show: the latest box runner's, else the box's
+    `<workdir>/pipeline.toml`, else (on local) the demo's, when there is one."""
+    for info in reversed(runs):
+        if info.name == RUN_NAME and run_config(info.argv):
+            return run_config(info.argv)
+    remembered = RememberedRuns().recall(runner.host)
+    if remembered and remembered.get("config"):
+        return str(remembered["config"])
+    root = await runner.root()
+    for path in (posixpath.join(root, PIPELINE_CONFIG_NAME),
+                 posixpath.join(root, DEMO_DIR, PIPELINE_CONFIG_NAME)):
+        if (await runner.transport.run(["test", "-f", path])).returncode == 0:
+            return path
+    return None
 
-    async def drain(run_id: str) -> None:
-        async with aclosing(j.tail(run_id, offset=0, follow=True)) as lines:
-            async for _ in lines:
-                pass
-        await j.wait(run_id)  # the tail ends with the run; this says how (job.exit)
+
+async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
+                   following: set[str] | None = None) -> None:
+    """On connect: the pipeline's stages as their manifests say (times, sizes), then every
+    running job tailed into the event stream (job.line, and stage events from their records)
+    until it ends; a box runner among them is announced as reattached."""
+    runner = PipelineRunner(transport, host, bus)
+    j = runner.jobs
+    following = following if following is not None else set()
+
+    async def drain(info: RunInfo) -> None:
+        if info.name == RUN_NAME:
+            runner.announce(info, "reattached")
+            try:
+                await _follow(runner, info, "reattached", following)
+            except StageFailed:
+                pass  # its stage events and not-run stages say it
+            return
+        following.add(info.run_id)
+        try:
+            async with aclosing(j.tail(info.run_id, offset=0, follow=True)) as lines:
+                async for _ in lines:
+                    pass
+            await j.wait(info.run_id)  # the tail ends with the run; this says how (job.exit)
+        finally:
+            following.discard(info.run_id)
 
     try:
-        running = [info for info in await j.list() if not info.done]
+        runs = await j.list()
+        running = [info for info in runs if not info.done and info.run_id not in following]
+        config = await _pipeline_config(runner, runs)
+        if config is not None:
+            try:
+                await runner.show_manifests(config)
+            except ConsoleError as exc:
+                bus.emit(ev.CONSOLE_INFO, host.name,
+                         message=f"pipeline manifests of {config}: {exc}")
         for info in running:
             bus.emit(ev.JOB_STARTED, host.name, run_id=info.run_id, name=info.name,
                      argv=list(info.argv), pid=info.pid, log=info.log_path,
                      summary=f"reattached to {info.name} ({info.run_id})")
-        await asyncio.gather(*(drain(info.run_id) for info in running))
+        await asyncio.gather(*(drain(info) for info in running))
     finally:
         await j.close()
-
-

@@ -190,9 +190,53 @@ class StageEnd(Payload, kw_only=True, frozen=True):
 
 
 class StageSkipped(Payload, kw_only=True, frozen=True):
+    """A stage whose manifest matches; the manifest's facts when the box sent them."""
+
     KIND: ClassVar[str] = "stage.skipped"
     stage: str
     reason: str = ""
+    seconds: Num | None = None
+    bytes: int | None = None
+    outputs: int | None = None
+    completed: str | None = None
+
+
+class StageNotRun(Payload, kw_only=True, frozen=True):
+    """A stage the box runner did not reach: an earlier stage failed, or the run was cancelled
+    or lost (reason says which)."""
+
+    KIND: ClassVar[str] = "stage.not_run"
+    stage: str
+    reason: str = ""
+    run_id: str | None = None
+
+
+class StageManifest(Payload, kw_only=True, frozen=True):
+    """What a stage's manifest on the box says now (`python -m pipeline plan`): complete or
+    why not, and for a finished stage its time, size and completion time. How a console that
+    did not watch a run shows it."""
+
+    KIND: ClassVar[str] = "stage.manifest"
+    stage: str
+    complete: bool = False
+    reason: str = ""
+    seconds: Num | None = None
+    bytes: int | None = None
+    outputs: int | None = None
+    completed: str | None = None
+    config: str = ""
+
+
+class PipelineRun(Payload, kw_only=True, frozen=True):
+    """The box runner this console follows: `how` is started (launched now), attached (a
+    start found one running: the job lock) or reattached (found on connect)."""
+
+    KIND: ClassVar[str] = "pipeline.run"
+    run_id: str
+    how: str = "started"
+    state: str = "running"
+    config: str = ""
+    started: str = ""
 
 
 class UploadProgress(Payload, kw_only=True, frozen=True):
@@ -370,7 +414,8 @@ SCHEMAS: dict[str, type[Payload]] = {
     for cls in (
         ConnectionUp, ConnectionDown, ConnectionRetry, ConsoleInfo, ConsoleWarning, ConsoleError,
         Marker, ProbeResult, ProbeError, JobStarted, JobLine, JobLinesRecord, JobExit,
-        JobStatus, StageStart, StageProgress, StageEnd, StageSkipped, UploadProgress,
+        JobStatus, StageStart, StageProgress, StageEnd, StageSkipped, StageNotRun, StageManifest,
+        PipelineRun, UploadProgress,
         PatchPlanned, PatchApplied, PatchVerified, PatchRolledBack, StatsSample,
         AllreduceResult, BenchPoint, BenchSummary, BenchWatch, ServeStarting, ServeReady,
         ServeFailed, ServeStopped,

@@ -18,15 +18,13 @@ from textual.widgets import DataTable, Static
 
 from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.shown import plain
 from console.tui.tail import LogTail
 from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
+from console.tui.widgets.stage_cells import STATUS_STYLE, metrics_cell, run_label, short_run, stage_cells
 from remote.spine.sanitize import visible
 
-STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
-                "skipped": "cyan"}
 ERROR_STYLE = Style(color="red")
 _KEPT_STRIPS = 512  # rendered log lines kept: several views' worth, a few hundred bytes each
 
@@ -213,53 +211,6 @@ class LogView(ScrollView, can_focus=True):
         return Strip([Segment(text, style)], len(text)).crop_extend(scroll_x, scroll_x + width, base)
 
 
-def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
-    status = Text(st.status, style=STATUS_STYLE.get(st.status, ""))
-    frac = st.fraction
-    progress = Text(bar(frac, width), style="green" if st.status == "done" else "yellow")
-    if frac is not None:
-        progress.append(f" {frac * 100:3.0f}%" if width < 12 else f" {frac * 100:5.1f}%")
-    detail = f"{fmt_num(st.done, 0)}/{fmt_num(st.total, 0) if st.total else '?'} {st.unit}".strip()
-    if st.rate:
-        detail += f"  {fmt_num(st.rate)} {st.unit}/s"
-    if st.status == "skipped":
-        detail = st.reason or "skipped"
-    if st.status == "pending":
-        detail = ""
-    return status, progress, detail, fmt_seconds(st.seconds)
-
-
-def metrics_cell(st: StageState) -> str:
-    """What the stage's records say beyond progress: loss and epoch while training, the
-    evaluated head's acceptance once evaluate ends."""
-    m = st.metrics
-    parts = []
-    if isinstance(m.get("loss"), (int, float)):
-        parts.append(f"loss {m['loss']:.3f}")
-    if m.get("epoch") is not None:
-        parts.append(f"ep {m['epoch']}")
-    if isinstance(m.get("mean_length"), (int, float)):
-        parts.append(f"acc len {m['mean_length']:.2f}")
-    if isinstance(m.get("rate"), (int, float)):
-        parts.append(f"rate {m['rate']:.2f}")
-    elif m.get("head") and st.status == "running":
-        parts.append(f"head {m['head']}")
-    return " ".join(parts)
-
-
-def run_label(job: JobState) -> str:
-    rc = f" rc={job.returncode}" if job.returncode is not None else ""
-    return f"{job.state}{rc}"
-
-
-def short_run(run_id: str) -> str:
-    """`20261203T000845Z-train-a51c51` as `00:08:45 a51c51`: when it started and which one."""
-    head, _, rest = run_id.partition("-")
-    if len(head) == 16 and head[8] == "T" and head.endswith("Z") and rest:
-        return f"{head[9:11]}:{head[11:13]}:{head[13:15]} {rest.rsplit('-', 1)[-1]}"
-    return run_id[:18]
-
-
 STAGE_KEY = "stage:"
 RUN_KEY = "run:"
 
@@ -391,12 +342,24 @@ class PipelineView(View):
         job = host.jobs.get(run_id) if host is not None and run_id else None
         st = host.stages.get(name) if host is not None and name else None
         text = Text()
+        run = host.pipeline_run if host is not None else {}
+        if run:
+            box_job = host.jobs.get(run["run_id"]) if host is not None else None
+            state = box_job.state if box_job is not None else "running"
+            text.append(f"pipeline run {short_run(run['run_id'])} {run['how']}: {state} on the "
+                        "box", style="bold")
+            text.append(" (the box carries it through evaluate; quitting leaves it going)\n"
+                        if state == "running" else "\n", style="dim")
         if job is not None:
             text.append(f"run {short_run(job.run_id)}  ", style="bold")
             text.append(f"{job.state}" + (f" rc={job.returncode}" if job.returncode is not None else ""))
             text.append(f"  {job.tail.total} lines", style="dim")
             if not self._narrow:  # the box's own copy of the whole log
                 text.append(f"  log {job.log_path or '-'}", style="dim")
+        elif st is not None and st.completed:
+            text.append(f"{name}: done {st.completed} (from its manifest on the box)", style="dim")
+        elif st is not None and st.status == "not run":
+            text.append(f"{name}: not run: {st.reason}", style="dim")
         elif name is not None:
             text.append(f"{name}: no run yet", style="dim")
             if self.app_mode() == "live":

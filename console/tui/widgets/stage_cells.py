@@ -1,0 +1,63 @@
+"""The Pipeline screen's cells: a stage's status, progress bar, detail (progress, size from its
+manifest, or why it did not run) and time; a run's label. Rich only, no Textual."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from console.tui.model import JobState, StageState
+from console.tui.render import bar, fmt_bytes, fmt_num, fmt_seconds
+
+STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
+                "skipped": "cyan", "not run": "magenta"}
+
+
+def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
+    status = Text(st.status, style=STATUS_STYLE.get(st.status, ""))
+    frac = st.fraction
+    progress = Text(bar(frac, width), style="green" if st.status == "done" else "yellow")
+    if frac is not None:
+        progress.append(f" {frac * 100:3.0f}%" if width < 12 else f" {frac * 100:5.1f}%")
+    detail = f"{fmt_num(st.done, 0)}/{fmt_num(st.total, 0) if st.total else '?'} {st.unit}".strip()
+    if st.rate:
+        detail += f"  {fmt_num(st.rate)} {st.unit}/s"
+    size = f"{fmt_bytes(st.bytes)} in {st.outputs_count} outputs" if st.bytes is not None else ""
+    if st.status == "done" and size:
+        # a stage known from its manifest has no progress of this session to show
+        detail = f"{detail}  {size}" if st.total else size
+    if st.status == "skipped":
+        detail = "  ".join(d for d in (st.reason or "skipped", size) if d)
+    if st.status in ("pending", "not run"):
+        detail = st.reason
+    return status, progress, detail, fmt_seconds(st.seconds)
+
+
+def metrics_cell(st: StageState) -> str:
+    """What the stage's records say beyond progress: loss and epoch while training, the
+    evaluated head's acceptance once evaluate ends."""
+    m = st.metrics
+    parts = []
+    if isinstance(m.get("loss"), (int, float)):
+        parts.append(f"loss {m['loss']:.3f}")
+    if m.get("epoch") is not None:
+        parts.append(f"ep {m['epoch']}")
+    if isinstance(m.get("mean_length"), (int, float)):
+        parts.append(f"acc len {m['mean_length']:.2f}")
+    if isinstance(m.get("rate"), (int, float)):
+        parts.append(f"rate {m['rate']:.2f}")
+    elif m.get("head") and st.status == "running":
+        parts.append(f"head {m['head']}")
+    return " ".join(parts)
+
+
+def run_label(job: JobState) -> str:
+    rc = f" rc={job.returncode}" if job.returncode is not None else ""
+    return f"{job.state}{rc}"
+
+
+def short_run(run_id: str) -> str:
+    """`20261203T000845Z-train-a51c51` as `00:08:45 a51c51`: when it started and which one."""
+    head, _, rest = run_id.partition("-")
+    if len(head) == 16 and head[8] == "T" and head.endswith("Z") and rest:
+        return f"{head[9:11]}:{head[11:13]}:{head[13:15]} {rest.rsplit('-', 1)[-1]}"
+    return run_id[:18]

@@ -1,6 +1,7 @@
 """End to end on CPU with speculators 0.3.x (the main environment): `console run --host local
---demo` builds the tiny target, runs all five stages as detached jobs through the console's job
-machinery, records the session; then the acceptance checks of the pipeline issue.
+--demo` builds the tiny target and the box runner carries all five stages as one detached job
+(tests/demo_fixture.py: with its console killed during extract); then the acceptance checks of
+the pipeline issue. tests/test_pipeline_box_runner.py checks the box carrying it.
 
 Margin for "trained beats untrained": an untrained head almost never proposes the target's
 token, so its offline mean acceptance length sits at ~1.0; the demo's trained head reaches
@@ -47,19 +48,31 @@ def demo(console_demo: Demo) -> Demo:
     return console_demo
 
 
-def test_demo_runs_all_five_stages_as_jobs(demo: Demo) -> None:
-    events = _events(demo.root / "first.jsonl")
-    ends = {e.payload["stage"]: e.payload for e in events if e.kind == ev.STAGE_END}
-    assert set(STAGES) <= set(ends)
-    assert all(ends[s]["ok"] for s in STAGES)
-    # each step ends exactly once, the demo setup too (it has no end record of its own)
-    ended = [e.payload["stage"] for e in events if e.kind == ev.STAGE_END]
-    assert sorted(ended) == sorted([*STAGES, "demo-setup"])
-    started = [e.payload["name"] for e in events if e.kind == ev.JOB_STARTED]
-    assert [f"pipeline-{s}" for s in STAGES] == [n for n in started if n != "pipeline-demo-setup"]
-    progress = [e.payload for e in events if e.kind == ev.STAGE_PROGRESS]
+def _records(log: str) -> list[dict[str, object]]:
+    from pipeline.progress import parse
+
+    return [r for r in map(parse, log.splitlines()) if r is not None]
+
+
+def test_the_box_runner_ran_all_five_stages_in_one_job(demo: Demo) -> None:
+    """One detached job (`pipeline`) carried demo-setup and the five stages; its log holds
+    every stage's records (what any console tailing it turns into stage events)."""
+    assert demo.carried is not None
+    records = _records(demo.carried.log)
+    ends = {str(r["stage"]): r for r in records if r["type"] == "end"}
+    assert set(STAGES) | {"demo-setup"} == set(ends)
+    assert all(ends[s]["ok"] for s in ends)
+    ended = [r["stage"] for r in records if r["type"] == "end"]
+    assert ended == ["demo-setup", *STAGES]  # in order, each once
+    progress = [r for r in records if r["type"] == "progress"]
     assert {p["stage"] for p in progress} >= set(STAGES)
     assert all({"done", "total", "unit"} <= set(p) for p in progress)
+    finished = [r for r in records if r["type"] == "finished"]
+    assert len(finished) == 1 and finished[0]["ok"] is True
+    assert finished[0]["ran"] == list(STAGES) and finished[0]["not_run"] == []
+    started = [e.payload["name"] for e in _events(demo.root / "killed.jsonl")
+               if e.kind == ev.JOB_STARTED]
+    assert started == ["pipeline"]  # one job, not one per stage
     # The checkpoint records the layer ids and their convention; the serving JSON points at it.
     ckpt = demo.out / "train" / "checkpoint"
     conf = json.loads((ckpt / "config.json").read_text())
@@ -69,6 +82,7 @@ def test_demo_runs_all_five_stages_as_jobs(demo: Demo) -> None:
     spec = json.loads((demo.out / "train" / "speculative_config.json").read_text())
     assert spec["method"] == "eagle3" and Path(spec["model"]) == ckpt
     assert (ckpt / "model.safetensors").stat().st_size > 0
+    events = _events(demo.root / "first.jsonl")  # the next start says where things are
     infos = " ".join(e.payload.get("message", "") for e in events if e.kind == ev.CONSOLE_INFO)
     assert f"checkpoint: {ckpt}" in infos and "speculative_config.json" in infos
 
@@ -93,9 +107,9 @@ def test_second_run_skips_every_stage(demo: Demo) -> None:
     events = _events(session)
     skipped = [e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED]
     assert skipped == list(STAGES)
-    assert not [e for e in events if e.kind == ev.STAGE_START]
-    assert not [e for e in events if e.kind == ev.JOB_STARTED
-                and e.payload["name"] != "pipeline-demo-setup"]
+    # only the demo's setup step starts (it finds the demo built); one job, the box runner
+    assert [e.payload["stage"] for e in events if e.kind == ev.STAGE_START] == ["demo-setup"]
+    assert [e.payload["name"] for e in events if e.kind == ev.JOB_STARTED] == ["pipeline"]
 
 
 def test_from_stage_reruns_it_and_skips_the_rest(demo: Demo) -> None:
@@ -193,8 +207,8 @@ def test_killing_extract_midway_then_rerunning_resumes(demo: Demo) -> None:
 
 
 async def test_tui_controller_starts_a_stage_and_resumes_the_pipeline(demo: Demo) -> None:
-    """The TUI's `s` (start stage) and `u` (resume) drive the same runner as `console run`: the
-    stage runs as a detached job whose progress arrives as stage.* events on the bus."""
+    """The TUI's `s` (start stage) and `u` (resume) start the same box runner as `console run`:
+    one detached job whose records arrive as stage.* events on the bus."""
     from console.tui.controller import LiveController
     from remote.link.hosts import load_config
     from remote.spine.bus import EventBus
@@ -208,8 +222,12 @@ async def test_tui_controller_starts_a_stage_and_resumes_the_pipeline(demo: Demo
         starts = [e.payload["stage"] for e in seen if e.kind == ev.STAGE_START]
         ends = [(e.payload["stage"], e.payload["ok"]) for e in seen if e.kind == ev.STAGE_END]
         # the demo is reused (demo-setup finds it built), then only vocab runs
-        assert starts == ["vocab"] and ends == [("demo-setup", True), ("vocab", True)]
-        assert any(e.kind == ev.JOB_LINE and e.payload["name"] == "pipeline-vocab" for e in seen)
+        assert starts == ["demo-setup", "vocab"]
+        assert ends == [("demo-setup", True), ("vocab", True)]
+        # vocab's outputs are what they were: train and evaluate stay up to date
+        assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_SKIPPED] == [
+            "prepare", "extract", "train", "evaluate"]
+        assert any(e.kind == ev.JOB_LINE and e.payload["name"] == "pipeline" for e in seen)
         seen.clear()
         await ctl.resume_pipeline("local")
         assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_SKIPPED] == list(STAGES)

@@ -514,7 +514,8 @@ class ConsoleApp(App[int]):
 
         self.push_screen(ConfirmScreen(
             f"{len(running)} job{'s' if len(running) != 1 else ''} still running ({names}{more}). "
-            "They keep running on the box; c reattaches to them next time. Quit now?"), answered)
+            "They keep running on the box (a pipeline run through evaluate); the next start "
+            "reattaches to a pipeline run started here by itself, c to the rest. Quit now?"), answered)
 
     def action_show(self, name: str) -> None:
         if (name == "replay" and self.mode != "replay") or name not in SCREENS:

@@ -43,7 +43,8 @@ def facts_text(facts: dict[str, Any]) -> str:
                 break
             size /= 1024
         text = f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        parts.append(f"{text} in {facts.get('outputs', '?')} outputs")
+        n = facts.get("outputs")
+        parts.append(f"{text} in {n} output{'' if n == 1 else 's'}")
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -72,9 +73,9 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
         return ev.STAGE_END, ended
     if kind == "skipped":
         facts = {k: rec[k] for k in FACTS if isinstance(rec.get(k), (int, float, str))}
+        said = "up to date" + facts_text(facts) if facts else rec.get("reason", "")
         return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""), **facts,
-                                  "summary": f"{stage} skipped: {rec.get('reason', '')}"
-                                  + facts_text(facts)}
+                                  "summary": f"{stage} skipped: {said}"}
     if kind == "not_run":
         return ev.STAGE_NOT_RUN, {"stage": stage, "reason": str(rec.get("reason", "")),
                                   "run_id": run_id,

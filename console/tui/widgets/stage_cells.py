@@ -21,7 +21,9 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     detail = f"{fmt_num(st.done, 0)}/{fmt_num(st.total, 0) if st.total else '?'} {st.unit}".strip()
     if st.rate:
         detail += f"  {fmt_num(st.rate)} {st.unit}/s"
-    size = f"{fmt_bytes(st.bytes)} in {st.outputs_count} outputs" if st.bytes is not None else ""
+    n = st.outputs_count
+    size = (f"{fmt_bytes(st.bytes)} in {n} output{'' if n == 1 else 's'}" if st.bytes is not None
+            else "")
     if st.status == "done" and size:
         # a stage known from its manifest has no progress of this session to show
         detail = f"{detail}  {size}" if st.total else size

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -76,7 +76,8 @@ def stopped(run_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        os.killpg(pgid, signal.SIGCONT)
+        with suppress(ProcessLookupError):  # continued and ended already
+            os.killpg(pgid, signal.SIGCONT)
 
 
 def test_a_killed_console_leaves_the_box_going_through_evaluate(demo: Demo) -> None:
@@ -194,14 +195,15 @@ async def test_a_run_still_going_is_reattached_by_the_tui_and_attached_by_consol
                            said.read_text(errors="replace"), timeout=120)
             assert not (run_dir / "exit.json").exists()  # held going all along
             os.killpg(int((run_dir / "pid").read_text()), signal.SIGCONT)
+            # the run ends: evaluate's end record, then every stage from its manifest
             await wait_for(pilot, lambda: not h.jobs[run_dir.name].running
-                           and h.stages["evaluate"].status == "done"
+                           and all(h.stages[s].status == "done" for s in STAGES)
                            and not app.activity, timeout=300)
             await settle(pilot)
             job = h.jobs[run_dir.name]
             log_lines = (run_dir / "log").read_text(errors="replace").splitlines()
             assert job.tail.total == len(log_lines)  # every line once, though `u` attached
-            assert job.returncode == 0 and all(h.stages[s].status == "done" for s in STAGES)
+            assert job.returncode == 0 and h.stages["evaluate"].runs == [run_dir.name]
             log = app.query_one(LogView)
             assert log.job is not None and log.job.run_id == run_dir.name
             await app.source.controller.aclose()

@@ -289,3 +289,50 @@ def test_stage_records_become_stage_events() -> None:
     assert out.stages["vocab"].error == "vocab failed: OSError: disk"  # its own words
     assert out.stages["train"].reason == "vocab failed (exit 1)"
     assert out.finished is not None and not out.ok and out.failed is out.stages["vocab"]
+
+
+async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
+                                                                     tmp_path: Path) -> None:
+    """The console's cancel TERMs the runner's process group: the running stage ends, the
+    runner records it as failed (cancelled) and every later stage as not run, then exits 143;
+    the console following it shows the same."""
+    import asyncio
+
+    from remote.link.hosts import HostConfig
+    from remote.link.transport import LocalTransport
+    from remote.ops import pipeline as ops
+    from remote.pipeline_runner import PipelineFailed, PipelineRunner
+    from remote.spine import events as ev
+    from remote.spine.bus import EventBus
+
+    bus = EventBus()
+    seen: list[ev.Event] = []
+    bus.add_callback(seen.append)
+    host = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
+    transport = LocalTransport("local")
+    await transport.connect()
+    try:
+        runner = PipelineRunner(transport, host, bus, in_place=True)
+        info, how = await runner.start(str(good))
+        assert how == "started"
+
+        async def cancel_once_prepare_started() -> None:
+            while not any(e.kind == ev.STAGE_START for e in seen):
+                await asyncio.sleep(0.05)
+            await ops.cancel(transport, host, bus, info.run_id, grace=30)
+
+        canceller = asyncio.create_task(cancel_once_prepare_started())
+        with pytest.raises(PipelineFailed, match="stage prepare failed") as failed:
+            await ops._follow(runner, info, how, None)
+        await canceller
+    finally:
+        await transport.close()
+    outcome = failed.value.outcome
+    assert outcome.info is not None and outcome.info.state == "cancelled"
+    assert outcome.info.returncode == 143
+    assert outcome.stages["prepare"].state == "failed"
+    assert {s: o.reason for s, o in outcome.stages.items() if o.state == "not_run"} == {
+        s: "the run was cancelled" for s in ("extract", "vocab", "train", "evaluate")}
+    assert outcome.finished is not None and outcome.finished["cancelled"] is True
+    assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_NOT_RUN] == [
+        "extract", "vocab", "train", "evaluate"]

@@ -78,3 +78,37 @@ async def test_live_reattached_and_replayed_tails_show_the_same_stage_progress(
     assert end.payload["result"] == {"loss": 0.33} and end.payload["run_id"] == info.run_id
     start = next(e for e in live if e.kind == ev.STAGE_START)
     assert start.payload["stage"] == "train" and start.payload["reason"] == "forced"
+
+
+def test_the_box_runners_records_become_skipped_failed_and_not_run_events() -> None:
+    """The records only the box runner writes (pipeline/sequence.py): a skip with its
+    manifest's facts, a stage that exited non-zero, the stages it did not reach."""
+    from remote.jobs.stage_records import parse_record, stage_event
+
+    def event(line: str) -> tuple[str, dict[str, object]] | None:
+        rec = parse_record(line)
+        assert rec is not None
+        return stage_event(rec, "run-9", "pipeline")
+
+    skipped = event('@@eagle3 {"type":"skipped","stage":"train","reason":"manifest matches (2 '
+                    'outputs)","seconds":28.5,"bytes":3460000,"outputs":51,'
+                    '"completed":"2026-12-04T18:42:41Z"}')
+    assert skipped is not None and skipped[0] == ev.STAGE_SKIPPED
+    assert skipped[1]["bytes"] == 3460000 and skipped[1]["completed"] == "2026-12-04T18:42:41Z"
+    assert skipped[1]["summary"] == ("train skipped: up to date (finished 2026-12-04T18:42:41Z,"
+                                     " took 28.5 s, 3.3 MiB in 51 outputs)")
+    failed = event('@@eagle3 {"type":"end","stage":"vocab","ok":false,"seconds":2,'
+                   '"returncode":1,"error":"vocab exited 1"}')
+    assert failed is not None and failed[0] == ev.STAGE_END
+    assert failed[1]["ok"] is False and failed[1]["error"] == "vocab exited 1"
+    assert failed[1]["summary"] == "vocab failed: vocab exited 1"
+    not_run = event('@@eagle3 {"type":"not_run","stage":"evaluate","reason":"vocab failed"}')
+    assert not_run == (ev.STAGE_NOT_RUN, {"stage": "evaluate", "reason": "vocab failed",
+                                          "run_id": "run-9",
+                                          "summary": "evaluate not run: vocab failed"})
+    assert event('@@eagle3 {"type":"finished","stage":"pipeline","ok":true}') is None
+    for kind, payload in (skipped, failed, not_run):
+        ev.Event(kind, "h", payload)  # each payload is its kind's schema
+        from remote.spine import event_types as et
+
+        assert et.validate(kind, payload) is not None

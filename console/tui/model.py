@@ -216,7 +216,7 @@ class HostState:
 
     def stage_runs(self, stage: str) -> list[JobState]:
         """The runs of one stage, oldest first: those its events named, and those launched
-        under its name (the pipeline runner names a stage's job `pipeline-<stage>`)."""
+        under its name (`pipeline-<stage>`: one job per stage, before the box runner)."""
         st = self.stages.get(stage)
         named = set(st.runs) if st is not None else set()
         if st is not None and st.run_id:

@@ -15,7 +15,8 @@ from pipeline.progress import parse as parse_record
 from remote.compat import fix_for_error, shorten
 from remote.spine import events as ev
 
-# What the pipeline runner names a stage's job (`pipeline-<stage>`): the stage a record without
+# What the console named a stage's job before the box runner carried the whole pipeline as one
+# job named `pipeline` (sessions and run directories of that time): the stage a record without
 # its own "stage" field belongs to.
 JOB_PREFIX = "pipeline-"
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
+from tests.sshd_harness import Sshd
 
 REPO = Path(__file__).resolve().parents[1]
 CARRY_TIMEOUT = 1200.0  # the whole demo pipeline with no console, on loaded shared cores
@@ -73,6 +74,27 @@ def run_local(demo: Demo, session: Path, *extra: str) -> int:
     """`console run --host local ARGS`, recorded to `session`."""
     return console_main(["run", "--host", "local", "--config", str(demo.console_toml),
                          "--session", str(session), *extra])
+
+
+def ssh_box(demo: Demo, sshd: Sshd, tmp_path: Path, workdir: Path) -> tuple[Path, Path]:
+    """The demo as a box reached through the loopback sshd: its config with absolute paths
+    (the TOML is uploaded elsewhere on the box) and a console.toml naming the host `box`."""
+    text = demo.config.read_text()
+    d = demo.config.parent
+    for key, rel in (("output_dir", "out"), ("model", "target"),
+                     ("dataset", "conversations.jsonl")):
+        text = text.replace(f'{key} = "{rel}"', f'{key} = "{d / rel}"')
+    cfg = tmp_path / "ssh-pipeline.toml"
+    cfg.write_text(text)
+    console_toml = tmp_path / "console.toml"
+    console_toml.write_text(
+        "[hosts.box]\n"
+        f'ssh = "{sshd.alias}"\n'
+        f'ssh_config = "{sshd.ssh_config}"\n'
+        f'known_hosts = "{sshd.known_hosts}"\n'
+        f'python = "{sys.executable}"\n'
+        f'workdir = "{workdir}"\n')
+    return cfg, console_toml
 
 
 def console_env(demo: Demo) -> dict[str, str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -35,6 +34,7 @@ from tests.demo_fixture import (
     console_process,
     new_run,
     pipeline_runs,
+    ssh_box,
     wait_ended,
     wait_for_record,
 )
@@ -223,22 +223,8 @@ def test_an_ssh_drop_mid_run_leaves_the_run_going_and_the_console_following_it(
     """Through the loopback sshd: the console's connection is cut (the sshd children
     SIGKILLed) while the box runner runs evaluate; the run goes on, the console reconnects,
     follows it to its end from where it was, and exits 0."""
-    text = demo.config.read_text()
-    d = demo.config.parent
-    for key, rel in (("output_dir", "out"), ("model", "target"),
-                     ("dataset", "conversations.jsonl")):
-        text = text.replace(f'{key} = "{rel}"', f'{key} = "{d / rel}"')
-    cfg = tmp_path / "ssh-pipeline.toml"
-    cfg.write_text(text)
     box = tmp_path / "sshbox"
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{sshd.alias}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'known_hosts = "{sshd.known_hosts}"\n'
-        f'python = "{sys.executable}"\n'
-        f'workdir = "{box}"\n')
+    cfg, console_toml = ssh_box(demo, sshd, tmp_path, box)
     dropped: list[tuple[int, bool]] = []
 
     def drop_mid_run() -> None:

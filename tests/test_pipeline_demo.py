@@ -24,7 +24,7 @@ import pytest
 from console.cli import main as console_main
 from console.sessions.files import SessionReader
 from remote.spine import events as ev
-from tests.demo_fixture import Demo, run_local
+from tests.demo_fixture import Demo, run_local, ssh_box
 from tests.sshd_harness import Sshd
 
 pytestmark = pytest.mark.slow
@@ -125,21 +125,7 @@ def test_over_ssh_the_package_is_uploaded_once_and_complete_stages_skip(
         demo: Demo, sshd: Sshd, tmp_path: Path) -> None:
     """A real box path: SSH to the loopback sshd, the pipeline package uploaded (content-hashed),
     the config uploaded, validated and planned there. Absolute paths: the TOML moves."""
-    text = demo.config.read_text()
-    d = demo.config.parent
-    for key, rel in (("output_dir", "out"), ("model", "target"),
-                     ("dataset", "conversations.jsonl")):
-        text = text.replace(f'{key} = "{rel}"', f'{key} = "{d / rel}"')
-    cfg = tmp_path / "ssh-pipeline.toml"
-    cfg.write_text(text)
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{sshd.alias}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'known_hosts = "{sshd.known_hosts}"\n'
-        f'python = "{sys.executable}"\n'
-        f'workdir = "{tmp_path / "sshbox"}"\n')
+    cfg, console_toml = ssh_box(demo, sshd, tmp_path, tmp_path / "sshbox")
     for i in range(2):
         session = tmp_path / f"ssh{i}.jsonl"
         rc = console_main(["run", "--host", "box", "--config", str(console_toml),

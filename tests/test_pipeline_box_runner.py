@@ -146,7 +146,9 @@ async def test_the_next_tui_start_reattaches_by_itself_and_shows_five_stages_don
             _name, status, _bar, detail, _metrics, seconds = rows[stage]
             assert status == "done" and " in " in detail and "output" in detail, rows[stage]
             assert ("KiB" in detail or "MiB" in detail or " B " in detail) and seconds != "-"
-        assert "from its manifest" in plain(app.query_one("#artifacts", Static))
+        shown = plain(app.query_one("#artifacts", Static))
+        assert "from its manifest" in shown and "found: exited on the box" in shown
+        assert h.pipeline_run["how"] == "found"  # the run the stages come from, ended
         await app.source.controller.aclose()
 
     off = tmp_path / "console.toml"

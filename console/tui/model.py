@@ -183,7 +183,8 @@ class HostState:
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
     servers: dict[str, ServerState] = field(default_factory=dict)  # role -> its server
     # The box runner this console follows (pipeline.run): run_id, how (started, attached,
-    # reattached), config, started.
+    # reattached, or found: the last one, ended before this console connected), config,
+    # started, state.
     pipeline_run: dict[str, str] = field(default_factory=dict)
     last_event: datetime | None = None
 
@@ -465,7 +466,7 @@ def _pipeline_run(host: HostState, e: Event) -> set[str]:
     if not isinstance(data, et.PipelineRun):
         return _malformed(host, e)
     host.pipeline_run = {"run_id": data.run_id, "how": data.how, "config": data.config,
-                         "started": data.started}
+                         "started": data.started, "state": data.state}
     return {STAGES}
 
 

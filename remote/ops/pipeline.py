@@ -174,6 +174,12 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         runs = await j.list()
         running = [info for info in runs if not info.done and info.run_id not in following]
         config = await _pipeline_config(runner, runs)
+        latest = next((i for i in reversed(runs) if i.name == RUN_NAME), None)
+        if latest is not None and latest.done:  # what the stages shown come from
+            bus.emit(ev.PIPELINE_RUN, host.name, run_id=latest.run_id, how="found",
+                     state=latest.state, config=run_config(latest.argv), started=latest.started,
+                     summary=f"last pipeline run on {host.name}: {latest.run_id} "
+                     f"({latest.state}, returncode {latest.returncode})")
         if config is not None:
             try:
                 await runner.show_manifests(config)

@@ -229,7 +229,8 @@ class StageManifest(Payload, kw_only=True, frozen=True):
 
 class PipelineRun(Payload, kw_only=True, frozen=True):
     """The box runner this console follows: `how` is started (launched now), attached (a
-    start found one running: the job lock) or reattached (found on connect)."""
+    start found one running: the job lock), reattached (running when the console connected) or
+    found (the last one, already ended when the console connected)."""
 
     KIND: ClassVar[str] = "pipeline.run"
     run_id: str

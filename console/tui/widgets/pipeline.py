@@ -345,7 +345,7 @@ class PipelineView(View):
         run = host.pipeline_run if host is not None else {}
         if run:
             box_job = host.jobs.get(run["run_id"]) if host is not None else None
-            state = box_job.state if box_job is not None else "running"
+            state = box_job.state if box_job is not None else run.get("state", "running")
             text.append(f"pipeline run {short_run(run['run_id'])} {run['how']}: {state} on the "
                         "box", style="bold")
             text.append(" (the box carries it through evaluate; quitting leaves it going)\n"

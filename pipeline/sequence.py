@@ -28,7 +28,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from pipeline import STAGES
@@ -98,7 +97,8 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
             not_run(STAGES, "the demo could not be built (demo-setup failed)")
             outcome["failed"] = "demo-setup"
             return finish(False, _failed_rc(rc))
-        config = str(Path(demo_dir).expanduser().resolve() / "pipeline.toml")
+        # as named, not resolved: a demo reached through a link keeps the paths it was run with
+        config = os.path.join(os.path.abspath(os.path.expanduser(demo_dir)), "pipeline.toml")
     if not config:
         raise PipelineError("run needs --config FILE or --demo-dir DIR")
 

@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "console.commands.run",
     "console.commands.replay",
     "console.commands.hosts",
+    "console.commands.init",
     "console.commands.jobs",
     "console.commands.patch",
     "console.commands.bench",

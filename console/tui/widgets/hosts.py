@@ -38,6 +38,21 @@ def env_summary(env: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def first_run_note(source: object) -> str:
+    """What a first start needs to read: no console.toml was found, where the console looked,
+    and how to add a box. Empty when a config was loaded (or in a replay: no config there)."""
+    from remote.link.hosts import config_search_path
+
+    config = getattr(source, "config", None)
+    if config is None or getattr(config, "path", None) is not None:
+        return ""
+    looked = " and ".join(str(p) for p in config_search_path())
+    return (f"No console.toml found (looked in {looked}), so only `local`, this machine, is "
+            "listed. To add a box: run `console init` here (it writes a commented "
+            "console.toml), uncomment a [hosts.NAME] block with ssh = \"user@box\", then start "
+            "`console` again.")
+
+
 class HostsView(View):
     DOMAINS = (CONNECTION, PROBES, STATS)
 
@@ -49,6 +64,9 @@ class HostsView(View):
         live = getattr(self.app, "mode", "live") == "live"
         yield Static("Hosts — enter selects, c connects" if live
                      else "Hosts in this recording — enter selects", classes="title")
+        note = first_run_note(getattr(self.app, "source", None)) if live else ""
+        if note:  # above the table: the first thing a first start reads
+            yield Static(note, id="first-run", classes="hint", markup=False)
         yield QuickTable(id="hosts-table", cursor_type="row")
 
     def on_mount(self) -> None:

@@ -12,15 +12,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from console.tui.chart_data import speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
 from console.tui.shown import plain
 from console.tui.widgets.common import View
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
-
-BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
-
 
 SWEEP_COLUMNS = ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
                  "accept", "mean len")
@@ -61,29 +59,6 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
         else:
             t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
     return t
-
-
-def speedups(points: list[dict[str, Any]]) -> list[tuple[str, Any, float]]:
-    base = {p.get("concurrency"): p.get("output_tok_s") for p in points
-            if str(p.get("label", "")).lower() in BASELINE_LABELS and isinstance(p.get("output_tok_s"), (int, float))}
-    out = []
-    for p in points:
-        b = base.get(p.get("concurrency"))
-        v = p.get("output_tok_s")
-        if str(p.get("label", "")).lower() in BASELINE_LABELS or not b or not isinstance(v, (int, float)):
-            continue
-        out.append((str(p.get("label")), p.get("concurrency"), float(v) / float(b)))
-    return out
-
-
-def summary_speedups(summary: dict[str, Any]) -> list[tuple[str, Any, float]]:
-    """The bench comparison's own rows ({concurrency, speedup}), when the summary has them."""
-    rows = summary.get("rows")
-    label = str(summary.get("spec_label") or summary.get("label") or "speculative")
-    if not isinstance(rows, list):
-        return []
-    return [(label, r.get("concurrency"), float(r["speedup"])) for r in rows
-            if isinstance(r, dict) and isinstance(r.get("speedup"), (int, float))]
 
 
 def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None = None,

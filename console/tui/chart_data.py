@@ -62,12 +62,14 @@ def fold(charts: ChartData, e: Event) -> bool:
         return _fold_gpus(charts, e)
     if kind in (ev.STAGE_START, ev.STAGE_PROGRESS) and e.payload.get("stage") == "train":
         return _fold_loss(charts, e)
-    if kind == "bench.watch":
+    if kind == ev.BENCH_WATCH:
         acc = e.payload.get("acceptance")
-        rate = _num(acc.get("rate")) if isinstance(acc, dict) else None
+        if not isinstance(acc, dict) or acc.get("drafts") == 0:
+            return False  # an idle window (nothing drafted) has no rate to draw
+        rate = _num(acc.get("rate"))
         if rate is None:
             return False
-        charts.watch.append((e.ts.timestamp(), rate, _num(acc.get("mean_length"))))  # type: ignore[union-attr]
+        charts.watch.append((e.ts.timestamp(), rate, _num(acc.get("mean_length"))))
         return True
     return False
 

@@ -16,6 +16,7 @@ from console.tui.chart_data import speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
 from console.tui.shown import plain
+from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
@@ -201,9 +202,14 @@ class BenchView(View):
             yield Static(id="servers")
             # what the running server accepts now, above the sweep: the first thing to see at 80x24
             yield Static(id="bench-watch")
+            yield Chart("Acceptance over time", id="chart-watch")
             yield Static(id="offline")
+            yield Chart("Acceptance per draft position", id="chart-acceptance")
             yield Static(id="sweep-table")
             yield Static(id="acceptance")
+            with ChartRow(id="chart-concurrency"):
+                yield Chart("Output tok/s vs concurrency", id="chart-throughput")
+                yield Chart("Speedup vs concurrency", id="chart-speedup")
             yield Static(id="speedup")
             yield Static(id="bench-summary")
 
@@ -228,3 +234,18 @@ class BenchView(View):
         watch = self.query_one("#bench-watch", Static)
         watch.display = bool(windows)  # no empty line above the sweep before the first window
         watch.update(windows_table(windows))
+        self._charts(host)
+
+    def _charts(self, host: HostState) -> None:
+        """Each chart shown once it has data; the text it stands for (the per-position and
+        speedup bars) then goes, the tables with the exact figures stay."""
+        charts = self.query_one("#chart-watch", Chart), self.query_one("#chart-acceptance", Chart)
+        has_watch, has_acc = draw_watch(charts[0], host), draw_acceptance(charts[1], host)
+        row = self.query_one("#chart-concurrency", ChartRow)
+        has_conc = draw_concurrency(self.query_one("#chart-throughput", Chart),
+                                    self.query_one("#chart-speedup", Chart), host)
+        for widget, shown in ((charts[0], has_watch), (charts[1], has_acc), (row, has_conc),
+                              (self.query_one("#acceptance", Static), not has_acc),
+                              (self.query_one("#speedup", Static), not has_conc)):
+            if widget.display != shown:
+                widget.display = shown

@@ -11,6 +11,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
+from textual.containers import Horizontal
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -21,6 +22,7 @@ from console.tui.quiet import set_content, text_shape
 from console.tui.render import bar, fmt_num, fmt_seconds
 from console.tui.shown import plain
 from console.tui.tail import LogTail
+from console.tui.widgets.charts import Chart, draw_loss
 from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
 from remote.spine.sanitize import visible
@@ -275,7 +277,9 @@ class PipelineView(View):
     def compose(self) -> ComposeResult:
         yield QuickTable(id="stages", cursor_type="row")
         yield Static(id="artifacts")
-        yield LogView(id="log")
+        with Horizontal(id="log-row"):  # the loss curve beside the log once training reports it
+            yield LogView(id="log")
+            yield Chart("Training loss per step", id="chart-loss")
 
     def on_mount(self) -> None:
         self._host: HostState | None = None
@@ -366,6 +370,11 @@ class PipelineView(View):
         if domains == {LOG}:  # the hot path: a job printing lines
             self.query_one(LogView).sync()
             return
+        if not domains or STAGES in domains:
+            chart = self.query_one("#chart-loss", Chart)
+            shown = draw_loss(chart, host)
+            if chart.display != shown:
+                chart.display = shown
         if not domains or STAGES in domains or JOBS in domains:
             table = self.query_one("#stages", QuickTable)
             rows, running = self._rows(host)

@@ -19,6 +19,7 @@ from remote.spine.sanitize import visible
 COMMAND_MODULES = (
     "console.commands.run",
     "console.commands.replay",
+    "console.commands.report",
     "console.commands.hosts",
     "console.commands.init",
     "console.commands.jobs",

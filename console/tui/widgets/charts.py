@@ -109,7 +109,7 @@ def draw_loss(chart: Chart, host: HostState) -> bool:
     if not points:
         return False
     step, loss = points[-1]
-    chart.border_title = f"Loss per step: {loss:.4g} at {step:g}"
+    chart.border_title = f"Loss {loss:.4g} at step {step:g}"  # fits the chart's 30 columns
 
     def draw(c: Chart) -> None:
         shown = cd.thin(points, c.columns)

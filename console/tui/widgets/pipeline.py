@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 
 from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import bar, fmt_num, fmt_seconds
+from console.tui.render import bar, elide_middle, fmt_num, fmt_seconds
 from console.tui.shown import plain
 from console.tui.tail import LogTail
 from console.tui.widgets.charts import Chart, draw_loss
@@ -231,9 +231,12 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     return status, progress, detail, fmt_seconds(st.seconds)
 
 
-def metrics_cell(st: StageState) -> str:
+def metrics_cell(st: StageState, narrow: bool = False) -> str:
     """What the stage's records say beyond progress: loss and epoch while training, the
-    evaluated head's acceptance once evaluate ends."""
+    evaluated head's acceptance once evaluate ends (narrow: the short names, so the last
+    column is not cut at 80 columns)."""
+    if narrow:
+        return metrics_cell(st).replace("acc len ", "len ").replace("rate ", "r ")
     m = st.metrics
     parts = []
     if isinstance(m.get("loss"), (int, float)):
@@ -247,6 +250,22 @@ def metrics_cell(st: StageState) -> str:
     elif m.get("head") and st.status == "running":
         parts.append(f"head {m['head']}")
     return " ".join(parts)
+
+
+def artifacts_line(outputs: list[Any], width: int) -> str:
+    """The stage's outputs on about one line of `width`: each path elided in its middle (its root
+    and its file name both kept), as many as fit, then how many more."""
+    paths = [str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outputs]
+    each = max(32, width // 2 - 4)  # two paths a line at most: enough of each to tell them apart
+    shown: list[str] = []
+    for i, path in enumerate(paths):
+        item = elide_middle(path, each)
+        rest = f" +{len(paths) - i} more"
+        after = len(f" +{len(paths) - i - 1} more") if i < len(paths) - 1 else 0
+        if shown and len(", ".join([*shown, item])) + after > width:
+            return ", ".join(shown) + rest
+        shown.append(item)
+    return ", ".join(shown)
 
 
 def run_label(job: JobState) -> str:
@@ -337,7 +356,7 @@ class PipelineView(View):
             status, progress, detail, seconds = stage_cells(st, width)
             if self._narrow:
                 detail = detail.split("  ")[0]  # done/total; the rate goes first
-            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics_cell(st), seconds]))
+            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics_cell(st, self._narrow), seconds]))
             if st.status == "running":
                 running.append(STAGE_KEY + name)
             for job in host.stage_runs(name):
@@ -404,8 +423,9 @@ class PipelineView(View):
             text.append(f"run {short_run(job.run_id)}  ", style="bold")
             text.append(f"{job.state}" + (f" rc={job.returncode}" if job.returncode is not None else ""))
             text.append(f"  {job.tail.total} lines", style="dim")
-            if not self._narrow:  # the box's own copy of the whole log
-                text.append(f"  log {job.log_path or '-'}", style="dim")
+            if not self._narrow:  # the box's own copy of the whole log, its ends kept
+                room = max(20, self.app.size.width - text.cell_len - 10)
+                text.append(f"  log {elide_middle(job.log_path or '-', room)}", style="dim")
         elif name is not None:
             text.append(f"{name}: no run yet", style="dim")
             if self.app_mode() == "live":
@@ -413,7 +433,7 @@ class PipelineView(View):
         if st is not None and st.outputs:
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
             text.append("\nartifacts: ", style="bold")
-            text.append(", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outs)[:300])
+            text.append(artifacts_line(outs, self.app.size.width - 14))
         if text.plain != self._artifacts:  # a Static update re-lays out; skip it when unchanged
             self._artifacts = text.plain
             # the line count changes 4 times a second while a job prints: a layout only when

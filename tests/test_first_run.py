@@ -61,7 +61,8 @@ async def test_first_run_hosts_screen_says_where_it_looked(no_config: Path) -> N
         assert str(no_config / "console.toml") in flat
         # too long for 80 columns: elided in its middle, its start and its end kept
         user = str(no_config / "xdg" / "eagle3-console" / "console.toml")
-        shown = next(line.strip() for line in text.splitlines() if line.strip().endswith("xdg/eagle3-console/console.toml"))
+        tail = "xdg/eagle3-console/console.toml"
+        shown = next(line.strip() for line in text.splitlines() if line.strip().endswith(tail))
         assert len(user) > 74 and "…" in shown and user.startswith(shown.split("…")[0]), shown
         assert "console init" in flat and "[hosts.NAME]" in flat
         assert note.region.height >= 3 and note.region.width > 0  # on screen, wrapped

@@ -74,14 +74,15 @@ def _env(host: HostState) -> list[list[Any]]:
         rows += [[name, v.get("version") if isinstance(v, dict) else v] for name, v in sorted(packages.items())]
     gpu = env.get("gpu")
     if isinstance(gpu, dict):
-        gpus = gpu.get("gpus") if isinstance(gpu.get("gpus"), list) else []
+        listed = gpu.get("gpus")
+        gpus: list[Any] = listed if isinstance(listed, list) else []
         names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
         rows.append(["GPUs", f"{len(gpus)} {', '.join(names)} (source {gpu.get('source', '?')})".strip()])
     return rows
 
 
 def _outputs(outputs: Any) -> str:
-    items = outputs if isinstance(outputs, list) else [] if outputs is None else [outputs]
+    items: list[Any] = outputs if isinstance(outputs, list) else [] if outputs is None else [outputs]
     if not items:
         return "-"
     sizes = [o.get("bytes") or o.get("size") for o in items if isinstance(o, dict)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from remote.spine import events as ev
 from remote.spine.events import Event
@@ -29,6 +29,7 @@ LOSS_POINTS = 1024  # past this the loss curve is thinned to every other point (
 GPU_WINDOW_S = 300  # "the last minutes": the GPU charts span five minutes
 WATCH_POINTS = 240  # bench watch windows kept
 BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
+T = TypeVar("T")
 
 
 @dataclass
@@ -145,7 +146,7 @@ def gpu_series(charts: ChartData) -> dict[int, list[tuple[float, float, float]]]
     return out
 
 
-def thin(points: list[tuple[float, ...]], most: int) -> list[tuple[float, ...]]:
+def thin(points: list[T], most: int) -> list[T]:
     """At most `most` points, evenly picked, first and last kept: a chart cannot show more
     points than it has pixel columns, and each one costs it to draw."""
     if most < 2 or len(points) <= most:

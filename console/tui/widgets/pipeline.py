@@ -356,7 +356,8 @@ class PipelineView(View):
             status, progress, detail, seconds = stage_cells(st, width)
             if self._narrow:
                 detail = detail.split("  ")[0]  # done/total; the rate goes first
-            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics_cell(st, self._narrow), seconds]))
+            metrics = metrics_cell(st, self._narrow)
+            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics, seconds]))
             if st.status == "running":
                 running.append(STAGE_KEY + name)
             for job in host.stage_runs(name):

@@ -79,12 +79,12 @@ class HostsView(View):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        # what the other columns take (their widest cell or header, 2 cells of padding each),
-        # the view's padding, the scrollbar and the cursor
-        room = max(20, self.app.size.width - 8
-                   - max(4, *(len(n) for n in state.hosts)) - 2
-                   - max(6, *(len(self.describe.get(n, "")) for n in state.hosts)) - 2
-                   - max(len(label) for label, _ in BADGE_STYLE.values()) - 2 - 2)
+        # what the other columns take (their widest cell or header), and 9 cells of padding,
+        # view padding and scrollbar (measured at 80 columns: 44 cells were left for 80-36)
+        room = max(20, self.app.size.width - 9
+                   - max(4, *(len(n) for n in state.hosts))
+                   - max(6, *(len(self.describe.get(n, "")) for n in state.hosts))
+                   - max(len(label) for label, _ in BADGE_STYLE.values()))
         for name, h in state.hosts.items():
             label, style = BADGE_STYLE.get(h.connection, BADGE_STYLE["unknown"])
             env = env_summary(h.probes.get("env") or {})

@@ -38,6 +38,8 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], int, str]]] = {
     ("serve", "status"): [NOHOST],
     ("replay",): [(["{missing}", "--print"], EXIT_USAGE, "cannot open"),
                   (["{garbage}", "--print"], EXIT_USAGE, "not a console session file")],
+    ("report",): [(["{missing}"], EXIT_USAGE, "cannot open"),
+                  (["{garbage}"], EXIT_USAGE, "not a console session file")],
     ("init",): [(["console.toml"], EXIT_USAGE, "already exists; not overwritten")],
     ("hosts",): [(["--config", "{broken}"], EXIT_USAGE, "hosts.box.port"),
                  (["--config", "{missing}"], EXIT_USAGE, "config file not found")],

@@ -92,6 +92,15 @@ def test_every_command_has_bad_input_cases() -> None:
     assert leaves == set(CASES), f"missing: {leaves - set(CASES)}, stale: {set(CASES) - leaves}"
 
 
+def bad_files(tmp_path: Path) -> dict[str, str]:
+    """A console.toml with host `box`, and the files the cases name: {broken}, {missing}, {garbage}."""
+    (tmp_path / "console.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\n')
+    (tmp_path / "broken.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\nport = 70000\n')
+    (tmp_path / "garbage.json").write_text("garbage {\n")
+    return {"broken": str(tmp_path / "broken.toml"), "missing": str(tmp_path / "nope.json"),
+            "garbage": str(tmp_path / "garbage.json")}
+
+
 @pytest.mark.parametrize(("command", "case"), [
     (c, i) for c, cases in CASES.items() for i in range(len(cases))],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v))
@@ -99,11 +108,7 @@ def test_bad_input_is_one_error_line_and_its_exit_code(
         command: tuple[str, ...], case: int, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\n')
-    (tmp_path / "broken.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\nport = 70000\n')
-    (tmp_path / "garbage.json").write_text("garbage {\n")
-    files = {"broken": str(tmp_path / "broken.toml"), "missing": str(tmp_path / "nope.json"),
-             "garbage": str(tmp_path / "garbage.json")}
+    files = bad_files(tmp_path)
     argv, code, fragment = CASES[command][case]
     argv = [a.format(**files) for a in argv]
     rc = main([*command, *argv])
@@ -149,11 +154,7 @@ def test_a_command_that_fails_on_its_configuration_records_nothing(
     monkeypatch.chdir(tmp_path)
     data = tmp_path / "data"
     monkeypatch.setenv("XDG_DATA_HOME", str(data))
-    (tmp_path / "console.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\n')
-    (tmp_path / "broken.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\nport = 70000\n')
-    (tmp_path / "garbage.json").write_text("garbage {\n")
-    files = {"broken": str(tmp_path / "broken.toml"), "missing": str(tmp_path / "nope.json"),
-             "garbage": str(tmp_path / "garbage.json")}
+    files = bad_files(tmp_path)
     argv, code, _ = CASES[command][case]
     argv = [a.format(**files) for a in argv if a != "--no-record"]
     for extra in ([], ["--session", str(tmp_path / "s" / "explicit.jsonl")]):

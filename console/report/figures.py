@@ -107,7 +107,7 @@ def speedup_vs_concurrency(series: cd.ConcurrencySeries) -> str | None:
 def acceptance_over_time(windows: list[tuple[float, float, float | None]]) -> str | None:
     if not windows:
         return None
-    fig, ax = _figure("Acceptance over time (bench watch)", "seconds since the first window", "acceptance rate")
+    fig, ax = _figure("Acceptance over time (bench watch)", "seconds watched", "acceptance rate")
     t0 = windows[0][0]
     ax.plot([t - t0 for t, _, _ in windows], [r for _, r, _ in windows], color=SERVED, marker=".")
     ax.set_ylim(0, 1)

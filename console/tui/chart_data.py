@@ -6,7 +6,7 @@ file cannot disagree. Most series are already in the state (bench points, the ev
 per-position acceptance); what the state did not keep is folded here, from the events the
 reducers of console/tui/model.py see (`fold`, chained after them):
 - the training loss per step (the state kept only the latest value);
-- `bench watch` acceptance with the time of each window;
+- `bench watch` acceptance per window, over the time watched (the windows' own lengths);
 - per-GPU utilisation and memory over the last minutes, one point per second: a box sends
   up to 10 samples a second, a chart has about a hundred columns to show five minutes in, and
   a point per second also bounds how often the chart changes (it redraws at most once a second).
@@ -41,7 +41,8 @@ class ChartData:
     loss_seen: int = 0
     loss_version: int = 0
     watch: deque[tuple[float, float, float | None]] = field(
-        default_factory=lambda: deque(maxlen=WATCH_POINTS))  # (unix s, rate, mean length)
+        default_factory=lambda: deque(maxlen=WATCH_POINTS))  # (s watched, rate, mean length)
+    watched: float = 0.0  # seconds of bench watch windows folded so far
     # per GPU, closed one-second buckets (unix second, mean util %, mean memory %)
     gpu: dict[int, deque[tuple[int, float, float]]] = field(default_factory=dict)
     # per GPU, the bucket being filled: (unix second, util sum, memory sum, samples)
@@ -64,13 +65,15 @@ def fold(charts: ChartData, e: Event) -> bool:
     if kind in (ev.STAGE_START, ev.STAGE_PROGRESS) and e.payload.get("stage") == "train":
         return _fold_loss(charts, e)
     if kind == ev.BENCH_WATCH:
+        # Time on the axis is watched time: each window adds its own length (the payload's
+        # `seconds`, measured between the two scrapes), not the clock at which it was folded;
+        # an idle window (nothing drafted) counts its time but has no rate to draw.
+        charts.watched += _num(e.payload.get("seconds")) or 0.0
         acc = e.payload.get("acceptance")
-        if not isinstance(acc, dict) or acc.get("drafts") == 0:
-            return False  # an idle window (nothing drafted) has no rate to draw
-        rate = _num(acc.get("rate"))
-        if rate is None:
+        rate = _num(acc.get("rate")) if isinstance(acc, dict) and acc.get("drafts") != 0 else None
+        if rate is None or not isinstance(acc, dict):
             return False
-        charts.watch.append((e.ts.timestamp(), rate, _num(acc.get("mean_length"))))
+        charts.watch.append((charts.watched, rate, _num(acc.get("mean_length"))))
         return True
     return False
 

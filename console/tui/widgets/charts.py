@@ -207,7 +207,7 @@ def draw_watch(chart: Chart, host: HostState) -> bool:
         shown = cd.thin([(t - t_end, r) for t, r, _ in windows], c.columns)
         c.line([p[0] for p in shown], [p[1] for p in shown], SERVED_STYLE)
         c.set_ylimits(0.0, 1.0)
-        c.set_xlabel("seconds (0 = latest window)")
+        c.set_xlabel("seconds watched (0 = latest window)")
 
     chart.update((len(windows), windows[-1]), draw)
     return True

@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch that lies on this machine's disk; any other version is a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[ml,dev]'
+	$(PY) -m pip install -q -e '.[ml,dev,report]'
 	# speculators' metadata pulls deepspeed (needs CUDA to build); the library Trainer does not.
 	$(PY) -m pip install -q --no-deps speculators==0.3.0
 	touch $(STAMP)

@@ -19,7 +19,9 @@ from remote.spine.sanitize import visible
 COMMAND_MODULES = (
     "console.commands.run",
     "console.commands.replay",
+    "console.commands.report",
     "console.commands.hosts",
+    "console.commands.init",
     "console.commands.jobs",
     "console.commands.patch",
     "console.commands.bench",

@@ -61,6 +61,10 @@ class Context:
         from remote.link.hosts import load_config
 
         config = load_config(getattr(args, "config", None))
+        # A command that fails on its configuration records nothing: the hosts it names are
+        # resolved before the session file exists (`console stats --host nosuch` left one).
+        for name in hosts or []:
+            config.host(name)
         out = sys.stdout
         session = open_session(
             hosts or [],
@@ -104,7 +108,7 @@ class Context:
         from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, discard: bool = False) -> None:
         from console.sessions.live import LiveSession
 
         for t in self.transports.values():
@@ -113,4 +117,10 @@ class Context:
             except Exception:  # closing is best effort; the error that brought us here matters
                 pass
         self.transports.clear()
-        LiveSession(self.bus, self.recorder).close()
+        # Called from the commands' `finally`: the exception on its way out, if any, is the one
+        # being handled here. A usage or config error found after the session opened (a
+        # missing pipeline file) discards the session, as `discard` does: nothing was done.
+        from remote.link.errors import UsageError
+
+        discard = discard or isinstance(sys.exc_info()[1], UsageError)
+        LiveSession(self.bus, self.recorder).close(discard=discard)

@@ -38,6 +38,9 @@ CASES: dict[tuple[str, ...], list[tuple[list[str], int, str]]] = {
     ("serve", "status"): [NOHOST],
     ("replay",): [(["{missing}", "--print"], EXIT_USAGE, "cannot open"),
                   (["{garbage}", "--print"], EXIT_USAGE, "not a console session file")],
+    ("report",): [(["{missing}"], EXIT_USAGE, "cannot open"),
+                  (["{garbage}"], EXIT_USAGE, "not a console session file")],
+    ("init",): [(["console.toml"], EXIT_USAGE, "already exists; not overwritten")],
     ("hosts",): [(["--config", "{broken}"], EXIT_USAGE, "hosts.box.port"),
                  (["--config", "{missing}"], EXIT_USAGE, "config file not found")],
     ("jobs", "list"): [NOHOST, BROKEN],
@@ -89,6 +92,15 @@ def test_every_command_has_bad_input_cases() -> None:
     assert leaves == set(CASES), f"missing: {leaves - set(CASES)}, stale: {set(CASES) - leaves}"
 
 
+def bad_files(tmp_path: Path) -> dict[str, str]:
+    """A console.toml with host `box`, and the files the cases name: {broken}, {missing}, {garbage}."""
+    (tmp_path / "console.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\n')
+    (tmp_path / "broken.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\nport = 70000\n')
+    (tmp_path / "garbage.json").write_text("garbage {\n")
+    return {"broken": str(tmp_path / "broken.toml"), "missing": str(tmp_path / "nope.json"),
+            "garbage": str(tmp_path / "garbage.json")}
+
+
 @pytest.mark.parametrize(("command", "case"), [
     (c, i) for c, cases in CASES.items() for i in range(len(cases))],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v))
@@ -96,11 +108,7 @@ def test_bad_input_is_one_error_line_and_its_exit_code(
         command: tuple[str, ...], case: int, tmp_path: Path,
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\n')
-    (tmp_path / "broken.toml").write_text('[hosts.box]\nssh = "ops@127.0.0.1"\nport = 70000\n')
-    (tmp_path / "garbage.json").write_text("garbage {\n")
-    files = {"broken": str(tmp_path / "broken.toml"), "missing": str(tmp_path / "nope.json"),
-             "garbage": str(tmp_path / "garbage.json")}
+    files = bad_files(tmp_path)
     argv, code, fragment = CASES[command][case]
     argv = [a.format(**files) for a in argv]
     rc = main([*command, *argv])
@@ -130,3 +138,29 @@ def test_a_bug_is_one_line_with_the_traceback_kept_in_a_file(
     kept = Path(err.rsplit("traceback in ", 1)[1].rstrip(")\n"))
     assert "Traceback" in kept.read_text() and "planted" in kept.read_text()
     kept.unlink()
+
+
+RECORDED = [(c, i) for c, cases in CASES.items() for i, (argv, code, _) in enumerate(cases)
+            if "--no-record" in argv and code == EXIT_USAGE]
+
+
+@pytest.mark.parametrize(("command", "case"), RECORDED,
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v))
+def test_a_command_that_fails_on_its_configuration_records_nothing(
+        command: tuple[str, ...], case: int, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same bad input, recorded this time (the default session directory, and --session):
+    exit 2 and no session file, no index (`console stats --host nosuch` used to leave one)."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    files = bad_files(tmp_path)
+    argv, code, _ = CASES[command][case]
+    argv = [a.format(**files) for a in argv if a != "--no-record"]
+    for extra in ([], ["--session", str(tmp_path / "s" / "explicit.jsonl")]):
+        rc = main([*command, *argv, *extra])
+        text = capsys.readouterr().err
+        assert rc == code, text
+        assert "session recorded" not in text, text
+        left = [p for p in tmp_path.rglob("*") if ".jsonl" in p.name or p.suffix == ".idx"]
+        assert left == [], (extra, left)

@@ -19,7 +19,7 @@ from tests.tui_helpers import SIZE, live_app, replay_app, settle
 from tests.tui_sessions import demo_session
 
 WIDE = " 1 Hosts  2 Overview  3 Probes  4 Patch  5 Pipeline  6 Stats/AllReduce  7 Bench "
-SHORT = " 1 Hosts  2 Over  3 Probe  4 Patch  5 Pipe  6 Stats  7 Bench "
+SHORT = " 1 Hosts  2 Overview  3 Probes  4 Patch  5 Pipeline  6 Stats  7 Bench "
 
 
 @asynccontextmanager

@@ -129,7 +129,7 @@ class ScriptedController:
 class FixedHostsSource(LiveSource):
     def __init__(self, hosts: list[str], controller_factory: Callable[[EventBus], Any] | None = None) -> None:
         bus = EventBus()
-        super().__init__(Config(hosts={}, path=None), bus,
+        super().__init__(Config(hosts={}, path=Path("console.toml")), bus,  # its hosts' config
                          controller=controller_factory(bus) if controller_factory else None)
         self._names = hosts
 

@@ -47,14 +47,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 async def run(args: argparse.Namespace) -> int:
     ctx = Context.from_args(args, hosts=[args.host])
+    bad_input = False
     try:
         return await _run(ctx, args)
     except ConsoleError as exc:
-        # As an event, so the refusal or failure is in the session file and the --json stream.
+        # As an event, so the refusal or failure is in the session file and the --json stream;
+        # bad input (an unknown recipe) did nothing, and its session is discarded.
         ctx.error(str(exc), args.host, exit_code=exc.exit_code)
+        bad_input = isinstance(exc, UsageError)
         return exc.exit_code
     finally:
-        await ctx.aclose()
+        await ctx.aclose(discard=bad_input)
 
 
 async def _run(ctx: Context, args: argparse.Namespace) -> int:

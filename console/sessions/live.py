@@ -28,12 +28,19 @@ class LiveSession:
     def path(self) -> Path | None:
         return self.recorder.writer.path if self.recorder is not None else None
 
-    def close(self, *, report: IO[str] | None = None) -> None:
-        """Stop recording (the file is complete) and say where it is, or why it stopped."""
+    def close(self, *, report: IO[str] | None = None, discard: bool = False) -> None:
+        """Stop recording (the file is complete) and say where it is, or why it stopped.
+        `discard`: the command ended on bad input before doing anything; its file and index go."""
         report = report or sys.stderr
         if self.recorder is not None:
             self.recorder.close()
-            if self.recorder.error:
+            if discard:
+                from console.sessions.index import index_path
+
+                path = self.recorder.writer.path
+                for p in (path, index_path(path)):
+                    p.unlink(missing_ok=True)
+            elif self.recorder.error:
                 print(f"warning: session recording stopped: {self.recorder.error}", file=report)
             else:
                 print(f"session recorded: {self.recorder.writer.path}", file=report)

@@ -87,9 +87,10 @@ DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses ar
 DRAIN_CHECK = 256  # events folded between clock checks
 TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
           "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
-# Under NARROW columns the tab bar would overflow with the full titles (the bar picks by its width).
-SHORT_TITLES = {"hosts": "Hosts", "overview": "Over", "probes": "Probe", "patch": "Patch",
-                "pipeline": "Pipe", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
+# Under NARROW columns the tab bar would overflow with the full titles (the bar picks by its width):
+# whole words, never a cut one ("2 Over 3 Probe" read as cut labels at 80 columns).
+SHORT_TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
+                "pipeline": "Pipeline", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
 NARROW = 110
 DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
 

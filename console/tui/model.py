@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from console.tui.chart_data import ChartData
+from console.tui.chart_data import fold as fold_charts
 from console.tui.shown import shown_event
 from console.tui.tail import LogTail
 from pipeline.progress import PREFIX as RECORD_PREFIX
@@ -186,6 +188,7 @@ class HostState:
     # reattached, or found: the last one, ended before this console connected), config,
     # started, state.
     pipeline_run: dict[str, str] = field(default_factory=dict)
+    charts: ChartData = field(default_factory=ChartData)  # series only the charts draw
     last_event: datetime | None = None
 
     def ordered_stages(self) -> list[StageState]:
@@ -667,3 +670,19 @@ def _with_host_history(reducer: Reducer) -> Reducer:
 
 
 REDUCERS[ev.STATS_SAMPLE] = _with_host_history(REDUCERS[ev.STATS_SAMPLE])
+
+
+def _with_charts(reducer: Reducer) -> Reducer:
+    """The series the charts draw beyond the state (console/tui/chart_data.py), folded from the
+    same events, after the reducer accepted them."""
+    def fold(host: HostState, e: Event) -> set[str]:
+        changed = reducer(host, e)
+        if changed and NOTES_DOMAIN not in changed:
+            fold_charts(host.charts, e)
+        return changed
+
+    return fold
+
+
+for _kind in (ev.STATS_SAMPLE, ev.STAGE_START, ev.STAGE_PROGRESS, BENCH_WATCH_KIND):
+    REDUCERS[_kind] = _with_charts(REDUCERS[_kind])

@@ -81,17 +81,17 @@ COMMANDS: tuple[Command, ...] = (
     Command("replay.pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay", "replay",
             replay_only=True),
     Command("replay.step", "full_stop", "replay_step", "Step", "Publish the next event (while paused)",
-            "replay", replay_only=True, show=False),
+            "replay", replay_only=True),
     Command("replay.speed", "greater_than_sign", "replay_speed", "Speed", "Cycle speed 1x / 10x / max",
             "replay", replay_only=True),
     Command("replay.next_marker", "right_square_bracket", "replay_marker(1)", "Next marker",
             "Seek to the next stage/patch/bench marker", "replay", replay_only=True),
     Command("replay.prev_marker", "left_square_bracket", "replay_marker(-1)", "Prev marker",
-            "Seek to the previous marker", "replay", replay_only=True, show=False),
+            "Seek to the previous marker", "replay", replay_only=True),
     Command("replay.seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)",
             "replay", replay_only=True),
     Command("replay.start", "0", "replay_restart", "Restart", "Seek to the start of the session", "replay",
-            replay_only=True, show=False),
+            replay_only=True),
 )
 
 

@@ -89,3 +89,30 @@ def meter(value: float | None, top: float | None, width: int) -> tuple[str, str]
         return "·" * width, "dim"
     fraction = max(0.0, min(1.0, value / top))
     return hbar(value, top, width).replace(" ", "·"), meter_style(fraction)
+
+
+def elide_middle(text: str, width: int) -> str:
+    """A path (or any long name) cut in its middle to `width` cells: both ends say which one it
+    is (the root it lives under, the file), where a cut at the end loses the file name."""
+    if len(text) <= width:
+        return text
+    if width < 5:
+        return text[:width]
+    tail = (width - 1) * 2 // 3
+    return text[: width - 1 - tail] + "…" + text[-tail:]
+
+
+def cut_at_word(text: str, width: int) -> tuple[int, bool]:
+    """Where to cut `text` so it fits `width` cells with a trailing " …": at the last space
+    before the limit (never inside a word). (cut index, whether a cut is needed)."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return len(text), False
+    room = max(0, width - 2)
+    head = text[:room]
+    while head and cell_len(head) > room:
+        head = head[:-1]
+    space = head.rstrip().rfind(" ")
+    cut = space if space > 0 else len(head)
+    return len(head[:cut].rstrip()), True

@@ -12,15 +12,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from console.tui.chart_data import speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, hbar, spark
 from console.tui.shown import plain
+from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
-
-BASELINE_LABELS = ("baseline", "base", "no-spec", "nospec", "off", "vanilla")
-
 
 SWEEP_COLUMNS = ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
                  "accept", "mean len")
@@ -61,29 +60,6 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
         else:
             t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
     return t
-
-
-def speedups(points: list[dict[str, Any]]) -> list[tuple[str, Any, float]]:
-    base = {p.get("concurrency"): p.get("output_tok_s") for p in points
-            if str(p.get("label", "")).lower() in BASELINE_LABELS and isinstance(p.get("output_tok_s"), (int, float))}
-    out = []
-    for p in points:
-        b = base.get(p.get("concurrency"))
-        v = p.get("output_tok_s")
-        if str(p.get("label", "")).lower() in BASELINE_LABELS or not b or not isinstance(v, (int, float)):
-            continue
-        out.append((str(p.get("label")), p.get("concurrency"), float(v) / float(b)))
-    return out
-
-
-def summary_speedups(summary: dict[str, Any]) -> list[tuple[str, Any, float]]:
-    """The bench comparison's own rows ({concurrency, speedup}), when the summary has them."""
-    rows = summary.get("rows")
-    label = str(summary.get("spec_label") or summary.get("label") or "speculative")
-    if not isinstance(rows, list):
-        return []
-    return [(label, r.get("concurrency"), float(r["speedup"])) for r in rows
-            if isinstance(r, dict) and isinstance(r.get("speedup"), (int, float))]
 
 
 def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None = None,
@@ -226,9 +202,14 @@ class BenchView(View):
             yield Static(id="servers")
             # what the running server accepts now, above the sweep: the first thing to see at 80x24
             yield Static(id="bench-watch")
+            yield Chart("Acceptance over time", id="chart-watch")
             yield Static(id="offline")
+            yield Chart("Acceptance per draft position", id="chart-acceptance")
             yield Static(id="sweep-table")
             yield Static(id="acceptance")
+            with ChartRow(id="chart-concurrency"):
+                yield Chart("Output tok/s vs concurrency", id="chart-throughput")
+                yield Chart("Speedup vs concurrency", id="chart-speedup")
             yield Static(id="speedup")
             yield Static(id="bench-summary")
 
@@ -253,3 +234,18 @@ class BenchView(View):
         watch = self.query_one("#bench-watch", Static)
         watch.display = bool(windows)  # no empty line above the sweep before the first window
         watch.update(windows_table(windows))
+        self._charts(host)
+
+    def _charts(self, host: HostState) -> None:
+        """Each chart shown once it has data; the text it stands for (the per-position and
+        speedup bars) then goes, the tables with the exact figures stay."""
+        charts = self.query_one("#chart-watch", Chart), self.query_one("#chart-acceptance", Chart)
+        has_watch, has_acc = draw_watch(charts[0], host), draw_acceptance(charts[1], host)
+        row = self.query_one("#chart-concurrency", ChartRow)
+        has_conc = draw_concurrency(self.query_one("#chart-throughput", Chart),
+                                    self.query_one("#chart-speedup", Chart), host)
+        for widget, shown in ((charts[0], has_watch), (charts[1], has_acc), (row, has_conc),
+                              (self.query_one("#acceptance", Static), not has_acc),
+                              (self.query_one("#speedup", Static), not has_conc)):
+            if widget.display != shown:
+                widget.display = shown

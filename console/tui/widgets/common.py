@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from console.tui.messages import StateChanged
 from console.tui.model import ConsoleState, HostState
+from console.tui.render import cut_at_word
 
 
 class View(Vertical):
@@ -64,7 +65,7 @@ def badge_text(host: HostState, mode: str, replay_status: str = "") -> Text:
     label, style = BADGE_STYLE.get(host.connection, BADGE_STYLE["unknown"])
     if mode == "replay":  # the recording's state at this point, not a connection of ours
         label = {"live": "● was live", "down": "✖ was disconnected",
-                 "unknown": "○ not connected yet"}.get(host.connection, label)
+                 "unknown": ""}.get(host.connection, label)
     if host.connection == "reconnecting":
         extra = []
         if host.attempt:
@@ -77,10 +78,24 @@ def badge_text(host: HostState, mode: str, replay_status: str = "") -> Text:
     if mode == "replay":
         text.append(f"▶ replay {replay_status}".rstrip(), style="bold cyan")
         text.append("  ")
-    text.append(label, style=style)
+    if label:
+        text.append(label, style=style)
     if host.connection in ("reconnecting", "down") and host.connection_error:
-        text.append(f"  {host.connection_error[:60]}", style="dim")
+        error = host.connection_error
+        end, cut = cut_at_word(error, 60)
+        text.append(f"  {error[:end]}" + (" …" if cut else ""), style="dim")
     return text
+
+
+def fit(text: Text, width: int) -> Text:
+    """`text` cut to `width` cells at a word boundary, with " …" saying it was cut (Rich's own
+    ellipsis cuts inside a word: "unknown host (Nam…")."""
+    end, cut = cut_at_word(text.plain, width)
+    if not cut:
+        return text
+    head = text.divide([end])[0]
+    head.append(" …", style="dim")
+    return head
 
 
 class TopBar(Static):
@@ -98,6 +113,7 @@ class TopBar(Static):
             text.append(f" ⟳ {activity[-1]}…{more} ", style="bold black on yellow")
             text.append(" ")
         text.append_text(badge_text(host, mode, replay_status))
+        text = fit(text, self.app.size.width)
         if text.markup != self._shown:  # skip it when nothing changed
             self._shown = text.markup
             self.update(text, layout=False)  # one line high (console.tcss): no screen reflow
@@ -111,12 +127,39 @@ class KeyBar(Static):
     while a log streams); this is one line of text redrawn only when the screen changes."""
 
     def show_keys(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
         text = Text(no_wrap=True, overflow="ellipsis")
-        for key, title in pairs:
+        for key, title in fit_keys(pairs, self.app.size.width):
             text.append(f" {key} ", style="bold reverse")
-            text.append(f" {title} ")
+            text.append(f" {title} " if title else " ")
         if text.markup != self._shown:  # one line high (console.tcss): no screen reflow
             self._shown = text.markup
             self.update(text, layout=False)
 
+    def on_resize(self) -> None:
+        self.show_keys(self._pairs)
+
     _shown = ""
+    _pairs: list[tuple[str, str]] = []
+
+
+# Titles dropped first when even short titles do not fit: keys everyone knows.
+WELL_KNOWN_KEYS = ("?/f1", "q", "n")
+
+
+def fit_keys(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """Every key of `pairs` in `width` cells: titles shortened to their first word, then left
+    out (the well-known keys' first, then from the end), never a key name."""
+    def cells(ps: list[tuple[str, str]]) -> int:
+        return sum(len(k) + 2 + (len(t) + 2 if t else 1) for k, t in ps)
+
+    if cells(pairs) <= width:
+        return pairs
+    short = [(k, t.split(" ")[0]) for k, t in pairs]
+    order = [i for i, (k, _) in enumerate(short) if k in WELL_KNOWN_KEYS]
+    order += [i for i in reversed(range(len(short))) if i not in order]
+    for i in order:
+        if cells(short) <= width:
+            break
+        short[i] = (short[i][0], "")
+    return short

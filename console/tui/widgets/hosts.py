@@ -9,6 +9,7 @@ from textual.widgets import DataTable, Static
 
 from console.tui.messages import HostSelected
 from console.tui.model import CONNECTION, PROBES, STATS, ConsoleState, HostState
+from console.tui.render import cut_at_word, elide_middle
 from console.tui.widgets.common import BADGE_STYLE, View
 from console.tui.widgets.quick_table import QuickTable
 
@@ -38,6 +39,23 @@ def env_summary(env: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
+def first_run_note(source: object, width: int = 200) -> str:
+    """What a first start needs to read: no console.toml was found, where the console looked,
+    and how to add a box. Empty when a config was loaded (or in a replay: no config there)."""
+    from remote.link.hosts import config_search_path
+
+    config = getattr(source, "config", None)
+    if config is None or getattr(config, "path", None) is not None:
+        return ""
+    # one path a line, elided in its middle when the terminal is narrower: never wrapped at a
+    # hyphen or cut at the end
+    looked = "".join(f"\n  {elide_middle(str(p), width - 6)}" for p in config_search_path())
+    return (f"No console.toml found. Looked in:{looked}\nSo only `local`, this machine, is "
+            "listed. To add a box: run `console init` here (it writes a commented "
+            "console.toml), uncomment a [hosts.NAME] block with ssh = \"user@box\", then start "
+            "`console` again.")
+
+
 class HostsView(View):
     DOMAINS = (CONNECTION, PROBES, STATS)
 
@@ -49,6 +67,9 @@ class HostsView(View):
         live = getattr(self.app, "mode", "live") == "live"
         yield Static("Hosts — enter selects, c connects" if live
                      else "Hosts in this recording — enter selects", classes="title")
+        note = first_run_note(getattr(self.app, "source", None), self.app.size.width) if live else ""
+        if note:  # above the table: the first thing a first start reads
+            yield Static(note, id="first-run", classes="hint", markup=False)
         yield QuickTable(id="hosts-table", cursor_type="row")
 
     def on_mount(self) -> None:
@@ -58,14 +79,19 @@ class HostsView(View):
         table = self.query_one(DataTable)
         cursor = table.cursor_row
         table.clear()
-        room = max(20, self.app.size.width - 26 - max((len(n) for n in state.hosts), default=0)
-                   - max((len(self.describe.get(n, "")) for n in state.hosts), default=0))
+        # what the other columns take (their widest cell or header), and 9 cells of padding,
+        # view padding and scrollbar (measured at 80 columns: 44 cells were left for 80-36)
+        room = max(20, self.app.size.width - 9
+                   - max(4, *(len(n) for n in state.hosts))
+                   - max(6, *(len(self.describe.get(n, "")) for n in state.hosts))
+                   - max(len(label) for label, _ in BADGE_STYLE.values()))
         for name, h in state.hosts.items():
             label, style = BADGE_STYLE.get(h.connection, BADGE_STYLE["unknown"])
             env = env_summary(h.probes.get("env") or {})
             # the environment column gets what is left: cut, never a sideways scroll
+            end, cut = cut_at_word(env, room)
             table.add_row(name, self.describe.get(name, ""), f"[{style}]{label}[/]",
-                          env if len(env) <= room else env[:room - 1] + "…", key=name)
+                          env[:end].rstrip(",") + (" …" if cut else ""), key=name)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from console.tui.model import PATCH, ConsoleState, HostState
@@ -27,7 +27,11 @@ class PatchView(View):
     def compose(self) -> ComposeResult:
         # the files table spans the width: path, status and sha256 are never cut off
         yield QuickTable(id="patch-files", cursor_type="row")
-        with Horizontal():
+        # Under 110 columns the diff gets the full width under the recipes, wrapped: side by
+        # side at 80 it had 45 columns and cut the diff's paths and code mid-word.
+        stacked = self.app.size.width < 110
+        self.wrap = stacked
+        with Vertical(id="patch-panes", classes="stacked") if stacked else Horizontal(id="patch-panes"):
             with VerticalScroll(id="patch-left"):
                 yield Static("Recipes", classes="title")
                 yield Static(id="recipes")

@@ -11,6 +11,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.cache import LRUCache
+from textual.containers import Horizontal
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -18,11 +19,20 @@ from textual.widgets import DataTable, Static
 
 from console.tui.model import JOBS, LOG, STAGE_ORDER, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.quiet import set_content, text_shape
+from console.tui.render import elide_middle
 from console.tui.shown import plain
 from console.tui.tail import LogTail
+from console.tui.widgets.charts import Chart, draw_loss
 from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
-from console.tui.widgets.stage_cells import STATUS_STYLE, metrics_cell, run_label, short_run, stage_cells
+from console.tui.widgets.stage_cells import (
+    STATUS_STYLE,
+    artifacts_line,
+    metrics_cell,
+    run_label,
+    short_run,
+    stage_cells,
+)
 from remote.spine.sanitize import visible
 
 ERROR_STYLE = Style(color="red")
@@ -226,7 +236,9 @@ class PipelineView(View):
     def compose(self) -> ComposeResult:
         yield QuickTable(id="stages", cursor_type="row")
         yield Static(id="artifacts")
-        yield LogView(id="log")
+        with Horizontal(id="log-row"):  # the loss curve beside the log once training reports it
+            yield LogView(id="log")
+            yield Chart("Training loss per step", id="chart-loss")
 
     def on_mount(self) -> None:
         self._host: HostState | None = None
@@ -284,7 +296,8 @@ class PipelineView(View):
             status, progress, detail, seconds = stage_cells(st, width)
             if self._narrow:
                 detail = detail.split("  ")[0]  # done/total; the rate goes first
-            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics_cell(st), seconds]))
+            metrics = metrics_cell(st, self._narrow)
+            rows.append((STAGE_KEY + name, [plain(name), status, progress, detail, metrics, seconds]))
             if st.status == "running":
                 running.append(STAGE_KEY + name)
             for job in host.stage_runs(name):
@@ -317,6 +330,11 @@ class PipelineView(View):
         if domains == {LOG}:  # the hot path: a job printing lines
             self.query_one(LogView).sync()
             return
+        if not domains or STAGES in domains:
+            chart = self.query_one("#chart-loss", Chart)
+            shown = draw_loss(chart, host)
+            if chart.display != shown:
+                chart.display = shown
         if not domains or STAGES in domains or JOBS in domains:
             table = self.query_one("#stages", QuickTable)
             rows, running = self._rows(host)
@@ -354,8 +372,9 @@ class PipelineView(View):
             text.append(f"run {short_run(job.run_id)}  ", style="bold")
             text.append(f"{job.state}" + (f" rc={job.returncode}" if job.returncode is not None else ""))
             text.append(f"  {job.tail.total} lines", style="dim")
-            if not self._narrow:  # the box's own copy of the whole log
-                text.append(f"  log {job.log_path or '-'}", style="dim")
+            if not self._narrow:  # the box's own copy of the whole log, its ends kept
+                room = max(20, self.app.size.width - text.cell_len - 10)
+                text.append(f"  log {elide_middle(job.log_path or '-', room)}", style="dim")
         elif st is not None and st.completed:
             text.append(f"{name}: done {st.completed} (from its manifest on the box)", style="dim")
         elif st is not None and st.status == "not run":
@@ -367,7 +386,7 @@ class PipelineView(View):
         if st is not None and st.outputs:
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
             text.append("\nartifacts: ", style="bold")
-            text.append(", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outs)[:300])
+            text.append(artifacts_line(outs, self.app.size.width - 14))
         if text.plain != self._artifacts:  # a Static update re-lays out; skip it when unchanged
             self._artifacts = text.plain
             # the line count changes 4 times a second while a job prints: a layout only when

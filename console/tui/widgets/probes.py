@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static, Tree
 
 from console.tui.model import PROBES, ConsoleState, HostState
@@ -78,7 +78,10 @@ class ProbesView(View):
 
     def compose(self) -> ComposeResult:
         yield Static(id="env")
-        with Horizontal():
+        # Side by side the tree gets 44 columns at 80, and its class names and SupportsEagle3
+        # marks ran off its edge: under 110 columns the tree sits above the findings, full width.
+        stacked = self.app.size.width < 110
+        with Vertical(id="probe-panes", classes="stacked") if stacked else Horizontal(id="probe-panes"):
             live = getattr(self.app, "mode", "live") == "live"
             tree: Tree[Any] = Tree("model structure (run the model probe: m)" if live
                                    else "model structure: no model probe in this recording", id="model-tree")

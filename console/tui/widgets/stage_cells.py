@@ -3,10 +3,12 @@ manifest, or why it did not run) and time; a run's label. Rich only, no Textual.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 
 from console.tui.model import JobState, StageState
-from console.tui.render import bar, fmt_bytes, fmt_num, fmt_seconds
+from console.tui.render import bar, elide_middle, fmt_bytes, fmt_num, fmt_seconds
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan", "not run": "magenta"}
@@ -34,9 +36,12 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     return status, progress, detail, fmt_seconds(st.seconds)
 
 
-def metrics_cell(st: StageState) -> str:
+def metrics_cell(st: StageState, narrow: bool = False) -> str:
     """What the stage's records say beyond progress: loss and epoch while training, the
-    evaluated head's acceptance once evaluate ends."""
+    evaluated head's acceptance once evaluate ends (narrow: the short names, so the last
+    column is not cut at 80 columns)."""
+    if narrow:
+        return metrics_cell(st).replace("acc len ", "len ").replace("rate ", "r ")
     m = st.metrics
     parts = []
     if isinstance(m.get("loss"), (int, float)):
@@ -50,6 +55,22 @@ def metrics_cell(st: StageState) -> str:
     elif m.get("head") and st.status == "running":
         parts.append(f"head {m['head']}")
     return " ".join(parts)
+
+
+def artifacts_line(outputs: list[Any], width: int) -> str:
+    """The stage's outputs on about one line of `width`: each path elided in its middle (its root
+    and its file name both kept), as many as fit, then how many more."""
+    paths = [str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in outputs]
+    each = max(32, width // 2 - 4)  # two paths a line at most: enough of each to tell them apart
+    shown: list[str] = []
+    for i, path in enumerate(paths):
+        item = elide_middle(path, each)
+        rest = f" +{len(paths) - i} more"
+        after = len(f" +{len(paths) - i - 1} more") if i < len(paths) - 1 else 0
+        if shown and len(", ".join([*shown, item])) + after > width:
+            return ", ".join(shown) + rest
+        shown.append(item)
+    return ", ".join(shown)
 
 
 def run_label(job: JobState) -> str:

@@ -17,6 +17,7 @@ from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
 from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
 from console.tui.table_lines import FastTable, TableVisual
+from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
@@ -107,6 +108,9 @@ class StatsView(View):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(id="history")
+            with ChartRow(id="chart-gpus"):
+                yield Chart("GPU util %", id="chart-gpu-util")
+                yield Chart("GPU memory %", id="chart-gpu-mem")
             yield Static(id="sweep")
             yield Static(id="trace")
 
@@ -131,6 +135,11 @@ class StatsView(View):
                     "No stats yet: " + ("they start when the host connects (1, c)" if live
                                         else "none in this recording"), style="dim"),
                     shape=("no stats", live, width))
+        if not domains or STATS in domains:
+            row = self.query_one("#chart-gpus", ChartRow)
+            shown = draw_gpus(self.query_one("#chart-gpu-util", Chart), self.query_one("#chart-gpu-mem", Chart), host)
+            if row.display != shown:
+                row.display = shown
         if not domains or ALLREDUCE in domains:
             # Shown again with the same results (the sweep and the trace change once a run, not
             # with the stats): no re-render and no screen reflow on each switch to this screen.

@@ -1,0 +1,41 @@
+"""`console report SESSION [--out report.html]`: one self-contained HTML file of a recorded run.
+
+Charts are drawn with matplotlib (the optional extra `report`: pip install
+'eagle3-console[report]'; `make test` and `make demo` install it) and embedded as data URIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from remote.link.errors import EXIT_OK, UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("report", help="write a self-contained HTML report of a recorded session",
+                       description="Write one HTML file (charts embedded) with the session's hosts and "
+                       "environments, stages, loss curve, offline vs served acceptance, speedup vs "
+                       "concurrency, patch state and the commands that ran.")
+    p.add_argument("session", help="a session file (.jsonl or .jsonl.zst)")
+    p.add_argument("--out", metavar="PATH", help="where to write it (default: SESSION with .html)")
+    p.set_defaults(func=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    try:
+        import matplotlib  # noqa: F401  (the optional extra, checked before any work)
+    except ImportError:
+        raise UsageError("console report needs matplotlib: pip install 'eagle3-console[report]'") from None
+    from console.report.page import render
+
+    session = Path(args.session)
+    name = session.name.removesuffix(".zst").removesuffix(".jsonl")
+    out = Path(args.out) if args.out else session.with_name(name + ".html")
+    text = render(session)
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""The shareable HTML report of a recorded session (console report)."""

@@ -1,0 +1,164 @@
+"""`console report SESSION`: one self-contained HTML page of a recorded run, to hand to a colleague.
+
+The session is folded exactly as the TUI folds it (console/tui/model.py's reducers, the chart
+series of console/tui/chart_data.py), so the page shows what the console showed. Sections: the
+session and its hosts with their environments (the env probe), the pipeline's stages with
+their times, outputs and results, the loss curve, offline vs served acceptance per position,
+throughput and speedup vs concurrency with the crossover, bench watch, GPU history, the patch
+state, and the commands that produced them (each job's argv, as launched on the box).
+Every text from the session is HTML-escaped: it came from other machines.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from console.report import figures
+from console.sessions.files import SessionReader
+from console.tui import chart_data as cd
+from console.tui.model import ConsoleState, HostState
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: .5em 0; } td, th { border: 1px solid #ddd; padding: 3px 8px;
+ text-align: left; vertical-align: top; font-size: .9em; } th { background: #f3f3f3; }
+figure { margin: .8em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption, .none { color: #666; font-size: .9em; } code, pre { font-size: .85em; }
+pre { background: #f6f6f6; padding: .5em; overflow-x: auto; white-space: pre-wrap; }
+"""
+
+
+def fold(path: str | Path) -> tuple[Any, ConsoleState]:
+    """The session's header and its state at the end, folded record by record."""
+    with SessionReader(path) as reader:
+        header = reader.header
+        state = ConsoleState(header.hosts)
+        for record in reader.records():
+            state.apply_batch(record)
+    return header, state
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> str:
+    if not rows:
+        return ""
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows]
+    return "".join(out) + "</table>"
+
+
+def _figure(uri: str | None, name: str, caption: str, missing: str) -> str:
+    if uri is None:
+        return f'<p class="none" data-missing-chart="{_e(name)}">{_e(missing)}</p>'
+    return (f'<figure><img id="chart-{_e(name)}" class="chart" alt="{_e(caption)}" src="{uri}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def _env(host: HostState) -> list[list[Any]]:
+    env = host.probes.get("env") or {}
+    if not env:
+        return [["environment", "no env probe in this session"]]
+    rows: list[list[Any]] = []
+    py = env.get("python")
+    if isinstance(py, dict):
+        rows.append(["python", f"{py.get('version', '?')} ({py.get('executable', '?')})"])
+    packages = env.get("packages")
+    if isinstance(packages, dict):
+        rows += [[name, v.get("version") if isinstance(v, dict) else v] for name, v in sorted(packages.items())]
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict):
+        listed = gpu.get("gpus")
+        gpus: list[Any] = listed if isinstance(listed, list) else []
+        names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
+        rows.append(["GPUs", f"{len(gpus)} {', '.join(names)} (source {gpu.get('source', '?')})".strip()])
+    return rows
+
+
+def _outputs(outputs: Any) -> str:
+    items: list[Any] = outputs if isinstance(outputs, list) else [] if outputs is None else [outputs]
+    if not items:
+        return "-"
+    sizes = [o.get("bytes") or o.get("size") for o in items if isinstance(o, dict)]
+    total = sum(s for s in sizes if isinstance(s, (int, float)))
+    first = ", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in items[:3])
+    more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+    return f"{len(items)} file{'s' if len(items) != 1 else ''}{f', {total:,.0f} bytes' if total else ''}: {first}{more}"
+
+
+def _stages(host: HostState) -> str:
+    rows = []
+    for st in host.ordered_stages():
+        result = {k: v for k, v in st.metrics.items() if k != "per_position"}
+        rows.append([st.name, st.status, f"{st.seconds:.1f} s" if st.seconds is not None else "-",
+                     f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
+                     _outputs(st.outputs), json.dumps(result, default=str) if result else ""])
+    return _table(["stage", "status", "time", "progress", "outputs", "result"], rows) or \
+        '<p class="none">No pipeline stages in this session.</p>'
+
+
+def _patches(host: HostState) -> str:
+    rows = [[ps.file, ps.status, ", ".join(ps.in_effect) or "-", ps.sha256[:16] or "-", ps.refused or ""]
+            for ps in host.patches.values()]
+    return _table(["file", "state", "recipes in effect", "sha256", "refused"], rows) or \
+        '<p class="none">No patch planned or applied in this session.</p>'
+
+
+def _commands(host: HostState) -> str:
+    lines = [f"# {j.run_id} ({j.state}{'' if j.returncode is None else f', rc {j.returncode}'})\n"
+             + " ".join(j.argv) for j in host.jobs.values() if j.argv]
+    return (f"<pre>{_e(chr(10).join(lines))}</pre>" if lines
+            else '<p class="none">No job was launched in this session.</p>')
+
+
+def _host_section(host: HostState) -> str:
+    st = host.stages.get("evaluate")
+    offline = cd.offline_per_position(st.metrics if st is not None else {})
+    served, where = cd.served_per_position(host.bench_points)
+    conc = cd.concurrency_series(host.bench_points, host.bench_summary)
+    parts = [f"<h2>Host {_e(host.name)}</h2>", _table(["", ""], _env(host)),
+             "<h3>Stages</h3>", _stages(host),
+             "<h3>Training loss</h3>",
+             _figure(figures.loss_curve(host.charts.loss), "loss", f"{len(host.charts.loss)} points "
+                     "from the train stage's progress records", "No training loss in this session."),
+             "<h3>Acceptance per draft position: offline vs served</h3>",
+             _figure(figures.acceptance_per_position(offline, served, where), "acceptance",
+                     "offline: the evaluate stage; served: vLLM's spec-decode counters",
+                     "No acceptance per position in this session (evaluate stage or bench run)."),
+             "<h3>Speedup vs concurrency</h3>",
+             _figure(figures.speedup_vs_concurrency(conc), "speedup", conc.verdict,
+                     "No bench points in this session (console bench run)."),
+             _table(["label", "concurrency", "output tok/s", "acceptance rate", "mean length"],
+                    [[p.get("label"), p.get("concurrency"), p.get("output_tok_s"),
+                      (p.get("acceptance") or {}).get("rate"), (p.get("acceptance") or {}).get("mean_length")]
+                     for p in host.bench_points]),
+             ]
+    if host.charts.watch:
+        parts += ["<h3>Acceptance over time</h3>",
+                  _figure(figures.acceptance_over_time(list(host.charts.watch)), "watch",
+                          f"{len(host.charts.watch)} bench watch windows", "")]
+    gpus = cd.gpu_series(host.charts)
+    if gpus:
+        parts += ["<h3>GPUs</h3>", _figure(figures.gpu_history(gpus), "gpus", "per-GPU stats, one point a second", "")]
+    parts += ["<h3>Patch state</h3>", _patches(host), "<h3>Commands</h3>", _commands(host)]
+    return "\n".join(parts)
+
+
+def render(path: str | Path) -> str:
+    header, state = fold(path)
+    hosts = [h for h in state.hosts.values() if h.last_event is not None] or list(state.hosts.values())
+    title = f"EAGLE-3 console report: {Path(path).name}"
+    meta = _table(["session", "started (UTC)", "hosts", "console", "events"],
+                  [[Path(path).name, f"{header.started:%Y-%m-%d %H:%M:%S}", ", ".join(header.hosts),
+                    header.console_version, f"{state.events_seen:,}"]])
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+            f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>{meta}"
+            + "".join(_host_section(h) for h in hosts)
+            + f"<p class=\"none\">Written by <code>console report {_e(Path(path).name)}</code> from the "
+              "recorded session; replay it with <code>console replay</code>.</p></body></html>")

@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from textual.containers import Horizontal
+from textual.widget import Widget
 from textual_hires_canvas import Canvas
 from textual_plot import HiResMode, PlotWidget
 from textual_plot.axis_formatter import AxisFormatter, NumericAxisFormatter
@@ -60,6 +61,8 @@ class Chart(PlotWidget, can_focus=False):
         self.title = title
         self.border_title = title
         self._key: object = None
+        self._dirty = True  # data or style changed since the canvases were last drawn
+        self._theme: object = None
         self.draws = 0  # how many times the data was (re)drawn: tests and benchmarks read it
 
     def on_mount(self) -> None:
@@ -72,6 +75,7 @@ class Chart(PlotWidget, can_focus=False):
             return
         self._key = key
         self.draws += 1
+        self._dirty = True
         self.clear()
         self.set_xticks(None)
         self.set_x_formatter(NumericAxisFormatter())
@@ -84,6 +88,33 @@ class Chart(PlotWidget, can_focus=False):
         """What a series is thinned to: the terminal's braille pixel columns (two per cell), at
         least as many as the plot has, whatever its layout is when it is drawn."""
         return max(32, 2 * self.app.size.width)
+
+    def _rerender(self) -> None:
+        self._dirty = True
+        super()._rerender()
+
+    def notify_style_update(self) -> None:
+        """PlotWidget redraws on every style update, and showing a screen updates its styles
+        (focus-within and the like): redraw only when the theme, which gives the plot's
+        colours, changed."""
+        theme = (self.app.theme, self.app.current_theme.dark)
+        if theme != self._theme:
+            self._theme = theme
+            super().notify_style_update()
+        else:  # the widget's own style caches, which PlotWidget's override does not clear
+            Widget.notify_style_update(self)
+
+    def render(self) -> Any:
+        """PlotWidget redraws its canvases inside its own render whenever its layout is
+        refreshed, and the canvases' refreshes then cost a second screen update: a switch back
+        to a screen would paint twice. Shown again at the same size with the same data, the
+        canvases already hold the plot: nothing is redrawn."""
+        if self._needs_rerender and not self._dirty and all(
+                c.size and c.size == c._canvas_size for c in self.query(Canvas)):
+            self._needs_rerender = self._needs_canvas_resize = False
+            return ""
+        self._dirty = False
+        return super().render()
 
     def _render_plot(self) -> None:
         # One refresh per canvas for the whole plot, not one per pixel.

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from console.cli import main
+from remote.allreduce.capture import capture
 from remote.allreduce.sweep import SweepFailed, parse_sizes, run_sweep
-from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, capture, short_name
+from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, short_name
 from remote.link.errors import Refused, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport

@@ -23,13 +23,8 @@ from remote.ops.stats import stream_stats
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
-from remote.stats.stream import (
-    History,
-    StatsError,
-    StatsStream,
-    sample_payload,
-    summary_line,
-)
+from remote.stats.samples import History, sample_payload, summary_line
+from remote.stats.stream import StatsError, StatsStream
 
 
 def _events(bus: EventBus) -> list[Event]:

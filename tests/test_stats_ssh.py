@@ -68,12 +68,7 @@ def test_console_stats_once_over_ssh(sshd: Sshd, tmp_path: Path,
     from console.cli import main
 
     h = sshd.host_config("box", workdir=str(tmp_path / "box"))
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{h.ssh}"\npython = "{h.python}"\nworkdir = "{h.workdir}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n'
-    )
+    cfg = sshd.console_toml(tmp_path / "console.toml", python=h.python, workdir=h.workdir)
     rc = main(["stats", "--host", "box", "--once", "--interval", "0.1", "--config", str(cfg),
                "--no-record"])
     out = capsys.readouterr().out

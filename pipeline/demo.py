@@ -9,7 +9,7 @@ hub access: tokenizer (tokenizers WordLevel) and model (LlamaConfig) are built f
 
 The target has 2 attention heads of 32 (hidden 64), not 4 of 16: vLLM's CPU attention refuses
 head_dim 16 ("Unsupported CPU attention configuration"), and the demo ends by serving this
-target with the trained head on a real vLLM (design.md §7). A demo directory built by an older
+target with the trained head on a real vLLM (docs/design.md §7). A demo directory built by an older
 recipe (DEMO_RECIPE differs) is rebuilt, never reused.
 """
 

@@ -4,7 +4,7 @@ Where the target cannot be loaded by transformers (a 1T-parameter target on 8 GP
 honest acceptance figure comes from vLLM itself: send the held-out prompts (greedy, the same
 token ids and max_new_tokens as the offline evaluate), and read vLLM's spec-decode counters from
 `/metrics` before and after. The figures are the window's differences under vLLM's definitions
-(design.md §2), so they match `console bench` on the same server.
+(docs/design.md §2.7), so they match `console bench` on the same server.
 
 Standard library only (urllib): the pipeline runs on the box with the container's Python, and
 this path must not need torch or transformers at all.

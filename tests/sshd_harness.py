@@ -1,4 +1,4 @@
-"""A real OpenSSH sshd on 127.0.0.1 for the tests (recipe: design.md §4).
+"""A real OpenSSH sshd on 127.0.0.1 for the tests (recipe: docs/design.md §4).
 
 Keys, known_hosts and an ssh_config file are generated in a temp dir, so the tests connect as a
 user would: key auth, host key checked against known_hosts, options from an ssh config file.

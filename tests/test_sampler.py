@@ -124,7 +124,7 @@ def test_nvml_init_failure_falls_through_with_reason(tmp_path: Path, monkeypatch
 
 
 def test_no_gpu_path_for_real() -> None:
-    """This machine has neither pynvml nor nvidia-smi (design.md §4)."""
+    """This machine has neither pynvml nor nvidia-smi (docs/design.md §4)."""
     lines = _run(["--interval", "0.1", "--count", "2"])
     start, *samples = lines
     assert start["type"] == "start" and start["source"] == "none"

@@ -44,7 +44,7 @@ from typing import Any
 
 from remote.link.errors import UsageError
 
-# All-reduce kernels seen in vLLM traces (design.md §2). Matched against the full kernel name,
+# All-reduce kernels seen in vLLM traces (docs/design.md §2.8). Matched against the full kernel name,
 # which carries a `void ` prefix, template arguments and a parameter list.
 DEFAULT_KERNELS: tuple[str, ...] = (
     "*ncclDevKernel_AllReduce_*",

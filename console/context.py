@@ -104,6 +104,12 @@ class Context:
         from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
 
+    async def __aenter__(self) -> Context:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         from console.sessions.live import LiveSession
 

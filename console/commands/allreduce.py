@@ -97,8 +97,7 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"--ranks must be at least 1 (got {args.ranks})")
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be >= 1 and --warmup >= 0")
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
@@ -107,8 +106,6 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
         if not args.json:
             print(format_sweep_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def run_trace_cmd(args: argparse.Namespace) -> int:
@@ -116,14 +113,11 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
-    ctx = Context.from_args(args, hosts=[])
-    try:
+    async with Context.from_args(args, hosts=[]) as ctx:
         payload = ops.trace(ctx.bus, args.files, patterns)
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def run_capture_cmd(args: argparse.Namespace) -> int:
@@ -135,8 +129,7 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"--seconds must be positive (got {args.seconds})")
     if args.requests < 0 or args.max_tokens < 1:
         raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,
@@ -146,5 +139,3 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()

@@ -73,8 +73,7 @@ async def start_command(args: argparse.Namespace) -> int:
         raise UsageError("--start-timeout must be positive")
     role = "baseline" if args.baseline else "speculative"
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
@@ -88,15 +87,12 @@ async def start_command(args: argparse.Namespace) -> int:
                  f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
                  f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def stop_command(args: argparse.Namespace) -> int:
     from remote.ops import serve as ops
 
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         stopped = await ops.stop(ops.runner(await ctx.transport(host.name), host, ctx.bus),
                                  args.role)
@@ -105,15 +101,12 @@ async def stop_command(args: argparse.Namespace) -> int:
         for role, (run_id, state) in stopped.items():
             ctx.info(f"{role} server {run_id}: {state}", args.host)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def status_command(args: argparse.Namespace) -> int:
     from remote.ops import serve as ops
 
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         running = await ops.running(ops.runner(await ctx.transport(host.name), host, ctx.bus),
                                     args.role)
@@ -123,5 +116,3 @@ async def status_command(args: argparse.Namespace) -> int:
             ctx.info(f"{role} server running: job {run_id}", args.host, role=role,
                      run_id=run_id)
         return EXIT_OK
-    finally:
-        await ctx.aclose()

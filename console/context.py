@@ -75,6 +75,11 @@ class Context:
     def host(self, name: str) -> HostConfig:
         return self.config.host(name)
 
+    async def reach(self, name: str) -> tuple[HostConfig, Transport]:
+        """The host's config and its one transport, connected: what a command on one host needs."""
+        host = self.host(name)
+        return host, await self.transport(host.name)
+
     async def transport(self, name: str) -> Transport:
         """One transport (one SSH connection) per host for the whole command."""
         if name not in self.transports:

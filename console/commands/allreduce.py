@@ -98,8 +98,7 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be >= 1 and --warmup >= 0")
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
                                   iters=args.iters, warmup=args.warmup, backend=args.backend,
                                   dtype=args.dtype, timeout=args.timeout)
@@ -130,8 +129,7 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
     if args.requests < 0 or args.max_tokens < 1:
         raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,
                                     profiler_dir=args.profiler_dir, local_dir=args.out,
                                     seconds=args.seconds, url=args.url,

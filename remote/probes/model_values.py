@@ -37,13 +37,9 @@ class ValueResolver(ArchitectureChoice):
                 raise Stop("neither branch of a conditional resolves: " + expr_text(value), where)
             return out
         if isinstance(value, ast.Name):
-            local = local_value(fn, value.id, value)
-            if local is not None:
-                return self.value_classes(local, cls, fn, mod_of, depth + 1)
-            passed = self._param_value(cls, fn, value.id)
-            if passed is not None:
-                expr, pfn, pmod = passed
-                return self.value_classes(expr, cls, pfn, pmod, depth + 1)
+            bound = self._bound_name(value.id, value, cls, fn, mod_of, depth)
+            if bound is not None:
+                return bound
             r = self.src.resolve_expr_class(mod_of, value)
             if isinstance(r, ClassRef):
                 return [r]
@@ -73,13 +69,9 @@ class ValueResolver(ArchitectureChoice):
         if passed_class is not None:
             return passed_class
         if isinstance(func, ast.Name):
-            local = local_value(fn, func.id, value)
-            if local is not None:
-                return self.value_classes(local, cls, fn, mod_of, depth + 1)
-            passed = self._param_value(cls, fn, func.id)
-            if passed is not None:
-                expr, pfn, pmod = passed
-                return self.value_classes(expr, cls, pfn, pmod, depth + 1)
+            bound = self._bound_name(func.id, value, cls, fn, mod_of, depth)
+            if bound is not None:
+                return bound
             r = self.src.resolve_name(mod_of, func.id)
             if isinstance(r, ClassRef):
                 return [r]
@@ -98,6 +90,19 @@ class ValueResolver(ArchitectureChoice):
         if isinstance(func, ast.Attribute):
             raise Stop("built at runtime by %s(...), outside vLLM's model classes" % fname, where)
         raise Stop("cannot follow call " + fname, where)
+
+    def _bound_name(self, name, before, cls, fn, mod_of, depth):
+        """A name the function binds: a local assigned before `before`, or a constructor
+        parameter (what a derived class passes, else its default). The classes its value
+        builds, or None when the function binds no such name."""
+        local = local_value(fn, name, before)
+        if local is not None:
+            return self.value_classes(local, cls, fn, mod_of, depth + 1)
+        passed = self._param_value(cls, fn, name)
+        if passed is not None:
+            expr, pfn, pmod = passed
+            return self.value_classes(expr, cls, pfn, pmod, depth + 1)
+        return None
 
     AUTO_MAPPINGS = {"AutoModel": "MODEL_MAPPING_NAMES", "AutoModelForCausalLM": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"}
 

@@ -28,8 +28,10 @@ box-env:
 	@$(PYTHON) scripts/box_env.py vllm032 --quiet >/dev/null
 	@$(PYTHON) scripts/box_env.py vllm016 --quiet >/dev/null
 
+# ruff, then the layer contracts of pyproject.toml [tool.importlinter] (docs/architecture.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

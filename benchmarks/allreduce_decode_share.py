@@ -24,7 +24,8 @@ from typing import Any
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from remote.allreduce.trace import analyse_files, capture
+from remote.allreduce.capture import capture
+from remote.allreduce.trace import analyse_files
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
 from remote.spine.bus import EventBus

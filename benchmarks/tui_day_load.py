@@ -289,7 +289,7 @@ def main() -> None:
     if args.child:
         child(args.child[0], args.child[1], args.paused)
         return
-    from session_scale import generate
+    from session_day import generate
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

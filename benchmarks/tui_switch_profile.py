@@ -266,7 +266,7 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true", help="each update of the last 4 switches")
     ap.add_argument("--paused", action="store_true", help="the replay paused: the switch alone")
     args = ap.parse_args()
-    from session_scale import generate
+    from session_day import generate
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

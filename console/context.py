@@ -79,6 +79,11 @@ class Context:
     def host(self, name: str) -> HostConfig:
         return self.config.host(name)
 
+    async def reach(self, name: str) -> tuple[HostConfig, Transport]:
+        """The host's config and its one transport, connected: what a command on one host needs."""
+        host = self.host(name)
+        return host, await self.transport(host.name)
+
     async def transport(self, name: str) -> Transport:
         """One transport (one SSH connection) per host for the whole command."""
         if name not in self.transports:
@@ -107,6 +112,14 @@ class Context:
     def error(self, message: str, host: str = "", **extra: object) -> None:
         from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_ERROR, host, message=message, **extra)
+
+    async def __aenter__(self) -> Context:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        from remote.link.errors import UsageError
+
+        await self.aclose(discard=isinstance(exc, UsageError))
 
     async def aclose(self, *, discard: bool = False) -> None:
         from console.sessions.live import LiveSession

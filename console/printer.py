@@ -43,7 +43,7 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     if k == ev.STATS_SAMPLE:
         if not (show_stats or p.get("print", False)):
             return None
-        from remote.stats.stream import summary_line
+        from remote.stats.samples import summary_line
 
         return f"{t} {host}{k}: {summary_line(p)}"
     if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):

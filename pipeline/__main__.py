@@ -23,10 +23,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pipeline import STAGES
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +49,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
     p.add_argument("--baseline", action="store_true", help="serve: without speculation")
     return p
+
+
+def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
+    """What the console's compat advisor needs to predict training-stage failures without vLLM:
+    config.json, the embedding tensors' names (not all names: a large model has 100k+), the
+    trust_remote_code setting and the installed speculators version."""
+    from importlib import metadata
+
+    raw = json.loads((cfg.model_path / "config.json").read_text())
+    names: list[str] = []
+    index = cfg.model_path / "model.safetensors.index.json"
+    try:
+        if index.exists():
+            names = list(json.loads(index.read_text()).get("weight_map") or {})
+        elif (cfg.model_path / "model.safetensors").exists():
+            from safetensors import safe_open
+
+            with safe_open(str(cfg.model_path / "model.safetensors"), framework="pt") as f:
+                names = list(f.keys())
+    except (ImportError, OSError, ValueError):
+        names = []
+    try:
+        spec = metadata.version("speculators")
+    except metadata.PackageNotFoundError:
+        spec = None
+    return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
+            "trust_remote_code": cfg.target.trust_remote_code,
+            "packages": {"speculators": spec}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
                               "output_dir": str(cfg.output_dir),
                               "max_new_tokens": cfg.evaluate.max_new_tokens,
-                              **config_mod.advisor_inputs(cfg)}))
+                              **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":
             from pipeline import serve

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pipeline.conversations import check_dataset, resolve
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
 
 try:
@@ -130,11 +131,11 @@ class PipelineConfig:
 
     @property
     def model_path(self) -> Path:
-        return _resolve(self.path, self.target.model)
+        return resolve(self.path, self.target.model)
 
     def dataset_path(self) -> Path | None:
         """The local dataset file, or None when data.dataset names a hub dataset."""
-        p = _resolve(self.path, self.data.dataset)
+        p = resolve(self.path, self.data.dataset)
         return p if p.exists() else None
 
     @property
@@ -166,11 +167,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return value
-
-
-def _resolve(config_path: Path, value: str) -> Path:
-    p = Path(os.path.expanduser(value))
-    return p if p.is_absolute() else (config_path.parent / p)
 
 
 _SECTIONS: dict[str, type] = {
@@ -214,7 +210,7 @@ def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> Pi
     threads = raw.get("cpu_threads", 0)
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise ConfigInvalid(src, f"cpu_threads: must be an integer >= 0, got {threads!r}")
-    cfg = PipelineConfig(path=cfg_path, output_dir=_resolve(cfg_path, raw["output_dir"]),
+    cfg = PipelineConfig(path=cfg_path, output_dir=resolve(cfg_path, raw["output_dir"]),
                          cpu_threads=threads, **sections)
     return _check(cfg, check_disk=check_disk)
 
@@ -274,7 +270,7 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
                           ("eval_samples", d.eval_samples, 0)):
         if val < low:
             raise ConfigInvalid(src, f"data.{key}: must be >= {low}, got {val}")
-    _check_dataset(cfg)
+    check_dataset(cfg)
 
     e = cfg.extract
     if e.backend not in BACKENDS:
@@ -380,99 +376,3 @@ def human(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000
     return f"{n:.1f} TB"
-
-
-def _check_dataset(cfg: PipelineConfig) -> None:
-    src = str(cfg.path)
-    local = cfg.dataset_path()
-    if local is None:
-        name = cfg.data.dataset
-        looks_local = name.endswith((".json", ".jsonl")) or "/" not in name or name.startswith(
-            (".", "/", "~"))
-        if looks_local:
-            raise ConfigInvalid(src, f"data.dataset: {_resolve(cfg.path, name)} not found")
-        return  # a hub dataset name: checked by prepare where the box can reach the hub
-    try:
-        rows = list(_first_rows(local, 5))
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ConfigInvalid(src, f"data.dataset: {local}: cannot read rows: {exc}") from None
-    if not rows:
-        raise ConfigInvalid(src, f"data.dataset: {local} has no rows")
-    for i, row in enumerate(rows):
-        if conversation_of(row) is None:
-            keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise ConfigInvalid(src, f"data.dataset: {local} row {i} has no conversations "
-                                f"(a list of {{role, content}} under 'conversations' or "
-                                f"'messages'; found keys {keys})")
-
-
-def _first_rows(path: Path, n: int) -> Any:
-    if path.suffix == ".jsonl":
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh):
-                if i >= n:
-                    return
-                if line.strip():
-                    yield json.loads(line)
-    else:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            data = data.get("data") or data.get("rows") or [data]
-        yield from list(data)[:n]
-
-
-_ROLE_ALIASES = {"human": "user", "gpt": "assistant", "bot": "assistant", "model": "assistant",
-                 "user": "user", "assistant": "assistant", "system": "system"}
-
-
-def conversation_of(row: Any) -> list[dict[str, str]] | None:
-    """Normalised [{role, content}] from a row with 'conversations' or 'messages' (ShareGPT's
-    from/value form included), or None when the row has neither or no assistant turn."""
-    if not isinstance(row, dict):
-        return None
-    turns = row.get("conversations", row.get("messages"))
-    if not isinstance(turns, list) or not turns:
-        return None
-    out = []
-    for t in turns:
-        if not isinstance(t, dict):
-            return None
-        role = t.get("role", t.get("from"))
-        content = t.get("content", t.get("value"))
-        if not isinstance(role, str) or not isinstance(content, str):
-            return None
-        role = _ROLE_ALIASES.get(role.lower())
-        if role is None:
-            return None
-        out.append({"role": role, "content": content})
-    if not any(t["role"] == "assistant" for t in out):
-        return None
-    return out
-
-
-def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
-    """What the console's compat advisor needs to predict training-stage failures without vLLM:
-    config.json, the embedding tensors' names (not all names: a large model has 100k+), the
-    trust_remote_code setting and the installed speculators version."""
-    from importlib import metadata
-
-    raw = json.loads((cfg.model_path / "config.json").read_text())
-    names: list[str] = []
-    index = cfg.model_path / "model.safetensors.index.json"
-    try:
-        if index.exists():
-            names = list(json.loads(index.read_text()).get("weight_map") or {})
-        elif (cfg.model_path / "model.safetensors").exists():
-            from safetensors import safe_open
-
-            with safe_open(str(cfg.model_path / "model.safetensors"), framework="pt") as f:
-                names = list(f.keys())
-    except (ImportError, OSError, ValueError):
-        names = []
-    try:
-        spec = metadata.version("speculators")
-    except metadata.PackageNotFoundError:
-        spec = None
-    return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
-            "trust_remote_code": cfg.target.trust_remote_code,
-            "packages": {"speculators": spec}}

@@ -9,7 +9,7 @@ hub access: tokenizer (tokenizers WordLevel) and model (LlamaConfig) are built f
 
 The target has 2 attention heads of 32 (hidden 64), not 4 of 16: vLLM's CPU attention refuses
 head_dim 16 ("Unsupported CPU attention configuration"), and the demo ends by serving this
-target with the trained head on a real vLLM (design.md §7). A demo directory built by an older
+target with the trained head on a real vLLM (docs/design.md §7). A demo directory built by an older
 recipe (DEMO_RECIPE differs) is rebuilt, never reused.
 """
 
@@ -76,7 +76,7 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    torch.set_num_threads(1)  # see cpu_threads in DEMO_TOML
+    torch.set_num_threads(1)  # see cpu_threads in PIPELINE_TOML
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
@@ -84,6 +84,23 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
         eos_token_id=tok.eos_token_id, bos_token_id=None,
     )
     model = LlamaForCausalLM(config)
+    train_on_conversations(model, tok, rows, steps=steps, seed=seed,
+                           progress=Progress("demo-setup", steps, "steps"))
+    gen_cfg = model.generation_config
+    if gen_cfg is not None:
+        gen_cfg.eos_token_id = tok.eos_token_id
+        gen_cfg.pad_token_id = tok.pad_token_id
+    model.save_pretrained(str(model_dir), safe_serialization=True)
+
+
+def train_on_conversations(model: Any, tok: Any, rows: list[dict[str, Any]], *, steps: int,
+                           seed: int, progress: Progress | None = None) -> float:
+    """A few hundred steps of next-token training on the chat-formatted conversations (batches
+    of 32, AdamW 3e-3): enough for a tiny target's greedy outputs to follow the rows' structure,
+    so a head has something to predict. Leaves the model in eval mode; returns the last loss.
+    The demo target and the tests' tiny targets (tests/tiny_targets.py) are trained by it."""
+    import torch
+
     texts = [tok.apply_chat_template(r["conversations"], tokenize=False) for r in rows]
     enc = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
     width = max(len(e) for e in enc)
@@ -93,42 +110,40 @@ def build_target(model_dir: Path, tok: Any, rows: list[dict[str, Any]], *, steps
     labels = ids.masked_fill(ids == tok.pad_token_id, -100)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
-    progress = Progress("demo-setup", steps, "steps")
     model.train()
+    loss = float("nan")
     for _ in range(steps):
         batch = torch.randint(0, len(enc), (32,), generator=gen)
         out = model(input_ids=ids[batch], labels=labels[batch])
         opt.zero_grad()
         out.loss.backward()
         opt.step()
-        progress.advance(loss=round(out.loss.detach().item(), 4))
+        loss = out.loss.detach().item()
+        if progress is not None:
+            progress.advance(loss=round(loss, 4))
     model.eval()
-    gen_cfg = model.generation_config
-    if gen_cfg is not None:
-        gen_cfg.eos_token_id = tok.eos_token_id
-        gen_cfg.pad_token_id = tok.pad_token_id
-    model.save_pretrained(str(model_dir), safe_serialization=True)
+    return loss
 
 
-DEMO_TOML = """\
-# The local demo: a tiny 4-layer target on CPU. Every path is relative to this file.
-output_dir = "out"
+PIPELINE_TOML = """\
+{title}
+output_dir = "{output_dir}"
 cpu_threads = 1         # a tiny model on a shared CPU: one thread beats several
 
 [target]
-model = "target"
+model = "{model}"{trust}
 
 [data]
-dataset = "conversations.jsonl"
-max_seq_len = 64
-eval_samples = 8
+dataset = "{dataset}"
+max_seq_len = 64{samples}
+eval_samples = {eval_samples}
 seed = 0
 
 [extract]
-backend = "hf"
+backend = "{backend}"
 layer_ids = [1, 2, 3]   # ids 1..3 enter layers 1..3; id 4 (the last layer's output) is added
 device = "cpu"
-dtype = "float32"
+dtype = "{dtype}"
 reserve_bytes = 0
 
 [vocab]
@@ -145,10 +160,24 @@ noise_std = 0.0
 
 [evaluate]
 num_speculative_tokens = 3
-max_new_tokens = 24
+max_new_tokens = {max_new_tokens}
 device = "cpu"
 baseline = true
 """
+
+
+def pipeline_toml(*, title: str = "# The local demo: a tiny 4-layer target on CPU. Every path is "
+                  "relative to this file.", output_dir: str = "out", model: str = "target",
+                  dataset: str = "conversations.jsonl", epochs: int = 8, samples: int | None = None,
+                  eval_samples: int = 8, backend: str = "hf", dtype: str = "float32",
+                  max_new_tokens: int = 24, trust_remote_code: bool = False) -> str:
+    """The pipeline config of a tiny target on CPU: the demo's (the defaults), or a test's tiny
+    target with its own paths and knobs (tests/tiny_targets.py)."""
+    return PIPELINE_TOML.format(
+        title=title, output_dir=output_dir, model=model, dataset=dataset, epochs=epochs,
+        samples="" if samples is None else f"\nsamples = {samples}", eval_samples=eval_samples,
+        backend=backend, dtype=dtype, max_new_tokens=max_new_tokens,
+        trust="\ntrust_remote_code = true" if trust_remote_code else "")
 
 
 def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 250,
@@ -178,5 +207,5 @@ def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 25
         tmp.rename(data)
         recipe.write_text(DEMO_RECIPE + "\n")
     if not cfg_path.exists():
-        cfg_path.write_text(DEMO_TOML.replace("{epochs}", str(epochs)))
+        cfg_path.write_text(pipeline_toml(epochs=epochs))
     return cfg_path

@@ -4,7 +4,7 @@ Where the target cannot be loaded by transformers (a 1T-parameter target on 8 GP
 honest acceptance figure comes from vLLM itself: send the held-out prompts (greedy, the same
 token ids and max_new_tokens as the offline evaluate), and read vLLM's spec-decode counters from
 `/metrics` before and after. The figures are the window's differences under vLLM's definitions
-(design.md §2), so they match `console bench` on the same server.
+(docs/design.md §2.7), so they match `console bench` on the same server.
 
 Standard library only (urllib): the pipeline runs on the box with the container's Python, and
 this path must not need torch or transformers at all.
@@ -26,6 +26,7 @@ DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+_FIELD = {DRAFTS: "drafts", DRAFT_TOKENS: "draft_tokens", ACCEPTED: "accepted"}  # of Counters
 _SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -36,11 +37,13 @@ class ServedError(PipelineError):
 
 @dataclass
 class Counters:
+    """One scrape's counters, summed over engines; `seen`: the text had any of them at all."""
+
+    seen: bool = False
     drafts: float = 0.0
     draft_tokens: float = 0.0
     accepted: float = 0.0
     per_pos: dict[int, float] = field(default_factory=dict)
-    seen: bool = False
 
 
 def parse_counters(text: str, model: str | None = None) -> Counters:
@@ -61,15 +64,11 @@ def parse_counters(text: str, model: str | None = None) -> Counters:
             continue
         value = float(m.group(3))
         c.seen = True
-        if name == DRAFTS:
-            c.drafts += value
-        elif name == DRAFT_TOKENS:
-            c.draft_tokens += value
-        elif name == ACCEPTED:
-            c.accepted += value
-        else:
+        if name == PER_POS:
             pos = int(labels.get("position", "-1"))
             c.per_pos[pos] = c.per_pos.get(pos, 0.0) + value
+        else:
+            setattr(c, _FIELD[name], getattr(c, _FIELD[name]) + value)
     return c
 
 

@@ -3,7 +3,7 @@
 
 Why not speculators 0.3's VllmHiddenStatesGenerator: it drives vLLM's internals (EngineCore
 pieces built by hand) as they were in vLLM 0.11. On vLLM 0.16 it breaks five more times after
-the worker is fixed (design.md §6: `kv_cache_specs=`, Scheduler `block_size`, prefix caching
+the worker is fixed (docs/design.md §6: `kv_cache_specs=`, Scheduler `block_size`, prefix caching
 without a block hasher, `sample_tokens`, `collective_rpc(unique_reply_rank=0)` no longer a
 list), and past those its "abort every request after one step" silently truncates samples
 longer than a prefill chunk and shifts the rest of the batch. The public `LLM` API has none of

@@ -97,7 +97,7 @@ async def run_probe(
         remote_path = posixpath.join(wd, "probes", script.name)
         await upload_probe(transport, script, remote_path, python=python, bus=bus, host=host)
         # The probe ends itself shortly after we stop waiting: closing a channel does not kill
-        # a process on the box (design.md §4), and a stuck probe must not linger there.
+        # a process on the box (docs/design.md §4), and a stuck probe must not linger there.
         deadline = ["--deadline", str(int(timeout) + 5)] if timeout else []
         done = await transport.run([python, remote_path, *_glued(args), *deadline],
                                    timeout=timeout)

@@ -128,11 +128,8 @@ def engine_box(sshd: Sshd, console_demo: Demo,
     workdir = root / "box"
     workdir.mkdir()
     port = free_port()
-    toml = root / "console.toml"
-    toml.write_text(
-        f'[hosts.{HOST}]\nssh = "{sshd.alias}"\nruntime = "none"\npython = "{python}"\n'
-        f'workdir = "{workdir}"\nvllm_url = "http://127.0.0.1:{port}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n')
+    toml = sshd.console_toml(root / "console.toml", HOST, runtime="none", python=python,
+                             workdir=workdir, vllm_url=f"http://127.0.0.1:{port}")
     box = EngineBox(root=root, workdir=workdir, console_toml=toml, python=python, port=port)
     link_demo(console_demo, box.demo_dir)
     try:

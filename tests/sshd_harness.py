@@ -1,4 +1,4 @@
-"""A real OpenSSH sshd on 127.0.0.1 for the tests (recipe: design.md §4).
+"""A real OpenSSH sshd on 127.0.0.1 for the tests (recipe: docs/design.md §4).
 
 Keys, known_hosts and an ssh_config file are generated in a temp dir, so the tests connect as a
 user would: key auth, host key checked against known_hosts, options from an ssh config file.
@@ -7,6 +7,7 @@ user would: key auth, host key checked against known_hosts, options from an ssh 
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import signal
@@ -63,6 +64,15 @@ class Sshd:
         )
         values.update(overrides)
         return HostConfig(**values)  # type: ignore[arg-type]
+
+    def console_toml(self, path: Path, name: str = "box", **keys: object) -> Path:
+        """`path` written as a console.toml whose host `name` is reached through this sshd as an
+        operator's would be (the ssh_config alias, its known_hosts), with `keys` added (python,
+        workdir, vllm_url, runtime, ...): the one copy of what every CLI-over-SSH test writes."""
+        entries = {"ssh": self.alias, "ssh_config": str(self.ssh_config),
+                   "known_hosts": str(self.known_hosts), **{k: str(v) for k, v in keys.items()}}
+        path.write_text(f"[hosts.{name}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in entries.items()))
+        return path
 
     def serving_children(self) -> list[int]:
         """PIDs of the sshd processes serving connections (children of the listener)."""

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from console.cli import main
+from remote.allreduce.capture import capture
 from remote.allreduce.sweep import SweepFailed, parse_sizes, run_sweep
-from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, capture, short_name
+from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, short_name
 from remote.link.errors import Refused, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
@@ -279,7 +280,7 @@ def test_real_cpu_trace_of_a_gloo_all_reduce(tmp_path: Path) -> None:
 
 
 class _VllmDouble(BaseHTTPRequestHandler):
-    """Test double for vLLM's profiler endpoints (design.md §2): POST /start_profile and
+    """Test double for vLLM's profiler endpoints (docs/design.md §2.8): POST /start_profile and
     /stop_profile; on stop every worker writes `<name>.<ns>.pt.trace.json.gz` into the
     profiler directory. With `enabled` false the routes do not exist (404), as in vLLM
     started without VLLM_TORCH_PROFILER_DIR / --profiler-config."""

@@ -112,13 +112,8 @@ def test_frontend_trace_is_named_and_ignored(tmp_path: Path) -> None:
 
 def _console_toml(sshd: Sshd, tmp_path: Path, engine: Tp2Engine) -> Path:
     h = sshd.host_config("box", workdir=str(tmp_path / "box"))
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{h.ssh}"\npython = "{h.python}"\nworkdir = "{h.workdir}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n'
-        f'vllm_url = "{engine.url}"\n')
-    return cfg
+    return sshd.console_toml(tmp_path / "console.toml", python=h.python, workdir=h.workdir,
+                             vllm_url=engine.url)
 
 
 @pytest.mark.slow

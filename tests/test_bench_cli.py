@@ -235,14 +235,7 @@ async def test_server_reached_through_the_ssh_forward(vllm_double, sshd) -> None
 def test_cli_run_on_an_ssh_host(vllm_double, sshd, tmp_path: Path,  # noqa: F811
                                 capsys: pytest.CaptureFixture[str]) -> None:
     double = vllm_double(speculative=True, **FAST)
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{sshd.alias}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\n'
-        f'known_hosts = "{sshd.known_hosts}"\n'
-        f'vllm_url = "{double.url}"\n'
-    )
+    cfg = sshd.console_toml(tmp_path / "console.toml", vllm_url=double.url)
     rc = main(["bench", "run", "--config", str(cfg), "--host", "box", "--concurrency", "1,2",
                "--max-tokens", "6", "--rounds", "1", "--no-record", "--json",
                "--out", str(tmp_path / "r.json")])

@@ -16,7 +16,6 @@ Engines: two starts (the refused one stops right after start-up). A missing envi
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,7 +48,7 @@ def llava(box: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([str(box), "-c", "import sys; from pathlib import Path; "
                     "from tests.tiny_targets import build_llava_next; "
                     "build_llava_next(Path(sys.argv[1]))", str(d)],
-                   check=True, env=_env(), cwd=REPO, stdin=subprocess.DEVNULL)
+                   check=True, env=box_env.run_env(), cwd=REPO, stdin=subprocess.DEVNULL)
     return d
 
 
@@ -65,12 +64,6 @@ def overlay(box: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return sp
 
 
-def _env(*front: Path) -> dict[str, str]:
-    path = os.pathsep.join([*map(str, front), str(REPO)])
-    return {**os.environ, "PYTHONPATH": path, "VLLM_CPU_KVCACHE_SPACE": "1",
-            "TQDM_DISABLE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-
-
 def _engine(box: Path, overlay: Path, tmp: Path, mode: str, model: Path,
             *extra: str) -> dict[str, Any]:
     out = tmp / f"{mode}.json"
@@ -79,7 +72,7 @@ def _engine(box: Path, overlay: Path, tmp: Path, mode: str, model: Path,
         [str(box), "-m", "tests.engine_capture", mode, "--model", str(model),
          "--ids", ",".join(map(str, IDS)), "--num-layers", str(tiny_targets.NUM_LAYERS),
          "--vocab", str(vocab - 1), "--out", str(out), *extra],
-        env=_env(overlay), cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        env=box_env.run_env(overlay), cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=900)
     assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
     return json.loads(out.read_text())

@@ -1,6 +1,6 @@
 """The env probe: parsers on nvidia-smi's documented output formats, and the real no-GPU path.
 
-This machine has no NVIDIA GPU (design.md §4: NVML library absent, no nvidia-smi), so the
+This machine has no NVIDIA GPU (docs/design.md §4: NVML library absent, no nvidia-smi), so the
 no-GPU path runs for real. The nvidia-smi fallback is exercised end to end with a test double
 on PATH that prints the documented `--query-gpu` CSV and `topo -m` matrix.
 """

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.box_env import run_env
 from tests.engine_fixture import EngineBox
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # three stage runs, each timed
@@ -43,11 +43,7 @@ RTOL = 1e-5  # of the largest magnitude of that layer's state in the sample
 
 def _run(python: Path, *args: str, timeout: float,
          tp: int = 1) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1",
-           "TQDM_DISABLE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    if tp == 2:
-        env["VLLM_CPU_OMP_THREADS_BIND"] = "0|1"  # one core per worker
-    return subprocess.run([str(python), *args], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+    return subprocess.run([str(python), *args], cwd=REPO, env=run_env(tp=tp), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -106,8 +106,8 @@ def _smi(fields: tuple[str, ...], smi: Path) -> str:
 
 def test_the_probes_share_the_module_and_it_is_python38_stdlib_only() -> None:
     for probe in ("env_probe.py", "sampler.py"):
-        assert [p.name for p in probe_modules(PROBES_DIR / probe)] == ["gpu_query.py"]
-    assert probe_modules(PROBES_DIR / "model_probe.py") == []
+        assert "gpu_query.py" in [p.name for p in probe_modules(PROBES_DIR / probe)]
+    assert "gpu_query.py" not in [p.name for p in probe_modules(PROBES_DIR / "model_probe.py")]
     source = (PROBES_DIR / "gpu_query.py").read_text()
     tree = ast.parse(source, feature_version=(3, 8))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)

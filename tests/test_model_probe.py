@@ -1,6 +1,6 @@
 """The model-structure probe against the real source of vLLM 0.16.0 and 0.33.0 (wheels, not mocks).
 
-Ground truth (read by hand from the same files, design.md §2): Kimi-K2.5 keeps its decoder at
+Ground truth (read by hand from the same files, docs/design.md §2): Kimi-K2.5 keeps its decoder at
 `language_model.model.layers`, has no top-level `.model`, and implements SupportsEagle3 only from
 0.18 on; Llama is `model.layers` and implements it in both; DeepSeek-V3 is `model.layers` and
 implements it only in the newer release.

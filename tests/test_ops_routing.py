@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 RUNNERS: dict[str, set[str]] = {
     "remote.stats.stream": {"StatsStream", "stream_stats"},
     "remote.allreduce.sweep": {"run_sweep"},
-    "remote.allreduce.trace": {"analyse_files", "capture"},
+    "remote.allreduce.trace": {"analyse_files"},
+    "remote.allreduce.capture": {"capture"},
     "remote.bench.driver": {"run_sweep", "run_point"},
     "remote.bench.watch": {"watch"},
     "remote.serving.serve": {"ServeRunner", "serving"},

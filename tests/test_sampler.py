@@ -14,6 +14,7 @@ from types import ModuleType
 
 import pytest
 
+from remote.probes import host_stats
 from remote.probes import sampler as sampler_mod
 from remote.stats.stream import SAMPLER
 
@@ -44,21 +45,21 @@ def test_sampler_is_python38_syntax_and_stdlib_only() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module.split(".")[0])
     allowed_third_party = {"pynvml"}  # optional, imported inside a try
-    allowed_third_party |= {"gpu_query"}  # uploaded beside it (tests/test_gpu_query.py)
+    allowed_third_party |= {"gpu_query", "host_stats"}  # uploaded beside it (probe_modules)
     assert not {m for m in imported - allowed_third_party if m not in sys.stdlib_module_names}
     assert not imported & {"console", "remote", "psutil"}
 
 
 def test_proc_stat_and_meminfo_parsing() -> None:
     # proc(5): cpu user nice system idle iowait irq softirq steal guest guest_nice
-    before = sampler_mod.parse_proc_stat_cpu("cpu  100 0 50 800 50 0 0 0 30 0")
-    after = sampler_mod.parse_proc_stat_cpu("cpu  160 0 70 860 60 0 0 0 90 0")
+    before = host_stats.parse_proc_stat_cpu("cpu  100 0 50 800 50 0 0 0 30 0")
+    after = host_stats.parse_proc_stat_cpu("cpu  160 0 70 860 60 0 0 0 90 0")
     assert before == (150, 1000)  # guest is inside user: not added again
-    assert sampler_mod.cpu_percent(before, after) == pytest.approx(100 * 80 / 150, abs=0.1)
+    assert host_stats.cpu_percent(before, after) == pytest.approx(100 * 80 / 150, abs=0.1)
     with pytest.raises(ValueError):
-        sampler_mod.parse_proc_stat_cpu("cpu0 1 2 3 4")
+        host_stats.parse_proc_stat_cpu("cpu0 1 2 3 4")
     meminfo = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    6000000 kB\n"
-    total, used = sampler_mod.parse_meminfo(meminfo)
+    total, used = host_stats.parse_meminfo(meminfo)
     assert (total, used) == (16000000 * 1024, 10000000 * 1024)
 
 
@@ -123,7 +124,7 @@ def test_nvml_init_failure_falls_through_with_reason(tmp_path: Path, monkeypatch
 
 
 def test_no_gpu_path_for_real() -> None:
-    """This machine has neither pynvml nor nvidia-smi (design.md §4)."""
+    """This machine has neither pynvml nor nvidia-smi (docs/design.md §4)."""
     lines = _run(["--interval", "0.1", "--count", "2"])
     start, *samples = lines
     assert start["type"] == "start" and start["source"] == "none"

@@ -52,12 +52,8 @@ async def test_free_port_passes_taken_port_names_itself_and_the_fix(transport: T
 
 
 def _console_toml(tmp_path: Path, sshd: Sshd, port: int) -> Path:
-    toml = tmp_path / "console.toml"
-    toml.write_text(
-        f'[hosts.box]\nssh = "{sshd.alias}"\npython = "{sys.executable}"\n'
-        f'workdir = "{tmp_path / "box"}"\nvllm_url = "http://127.0.0.1:{port}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n')
-    return toml
+    return sshd.console_toml(tmp_path / "console.toml", python=sys.executable,
+                             workdir=tmp_path / "box", vllm_url=f"http://127.0.0.1:{port}")
 
 
 def _error(capsys: pytest.CaptureFixture[str]) -> str:

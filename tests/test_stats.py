@@ -23,19 +23,23 @@ from remote.ops.stats import stream_stats
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
-from remote.stats.stream import (
-    History,
-    StatsError,
-    StatsStream,
-    sample_payload,
-    summary_line,
-)
+from remote.stats.samples import History, sample_payload, summary_line
+from remote.stats.stream import StatsError, StatsStream
 
 
 def _events(bus: EventBus) -> list[Event]:
     seen: list[Event] = []
     bus.add_callback(seen.append)
     return seen
+
+async def _local_stream(tmp_path: Path, **options: Any) -> tuple[EventBus, list[Event], StatsStream]:
+    """The stream on `local` (the real sampler, a workdir under tmp_path), its events recorded."""
+    bus = EventBus()
+    seen = _events(bus)
+    t = LocalTransport()
+    await t.connect()
+    return bus, seen, StatsStream(t, default_local(str(tmp_path)), bus, **options)
+
 
 
 def _payload(t: float, gpus: int = 8) -> dict[str, Any]:
@@ -96,11 +100,7 @@ def test_history_caps_the_number_of_metrics() -> None:
 
 
 async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) -> None:
-    bus = EventBus()
-    seen = _events(bus)
-    t = LocalTransport()
-    await t.connect()
-    stream = StatsStream(t, default_local(str(tmp_path)), bus, interval=0.1)
+    _, seen, stream = await _local_stream(tmp_path, interval=0.1)
     assert await stream.run(count=3) == 3
     samples = [e for e in seen if e.kind == ev.STATS_SAMPLE]
     assert len(samples) == 3 and all(e.host == "local" for e in samples)
@@ -117,12 +117,7 @@ async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) ->
 
 
 async def test_stream_restarts_when_the_sampler_dies(tmp_path: Path) -> None:
-    bus = EventBus()
-    seen = _events(bus)
-    t = LocalTransport()
-    await t.connect()
-    stream = StatsStream(t, default_local(str(tmp_path)), bus, interval=0.1,
-                         backoff_initial=0.1)
+    bus, seen, stream = await _local_stream(tmp_path, interval=0.1, backoff_initial=0.1)
     killed: list[int] = []
 
     def kill_after_two(event: Event) -> None:
@@ -145,12 +140,8 @@ async def test_stream_restarts_when_the_sampler_dies(tmp_path: Path) -> None:
 
 
 async def test_stream_restarts_after_a_stall(tmp_path: Path) -> None:
-    bus = EventBus()
-    seen = _events(bus)
-    t = LocalTransport()
-    await t.connect()
-    stream = StatsStream(t, default_local(str(tmp_path)), bus, interval=0.1,
-                         backoff_initial=0.1, stall_seconds=2.0, stall_intervals=1)
+    bus, seen, stream = await _local_stream(tmp_path, interval=0.1, backoff_initial=0.1,
+                                            stall_seconds=2.0, stall_intervals=1)
     stopped: list[int] = []
 
     def freeze(event: Event) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from remote.link.connect import make_transport
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
@@ -16,13 +18,19 @@ from tests.sshd_harness import Sshd
 pytestmark = pytest.mark.ssh
 
 
-async def test_stats_stream_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
+async def _connected(sshd: Sshd, tmp_path: Path) -> tuple[HostConfig, EventBus, list[Event], Transport]:
+    """The box over the loopback sshd, connected, with every event its bus carries recorded."""
     host = sshd.host_config("box", workdir=str(tmp_path / "box"))
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
     transport = make_transport(host, bus)
     await transport.connect()
+    return host, bus, seen, transport
+
+
+async def test_stats_stream_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
+    host, bus, seen, transport = await _connected(sshd, tmp_path)
     try:
         stream = StatsStream(transport, host, bus, interval=0.1)
         assert await stream.run(count=3, duration=60) == 3
@@ -35,12 +43,7 @@ async def test_stats_stream_over_ssh(sshd: Sshd, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_stats_stream_restarts_after_a_network_drop(sshd: Sshd, tmp_path: Path) -> None:
-    host = sshd.host_config("box", workdir=str(tmp_path / "box"))
-    bus = EventBus()
-    seen: list[Event] = []
-    bus.add_callback(seen.append)
-    transport = make_transport(host, bus)
-    await transport.connect()
+    host, bus, seen, transport = await _connected(sshd, tmp_path)
     stream = StatsStream(transport, host, bus, interval=0.1, backoff_initial=0.2)
     dropped: list[int] = []
 
@@ -68,12 +71,7 @@ def test_console_stats_once_over_ssh(sshd: Sshd, tmp_path: Path,
     from console.cli import main
 
     h = sshd.host_config("box", workdir=str(tmp_path / "box"))
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(
-        "[hosts.box]\n"
-        f'ssh = "{h.ssh}"\npython = "{h.python}"\nworkdir = "{h.workdir}"\n'
-        f'ssh_config = "{sshd.ssh_config}"\nknown_hosts = "{sshd.known_hosts}"\n'
-    )
+    cfg = sshd.console_toml(tmp_path / "console.toml", python=h.python, workdir=h.workdir)
     rc = main(["stats", "--host", "box", "--once", "--interval", "0.1", "--config", str(cfg),
                "--no-record"])
     out = capsys.readouterr().out

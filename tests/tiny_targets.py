@@ -158,7 +158,7 @@ def build_kimi_k25(model_dir: Path, *, seed: int = 0, rows: list[dict[str, Any]]
     from safetensors.torch import save_file
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
-    from pipeline.demo import build_tokenizer
+    from pipeline.demo import build_tokenizer, train_on_conversations
 
     model_dir.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer(model_dir)
@@ -169,7 +169,7 @@ def build_kimi_k25(model_dir: Path, *, seed: int = 0, rows: list[dict[str, Any]]
     lm_cfg = DeepseekV3Config(**{k: v for k, v in text.items() if k != "model_type"})
     lm = DeepseekV3ForCausalLM(lm_cfg)
     if rows and steps:
-        _train_text_model(lm, tok, rows, steps=steps, seed=seed)
+        train_on_conversations(lm, tok, rows, steps=steps, seed=seed)
     lm.eval()
     gen = torch.Generator().manual_seed(seed + 1)
     tensors: dict[str, torch.Tensor] = {}
@@ -204,73 +204,6 @@ def build_kimi_k25(model_dir: Path, *, seed: int = 0, rows: list[dict[str, Any]]
     return model_dir
 
 
-def _train_text_model(model: Any, tok: Any, rows: list[dict[str, Any]], *, steps: int,
-                      seed: int) -> None:
-    import torch
-
-    texts = [tok.apply_chat_template(r["conversations"], tokenize=False) for r in rows]
-    enc = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-    width = max(len(e) for e in enc)
-    ids = torch.full((len(enc), width), tok.pad_token_id, dtype=torch.long)
-    for i, e in enumerate(enc):
-        ids[i, : len(e)] = torch.tensor(e)
-    labels = ids.masked_fill(ids == tok.pad_token_id, -100)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(steps):
-        batch = torch.randint(0, len(enc), (32,), generator=gen)
-        out = model(input_ids=ids[batch], labels=labels[batch])
-        opt.zero_grad()
-        out.loss.backward()
-        opt.step()
-    model.final_loss = float(out.loss.detach())
-
-
-KIMI_PIPELINE_TOML = """\
-# A tiny Kimi-K2.5 (tests/tiny_targets.py build_kimi_k25). Absolute paths: the console
-# uploads this file to the box's <workdir>/configs/.
-output_dir = "{root}/out"
-cpu_threads = 1
-
-[target]
-model = "{root}/target"
-trust_remote_code = true
-
-[data]
-dataset = "{root}/conversations.jsonl"
-max_seq_len = 64
-samples = {samples}
-eval_samples = {eval_samples}
-seed = 0
-
-[extract]
-backend = "{backend}"
-layer_ids = [1, 2, 3]
-device = "cpu"
-dtype = "{dtype}"
-reserve_bytes = 0
-
-[vocab]
-draft_vocab_size = 96
-
-[train]
-epochs = {epochs}
-lr = 3e-3
-num_layers = 1
-ttt_steps = 3
-total_seq_len = 512
-device = "cpu"
-noise_std = 0.0
-
-[evaluate]
-num_speculative_tokens = 3
-max_new_tokens = {max_new_tokens}
-device = "cpu"
-baseline = true
-"""
-
-
 def build_kimi_pipeline(root: Path, *, rows: int = 240, samples: int = 0, eval_samples: int = 8,
                         epochs: int = 8, max_new_tokens: int = 24, backend: str = "hf",
                         target_steps: int = 150, seed: int = 0) -> Path:
@@ -280,15 +213,18 @@ def build_kimi_pipeline(root: Path, *, rows: int = 240, samples: int = 0, eval_s
     weight to be bfloat16, float16, ..." from its packed-weight conversion)."""
     import json
 
-    from pipeline.demo import conversations
+    from pipeline.demo import conversations, pipeline_toml
 
     root.mkdir(parents=True, exist_ok=True)
     convs = conversations(rows, seed)
     build_kimi_k25(root / "target", seed=seed, rows=convs, steps=target_steps)
     (root / "conversations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in convs))
     cfg = root / "pipeline.toml"
-    cfg.write_text(KIMI_PIPELINE_TOML.format(root=root.resolve(), samples=samples, eval_samples=eval_samples,
-                                             epochs=epochs, max_new_tokens=max_new_tokens,
-                                             backend=backend,
-                                             dtype="bfloat16" if backend == "vllm" else "float32"))
+    cfg.write_text(pipeline_toml(
+        title="# A tiny Kimi-K2.5 (tests/tiny_targets.py build_kimi_k25). Absolute paths: the console\n"
+              "# uploads this file to the box's <workdir>/configs/.",
+        output_dir=f"{root.resolve()}/out", model=f"{root.resolve()}/target",
+        dataset=f"{root.resolve()}/conversations.jsonl", trust_remote_code=True, samples=samples,
+        eval_samples=eval_samples, epochs=epochs, max_new_tokens=max_new_tokens, backend=backend,
+        dtype="bfloat16" if backend == "vllm" else "float32"))
     return cfg

@@ -15,7 +15,7 @@ from remote.spine.events import Event, JobLines
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 HOST = "gpu-box"
 
-# Shapes as remote/probes/model_probe.py and remote/compat.py produce them.
+# Shapes as remote/probes/model_probe.py and remote/compat/ produce them.
 MODEL_RESULT: dict[str, Any] = {
     "architecture": "KimiK25ForConditionalGeneration",
     "vllm_version": "0.16.0",

@@ -1,6 +1,6 @@
 """Test double of vLLM's OpenAI-compatible server, for the bench tests (vLLM cannot run here).
 
-It is faithful to what the console relies on (design.md §2, vllm/v1/spec_decode/metrics.py and
+It is faithful to what the console relies on (docs/design.md §2.7, vllm/v1/spec_decode/metrics.py and
 vllm/v1/metrics/loggers.py of vLLM 0.16):
 - `GET /version`, `GET /v1/models`, `POST /v1/chat/completions` streamed as server-sent
   events: a role chunk with empty content, one chunk per engine step carrying every token that

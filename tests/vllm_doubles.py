@@ -2,7 +2,7 @@
 models built around a real tiny HF Llama on CPU.
 
 vLLM cannot run here (no GPU); these stand-ins are kept faithful to vLLM 0.16 as read from its
-wheel (design.md §2): decoder layers take (positions, hidden_states, residual) and return
+wheel (docs/design.md §2.1): decoder layers take (positions, hidden_states, residual) and return
 (hidden_states, residual) with the residual add fused into the next norm; `norm(x, residual)`
 returns (normed, x + residual); the decoder exposes `layers`, `start_layer`, `end_layer`, `norm`
 and `embed_input_ids` (0.16) or `get_input_embeddings` (<= 0.15); Kimi-K2.5's wrapper keeps the

@@ -97,18 +97,14 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"--ranks must be at least 1 (got {args.ranks})")
     if args.iters < 1 or args.warmup < 0:
         raise UsageError("--iters must be >= 1 and --warmup >= 0")
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host, transport = await ctx.reach(args.host)
         payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
                                   iters=args.iters, warmup=args.warmup, backend=args.backend,
                                   dtype=args.dtype, timeout=args.timeout)
         if not args.json:
             print(format_sweep_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def run_trace_cmd(args: argparse.Namespace) -> int:
@@ -116,14 +112,11 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
-    ctx = Context.from_args(args, hosts=[])
-    try:
+    async with Context.from_args(args, hosts=[]) as ctx:
         payload = ops.trace(ctx.bus, args.files, patterns)
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def run_capture_cmd(args: argparse.Namespace) -> int:
@@ -135,10 +128,8 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
         raise UsageError(f"--seconds must be positive (got {args.seconds})")
     if args.requests < 0 or args.max_tokens < 1:
         raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host, transport = await ctx.reach(args.host)
         payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,
                                     profiler_dir=args.profiler_dir, local_dir=args.out,
                                     seconds=args.seconds, url=args.url,
@@ -146,5 +137,3 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK
-    finally:
-        await ctx.aclose()

@@ -118,8 +118,7 @@ async def run_command(args: argparse.Namespace) -> int:
                                  max_tokens=args.max_tokens, rounds=args.rounds,
                                  warmup=args.warmup, timeout=args.timeout,
                                  ignore_eos=not args.stop_at_eos)
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         t = await ctx.transport(host.name)
         done = await ops.run(t, host, ctx.bus, settings, label=label,
@@ -138,8 +137,6 @@ async def run_command(args: argparse.Namespace) -> int:
             ctx.info(offline_vs_served(done.offline, done.served), host.name,
                      offline=done.offline, served=done.served)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def compare_command(args: argparse.Namespace) -> int:
@@ -149,14 +146,11 @@ async def compare_command(args: argparse.Namespace) -> int:
 
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
-    ctx = Context.from_args(args)
-    try:
+    async with Context.from_args(args) as ctx:
         comparison = ops.compare(ctx.bus, a, b)
         if not args.json:
             ctx.out.write(compare_table(comparison) + "\n")
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def watch_command(args: argparse.Namespace) -> int:

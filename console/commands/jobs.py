@@ -83,8 +83,7 @@ async def run(args: argparse.Namespace) -> int:
     command = args.jobs_command or "list"
     if command not in ("launch", "tail"):
         args.no_record = True  # a listing is not a session worth keeping
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         session = ctx.recorder.writer.path if ctx.recorder is not None else None
@@ -122,8 +121,6 @@ async def run(args: argparse.Namespace) -> int:
                 ctx.info(f"resuming {args.run_id} at byte {start}", host.name)
             return await _follow(ctx, jobs, args.run_id, start, follow=not args.no_follow)
         raise UsageError(f"unknown jobs subcommand {command!r}")
-    finally:
-        await ctx.aclose()
 
 
 async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,

@@ -68,8 +68,7 @@ async def run(args: argparse.Namespace) -> int:
     from remote.probe_runner import run_probe
 
     _validate(args)
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(args.host)
         common: dict[str, Any] = {"workdir": host.workdir, "python": host.python, "bus": ctx.bus,
@@ -86,8 +85,6 @@ async def run(args: argparse.Namespace) -> int:
                                       **common)
             return EXIT_OK if args.all else model_exit_code(ctx, results, host.name)
         return await _compat(ctx, transport, args, common)
-    finally:
-        await ctx.aclose()
 
 
 def model_exit_code(ctx: Context, results: list[dict[str, Any]], host: str) -> int:

@@ -188,8 +188,7 @@ async def run(args: argparse.Namespace) -> int:
         if not args.serve:
             raise UsageError("--baseline-url is for --serve (the baseline server's address)")
         parse_vllm_url(args.baseline_url)
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
@@ -242,5 +241,3 @@ async def run(args: argparse.Namespace) -> int:
             # `resolved` is the run's own validation: a second one costs seconds of imports.
             return await serve_step(ctx, args, runner, config, out_dir, resolved)
         return EXIT_OK
-    finally:
-        await ctx.aclose()

@@ -16,7 +16,9 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -73,8 +75,7 @@ async def start_command(args: argparse.Namespace) -> int:
         raise UsageError("--start-timeout must be positive")
     role = "baseline" if args.baseline else "speculative"
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
@@ -88,40 +89,34 @@ async def start_command(args: argparse.Namespace) -> int:
                  f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
                  f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 async def stop_command(args: argparse.Namespace) -> int:
     from remote.ops import serve as ops
 
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
-        host = ctx.host(args.host)
-        stopped = await ops.stop(ops.runner(await ctx.transport(host.name), host, ctx.bus),
-                                 args.role)
-        if not stopped:
-            ctx.info(f"no serve job running on {args.host}", args.host)
-        for role, (run_id, state) in stopped.items():
-            ctx.info(f"{role} server {run_id}: {state}", args.host)
-        return EXIT_OK
-    finally:
-        await ctx.aclose()
+    return await _serve_jobs(args, ops.stop,
+                             lambda role, found: (f"{role} server {found[0]}: {found[1]}", {}))
 
 
 async def status_command(args: argparse.Namespace) -> int:
     from remote.ops import serve as ops
 
-    ctx = Context.from_args(args, hosts=[args.host])
-    try:
+    return await _serve_jobs(args, ops.running, lambda role, run_id: (
+        f"{role} server running: job {run_id}", {"role": role, "run_id": run_id}))
+
+
+async def _serve_jobs(args: argparse.Namespace, act: Callable[[Any, str | None], Awaitable[dict[str, Any]]],
+                      line: Callable[[str, Any], tuple[str, dict[str, Any]]]) -> int:
+    """stop and status: the operation on the host's serve jobs (of --role, or all), then one
+    line per job it found (`line`: its text and the event's extra fields)."""
+    from remote.ops import serve as ops
+
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
-        running = await ops.running(ops.runner(await ctx.transport(host.name), host, ctx.bus),
-                                    args.role)
-        if not running:
+        found = await act(ops.runner(await ctx.transport(host.name), host, ctx.bus), args.role)
+        if not found:
             ctx.info(f"no serve job running on {args.host}", args.host)
-        for role, run_id in running.items():
-            ctx.info(f"{role} server running: job {run_id}", args.host, role=role,
-                     run_id=run_id)
+        for role, value in found.items():
+            text, extra = line(role, value)
+            ctx.info(text, args.host, **extra)
         return EXIT_OK
-    finally:
-        await ctx.aclose()

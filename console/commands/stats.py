@@ -45,8 +45,7 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--duration must be positive (got {args.duration})")
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1 (got {args.count})")
-    ctx = Context.from_args(args, hosts=[args.host], show_stats=not args.once)
-    try:
+    async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         if args.once:
@@ -64,8 +63,6 @@ async def run(args: argparse.Namespace) -> int:
             ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
             return EXIT_FAILED
         return EXIT_OK
-    finally:
-        await ctx.aclose()
 
 
 def _fmt(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:

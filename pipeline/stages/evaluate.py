@@ -27,7 +27,6 @@ from pipeline import fit, served
 from pipeline.config import PipelineConfig
 from pipeline.devices import pick_device
 from pipeline.errors import ConfigInvalid
-from pipeline.formats import speculators_path
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 
@@ -87,10 +86,9 @@ def speculative_decode(capture: Any, draft: Any, draft_fn: Any, prompt: list[int
 def _heads(cfg: PipelineConfig, ctx: StageContext, device: str) -> tuple[Any, dict[str, Any]]:
     ckpt = ctx.input_dir("train") / "checkpoint"
     vocab = ctx.cfg.output_dir / "vocab"
-    if speculators_path(cfg) == "0.3":
-        from pipeline import spec03 as impl
-    else:
-        from pipeline import spec09 as impl  # type: ignore[no-redef]
+    from pipeline import trainers
+
+    impl = trainers.for_config(cfg)
     heads = {"trained": impl.load_trained(cfg, ckpt, vocab, device)}
     if cfg.evaluate.baseline:
         heads["untrained"] = impl.untrained(cfg, vocab, device)

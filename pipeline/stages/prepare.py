@@ -22,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig, conversation_of
+from pipeline.config import PipelineConfig
+from pipeline.conversations import conversation_of
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext

@@ -35,16 +35,10 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     save_dir = ctx.workdir / "checkpoints"
     emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
-    if fmt == "0.3":
-        from pipeline import spec03
+    from pipeline import trainers
 
-        result = spec03.train(cfg, ctx.input_dir("extract") / "hidden_states",
-                              ctx.input_dir("vocab"), save_dir, device)
-    else:
-        from pipeline import spec09
-
-        result = spec09.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"),
-                              save_dir, device)
+    result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"),
+                                            save_dir, device)
     last = _last_epoch_dir(save_dir)
     serve = ctx.workdir / "checkpoint"
     serve.mkdir()

@@ -1,6 +1,6 @@
 """vLLM's spec-decode counters, read from /metrics, and the acceptance figures of a window.
 
-The figures are vLLM's own definitions (vllm/v1/spec_decode/metrics.py, design.md §2) applied to
+The figures are vLLM's own definitions (vllm/v1/spec_decode/metrics.py, docs/design.md §2.7) applied to
 the difference of two scrapes, so they agree with what the server logs for the same window:
 acceptance rate = accepted / draft_tokens, mean acceptance length = 1 + accepted / drafts,
 per-position i = accepted_per_pos[i] / drafts. Counters are summed over engines (data-parallel

@@ -148,15 +148,8 @@ def _sibling_imports(path: Path) -> list[str]:
     return names
 
 
-async def upload_probe(
-    transport: Transport,
-    script: Path,
-    remote: str,
-    *,
-    python: str = "python3",
-    bus: EventBus | None = None,
-    host: str = "",
-) -> bool:
+async def upload_probe(transport: Transport, script: Path, remote: str, *, python: str = "python3",
+                       bus: EventBus | None = None, host: str = "") -> bool:
     """`upload` of a probe script to `remote` with the modules it imports from its own directory
     (probe_modules) beside it, those first, so the script never runs without them. True if
     anything was sent."""

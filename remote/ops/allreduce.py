@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from remote.allreduce.capture import capture as capture_traces
 from remote.allreduce.sweep import run_sweep
 from remote.allreduce.trace import analyse_files
-from remote.allreduce.trace import capture as capture_traces
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.spine import events as ev

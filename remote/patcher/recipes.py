@@ -3,7 +3,7 @@
 A recipe never edits a file it has not seen: each `Edit` names an anchor that must occur exactly
 once in the original, and the recipe lists the sha256 of every original it was written against.
 Everything that decides whether a recipe applies lives in remote.patcher.plan; this module only
-holds facts read from the released speculators 0.3.0 wheel (design.md §3).
+holds facts read from the released speculators 0.3.0 wheel (docs/design.md §3.1).
 """
 
 from __future__ import annotations

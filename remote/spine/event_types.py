@@ -426,33 +426,3 @@ SCHEMAS: dict[str, type[Payload]] = {
 
 class PayloadError(TypeError):
     """A producer sent fields its kind's schema does not accept: a bug in the producer."""
-
-
-def validate(kind: str, payload: dict[str, Any]) -> Payload | None:
-    """The typed payload of a known kind (raises PayloadError when it does not match), or None
-    for a kind without a schema (new producers may add kinds before they add a schema)."""
-    schema = SCHEMAS.get(kind)
-    if schema is None:
-        return None
-    try:
-        return msgspec.convert(payload, schema)
-    except msgspec.ValidationError as exc:
-        raise PayloadError(f"{kind} event: {exc}") from None
-
-
-def typed(kind: str, payload: dict[str, Any]) -> Payload | None:
-    """Like validate, but None for a payload that does not match (old or damaged sessions)."""
-    schema = SCHEMAS.get(kind)
-    if schema is None:
-        return None
-    try:
-        return msgspec.convert(payload, schema)
-    except msgspec.ValidationError:
-        return None
-
-
-def to_payload(data: Payload) -> dict[str, Any]:
-    """The wire form of a typed payload: the fields that are set (None and empty defaults are
-    left out, so a sample stays small)."""
-    out: dict[str, Any] = msgspec.to_builtins(data)
-    return {k: v for k, v in out.items() if v is not None}

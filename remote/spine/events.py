@@ -95,6 +95,36 @@ def parse_ts(text: str) -> datetime:
     return when
 
 
+def validate(kind: str, payload: dict[str, Any]) -> et.Payload | None:
+    """The typed payload of a known kind (raises PayloadError when it does not match), or None
+    for a kind without a schema (new producers may add kinds before they add a schema)."""
+    schema = et.SCHEMAS.get(kind)
+    if schema is None:
+        return None
+    try:
+        return msgspec.convert(payload, schema)
+    except msgspec.ValidationError as exc:
+        raise et.PayloadError(f"{kind} event: {exc}") from None
+
+
+def typed(kind: str, payload: dict[str, Any]) -> et.Payload | None:
+    """Like validate, but None for a payload that does not match (old or damaged sessions)."""
+    schema = et.SCHEMAS.get(kind)
+    if schema is None:
+        return None
+    try:
+        return msgspec.convert(payload, schema)
+    except msgspec.ValidationError:
+        return None
+
+
+def to_payload(data: et.Payload) -> dict[str, Any]:
+    """The wire form of a typed payload: the fields that are set (None and empty defaults are
+    left out, so a sample stays small)."""
+    out: dict[str, Any] = msgspec.to_builtins(data)
+    return {k: v for k, v in out.items() if v is not None}
+
+
 class Event(msgspec.Struct, frozen=True, gc=False):
     """The envelope every event shares. `payload` is the wire form (a dict: what a session file
     holds, also for kinds and fields this console does not know); `data()` is the typed view
@@ -109,7 +139,7 @@ class Event(msgspec.Struct, frozen=True, gc=False):
     @classmethod
     def of(cls, data: et.Payload, host: str = "", ts: datetime | None = None) -> Event:
         """The event of a typed payload: how new producers (and test doubles) build one."""
-        return cls(data.KIND, host, et.to_payload(data), ts or utc_now())
+        return cls(data.KIND, host, to_payload(data), ts or utc_now())
 
     @classmethod
     def checked(cls, kind: str, host: str = "", payload: dict[str, Any] | None = None,
@@ -117,13 +147,13 @@ class Event(msgspec.Struct, frozen=True, gc=False):
         """An event whose payload was validated against its kind's schema (PayloadError if it
         does not match): the path of `bus.emit(kind, host, **fields)`."""
         payload = payload or {}
-        et.validate(kind, payload)
+        validate(kind, payload)
         return cls(kind, host, payload, ts or utc_now())
 
     def data(self) -> et.Payload | None:
         """The typed payload; None for a kind without a schema or a payload that does not match
         it (a damaged or much older session): consumers skip those."""
-        return et.typed(self.kind, self.payload)
+        return typed(self.kind, self.payload)
 
     def to_json(self) -> str:
         # "ts" first and fixed-width: the session index reads it at a known byte offset.
@@ -305,7 +335,7 @@ def expand_record(event: Event) -> Sequence[Event]:
     order (as a JobLines, the batch the live tail published), any other record itself."""
     if event.kind != JOB_LINES:
         return (event,)
-    data = et.typed(JOB_LINES, event.payload)
+    data = typed(JOB_LINES, event.payload)
     if not isinstance(data, et.JobLinesRecord):
         raise RecordError("job.lines record: payload does not match its schema "
                           "(run_id, name, texts: list of strings, offsets: list of integers)")

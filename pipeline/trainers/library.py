@@ -1,6 +1,7 @@
-"""speculators 0.3.x: its Eagle3DraftModel and library Trainer, made to run on CPU too.
+"""The adapter to speculators 0.3.x's library Trainer over its Eagle3DraftModel: the pipeline builds
+the draft model, the data loaders and the trainer itself (pipeline.trainers picks it), on CPU too.
 
-What CPU needs (design.md §3), and how it is done here without editing speculators:
+What CPU needs (docs/design.md), and how it is done here without editing speculators:
 - device placement: TrainerConfig(local_rank="cpu"); the trainer calls model.to(local_rank)
   and tensor.to(local_rank), which accept a device string.
 - flex_attention has no CPU backward: the decoder layers get a dense attention implementation
@@ -24,6 +25,7 @@ from typing import Any
 
 from pipeline.config import PipelineConfig
 from pipeline.progress import Progress
+from pipeline.trainers.common import MetricsToProgress, load_vocab
 
 DENSE_ATTN = "eagle3_console_dense"
 
@@ -102,30 +104,15 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
     return Eagle3DraftModel(config=spec_cfg, t2d=t2d, d2t=d2t)
 
 
-def load_vocab(vocab_dir: Path) -> tuple[Any, Any]:
-    import numpy as np
-    import torch
-
-    return (torch.from_numpy(np.load(vocab_dir / "d2t.npy")),
-            torch.from_numpy(np.load(vocab_dir / "t2d.npy")))
+class _MetricsToProgress(MetricsToProgress):
+    def report(self, msg: dict[str, Any]) -> None:
+        self.progress.advance(loss=self.last.get("loss"), epoch=msg.get("epoch"),
+                              acc_0=self.last.get("full_acc_0"))
 
 
-class _MetricsToProgress(logging.Handler):
-    def __init__(self, progress: Progress) -> None:
-        super().__init__(logging.INFO)
-        self.progress = progress
-        self.last: dict[str, float] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg
-        if isinstance(msg, dict) and "train" in msg:
-            self.last = {k: round(float(v), 5) for k, v in msg["train"].items()}
-            self.progress.advance(loss=self.last.get("loss"), epoch=msg.get("epoch"),
-                                  acc_0=self.last.get("full_acc_0"))
-
-
-def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
+def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
           device: str) -> dict[str, Any]:
+    """The library Trainer on extract's data_{i}.pt files (under hidden_states/)."""
     import torch
     from speculators.train.data import (
         Eagle3SampleFileDataset,
@@ -147,7 +134,7 @@ def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
     d2t, t2d = load_vocab(vocab_dir)
     model = build_draft(cfg, d2t.to(device), t2d.to(device), dense=cpu)
     seq = cfg.train.total_seq_len
-    files = sorted(str(p) for p in list_files(str(data_dir)))
+    files = sorted(str(p) for p in list_files(str(extract_dir / "hidden_states")))
 
     def loader(file_list: list[str], noise: bool) -> Any:
         ds = Eagle3SampleFileDataset(

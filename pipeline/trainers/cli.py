@@ -1,7 +1,8 @@
-"""speculators 0.9.x: `speculators train` (its TrainConfig + cli.main, in this process) and its
-Eagle3DraftModel for evaluation, made to run on CPU too.
+"""The adapter to speculators 0.9.x's `speculators train` command: its TrainConfig + cli.main run in
+this process with the argv the command would take (pipeline.trainers picks it), and its
+Eagle3DraftModel for evaluation, on CPU too.
 
-What CPU needs (design.md §3), done without editing speculators:
+What CPU needs (docs/design.md), done without editing speculators:
 - its local rank must be the string "cpu": maybe_setup_distributed() sets it to 0 (a CUDA
   ordinal) for a single process, so the name the CLI module imported is wrapped to set "cpu"
   after it ran;
@@ -19,6 +20,7 @@ from typing import Any
 
 from pipeline.config import PipelineConfig
 from pipeline.progress import Progress
+from pipeline.trainers.common import MetricsToProgress, load_vocab
 
 
 def _cpu_patches() -> None:
@@ -70,24 +72,17 @@ def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: P
     return argv
 
 
-class _MetricsToProgress(logging.Handler):
-    def __init__(self, progress: Progress) -> None:
-        super().__init__(logging.INFO)
-        self.progress = progress
-        self.last: dict[str, float] = {}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.msg
-        if isinstance(msg, dict) and "train" in msg:
-            self.last = {k: round(float(v), 5) for k, v in msg["train"].items()
-                         if isinstance(v, (int, float))}
-            step = int(msg.get("global_step", self.progress.done)) + 1
-            self.progress.update(step, epoch=msg.get("epoch"),
-                                 loss=self.last.get("loss", self.last.get("loss_sum")))
+class _MetricsToProgress(MetricsToProgress):
+    def report(self, msg: dict[str, Any]) -> None:
+        step = int(msg.get("global_step", self.progress.done)) + 1
+        self.progress.update(step, epoch=msg.get("epoch"),
+                             loss=self.last.get("loss", self.last.get("loss_sum")))
 
 
-def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
+def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
           device: str) -> dict[str, Any]:
+    """`speculators train` on extract's hidden_states/hs_{i}.safetensors (its --data-path is
+    extract's directory)."""
     import json
 
     if device == "cpu":
@@ -95,8 +90,8 @@ def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
     from speculators.train.cli import main
     from speculators.train.config import TrainConfig
 
-    n_tokens = json.loads((data_dir / "meta.json").read_text())["tokens"] \
-        if (data_dir / "meta.json").exists() else 0
+    n_tokens = json.loads((extract_dir / "meta.json").read_text())["tokens"] \
+        if (extract_dir / "meta.json").exists() else 0
     approx_steps = max(1, cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len))
     progress = Progress("train", approx_steps, "steps")
     handler = _MetricsToProgress(progress)
@@ -113,7 +108,7 @@ def train(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
     try:
-        main(TrainConfig.resolve(train_argv(cfg, data_dir, vocab_dir, save_dir, device)))
+        main(TrainConfig.resolve(train_argv(cfg, extract_dir, vocab_dir, save_dir, device)))
     finally:
         metrics.removeHandler(handler)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
@@ -148,8 +143,6 @@ def untrained(cfg: PipelineConfig, vocab_dir: Path, device: str) -> Any:
     import torch
     from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.cli import create_transformer_layer_config
-
-    from pipeline.spec03 import load_vocab
 
     torch.manual_seed(cfg.train.seed)
     d2t, t2d = load_vocab(vocab_dir)

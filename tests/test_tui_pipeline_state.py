@@ -21,9 +21,7 @@ HOST = "box"
 
 
 def _emit(console: ConsoleState, kind: str, **payload: object) -> set[str]:
-    from remote.spine import event_types as et
-
-    assert et.validate(kind, dict(payload)) is not None  # what producers must send
+    assert ev.validate(kind, dict(payload)) is not None  # what producers must send
     return console.apply(Event(kind, HOST, dict(payload)))
 
 

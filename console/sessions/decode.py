@@ -75,20 +75,25 @@ def parse_ts_fast(text: str) -> datetime:
         raise BadLine(f"bad timestamp {text[:40]!r}") from None
 
 
+# The recorder's timestamp with a time of day that is always valid: only its date can be
+# wrong (a 31st of a short month), and there are few dates, so the date is what is cached.
+_CANONICAL_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+                           r"\.[0-9]{3}Z")
+
+
 def _ts_ok(text: str) -> bool:
     """A timestamp the per-event decoder accepts: a job line or quiet sample with any other
-    is a corrupt line for every printer, not only for the typed one. Milliseconds do not
-    change whether a time parses, so the usual shape is checked per second (every sample
-    has its own millisecond: a parse each was a tenth of a replay's time)."""
-    if (len(text) == _TS_LEN and text[19] == "." and text[-1] == "Z"
-            and text[20:23].isdigit() and text[20:23].isascii()):
-        return _second_ok(text[:19])
+    is a corrupt line for every printer, not only for the typed one. The usual shape is
+    checked by one regex and its date looked up (every sample has its own second and every
+    marker too: a parse each was a tenth of a replay's time); anything else is parsed."""
+    if _CANONICAL_TS.fullmatch(text) is not None:
+        return _date_ok(text[:10])
     return _parses(text)
 
 
 @lru_cache(maxsize=1024)
-def _second_ok(second: str) -> bool:
-    return _parses(second + ".000Z")
+def _date_ok(date: str) -> bool:
+    return _parses(date + "T00:00:00.000Z")
 
 
 def _parses(text: str) -> bool:
@@ -115,6 +120,53 @@ def decode_event(line: bytes) -> Event:
     if not isinstance(payload, dict) or not isinstance(host, str):
         raise BadLine("not an event: payload must be an object and host a string")
     return Event(kind=kind, host=host, payload=payload, ts=parse_ts_fast(ts))
+
+
+class _Event(msgspec.Struct, gc=False):
+    """A line as `decode_event` reads it, its payload left undecoded (checked by
+    `_object_or_falsy`): a batch decodes into these when every line is a JSON object with
+    string ts, kind and host."""
+
+    ts: str
+    kind: str
+    host: str = ""
+    payload: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_FALSY_JSON = frozenset((b"null", b"false", b"0", b"0.0", b"-0", b'""', b"[]"))
+
+
+def _object_or_falsy(raw: msgspec.Raw) -> bool:
+    """What decode_event takes as a payload (`data.get("payload") or {}` must be a dict): an
+    object, or a value Python finds false; the uncommon falsy spellings are decoded."""
+    b = bytes(raw)
+    if b[:1] == b"{" or b in _FALSY_JSON:
+        return True
+    try:
+        return not _ANY.decode(b)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+
+
+def event_kinds(lines: Sequence[bytes]) -> list[str | None]:
+    """The kind of each line's event, None for a line that is not one (a BadLine for
+    decode_event): one decode call for all of them when all are events, which is what
+    finding markers at open needs (a decode_event per candidate was half a cold open)."""
+    try:
+        events = _EVENTS.decode(_join(lines))
+    except (msgspec.DecodeError, RecursionError):
+        events = None
+    if events is not None and len(events) == len(lines):
+        return [e.kind if _ts_ok(e.ts) and _object_or_falsy(e.payload) else None
+                for e in events]
+    kinds: list[str | None] = []
+    for line in lines:
+        try:
+            kinds.append(decode_event(line).kind)
+        except BadLine:
+            kinds.append(None)
+    return kinds
 
 
 def decode_record(line: bytes) -> Sequence[Event]:

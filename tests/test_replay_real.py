@@ -1,0 +1,102 @@
+"""`console replay` on sessions shaped like a real run (benchmarks/data/demo-run.jsonl, a
+recorded `console run --demo`, repeated): the printed bytes are the ones printed before the
+print path was made faster, and a cold open does work in proportion to the file.
+
+The expected outputs were made by the print path of commit d207e29 (before issue 30): the
+recording's `--print` is tests/data/demo-run.print.txt, and the digests below are of
+`--print` and `--json` of the recording repeated to 20,000 records (benchmarks/
+real_session.py, deterministic). A change to the printer's text is a change to these files,
+made on purpose."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.sessions import index as session_index
+from console.sessions import source as session_source
+from console.sessions.files import SessionReader
+from remote.spine.events import SEEKABLE_KINDS
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+from real_session import RECORDED, write_repeated  # noqa: E402
+
+REPEATED = 20_000
+DIGESTS = {
+    "--print": "f33dd2df39a93ccb4f4fba28fbeba595d4ca6688508580ba285a52449268a081",
+    "--json": "154583bfb9e93a86afbc8a24df99d72f2c05d850288da2c4ed60cbcbc606919a",
+}
+
+
+def _replay(path: Path, mode: str) -> bytes:
+    res = subprocess.run([sys.executable, "-m", "console", "replay", str(path), mode],
+                         capture_output=True, cwd=REPO, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == b""
+    return res.stdout
+
+
+def test_the_recorded_run_prints_as_before() -> None:
+    got = _replay(RECORDED, "--print")
+    assert got.decode("utf-8") == (REPO / "tests" / "data" / "demo-run.print.txt").read_text()
+
+
+@pytest.fixture(scope="module")
+def repeated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("real") / "repeated.jsonl"
+    assert write_repeated(path, REPEATED) == REPEATED
+    return path
+
+
+@pytest.mark.parametrize("mode", sorted(DIGESTS))
+def test_a_repeated_real_run_prints_the_same_bytes_as_before(repeated: Path, mode: str) -> None:
+    session_index.index_path(repeated).unlink(missing_ok=True)
+    got = _replay(repeated, mode)
+    assert hashlib.sha256(got).hexdigest() == DIGESTS[mode]
+
+
+def test_a_cold_open_counts_each_byte_a_bounded_number_of_times(
+        repeated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session without its index: the bytes handed to the line counter add up to about the
+    file once, not once per marker (which made a cold open of a real run quadratic: 15 s at
+    500k events), and the markers found are every event of a seekable kind."""
+    from console.sessions import files
+
+    seen = [0]
+    real = session_source.count_events
+
+    def counting(data: bytes) -> int:
+        seen[0] += len(data)
+        return real(data)
+
+    monkeypatch.setattr(session_source, "count_events", counting)
+    monkeypatch.setattr(files, "count_events", counting)
+    # several segments per open, so a marker far into a segment is counted
+    monkeypatch.setattr(session_source, "PLAIN_SEGMENT", 256 << 10)
+    session_index.index_path(repeated).unlink(missing_ok=True)
+    with SessionReader(repeated, write_index=True) as r:
+        markers = r.markers()
+        kinds = [r.event(i).kind for i in range(len(r))]
+    size = repeated.stat().st_size
+    assert 0 < seen[0] <= 2 * size
+    assert markers == [i for i, k in enumerate(kinds) if k in SEEKABLE_KINDS]
+    assert len(markers) > REPEATED // 20  # a real run's stage events, not a vacuous check
+    assert session_index.index_path(repeated).exists()
+    with SessionReader(repeated) as again:
+        assert again.index_reused and again.markers() == markers
+
+
+def test_markers_with_blank_lines_between_events_are_counted_right(tmp_path: Path) -> None:
+    """The counting without a split holds only without blank lines; with them each stretch
+    between two markers is split and counted, and the positions are the same."""
+    lines = RECORDED.read_bytes().split(b"\n")
+    path = tmp_path / "blanks.jsonl"
+    path.write_bytes(lines[0] + b"\n" + b"\n\n".join(lines[1:]))
+    with SessionReader(RECORDED) as plain, SessionReader(path, write_index=True) as spaced:
+        assert spaced.markers() == plain.markers() and plain.markers()
+        assert len(spaced) == len(plain)

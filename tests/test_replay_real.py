@@ -100,3 +100,42 @@ def test_markers_with_blank_lines_between_events_are_counted_right(tmp_path: Pat
     with SessionReader(RECORDED) as plain, SessionReader(path, write_index=True) as spaced:
         assert spaced.markers() == plain.markers() and plain.markers()
         assert len(spaced) == len(plain)
+
+
+def _shapes() -> list[bytes]:
+    """Records of the kinds console/sessions/human_kinds.py formats, in every shape a field
+    can take: the ones it formats and the ones it must leave to the per-event printer."""
+    from remote.spine.events import Event, parse_ts
+
+    when = parse_ts("2026-12-03T04:05:06.789Z")
+    odd: list[object] = [None, True, 0, 0.0, 7, 2.5, 1234.5, -3, 1e300, "s", "", "x\x1b[2J",
+                         [1], {"a": 1}]
+    payloads: list[dict[str, object]] = [{}]
+    for key in ("stage", "done", "total", "unit", "rate"):
+        base = {"stage": "train", "done": 3, "total": 10, "unit": "steps", "rate": 1.5}
+        payloads += [{**base, key: v} for v in odd]
+        payloads.append({k: v for k, v in base.items() if k != key})
+    for key in ("summary", "message", "label"):
+        payloads += [{key: v} for v in odd]
+        payloads += [{"summary": v, "message": "the message"} for v in odd]
+    kinds = ["stage.progress", "console.info", "console.warning", "console.error", "marker",
+             "stage.end", "job.exit", "probe.result", "stats.sample"]
+    hosts = ["local", "", "b\u202eox"]
+    return [Event(kind, hosts[n % 3], payload, when).to_json().encode()
+            for kind in kinds for n, payload in enumerate(payloads)]
+
+
+def test_typed_kinds_print_what_the_per_event_printer_prints() -> None:
+    from console.sessions.decode import human_text
+    from tests.test_replay_fast import _typed
+
+    lines = _shapes()
+    # with a job.lines record in the segment (the batch path) and without (line by line)
+    block = (b'{"ts":"2026-12-03T04:05:06.789Z","host":"box","kind":"job.lines","payload":'
+             b'{"run_id":"r","name":"n","texts":["a","b"],"offsets":[0,1]}}')
+    for segment in (lines, [block, *lines], [*lines[:40], block, *lines[40:]]):
+        bad: list[tuple[int, str]] = []
+        got = human_text(b"\n".join(segment) + b"\n", 0, len(segment), bad)
+        want, want_bad = _typed(segment, 0)
+        assert (got.split("\n") if got else []) == want
+        assert [i for i, _ in bad] == want_bad

@@ -139,3 +139,32 @@ def test_typed_kinds_print_what_the_per_event_printer_prints() -> None:
         want, want_bad = _typed(segment, 0)
         assert (got.split("\n") if got else []) == want
         assert [i for i, _ in bad] == want_bad
+
+
+def test_a_printers_cold_open_leaves_the_markers_to_the_first_reader_that_seeks(
+        repeated: Path) -> None:
+    """`replay --print` writes the index without looking for markers; the first reader that
+    asks for them finds them and writes the index again with them, so later opens reuse it."""
+    idx = session_index.index_path(repeated)
+    idx.unlink(missing_ok=True)
+    with SessionReader(repeated, write_index=True, find_markers=False) as printer:
+        assert printer._markers is None
+    assert idx.exists()
+    with SessionReader(repeated) as seeker:
+        assert seeker.index_reused
+        markers = seeker.markers()
+        kinds = [seeker.event(i).kind for i in range(len(seeker))]
+    assert markers == [i for i, k in enumerate(kinds) if k in SEEKABLE_KINDS] and markers
+    with SessionReader(repeated) as later:
+        assert later.index_reused and later._markers == markers  # from the index, not found
+
+
+def test_replay_print_of_a_large_session_writes_its_index(tmp_path: Path) -> None:
+    """The command itself, on a session over the size that gets an index: its one pass
+    leaves the index beside the file (written to a temporary name, then renamed)."""
+    path = tmp_path / "large.jsonl"
+    write_repeated(path, 120_000)  # ~35 MB: over session_index.MIN_BYTES
+    assert path.stat().st_size >= session_index.MIN_BYTES
+    _replay(path, "--json")
+    assert session_index.index_path(path).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["large.jsonl", "large.jsonl.idx"]

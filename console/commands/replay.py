@@ -36,7 +36,8 @@ async def run(args: argparse.Namespace) -> int:
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
                          "the session instead")
-    reader = SessionReader(args.file)
+    # a printer never seeks: a cold open need not look for markers (console/sessions/files.py)
+    reader = SessionReader(args.file, find_markers=not (args.print_ or args.json))
     try:
         if not args.print_ and not args.json:
             from console.tui.app import run_replay_app

@@ -406,8 +406,15 @@ class SessionReader:
 
     MAX_WARNINGS = 20
 
-    def __init__(self, path: str | os.PathLike[str], *, write_index: bool | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, write_index: bool | None = None,
+                 find_markers: bool = True) -> None:
+        """`find_markers=False` (a printer, which never seeks) leaves the markers out of a cold
+        open's scan: they were two thirds of it on a real run (its stage events are
+        markers). The index is written without them, and the first reader to ask for them
+        finds them and writes it again with them."""
         self.path = Path(path)
+        self._find_at_open = find_markers
+        self._fp: dict[str, Any] | None = None
         self.warnings: list[str] = []
         self._dropped_warnings = 0
         self._mm: Any = None
@@ -454,6 +461,10 @@ class SessionReader:
             self.header = self._parse_header(header_line, complete=True)
             self._segments: list[Segment] = cached["segments"]
             self._markers: list[int] | None = cached["markers"]
+            self._header_line = header_line
+            self._index_warnings = list(cached["warnings"])
+            if self._markers is None:  # kept by a printer: saved again once they are found
+                self._fp = fp
             for w in cached["warnings"]:
                 self._warn(w)
             self._end = cached["end"]
@@ -466,7 +477,8 @@ class SessionReader:
             # Markers are found while the scan holds each segment's bytes, plain or just
             # decompressed (a second pass was a third of a plain cold open and 60 % of a
             # compressed one); a printer never asks for them.
-            finder = _MarkerFinder() if keep or live is not None else None
+            finder = (_MarkerFinder() if (keep and self._find_at_open) or live is not None
+                      else None)
             if live is not None:
                 assert finder is not None
                 self._resume(size, live, finder)
@@ -475,10 +487,10 @@ class SessionReader:
             self._markers = None
             if finder is not None:
                 self._markers = (live.markers if live is not None else []) + finder.result()
-            if keep:
-                assert self._markers is not None
-                session_index.save(self.path, fp, self._segments, self._markers,
-                                   list(self.warnings), self._header_line, self._end)
+            self._index_warnings = list(self.warnings)
+            if keep and session_index.save(self.path, fp, self._segments, self._markers,
+                                           self._index_warnings, self._header_line, self._end):
+                self._fp = fp  # saved without markers: saved again once they are found
         self._firsts = [s.first for s in self._segments]
         self._len = self._segments[-1].first + self._segments[-1].count if self._segments else 0
 
@@ -727,6 +739,10 @@ class SessionReader:
         if kinds == SEEKABLE_KINDS:
             if self._markers is None:
                 self._markers = self._find_markers()
+                fp, self._fp = self._fp, None
+                if fp is not None:
+                    session_index.save(self.path, fp, self._segments, self._markers,
+                                       self._index_warnings, self._header_line, self._end)
             return list(self._markers)
         return self._find_markers(kinds)
 

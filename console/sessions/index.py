@@ -58,9 +58,9 @@ def load(session: Path, fp: dict[str, Any]) -> dict[str, Any] | None:
         warnings = data["warnings"]
         header = data["header"]
         end = data["end"]
-        if not (isinstance(markers, list) and all(isinstance(m, int) and 0 <= m < first
-                                                   for m in markers)):
-            return None
+        if markers is not None and not (isinstance(markers, list) and all(
+                isinstance(m, int) and 0 <= m < first for m in markers)):
+            return None  # (None: kept by a printer, which does not look for them)
         if not (isinstance(warnings, list) and all(isinstance(w, str) for w in warnings)):
             return None
         if not isinstance(header, str) or not isinstance(end, int):
@@ -71,7 +71,7 @@ def load(session: Path, fp: dict[str, Any]) -> dict[str, Any] | None:
         return None
 
 
-def save(session: Path, fp: dict[str, Any], segments: list[Segment], markers: list[int],
+def save(session: Path, fp: dict[str, Any], segments: list[Segment], markers: list[int] | None,
          warnings: list[str], header: bytes, end: int) -> bool:
     path = index_path(session)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

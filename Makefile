@@ -47,8 +47,10 @@ demo: $(STAMP) box-env
 	$(VENV)/bin/console run --host local --demo --serve \
 		--serve-python "$$($(PYTHON) scripts/box_env.py vllm032 --quiet)"
 
-bench: $(STAMP)
-	$(PY) benchmarks/session_io.py
+# Every benchmark, each figure beside its baseline from the same run, then a summary table
+# (benchmarks/run_all.py). `make bench BENCH_ARGS=--quick` for smaller sizes; `--only NAME`.
+bench: $(STAMP) sshd box-env
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

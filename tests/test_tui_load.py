@@ -140,7 +140,7 @@ async def test_a_stream_of_samples_reaches_the_view_at_most_once_per_refresh() -
         last_util = _gpus(sent - 1)[0]["util"]
         await pilot.pause(REFRESH_S * 2)  # the held refresh goes out after the stream stops
         await pilot.pause()
-        assert sent > 50 and 2 <= len(posts) < sent / 5
+        assert sent > 50 and 2 <= len(posts) < sent / 2
         gaps = [b - a for a, b in pairwise(posts)]
         assert min(gaps) >= REFRESH_S * 0.95  # never two draws within one refresh period
         shown = plain(app.query_one("#gpus", Static))

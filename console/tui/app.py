@@ -71,13 +71,14 @@ if TYPE_CHECKING:
     from console.sessions.files import SessionReader
 
 FRAME_S = 1 / 30  # the pump folds queued events at most this often
-# The visible view and the top bar redraw at most this often under a stream of events. An 8-GPU
-# box sends 10 samples a second and a training job 500 lines; nobody reads 8 numbers changing 10
-# times a second (nvitop and btop redraw every 1-2 s), while 4 Hz still moves the sparklines and
-# the log smoothly. Redrawing a screen costs 5-25 ms of a shared core, so this bounds the TUI's
-# CPU by the screen, not by the box's event rate. What the operator does (a key, a switch, a
-# seek, a host) is drawn at once: only the stream is held.
-REFRESH_S = 0.25
+# The visible view and the top bar redraw at most this often under a stream of events: as often
+# as a box samples its stats by default (10 a second, `stats_interval` in console.toml), so the
+# Stats screen shows every sample (at 4 Hz it showed 4 of 10; issue 30). A training job's 500
+# lines a second are folded into these redraws, so the TUI's CPU is bounded by the screen, not
+# by the box's event rate (benchmarks/tui_day_load.py measures it under an 8-GPU day's load;
+# docs/measurements.md). What the operator does (a key, a switch, a seek, a host) is drawn at
+# once: only the stream is held.
+REFRESH_S = 0.1
 # A screen switch paints once, when the new screen is ready (its view updated, focus moved), not
 # the old screen blurred, then the new one, then the new one focused; never held longer than this.
 SWITCH_HOLD_S = 1.0

@@ -203,7 +203,9 @@ class LiveController:
             raise
         if self.host_config(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
-        self._start_background(host, "stats", "live stats")
+        # 10 samples a second unless the host's `stats_interval` says otherwise
+        self._start_background(host, "stats", "live stats",
+                               interval=self.host_config(host).stats_interval)
         self._start_background(host, "jobs.reattach", "job tails", following=self.following)
         self._background[f"serve.check:{host}"] = asyncio.create_task(
             self._watch_if_serving(host), name=f"serve-check-{host}")

@@ -16,7 +16,7 @@ def spark(values: Iterable[float], width: int, lo: float = 0.0, hi: float | None
     top = hi if hi is not None else max(max(vals), lo + 1e-9)
     span = max(top - lo, 1e-9)
     # The same arithmetic, clamped without min/max calls: 8 GPUs x 2 sparks of up to 32
-    # values are built on every Stats update (4 Hz), the biggest item of a table build.
+    # values are built on every Stats update (10 Hz), the biggest item of a table build.
     last = len(BLOCKS) - 1
     steps = [int((v - lo) / span * last + 0.5) for v in vals]
     chars = [BLOCKS[i] if 0 <= i <= last else BLOCKS[0 if i < 0 else last] for i in steps]

@@ -34,6 +34,9 @@ class HostConfig:
     python: str = "python3"
     workdir: str = "~/eagle3"
     vllm_url: str = "http://127.0.0.1:8000"
+    # Seconds between two live stats samples in the TUI (`stats_interval` in console.toml):
+    # 10 a second by default, the sampler's floor (remote/stats/limits.py MIN_INTERVAL).
+    stats_interval: float = 0.1
     # Options passed to the SSH transport (port, user, identity, known_hosts, ssh_config ...).
     ssh_options: dict[str, Any] = field(default_factory=dict)
     source: str = "<built-in>"
@@ -131,7 +134,7 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
     key = f"hosts.{name}"
     if not isinstance(table, dict):
         raise ConfigError(source, key, "must be a table")
-    allowed = set(_STR_KEYS) | set(_SSH_OPTION_KEYS)
+    allowed = set(_STR_KEYS) | set(_SSH_OPTION_KEYS) | {"stats_interval"}
     for k in table:
         if k not in allowed:
             raise ConfigError(source, f"{key}.{k}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -144,6 +147,9 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
             values[k] = table[k]
     if "vllm_url" in values:
         _check_url(source, f"{key}.vllm_url", values["vllm_url"])
+    if "stats_interval" in table:
+        values["stats_interval"] = _stats_interval(source, f"{key}.stats_interval",
+                                                   table["stats_interval"])
     ssh_options: dict[str, Any] = {}
     for k, typ in _SSH_OPTION_KEYS.items():
         if k in table:
@@ -180,6 +186,15 @@ _RANGES: dict[str, tuple[float, float, str]] = {
     "keepalive_interval": (0, 86400, "seconds, 0 (off) .. 86400"),
     "connect_timeout": (0.1, 3600, "seconds, 0.1 .. 3600"),
 }
+
+
+def _stats_interval(source: str, key: str, value: Any) -> float:
+    """Seconds between live stats samples: 0.1 (the sampler's floor) to an hour."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(source, key, "must be a number of seconds (0.1 .. 3600)")
+    if not (math.isfinite(value) and 0.1 <= value <= 3600):
+        raise ConfigError(source, key, f"{value} is out of range: must be seconds, 0.1 .. 3600")
+    return float(value)
 
 
 def _check_option(source: str, key: str, name: str, value: Any) -> None:

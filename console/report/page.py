@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +112,13 @@ def _patches(host: HostState) -> str:
 
 
 def _commands(host: HostState) -> str:
+    """The jobs as launched, then each stage's own command (the box runner starts those)."""
     lines = [f"# {j.run_id} ({j.state}{'' if j.returncode is None else f', rc {j.returncode}'})\n"
-             + " ".join(j.argv) for j in host.jobs.values() if j.argv]
+             + shlex.join(j.argv) for j in host.jobs.values() if j.argv]
+    lines += [f"# stage {st.name} ({st.status}{f', run {st.run_id}' if st.run_id else ''})\n"
+              + shlex.join(st.argv) for st in host.stages.values() if st.argv]
     return (f"<pre>{_e(chr(10).join(lines))}</pre>" if lines
-            else '<p class="none">No job was launched in this session.</p>')
+            else '<p class="none">No job or stage was started in this session.</p>')
 
 
 def _host_section(host: HostState) -> str:

@@ -241,8 +241,6 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                         todo: list[int], hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9's files without CUDA (VLLM_09_ROUTES): batches of samples through
     pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
-    import torch
-
     _require_vllm(cfg)
     from pipeline.vllm_layer_capture import LayerCapture
 
@@ -257,19 +255,52 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
          + (f"; not built (text only): {', '.join(cap.not_built)}" if cap.not_built else ""),
          workers=cap.workers, capturing_ranks=cap.capturing_ranks, not_built=cap.not_built)
     try:
-        tokens = 0
-        for run in _batches(samples, todo, BATCH_TOKENS):
-            got = cap.capture([samples[i]["input_ids"] for i in run])
-            for i, states in zip(run, got, strict=True):
-                ids = samples[i]["input_ids"]
-                write_sample("0.9", hs_dir / sample_name("0.9", i),
-                             torch.tensor(ids, dtype=torch.long),
-                             torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
-                             dtype=getattr(torch, stored_state_dtype(cfg, "0.9")))
-                tokens += len(ids)
-                progress.advance(tokens=tokens)
+        capture_and_write(cap, cfg, samples, todo, hs_dir, progress)
     finally:
         cap.close()
+
+
+def capture_and_write(cap: Any, cfg: PipelineConfig, samples: list[dict[str, list[int]]],
+                      todo: list[int], hs_dir: Path, progress: Progress | None) -> int:
+    """The hooks route's work on a started LayerCapture: every sample of `todo` captured batch
+    by batch, each batch's files written by a thread while the engine runs the next one (the
+    engine computes in its own process; the writes would otherwise add to every batch's time);
+    the tokens done. Apart from the engine's start so benchmarks/extract_throughput.py times this
+    very loop against plain prefill. Progress counts written samples only: a sample is done when
+    its file is (a resume trusts only whole files)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    import torch
+
+    dtype = getattr(torch, stored_state_dtype(cfg, "0.9"))
+    tokens = 0
+
+    def write(run: list[int], got: list[list[Any]]) -> int:
+        n = 0
+        for i, states in zip(run, got, strict=True):
+            ids = samples[i]["input_ids"]
+            write_sample("0.9", hs_dir / sample_name("0.9", i), torch.tensor(ids, dtype=torch.long),
+                         torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
+                         dtype=dtype)
+            n += len(ids)
+        return n
+
+    def written(pending: Future[int]) -> None:
+        nonlocal tokens
+        tokens += pending.result()  # a failed write raises here, before the next batch
+        if progress is not None:
+            progress.advance(tokens=tokens)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="extract-write") as pool:
+        pending: Future[int] | None = None
+        for run in _batches(samples, todo, BATCH_TOKENS):
+            got = cap.capture([samples[i]["input_ids"] for i in run])
+            if pending is not None:
+                written(pending)
+            pending = pool.submit(write, run, got)
+        if pending is not None:
+            written(pending)
+    return tokens
 
 
 def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,

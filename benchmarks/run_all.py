@@ -4,7 +4,7 @@ its exit status and its last line (the headline figure of most).
 
 Sizes are each benchmark's own defaults unless `--quick` (smaller sizes, minutes in all rather
 than an hour); the benchmarks that start a vLLM engine (served_acceptance,
-allreduce_decode_share) take minutes either way. The helpers the benchmarks share (_common,
+allreduce_decode_share, extract_throughput) take minutes either way. The helpers the benchmarks share (_common,
 real_session, session_day, replay_routes) are not benchmarks and are not run alone.
 
     python benchmarks/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from _common import ROOT
 
@@ -39,6 +38,7 @@ QUICK: dict[str, list[str]] = {
     "tui_table_paint": ["--repeat", "50"],
     "served_acceptance": ["--concurrency", "1", "--rounds", "1"],
     "allreduce_decode_share": ["--captures", "1"],
+    "extract_throughput": ["--rounds", "1"],
     "cli_startup": ["--runs", "5"],
 }
 

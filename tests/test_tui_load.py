@@ -359,7 +359,7 @@ async def test_a_switch_back_renders_only_the_log_lines_not_drawn_before(
     """The log view keeps its rendered lines: a switch back to the Pipeline screen renders
     (sanitizes and styles) only the lines that arrived while it was hidden, none when none
     did; every line on screen was rendered again on each paint before."""
-    import console.tui.widgets.pipeline as pipeline
+    import console.tui.widgets.log_view as pipeline  # the log tail moved there (issue #31)
 
     async with _pipeline_with_a_long_log() as (app, pilot, log, more):
         rendered: list[str] = []

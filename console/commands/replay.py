@@ -32,6 +32,7 @@ def _has_terminal() -> bool:
 
 async def run(args: argparse.Namespace) -> int:
     from console.sessions.files import SessionReader
+    from remote.spine.sanitize import visible
 
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
@@ -44,8 +45,9 @@ async def run(args: argparse.Namespace) -> int:
             return await run_replay_app(reader)
         h = reader.header
         if not args.json:
-            print(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
-                  f"{', '.join(h.hosts) or '-'}, {len(reader)} records", flush=True)
+            # the header is the file's text: its host names drawn, never obeyed
+            print(visible(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
+                          f"{', '.join(h.hosts) or '-'}, {len(reader)} records"), flush=True)
             # records, not events: a log block is one job.lines record (docs/sessions.md)
         bad = print_session(reader, sys.stdout.buffer, as_json=args.json)
         if bad is None:
@@ -55,7 +57,7 @@ async def run(args: argparse.Namespace) -> int:
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
         for warning in reader.warning_summary():
-            print(f"warning: {args.file}: {warning}", file=sys.stderr)
+            print(visible(f"warning: {args.file}: {warning}"), file=sys.stderr)
         return EXIT_OK
     finally:
         reader.close()

@@ -46,8 +46,12 @@ async def run(args: argparse.Namespace) -> int:
         h = reader.header
         if not args.json:
             # the header is the file's text: its host names drawn, never obeyed
+            masked = reader.redactions()
+            redaction = ("" if h.redact is None else ", secrets kept (--no-redact)"
+                         if masked is None else f", {masked} secret(s) masked")
             print(visible(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
-                          f"{', '.join(h.hosts) or '-'}, {len(reader)} records"), flush=True)
+                          f"{', '.join(h.hosts) or '-'}, {len(reader)} records{redaction}"),
+                  flush=True)
             # records, not events: a log block is one job.lines record (docs/sessions.md)
         bad = print_session(reader, sys.stdout.buffer, as_json=args.json)
         if bad is None:

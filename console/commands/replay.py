@@ -8,7 +8,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
-from remote.link.errors import EXIT_OK, UsageError
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+
+TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warning
 
 # The reader and the decoders (zstandard, msgspec) are imported where they run:
 # `console replay --help` loads none of it.
@@ -60,9 +62,14 @@ async def run(args: argparse.Namespace) -> int:
             reader.warnings.append(f"event {i} is corrupt and was skipped: {why}")
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
-        for warning in reader.warning_summary():
+        warnings = reader.warning_summary()
+        for warning in warnings:
             print(visible(f"warning: {args.file}: {warning}"), file=sys.stderr)
-        return EXIT_OK
+        # Exit 1 when events were lost to damage (corrupt lines, a damaged compressed frame): a
+        # script must not take a partial replay for the session. A torn last line alone is
+        # what every killed recorder leaves: warned about, exit 0 (docs/sessions.md, Damage).
+        lost = [w for w in warnings if not w.startswith(TORN_LAST_LINE)]
+        return EXIT_FAILED if lost else EXIT_OK
     finally:
         reader.close()
 

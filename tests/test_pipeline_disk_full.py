@@ -1,4 +1,6 @@
-"""Issue 33 item 5: the box's output directory on a small filesystem (a tmpfs mounted for the
+"""Issue 33 item 5, the faults of a long run. A reboot: every process of the box runner killed
+mid-extract, its files kept; the next `console run` says what was lost and resumes from the
+last complete manifests. A full disk: the box's output directory on a small filesystem (a tmpfs mounted for the
 test; we are root) that fills during extraction and during training. The stage fails with one
 line naming the full disk, leaves nothing half-written that a resume would trust (no `.part`
 sample, no partial stage directory, no manifest), and resumes once space is freed.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -137,3 +140,63 @@ def test_a_disk_filling_during_extract_and_train_fails_in_one_line_and_resumes(
     proc = stage(cfg_path, "train")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert manifest.status(cfg, "train").complete
+
+
+@pytest.mark.slow
+def test_a_reboot_mid_extract_is_reported_and_the_next_run_resumes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from console.cli import main
+
+    demo = tmp_path / "demo"
+    build_demo(demo, rows=160, target_steps=2, epochs=1)
+    out = tmp_path / "out"
+    cfg_path = demo / "reboot.toml"
+    cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
+    cfg = config_mod.load(cfg_path, check_disk=False)
+    box = tmp_path / "box"
+    console_toml = tmp_path / "console.toml"
+    console_toml.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
+    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"),
+               XDG_DATA_HOME=str(tmp_path / "data"))
+    argv = ["run", "--host", "local", "--config", str(console_toml), "--pipeline", str(cfg_path),
+            "--no-record"]
+    first = subprocess.Popen([sys.executable, "-m", "console", *argv], cwd=REPO, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hs = manifest.stage_dir(cfg, "extract") / "hidden_states"
+    try:
+        deadline = time.monotonic() + 600
+        while not (hs.is_dir() and sum(1 for p in hs.iterdir()
+                                       if not p.name.endswith(".part")) >= 3):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.01)
+        # the "reboot": every process of the run (supervisor and runner, each a process group
+        # of its own, the stage a child of the runner) dies at once; the files stay
+        (run_dir,) = [p.parent for p in box.rglob("runs/*/pid")]
+        for name in ("supervisor.pid", "pid"):
+            pid = int((run_dir / name).read_text())
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    finally:
+        first.kill()
+        first.wait()
+    assert not (run_dir / "exit.json").exists()
+    assert manifest.status(cfg, "prepare").complete and manifest.read(cfg, "extract") is None
+    kept = {p.name: p.stat().st_mtime_ns for p in hs.iterdir() if not p.name.endswith(".part")}
+
+    capsys.readouterr()
+    for var in ("XDG_STATE_HOME", "XDG_DATA_HOME"):  # the same laptop state as the first
+        monkeypatch.setenv(var, env[var])
+    rc = main(argv)
+    printed = capsys.readouterr().out
+    assert rc == 0, printed[-3000:]
+    (warning,) = [line for line in printed.splitlines() if "was lost" in line]
+    assert f"the last pipeline run {run_dir.name} on local was lost" in warning
+    assert "while extract ran" in warning and "complete and kept: prepare" in warning
+    assert "prepare" in printed and "skipped" in printed
+    for stage in ("prepare", "extract", "vocab", "train", "evaluate"):
+        assert manifest.status(cfg, stage).complete, stage
+    # extract resumed: the samples finished before the reboot were kept, not recomputed
+    assert all((hs / n).stat().st_mtime_ns == m for n, m in kept.items())

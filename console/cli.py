@@ -51,6 +51,8 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--session", metavar="PATH",
                         help="record the TUI session to PATH (default: the sessions directory)")
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
+    parser.add_argument("--no-redact", action="store_true",
+                        help="keep secrets (tokens, Bearer, URL passwords) in the TUI session")
     if lazy:
         from console.command_outline import CommandsOnDemand
 

@@ -35,6 +35,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) 
     if record:
         parser.add_argument("--session", metavar="PATH", help="record the session to PATH (.jsonl or .jsonl.zst)")
         parser.add_argument("--no-record", action="store_true", help="do not record a session file")
+        parser.add_argument("--no-redact", action="store_true",
+                            help="keep secrets (tokens, Bearer, URL passwords) in what is "
+                            "recorded and shown")
 
 
 class Context:
@@ -69,6 +72,7 @@ class Context:
         session = open_session(
             hosts or [],
             record=hasattr(args, "no_record") and not args.no_record,
+            redact=not getattr(args, "no_redact", False),
             path=getattr(args, "session", None),
             printer=Printer(as_json=getattr(args, "json", False), out=out,
                             show_stats=show_stats),

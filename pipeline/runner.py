@@ -12,12 +12,14 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline import STAGES, manifest
 from pipeline.config import PipelineConfig
+from pipeline.diskfull import disk_full_message, is_disk_full
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
 from pipeline.tracebacks import print_for_log
@@ -95,21 +97,39 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     ctx = StageContext(cfg=cfg, stage=stage, key=key, workdir=work, force=force)
     try:
         outputs, summary = fn(ctx)
-    except PipelineError:
-        raise
+        if work != final:
+            if final.exists():
+                shutil.rmtree(final)
+            work.rename(final)
+            outputs = [final / p.relative_to(work) for p in outputs]
+        seconds = time.monotonic() - t0
+        m = manifest.write(cfg, stage, outputs, key=key, summary=summary, seconds=seconds)
     except Exception as exc:
+        _discard_partial(work, final)
+        if is_disk_full(exc, cfg.output_dir):  # one line naming the disk, not a traceback
+            raise PipelineError(disk_full_message(stage, cfg.output_dir)) from None
+        if isinstance(exc, PipelineError):
+            raise
         print_for_log(exc)  # the whole traceback stays in the job log; the console folds it
         raise PipelineError(f"{stage} failed: {type(exc).__name__}: {exc}") from exc
-    if work != final:
-        if final.exists():
-            shutil.rmtree(final)
-        work.rename(final)
-        outputs = [final / p.relative_to(work) for p in outputs]
-    seconds = time.monotonic() - t0
-    m = manifest.write(cfg, stage, outputs, key=key, summary=summary, seconds=seconds)
     emit("end", stage, ok=True, seconds=round(seconds, 3),
          outputs=[o["path"] for o in m["outputs"]][:20], summary=summary)
     return True
+
+
+def _discard_partial(work: Path, final: Path) -> None:
+    """What a failed stage leaves is never trusted (no manifest is written), and on a full disk
+    it holds the space a re-run needs: a non-resumable stage's temporary directory goes, a
+    resumable one keeps its finished samples and loses only a sample cut mid-write."""
+    if work != final:
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    for part in work.rglob("*.part"):
+        with suppress(OSError):
+            if part.is_dir():
+                shutil.rmtree(part)
+            else:
+                part.unlink()
 
 
 def plan(cfg: PipelineConfig, *, start: str | None = None,

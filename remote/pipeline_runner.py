@@ -229,6 +229,7 @@ class PipelineRunner:
         `started` or `attached`. Launching returns as soon as the box has it going."""
         src = await self.source_dir()
         argv = self._argv(*self._runner_args(config, demo_dir, start, force, rerun))
+        await self._report_lost_run()
         try:
             info = await self.jobs.launch(argv, name=RUN_NAME,
                                           env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
@@ -245,6 +246,39 @@ class PipelineRunner:
                    f"; it runs `pipeline {' '.join(info.argv[3:])}`, not what was asked now")))
         self.announce(info, how)
         return info, how
+
+    async def _report_lost_run(self) -> None:
+        """The last box runner ended without an exit record (the box rebooted, or every process
+        of the run was killed; its files kept): say so, and what it was doing, before the new
+        run resumes from the manifests that completed (issue 33 item 5). Its log's last MiB
+        says which stages ended and which one was cut."""
+        runs = [r for r in await self.jobs.list() if r.name == RUN_NAME]
+        if not runs or runs[-1].state != "lost":
+            return
+        lost = runs[-1]
+        done = await self.transport.run(["tail", "-c", str(1 << 20), lost.log_path])
+        completed: list[str] = []
+        cut: list[str] = []
+        for line in done.stdout.splitlines():
+            rec = parse_progress(line)
+            stage = str((rec or {}).get("stage", ""))
+            if rec is None or stage not in STAGES:
+                continue
+            if rec.get("type") == "start":
+                cut = [s for s in cut if s != stage] + [stage]
+            elif rec.get("type") in ("end", "skipped"):
+                cut = [s for s in cut if s != stage]
+                if rec.get("type") == "skipped" or rec.get("ok", True):
+                    completed.append(stage)
+        what = (f"while {', '.join(cut)} ran: its unfinished work is lost (a cut sample or "
+                "checkpoint is never trusted)" if cut else "between stages")
+        kept = (f"; complete and kept: {', '.join(dict.fromkeys(completed))}" if completed
+                else "")
+        self._emit(ev.CONSOLE_WARNING, message=(
+            f"the last pipeline run {lost.run_id} on {self.host.name} was lost: it ended without "
+            f"an exit record (the box rebooted, or its processes were killed) {what}{kept}; "
+            "this run resumes from the last complete manifests"), run_id=lost.run_id,
+            lost_stages=cut, completed=list(dict.fromkeys(completed)))
 
     def announce(self, info: RunInfo, how: str) -> None:
         """Say which runner this console follows, and remember it for the next start."""

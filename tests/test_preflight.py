@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,24 @@ def _model(tmp_path: Path, size: int) -> Path:
     return d
 
 
+def _wait_for_exec(pid: int, word: bytes) -> None:
+    """Until /proc/PID/cmdline holds `word`: right after Popen returns the child may not have
+    exec'd yet, and the preflight would read the forking parent's (or an empty) command line —
+    the test failed so on a loaded machine (issue 33)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    for _ in range(2000):  # up to ~20 s on a very loaded machine; normally one or two reads
+        if word in cmdline.read_bytes():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} never exec'd its command: {cmdline.read_bytes()!r}")
+
+
 def test_gpu_held_by_a_serving_process_is_refused_with_its_pid_and_command(
         nvml, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                                "vllm-serve-standin"])
     try:
+        _wait_for_exec(server.pid, b"vllm-serve-standin")
         nvml([_dev([{"pid": server.pid, "used": 120 * GIB}]), _dev([])])
         with pytest.raises(PipelineError) as err:
             preflight.check(_model(tmp_path, 10 * GIB), 1)

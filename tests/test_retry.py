@@ -46,7 +46,9 @@ async def test_fatal_errors_are_raised_at_once_not_retried(exc: Exception) -> No
 @pytest.mark.ssh
 def test_host_key_changed_mid_tail_ends_the_tail_with_exit_3(tmp_path: Path) -> None:
     """The operator's path: `console jobs tail` following a job when the box comes back with
-    another host key. The tail ends at once with the host-key message, not ~60 silent retries."""
+    another host key. The tail ends at once with the host-key message, not ~60 silent retries,
+    and that message is all of stderr: one line, no traceback of the stream merger being closed
+    while it ran (issue 33 item 1), and known_hosts is left as it was."""
     box = start_sshd(tmp_path / "sshd")  # its own sshd: this test changes the host key
     config = tmp_path / "console.toml"
     config.write_text(
@@ -78,6 +80,7 @@ def test_host_key_changed_mid_tail_ends_the_tail_with_exit_3(tmp_path: Path) -> 
             while not (session.exists() and session.read_text().count('"job.line') >= 5):
                 assert time.monotonic() < deadline and tail.poll() is None, tail.stderr
                 time.sleep(0.05)
+            known = box.known_hosts.read_bytes()
             box.restart_with_new_host_key()
             out, err = tail.communicate(timeout=120)
         finally:
@@ -86,6 +89,11 @@ def test_host_key_changed_mid_tail_ends_the_tail_with_exit_3(tmp_path: Path) -> 
                 tail.communicate()
         assert tail.returncode == 3, (out, err)
         assert "HOST KEY CHANGED" in err and "man-in-the-middle" in err, err
+        # stderr: the recorder's own "session recorded: PATH" note, then the one error line
+        lines = [line for line in err.splitlines() if not line.startswith("session recorded: ")]
+        assert len(lines) == 1 and lines[0].startswith("error: HOST KEY CHANGED"), err
+        assert len(err.splitlines()) == 2, err
+        assert box.known_hosts.read_bytes() == known
         kinds = [json.loads(line)["kind"] for line in session.read_text().splitlines()[1:]
                  if line.strip()]
         # at most the transport's own reconnect attempts before it met the new key: not a loop

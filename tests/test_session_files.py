@@ -288,7 +288,7 @@ def test_deep_nesting_and_a_numeric_ts_are_bad_lines_not_tracebacks(tmp_path: Pa
             r.event(3)
     for extra in ([], ["--json"]):
         res = _console("replay", str(path), "--print", *extra)
-        assert res.returncode == 0, res.stderr
+        assert res.returncode == 1, res.stderr  # events were lost: a partial replay (issue 33)
         assert "Traceback" not in res.stderr
         assert res.stderr.count("corrupt") == 2, res.stderr
         if extra:
@@ -569,3 +569,28 @@ def test_scan_hands_on_whole_lines_with_their_index_however_the_frame_is_cut(
         skipped += all(g[0] != 1123 for g in got)
         assert counter.count == len(lines)
     assert skipped  # the carry limit was reached, and the numbering held after it
+
+
+def test_replay_exit_code_damage_is_1_a_torn_last_line_is_0(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 item 4, documented in docs/sessions.md (Damage): a readable session that lost
+    events to damage replays what it can, warns, and exits 1, so a script cannot take it for the
+    whole session; the torn last line every killed recorder leaves only warns (exit 0)."""
+    from console.cli import main
+
+    events = _day_events(10)
+    torn = tmp_path / "torn.jsonl"
+    _write(torn, events)
+    torn.write_bytes(torn.read_bytes() + b'{"ts":"2026-01-01T00:00:0')
+    assert main(["replay", str(torn), "--print"]) == 0
+    err = capsys.readouterr().err
+    assert "last line is incomplete" in err and len(err.splitlines()) == 1, err
+    damaged = tmp_path / "damaged.jsonl"
+    _write(damaged, events)
+    lines = damaged.read_bytes().splitlines(keepends=True)
+    damaged.write_bytes(b"".join([*lines[:3], b"not json\n", *lines[3:]]))
+    for extra in ([], ["--json"]):
+        assert main(["replay", str(damaged), "--print", *extra]) == 1
+        out, err = capsys.readouterr()
+        assert err.startswith("warning: ") and "corrupt" in err, err
+        assert len(out.splitlines()) >= len(events)  # everything readable was still shown

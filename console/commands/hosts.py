@@ -18,6 +18,7 @@ async def run(args: argparse.Namespace) -> int:
     import json
 
     from remote.link.hosts import all_hosts, config_search_path, load_config  # not for --help
+    from remote.spine.sanitize import visible
 
     cfg = load_config(args.config)
     hosts = all_hosts(cfg)
@@ -29,13 +30,16 @@ async def run(args: argparse.Namespace) -> int:
         ], indent=2))
         return EXIT_OK
     if cfg.path:
-        print(f"config: {cfg.path}")
+        print(visible(f"config: {cfg.path}"))
     else:
-        print("config: none found (looked in " + ", ".join(str(p) for p in config_search_path()) + ")")
-    rows = [("NAME", "SSH", "CONTAINER", "PYTHON", "WORKDIR", "VLLM")]
+        print(visible("config: none found (looked in "
+                      + ", ".join(str(p) for p in config_search_path()) + ")"))
+    rows: list[tuple[str, ...]] = [("NAME", "SSH", "CONTAINER", "PYTHON", "WORKDIR", "VLLM")]
     for h in hosts:
         container = f"{h.runtime}:{h.container}" if h.container else "-"
-        rows.append((h.name, h.ssh or "(this machine)", container, h.python, h.workdir, h.vllm_url))
+        # every cell is config text: drawn, never obeyed (a name may hold ESC ] 0; ... BEL)
+        rows.append(tuple(visible(str(c)) for c in (
+            h.name, h.ssh or "(this machine)", container, h.python, h.workdir, h.vllm_url)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -37,6 +37,8 @@ def _options(p: argparse.ArgumentParser, *, leaf: bool) -> None:
                    help="record the session to PATH (launch and tail record by default)")
     p.add_argument("--no-record", action="store_true", default=d(False),
                    help="do not record a session file")
+    p.add_argument("--no-redact", action="store_true", default=d(False),
+                   help="keep secrets (tokens, Bearer, URL passwords) in what is recorded and shown")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -143,13 +145,14 @@ async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
 
 def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
     from remote.spine import events as ev
+    from remote.spine.sanitize import visible  # a run's name and id come from the box
     if as_json:  # one JSON event per line, like every other --json output
         for info in runs:
             ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())
         return EXIT_OK
     rows = [("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")]
     for r in runs:
-        rows.append((r.run_id, r.name.replace("\n", "\\n"), r.state,
+        rows.append((visible(r.run_id), visible(r.name), r.state,
                      "-" if r.returncode is None else str(r.returncode),
                      "-" if r.pid is None else str(r.pid), r.started, str(r.log_size)))
     if len(rows) == 1:

@@ -8,7 +8,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
-from remote.link.errors import EXIT_OK, UsageError
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+
+TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warning
 
 # The reader and the decoders (zstandard, msgspec) are imported where they run:
 # `console replay --help` loads none of it.
@@ -32,6 +34,7 @@ def _has_terminal() -> bool:
 
 async def run(args: argparse.Namespace) -> int:
     from console.sessions.files import SessionReader
+    from remote.spine.sanitize import visible
 
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
@@ -45,8 +48,13 @@ async def run(args: argparse.Namespace) -> int:
             return await run_replay_app(reader)
         h = reader.header
         if not args.json:
-            print(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
-                  f"{', '.join(h.hosts) or '-'}, {len(reader)} records", flush=True)
+            # the header is the file's text: its host names drawn, never obeyed
+            masked = reader.redactions()
+            redaction = ("" if h.redact is None else ", secrets kept (--no-redact)"
+                         if masked is None else f", {masked} secret(s) masked")
+            print(visible(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
+                          f"{', '.join(h.hosts) or '-'}, {len(reader)} records{redaction}"),
+                  flush=True)
             # records, not events: a log block is one job.lines record (docs/sessions.md)
         bad = print_session(reader, sys.stdout.buffer, as_json=args.json)
         if bad is None:
@@ -55,9 +63,14 @@ async def run(args: argparse.Namespace) -> int:
             reader.warnings.append(f"event {i} is corrupt and was skipped: {why}")
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
-        for warning in reader.warning_summary():
-            print(f"warning: {args.file}: {warning}", file=sys.stderr)
-        return EXIT_OK
+        warnings = reader.warning_summary()
+        for warning in warnings:
+            print(visible(f"warning: {args.file}: {warning}"), file=sys.stderr)
+        # Exit 1 when events were lost to damage (corrupt lines, a damaged compressed frame): a
+        # script must not take a partial replay for the session. A torn last line alone is
+        # what every killed recorder leaves: warned about, exit 0 (docs/sessions.md, Damage).
+        lost = [w for w in warnings if not w.startswith(TORN_LAST_LINE)]
+        return EXIT_FAILED if lost else EXIT_OK
     finally:
         reader.close()
 

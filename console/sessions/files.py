@@ -124,6 +124,7 @@ class SessionWriter:
         started: datetime | None = None,
         compress: bool | None = None,
         live_index: bool = True,
+        redact: bool | None = None,
     ) -> None:
         self.path = Path(path)
         self.compress = self.path.name.endswith(".zst") if compress is None else compress
@@ -155,6 +156,8 @@ class SessionWriter:
             "hosts": list(hosts),
             "console_version": __version__,
         }
+        if redact is not None:  # secret shapes masked before recording (remote/spine/redact.py)
+            header["redact"] = redact
         self._write_bytes(json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n", 0)
         if self._zw is not None:
             # The header in a frame of its own: damage to the first events' frame keeps it.
@@ -348,6 +351,7 @@ class SessionHeader:
     hosts: list[str]
     console_version: str
     version: int
+    redact: bool | None = None  # None: a session from before redaction (issue 33)
 
 
 class _MarkerFinder:
@@ -563,6 +567,7 @@ class SessionReader:
             hosts=[str(h) for h in hosts] if isinstance(hosts, list) else [],
             console_version=str(data.get("console_version", "?")),
             version=VERSION,
+            redact=data["redact"] if isinstance(data.get("redact"), bool) else None,
         )
 
     def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
@@ -603,6 +608,21 @@ class SessionReader:
         (`events()` and `record()` expand it); in a session from before those records every
         record is one event."""
         return self._len
+
+    def redactions(self) -> int | None:
+        """Secrets masked while recording (the closing session.redactions record), 0 when the
+        session masked none, None when it did not redact (--no-redact, or an older file)."""
+        if self.header.redact is not True:
+            return None
+        if self._len:
+            try:
+                last = self.record(self._len - 1)
+            except Exception:  # a torn or damaged last line: the count is unknown, not fatal
+                return 0
+            if len(last) == 1 and last[0].kind == "session.redactions":
+                count = last[0].payload.get("count")
+                return count if isinstance(count, int) else 0
+        return 0
 
     def _segment_of(self, i: int) -> int:
         if not 0 <= i < self._len:

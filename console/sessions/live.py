@@ -17,6 +17,7 @@ from typing import IO
 from console.printer import Printer
 from console.sessions.files import Recorder, SessionWriter, default_session_path
 from remote.spine.bus import EventBus
+from remote.spine.redact import Redactor
 
 
 @dataclass
@@ -33,6 +34,7 @@ class LiveSession:
         `discard`: the command ended on bad input before doing anything; its file and index go."""
         report = report or sys.stderr
         if self.recorder is not None:
+            self._count_redactions()
             self.recorder.close()
             if discard:
                 from console.sessions.index import index_path
@@ -47,22 +49,38 @@ class LiveSession:
         self.bus.close()
 
 
+    def _count_redactions(self) -> None:
+        """The session's last record: how many secrets were masked, by kind (none: no record)."""
+        r = self.bus.redactor
+        if r is None or not r.total or self.bus.closed:
+            return
+        from remote.spine import event_types as et
+
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r.counts.items()))
+        self.bus.post(et.SessionRedactions(
+            count=r.total, kinds=dict(r.counts),
+            summary=f"{r.total} secret(s) masked in this session ({kinds}); --no-redact keeps them"))
+
+
 def open_session(
     hosts: Sequence[str] = (),
     *,
     record: bool = True,
     path: str | Path | None = None,
     printer: Printer | None = None,
+    redact: bool = True,
 ) -> LiveSession:
     """A bus with a recorder (unless record is False) and, for headless commands, a printer.
 
-    The recorder is attached first: it sees every event before any other consumer runs."""
-    bus = EventBus()
+    The recorder is attached first: it sees every event before any other consumer runs.
+    `redact`: secret shapes are masked on the bus, before any consumer (remote/spine/redact.py);
+    the header says whether they were."""
+    bus = EventBus(redactor=Redactor() if redact else None)
     recorder = None
     if record:
         names = list(hosts)
         target = Path(path) if path else default_session_path(names[0] if names else "console")
-        recorder = Recorder(SessionWriter(target, names)).attach(bus)
+        recorder = Recorder(SessionWriter(target, names, redact=redact)).attach(bus)
     if printer is not None:
         bus.add_callback(printer)
     return LiveSession(bus, recorder)

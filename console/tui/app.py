@@ -1001,7 +1001,8 @@ async def run_app(args: argparse.Namespace) -> int:
     config_path = getattr(args, "config", None)
     hosts = [h.name for h in all_hosts(load_config(config_path))]
     session = open_session(hosts, record=not getattr(args, "no_record", False),
-                           path=getattr(args, "session", None))
+                           path=getattr(args, "session", None),
+                           redact=not getattr(args, "no_redact", False))
     app = live_app(config_path, session.bus)
     try:
         await app.run_async()

@@ -3,47 +3,75 @@
 Both streams are read concurrently and their items come out in arrival order until both close.
 When the consumer stops early (a tail closed mid-stream), the readers are cancelled and awaited,
 so no task outlives the merger and none dies with an unretrieved exception.
+
+It is a plain async iterator, not an async generator: a generator's `aclose()` called while it
+is suspended inside `__anext__` (a tail ended by a fatal error, or the loop's generator
+finaliser racing the consumer's own close) raises "aclose(): asynchronous generator is already
+running", which the loop prints as a traceback before the one error line (issue 33). A class's
+`aclose()` only cancels and awaits the readers, so it is safe at any moment and idempotent.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 Read = Callable[[], Awaitable[bytes]]
 
 
-async def merge_streams(
-    readers: Mapping[str, Read | None],
-    *,
-    lost: tuple[type[BaseException], ...] = (),
-) -> AsyncGenerator[tuple[str, bytes], None]:
+class MergedStreams:
     """(name, data) from each reader until it returns b"" (or is None: nothing to read). An
     exception of a `lost` type in a reader is raised here, to the consumer, once."""
-    queue: asyncio.Queue[tuple[str, bytes] | BaseException | None] = asyncio.Queue()
 
-    async def pump(name: str, read: Read | None) -> None:
+    def __init__(self, readers: Mapping[str, Read | None], *,
+                 lost: tuple[type[BaseException], ...] = ()) -> None:
+        self._readers = dict(readers)
+        self._lost = lost
+        self._queue: asyncio.Queue[tuple[str, bytes] | BaseException | None] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] | None = None
+        self._open = len(self._readers)
+        self._closed = False
+
+    def __aiter__(self) -> MergedStreams:
+        return self
+
+    async def _pump(self, name: str, read: Read | None) -> None:
         try:
             if read is not None:
                 while data := await read():
-                    queue.put_nowait((name, data))
-        except lost as exc:
-            queue.put_nowait(exc)
+                    self._queue.put_nowait((name, data))
+        except self._lost as exc:
+            self._queue.put_nowait(exc)
         finally:
-            queue.put_nowait(None)
+            self._queue.put_nowait(None)
 
-    tasks = [asyncio.create_task(pump(name, read)) for name, read in readers.items()]
-    open_streams = len(tasks)
-    try:
-        while open_streams:
-            item = await queue.get()
+    async def __anext__(self) -> tuple[str, bytes]:
+        if self._tasks is None and not self._closed:  # started on first use: needs a loop
+            self._tasks = [asyncio.create_task(self._pump(name, read))
+                           for name, read in self._readers.items()]
+        while self._open and not self._closed:
+            item = await self._queue.get()
             if item is None:
-                open_streams -= 1
+                self._open -= 1
             elif isinstance(item, BaseException):
+                await self.aclose()
                 raise item
             else:
-                yield item
-    finally:
+                return item
+        await self.aclose()
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Cancel and await the readers; safe twice and while a consumer waits in __anext__."""
+        self._closed = True
+        tasks, self._tasks = self._tasks or [], []
         for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def merge_streams(readers: Mapping[str, Read | None], *,
+                  lost: tuple[type[BaseException], ...] = ()) -> MergedStreams:
+    """The merger of `readers` (see MergedStreams)."""
+    return MergedStreams(readers, lost=lost)

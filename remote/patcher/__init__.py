@@ -5,7 +5,7 @@ Transport, as events). The file operations themselves run on the box:
 remote/probes/patch_helper.py (atomic replace, backup `<file>.eagle3-orig-<sha256>` next to the
 target, compile check, directory lock; one apply of several files is all-or-nothing through a
 journal `.eagle3-patch-journal` that the next verify / apply / rollback completes; rollback refuses
-a file edited after apply unless forced, which keeps the edit as `<file>.eagle3-edited-<sha>`).
+a file edited after apply unless forced, which keeps the edit as `<file>.eagle3-edited-<sha256[:12]>`).
 
 Events, one per target file (keys beyond the brief's are extra, none renamed):
 - patch.planned {file, rel, version, recipes: [{name, applies, reason, in_effect}], diff,

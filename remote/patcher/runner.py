@@ -282,7 +282,7 @@ class Patcher:
                 f"text (sha256 {p.current_sha256[:12]}; edited after apply?): rolling back "
                 "would discard that edit" for p in edited)
                 + ". Nothing rolled back; --force keeps each edited file as "
-                "<file>.eagle3-edited-<sha256> beside it and restores the original")
+                "<file>.eagle3-edited-<first 12 hex of its sha256> beside it and restores the original")
         # One helper call for every file: all-or-nothing on the box (the journal apply uses).
         entries, targets = rollback_request(plans, self.selected)
         done = await self._call({"op": "rollback_all", "files": entries})

@@ -3,6 +3,10 @@
 Consumers are either synchronous callbacks (the recorder must see every event, in order, before
 the producer moves on) or async subscriptions with their own queue (a slow TUI must not stall a
 job tail). Nothing is dropped: the stream is the record of what happened.
+
+A bus built with a `Redactor` (remote/spine/redact.py; every session the console opens, unless
+`--no-redact`) masks secret shapes in each event before any consumer sees it: the recorder, the
+printer and the TUI get the same masked event.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
 
 from remote.spine import event_types as et
-from remote.spine.events import Event
+from remote.spine.events import Event, JobLines
+from remote.spine.redact import Redactor
 
 Callback = Callable[[Event], None]
 BatchCallback = Callable[[Sequence[Event]], None]
@@ -59,7 +64,8 @@ class Subscription:
 
 
 class EventBus:
-    def __init__(self) -> None:
+    def __init__(self, *, redactor: Redactor | None = None) -> None:
+        self.redactor = redactor
         self._callbacks: list[Callback] = []
         self._batch_callbacks: list[BatchCallback] = []
         self._subs: set[Subscription] = set()
@@ -94,21 +100,40 @@ class EventBus:
             sub._close()
         return sub
 
-    def publish(self, event: Event) -> None:
+    def _redacted(self, event: Event) -> Event:
+        assert self.redactor is not None
+        payload = self.redactor.value(event.payload)
+        return event if payload is event.payload else Event(event.kind, event.host, payload,
+                                                             event.ts)
+
+    def _redacted_many(self, events: Sequence[Event]) -> Sequence[Event]:
+        assert self.redactor is not None
+        if isinstance(events, JobLines):  # a log block: one scan, rebuilt only on a hit
+            texts = self.redactor.lines(events.texts)
+            return events if texts is None else events.with_texts(texts)
+        return [self._redacted(e) for e in events]
+
+    def publish(self, event: Event) -> Event:
+        """Fan `event` out; returns it as the consumers saw it (masked when redacting)."""
         if self.closed:
             raise RuntimeError("publish on a closed event bus")
+        if self.redactor is not None:
+            event = self._redacted(event)
         for callback in list(self._callbacks):
             callback(event)
         for batch_callback in list(self._batch_callbacks):
             batch_callback((event,))
         for sub in list(self._subs):
             sub._offer(event)
+        return event
 
     def publish_many(self, events: Sequence[Event]) -> None:
         if self.closed:
             raise RuntimeError("publish on a closed event bus")
         if not events:
             return
+        if self.redactor is not None:
+            events = self._redacted_many(events)
         for callback in list(self._callbacks):
             for event in events:
                 callback(event)
@@ -121,15 +146,11 @@ class EventBus:
     def emit(self, kind: str, host: str = "", **payload: object) -> Event:
         """The keyword form of a producer: the fields are checked against the kind's schema
         (remote/spine/event_types.py; PayloadError when they do not match) before anyone sees them."""
-        event = Event.checked(kind, host, dict(payload))
-        self.publish(event)
-        return event
+        return self.publish(Event.checked(kind, host, dict(payload)))
 
     def post(self, data: et.Payload, host: str = "") -> Event:
         """The typed form of a producer: the payload is a schema struct already."""
-        event = Event.of(data, host)
-        self.publish(event)
-        return event
+        return self.publish(Event.of(data, host))
 
     def close(self) -> None:
         if not self.closed:

@@ -411,6 +411,15 @@ class ServeStopped(Payload, kw_only=True, frozen=True):
     state: str
 
 
+class SessionRedactions(Payload, kw_only=True, frozen=True):
+    """How many secret shapes the console masked in this session (remote/spine/redact.py), by
+    kind: the last record of a session that masked any; the reader shows it with the header."""
+
+    KIND: ClassVar[str] = "session.redactions"
+    count: int
+    kinds: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 SCHEMAS: dict[str, type[Payload]] = {
     cls.KIND: cls
     for cls in (
@@ -420,7 +429,7 @@ SCHEMAS: dict[str, type[Payload]] = {
         PipelineRun, UploadProgress,
         PatchPlanned, PatchApplied, PatchVerified, PatchRolledBack, StatsSample,
         AllreduceResult, BenchPoint, BenchSummary, BenchWatch, ServeStarting, ServeReady,
-        ServeFailed, ServeStopped,
+        ServeFailed, ServeStopped, SessionRedactions,
     )
 }
 

@@ -53,6 +53,7 @@ BENCH_WATCH = "bench.watch"  # acceptance over one scrape interval of `console b
 SERVE_STARTING = "serve.starting"  # a vLLM server job launched (role, url, run_id)
 SERVE_READY = "serve.ready"  # it answers /v1/models (role, url, run_id, seconds)
 SERVE_FAILED = "serve.failed"  # it died or never answered (role, error, log_tail)
+SESSION_REDACTIONS = "session.redactions"  # secrets masked in this session (last record)
 SERVE_STOPPED = "serve.stopped"  # cancelled by the console (role, run_id, state)
 
 # Kinds a replay can seek to ("markers"): where a human wants to jump in a long session.
@@ -264,6 +265,10 @@ class JobLines(Sequence[Event]):
     @property
     def offsets(self) -> Sequence[int]:
         return self._offsets
+
+    def with_texts(self, texts: Sequence[str]) -> JobLines:
+        """The same block with other texts (its lines masked by the bus's redactor)."""
+        return JobLines(self._host, self._run_id, self._name, texts, self._offsets, self._ts)
 
     def to_jsonl(self) -> str:
         """Every event's to_json() followed by a newline, concatenated (the recorder's path).

@@ -7,6 +7,12 @@ C1, and bidi overrides make text read differently from what it is. Every path th
 remote text (the headless printer, the TUI's log view) goes through `visible`, so the escape
 arrives as `␛[2J`: the operator sees that the box sent it, and nothing happens.
 
+It is the one sanitising point (issue 33): the printer, error lines (console/cli.py), `console
+hosts`, the header and warnings of `console replay --print`, the session decoder and the TUI
+(console/tui/shown.py, the host table and top bar) all call it, on anything that came from
+outside: config, box, session file, model names. Newlines are drawn too (`␊`): a one-line field
+(a host name) cannot start a line of its own that would pass for the console's.
+
 Tabs stay (they are layout, and the views expand them). C0 controls and DEL become their
 Unicode control pictures (one character each, so column widths hold); C1 controls and the
 bidi/invisible format characters become `\\x9b` / `<U+202E>`.
@@ -15,9 +21,10 @@ bidi/invisible format characters become `\\x9b` / `<U+202E>`.
 from __future__ import annotations
 
 _KEEP = {"\t"}
-# Bidi embeddings/overrides/isolates and the invisible marks that reorder or hide text.
+# Bidi embeddings/overrides/isolates and the invisible marks that reorder or hide text, and the
+# Unicode line/paragraph separators (a second way to break a one-line field across lines).
 _FORMAT = {*(chr(c) for c in range(0x202A, 0x202F)), *(chr(c) for c in range(0x2066, 0x206A)),
-           "\u200e", "\u200f", "\u061c"}
+           "\u200e", "\u200f", "\u061c", "\u2028", "\u2029"}
 
 
 def _table() -> dict[int, str]:

@@ -9,6 +9,7 @@ from textual.widgets import Static
 from console.tui.messages import StateChanged
 from console.tui.model import ConsoleState, HostState
 from console.tui.render import cut_at_word
+from remote.spine.sanitize import visible
 
 
 class View(Vertical):
@@ -106,7 +107,8 @@ class TopBar(Static):
         text = Text(no_wrap=True, overflow="ellipsis")
         narrow = self.app.size.width < 100
         text.append(" EAGLE-3 " if narrow else " EAGLE-3 console ", style="bold reverse")
-        text.append(f" {host.name} " if narrow else f"  host: {host.name}  ", style="bold")
+        name = visible(host.name)  # config or session text: drawn, never obeyed
+        text.append(f" {name} " if narrow else f"  host: {name}  ", style="bold")
         if activity:
             # what runs now, first: an action's only sign of life until its events arrive
             more = f" +{len(activity) - 1}" if len(activity) > 1 else ""

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 from console.tui.messages import HostSelected
 from console.tui.model import CONNECTION, PROBES, STATS, ConsoleState, HostState
 from console.tui.render import cut_at_word, elide_middle
+from console.tui.shown import plain
 from console.tui.widgets.common import BADGE_STYLE, View
 from console.tui.widgets.quick_table import QuickTable
 
@@ -90,7 +91,8 @@ class HostsView(View):
             env = env_summary(h.probes.get("env") or {})
             # the environment column gets what is left: cut, never a sideways scroll
             end, cut = cut_at_word(env, room)
-            table.add_row(name, self.describe.get(name, ""), f"[{style}]{label}[/]",
+            # a host's name and target are config or session text: plain, drawn (shown.plain)
+            table.add_row(plain(name), plain(self.describe.get(name, "")), f"[{style}]{label}[/]",
                           env[:end].rstrip(",") + (" …" if cut else ""), key=name)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))

@@ -1,0 +1,166 @@
+"""Well-known secret shapes taken out of what the console records and shows (issue 33 item 3).
+
+An operator pastes `-H 'Authorization: Bearer hf_…'`, `https://user:pw@host/…` or
+`HF_TOKEN=hf_…` into a command's argv, and a box's log echoes its environment: without this the
+session file (kept, shared, attached to a bug report) and the terminal held the secret in
+clear. The event bus (remote/spine/bus.py) passes every event through one `Redactor` before
+any consumer — recorder, printer, TUI — sees it, so nothing downstream can forget; the command
+itself still runs with the real argv (the box's argv.json keeps it, mode 0600, readable by the
+box's owner only). `--no-redact` turns it off for an operator who wants the secrets recorded.
+
+Shapes (each replaced by its kind's fixed prefix and `***`, so a reader sees that something
+was there and what):
+- Hugging Face tokens: `hf_` then 20+ letters/digits (the hub's user and org tokens);
+- HTTP bearer credentials: `Bearer <token>` (RFC 6750 §2.1, case-insensitive scheme);
+- URL userinfo: `scheme://user[:password]@` (RFC 3986 §3.2.1), the user too (often a token);
+- assignments to a name ending in `_TOKEN`, `_KEY`, `_SECRET` or `_PASSWORD` (`HF_TOKEN=…`,
+  `--aws_secret_access_key=…`, `OPENAI_API_KEY=…`), any case.
+
+The hot path is a job's log block (thousands of lines a second): a block is joined and tested
+for a few literals, then searched once per shape it may hold, and only a block with a hit is
+rewritten line by line; an event's payload is looked at through its JSON (one C call) first
+(benchmarks/redact_cost.py measures the cost against no redaction).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from typing import Any
+
+import msgspec
+
+MASK = "***"
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_VALUE = r"[^\s'\"&;]+"
+
+# Each shape starts with a literal, so the regex engine finds candidates at memchr speed (an
+# alternation, or a leading class or word boundary, made a clean log block ~30x slower to scan:
+# benchmarks/redact_cost.py); the boundary before it is checked in `_mask` instead.
+_RX: dict[str, re.Pattern[str]] = {
+    "bearer": re.compile(r"(?:earer|EARER)[ \t]+[A-Za-z0-9._~+/=-]{8,}"),
+    "url_userinfo": re.compile(r"://[^\s/?#@'\"]+@"),
+    "assignment": re.compile(r"_(?:TOKEN|Token|token|KEY|Key|key|SECRET|Secret|secret|PASSWORD|"
+                             r"Password|password)=" + _VALUE),
+    "hf_token": re.compile(r"hf_[A-Za-z0-9]{20,}"),  # last: inside a shape above, that one wins
+}
+# Literals one of which any secret's text (and its JSON form) holds: a payload or block without
+# any of them is passed on untouched after a few substring tests.
+_NEEDLES: dict[str, tuple[str, ...]] = {
+    "bearer": ("earer", "EARER"), "url_userinfo": ("://",), "assignment": ("=",),
+    "hf_token": ("hf_",),
+}
+
+_BYTE_NEEDLES = tuple(n.encode() for ns in _NEEDLES.values() for n in ns)
+
+
+def _mask(kind: str, m: re.Match[str]) -> str | None:
+    """The masked text of a match, or None when it is not a secret after all."""
+    text, before = m.group(0), m.string[m.start() - 1] if m.start() else ""
+    if kind == "hf_token":
+        return None if before in _WORD else "hf_" + MASK
+    if kind == "bearer":  # the scheme's first letter is the char before the literal
+        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD):
+            return None
+        return text.split(None, 1)[0] + " " + MASK
+    if kind == "url_userinfo":
+        return None if before not in _WORD else "://" + MASK + "@"
+    return text[: text.index("=") + 1] + MASK  # assignment: the name stays
+
+
+class Redactor:
+    """Counts what it took out, by kind (the session records the total at its end)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._subs: dict[str, Callable[[re.Match[str]], str]] = {
+            kind: self._sub_for(kind) for kind in _RX}
+
+    def _sub_for(self, kind: str) -> Callable[[re.Match[str]], str]:
+        def sub(m: re.Match[str]) -> str:
+            masked = _mask(kind, m)
+            if masked is None:
+                return m.group(0)
+            self.counts[kind] += 1
+            return masked
+        return sub
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @staticmethod
+    def _kinds_in(text: str) -> list[str]:
+        return [k for k, needles in _NEEDLES.items() if any(n in text for n in needles)]
+
+    def _apply(self, text: str, kinds: list[str]) -> str:
+        for kind in kinds:
+            if _RX[kind].search(text) is not None:
+                text = _RX[kind].sub(self._subs[kind], text)
+        return text
+
+    def text(self, text: str) -> str:
+        """`text` with every secret shape masked (the same object when there is none)."""
+        kinds = self._kinds_in(text)
+        if not kinds:
+            return text
+        out = self._apply(text, kinds)
+        return text if out == text else out
+
+    def lines(self, texts: Sequence[str]) -> Sequence[str] | None:
+        """The block's lines masked, or None when the block holds no secret. The block is
+        tested joined; on a hit only the lines the matches fall in are searched again."""
+        joined = "\n".join(texts)
+        hits: set[int] = set()
+        ends: list[int] | None = None
+        for kind in self._kinds_in(joined):
+            for m in _RX[kind].finditer(joined):
+                if ends is None:  # where each line ends in `joined`, once per hit block
+                    ends = list(accumulate(len(t) + 1 for t in texts))
+                hits.add(bisect_right(ends, m.start()))
+        if not hits:
+            return None
+        out = list(texts)
+        changed = False
+        for i in sorted(hits):
+            masked = self._apply(texts[i], self._kinds_in(texts[i]))
+            if masked != texts[i]:
+                out[i], changed = masked, True
+        return out if changed else None
+
+    def value(self, value: Any) -> Any:
+        """Every string in a payload (dict keys too, lists such as an argv) masked; a payload
+        without a secret comes back as the same object. The payload's JSON (one C call) is
+        looked at first: most events (stats samples, progress) hold no candidate at all."""
+        if isinstance(value, dict | list):
+            try:
+                blob = msgspec.json.encode(value)
+            except (TypeError, ValueError):
+                blob = None
+            if blob is not None and not any(n in blob for n in _BYTE_NEEDLES):
+                return value
+        return self._walk(value)
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            out = {self._walk(k): self._walk(v) for k, v in value.items()}
+            same = all(a is b and ka is kb for (ka, a), (kb, b) in zip(value.items(), out.items(),
+                                                                        strict=True))
+            return value if same else out
+        if isinstance(value, list | tuple):
+            items = [self._walk(v) for v in value]
+            if all(a is b for a, b in zip(value, items, strict=True)):
+                return value
+            return type(value)(items) if isinstance(value, tuple) else items
+        return value
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """An argv as it may be shown (the count is not kept)."""
+    r = Redactor()
+    return [r.text(a) for a in argv]

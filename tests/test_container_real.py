@@ -9,6 +9,7 @@ The container's root is an overlay over this machine's `/`: what the console wri
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -150,8 +151,38 @@ def test_patch_the_vllm016_worker_inside_the_container_through_sshd(
                              "run patch apply")
         assert not [ln for ln in out if "patch.verified" in ln]  # said once, not per file
         assert [sha256(f) for f in host_files] == before
+        tui_shows = asyncio.run(_tui_verify(toml))
+        assert line.split("warning: ", 1)[1] in " ".join(tui_shows["recipes"].split())
+        assert tui_shows["status"] == "drift" and "recreated" in tui_shows["overview"]
     finally:
         down(name)
+
+
+async def _tui_verify(toml: Path) -> dict[str, str]:
+    """The TUI on the same host: p (plan), v (verify) on the Patch screen, then the overview."""
+    from textual.widgets import Static
+
+    from console.tui.app import ConsoleApp
+    from console.tui.controller import LiveSource
+    from tests.tui_helpers import SIZE, plain, settle, wait_for
+
+    app = ConsoleApp(LiveSource(load_config(toml)), start_screen="patch")
+    async with app.run_test(size=SIZE) as pilot:
+        app.current_host = "c"  # the host picked on the Hosts screen (`local` is listed first)
+        h = app.state.host("c")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: len(h.patches) == 2, timeout=60)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: any(ps.status == "drift" for ps in h.patches.values()),
+                       timeout=60)
+        await settle(pilot)
+        shown = {"recipes": plain(app.query_one("#recipes", Static)),
+                 "status": next(ps.status for ps in h.patches.values() if ps.drift)}
+        app.action_show("overview")
+        await settle(pilot)
+        shown["overview"] = plain(app.query_one("#notes", Static))
+        await app.source.controller.aclose()
+    return shown
 
 
 def down_keep_record(name: str) -> None:
@@ -243,3 +274,18 @@ def test_a_host_without_ssh_and_without_runtime_runs_here(
     (result,) = [e["payload"]["result"] for e in events if e["kind"] == "probe.result"]
     assert rc == EXIT_OK and result["container"]["in_container"] is False
     assert (tmp_path / "wd" / "probes" / "env_probe.py").exists()
+
+
+@pytest.mark.ssh
+def test_stats_sample_from_inside_the_container(
+        container_box: Box, sshd: Sshd, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wd = f"/tmp/eagle3-in-container-{tmp_path.name}"
+    toml = container_box.toml(tmp_path / "console.toml", "c", "docker", ssh=ssh_keys(sshd),
+                              workdir=wd)
+    rc, events = cli(capsys, "stats", "--host", "c", "--count", "2", "--interval", "0.2",
+                     "--source", "none", "--config", str(toml))
+    samples = [e["payload"] for e in events if e["kind"] == "stats.sample"]
+    assert rc == EXIT_OK and len(samples) == 2, events[-3:]
+    assert all(s["host"]["mem_total"] for s in samples)
+    assert container_box.exists_inside(f"{wd}/probes/sampler.py")  # the sampler ran in there
+    assert not Path(wd).exists()

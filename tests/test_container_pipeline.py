@@ -1,4 +1,4 @@
-"""The pipeline's box runner as a detached job inside the real container (issue #28, point 3):
+"""The pipeline's box runner and vLLM's server inside the real container (issue #28, point 3):
 started through sshd + `podman exec`, it goes on through evaluate with the SSH connection cut
 and the console SIGKILLed, and everything it writes stays in the container.
 
@@ -23,7 +23,8 @@ from console.sessions.files import SessionReader
 from remote.spine import events as ev
 from tests.container_fixture import Box, inside
 from tests.demo_fixture import REPO, Demo, console_env, ssh_box
-from tests.sshd_harness import Sshd
+from tests.engine_fixture import EngineBox
+from tests.sshd_harness import Sshd, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -95,3 +96,36 @@ def test_the_box_runner_in_the_container_outlives_an_ssh_drop_and_a_killed_conso
     skipped = [e.payload["stage"] for e in events if e.kind == ev.STAGE_SKIPPED]
     assert skipped == list(STAGES) and not [e for e in events if e.kind == ev.STAGE_START]
     assert len(_runs(container_box, workdir)) == 2  # the killed one, and this one (ran nothing)
+
+
+def test_serve_and_bench_run_vllm_inside_the_container(
+        engine_box: EngineBox, container_box: Box, sshd: Sshd, tmp_path: Path) -> None:
+    """`serve start` runs vLLM 0.32 in the container (its process in the container's pid
+    namespace, its job files in the container only); `bench run` measures it through the SSH
+    forward; `serve stop` ends it. One engine start (the session's engine box stops first)."""
+    engine_box.release()
+    workdir = f"/tmp/eagle3-in-container-{tmp_path.name}"
+    assert inside(container_box.name, "sh", "-c", 'mkdir -p "$1" && ln -s "$2" "$1/demo"', "sh",
+                  workdir, str(engine_box.demo_dir.resolve())).returncode == 0
+    port = free_port()
+    toml = container_box.toml(tmp_path / "console.toml", "c", "docker", ssh={
+        "ssh": sshd.alias, "ssh_config": str(sshd.ssh_config),
+        "known_hosts": str(sshd.known_hosts)}, workdir=workdir, python=str(engine_box.python),
+        vllm_url=f"http://127.0.0.1:{port}")
+    common = ["--host", "c", "--config", str(toml), "--no-record"]
+    assert console_main(["serve", "start", "--demo", *common]) == 0
+    try:
+        procs = inside(container_box.name, "pgrep", "-f", "vllm").stdout.split()
+        assert procs, "no vLLM process in the container"
+        out = tmp_path / "bench.json"
+        assert console_main(["bench", "run", "--concurrency", "1", "--rounds", "1",
+                             "--max-tokens", "8", "--warmup", "0", "--prompts",
+                             str(engine_box.out / "prepare" / "eval.jsonl"), "--out", str(out),
+                             *common]) == 0
+        (point,) = json.loads(out.read_text())["run"]["points"]
+        assert point["requests"] >= 1 and point["output_tokens"] > 0, point
+        assert point["acceptance"]["drafts"] > 0  # speculative decoding with the trained head
+    finally:
+        assert console_main(["serve", "stop", *common]) == 0
+    assert not inside(container_box.name, "pgrep", "-f", "vllm.entrypoints").stdout.strip()
+    assert not Path(workdir).exists()

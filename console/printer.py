@@ -49,6 +49,8 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):
         level = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}[k]
         return f"{t} {host}{level}{p.get('message', '')}"
+    if k == ev.PATCH_VERIFIED and p.get("drift"):
+        return None  # a recreated container: said once, as the warning that names it
     if k == ev.MARKER:
         return f"{t} {host}-- {p.get('label', '')} --"
     summary = p.get("summary") or p.get("message")

@@ -107,8 +107,10 @@ class PipelineRunner:
         self.bus = bus
         self.python = host.python
         self.jobs = Jobs(transport, host.workdir, host=host.name, bus=bus, python=host.python)
-        # On the built-in local host the package runs from this checkout; elsewhere uploaded.
-        self.in_place = host.is_local if in_place is None else in_place
+        # On this machine the package runs from this checkout; elsewhere (another box, or a
+        # container, whose filesystem is its own) it is uploaded.
+        here = host.is_local and host.runtime == "none"
+        self.in_place = here if in_place is None else in_place
         self._root: str | None = None
         self._src: str | None = None
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from remote.link.container_identity import ContainerIdentity
 from remote.link.errors import ConsoleError, UsageError
 from remote.link.transport import Transport
 from remote.link.upload import box_path, upload_probe
@@ -112,10 +113,25 @@ async def run_probe(
     except ConsoleError as exc:  # the command itself could not be run (upload, connection)
         _error(bus, host, probe, f"probe {probe}: {exc}")
         raise
+    if probe == "env":
+        for result in results:
+            with_container(result, transport)
     if bus is not None and emit_results:
         for result in results:
             bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result, summary=summarize(probe, result))
     return results
+
+
+def with_container(result: dict[str, Any], transport: Transport) -> None:
+    """The runtime's word on the container the env probe ran in (name, id, start time, image
+    or rootfs: `<runtime> inspect` on the host) beside what the probe saw from inside;
+    `matches` when both name the same id."""
+    ident: ContainerIdentity | None = getattr(transport, "identity", None)
+    inside = result.get("container")
+    if ident is None or not isinstance(inside, dict):
+        return
+    inside["runtime"] = ident.to_dict()
+    inside["matches"] = inside.get("id") == ident.id
 
 
 # The probes' options that take a value. Passed as `--opt=value`, so a value that starts with
@@ -144,6 +160,21 @@ def _gb(n: Any) -> str:
     return f"{n / 1e9:.1f} GB" if isinstance(n, (int, float)) else "?"
 
 
+def _container_part(c: Any) -> str:
+    """`; in container NAME (id ..., started ..., rootfs ...)`, or where it ran without one."""
+    if not isinstance(c, dict):
+        return ""
+    if not c.get("in_container"):
+        return "; not in a container"
+    rt = c.get("runtime") if isinstance(c.get("runtime"), dict) else None
+    cid = str((rt or c).get("id") or "?")[:12]
+    if rt is None:
+        return f"; in a container (id {cid}, seen from {', '.join(c.get('evidence') or [])})"
+    source = f"image {rt['image']}" if rt.get("image") else f"rootfs {rt.get('rootfs')}"
+    note = "" if c.get("matches") else f" (inside it reports id {str(c.get('id'))[:12]})"
+    return f"; in container {rt.get('name')} (id {cid}, started {rt.get('started_at')}, {source}){note}"
+
+
 def summarize(probe: str, r: dict[str, Any]) -> str:
     """One line for the headless printer and the TUI's list views."""
     if probe == "env":
@@ -160,7 +191,7 @@ def summarize(probe: str, r: dict[str, Any]) -> str:
         free = _gb(((r.get("host") or {}).get("workdir") or {}).get("free"))
         return (f"python {(r.get('python') or {}).get('version')}; torch {pk.get('torch')}{cuda}; "
                 f"vllm {pk.get('vllm')}; speculators {pk.get('speculators')}; transformers {pk.get('transformers')}; "
-                f"{gpus}; workdir free {free}")
+                f"{gpus}; workdir free {free}{_container_part(r.get('container'))}")
     if probe == "model":
         arch = r.get("architecture")
         if r.get("status") != "resolved":

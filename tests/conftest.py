@@ -60,5 +60,7 @@ def local_workdir(tmp_path: Path) -> Path:
 
 # The session's one trained demo (tests/demo_fixture.py): test_pipeline_demo.py and engine_box;
 # the session's one real vLLM engine (tests/engine_fixture.py): any module may use these.
+# The session's one real container (tests/container_fixture.py, podman).
+from tests.container_fixture import container_box  # noqa: E402,F401
 from tests.demo_fixture import console_demo  # noqa: E402,F401
 from tests.engine_fixture import engine_box, served_engine  # noqa: E402,F401

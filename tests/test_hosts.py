@@ -31,12 +31,27 @@ def test_parse_good_config() -> None:
     assert local.is_local and local.runtime == "none"
 
 
+def test_a_host_without_ssh_is_this_machine_and_may_name_its_container() -> None:
+    """The console running on the box itself: no ssh, the container through its runtime."""
+    cfg = parse_config("[hosts.onbox]\nruntime = 'docker'\ncontainer = 'vllm'\n"
+                       "runtime_bin = '/usr/bin/docker'\npython = '/opt/venv/bin/python'\n",
+                       "/etc/console.toml")
+    h = cfg.host("onbox")
+    assert h.is_local and (h.runtime, h.container, h.runtime_bin) == (
+        "docker", "vllm", "/usr/bin/docker")
+    assert h.python == "/opt/venv/bin/python" and h.workdir.endswith("onbox")
+
+
 @pytest.mark.parametrize(
     ("text", "key", "problem"),
     [
         ("[hosts.a]\nssh = 'x'\nruntime = 'lxc'\n", "hosts.a.runtime", "not one of"),
         ("[hosts.a]\nssh = 'x'\nruntime = 'docker'\n", "hosts.a.container", "required"),
-        ("[hosts.a]\nworkdir = '/w'\n", "hosts.a.ssh", "missing"),
+        ("[hosts.a]\nworkdir = '/w'\nport = 22\n", "hosts.a.port", "host without ssh"),
+        ("[hosts.a]\nssh = 'x'\nruntime_bin = '/usr/bin/docker'\n", "hosts.a.runtime_bin",
+         "runtime is 'none'"),
+        ("[hosts.a]\nruntime = 'docker'\ncontainer = 'c'\nruntime_bin = 'docker'\n",
+         "hosts.a.runtime_bin", "absolute path"),
         ("[hosts.a]\nssh = 'x'\nprot = 22\n", "hosts.a.prot", "unknown key"),
         ("[hosts.a]\nssh = 'x'\nport = 'ssh'\n", "hosts.a.port", "must be int"),
         ("[hosts.a]\nssh = ''\n", "hosts.a.ssh", "non-empty"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from remote.patcher.runner import Patcher
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
+from tests.container_fixture import Box
 from tests.old_python import python38
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 
@@ -201,44 +201,27 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     assert "nothing to roll back to" in capsys.readouterr().out
 
 
-_DOCKER = """#!/bin/sh
-# Test double for the docker CLI: one always-running container whose filesystem is this machine.
-echo "$1" >> "$DOCKER_LOG"
-case "$1" in
-  inspect) echo true ;;
-  exec) shift; shift
-        while [ "$1" = "-w" ] || [ "$1" = "-e" ]; do shift; shift; done
-        shift; exec "$@" ;;
-  cp) src="${2#box-container:}"; dst="${3#box-container:}"; exec cp "$src" "$dst" ;;
-  *) echo "docker double: unsupported $1" >&2; exit 2 ;;
-esac
-"""
-
-
-async def test_through_container_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Through ContainerTransport (docker exec -i / docker cp), with a test double for the docker
-    CLI: the helper is copied into the container and run with the container's python."""
+async def test_through_container_exec(tmp_path: Path, container_box: Box) -> None:
+    """Through ContainerTransport (podman exec -i / podman cp) into the session's real
+    container, from a host without ssh: the helper is copied into the container and run with
+    the container's python; the file changes inside the container only (its overlay)."""
     from remote.link.connect import make_transport
 
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "docker").write_text(_DOCKER)
-    (bindir / "docker").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    monkeypatch.setenv("DOCKER_LOG", str(tmp_path / "docker.log"))
-    sp = make_site_packages(tmp_path)
+    sp = make_site_packages(tmp_path)  # made after the container started: seen through its lower
     worker = sp / WORKER
-    host = replace(default_local(str(tmp_path / "box")), runtime="docker",
-                   container="box-container")
+    host = replace(default_local(str(tmp_path / "box")), name="onbox", runtime="podman",
+                   container=container_box.name)
     transport = make_transport(host)
     await transport.connect()
-    patcher = Patcher(transport, host, EventBus(), site_packages=str(sp))
-    await patcher.apply()
-    assert "_resolve_text_decoder(model)" in worker.read_text()
-    await patcher.rollback()
-    assert sha256(worker) == sha256(wheel_file(WORKER))
-    calls = (tmp_path / "docker.log").read_text().split()
-    assert {"inspect", "exec", "cp"} <= set(calls) and calls.count("exec") >= 4
+    try:
+        patcher = Patcher(transport, host, EventBus(), site_packages=str(sp))
+        await patcher.apply()
+        assert "_resolve_text_decoder(model)" in container_box.read_inside(str(worker))
+        assert sha256(worker) == sha256(wheel_file(WORKER))  # the host's copy: untouched
+        await patcher.rollback()
+        assert container_box.read_inside(str(worker)) == wheel_file(WORKER).read_text()
+    finally:
+        await transport.close()
 
 
 def test_cli_apply_asks_on_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -76,6 +76,8 @@ async def _run(ctx: Context, args: argparse.Namespace) -> int:
         return EXIT_REFUSED if ops.refused(plans) else EXIT_OK
     if args.action == "verify":
         plans = await ops.verify(patcher)
+        if patcher.drift:  # the container was recreated: the patch is gone
+            return EXIT_REFUSED
         return EXIT_OK if all(p.in_effect is not None for p in plans) else EXIT_REFUSED
     if args.action == "rollback":
         await ops.rollback(patcher, force=args.force)

@@ -132,10 +132,11 @@ class PatchState:
     file: str
     recipes: list[dict[str, Any]] = field(default_factory=list)
     diff: str = ""
-    status: str = "planned"  # planned | applied | verified | rolled_back
+    status: str = "planned"  # planned | applied | verified | rolled_back | drift
     sha256: str = ""
     in_effect: list[str] = field(default_factory=list)  # recipe names applied/verified
     refused: str = ""  # why the patcher will not touch this file (unknown original, ...)
+    drift: str = ""  # the container was recreated since the apply (remote/patcher/drift.py)
 
 
 @dataclass
@@ -521,6 +522,9 @@ def _patch(host: HostState, e: Event) -> set[str]:
         ps.recipes += [{"name": r.name} for r in data.recipes if r.name not in known]
     if data.sha256:
         ps.sha256 = data.sha256
+    ps.drift = (data.drift or "") if isinstance(data, et.PatchVerified) else ""
+    if ps.drift:
+        ps.status = "drift"
     return {PATCH}
 
 

@@ -17,5 +17,5 @@ def make_transport(host: HostConfig, bus: EventBus | None = None, **ssh_kwargs: 
 
         inner = SSHTransport(host, bus=bus, **ssh_kwargs)  # type: ignore[arg-type]
     if host.runtime != "none" and host.container:
-        return ContainerTransport(inner, host.runtime, host.container)
+        return ContainerTransport(inner, host.runtime, host.container, host.runtime_bin)
     return inner

@@ -56,7 +56,14 @@ class HostKeyError(ConnectionFailed):
 
 
 class ContainerError(ConsoleError):
-    """The container runtime or the named container is missing on the box."""
+    """The container runtime or the named container is missing on the box, or the container
+    is not running: the box's state, like a refused connection (exit 3)."""
+
+    exit_code = EXIT_CONNECTION
+
+
+class ContainerConfigError(ContainerError):
+    """The host's runtime or container name cannot be used as written (exit 2)."""
 
     exit_code = EXIT_USAGE
 

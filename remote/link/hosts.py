@@ -28,9 +28,12 @@ RUNTIMES = ("docker", "podman", "none")
 @dataclass(frozen=True, slots=True)
 class HostConfig:
     name: str
-    ssh: str | None = None  # None: the built-in local transport
+    ssh: str | None = None  # None: this machine (the console runs on the box itself)
     runtime: str = "none"
     container: str | None = None
+    # The runtime's binary when it is not `runtime` on PATH (podman-docker's /usr/bin/docker
+    # where /usr/local/bin/docker is a client without an engine).
+    runtime_bin: str | None = None
     python: str = "python3"
     workdir: str = "~/eagle3"
     vllm_url: str = "http://127.0.0.1:8000"
@@ -88,7 +91,7 @@ def find_config(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return None
 
 
-_STR_KEYS = ("ssh", "runtime", "container", "python", "workdir", "vllm_url")
+_STR_KEYS = ("ssh", "runtime", "container", "runtime_bin", "python", "workdir", "vllm_url")
 _SSH_OPTION_KEYS = {
     "port": int,
     "user": str,
@@ -162,8 +165,10 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
             ssh_options[k] = v
     if name == LOCAL and "ssh" in values:
         raise ConfigError(source, f"{key}.ssh", "'local' is the built-in host; name an SSH host differently")
-    if name != LOCAL and "ssh" not in values:
-        raise ConfigError(source, f"{key}.ssh", "missing: the SSH target (user@host or a ~/.ssh/config alias)")
+    if "ssh" not in values and ssh_options:
+        first = sorted(ssh_options)[0]
+        raise ConfigError(source, f"{key}.{first}", "an SSH option on a host without ssh (a "
+                          "host without `ssh` runs on this machine)")
     runtime = values.get("runtime", "none")
     if runtime not in RUNTIMES:
         raise ConfigError(source, f"{key}.runtime", f"{runtime!r} is not one of {', '.join(RUNTIMES)}")
@@ -171,8 +176,13 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
         raise ConfigError(source, f"{key}.container", f"required when runtime is {runtime}")
     if runtime == "none" and "container" in values:
         raise ConfigError(source, f"{key}.runtime", "a container is named but runtime is 'none' (use docker or podman)")
-    if name == LOCAL:
-        base = default_local(values.get("workdir"))
+    if runtime == "none" and "runtime_bin" in values:
+        raise ConfigError(source, f"{key}.runtime_bin", "set but runtime is 'none'")
+    if "runtime_bin" in values and not values["runtime_bin"].startswith("/"):
+        raise ConfigError(source, f"{key}.runtime_bin", "must be an absolute path on the box")
+    if "ssh" not in values:  # this machine: like `local`, this interpreter by default
+        base = default_local(values.get("workdir") if name == LOCAL else
+                             values.get("workdir", str(Path(default_local().workdir).parent / name)))
         values.setdefault("python", base.python)
         values.setdefault("workdir", base.workdir)
     return HostConfig(name=name, ssh_options=ssh_options, source=source, **values)

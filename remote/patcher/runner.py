@@ -18,6 +18,7 @@ from remote.link.errors import ConsoleError, Refused, RemoteCommandError, UsageE
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
+from remote.patcher import drift
 from remote.patcher.plan import (
     AnchorError,
     FilePlan,
@@ -88,6 +89,7 @@ class Patcher:
             raise UsageError(f"no recipes for package {package!r}")
         self.selected = set(recipes) if recipes is not None else None
         self._helper: str | None = None
+        self.drift: str | None = None  # set by verify: the container was recreated since
 
     # -- box side ------------------------------------------------------------------------
     async def _helper_path(self) -> str:
@@ -252,17 +254,28 @@ class Patcher:
                              p.target_set, changed=bool(answer.get("changed")),
                              backup=answer.get("backup"),
                              backup_sha256=answer.get("backup_sha256"))
+        await drift.write(self.transport, {p.rel: sorted(p.target_set) for p in plans})
         return plans
 
     async def verify(self) -> list[FilePlan]:
+        """The state of every file; through a container that was recreated since the apply
+        (remote/patcher/drift.py), one line naming it, as `drift` on each file's event."""
         plans = await self.plan(emit=False, recover=True)
+        lost = None
+        if not all(p.in_effect for p in plans):
+            lost = drift.drift_line(await drift.read(self.transport),
+                                    getattr(self.transport, "identity", None))
+        if lost:
+            self.drift = lost
+            self.bus.emit(ev.CONSOLE_WARNING, self.host.name, message=lost)
         for p in plans:
             active = p.in_effect if p.in_effect is not None else frozenset(
                 d.name for d in p.decisions if d.in_effect)
             self._emit_state(ev.PATCH_VERIFIED, p, p.current_sha256, active,
                              original=p.current_sha256 == p.original_sha256,
                              original_known=p.original_known, has_backup=p.has_backup,
-                             consistent=p.in_effect is not None)
+                             consistent=p.in_effect is not None,
+                             **({"drift": lost} if lost else {}))
         return plans
 
     async def rollback(self, *, force: bool = False) -> list[FilePlan]:
@@ -303,6 +316,11 @@ class Patcher:
             self._emit_state(ev.PATCH_ROLLED_BACK, p, sha, remaining,
                              changed=bool(answer.get("changed")), backup=answer.get("backup"),
                              **extra)
+        left = {p.rel: sorted(targets[p.path][1]) for p in plans}
+        if any(left.values()):
+            await drift.write(self.transport, left)
+        else:
+            await drift.clear(self.transport)
         return plans
 
     def _emit_state(self, kind: str, p: FilePlan, sha: str, active: frozenset[str],

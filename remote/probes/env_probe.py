@@ -25,9 +25,10 @@ import subprocess
 import sys
 
 try:
-    from . import gpu_query  # imported as remote.probes.env_probe (the console's tests)
-except ImportError:  # run as a script on the box: gpu_query.py is uploaded beside this file
+    from . import container_id, gpu_query  # imported as remote.probes.env_probe (the tests)
+except ImportError:  # run as a script on the box: these are uploaded beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import container_id
     import gpu_query
 
 PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
@@ -314,7 +315,8 @@ def host_section(workdir):
         "mem_total": mem.get("MemTotal"),
         "mem_available": mem.get("MemAvailable"),
         "load": list(load) if load else None,
-        "in_container": os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+        # /.dockerenv alone is not evidence (container_id.py says why)
+        "in_container": container_id.identify()["in_container"],
         "workdir": disk(workdir),
         "root_disk": disk("/"),
     }
@@ -329,6 +331,7 @@ def collect(workdir):
         "vllm_path": package_dir("vllm"),
         "gpu": gpu_section(),
         "host": host_section(workdir),
+        "container": container_id.identify(),
     }
 
 

@@ -300,6 +300,8 @@ class PatchApplied(_PatchState, kw_only=True, frozen=True):
 
 class PatchVerified(_PatchState, kw_only=True, frozen=True):
     KIND: ClassVar[str] = "patch.verified"
+    # the container the patch was applied to was recreated since (remote/patcher/drift.py)
+    drift: str | None = None
 
 
 class PatchRolledBack(_PatchState, kw_only=True, frozen=True):

@@ -13,7 +13,8 @@ from console.tui.widgets.common import View
 from console.tui.widgets.quick_table import QuickTable
 from remote.spine.sanitize import visible_lines
 
-STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta"}
+STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green", "rolled_back": "magenta",
+                "drift": "bold red"}
 
 
 def short_path(path: str, parts: int = 2) -> str:
@@ -72,6 +73,8 @@ class PatchView(View):
         text = Text()
         if ps.refused:
             text.append(f"refused: {ps.refused}\n", style="bold red")
+        if ps.drift:
+            text.append(f"{ps.drift}\n", style="bold red")
         for r in ps.recipes:
             applies = r.get("applies")
             mark, style = ("✓", "green") if applies else ("✗", "red") if applies is False else ("•", "")

@@ -9,6 +9,7 @@ does the rest; a different key wipes the directory first.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,7 +76,10 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
 
         # Tiny models on a few shared cores run faster on one thread than on several.
         torch.set_num_threads(cfg.cpu_threads)
-    emit("start", stage, reason=("forced" if force and st.complete else st.reason))
+    # The command as the box ran it: with the box runner carrying the stages, this record is
+    # where a report finds the command that produced each stage's outputs.
+    emit("start", stage, reason=("forced" if force and st.complete else st.reason),
+         argv=[sys.executable, "-m", "pipeline", *sys.argv[1:]])
     t0 = time.monotonic()
     manifest.invalidate(cfg, stage)
     final = manifest.stage_dir(cfg, stage)

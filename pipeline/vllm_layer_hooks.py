@@ -94,6 +94,7 @@ class LayerCaptureExtension:
         self._cap_order: list[str] | None = None
         self._cap_requests: dict[str, dict[str, Any]] = {}
         self._cap_active = False
+        self._cap_paused = False
         self._cap_restarts = 0
         # Modules vLLM left out (a tower of a modality limited to 0 is a StageMissingLayer):
         # said in the stage's log, so a text-only capture shows it built no vision tower.
@@ -107,6 +108,8 @@ class LayerCaptureExtension:
         original = runner.execute_model
 
         def execute_model(scheduler_output: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._cap_paused:
+                return original(scheduler_output, *args, **kwargs)
             self._cap_step, self._cap_order, self._cap_active = {}, None, True
             try:
                 return original(scheduler_output, *args, **kwargs)
@@ -167,6 +170,11 @@ class LayerCaptureExtension:
                                                   for i in self._cap_layers]))
             offset += n
         self._cap_step = {}
+
+    def _capture_pause(self, paused: bool) -> None:
+        """Steps run as plain vLLM while paused (the hooks return at once): the same engine's own
+        prefill, the baseline of benchmarks/extract_throughput.py."""
+        self._cap_paused = bool(paused)
 
     def _capture_restarts(self) -> int:
         """How many times a request started over at a position it had already been captured

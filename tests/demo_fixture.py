@@ -26,6 +26,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +97,35 @@ def ssh_box(demo: Demo, sshd: Sshd, tmp_path: Path, workdir: Path) -> tuple[Path
         f'python = "{sys.executable}"\n'
         f'workdir = "{workdir}"\n')
     return cfg, console_toml
+
+
+@contextmanager
+def demo_state(demo: Demo) -> Iterator[None]:
+    """This process as one of the demo's consoles: its laptop state under `demo.state`."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(demo.state)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = old
+
+
+def carried_session(demo: Demo) -> Path:
+    """The carried run's whole log as a session (`console jobs tail RUN --from-start
+    --no-follow`): what an operator records after the box ran the pipeline with no console, to
+    see and report what it did. Recorded once, in `root/carried.jsonl`."""
+    session = demo.root / "carried.jsonl"
+    if not session.exists():
+        assert demo.carried is not None
+        with demo_state(demo):
+            rc = console_main(["jobs", "--host", "local", "--config", str(demo.console_toml),
+                               "--session", str(session), "tail", demo.carried.run_dir.name,
+                               "--from-start", "--no-follow"])
+        assert rc == 0, f"console jobs tail of {demo.carried.run_dir.name} exited {rc}"
+    return session
 
 
 def console_env(demo: Demo) -> dict[str, str]:
@@ -197,13 +228,6 @@ def console_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
                         exit_record, rc, seen, polls)
     assert exit_record.get("returncode") == 0, d.carried.log[-4000:]
     # The next start, in this process: every stage done, nothing to run.
-    old = os.environ.get("XDG_STATE_HOME")
-    os.environ["XDG_STATE_HOME"] = str(d.state)
-    try:
+    with demo_state(d):
         assert run_local(d, root / "first.jsonl", "--demo") == 0
-    finally:
-        if old is None:
-            os.environ.pop("XDG_STATE_HOME", None)
-        else:
-            os.environ["XDG_STATE_HOME"] = old
     return d

@@ -187,7 +187,8 @@ def test_manifest_status_follows_config_and_outputs(good: Path) -> None:
 
 def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) -> None:
     """The vLLM paths cannot run here (no GPU); their layer-id translation can be checked."""
-    from pipeline.stages.extract import vllm_09_server_argv, worker_03_layer_ids
+    from pipeline.stages.extract import worker_03_layer_ids
+    from pipeline.stages.extract_server import vllm_09_server_argv
 
     cfg = pconfig.load(good)  # ids [2, 4, 5] + 8
     # 0.3's worker records the output of layer L: ask for L-1 to get the state entering L.

@@ -2,8 +2,10 @@
 `chromium`, installed by scripts/ensure-tools.sh): its DOM has every chart as a decoded image
 (no broken one), and its screenshot shows each chart where the DOM puts it, not blank.
 
-The input is the session of the test run's one demo (tests/demo_fixture.py: `console run --host
-local --demo`, the real pipeline on CPU): stages, loss, offline acceptance, job argv. A demo
+The input is the test run's one demo (tests/demo_fixture.py: `console run --host local --demo`,
+the real pipeline on CPU, carried by the box runner after its console was killed), recorded as an
+operator does once the box has done it: `console jobs tail RUN --from-start` of the runner's log.
+It holds the stages, loss, offline acceptance and each stage's command. A demo
 run serves nothing, so a second report adds, after that same real session's records, a bench
 sweep, bench watch windows and 8-GPU stats (tests/chart_sessions.py, through the event
 schemas): the served acceptance, speedup, watch and GPU charts need them.
@@ -26,7 +28,7 @@ from console.sessions.files import SessionReader, SessionWriter
 from remote.spine import events as ev
 from remote.spine.events import Event
 from tests.chart_sessions import chart_events
-from tests.demo_fixture import Demo
+from tests.demo_fixture import Demo, carried_session
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
@@ -96,7 +98,7 @@ def assert_charts_shown(report: Path, tmp: Path, expected: set[str]) -> None:
 @pytest.mark.slow
 def test_report_of_the_real_demo_run_in_chromium(console_demo: Demo, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    session = console_demo.root / "first.jsonl"
+    session = carried_session(console_demo)
     out = tmp_path / "demo.html"
     assert main(["report", str(session), "--out", str(out)]) == 0
     assert "report written" in capsys.readouterr().out
@@ -110,7 +112,7 @@ def test_report_of_the_real_demo_run_in_chromium(console_demo: Demo, tmp_path: P
 @pytest.mark.slow
 def test_report_with_bench_and_stats_in_chromium(console_demo: Demo, tmp_path: Path) -> None:
     session = tmp_path / "demo-bench.jsonl"
-    with SessionReader(console_demo.root / "first.jsonl") as reader:
+    with SessionReader(carried_session(console_demo)) as reader:
         demo = list(reader.events())
         header = reader.header
     last = demo[-1].ts

@@ -12,7 +12,7 @@ from console.tui import controller as ctl
 from console.tui.app import ConsoleApp
 from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
-from console.tui.widgets.pipeline import LogView
+from console.tui.widgets.log_view import LogView
 from console.tui.widgets.tab_bar import TabBar
 from tests.tui_helpers import SIZE, ScriptedController, finish_replay, live_app, plain, replay_app, settle, wait_for
 from tests.tui_sessions import HOST, WORKER, demo_session

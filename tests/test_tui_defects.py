@@ -19,7 +19,8 @@ from console.tui.controller import LiveSource
 from console.tui.dialogs import ConfirmScreen
 from console.tui.messages import HostSelected
 from console.tui.widgets.common import TopBar
-from console.tui.widgets.pipeline import LogView, PipelineView
+from console.tui.widgets.log_view import LogView
+from console.tui.widgets.pipeline import PipelineView
 from remote.link.errors import StageFailed
 from remote.link.hosts import Config, HostConfig
 from remote.spine import events as ev

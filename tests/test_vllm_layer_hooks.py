@@ -209,3 +209,16 @@ def test_a_preempted_request_recomputed_from_zero_keeps_only_the_recompute() -> 
     assert _taken(w) == {tuple(a): [_layer_out([10.0, 11.0, 12.0, 13.0, 14.0], 1)],
                          tuple(b): [_layer_out([1.0, 2.0, 3.0], 1)]}
     assert w._capture_take() == []  # handed over once
+
+
+def test_a_paused_capture_runs_plain_steps_and_resumes() -> None:
+    """benchmarks/extract_throughput.py's baseline: while paused, steps run as vLLM's own (the
+    layers still compute, nothing is kept), and capture resumes where it was."""
+    w = _Worker(0)
+    w._capture_setup([1])
+    w._capture_pause(True)
+    w.step([("a", [1.0, 2.0])], {"a": (0, [5, 6])}, {})
+    assert w._capture_take() == []
+    w._capture_pause(False)
+    w.step([("b", [3.0])], {"b": (0, [7])}, {})
+    assert _taken(w) == {(7,): [_layer_out([3.0], 1)]}

@@ -12,14 +12,14 @@ Every text from the session is HTML-escaped: it came from other machines.
 from __future__ import annotations
 
 import html
-import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from console.report import figures
 from console.sessions.files import SessionReader
 from console.tui import chart_data as cd
-from console.tui.model import ConsoleState, HostState
+from console.tui.model import STAGE_ORDER, ConsoleState, HostState
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
@@ -92,13 +92,25 @@ def _outputs(outputs: Any) -> str:
     return f"{len(items)} file{'s' if len(items) != 1 else ''}{f', {total:,.0f} bytes' if total else ''}: {first}{more}"
 
 
+# A stage's numbers as a reader wants them: not `head` (which head the last progress record was
+# measuring, not a result) nor per-position lists (the acceptance chart shows those).
+_NOT_RESULTS = ("per_position", "head")
+
+
+def _result(metrics: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in metrics.items() if k not in _NOT_RESULTS)
+
+
 def _stages(host: HostState) -> str:
     rows = []
-    for st in host.ordered_stages():
-        result = {k: v for k, v in st.metrics.items() if k != "per_position"}
+    stages = host.ordered_stages()
+    # Set-up steps before the pipeline (demo-setup) first, as they ran.
+    for st in [s for s in stages if s.name not in STAGE_ORDER] + \
+            [s for s in stages if s.name in STAGE_ORDER]:
         rows.append([st.name, st.status, f"{st.seconds:.1f} s" if st.seconds is not None else "-",
                      f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
-                     _outputs(st.outputs), json.dumps(result, default=str) if result else ""])
+                     _outputs(st.outputs), _result(st.metrics)])
     return _table(["stage", "status", "time", "progress", "outputs", "result"], rows) or \
         '<p class="none">No pipeline stages in this session.</p>'
 
@@ -111,10 +123,13 @@ def _patches(host: HostState) -> str:
 
 
 def _commands(host: HostState) -> str:
+    """The jobs as launched, then each stage's own command (the box runner starts those)."""
     lines = [f"# {j.run_id} ({j.state}{'' if j.returncode is None else f', rc {j.returncode}'})\n"
-             + " ".join(j.argv) for j in host.jobs.values() if j.argv]
+             + shlex.join(j.argv) for j in host.jobs.values() if j.argv]
+    lines += [f"# stage {st.name} ({st.status}{f', run {st.run_id}' if st.run_id else ''})\n"
+              + shlex.join(st.argv) for st in host.stages.values() if st.argv]
     return (f"<pre>{_e(chr(10).join(lines))}</pre>" if lines
-            else '<p class="none">No job was launched in this session.</p>')
+            else '<p class="none">No job or stage was started in this session.</p>')
 
 
 def _host_section(host: HostState) -> str:

@@ -53,9 +53,10 @@ from console.tui.registry import COMMANDS, SCREENS, Command, key_label
 from console.tui.widgets.bench import BenchView
 from console.tui.widgets.common import KeyBar, TopBar, View
 from console.tui.widgets.hosts import HostsView
+from console.tui.widgets.log_view import LogView
 from console.tui.widgets.overview import OverviewView
 from console.tui.widgets.patch import PatchView
-from console.tui.widgets.pipeline import LogView, PipelineView
+from console.tui.widgets.pipeline import PipelineView
 from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.stats import StatsView

@@ -5,10 +5,9 @@ layer, events come from it) or a replay (events come from a session file, action
 Either way the app only sees an EventBus and a `Controller`, so "disconnected / reconnecting"
 and "replay" are states like any other, testable without a terminal or a box.
 
-The remote modules that do the work (probe runner, patcher, pipeline runner, stats) are written
-in parallel with this one. Each action resolves its module lazily through `FEATURES`; when a
-module or function is missing the action fails with `FeatureUnavailable`, which the app shows as
-"not available in this build" instead of crashing. Wiring a feature is one row in that table.
+Each action resolves its operation (remote/ops, through console/tui/wiring.py) lazily by one
+row of `FEATURES`: a module or function missing from a build fails as `FeatureUnavailable`,
+shown as "not available in this build" instead of a crash.
 """
 
 from __future__ import annotations
@@ -308,14 +307,8 @@ class LiveController:
                     f"reattaching to {name}: pipeline run {run['run_id']} was started or "
                     "followed from here (auto_reattach = false under [console] in console.toml "
                     "turns this off)"))
-
-        async def connect(name: str) -> None:
-            try:
-                await self.connect(name)
-            except Exception:  # connect said it (connection.down); the others still go on
-                pass
-
-        await asyncio.gather(*(connect(name) for name in remembered))
+        # A failed connect said so itself (connection.down); the others still go on.
+        await asyncio.gather(*(self.connect(name) for name in remembered), return_exceptions=True)
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
         await self._call("stage.cancel", host, stage=stage, run_id=run_id)

@@ -116,6 +116,7 @@ class StageState:
     bytes: int | None = None
     outputs_count: int | None = None
     completed: str = ""
+    argv: list[str] = field(default_factory=list)  # the latest start's command on the box
 
     @property
     def fraction(self) -> float | None:
@@ -627,6 +628,8 @@ def _stage_metrics(host: HostState, e: Event) -> None:
         st.runs.append(run_id)
     if e.kind == ev.STAGE_START:
         st.metrics = {}
+        argv = p.get("argv")
+        st.argv = [str(a) for a in argv] if isinstance(argv, list) else []
     elif e.kind == ev.STAGE_PROGRESS:
         for k in METRIC_KEYS:
             v = p.get(k)

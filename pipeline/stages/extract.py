@@ -28,10 +28,7 @@ Backends:
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +43,6 @@ from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
-from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -107,7 +103,9 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
         emit("info", "extract", message=f"vLLM extraction route: {route} "
              f"({VLLM_09_ROUTES[route]})", route=route)
         if route == "server":
-            _extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
+            from pipeline.stages.extract_server import extract_vllm_09
+
+            extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
         else:
             _extract_vllm_hooks(cfg, samples, todo, hs_dir, progress)
     progress.update(len(samples), force=True)
@@ -118,7 +116,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
         raise PipelineError(f"extract: {len(missing)} samples missing after extraction "
                             f"(first: {missing[0]})")
     if fmt == "0.9":
-        outputs += _write_arrow_dataset(ctx.workdir, samples)
+        outputs += write_arrow_dataset(ctx.workdir, samples)
     meta = {"format": fmt, "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
             "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
             "convention": CONVENTION, "backend": cfg.extract.backend, "samples": len(samples),
@@ -241,8 +239,6 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                         todo: list[int], hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9's files without CUDA (VLLM_09_ROUTES): batches of samples through
     pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
-    import torch
-
     _require_vllm(cfg)
     from pipeline.vllm_layer_capture import LayerCapture
 
@@ -257,140 +253,55 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
          + (f"; not built (text only): {', '.join(cap.not_built)}" if cap.not_built else ""),
          workers=cap.workers, capturing_ranks=cap.capturing_ranks, not_built=cap.not_built)
     try:
-        tokens = 0
-        for run in _batches(samples, todo, BATCH_TOKENS):
-            got = cap.capture([samples[i]["input_ids"] for i in run])
-            for i, states in zip(run, got, strict=True):
-                ids = samples[i]["input_ids"]
-                write_sample("0.9", hs_dir / sample_name("0.9", i),
-                             torch.tensor(ids, dtype=torch.long),
-                             torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
-                             dtype=getattr(torch, stored_state_dtype(cfg, "0.9")))
-                tokens += len(ids)
-                progress.advance(tokens=tokens)
+        capture_and_write(cap, cfg, samples, todo, hs_dir, progress)
     finally:
         cap.close()
 
 
-def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
-                        cpu: bool = False) -> list[str]:
-    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
-    target served with the extract_hidden_states speculative method (ids incl. N) and the
-    ExampleHiddenStatesConnector writing to a shared directory.
+def capture_and_write(cap: Any, cfg: PipelineConfig, samples: list[dict[str, list[int]]],
+                      todo: list[int], hs_dir: Path, progress: Progress | None) -> int:
+    """The hooks route's work on a started LayerCapture: every sample of `todo` captured batch
+    by batch, each batch's files written by a thread while the engine runs the next one (the
+    engine computes in its own process; the writes would otherwise add to every batch's time);
+    the tokens done. Apart from the engine's start so benchmarks/extract_throughput.py times this
+    very loop against plain prefill. Progress counts written samples only: a sample is done when
+    its file is (a resume trusts only whole files)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
 
-    Started as `python -m vllm.entrypoints.openai.api_server` (pipeline.serve says why not
-    `vllm serve`). Prefix caching off: a cached prefix skips the forward for its tokens, so
-    their rows would be missing. On a CPU build: eager (compiling takes minutes there)."""
-    from pipeline.serve import SERVER_MODULE
-
-    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
-                   "draft_model_config": {"hf_config": {
-                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
-    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
-                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
-    argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--speculative_config", json.dumps(speculative),
-            "--kv_transfer_config", json.dumps(kv_transfer),
-            "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
-            "--max-model-len", str(cfg.data.max_seq_len + 1),
-            "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
-    chunk = cfg.extract.max_num_batched_tokens
-    if chunk:
-        argv += ["--max-num-batched-tokens", str(chunk)]
-        if chunk < 256:  # vLLM refuses a chunk below max_num_seqs (its default is larger)
-            argv += ["--max-num-seqs", str(chunk)]
-    if cpu:
-        argv.append("--enforce-eager")
-    if cfg.target.trust_remote_code:
-        argv.append("--trust-remote-code")
-    return argv
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress, port: int = 0,
-                     ready_timeout: float = 1800) -> None:
-    """speculators 0.9.x: start the extraction server (above), wait for it, then
-    `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
-    re-run resumes), then stop the server."""
-    import time
-    import urllib.request
-
-    from pipeline.preflight import check
-
-    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
-        emit("info", "extract", message=note)
-    _write_arrow_dataset(ctx.workdir, samples)
-    staging = ctx.workdir / "staging"
-    staging.mkdir(exist_ok=True)
     import torch
 
-    port = port or _free_port()
-    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
-    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
-    log = open(ctx.workdir / "vllm_server.log", "ab")
-    env = with_cpu_kv_cache(os.environ)
-    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if server.poll() is not None:
-                raise PipelineError(f"the extraction server exited {server.returncode} (see "
-                                    f"{ctx.workdir / 'vllm_server.log'})")
-            try:
-                with urllib.request.urlopen(endpoint + "/models", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise PipelineError("the extraction server did not come up within "
-                                        f"{ready_timeout:.0f} s") from None
-                time.sleep(5)
-        argv = [sys.executable, "-m", "speculators", "generate-offline-data",
-                "--model", str(cfg.model_path), "--endpoint", endpoint,
-                "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
-                "--validate-outputs", "--fail-on-error"]
-        emit("info", "extract", message="running " + " ".join(argv))
-        # Its own log file, like the server's: typer/rich print a failure as a boxed traceback
-        # hundreds of lines long, which would flood the job log the console shows.
-        gen_log = ctx.workdir / "generate_offline_data.log"
-        with open(gen_log, "ab") as fh:
-            proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
-        if proc.returncode != 0:
-            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}: "
-                                f"{_last_error_line(gen_log)} (see {gen_log} and "
-                                f"{ctx.workdir / 'vllm_server.log'})")
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-        shutil.rmtree(staging, ignore_errors=True)
+    dtype = getattr(torch, stored_state_dtype(cfg, "0.9"))
+    tokens = 0
+
+    def write(run: list[int], got: list[list[Any]]) -> int:
+        n = 0
+        for i, states in zip(run, got, strict=True):
+            ids = samples[i]["input_ids"]
+            write_sample("0.9", hs_dir / sample_name("0.9", i), torch.tensor(ids, dtype=torch.long),
+                         torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
+                         dtype=dtype)
+            n += len(ids)
+        return n
+
+    def written(pending: Future[int]) -> None:
+        nonlocal tokens
+        tokens += pending.result()  # a failed write raises here, before the next batch
+        if progress is not None:
+            progress.advance(tokens=tokens)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="extract-write") as pool:
+        pending: Future[int] | None = None
+        for run in _batches(samples, todo, BATCH_TOKENS):
+            got = cap.capture([samples[i]["input_ids"] for i in run])
+            if pending is not None:
+                written(pending)
+            pending = pool.submit(write, run, got)
+        if pending is not None:
+            written(pending)
+    return tokens
 
 
-def _last_error_line(log: Path) -> str:
-    """The last line of a log that names an error (else its last line), cut short."""
-    try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "(no log)"
-    named = [ln for ln in lines if "Error" in ln or "error" in ln]
-    line = (named or lines or ["(empty log)"])[-1]
-    return line if len(line) <= 300 else line[:297] + "..."
-
-
-def _write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
+def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
     """The prepared rows as the Arrow dataset speculators 0.9 trains from (input_ids,
     loss_mask, seq_len), beside hidden_states/."""
     import datasets

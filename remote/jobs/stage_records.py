@@ -54,8 +54,12 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
     kind = rec.get("type")
     stage = str(rec.get("stage", stage))
     if kind == "start":
-        return ev.STAGE_START, {"stage": stage, "run_id": run_id, "reason": rec.get("reason"),
-                                "summary": f"{stage} started ({rec.get('reason', '')})"}
+        started = {"stage": stage, "run_id": run_id, "reason": rec.get("reason"),
+                   "summary": f"{stage} started ({rec.get('reason', '')})"}
+        argv = rec.get("argv")
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            started["argv"] = argv
+        return ev.STAGE_START, started
     if kind == "progress":
         payload = {"stage": stage}
         payload.update({k: rec[k] for k in ("done", "total", "unit", "rate") if k in rec})

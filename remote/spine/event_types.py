@@ -165,6 +165,7 @@ class StageStart(Payload, kw_only=True, frozen=True):
     stage: str
     run_id: str | None = None
     reason: str | None = None
+    argv: list[str] | None = None  # the stage's command on the box (sessions before: none)
 
 
 class StageProgress(Payload, kw_only=True, frozen=True):

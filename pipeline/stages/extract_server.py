@@ -1,0 +1,141 @@
+"""extract through speculators 0.9's own route, where the box has CUDA: the target served with
+the extract_hidden_states speculative method and vLLM's ExampleHiddenStatesConnector writing the
+files, then `speculators generate-offline-data` against it (pipeline.stages.extract says when
+this route is taken and why not without CUDA). Its own module: a server's lifecycle and a
+subprocess's logs, nothing the in-process routes share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import PipelineError
+from pipeline.progress import Progress, emit
+from pipeline.runner import StageContext
+from pipeline.vllm_engine_kw import with_cpu_kv_cache
+
+
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
+                        cpu: bool = False) -> list[str]:
+    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
+    target served with the extract_hidden_states speculative method (ids incl. N) and the
+    ExampleHiddenStatesConnector writing to a shared directory.
+
+    Started as `python -m vllm.entrypoints.openai.api_server` (pipeline.serve says why not
+    `vllm serve`). Prefix caching off: a cached prefix skips the forward for its tokens, so
+    their rows would be missing. On a CPU build: eager (compiling takes minutes there)."""
+    from pipeline.serve import SERVER_MODULE
+
+    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                   "draft_model_config": {"hf_config": {
+                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
+    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
+    argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--speculative_config", json.dumps(speculative),
+            "--kv_transfer_config", json.dumps(kv_transfer),
+            "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
+            "--max-model-len", str(cfg.data.max_seq_len + 1),
+            "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
+    chunk = cfg.extract.max_num_batched_tokens
+    if chunk:
+        argv += ["--max-num-batched-tokens", str(chunk)]
+        if chunk < 256:  # vLLM refuses a chunk below max_num_seqs (its default is larger)
+            argv += ["--max-num-seqs", str(chunk)]
+    if cpu:
+        argv.append("--enforce-eager")
+    if cfg.target.trust_remote_code:
+        argv.append("--trust-remote-code")
+    return argv
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
+                     hs_dir: Path, progress: Progress, port: int = 0,
+                     ready_timeout: float = 1800) -> None:
+    """speculators 0.9.x: start the extraction server (above), wait for it, then
+    `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
+    re-run resumes), then stop the server."""
+    import time
+    import urllib.request
+
+    from pipeline.preflight import check
+
+    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
+        emit("info", "extract", message=note)
+    from pipeline.stages.extract import write_arrow_dataset
+
+    write_arrow_dataset(ctx.workdir, samples)
+    staging = ctx.workdir / "staging"
+    staging.mkdir(exist_ok=True)
+    import torch
+
+    port = port or _free_port()
+    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
+    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
+    log = open(ctx.workdir / "vllm_server.log", "ab")
+    env = with_cpu_kv_cache(os.environ)
+    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if server.poll() is not None:
+                raise PipelineError(f"the extraction server exited {server.returncode} (see "
+                                    f"{ctx.workdir / 'vllm_server.log'})")
+            try:
+                with urllib.request.urlopen(endpoint + "/models", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise PipelineError("the extraction server did not come up within "
+                                        f"{ready_timeout:.0f} s") from None
+                time.sleep(5)
+        argv = [sys.executable, "-m", "speculators", "generate-offline-data",
+                "--model", str(cfg.model_path), "--endpoint", endpoint,
+                "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
+                "--validate-outputs", "--fail-on-error"]
+        emit("info", "extract", message="running " + " ".join(argv))
+        # Its own log file, like the server's: typer/rich print a failure as a boxed traceback
+        # hundreds of lines long, which would flood the job log the console shows.
+        gen_log = ctx.workdir / "generate_offline_data.log"
+        with open(gen_log, "ab") as fh:
+            proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
+        if proc.returncode != 0:
+            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}: "
+                                f"{_last_error_line(gen_log)} (see {gen_log} and "
+                                f"{ctx.workdir / 'vllm_server.log'})")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _last_error_line(log: Path) -> str:
+    """The last line of a log that names an error (else its last line), cut short."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    named = [ln for ln in lines if "Error" in ln or "error" in ln]
+    line = (named or lines or ["(empty log)"])[-1]
+    return line if len(line) <= 300 else line[:297] + "..."

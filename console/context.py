@@ -20,9 +20,12 @@ if TYPE_CHECKING:
     from remote.spine.bus import EventBus
 
 
-def add_host_options(parser: argparse.ArgumentParser) -> None:
-    """--host and --accept-new-host-key: every command that reaches a box takes both."""
-    parser.add_argument("--host", default="local", help="host name from console.toml, or 'local' (default)")
+def add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -> None:
+    """--host and --accept-new-host-key: every command that reaches a box takes both. With
+    `fleet`, --host also takes a,b,c or a [groups] name (console/fleet.py)."""
+    more = "; or several: a,b,c or a group from [groups]" if fleet else ""
+    parser.add_argument("--host", default="local",
+                        help=f"host name from console.toml, or 'local' (default){more}")
     parser.add_argument("--accept-new-host-key", action="store_true",
                         help="trust and store the host key of a host not yet in known_hosts")
 
@@ -58,12 +61,13 @@ class Context:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, *, hosts: list[str] | None = None,
-                  show_stats: bool = False) -> Context:
+                  show_stats: bool = False, config: Config | None = None) -> Context:
         from console.printer import Printer
         from console.sessions.live import open_session
         from remote.link.hosts import load_config
 
-        config = load_config(getattr(args, "config", None))
+        if config is None:
+            config = load_config(getattr(args, "config", None))
         # A command that fails on its configuration records nothing: the hosts it names are
         # resolved before the session file exists (`console stats --host nosuch` left one).
         for name in hosts or []:

@@ -7,6 +7,7 @@ import pytest
 
 from remote.link.transport import LocalTransport, Transport
 from tests import tp2_engine as tp2
+from tests.fleet_fixture import Fleet, start_fleet, stop_fleet
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine per session)
 
@@ -34,6 +35,18 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     daemon = start_sshd(tmp_path_factory.mktemp("sshd"))
     yield daemon
     daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    """Three real sshd boxes on 127.0.0.2-4 (scripts/box_fleet.py), one per test session; box3
+    runs the vLLM 0.16 environment (tests/fleet_fixture.py)."""
+    reason = sshd_available()
+    if reason:
+        pytest.fail(reason, pytrace=False)
+    boxes = start_fleet(tmp_path_factory.mktemp("fleet"))
+    yield boxes
+    stop_fleet(boxes)
 
 
 @pytest.fixture(params=["local", "ssh"])

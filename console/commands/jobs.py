@@ -27,7 +27,8 @@ _S = argparse.SUPPRESS
 def _options(p: argparse.ArgumentParser, *, leaf: bool) -> None:
     """Shared options, accepted before or after the subcommand (leaf defaults do not override)."""
     d = (lambda v: _S) if leaf else (lambda v: v)
-    p.add_argument("--host", default=d("local"), help="host name from console.toml, or 'local'")
+    p.add_argument("--host", default=d("local"),
+                   help="host name from console.toml, or 'local'; list: also a,b,c or a group")
     p.add_argument("--accept-new-host-key", action="store_true", default=d(False),
                    help="trust and store the host key of a host not yet in known_hosts")
     p.add_argument("--config", metavar="PATH", default=d(None), help="console.toml to use")
@@ -85,6 +86,12 @@ async def run(args: argparse.Namespace) -> int:
     command = args.jobs_command or "list"
     if command not in ("launch", "tail"):
         args.no_record = True  # a listing is not a session worth keeping
+    from console.fleet import names_several
+
+    if names_several(args):
+        if command != "list":
+            raise UsageError(f"jobs {command} acts on one run on one host: give one --host")
+        return await _list_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
@@ -143,22 +150,60 @@ async def _follow(ctx: Context, jobs: Jobs, run_id: str, offset: int, *,
     return EXIT_OK if info.state == "exited" and info.returncode == 0 else EXIT_FAILED
 
 
+async def _list_fleet(args: argparse.Namespace) -> int:
+    """Every host's runs in one table, a HOST column first; a host that cannot be reached is
+    one error line and its exit code, the others still listed."""
+    from console.fleet import open_fleet, run_each, summary
+    from remote.jobs.client import Jobs
+    from remote.spine import events as ev
+
+    ctx, resolved = open_fleet(args)
+    async with ctx:
+        found: dict[str, list[RunInfo]] = {}
+
+        async def one(name: str) -> int:
+            host, transport = await ctx.reach(name)
+            found[name] = await Jobs(transport, host.workdir, host=name, bus=ctx.bus,
+                                     python=host.python).list()
+            if args.json:
+                for info in found[name]:
+                    ctx.bus.emit(ev.JOB_STATUS, name, **info.to_dict())
+            return EXIT_OK
+
+        codes = await run_each(ctx, resolved, one)
+        if not args.json:
+            rows = [(h, *_row(r)) for h in resolved.names for r in found.get(h, [])]
+            _print_rows(("HOST", *_HEADER), rows, ctx)
+        return summary(ctx, codes, "jobs list")
+
+
+_HEADER = ("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")
+
+
+def _row(r: RunInfo) -> tuple[str, ...]:
+    from remote.spine.sanitize import visible  # a run's name and id come from the box
+
+    return (visible(r.run_id), visible(r.name), r.state,
+            "-" if r.returncode is None else str(r.returncode),
+            "-" if r.pid is None else str(r.pid), r.started, str(r.log_size))
+
+
+def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]], ctx: Context) -> None:
+    if not rows:
+        print("no runs", file=ctx.out)
+        return
+    grid = [header, *rows]
+    widths = [max(len(row[i]) for row in grid) for i in range(len(header))]
+    for row in grid:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
+              file=ctx.out)
+
+
 def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
     from remote.spine import events as ev
-    from remote.spine.sanitize import visible  # a run's name and id come from the box
     if as_json:  # one JSON event per line, like every other --json output
         for info in runs:
             ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())
         return EXIT_OK
-    rows = [("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")]
-    for r in runs:
-        rows.append((visible(r.run_id), visible(r.name), r.state,
-                     "-" if r.returncode is None else str(r.returncode),
-                     "-" if r.pid is None else str(r.pid), r.started, str(r.log_size)))
-    if len(rows) == 1:
-        print("no runs")
-        return EXIT_OK
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    _print_rows(_HEADER, [_row(r) for r in runs], ctx)
     return EXIT_OK

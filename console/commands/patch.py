@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.description = ("Fix speculators' hidden-state worker inside the deployed container, "
                      f"atomically and reversibly. Recipes: {names}.")
     p.add_argument("action", choices=ACTIONS)
-    add_host_options(p)
+    add_host_options(p, fleet=True)
     p.add_argument("--recipe", action="append", metavar="NAME",
                    help="only this recipe (repeatable; default: every recipe that applies)")
     p.add_argument("--force", action="store_true",
@@ -46,6 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def run(args: argparse.Namespace) -> int:
+    from console.fleet import names_several
+
+    if names_several(args):
+        from console.commands.patch_fleet import run_fleet
+
+        return await run_fleet(args)
     ctx = Context.from_args(args, hosts=[args.host])
     bad_input = False
     try:

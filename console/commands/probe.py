@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "resolver cannot settle.",
     )
     p.add_argument("probe", choices=PROBES)
-    add_host_options(p)
+    add_host_options(p, fleet=True)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
     p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
@@ -68,6 +68,12 @@ async def run(args: argparse.Namespace) -> int:
     from remote.probe_runner import run_probe
 
     _validate(args)
+    from console.fleet import names_several
+
+    if names_several(args):
+        from console.commands.probe_fleet import run_fleet
+
+        return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(args.host)
@@ -87,6 +93,28 @@ async def run(args: argparse.Namespace) -> int:
         return await _compat(ctx, transport, args, common)
 
 
+async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> tuple[int, list[Any]]:
+    """One host's probe for the fleet form: its exit code and its results."""
+    from remote.ops import probes as ops
+
+    host, transport = await ctx.reach(name)
+    if args.probe == "env":
+        return EXIT_OK, await ops.probe(transport, host, ctx.bus, "env", timeout=args.timeout)
+    if args.probe == "source":
+        extra = ["--vllm-root", args.vllm_root] if args.vllm_root else []
+        return EXIT_OK, await ops.probe(transport, host, ctx.bus, "source",
+                                        ["--family", args.family, *extra], timeout=args.timeout)
+    if args.probe == "model":
+        results = await ops.probe(transport, host, ctx.bus, "model",
+                                  _model_args(args) + (["--all"] if args.all else []),
+                                  timeout=args.timeout)
+        return (EXIT_OK if args.all else model_exit_code(ctx, results, name)), results
+    common = {"workdir": host.workdir, "python": host.python, "bus": ctx.bus, "host": name,
+              "timeout": args.timeout}
+    code = await _compat(ctx, transport, args, common, host_name=name)
+    return code, []
+
+
 def model_exit_code(ctx: Context, results: list[dict[str, Any]], host: str) -> int:
     """0 when every architecture resolved; 1, with the reason, when one did not (unresolved,
     needs_config, config_only), so a script can tell an answer from a shrug. `--all` is a
@@ -99,10 +127,11 @@ def model_exit_code(ctx: Context, results: list[dict[str, Any]], host: str) -> i
     return code
 
 
-async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace, common: dict[str, Any]) -> int:
+async def _compat(ctx: Context, transport: Transport, args: argparse.Namespace,
+                  common: dict[str, Any], host_name: str | None = None) -> int:
     from remote.ops import probes as ops
 
-    host = ctx.host(args.host)
+    host = ctx.host(host_name or args.host)
     refused = False
     for outcome in await ops.compat_check(transport, host, ctx.bus, _model_args(args),
                                           timeout=args.timeout):

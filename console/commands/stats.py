@@ -21,8 +21,9 @@ from remote.stats.limits import MIN_INTERVAL
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("stats", help="live GPU and host stats from a host",
                        description="Stream GPU and host stats from a host (one sampler process "
-                       "on the box, over the host's one connection).")
-    add_host_options(p)
+                       "on the box, over the host's one connection). Several hosts (a,b,c or a "
+                       "group): one live table, a row per host plus totals.")
+    add_host_options(p, fleet=True)
     p.add_argument("--once", action="store_true", help="take one sample and print a table")
     p.add_argument("--interval", type=nonneg_float, default=1.0,
                    help=f"seconds between samples (>= {MIN_INTERVAL}; default 1)")
@@ -45,6 +46,12 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--duration must be positive (got {args.duration})")
     if args.count is not None and args.count < 1:
         raise UsageError(f"--count must be at least 1 (got {args.count})")
+    from console.fleet import names_several
+
+    if names_several(args):
+        from console.commands.stats_fleet import run_fleet
+
+        return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)

@@ -64,6 +64,9 @@ class Config:
     # [console] auto_reattach: at start the TUI reconnects to the hosts where this laptop
     # started or followed a pipeline run (remote/jobs/remembered.py).
     auto_reattach: bool = True
+    # [groups] NAME = ["a", "b"]: kept as written; members are checked when a command resolves
+    # the group (remote/link/groups.py), so one bad member costs one line, not the whole fleet.
+    groups: dict[str, list[str]] = field(default_factory=dict)
 
     def host(self, name: str) -> HostConfig:
         if name in self.hosts:
@@ -111,13 +114,16 @@ def parse_config(text: str, source: str) -> Config:
     hosts_table = data.get("hosts", {})
     if not isinstance(hosts_table, dict):
         raise ConfigError(source, "hosts", "must be a table of named hosts ([hosts.NAME])")
-    unknown_top = set(data) - {"hosts", "console"}
+    unknown_top = set(data) - {"hosts", "console", "groups"}
     if unknown_top:
         raise ConfigError(source, sorted(unknown_top)[0], "unknown top-level key")
     hosts: dict[str, HostConfig] = {}
     for name, table in hosts_table.items():
         hosts[name] = _parse_host(name, table, source)
+    from remote.link.groups import parse_groups
+
     return Config(hosts=hosts, path=Path(source) if source != "<string>" else None,
+                  groups=parse_groups(data.get("groups", {}), hosts, source),
                   **_console_settings(data.get("console", {}), source))
 
 

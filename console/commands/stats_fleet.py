@@ -1,0 +1,125 @@
+"""`console stats --host a,b,c` (or a group): one live table, a row per host plus totals.
+
+One sampler per box, each on its box's one connection, all publishing stats.sample events with
+their host (the session and `--json` carry every box). The table is redrawn from the latest
+sample of each host: in place on a terminal, as a new block (at most once a second) when the
+output is a file or a pipe, so a 10 Hz stream does not flood a log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from console.fleet import open_fleet, run_each, summary
+from remote.link.errors import EXIT_FAILED, EXIT_OK
+
+HEADER = ("HOST", "CPU", "MEM GiB", "LOAD1", "GPUS", "GPU UTIL", "GPU MEM GiB", "POWER W",
+          "SAMPLES")
+
+
+def _num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
+    return "-" if v is None else f"{v / scale:.{digits}f}{unit}"
+
+
+def _sum(values: list[Any]) -> float | None:
+    got = [v for v in values if v is not None]
+    return sum(got) if got else None
+
+
+def _mean(values: list[Any]) -> float | None:
+    got = [v for v in values if v is not None]
+    return sum(got) / len(got) if got else None
+
+
+def row(name: str, p: dict[str, Any] | None, count: int) -> list[str]:
+    if p is None:
+        return [name, "-", "-", "-", "-", "-", "-", "-", "0"]
+    h = p.get("host") or {}
+    gpus = p.get("gpus") or []
+    return [name, _num(h.get("cpu"), digits=1, unit="%"),
+            f"{_num(h.get('mem_used'), 2**30, 1)}/{_num(h.get('mem_total'), 2**30, 1)}",
+            _num(h.get("load1"), digits=2), str(len(gpus)),
+            _num(_mean([g.get("util") for g in gpus]), unit="%"),
+            f"{_num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
+            f"{_num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
+            _num(_sum([g.get("power") for g in gpus])), str(count)]
+
+
+def totals(latest: dict[str, dict[str, Any]], counts: dict[str, int]) -> list[str]:
+    hs = [p.get("host") or {} for p in latest.values()]
+    gpus = [g for p in latest.values() for g in p.get("gpus") or []]
+    return [f"TOTAL ({len(latest)})", _num(_mean([h.get("cpu") for h in hs]), digits=1, unit="%"),
+            f"{_num(_sum([h.get('mem_used') for h in hs]), 2**30, 1)}/"
+            f"{_num(_sum([h.get('mem_total') for h in hs]), 2**30, 1)}",
+            _num(_sum([h.get("load1") for h in hs]), digits=2), str(len(gpus)),
+            _num(_mean([g.get("util") for g in gpus]), unit="%"),
+            f"{_num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
+            f"{_num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
+            _num(_sum([g.get("power") for g in gpus])), str(sum(counts.values()))]
+
+
+def render(names: list[str], latest: dict[str, dict[str, Any]], counts: dict[str, int]) -> str:
+    rows = [list(HEADER), *(row(n, latest.get(n), counts.get(n, 0)) for n in names),
+            totals(latest, counts)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+async def run_fleet(args: argparse.Namespace) -> int:
+    from remote.ops import stats as ops
+    from remote.spine import events as ev
+
+    ctx, resolved = open_fleet(args, show_stats=False)
+    async with ctx:
+        latest: dict[str, dict[str, Any]] = {}
+        counts: dict[str, int] = {}
+
+        def keep(e: Any) -> None:
+            if e.kind == ev.STATS_SAMPLE and e.host:
+                latest[e.host] = e.payload
+                counts[e.host] = counts.get(e.host, 0) + 1
+
+        remove = ctx.bus.add_callback(keep)
+        tty = ctx.out.isatty()
+        drawn = [0]  # lines of the table on the terminal now
+
+        def draw() -> None:
+            text = render(resolved.names, latest, counts)
+            if tty and drawn[0]:
+                ctx.out.write(f"\x1b[{drawn[0]}F\x1b[J")
+            ctx.out.write(text + "\n" + ("" if tty else "\n"))
+            ctx.out.flush()
+            drawn[0] = text.count("\n") + 1
+
+        async def redraw() -> None:
+            period = max(args.interval, 0.2 if tty else 1.0)
+            while True:
+                await asyncio.sleep(period)
+                draw()
+
+        async def one(name: str) -> int:
+            host, transport = await ctx.reach(name)
+            count = 1 if args.once else args.count
+            duration = max(30.0, 10 * args.interval) if args.once else args.duration
+            got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
+                                   source=args.source, duration=duration, count=count)
+            if not got and (args.once or args.duration is not None):
+                ctx.error(f"no sample from {name}", name)
+                return EXIT_FAILED
+            return EXIT_OK
+
+        painter = None if (args.json or args.once) else asyncio.create_task(redraw())
+        started = time.monotonic()
+        try:
+            codes = await run_each(ctx, resolved, one)
+        finally:
+            remove()
+            if painter is not None:
+                painter.cancel()
+        if not args.json and (args.once or time.monotonic() > started):
+            draw()
+        return summary(ctx, codes, "stats")

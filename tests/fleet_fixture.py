@@ -1,0 +1,76 @@
+"""The test fleet: three real sshd boxes on 127.0.0.2-4 from scripts/box_fleet.py, one per
+test session (starting one costs about a second; the tests share it and leave it as found).
+
+Each box's python is a two-line wrapper around a real box environment with its own copy of
+speculators 0.3.0 in front (tests/patchbox.py), so a patch applied on one box touches that box's
+files only, never the shared cached environments. box1 and box2 run the vLLM 0.32 environment;
+box3 the vLLM 0.16 one: the box that is deliberately different.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests import box_env
+from tests.patchbox import make_site_packages
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / "scripts" / "box_fleet.py"
+STACKS = {1: "vllm032", 2: "vllm032", 3: "vllm016"}
+
+
+@dataclass
+class Fleet:
+    root: Path
+    config: Path
+    boxes: list[dict[str, object]]
+
+    def box_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def site_packages(self, name: str) -> Path:
+        return self.root / name / "site-packages"
+
+    def sshd_pid(self, name: str) -> int:
+        return int((self.root / name / "sshd.pid").read_text().split()[0])
+
+    def stop_box(self, name: str) -> None:
+        """The box gone from the network: its sshd stopped (restart with `start_box`)."""
+        subprocess.run(["kill", str(self.sshd_pid(name))], check=True)
+
+    def start_box(self, name: str) -> None:
+        subprocess.run(["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"),
+                        "-E", str(self.root / name / "sshd.log")], check=True)
+
+
+def _wrapper(path: Path, python: Path, site: Path) -> Path:
+    path.write_text(f'#!/bin/sh\nPYTHONPATH={site}; export PYTHONPATH\nexec {python} "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def start_fleet(root: Path) -> Fleet:
+    root.mkdir(parents=True, exist_ok=True)
+    wrappers: list[str] = []
+    for i, stack in STACKS.items():
+        box = root / f"box{i}"
+        box.mkdir(exist_ok=True)
+        site = make_site_packages(box, vllm=False)
+        wrappers += ["--box-python", f"{i}={_wrapper(box / 'python', box_env.ensure(stack), site)}"]
+    done = subprocess.run([sys.executable, str(SCRIPT), "up", str(len(STACKS)), "--dir",
+                           str(root), *wrappers], capture_output=True, text=True,
+                          env={**os.environ})
+    if done.returncode != 0:
+        raise RuntimeError(f"box_fleet.py up failed: {done.stderr[-2000:]}")
+    boxes = json.loads((root / "fleet.json").read_text())["boxes"]
+    return Fleet(root, root / "console.toml", boxes)
+
+
+def stop_fleet(fleet: Fleet) -> None:
+    subprocess.run([sys.executable, str(SCRIPT), "down", "--dir", str(fleet.root)],
+                   capture_output=True, check=False)

@@ -25,6 +25,24 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         tp2.stop_started()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The consoles the tests start keep their laptop state (remembered pipeline runs, tail
+    cursors) apart from the operator's own ~/.local/state: a run remembered there made the TUI
+    reattach on start and a test read another screen (tests that need a state of their own still
+    set XDG_STATE_HOME themselves)."""
+    import os
+
+    state = tmp_path_factory.mktemp("xdg-state")
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(state)
+    yield state
+    if old is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = old
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """A real OpenSSH sshd on loopback for the whole test session. Without one the SSH tests

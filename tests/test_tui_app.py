@@ -42,7 +42,7 @@ async def test_hosts_screen_lists_hosts_and_selecting_switches_host(session: Pat
         table = app.query_one("#hosts-table", DataTable)
         assert table.row_count == 1
         row = table.get_row_at(0)
-        assert row[0] == HOST and "torch 2.9.0" in row[3] and "2 GPUs" in row[3]
+        assert str(row[0]) == HOST and "torch 2.9.0" in row[3] and "2 GPUs" in row[3]
         await pilot.press("enter")
         await pilot.pause()
         assert app.current_host == HOST and "host: gpu-box" in app.notices

@@ -60,6 +60,15 @@ class Tmux:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
 
 
+def local_only_config(tmp_path: Path) -> Path:
+    """No remote hosts: the built-in local host only, on a workdir of its own (the default one
+    holds the runs other tests left there, and the Pipeline screen would show the last of them)."""
+    config = tmp_path / "console.toml"
+    box = tmp_path / "box"
+    config.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
+    return config
+
+
 @pytest.fixture
 def tmux() -> Iterator[Tmux]:
     t = Tmux()
@@ -83,8 +92,7 @@ def test_replay_and_live_console_in_a_real_terminal(tmux: Tmux, tmp_path: Path) 
         time.sleep(0.2)
     assert not tmux.alive("replay"), "q did not quit the console"
 
-    config = tmp_path / "console.toml"
-    config.write_text("")  # no remote hosts: the built-in local host only
+    config = local_only_config(tmp_path)
     tmux.start("live", [sys.executable, "-m", "console", "--config", str(config)])
     tmux.wait("live", "not connected")
     tmux.keys("live", "c")
@@ -120,8 +128,7 @@ def test_every_screen_in_a_small_real_terminal(tmux: Tmux, tmp_path: Path) -> No
     tmux.keys("replay", "Escape")
     tmux.keys("replay", "q")
 
-    config = tmp_path / "console.toml"
-    config.write_text("")
+    config = local_only_config(tmp_path)
     tmux.start("live", [sys.executable, "-m", "console", "--config", str(config)], size=(80, 24))
     tmux.wait("live", "not connected")
     tmux.keys("live", "c")

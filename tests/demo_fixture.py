@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
+from tests.local_box import local_console_toml
 from tests.sshd_harness import Sshd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -205,8 +206,7 @@ def console_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
     """The demo after the box carried it alone; the next start's session in `root/first.jsonl`."""
     root = tmp_path_factory.mktemp("demo")
     box = root / "box"
-    console_toml = root / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
+    console_toml = local_console_toml(root)
     d = Demo(root, box, console_toml, box / "demo" / "pipeline.toml", box / "demo" / "out")
     console = console_process(d, root / "killed.jsonl", "--demo")
     try:

@@ -27,6 +27,7 @@ from console.cli import main as console_main
 from remote.compat import advise
 from remote.link.errors import EXIT_OK
 from tests import box_env, tiny_targets
+from tests.local_box import local_console_toml
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,7 @@ def test_patch_apply_then_vllm_states_equal_hf_on_every_sample(
         box: Path, llava: Path, overlay: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     common = ["--host", "local", "--site-packages", str(overlay), "--no-record", "--json"]
     assert console_main(["patch", "apply", "--yes", *common]) == EXIT_OK
     worker = (overlay / "speculators/data_generation/custom_worker.py").read_text()

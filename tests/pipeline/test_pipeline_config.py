@@ -17,6 +17,7 @@ from console.cli import main as console_main
 from pipeline import config as pconfig
 from pipeline import manifest
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
+from tests.local_box import local_console_toml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -149,8 +150,7 @@ def test_console_run_refuses_bad_config_before_work(tmp_path: Path,
     _model(tmp_path)
     _dataset(tmp_path)
     cfg = _toml(tmp_path, layer_ids="[1, 2, 99]")
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    console_toml = local_console_toml(tmp_path)
     rc = console_main(["run", "--host", "local", "--config", str(console_toml),
                        "--pipeline", str(cfg), "--no-record"])
     err = capsys.readouterr().err
@@ -221,8 +221,7 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
     """The model directory has a config but no tokenizer: prepare fails on the box; the box
     runner stops there, the console reports stage.end ok=false and every later stage as not
     run with why, and exits 1."""
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    console_toml = local_console_toml(tmp_path)
     session = tmp_path / "s.jsonl"
     rc = console_main(["run", "--host", "local", "--config", str(console_toml),
                        "--pipeline", str(good), "--session", str(session)])

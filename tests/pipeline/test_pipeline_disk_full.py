@@ -26,6 +26,7 @@ import pytest
 from pipeline import config as config_mod
 from pipeline import manifest
 from pipeline.demo import build_demo, pipeline_toml
+from tests.local_box import local_console_toml
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -155,8 +156,7 @@ def test_a_reboot_mid_extract_is_reported_and_the_next_run_resumes(
     cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
     cfg = config_mod.load(cfg_path, check_disk=False)
     box = tmp_path / "box"
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
+    console_toml = local_console_toml(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"),
                XDG_DATA_HOME=str(tmp_path / "data"))
     argv = ["run", "--host", "local", "--config", str(console_toml), "--pipeline", str(cfg_path),

@@ -20,6 +20,7 @@ from console.sessions.live import open_session
 from remote.spine import events as ev
 from remote.spine.events import JobLines
 from remote.spine.redact import Redactor, redact_argv
+from tests.local_box import local_console_toml
 
 HF = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4"  # the shape of a hub token, not a real one
 SECRETS = {
@@ -82,7 +83,7 @@ def test_the_bus_masks_a_log_block_before_the_recorder_and_the_printer(tmp_path:
 
 
 def _launch(tmp_path: Path, session: Path, *extra: str) -> int:
-    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     script = "import sys; print(' '.join(sys.argv[1:]))"
     return main(["jobs", "--host", "local", "--config", str(tmp_path / "console.toml"), "launch",
                  "--name", "echo", "--session", str(session), *extra, "--", sys.executable, "-c",

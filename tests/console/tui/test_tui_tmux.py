@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_box import local_console_toml
 from tests.tui_sessions import demo_session
 
 # tmux is installed by scripts/ensure-tools.sh (`make test`); without it these fail, never skip.
@@ -63,10 +64,7 @@ class Tmux:
 def local_only_config(tmp_path: Path) -> Path:
     """No remote hosts: the built-in local host only, on a workdir of its own (the default one
     holds the runs other tests left there, and the Pipeline screen would show the last of them)."""
-    config = tmp_path / "console.toml"
-    box = tmp_path / "box"
-    config.write_text(f'[hosts.local]\nworkdir = "{box}"\n')
-    return config
+    return local_console_toml(tmp_path)
 
 
 @pytest.fixture

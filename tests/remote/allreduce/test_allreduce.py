@@ -26,6 +26,7 @@ from remote.link.transport import LocalTransport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
+from tests.local_box import local_console_toml
 
 
 def _json_events(out: str) -> list[Event]:
@@ -61,8 +62,7 @@ def test_size_ranges_double_like_nccl_tests() -> None:
 
 @pytest.mark.slow
 def test_sweep_real_gloo_three_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    cfg = local_console_toml(tmp_path)
     rc = main(["allreduce", "sweep", "--host", "local", "--ranks", "3", "--sizes", "4K,64K",
                "--iters", "3", "--warmup", "1", "--json", "--no-record", "--config", str(cfg)])
     assert rc == 0
@@ -363,9 +363,7 @@ async def test_capture_refused_when_vllm_has_no_profiler(
 
 def test_capture_command_end_to_end(tmp_path: Path, vllm_double: ThreadingHTTPServer,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n'
-                   f'vllm_url = "http://127.0.0.1:{vllm_double.server_address[1]}"\n')
+    cfg = local_console_toml(tmp_path, vllm_url=f"http://127.0.0.1:{vllm_double.server_address[1]}")
     rc = main(["allreduce", "capture", "--host", "local", "--profiler-dir",
                str(vllm_double.trace_dir), "--seconds", "0.1",  # type: ignore[attr-defined]
                "--out", str(tmp_path / "out"), "--config", str(cfg), "--no-record"])

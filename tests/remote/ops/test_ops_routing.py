@@ -20,6 +20,7 @@ from remote.link.transport import LocalTransport
 from remote.ops import stats as stats_ops
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+from tests.local_box import local_console_toml
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -89,8 +90,7 @@ def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytes
         return await real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stats_ops, "stream", counted)
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    cfg = local_console_toml(tmp_path)
     rc = main(["stats", "--host", "local", "--once", "--interval", "0.1",
                "--config", str(cfg), "--no-record"])
     assert rc == 0 and "local: cpu " in capsys.readouterr().out

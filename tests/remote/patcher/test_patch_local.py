@@ -18,6 +18,7 @@ from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from tests.container_fixture import Box
+from tests.local_box import local_console_toml
 from tests.old_python import python38
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 
@@ -168,8 +169,7 @@ def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFi
     sp = make_site_packages(tmp_path)
     worker = sp / WORKER
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(
-        f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     common = ["--host", "local", "--site-packages", str(sp), "--no-record", "--json"]
 
     assert main(["patch", "plan", *common]) == EXIT_OK
@@ -229,7 +229,7 @@ def test_cli_apply_asks_on_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixt
     sp = make_site_packages(tmp_path)
     worker = sp / WORKER
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     answers = iter(["n", "y"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
@@ -292,8 +292,7 @@ def test_malformed_helper_output_is_an_error_event_not_a_traceback(
     broken.write_text("#!/bin/sh\necho 'Segmentation fault? not JSON'\n")
     broken.chmod(0o755)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(
-        f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\npython = "{broken}"\n')
+    local_console_toml(tmp_path, python=str(broken))
     rc = main(["patch", "plan", "--host", "local", "--site-packages", str(sp), "--no-record",
                "--json"])
     out = capsys.readouterr()

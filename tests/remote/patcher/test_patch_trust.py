@@ -14,6 +14,7 @@ import pytest
 from console.cli import main
 from remote.link.errors import EXIT_OK, EXIT_REFUSED
 from remote.patcher.plan import compose, recipes_for
+from tests.local_box import local_console_toml
 from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
@@ -21,7 +22,7 @@ from tests.sshd_harness import Sshd
 
 def _cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sp: Path) -> list[str]:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     return ["--host", "local", "--site-packages", str(sp), "--no-record"]
 
 

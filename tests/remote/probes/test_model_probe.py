@@ -20,6 +20,7 @@ import pytest
 
 from remote.probes import model_probe
 from tests import vllm_sources as vs
+from tests.local_box import local_console_toml
 from tests.old_python import python38
 
 PROBE = Path(model_probe.__file__)
@@ -362,7 +363,7 @@ def test_config_only_answer_without_vllm(tmp_path: Path) -> None:
 def _console(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     cfg = tmp_path / "console.toml"
     if not cfg.exists():
-        cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+        local_console_toml(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(PROBE.parents[2])}
     return subprocess.run([sys.executable, "-m", "console", "probe", *args, "--config", str(cfg), "--no-record"],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)

@@ -15,6 +15,7 @@ from console.tui.widgets.pipeline import LogView
 from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible, visible_lines
+from tests.local_box import local_console_toml
 from tests.tui_helpers import SIZE, finish_replay, replay_app
 from tests.tui_sessions import demo_events, write_session
 
@@ -46,7 +47,7 @@ def test_printer_draws_job_line_escapes() -> None:
 def test_a_real_job_printing_escapes_through_the_cli(
         tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "console.toml").write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    local_console_toml(tmp_path)
     script = ("import sys; sys.stdout.write('\\x1b[2J\\x1b]0;owned\\x07cleared?\\n'); "
               "sys.stdout.write('\\x1b[31mred\\x1b[0m\\n')")
     rc = main(["jobs", "--host", "local", "launch", "--name", "esc", "--no-record", "--",

@@ -16,6 +16,7 @@ from console.tui.widgets.common import TopBar
 from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
+from tests.local_box import local_console_toml
 from tests.tui_helpers import SIZE, finish_replay, replay_app
 from tests.tui_sessions import T0, write_session
 
@@ -121,8 +122,7 @@ def test_replay_warnings_quoting_the_file_are_drawn(
 def test_an_error_line_naming_a_hostile_host_is_one_drawn_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    config = tmp_path / "console.toml"
-    config.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    config = local_console_toml(tmp_path)
     rc = main(["jobs", "--host", EVIL_NAME, "--config", str(config), "list"])
     err = capsys.readouterr().err
     assert rc == 2, err

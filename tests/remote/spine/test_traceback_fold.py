@@ -19,6 +19,7 @@ from console.sessions.files import SessionReader
 from pipeline.tracebacks import format_for_log
 from remote.spine import events as ev
 from remote.spine.traceback_fold import MARK, TracebackFolder
+from tests.local_box import local_console_toml
 from tests.pipeline.test_pipeline_config import _dataset, _model, _toml
 
 FOLDED = re.compile(r"\[traceback folded: (\d+) lines, (\S+) raised( at (\S+):(\d+) in (\S+))?; "
@@ -135,8 +136,7 @@ def test_a_crashing_stage_shows_one_folded_line_in_run_tail_and_session(
     (model / "tokenizer.json").write_text('{"version": "1.0", "truncated')
     _dataset(tmp_path)
     cfg = _toml(tmp_path)
-    console_toml = tmp_path / "console.toml"
-    console_toml.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    console_toml = local_console_toml(tmp_path)
     session = tmp_path / "s.jsonl"
     rc = console_main(["run", "--host", "local", "--config", str(console_toml),
                        "--pipeline", str(cfg), "--session", str(session)])

@@ -25,6 +25,7 @@ from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from remote.stats.samples import History, sample_payload, summary_line
 from remote.stats.stream import StatsError, StatsStream
+from tests.local_box import local_console_toml
 
 
 def _events(bus: EventBus) -> list[Event]:
@@ -270,8 +271,7 @@ async def test_malformed_sampler_output_becomes_an_error_event(tmp_path: Path) -
 
 
 def _local_config(tmp_path: Path) -> Path:
-    cfg = tmp_path / "console.toml"
-    cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    cfg = local_console_toml(tmp_path)
     return cfg
 
 

@@ -125,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
                               "output_dir": str(cfg.output_dir),
                               "max_new_tokens": cfg.evaluate.max_new_tokens,
+                              "train_hosts": list(cfg.train.hosts),
+                              "train_addresses": list(cfg.train.addresses),
                               **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":

@@ -100,12 +100,9 @@ class TrainConfig:
     speculators: str = "auto"
     seed: int = 0
     noise_std: float = 0.05
-    # Train across these console hosts (names in console.toml) with torchrun's c10d rendezvous,
-    # one process per box, the rendezvous on the first (docs/pipeline.md "Training across
-    # boxes"). Empty or one name: one box, as before.
+    # Train across these console hosts with torchrun's c10d rendezvous on the first (one box
+    # when empty); addresses: how the boxes reach each other, default the sshd's address.
     hosts: tuple[str, ...] = ()
-    # Each host's address as the others reach it (same order as hosts); empty: the address the
-    # box's sshd was reached on.
     addresses: tuple[str, ...] = ()
     rdzv_port: int = 29400
     join_timeout: int = 900  # seconds the first box waits for the others to join

@@ -168,7 +168,9 @@ def node_main(args: argparse.Namespace) -> int:
                             f"under {cfg.output_dir} differ from the first box's (digest "
                             f"{mine[:12]} vs {args.data[:12]}): copy them from it (docs/pipeline.md)")
     if args.check:
-        emit("info", "train", message=f"training data matches the first box ({mine[:12]})")
+        _reach(args.endpoint, deadline=time.monotonic() + args.wait)
+        emit("info", "train", message=f"training data matches the first box ({mine[:12]}); "
+             f"the rendezvous at {args.endpoint} answers")
         return 0
     device = pick_device(cfg.train.device)
     work = cfg.output_dir / NODE_DIR
@@ -183,6 +185,24 @@ def node_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reach(endpoint: str, *, deadline: float) -> None:
+    """The first box's rendezvous store answers from here (it opens a moment after the `nodes`
+    record): a firewall or a wrong address is one line now, not a join timeout later."""
+    import socket
+
+    host, _, port = endpoint.rpartition(":")
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise PipelineError(f"the rendezvous at {endpoint} does not answer from this "
+                                    f"box ({exc}): is the first box's train stage running, and "
+                                    "is the port open between the boxes?") from None
+            time.sleep(0.5)
+
+
 def node_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline train-node")
     p.add_argument("--config", required=True)
@@ -190,7 +210,9 @@ def node_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-addr", required=True, help="this box's address")
     p.add_argument("--run-id", required=True)
     p.add_argument("--data", required=True, help="the first box's training data digest")
-    p.add_argument("--check", action="store_true", help="check the data only")
+    p.add_argument("--check", action="store_true",
+                   help="check the data and that the rendezvous answers, start nothing")
+    p.add_argument("--wait", type=float, default=30.0, help="--check: seconds to wait for it")
     return p
 
 

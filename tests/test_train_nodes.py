@@ -104,11 +104,12 @@ def _records(log_dir: Path, name: str) -> list[dict[str, object]]:
     return recs
 
 
-def test_a_head_trains_across_two_boxes(boxes: Boxes, capsys: pytest.CaptureFixture[str]) -> None:
-    port = _free_port("127.0.0.2")
-    config = _config(boxes, ["box1", "box2"], "nodes.toml", rdzv_port=port, join_timeout=120)
-    # The training data on both boxes: the data stages on box1, then their outputs copied to
-    # box2 (docs/pipeline.md: a shared disk, or a copy such as this one).
+@pytest.fixture(scope="module")
+def data_on_both(boxes: Boxes) -> Path:
+    """The training data on both boxes: the data stages on box1, then their outputs copied to
+    box2 (docs/pipeline.md: a shared disk, or a copy such as this one)."""
+    config = _config(boxes, ["box1", "box2"], "nodes.toml", rdzv_port=_free_port("127.0.0.2"),
+                     join_timeout=120)
     configs1 = boxes.workdir("box1") / "configs"
     configs1.mkdir(parents=True, exist_ok=True)
     shutil.copy(config, configs1 / config.name)
@@ -119,7 +120,13 @@ def test_a_head_trains_across_two_boxes(boxes: Boxes, capsys: pytest.CaptureFixt
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     shutil.copytree(configs1 / "out", boxes.workdir("box2") / "configs" / "out")
+    return config
 
+
+def test_a_head_trains_across_two_boxes(boxes: Boxes, data_on_both: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    config = data_on_both
+    configs1 = boxes.workdir("box1") / "configs"
     code, evs, err = _console(capsys, boxes, "run", "--host", "box1", "--pipeline", str(config))
     assert code == 0, err + "\n".join(str(e) for e in evs if e.get("kind") == "console.error")
 
@@ -199,3 +206,27 @@ def test_speculators_03_refuses_with_the_evidence(boxes: Boxes) -> None:
     assert len(errors) == 1
     msg = str(errors[0]["message"])
     assert "speculators 0.3.0" in msg and "trainer.py:104" in msg and "No accelerator" in msg
+
+
+def test_a_box_without_the_data_is_one_line_and_cancels_the_run(
+        boxes: Boxes, data_on_both: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """box2 lost its vocab outputs: its check says so, and box1's run (waiting at the
+    rendezvous) is cancelled instead of waiting out its join timeout."""
+    manifest = boxes.workdir("box2") / "configs" / "out" / "manifests" / "vocab.json"
+    kept = manifest.read_text()
+    manifest.unlink()
+    config = data_on_both.with_name("nodes-again.toml")
+    config.write_text(data_on_both.read_text().replace(
+        "join_timeout = 120", "join_timeout = 300").replace(
+        "rdzv_port = ", f"rdzv_port = {_free_port('127.0.0.2')}  # was "))
+    try:
+        code, evs, _ = _console(capsys, boxes, "run", "--host", "box1", "--pipeline",
+                                str(config), "--from", "train")
+    finally:
+        manifest.write_text(kept)
+    assert code == 1
+    errors = [(e["host"], str((e.get("payload") or {}).get("message", ""))) for e in evs
+              if e.get("kind") == "console.error"]
+    assert errors[0][0] == "box2" and "no complete vocab" in errors[0][1], errors
+    assert any(e.get("kind") == "console.warning" and "cancelling the run on box1" in
+               str((e.get("payload") or {}).get("message")) for e in evs)

@@ -23,7 +23,7 @@ from pipeline.demo import pipeline_toml
 from pipeline.progress import parse
 from tests import box_env
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FLEET = REPO / "scripts" / "box_fleet.py"
 pytestmark = pytest.mark.slow
 

@@ -112,9 +112,18 @@ class TrainNodes:
     async def _start(self, host: HostConfig, transport: Transport, addr: str,
                      rec: dict[str, Any]) -> None:
         runner = PipelineRunner(transport, host, self.bus)
+        followed = False
+        try:
+            followed = await self._launch(runner, addr, rec)
+        finally:
+            if not followed:  # else its tail closes it
+                await runner.jobs.close()
+
+    async def _launch(self, runner: PipelineRunner, addr: str, rec: dict[str, Any]) -> bool:
+        host = runner.host
         jobs = await runner.jobs.list()
         if any(j.name == NODE_JOB and str(rec["run_id"]) in j.argv for j in jobs):
-            return  # started by an earlier console following this run
+            return False  # started by an earlier console following this run
         with tempfile.TemporaryDirectory() as tmp:
             local = Path(tmp) / self.config_name
             local.write_text(self.config_text)
@@ -135,6 +144,7 @@ class TrainNodes:
         self.bus.emit(ev.CONSOLE_INFO, host.name, message=(
             f"train: {host.name} joins at {rec['endpoint']} as job {info.run_id}"))
         self.tasks.append(asyncio.create_task(self._follow(runner, info)))
+        return True
 
     async def _follow(self, runner: PipelineRunner, info: RunInfo) -> None:
         """The other box's log into the session (its records become events for that host)."""

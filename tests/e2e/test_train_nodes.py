@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,14 +85,14 @@ def _config(boxes: Boxes, hosts: list[str], name: str, **train: object) -> Path:
 
 
 def _console(capsys: pytest.CaptureFixture[str], boxes: Boxes, *argv: str,
-             config: Path | None = None) -> tuple[int, list[dict[str, object]], str]:
+             config: Path | None = None) -> tuple[int, list[dict[str, Any]], str]:
     code = main([argv[0], "--config", str(config or boxes.config), "--no-record", "--json",
                  *argv[1:]])
     out, err = capsys.readouterr()
     return code, [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")], err
 
 
-def _records(log_dir: Path, name: str) -> list[dict[str, object]]:
+def _records(log_dir: Path, name: str) -> list[dict[str, Any]]:
     """The @@eagle3 records of the box's jobs called `name` (its own log files)."""
     recs = []
     for meta in sorted(log_dir.glob("runs/*/meta.json")):
@@ -133,6 +134,8 @@ def test_a_head_trains_across_two_boxes(boxes: Boxes, data_on_both: Path,
     messages = [(e.get("host"), str((e.get("payload") or {}).get("message", ""))) for e in evs
                 if e.get("kind") == "console.info"]
     assert any(h == "box2" and "joins at 127.0.0.2:" in m for h, m in messages)
+    # box2's rank reached the session as box2's events (its job's log, tailed by the console).
+    assert any(h == "box2" and m.startswith("train: rank 1 of 2: ") for h, m in messages)
     # Each box's own log: a rank in a world of 2 that stepped.
     ranks = {}
     for name in ("box1", "box2"):
@@ -154,7 +157,7 @@ def test_a_head_trains_across_two_boxes(boxes: Boxes, data_on_both: Path,
     assert done.returncode == 0 and int(done.stdout.split()[-1]) > 0, done.stderr[-2000:]
 
 
-def _one_error(evs: list[dict[str, object]], err: str) -> str:
+def _one_error(evs: list[dict[str, Any]], err: str) -> str:
     lines = [str((e.get("payload") or {}).get("message", "")) for e in evs
              if e.get("kind") == "console.error"] + [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, lines

@@ -86,6 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, vllm_args = argv[:cut], argv[cut + 1:]
+    if argv[:1] == ["train-node"]:  # a box other than the first, in training across boxes
+        from pipeline import nodes
+
+        try:
+            return nodes.node_main(nodes.node_parser().parse_args(argv[1:]))
+        except PipelineError as exc:
+            emit("error", "train", message=str(exc), exit_code=exc.exit_code)
+            return exc.exit_code
     args = build_parser().parse_args(argv)
     stage = args.command
     if vllm_args and stage != "serve":
@@ -117,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "bytes_per_token": config_mod.bytes_per_token(cfg),
                               "output_dir": str(cfg.output_dir),
                               "max_new_tokens": cfg.evaluate.max_new_tokens,
+                              "train_hosts": list(cfg.train.hosts),
+                              "train_addresses": list(cfg.train.addresses),
                               **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":

@@ -24,6 +24,7 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     [train]
     epochs = 10
     lr = 1e-4
+    hosts = ["a", "b"]                 # train across these console hosts (torchrun, c10d)
     [evaluate]
     num_speculative_tokens = 3
     served_url = ""                    # a vLLM serving target + head: measure there instead
@@ -99,6 +100,12 @@ class TrainConfig:
     speculators: str = "auto"
     seed: int = 0
     noise_std: float = 0.05
+    # Train across these console hosts with torchrun's c10d rendezvous on the first (one box
+    # when empty); addresses: how the boxes reach each other, default the sshd's address.
+    hosts: tuple[str, ...] = ()
+    addresses: tuple[str, ...] = ()
+    rdzv_port: int = 29400
+    join_timeout: int = 900  # seconds the first box waits for the others to join
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,9 @@ class PipelineConfig:
         if "data" in sections:
             ds = self.dataset_path()
             data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
+        if "train" in sections:  # where the boxes meet is not what they train
+            for key in ("addresses", "rdzv_port", "join_timeout"):
+                data["train"].pop(key, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -230,7 +240,11 @@ def _build(cls: Any, table: dict[str, Any], where: str) -> Any:
         typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         if typ == "float" and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
-        if typ.startswith("tuple"):
+        if typ == "tuple[str, ...]":
+            if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+                raise ConfigInvalid(where, f"{key}: must be a list of non-empty strings")
+            v = tuple(v)
+        elif typ.startswith("tuple"):
             if not isinstance(v, list) or not all(
                 isinstance(x, int) and not isinstance(x, bool) for x in v
             ):
@@ -307,6 +321,13 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
     if t.total_seq_len < d.max_seq_len:
         raise ConfigInvalid(src, f"train.total_seq_len: {t.total_seq_len} is below "
                             f"data.max_seq_len {d.max_seq_len} (a sample must fit in a batch)")
+    if len(set(t.hosts)) != len(t.hosts):
+        raise ConfigInvalid(src, f"train.hosts: {list(t.hosts)} names a host twice")
+    if t.addresses and len(t.addresses) != len(t.hosts):
+        raise ConfigInvalid(src, f"train.addresses: {len(t.addresses)} address(es) for "
+                            f"{len(t.hosts)} train.hosts (one each, in the same order)")
+    if not 0 < t.rdzv_port < 65536 or t.join_timeout < 1:
+        raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
     if t.speculators not in SPECULATORS_PATHS:
         raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
                             f"{SPECULATORS_PATHS}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import posixpath
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,9 +114,17 @@ class PipelineRunner:
         self.in_place = here if in_place is None else in_place
         self._root: str | None = None
         self._src: str | None = None
+        # The runner's extra environment (training across boxes: EAGLE3_TRAIN_NODES) and a hook
+        # that sees each record of the followed run (remote/train_nodes.py starts the other
+        # boxes' ranks from one).
+        self.env: dict[str, str] = {}
+        self.record_hook: Callable[[dict[str, Any], str], Awaitable[None]] | None = None
 
     def _emit(self, kind: str, **payload: Any) -> None:
         self.bus.emit(kind, self.host.name, **payload)
+
+    def emit_info(self, message: str) -> None:
+        self._emit(ev.CONSOLE_INFO, message=message)
 
     async def root(self) -> str:
         if self._root is None:
@@ -234,7 +243,8 @@ class PipelineRunner:
         await self._report_lost_run()
         try:
             info = await self.jobs.launch(argv, name=RUN_NAME,
-                                          env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
+                                          env={"PYTHONPATH": src, **QUIET_ENV, **self.env},
+                                          cwd=src)
             how = "started"
         except JobLocked as exc:
             if not exc.run_id:
@@ -301,6 +311,8 @@ class PipelineRunner:
                 rec = parse_progress(line.text)
                 if rec is not None:
                     self._on_record(rec, outcome)
+                    if self.record_hook is not None:
+                        await self.record_hook(rec, run_id)
         final = outcome.info = await self.jobs.wait(run_id)
         if outcome.finished is None:
             why = f"the pipeline run {final.state}" + (

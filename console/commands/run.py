@@ -206,7 +206,8 @@ async def run(args: argparse.Namespace) -> int:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
             outcome = await pipeline_ops.run_pipeline(runner, config, demo_dir=demo_dir,
-                                                      start=args.start, force=args.force)
+                                                      start=args.start, force=args.force,
+                                                      reach=ctx.reach)
         except StageFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED

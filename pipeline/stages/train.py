@@ -35,10 +35,15 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     save_dir = ctx.workdir / "checkpoints"
     emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
-    from pipeline import trainers
+    from pipeline import nodes, trainers
 
-    result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"),
-                                            save_dir, device)
+    if nodes.across(cfg):  # torchrun over the boxes; rank 0 writes save_dir (pipeline/nodes.py)
+        result = nodes.train_across(cfg, save_dir, device)
+        result["hosts"] = list(cfg.train.hosts)
+    else:
+        result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
+                                                ctx.input_dir("vocab"), save_dir, device)
+        result["world_size"] = 1
     last = _last_epoch_dir(save_dir)
     serve = ctx.workdir / "checkpoint"
     serve.mkdir()

@@ -5,7 +5,11 @@ Eagle3DraftModel for evaluation, on CPU too.
 What CPU needs (docs/design.md), done without editing speculators:
 - its local rank must be the string "cpu": maybe_setup_distributed() sets it to 0 (a CUDA
   ordinal) for a single process, so the name the CLI module imported is wrapped to set "cpu"
-  after it ran;
+  after it ran. Under torchrun (training across boxes, pipeline/nodes.py) its setup asks the
+  accelerator for the device and backend (`torch.accelerator.set_device_index`: "Cannot access
+  accelerator device when none is available"), so on CPU the wrapper does that setup with gloo
+  instead (init_process_group, then its own SP/DP groups); its trainer's DDP and distributed
+  batch sampler then run unchanged;
 - torch.accelerator.synchronize() (its step timer) fails without an accelerator: a no-op;
 - flags --draft-attn-impl sdpa --loss-implementation eager --num-workers 0.
 Layer ids: 0.9 uses the pipeline's convention (id L enters layer L, N is the last layer's
@@ -15,6 +19,7 @@ output), so --target-layer-ids gets the three auxiliary ids as they are.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +40,18 @@ def _cpu_patches() -> None:
 
     original = distributed.maybe_setup_distributed
 
-    def setup_on_cpu(*args: Any, **kwargs: Any) -> None:
-        original(*args, **kwargs)
+    def setup_on_cpu(sp_size: int = 1) -> None:
+        if "LOCAL_RANK" not in os.environ:  # one process: upstream's own setup
+            original(sp_size)
+        else:  # torchrun on CPU: upstream's setup with gloo instead of the accelerator's
+            import torch.distributed as dist
+
+            dist.init_process_group("gloo")
+            distributed._is_distributed = True
+            distributed._rank = dist.get_rank()
+            distributed._world_size = dist.get_world_size()
+            distributed._init_sp_process_groups(distributed._rank, distributed._world_size,
+                                                sp_size)
         distributed._local_rank = "cpu"  # type: ignore[assignment]
 
     cli.maybe_setup_distributed = setup_on_cpu  # type: ignore[attr-defined]
@@ -92,7 +107,9 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
 
     n_tokens = json.loads((extract_dir / "meta.json").read_text())["tokens"] \
         if (extract_dir / "meta.json").exists() else 0
-    approx_steps = max(1, cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len))
+    # Under torchrun each rank steps through its share of the batches.
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    approx_steps = max(1, -(-cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len) // world))
     progress = Progress("train", approx_steps, "steps")
     handler = _MetricsToProgress(progress)
     metrics = logging.getLogger("speculators.metrics")

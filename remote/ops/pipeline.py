@@ -30,6 +30,7 @@ from remote.pipeline_runner import (
 )
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+from remote.train_nodes import Reach, TrainNodes
 
 PIPELINE_CONFIG_NAME = "pipeline.toml"
 DEMO_DIR = "demo"
@@ -60,13 +61,25 @@ async def box_pipeline(transport: Transport, host: HostConfig, bus: EventBus
 async def run_pipeline(runner: PipelineRunner, config: str | None = None, *,
                        demo_dir: str | None = None, start: str | None = None,
                        force: bool = False, rerun: str | None = None,
-                       following: set[str] | None = None) -> RunOutcome:
+                       following: set[str] | None = None,
+                       reach: Reach | None = None) -> RunOutcome:
     """Start the box runner (or attach to the one running) and follow it to its end;
     PipelineFailed (a StageFailed) when a stage failed. With `following`, a run this console
-    already tails is waited for, not tailed again."""
+    already tails is waited for, not tailed again. `reach` (a host name -> its config and
+    transport) lets a config with `[train] hosts` train across those boxes
+    (remote/train_nodes.py)."""
+    nodes: TrainNodes | None = None
     try:
         if config is not None:
-            runner.advise_config(await runner.validate(config))
+            resolved = await runner.validate(config)
+            runner.advise_config(resolved)
+            if len(resolved.get("train_hosts") or []) > 1:
+                if reach is None:
+                    raise UsageError("train.hosts: training across boxes is started by `console "
+                                     "run --host FIRST --pipeline FILE` (not from here yet)")
+                nodes = TrainNodes(runner, reach)
+                await nodes.prepare(resolved, config)
+                runner.record_hook = nodes.on_record
         info, how = await runner.start(config, demo_dir=demo_dir, start=start, force=force,
                                        rerun=rerun)
         if following is not None and info.run_id in following:
@@ -76,7 +89,13 @@ async def run_pipeline(runner: PipelineRunner, config: str | None = None, *,
                                   f"(returncode {final.returncode}): its stages say which failed")
             return RunOutcome(info.run_id, how, info=final)
         return await _follow(runner, info, how, following)
+    except BaseException:
+        if nodes is not None:
+            nodes.stop_following()  # the other boxes train on; only their tails stop
+        raise
     finally:
+        if nodes is not None:
+            await nodes.close()
         await runner.jobs.close()
 
 

@@ -31,16 +31,10 @@ def own_laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     cursors) apart from the operator's own ~/.local/state: a run remembered there made the TUI
     reattach on start and a test read another screen (tests that need a state of their own still
     set XDG_STATE_HOME themselves)."""
-    import os
-
     state = tmp_path_factory.mktemp("xdg-state")
-    old = os.environ.get("XDG_STATE_HOME")
-    os.environ["XDG_STATE_HOME"] = str(state)
-    yield state
-    if old is None:
-        os.environ.pop("XDG_STATE_HOME", None)
-    else:
-        os.environ["XDG_STATE_HOME"] = old
+    with pytest.MonkeyPatch.context() as mp:  # the session-wide twin of the monkeypatch fixture
+        mp.setenv("XDG_STATE_HOME", str(state))
+        yield state
 
 
 @pytest.fixture(scope="session")

@@ -126,6 +126,7 @@ def test_sharded_extraction_equals_one_box(setup: Setup, tmp_path: Path,
                 and "pulled from" in str((e.get("payload") or {}).get("message"))]
     assert {e["host"] for e in gathered} == {"box2", "box3"}  # box1's own shard: no transfer
     assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
+    assert "different stacks" not in out  # one environment on every box
     # A replay shows every host.
     assert main(["replay", str(session), "--print"]) == 0
     shown = capsys.readouterr().out

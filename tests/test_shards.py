@@ -18,7 +18,7 @@ from pipeline.demo import build_demo
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.shards import Shard, split
 from remote.link.errors import UsageError
-from remote.ops.sharded_extract import check_hosts
+from remote.ops.sharded_extract import check_hosts, stack_differences
 
 
 def _check_cover(lengths: list[int], shards: list[Shard]) -> None:
@@ -140,3 +140,10 @@ def test_gather_refuses_a_file_that_does_not_match_its_manifest(
         from pipeline.stages.extract_shard import gather
 
         gather(config_mod.load(cfg, check_disk=False), shard_dir, 0)
+
+
+def test_stack_differences_names_the_package_and_the_shards() -> None:
+    same = {"torch": "2.13.0", "transformers": "5.19.0"}
+    assert stack_differences({0: same, 1: dict(same), 2: dict(same)}) == ""
+    mixed = {0: same, 1: dict(same), 2: {"torch": "2.10.0", "transformers": "5.19.0"}}
+    assert stack_differences(mixed) == "torch: 2.13.0 (shards 1, 2) vs 2.10.0 (shard 3)"

@@ -148,6 +148,7 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
             raise PipelineError(f"shard-extract: sample {i} missing after extraction ({p})")
         files.append({"name": p.name, "size": p.stat().st_size, "sha256": _sha256(p)})
     m = {"key": key, "format": fmt, "count": len(rows),
+         "packages": manifest.package_versions(),
          "tokens": sum(len(r["input_ids"]) for r in rows), "files": files,
          "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     manifest.write_json_atomic(shard_dir / SHARD_MANIFEST, m)
@@ -191,10 +192,14 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         tmp = dest.with_name(dest.name + ".part")
         if move:
             os.replace(p, tmp)
-        else:
-            shutil.copyfile(p, tmp)
+        else:  # the shard ran here: a second name for the same bytes, not a second copy
+            try:
+                os.link(p, tmp)
+            except OSError:
+                shutil.copyfile(p, tmp)
         os.replace(tmp, dest)
         size += int(f["size"])
     if move:
         shutil.rmtree(shard_dir, ignore_errors=True)
-    return {"gathered": len(m["files"]), "start": start, "bytes": size}
+    return {"gathered": len(m["files"]), "start": start, "bytes": size,
+            "packages": m.get("packages") or {}}

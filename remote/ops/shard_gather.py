@@ -35,6 +35,7 @@ class Gathered:
     files: int
     bytes: int
     transferred: bool
+    packages: dict[str, str]  # what the shard box extracted with (torch, transformers, vllm...)
 
 
 async def read_shard_manifest(transport: Transport, shard_dir: str) -> dict[str, Any]:
@@ -65,7 +66,8 @@ async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: 
     box (`home`)."""
     if host == home.host.name:
         got = await place(home, config, shard_dir, start, move=False)
-        return Gathered(shard, host, int(got["gathered"]), int(got["bytes"]), False)
+        return Gathered(shard, host, int(got["gathered"]), int(got["bytes"]), False,
+                        dict(got.get("packages") or {}))
     m = await read_shard_manifest(transport, shard_dir)
     staging = posixpath.join(extract_dir, ".incoming", f"shard-{shard + 1}")
     size = 0
@@ -88,4 +90,5 @@ async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: 
                   f"({size} bytes) pulled from {host}, sha256 checked here and on "
                   f"{home.host.name}, placed from sample {start}", shard=shard + 1,
                   file_count=int(got["gathered"]), bytes=size)
-    return Gathered(shard, host, int(got["gathered"]), size, True)
+    return Gathered(shard, host, int(got["gathered"]), size, True,
+                    dict(got.get("packages") or {}))

@@ -74,6 +74,7 @@ class Outcome:
     gathered: list[int] = field(default_factory=list)
     lost: dict[str, str] = field(default_factory=dict)  # box -> why
     failed: dict[int, str] = field(default_factory=dict)  # shard -> why
+    packages: dict[int, dict[str, str]] = field(default_factory=dict)  # shard -> its stack
 
 
 def check_hosts(hosts: list[str], known: set[str], reassign: set[str]) -> None:
@@ -88,6 +89,22 @@ def check_hosts(hosts: list[str], known: set[str], reassign: set[str]) -> None:
         raise UsageError(f"--reassign {bad[0]}: not one of extract.hosts ({', '.join(hosts)})")
     if hosts and not set(hosts) - reassign:
         raise UsageError("--reassign names every extract host: no box is left to extract on")
+
+
+def stack_differences(packages: dict[int, dict[str, str]]) -> str:
+    """'torch: 2.13.0 (shards 1, 2) vs 2.10.0 (shard 3); ...' for every package whose version
+    differs between shards; '' when they all ran one stack."""
+    parts = []
+    names = sorted({name for p in packages.values() for name in p})
+    for name in names:
+        by: dict[str, list[int]] = {}
+        for k in sorted(packages):
+            by.setdefault(packages[k].get(name, "absent"), []).append(k + 1)
+        if len(by) > 1:
+            parts.append(f"{name}: " + " vs ".join(
+                f"{v} (shard{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))})"
+                for v, ks in by.items()))
+    return "; ".join(parts)
 
 
 async def shard_plan(home: PipelineRunner, config: str, *, force: bool) -> Plan:
@@ -145,6 +162,11 @@ class ShardedExtract:
                                for h in workers))
         for s in self._orphans:
             self.outcome.failed.setdefault(s["index"], "no box was left to run it")
+        mixed = stack_differences(self.outcome.packages)
+        if mixed:
+            self._emit(ev.CONSOLE_WARNING, self.home.host.name, message=(
+                f"the shards were extracted with different stacks ({mixed}): their hidden "
+                "states are not one extraction's to the last bit (docs/pipeline.md)"))
         return self.outcome
 
     async def _worker(self, box: Box, own: dict[str, Any] | None, plan: Plan,
@@ -183,10 +205,11 @@ class ShardedExtract:
                         "--reassign-lost)")
                 return False
             self.outcome.ran[k] = box.name
-            await gather(self.home, self.config, plan.extract_dir, shard=k,
-                         start=shard["start"], host=box.name, transport=box.transport,
-                         shard_dir=shard_dir)
+            got = await gather(self.home, self.config, plan.extract_dir, shard=k,
+                               start=shard["start"], host=box.name, transport=box.transport,
+                               shard_dir=shard_dir)
             self.outcome.gathered.append(k)
+            self.outcome.packages[k] = got.packages
             return True
         except (StageFailed, UsageError) as exc:
             self.outcome.failed[k] = f"shard {k + 1}/{n} on {box.name}: {exc}"

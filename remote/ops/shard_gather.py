@@ -66,6 +66,10 @@ async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: 
     box (`home`)."""
     if host == home.host.name:
         got = await place(home, config, shard_dir, start, move=False)
+        home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {got['gathered']} "
+                      f"files ran on {host} itself, sha256 checked and placed from sample "
+                      f"{start} with no transfer", shard=shard + 1,
+                      file_count=int(got["gathered"]), bytes=int(got["bytes"]))
         return Gathered(shard, host, int(got["gathered"]), int(got["bytes"]), False,
                         dict(got.get("packages") or {}))
     m = await read_shard_manifest(transport, shard_dir)

@@ -30,7 +30,7 @@ from tests import box_env
 from tests.fleet_fixture import Fleet
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HOSTS = ["box1", "box2", "box3"]
 
 

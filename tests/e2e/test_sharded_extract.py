@@ -168,19 +168,17 @@ def box2_back(fleet: Fleet) -> Iterator[None]:
         fleet.start_box("box2")
 
 
-def test_box_lost_mid_shard_is_rerun_on_another_box(setup: Setup, fleet: Fleet, tmp_path: Path,
-                                                    box2_back: None) -> None:
-    """box2 goes away while its shard runs (its job SIGKILLed, its sshd and every session of it
-    killed): with --reassign-lost the console notices, reruns shard 2 on box1 or box3, and the
-    gathered result still equals the one-box extraction."""
-    cfg = setup.config("lost")
-    session = tmp_path / "lost.jsonl"
+def lose_box2_mid_shard(setup: Setup, fleet: Fleet, name: str, *flags: str) -> tuple[int, str]:
+    """`console run` (a process of its own) of config `name`; once box2's shard has started and
+    before it is complete, box2 goes away: its job SIGKILLed, its sshd and every session of it
+    killed. The console's exit status and output."""
+    cfg = setup.config(name)
     runs = fleet.box_dir("box2") / "workdir" / "runs"
     before = set(runs.glob("*")) if runs.is_dir() else set()
     proc = subprocess.Popen(
         [sys.executable, "-m", "console", "run", "--host", "box1", "--config",
-         str(setup.console_toml), "--session", str(session), "--pipeline", str(cfg),
-         "--until", "extract", "--reassign-lost"],
+         str(setup.console_toml), "--no-record", "--pipeline", str(cfg), "--until", "extract",
+         *flags],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
@@ -208,45 +206,68 @@ def test_box_lost_mid_shard_is_rerun_on_another_box(setup: Setup, fleet: Fleet, 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = out.decode(errors="replace")
-    assert proc.returncode == 0, text[-4000:]
+    return proc.returncode, out.decode(errors="replace")
+
+
+def test_box_lost_mid_shard_is_rerun_on_another_box(setup: Setup, fleet: Fleet,
+                                                    box2_back: None) -> None:
+    """With --reassign-lost the console notices box2 gone, reruns shard 2 on box1 or box3 in the
+    same run, and the gathered result still equals the one-box extraction."""
+    rc, text = lose_box2_mid_shard(setup, fleet, "lost", "--reassign-lost")
+    assert rc == 0, text[-4000:]
     assert re.search(r"box2 lost while extracting shard 2/3 .*rerunning it on another box", text)
     assert re.search(r"every shard gathered on box1 \(ran: 1 on box1, 2 on box[13], 3 on box3\)",
                      text), text[-2000:]
     assert_equal_to_one_box(setup, "lost")
 
 
-def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet, tmp_path: Path,
+def test_box_lost_without_the_flag_keeps_the_rest_and_reassign_finishes(
+        setup: Setup, fleet: Fleet, box2_back: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --reassign-lost: exit 3 naming box2 and the command that recovers, the other two
+    shards gathered and kept; `console run --reassign box2` (box2 still down) then runs shard 2
+    alone, on another box, and the result equals the one-box extraction."""
+    rc, text = lose_box2_mid_shard(setup, fleet, "manual")
+    assert rc == 3, text[-4000:]
+    assert "box2 lost while extracting shard 2/3 (samples" in text
+    assert re.search(r"error: 1 of 3 shards not extracted \(2 gathered on box1 and kept\): "
+                     r"box2 lost; `console run --reassign box2` reruns", text), text[-2000:]
+    hs = setup.out("manual") / "extract" / "hidden_states"
+    kept = {p.name: p.stat().st_ino for p in hs.glob("*.pt")}
+    assert len(kept) == len(list(setup.baseline.glob("*.pt"))) - 10  # all but shard 2's 10
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(setup.config("manual")),
+                 "--until", "extract", "--reassign", "box2")
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert out.count("gathered on box1 already") == 2  # shards 1 and 3: not run again
+    assert re.search(r"every shard gathered on box1 \(ran: 2 on box[13]\)", out)
+    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("*.pt") if p.name in kept)
+    assert_equal_to_one_box(setup, "manual")
+
+
+def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A name console.toml does not define: exit 2, one line; a box down at start: exit 3, one
-    line naming it, nothing started on the training box; then `--reassign box3` runs box3's
-    shard on the other boxes and the result equals the one-box extraction."""
+    line naming it and `--reassign`, nothing started on the training box."""
     runs = fleet.box_dir("box1") / "workdir" / "runs"
     before = sorted(runs.glob("*")) if runs.is_dir() else []
     bad = setup.config("bad", hosts=["box1", "nosuch"])
     rc = console(setup, "run", "--host", "box1", "--pipeline", str(bad))
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     assert rc == 2
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert lines == ["error: extract.hosts names 'nosuch', which console.toml does not define "
                      "(hosts: box1, box2, box3, local)"]
     fleet.stop_box("box3")
     try:
-        cfg = setup.config("reassigned")
+        cfg = setup.config("unreachable")
         rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract")
-        out, err = capsys.readouterr()
+        _, err = capsys.readouterr()
         assert rc == 3
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith(
             "error: extract host box3 cannot be reached, nothing started:"), err
         assert "--reassign box3" in lines[0]
         assert (sorted(runs.glob("*")) if runs.is_dir() else []) == before
-        assert not setup.out("reassigned").exists()
-        rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract",
-                     "--reassign", "box3")
-        out, err = capsys.readouterr()
-        assert rc == 0, out[-3000:] + err[-3000:]
-        assert re.search(r"ran: 1 on box1, 2 on box2, 3 on box[12]\)", out)
-        assert_equal_to_one_box(setup, "reassigned")
+        assert not setup.out("unreachable").exists()
     finally:
         fleet.start_box("box3")

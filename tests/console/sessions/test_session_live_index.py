@@ -63,8 +63,7 @@ _RECORDER = _SMALL + textwrap.dedent(
     import sys, time
     from console.sessions.files import SessionWriter
     from console.sessions.index import index_path
-    sys.path.insert(0, "tests")
-    from test_session_live_index import _event
+    from tests.console.sessions.test_session_live_index import _event
     w = SessionWriter(sys.argv[1], ["box"])
     i, ready = 0, False
     while True:
@@ -267,8 +266,7 @@ _KILLED_IN_FIRST_WRITE = _SMALL + textwrap.dedent(
     import os, signal, sys
     from console.sessions import live_index as session_live_index
     from console.sessions.files import SessionWriter
-    sys.path.insert(0, "tests")
-    from test_session_live_index import _event
+    from tests.console.sessions.test_session_live_index import _event
 
     def _write_half_then_die(fd, data):
         os.write(fd, data[: len(data) // 2])

@@ -9,6 +9,8 @@
     demo-setup --dir D  build the tiny local demo (target, tokenizer, conversations, config)
     serve --port P [--bind H] [--baseline] [-- VLLM_ARGS]   vLLM's OpenAI server for the
                         target with train's head (or without: --baseline); pipeline/serve.py
+    shard-plan|shard-extract --rows R --dir D|shard-gather --dir D --start S
+                        sharded extraction (extract.hosts): pipeline/stages/extract_shard.py
 
 --force runs a stage even when its manifest matches; --from STAGE (with all or run) forces STAGE
 and every stage after it; --rerun STAGE (with run) forces that stage only; --demo-dir D (with
@@ -37,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=[*STAGES, "all", "run", "plan", "validate", "demo-setup",
-                                       "serve"])
+                                       "serve", "shard-plan", "shard-extract", "shard-gather"])
     p.add_argument("--config", help="pipeline TOML")
     p.add_argument("--force", action="store_true", help="run even when the manifest matches")
     p.add_argument("--from", dest="start", choices=STAGES,
@@ -48,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="serve: the server's port")
     p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
     p.add_argument("--baseline", action="store_true", help="serve: without speculation")
+    p.add_argument("--rows", help="shard-extract: the shard's samples (JSON lines)")
+    p.add_argument("--start", type=int, help="shard-gather: the shard's first sample")
+    p.add_argument("--move", action="store_true",
+                   help="shard-gather: move the files (a staging copy) instead of copying")
+    p.add_argument("--until", choices=STAGES, help="with run: stop after this stage")
     return p
 
 
@@ -77,6 +84,30 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
     return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
             "trust_remote_code": cfg.target.trust_remote_code,
             "packages": {"speculators": spec}}
+
+
+def _shard(args: argparse.Namespace, stage: str) -> int:
+    """The sharded-extraction commands (pipeline/stages/extract_shard.py); each prints one JSON
+    line for the console. A shard box need not hold the dataset: its samples come with --rows."""
+    from pathlib import Path
+
+    from pipeline import config as config_mod
+    from pipeline.stages import extract_shard
+
+    cfg = config_mod.load(args.config, check_disk=False, check_data=stage != "shard-extract")
+    if stage == "shard-plan":
+        out = extract_shard.plan(cfg, force=args.force)
+    elif stage == "shard-extract":
+        if not args.rows or not args.dir:
+            raise PipelineError("shard-extract needs --rows FILE and --dir DIR")
+        out = extract_shard.extract(cfg, Path(args.rows), Path(args.dir), force=args.force)
+        out = {k: out[k] for k in ("key", "format", "count", "tokens")}
+    else:
+        if not args.dir or args.start is None or args.start < 0:
+            raise PipelineError("shard-gather needs --dir DIR and --start N (>= 0)")
+        out = extract_shard.gather(cfg, Path(args.dir), args.start, move=args.move)
+    print(json.dumps(out))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,12 +142,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline import sequence
 
             return sequence.run(args.config, start=args.start, force=args.force,
-                                rerun=args.rerun, demo_dir=args.demo_dir)
+                                rerun=args.rerun, demo_dir=args.demo_dir, until=args.until)
         if not args.config:
             raise PipelineError("--config FILE is required")
         from pipeline import config as config_mod
         from pipeline.runner import plan, run_stage
 
+        if stage.startswith("shard-"):
+            return _shard(args, stage)
         cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", "extract"))
         if stage == "validate":
             print(json.dumps({"ok": True, "model": str(cfg.model_path),
@@ -127,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "max_new_tokens": cfg.evaluate.max_new_tokens,
                               "train_hosts": list(cfg.train.hosts),
                               "train_addresses": list(cfg.train.addresses),
+                              "extract_hosts": list(cfg.extract.hosts),
                               **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":

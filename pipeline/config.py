@@ -19,6 +19,7 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     [extract]
     backend = "vllm"                   # or "hf"
     layer_ids = [2, 30, 58]            # see pipeline/__init__.py for the convention
+    hosts = []                         # ["a", "b"]: one shard per box (console run)
     [vocab]
     draft_vocab_size = 32000
     [train]
@@ -35,14 +36,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import MISSING, asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.conversations import check_dataset, resolve
-from pipeline.errors import ConfigInvalid, NotEnoughDisk
+from pipeline.disk_space import check_free_space
+from pipeline.errors import ConfigInvalid
 
 try:
     import tomllib
@@ -82,6 +83,9 @@ class ExtractConfig:
     reserve_bytes: int = 1 << 30  # leave this much free on the output disk
     # backend vllm: the engine's prefill chunk (max_num_batched_tokens); 0 = vLLM's default
     max_num_batched_tokens: int = 0
+    # console.toml host names: extraction sharded across these boxes, gathered on the box that
+    # runs the pipeline (docs/pipeline.md "Sharded extraction"); empty: extract runs here
+    hosts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,10 @@ class PipelineConfig:
     def section_digest(self, *sections: str) -> str:
         """Hash of the config sections a stage's outputs depend on (manifest matching)."""
         data = {s: _jsonable(asdict(getattr(self, s))) for s in sections}
+        # Where extraction ran is not what it produced: a sharded extraction equals the
+        # one-box one, so the host list is left out of every key.
+        if "extract" in sections:
+            data["extract"].pop("hosts", None)
         # Paths as resolved, not as written: the same files reached from a config elsewhere
         # (uploaded to the box, relative or absolute) are the same inputs.
         if "target" in sections:
@@ -189,7 +197,10 @@ _SECTIONS: dict[str, type] = {
 }
 
 
-def load(path: str | os.PathLike[str], *, check_disk: bool = True) -> PipelineConfig:
+def load(path: str | os.PathLike[str], *, check_disk: bool = True,
+         check_data: bool = True) -> PipelineConfig:
+    """The config at `path`, checked. `check_data=False` for a shard box, which gets its
+    samples from the console and need not hold the dataset."""
     cfg_path = Path(path).expanduser().resolve()
     src = str(cfg_path)
     if not cfg_path.is_file():
@@ -200,10 +211,11 @@ def load(path: str | os.PathLike[str], *, check_disk: bool = True) -> PipelineCo
         raise ConfigInvalid(src, f"cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigInvalid(src, f"invalid TOML: {exc}") from None
-    return parse(raw, cfg_path, check_disk=check_disk)
+    return parse(raw, cfg_path, check_disk=check_disk, check_data=check_data)
 
 
-def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> PipelineConfig:
+def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True,
+          check_data: bool = True) -> PipelineConfig:
     src = str(cfg_path)
     unknown = set(raw) - set(_SECTIONS) - {"output_dir", "cpu_threads"}
     if unknown:
@@ -222,7 +234,7 @@ def parse(raw: dict[str, Any], cfg_path: Path, *, check_disk: bool = True) -> Pi
         raise ConfigInvalid(src, f"cpu_threads: must be an integer >= 0, got {threads!r}")
     cfg = PipelineConfig(path=cfg_path, output_dir=resolve(cfg_path, raw["output_dir"]),
                          cpu_threads=threads, **sections)
-    return _check(cfg, check_disk=check_disk)
+    return _check(cfg, check_disk=check_disk, check_data=check_data)
 
 
 def _build(cls: Any, table: dict[str, Any], where: str) -> Any:
@@ -240,9 +252,9 @@ def _build(cls: Any, table: dict[str, Any], where: str) -> Any:
         typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
         if typ == "float" and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
-        if typ == "tuple[str, ...]":
+        if typ.startswith("tuple[str"):
             if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
-                raise ConfigInvalid(where, f"{key}: must be a list of non-empty strings")
+                raise ConfigInvalid(where, f"{key}: must be a list of names")
             v = tuple(v)
         elif typ.startswith("tuple"):
             if not isinstance(v, list) or not all(
@@ -258,7 +270,7 @@ def _build(cls: Any, table: dict[str, Any], where: str) -> Any:
     return cls(**values)
 
 
-def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
+def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) -> PipelineConfig:
     src = str(cfg.path)
     model = cfg.model_path
     if not model.is_dir():
@@ -284,7 +296,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
                           ("eval_samples", d.eval_samples, 0)):
         if val < low:
             raise ConfigInvalid(src, f"data.{key}: must be >= {low}, got {val}")
-    check_dataset(cfg)
+    if check_data:
+        check_dataset(cfg)
 
     e = cfg.extract
     if e.backend not in BACKENDS:
@@ -298,6 +311,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool) -> PipelineConfig:
     if e.max_num_batched_tokens < 0:
         raise ConfigInvalid(src, "extract.max_num_batched_tokens: must be >= 0 (0: vLLM's "
                             f"default), got {e.max_num_batched_tokens}")
+    if len(set(e.hosts)) != len(e.hosts):
+        raise ConfigInvalid(src, f"extract.hosts: {list(e.hosts)} names a host twice")
     ids = e.layer_ids or default_layer_ids(n_layers)
     if len(ids) != 3:
         raise ConfigInvalid(src, f"extract.layer_ids: EAGLE-3 takes exactly 3 auxiliary layers, "
@@ -372,28 +387,3 @@ def bytes_per_token(cfg: PipelineConfig, fmt: str | None = None) -> int:
     stored_state_dtype says otherwise) + ids and mask (int64)."""
     size = 4 if stored_state_dtype(cfg, fmt) == "float32" else 2
     return len(cfg.all_layer_ids) * cfg.hidden_size * size + 16
-
-
-def free_bytes(path: Path) -> int:
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    return shutil.disk_usage(probe).free
-
-
-def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:
-    free = free_bytes(cfg.output_dir)
-    reserve = cfg.extract.reserve_bytes
-    if needed + reserve > free:
-        raise NotEnoughDisk(
-            str(cfg.path),
-            f"not enough disk under {cfg.output_dir}: {what} need {human(needed)} "
-            f"({needed} bytes) + reserve {human(reserve)}, free {human(free)} ({free} bytes)")
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n:.1f} TB"

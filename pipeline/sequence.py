@@ -69,8 +69,9 @@ def _failed_rc(rc: int) -> int:
 
 
 def run(config: str | None, *, start: str | None = None, force: bool = False,
-        rerun: str | None = None, demo_dir: str | None = None) -> int:
-    """Every stage in order from `config` (or the demo built in `demo_dir` first)."""
+        rerun: str | None = None, demo_dir: str | None = None, until: str | None = None) -> int:
+    """Every stage in order from `config` (or the demo built in `demo_dir` first); with `until`,
+    none after that one (the console's sharded extraction runs prepare first, alone)."""
     cancel = _Cancelled()
     outcome: dict[str, Any] = {"ran": [], "skipped": [], "failed": None, "not_run": []}
 
@@ -118,7 +119,8 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         config=str(cfg.path), output_dir=str(cfg.output_dir))
     paths = {"config": str(cfg.path), "output_dir": str(cfg.output_dir)}
     first_forced = STAGES.index(start) if start else (0 if force else len(STAGES))
-    for i, stage in enumerate(STAGES):
+    last = STAGES.index(until) + 1 if until else len(STAGES)
+    for i, stage in enumerate(STAGES[:last]):
         if cancel.seen:
             not_run(STAGES[i:], "the run was cancelled")
             return finish(False, EXIT_CANCELLED, **paths)

@@ -177,7 +177,7 @@ class PipelineRunner:
         pipeline's own one-line message (file: key: problem)."""
         rc, out, err = await self._direct("validate", "--config", config)
         if rc == 2:
-            raise UsageError(_last_error(out, err))
+            raise UsageError(last_error(out, err))
         if rc != 0:
             raise RemoteCommandError(["python", "-m", "pipeline", "validate"], rc, err or out)
         try:
@@ -222,7 +222,7 @@ class PipelineRunner:
         return rows
 
     def _runner_args(self, config: str | None, demo_dir: str | None, start: str | None,
-                     force: bool, rerun: str | None) -> list[str]:
+                     force: bool, rerun: str | None, until: str | None = None) -> list[str]:
         args = ["run"]
         args += ["--config", config] if config else ["--demo-dir", demo_dir or ""]
         if start:
@@ -231,15 +231,17 @@ class PipelineRunner:
             args.append("--force")
         if rerun:
             args += ["--rerun", rerun]
+        if until:
+            args += ["--until", until]
         return args
 
     async def start(self, config: str | None = None, *, demo_dir: str | None = None,
                     start: str | None = None, force: bool = False,
-                    rerun: str | None = None) -> tuple[RunInfo, str]:
+                    rerun: str | None = None, until: str | None = None) -> tuple[RunInfo, str]:
         """Launch the box runner, or find the one already running (the job lock): the run and
         `started` or `attached`. Launching returns as soon as the box has it going."""
         src = await self.source_dir()
-        argv = self._argv(*self._runner_args(config, demo_dir, start, force, rerun))
+        argv = self._argv(*self._runner_args(config, demo_dir, start, force, rerun, until))
         await self._report_lost_run()
         try:
             info = await self.jobs.launch(argv, name=RUN_NAME,
@@ -385,7 +387,8 @@ def run_config(argv: list[str]) -> str:
     return ""
 
 
-def _last_error(out: str, err: str) -> str:
+def last_error(out: str, err: str) -> str:
+    """The pipeline's one-line error: its last error record, else stderr's last line."""
     for line in reversed(out.splitlines()):
         rec = parse_progress(line)
         if rec is not None and rec.get("type") == "error":

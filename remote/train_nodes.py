@@ -31,7 +31,7 @@ from remote.jobs.client import JobLocked, RunInfo
 from remote.link.errors import ConnectionFailed, ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.pipeline_runner import QUIET_ENV, PipelineRunner, _last_error
+from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"  # pipeline/nodes.py
@@ -132,8 +132,8 @@ class TrainNodes:
                 "--local-addr", addr, "--run-id", str(rec["run_id"]), "--data", str(rec["data"])]
         rc, out, err = await runner._direct(*args, "--check", timeout=120)
         if rc != 0:
-            raise UsageError(_last_error(out, err)) if rc == 2 else ConsoleError(
-                _last_error(out, err))
+            raise UsageError(last_error(out, err)) if rc == 2 else ConsoleError(
+                last_error(out, err))
         src = await runner.source_dir()
         try:
             info = await runner.jobs.launch(runner._argv(*args), name=NODE_JOB,

@@ -8,6 +8,8 @@
                                                     servers one after the other, ending with
                                                     "offline X vs served Y" (make demo does this)
     console run --host box                          environment check only (no pipeline)
+    console run ... [--reassign HOST] [--reassign-lost]   with [extract] hosts: extract sharded
+                                                    across boxes (console/sharded_run.py)
 
 `--config` is the console.toml of every command; given a pipeline TOML instead (recognised by
 its top-level output_dir or [target] table) it is taken as --pipeline, so the spelling in the
@@ -54,6 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--from", dest="start", choices=STAGES, metavar="STAGE",
                    help=f"re-run STAGE and every stage after it ({', '.join(STAGES)})")
     p.add_argument("--force", action="store_true", help="re-run every stage")
+    p.add_argument("--until", choices=STAGES, metavar="STAGE",
+                   help="stop after STAGE (e.g. extract: hidden states only)")
+    p.add_argument("--reassign", action="append", metavar="HOST",
+                   help="sharded extract (extract.hosts): HOST is lost, run its shard on the "
+                   "other boxes (repeatable, or a,b)")
+    p.add_argument("--reassign-lost", action="store_true",
+                   help="sharded extract: a box lost mid-run has its shard rerun on another box")
     p.add_argument("--serve", action="store_true",
                    help="after the pipeline: serve the target without and with the trained head "
                    "(one vLLM at a time), bench both, print offline vs served acceptance")
@@ -113,6 +122,19 @@ def _is_pipeline_toml(path: str) -> bool:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False
     return "output_dir" in data or "target" in data
+
+
+def _extract_hosts(path: str) -> list[str]:
+    """`[extract] hosts` as written in the local pipeline TOML (the box validates it again)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    hosts = (data.get("extract") or {}).get("hosts") if isinstance(data.get("extract"), dict) \
+        else None
+    return [h for h in hosts if isinstance(h, str)] if isinstance(hosts, list) else []
 
 
 def _serve_urls(args: argparse.Namespace) -> dict[str, str] | None:
@@ -176,6 +198,9 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         raise UsageError(f"{args.pipeline}: pipeline config not found")
+    if args.serve and args.until not in (None, "evaluate"):
+        raise UsageError("--serve needs the trained head: it cannot follow --until "
+                         f"{args.until}")
     if args.serve and not (args.demo or args.pipeline):
         raise UsageError("--serve follows a pipeline: give --demo or --pipeline")
     if args.rounds < 1:
@@ -188,7 +213,14 @@ async def run(args: argparse.Namespace) -> int:
         if not args.serve:
             raise UsageError("--baseline-url is for --serve (the baseline server's address)")
         parse_vllm_url(args.baseline_url)
-    async with Context.from_args(args, hosts=[args.host]) as ctx:
+    shard_hosts = _extract_hosts(args.pipeline) if args.pipeline else []
+    if shard_hosts:
+        from console.sharded_run import check_names
+
+        check_names(args, shard_hosts)
+    # The shard boxes are the session's hosts too: a replay lists every box of the run.
+    hosts = list(dict.fromkeys([args.host, *shard_hosts]))
+    async with Context.from_args(args, hosts=hosts) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
         ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
@@ -205,9 +237,21 @@ async def run(args: argparse.Namespace) -> int:
         else:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
-            outcome = await pipeline_ops.run_pipeline(runner, config, demo_dir=demo_dir,
-                                                      start=args.start, force=args.force,
-                                                      reach=ctx.reach)
+            resolved_hosts = (await runner.validate(config)).get("extract_hosts") if config \
+                else None
+            if resolved_hosts:
+                from console.sharded_run import run_sharded
+
+                outcome = await run_sharded(ctx, args, runner, config or "",
+                                            list(resolved_hosts))
+            else:
+                if args.reassign or args.reassign_lost:
+                    raise UsageError("--reassign and --reassign-lost are for a sharded "
+                                     "extraction: the pipeline config has no extract.hosts")
+                outcome = await pipeline_ops.run_pipeline(runner, config, demo_dir=demo_dir,
+                                                          start=args.start, force=args.force,
+                                                          until=args.until,
+                                                          reach=ctx.reach)
         except StageFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
@@ -233,6 +277,9 @@ async def run(args: argparse.Namespace) -> int:
             if "untrained_mean_length" in evaluated:
                 line += f" (untrained head: {evaluated['untrained_mean_length']:.3f})"
             ctx.info(line, host.name, acceptance=evaluated)
+        if args.until not in (None, "evaluate"):
+            ctx.info(f"stopped after {args.until} (--until): outputs under {out_dir}", host.name)
+            return EXIT_OK
         ctx.info(f"checkpoint: {posixpath.join(out_dir, 'train', 'checkpoint')}", host.name)
         ctx.info(f"serving JSON: {posixpath.join(out_dir, 'train', 'speculative_config.json')} "
                  "(vllm serve ... --speculative-config \"$(cat it)\")", host.name)

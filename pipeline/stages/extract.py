@@ -35,10 +35,9 @@ from typing import Any
 from pipeline.config import (
     PipelineConfig,
     bytes_per_token,
-    check_free_space,
-    human,
     stored_state_dtype,
 )
+from pipeline.disk_space import check_free_space, human
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
@@ -54,7 +53,7 @@ def read_samples(prepare_dir: Path) -> list[dict[str, list[int]]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _prepare_resume(ctx: StageContext) -> None:
+def prepare_resume(ctx: StageContext) -> None:
     """Keep finished samples only if they were written for this exact key (and not --force:
     forcing recomputes everything; a plain re-run after a kill resumes)."""
     key_path = ctx.workdir / KEY_FILE
@@ -83,9 +82,39 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
          f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
          f"{stored_state_dtype(cfg, fmt)} + ids/mask)", bytes_per_token=bpt, tokens=n_tokens,
          projected_bytes=projected)
-    _prepare_resume(ctx)
+    prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     todo = [i for i in range(len(samples)) if not (hs_dir / sample_name(fmt, i)).exists()]
+    if todo and cfg.extract.hosts:
+        raise PipelineError(
+            f"extract: extract.hosts is set ({', '.join(cfg.extract.hosts)}) and {len(todo)} of "
+            f"{len(samples)} samples are not gathered here yet: `console run` extracts them on "
+            "those boxes and gathers them here (docs/pipeline.md, Sharded extraction)")
+    extract_todo(ctx, fmt, samples, todo, hs_dir)
+    outputs = [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
+    missing = [p.name for p in outputs if not p.exists()]
+    if missing:
+        raise PipelineError(f"extract: {len(missing)} samples missing after extraction "
+                            f"(first: {missing[0]})")
+    if fmt == "0.9":
+        outputs += write_arrow_dataset(ctx.workdir, samples)
+    meta = {"format": fmt, "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
+            "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
+            "convention": CONVENTION, "backend": cfg.extract.backend, "samples": len(samples),
+            "tokens": n_tokens, "bytes_per_token": bpt}
+    meta_path = ctx.workdir / "meta.json"
+    meta_path.write_text(json.dumps(meta, indent=2))
+    return [*outputs, meta_path], {k: meta[k] for k in ("format", "layer_ids", "samples",
+                                                          "tokens", "bytes_per_token")}
+
+
+def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]],
+                 todo: list[int], hs_dir: Path) -> None:
+    """The samples of `todo` (indices into `samples`) extracted into `hs_dir` by the configured
+    backend: the one extraction route of the stage and of a shard (pipeline/stages/
+    extract_shard.py), so a shard's files are the stage's files for the same samples."""
+    cfg = ctx.cfg
+    bpt = bytes_per_token(cfg, fmt)
     remaining = sum(len(samples[i]["input_ids"]) for i in todo) * bpt
     check_free_space(cfg, remaining, what=f"hidden states ({len(todo)} samples left)")
 
@@ -109,22 +138,6 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
         else:
             _extract_vllm_hooks(cfg, samples, todo, hs_dir, progress)
     progress.update(len(samples), force=True)
-
-    outputs = [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
-    missing = [p.name for p in outputs if not p.exists()]
-    if missing:
-        raise PipelineError(f"extract: {len(missing)} samples missing after extraction "
-                            f"(first: {missing[0]})")
-    if fmt == "0.9":
-        outputs += write_arrow_dataset(ctx.workdir, samples)
-    meta = {"format": fmt, "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
-            "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
-            "convention": CONVENTION, "backend": cfg.extract.backend, "samples": len(samples),
-            "tokens": n_tokens, "bytes_per_token": bpt}
-    meta_path = ctx.workdir / "meta.json"
-    meta_path.write_text(json.dumps(meta, indent=2))
-    return [*outputs, meta_path], {k: meta[k] for k in ("format", "layer_ids", "samples",
-                                                          "tokens", "bytes_per_token")}
 
 
 def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]]],

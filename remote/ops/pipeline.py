@@ -62,7 +62,7 @@ async def run_pipeline(runner: PipelineRunner, config: str | None = None, *,
                        demo_dir: str | None = None, start: str | None = None,
                        force: bool = False, rerun: str | None = None,
                        following: set[str] | None = None,
-                       reach: Reach | None = None) -> RunOutcome:
+                       reach: Reach | None = None, until: str | None = None) -> RunOutcome:
     """Start the box runner (or attach to the one running) and follow it to its end;
     PipelineFailed (a StageFailed) when a stage failed. With `following`, a run this console
     already tails is waited for, not tailed again. `reach` (a host name -> its config and
@@ -81,7 +81,7 @@ async def run_pipeline(runner: PipelineRunner, config: str | None = None, *,
                 await nodes.prepare(resolved, config)
                 runner.record_hook = nodes.on_record
         info, how = await runner.start(config, demo_dir=demo_dir, start=start, force=force,
-                                       rerun=rerun)
+                                       rerun=rerun, until=until)
         if following is not None and info.run_id in following:
             final = await runner.jobs.wait(info.run_id)
             if final.returncode != 0:

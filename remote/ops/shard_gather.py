@@ -1,0 +1,98 @@
+"""A finished shard's hidden states into the training box's extract directory (docs/pipeline.md,
+"Sharded extraction"): pulled from the shard box over the console's own SSH link, checked, sent
+to the training box, checked again there, renumbered and placed by `python -m pipeline
+shard-gather`.
+
+Why through the console: it is the one party holding a trusted SSH link to every box; boxes of
+a fleet need not trust one another (no keys between them, maybe no route). Each file is checked
+twice against the sha256 the shard box wrote in its manifest: on this machine after the
+download, and on the training box after the upload, before anything is renamed into place. A
+shard that ran on the training box itself is gathered there with no transfer.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from remote.link.errors import RemoteCommandError, StageFailed
+from remote.link.transport import Transport
+from remote.link.upload import sha256_file, upload_many
+from remote.pipeline_runner import PipelineRunner, last_error
+from remote.spine import events as ev
+
+SHARD_MANIFEST = "shard.json"  # pipeline.shards.SHARD_MANIFEST, as the box writes it
+
+
+@dataclass
+class Gathered:
+    shard: int
+    host: str
+    files: int
+    bytes: int
+    transferred: bool
+    packages: dict[str, str]  # what the shard box extracted with (torch, transformers, vllm...)
+
+
+async def read_shard_manifest(transport: Transport, shard_dir: str) -> dict[str, Any]:
+    done = await transport.run(["cat", posixpath.join(shard_dir, SHARD_MANIFEST)], timeout=60)
+    try:
+        return dict(json.loads(done.stdout))
+    except ValueError:
+        raise StageFailed(f"no shard manifest in {shard_dir}: {done.stderr.strip()[-200:]}") \
+            from None
+
+
+async def place(home: PipelineRunner, config: str, shard_dir: str, start: int, *,
+                move: bool) -> dict[str, Any]:
+    """`python -m pipeline shard-gather` on the training box: checks, renumbers, places."""
+    args = ["shard-gather", "--config", config, "--dir", shard_dir, "--start", str(start)]
+    rc, out, err = await home._direct(*args, *(["--move"] if move else []), timeout=3600)
+    if rc != 0:
+        raise StageFailed(f"gathering {shard_dir} on {home.host.name}: {last_error(out, err)}")
+    try:
+        return dict(json.loads(out.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        raise RemoteCommandError(["python", "-m", "pipeline", "shard-gather"], rc, out) from None
+
+
+async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: int, start: int,
+                 host: str, transport: Transport, shard_dir: str) -> Gathered:
+    """Shard `shard` (its first sample `start`) from `shard_dir` on `host` into the training
+    box (`home`)."""
+    if host == home.host.name:
+        got = await place(home, config, shard_dir, start, move=False)
+        home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {got['gathered']} "
+                      f"files ran on {host} itself, sha256 checked and placed from sample "
+                      f"{start} with no transfer", shard=shard + 1,
+                      file_count=int(got["gathered"]), bytes=int(got["bytes"]))
+        return Gathered(shard, host, int(got["gathered"]), int(got["bytes"]), False,
+                        dict(got.get("packages") or {}))
+    m = await read_shard_manifest(transport, shard_dir)
+    staging = posixpath.join(extract_dir, ".incoming", f"shard-{shard + 1}")
+    size = 0
+    with tempfile.TemporaryDirectory(prefix="eagle3-shard-") as tmp:
+        local = Path(tmp)
+        (local / SHARD_MANIFEST).write_text(json.dumps(m))
+        pairs = [(local / SHARD_MANIFEST, posixpath.join(staging, SHARD_MANIFEST))]
+        for f in m.get("files", []):
+            dest = local / "hidden_states" / f["name"]
+            await transport.get(posixpath.join(shard_dir, "hidden_states", f["name"]), dest)
+            if sha256_file(dest) != f["sha256"]:
+                raise StageFailed(f"shard {shard + 1} from {host}: {f['name']} arrived with "
+                                  "another sha256 than the shard's manifest says: not gathered")
+            pairs.append((dest, posixpath.join(staging, "hidden_states", f["name"])))
+            size += int(f["size"])
+        # No per-file upload events: a shard has thousands of files; one line says it below.
+        await upload_many(home.transport, pairs, python=home.python)
+    got = await place(home, config, staging, start, move=True)
+    home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {got['gathered']} files "
+                  f"({size} bytes) pulled from {host}, sha256 checked here and on "
+                  f"{home.host.name}, placed from sample {start}", shard=shard + 1,
+                  file_count=int(got["gathered"]), bytes=size)
+    return Gathered(shard, host, int(got["gathered"]), size, True,
+                    dict(got.get("packages") or {}))

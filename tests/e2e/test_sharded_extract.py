@@ -1,0 +1,273 @@
+"""Hidden-state extraction sharded across the 3-box test fleet (tests/fleet_fixture.py; issue
+#29 point 3): `console run --host box1` with `[extract] hosts = ["box1", "box2", "box3"]`, each
+shard a detached `python -m pipeline shard-extract` job on its box through the stage's own
+extraction route (hf: the cheapest on CPU), gathered on box1 over the console's links; the
+gathered hidden states equal a one-box extraction of the same data, tensor by tensor. Then a box
+lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad input.
+
+Every box runs the same python here (the vLLM 0.32 environment): a sharded extraction
+is only the one-box extraction when every box runs the same stack (docs/pipeline.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from pipeline.demo import build_demo
+from tests import box_env
+from tests.fleet_fixture import Fleet
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+HOSTS = ["box1", "box2", "box3"]
+
+
+@dataclass
+class Setup:
+    root: Path
+    demo: Path  # the tiny target and its conversations
+    console_toml: Path
+    python: str  # every box's python
+    baseline: Path  # hidden_states/ of the one-box extraction
+
+    def config(self, name: str, hosts: list[str] = HOSTS) -> Path:
+        """A pipeline config of the demo with its own output_dir, sharded over `hosts`."""
+        text = (self.demo / "pipeline.toml").read_text()
+        for key, rel in (("output_dir", "out"), ("model", "target"),
+                         ("dataset", "conversations.jsonl")):
+            target = self.root / f"out-{name}" if key == "output_dir" else self.demo / rel
+            text = text.replace(f'{key} = "{rel}"', f'{key} = "{target}"')
+        text = text.replace("reserve_bytes = 0\n", f"reserve_bytes = 0\nhosts = {json.dumps(hosts)}\n")
+        text = text.replace("[train]\n", '[train]\nspeculators = "0.3"\n')
+        path = self.root / f"{name}.toml"
+        path.write_text(text)
+        return path
+
+    def out(self, name: str) -> Path:
+        return self.root / f"out-{name}"
+
+
+@pytest.fixture(scope="module")
+def setup(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    root = tmp_path_factory.mktemp("sharded")
+    demo = build_demo(root / "demo", rows=40, target_steps=1).parent
+    python = str(box_env.ensure("vllm032"))  # not the fleet's wrappers: they set PYTHONPATH
+    console_toml = root / "console.toml"
+    console_toml.write_text(re.sub(r"^python = .*$", f"python = {json.dumps(python)}",
+                                   fleet.config.read_text(), flags=re.M))
+    s = Setup(root, demo, console_toml, python, root / "out-one-box" / "extract" / "hidden_states")
+    one_box = s.config("one-box", hosts=[])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for stage in ("prepare", "extract"):  # the reference: one box, the stage alone
+        done = subprocess.run([python, "-m", "pipeline", stage, "--config", str(one_box)],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return s
+
+
+def console(setup: Setup, *argv: str, session: Path | None = None) -> int:
+    extra = ["--session", str(session)] if session else ["--no-record"]
+    return main([argv[0], "--config", str(setup.console_toml), *extra, *argv[1:]])
+
+
+def assert_equal_to_one_box(setup: Setup, name: str) -> int:
+    import torch
+
+    ref = sorted(setup.baseline.glob("data_*.pt"))
+    got = setup.out(name) / "extract" / "hidden_states"
+    assert ref and sorted(p.name for p in got.glob("*")) == [p.name for p in ref]
+    for r in ref:
+        a = torch.load(r, weights_only=True)
+        b = torch.load(got / r.name, weights_only=True)
+        assert torch.equal(a["input_ids"], b["input_ids"]), r.name
+        assert torch.equal(a["loss_mask"], b["loss_mask"]), r.name
+        assert len(a["hidden_states"]) == len(b["hidden_states"]) == 4
+        for x, y in zip(a["hidden_states"], b["hidden_states"], strict=True):
+            assert x.dtype == y.dtype and torch.equal(x, y), r.name
+    manifest = json.loads((setup.out(name) / "manifests" / "extract.json").read_text())
+    assert manifest["summary"]["samples"] == len(ref)
+    return len(ref)
+
+
+def session_events(path: Path) -> list[dict[str, object]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+    assert rows[0]["hosts"] == HOSTS  # the header: every box of the run
+    return [r for r in rows if "kind" in r]
+
+
+def test_sharded_extraction_equals_one_box(setup: Setup, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = setup.config("sharded")
+    session = tmp_path / "sharded.jsonl"
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract",
+                 session=session)
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    n = assert_equal_to_one_box(setup, "sharded")
+    assert n >= 24
+    events = session_events(session)
+    # Each box ran its shard: stage events from all three hosts, and the gathers said where.
+    starts = {e["host"] for e in events if e["kind"] == "stage.start"
+              and (e.get("payload") or {}).get("stage") == "extract"}
+    assert starts == set(HOSTS)
+    gathered = [e for e in events if e["kind"] == "console.info"
+                and "pulled from" in str((e.get("payload") or {}).get("message"))]
+    assert {e["host"] for e in gathered} == {"box2", "box3"}  # box1's own shard: no transfer
+    assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
+    assert "different stacks" not in out  # one environment on every box
+    # A replay shows every host.
+    assert main(["replay", str(session), "--print"]) == 0
+    shown = capsys.readouterr().out
+    assert all(h in shown for h in HOSTS)
+    # The second run finds extract complete: no shard job at all.
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract")
+    out, _ = capsys.readouterr()
+    assert rc == 0 and "no shard to run" in out
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _wait_for(pred: object, timeout: float, what: str) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()  # type: ignore[operator]
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def box2_back(fleet: Fleet) -> Iterator[None]:
+    yield
+    try:
+        os.kill(fleet.sshd_pid("box2"), 0)
+    except OSError:
+        fleet.start_box("box2")
+
+
+def lose_box2_mid_shard(setup: Setup, fleet: Fleet, name: str, *flags: str) -> tuple[int, str]:
+    """`console run` (a process of its own) of config `name`; once box2's shard has started and
+    before it is complete, box2 goes away: its job SIGKILLed, its sshd and every session of it
+    killed. The console's exit status and output."""
+    cfg = setup.config(name)
+    runs = fleet.box_dir("box2") / "workdir" / "runs"
+    before = set(runs.glob("*")) if runs.is_dir() else set()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "run", "--host", "box1", "--config",
+         str(setup.console_toml), "--no-record", "--pipeline", str(cfg), "--until", "extract",
+         *flags],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        def shard_started() -> Path | None:
+            for run in sorted(set(runs.glob("*extract-*-shard-2-of-3*")) - before):
+                log = run / "log"
+                if log.exists() and '"type":"start","stage":"extract"' in log.read_text():
+                    return run
+            return None
+
+        run = _wait_for(shard_started, 300, "box2's shard to start")
+        assert isinstance(run, Path)
+        argv = json.loads((run / "argv.json").read_text())
+        shard_dir = Path(argv[argv.index("--dir") + 1])
+        assert shard_dir.name == "shard-2-of-3"
+        assert not (shard_dir / "shard.json").exists()  # mid-shard: not complete
+        listener = fleet.sshd_pid("box2")
+        sessions = _children(listener)
+        os.kill(int((run / "supervisor.pid").read_text()), signal.SIGKILL)
+        os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
+        for pid in [listener, *sessions]:
+            os.kill(pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out.decode(errors="replace")
+
+
+def test_box_lost_mid_shard_is_rerun_on_another_box(setup: Setup, fleet: Fleet,
+                                                    box2_back: None) -> None:
+    """With --reassign-lost the console notices box2 gone, reruns shard 2 on box1 or box3 in the
+    same run, and the gathered result still equals the one-box extraction."""
+    rc, text = lose_box2_mid_shard(setup, fleet, "lost", "--reassign-lost")
+    assert rc == 0, text[-4000:]
+    assert re.search(r"box2 lost while extracting shard 2/3 .*rerunning it on another box", text)
+    assert re.search(r"every shard gathered on box1 \(ran: 1 on box1, 2 on box[13], 3 on box3\)",
+                     text), text[-2000:]
+    assert_equal_to_one_box(setup, "lost")
+
+
+def test_box_lost_without_the_flag_keeps_the_rest_and_reassign_finishes(
+        setup: Setup, fleet: Fleet, box2_back: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --reassign-lost: exit 3 naming box2 and the command that recovers, the other two
+    shards gathered and kept; `console run --reassign box2` (box2 still down) then runs shard 2
+    alone, on another box, and the result equals the one-box extraction."""
+    rc, text = lose_box2_mid_shard(setup, fleet, "manual")
+    assert rc == 3, text[-4000:]
+    assert "box2 lost while extracting shard 2/3 (samples" in text
+    assert re.search(r"error: 1 of 3 shards not extracted \(2 gathered on box1 and kept\): "
+                     r"box2 lost; `console run --reassign box2` reruns", text), text[-2000:]
+    hs = setup.out("manual") / "extract" / "hidden_states"
+    kept = {p.name: p.stat().st_ino for p in hs.glob("*.pt")}
+    assert len(kept) == len(list(setup.baseline.glob("*.pt"))) - 10  # all but shard 2's 10
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(setup.config("manual")),
+                 "--until", "extract", "--reassign", "box2")
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert out.count("gathered on box1 already") == 2  # shards 1 and 3: not run again
+    assert re.search(r"every shard gathered on box1 \(ran: 2 on box[13]\)", out)
+    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("*.pt") if p.name in kept)
+    assert_equal_to_one_box(setup, "manual")
+
+
+def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A name console.toml does not define: exit 2, one line; a box down at start: exit 3, one
+    line naming it and `--reassign`, nothing started on the training box."""
+    runs = fleet.box_dir("box1") / "workdir" / "runs"
+    before = sorted(runs.glob("*")) if runs.is_dir() else []
+    bad = setup.config("bad", hosts=["box1", "nosuch"])
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(bad))
+    _, err = capsys.readouterr()
+    assert rc == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines == ["error: extract.hosts names 'nosuch', which console.toml does not define "
+                     "(hosts: box1, box2, box3, local)"]
+    fleet.stop_box("box3")
+    try:
+        cfg = setup.config("unreachable")
+        rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract")
+        _, err = capsys.readouterr()
+        assert rc == 3
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith(
+            "error: extract host box3 cannot be reached, nothing started:"), err
+        assert "--reassign box3" in lines[0]
+        assert (sorted(runs.glob("*")) if runs.is_dir() else []) == before
+        assert not setup.out("unreachable").exists()
+    finally:
+        fleet.start_box("box3")

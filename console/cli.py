@@ -51,6 +51,9 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--host", dest="tui_host", metavar="HOSTS",
                         help="TUI: only these hosts (NAME, NAME,NAME,... or a group from "
                         "console.toml), all connected at start; several open on the Fleet screen")
+    parser.add_argument("--accept-new-host-key", action="store_true", dest="tui_accept_new_host_key",
+                        help="TUI with --host: trust and store a host's key the first time it "
+                        "is seen (a changed key is still refused)")
     parser.add_argument("--session", metavar="PATH",
                         help="record the TUI session to PATH (default: the sessions directory)")
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")

@@ -494,6 +494,8 @@ class ConsoleApp(App[int]):
 
     def action_show(self, name: str) -> None:
         if name not in self.screens:
+            if name == "fleet":
+                self.notify("the Fleet screen needs several hosts: console --host GROUP", timeout=3)
             return
         if name == self._active:
             return

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from console.sessions.live import open_session
 from console.tui.app import ConsoleApp
-from console.tui.controller import LiveSource, ReplaySource
+from console.tui.controller import LiveController, LiveSource, ReplaySource
 from remote.link.errors import EXIT_OK
 from remote.link.hosts import Config, all_hosts, load_config
 from remote.spine import events as ev
@@ -37,9 +37,16 @@ def describe_hosts(config: Config) -> dict[str, str]:
 class FleetSource(LiveSource):
     """The hosts a `--host` value named, each connected at start; bad members said once each."""
 
-    def __init__(self, config: Config, resolved: Resolved, bus: EventBus | None = None) -> None:
-        super().__init__(config, bus)
+    def __init__(self, config: Config, resolved: Resolved, bus: EventBus | None = None, *,
+                 accept_new_host_key: bool = False) -> None:
+        bus = bus or EventBus()
+        self.live = LiveController(config, bus)
+        super().__init__(config, bus, controller=self.live)
         self.resolved = resolved
+        # `console --host ... --accept-new-host-key`: a box's first key trusted and stored, as
+        # the headless commands' flag does (a changed key is refused all the same); without it
+        # an unknown key is that box's connection.down line, and `c` on it offers the key.
+        self.ssh_kwargs = {"accept_new_host_key": True} if accept_new_host_key else {}
 
     def host_names(self) -> list[str]:
         return list(self.resolved.names)
@@ -48,7 +55,7 @@ class FleetSource(LiveSource):
         for name, why in self.resolved.problems:
             self.bus.emit(ev.CONSOLE_ERROR, name, message=why)
         # A failed connect said so itself (connection.down, on its row); the others go on.
-        await asyncio.gather(*(self.controller.connect(n) for n in self.resolved.names),
+        await asyncio.gather(*(self.live.connect(n, **self.ssh_kwargs) for n in self.resolved.names),
                              return_exceptions=True)
 
 
@@ -71,10 +78,11 @@ def live_app(config_path: str | None = None, bus: EventBus | None = None) -> Con
     return HostsApp(config_path, bus)
 
 
-def fleet_app(config: Config, resolved: Resolved, bus: EventBus | None = None) -> ConsoleApp:
+def fleet_app(config: Config, resolved: Resolved, bus: EventBus | None = None, *,
+              accept_new_host_key: bool = False) -> ConsoleApp:
     """The console on the named hosts, connecting them at start; the Fleet screen first when
     there are several."""
-    source = FleetSource(config, resolved, bus)
+    source = FleetSource(config, resolved, bus, accept_new_host_key=accept_new_host_key)
     several = len(source.host_names()) > 1
     return ConsoleApp(source, describe=describe_hosts(config),
                       start_screen="fleet" if several else "hosts")
@@ -96,7 +104,8 @@ async def run_app(args: argparse.Namespace) -> int:
     session = open_session(hosts, record=not getattr(args, "no_record", False),
                            path=getattr(args, "session", None),
                            redact=not getattr(args, "no_redact", False))
-    app = (fleet_app(config, resolved, session.bus) if resolved is not None
+    accept = bool(getattr(args, "tui_accept_new_host_key", False))
+    app = (fleet_app(config, resolved, session.bus, accept_new_host_key=accept) if resolved is not None
            else live_app(config_path, session.bus))
     try:
         await app.run_async()

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
+from console.cli import main
 from console.sessions.files import SessionReader
 from console.sessions.live import open_session
 from console.tui.fleet_rows import fleet_rows
 from console.tui.launch import fleet_app
+from console.tui.widgets.tab_bar import TabBar
 from remote.link.groups import resolve
 from remote.link.hosts import load_config
 from tests.fleet_fixture import Fleet
@@ -63,6 +65,12 @@ async def test_fleet_screen_live_then_its_replay(fleet: Fleet, tmp_path: Path) -
                            timeout=30)
             assert app.current_host == "box1"
             assert "3 hosts, 3 up" in plain(app.query_one("#fleet-totals", Static), SIZE[0])
+            assert app.query_one("#tabs", TabBar).labels()[-1] == "9 Fleet"
+            # the real patcher's plan on box2 (speculators 0.3.0's worker as shipped)
+            assert shown["box2"][8] == "-"
+            await app.source.controller.plan_patch("box2")
+            await wait_for(pilot, lambda: rows(app)["box2"][8] == "unpatched", timeout=60)
+            assert rows(app)["box1"][8] == "-"
             # Enter on box3's row: box3 selected, its Overview shown
             table = app.query_one("#fleet-table", DataTable)
             table.focus()
@@ -82,6 +90,10 @@ async def test_fleet_screen_live_then_its_replay(fleet: Fleet, tmp_path: Path) -
         await finish_replay(pilot)
         shown = rows(replay)
         assert list(shown) == BOXES and all(r[1] == "● was live" for r in shown.values()), shown
+        assert shown["box2"][8] == "unpatched"
+        # nine tabs at 80 columns: their words, every one in view
+        assert replay.query_one("#tabs", TabBar).labels() == [
+            "Hosts", "Overview", "Probes", "Patch", "Pipeline", "Stats", "Bench", "Replay", "Fleet"]
         assert all(r[2].endswith("%") for r in shown.values())
         await pilot.press("1")
         await wait_for(pilot, lambda: replay.active_screen_name == "hosts")
@@ -116,3 +128,12 @@ async def test_fleet_tui_bad_input_is_one_line_each(fleet: Fleet, tmp_path: Path
     finally:
         await app.source.controller.aclose()
         fleet.start_box("box2")
+
+
+def test_a_typo_on_the_command_line_exits_2_before_the_tui_starts(
+        fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--config", str(fleet.config), "--no-record", "--host", "box1,nosuch"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no such host" in err[0] and "nosuch" in err[0], err
+    assert main(["--config", str(fleet.config), "--host", "fleet", "hosts"]) == 2
+    assert "give it after the command" in capsys.readouterr().err

@@ -31,6 +31,7 @@ QUICK: dict[str, list[str]] = {
     "session_scale": ["--events", "1000000", "--zstd-events", "300000"],
     "ssh_stream": ["--lines", "200000"],
     "stats_stream": ["--seconds", "15"],
+    "fleet_stats": ["--seconds", "8"],
     "tui_day_load": ["--seconds", "10", "--switches", "12"],
     "tui_first_paint": ["--runs", "3"],
     "tui_key_latency": ["--presses", "10"],

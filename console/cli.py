@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from console import __version__
-from remote.link.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError
+from remote.link.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
 from remote.spine.sanitize import visible
 
 # Each module registers its own subparser; order is the order shown in --help.
@@ -48,6 +48,12 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"console {__version__}")
     parser.add_argument("--config", metavar="PATH", help="console.toml to use (TUI)")
+    parser.add_argument("--host", dest="tui_host", metavar="HOSTS",
+                        help="TUI: only these hosts (NAME, NAME,NAME,... or a group from "
+                        "console.toml), all connected at start; several open on the Fleet screen")
+    parser.add_argument("--accept-new-host-key", action="store_true", dest="tui_accept_new_host_key",
+                        help="TUI with --host: trust and store a host's key the first time it "
+                        "is seen (a changed key is still refused)")
     parser.add_argument("--session", metavar="PATH",
                         help="record the TUI session to PATH (default: the sessions directory)")
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
@@ -77,9 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command is None:
-            from console.tui.app import run_app
+            from console.tui.launch import run_app
 
             return asyncio.run(run_app(args))
+        if getattr(args, "tui_host", None):
+            raise UsageError(f"--host before {args.command} is the TUI's: give it after "
+                             f"the command (console {args.command} ... --host HOSTS)")
         return int(asyncio.run(args.func(args)))
     except ConsoleError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)

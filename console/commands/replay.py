@@ -43,7 +43,7 @@ async def run(args: argparse.Namespace) -> int:
     reader = SessionReader(args.file, find_markers=not (args.print_ or args.json))
     try:
         if not args.print_ and not args.json:
-            from console.tui.app import run_replay_app
+            from console.tui.launch import run_replay_app
 
             return await run_replay_app(reader)
         h = reader.header

@@ -89,6 +89,11 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
         def draw() -> None:
             text = render(resolved.names, latest, counts)
+            if tty:  # a wrapped line would throw the redraw's count of lines off (80 columns)
+                import shutil
+
+                width = shutil.get_terminal_size().columns
+                text = "\n".join(line[:width - 1] for line in text.splitlines())
             if tty and drawn[0]:
                 ctx.out.write(f"\x1b[{drawn[0]}F\x1b[J")
             ctx.out.write(text + "\n" + ("" if tty else "\n"))

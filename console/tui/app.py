@@ -10,7 +10,6 @@ everything else. Key bindings, the command palette and the help screen come from
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
 import time
@@ -28,12 +27,10 @@ from textual.widget import Widget
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from console.sessions.live import open_session
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.collector import SwitchCollector
 from console.tui.controller import (
     FeatureUnavailable,
-    LiveSource,
     ReadOnlyReplay,
     ReplaySource,
     Source,
@@ -50,26 +47,20 @@ from console.tui.main_screen import MainScreen
 from console.tui.messages import HostSelected, MarkerChosen, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
-from console.tui.widgets.bench import BenchView
+from console.tui.screens import NARROW, make_view, shown_screens, tab_titles
 from console.tui.widgets.common import KeyBar, TopBar, View
-from console.tui.widgets.hosts import HostsView
 from console.tui.widgets.log_view import LogView
-from console.tui.widgets.overview import OverviewView
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.pipeline import PipelineView
-from console.tui.widgets.probes import ProbesView
 from console.tui.widgets.replay import MarkerRow, ReplayView
-from console.tui.widgets.stats import StatsView
-from console.tui.widgets.tab_bar import TabBar, TabTitle
+from console.tui.widgets.tab_bar import TabBar
 from remote.link import aio
 from remote.link.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
-from remote.link.hosts import all_hosts, load_config
-from remote.spine.bus import EventBus
 from remote.spine.events import Event, format_ts
 from remote.spine.sanitize import visible, visible_lines
 
 if TYPE_CHECKING:
-    from console.sessions.files import SessionReader
+    pass
 
 FRAME_S = 1 / 30  # the pump folds queued events at most this often
 # The visible view and the top bar redraw at most this often under a stream of events: as often
@@ -87,13 +78,6 @@ SWITCH_HOLD_S = 1.0
 WRITE_OUT_S = 0.05
 DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
 DRAIN_CHECK = 256  # events folded between clock checks
-TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
-          "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay"}
-# Under NARROW columns the tab bar would overflow with the full titles (the bar picks by its width):
-# whole words, never a cut one ("2 Over 3 Probe" read as cut labels at 80 columns).
-SHORT_TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
-                "pipeline": "Pipeline", "stats": "Stats", "bench": "Bench", "replay": "Replay"}
-NARROW = 110
 DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
 
 
@@ -164,9 +148,8 @@ class ConsoleApp(App[int]):
         self._views: dict[str, View] = {}  # screen name -> its view, once mounted
         self._active = self.start_screen  # the screen shown (its view is the one displayed)
         # One widget draws the whole tab bar (tab_bar.py says why); views mount after it.
-        self._tab_bar = TabBar([TabTitle(name, f"{i + 1} {TITLES[name]}", f"{i + 1} {SHORT_TITLES[name]}")
-                                for i, name in enumerate(SCREENS) if name != "replay" or self.mode == "replay"],
-                               self.start_screen, narrow=NARROW, id="tabs")
+        self.screens = shown_screens(self.mode, len(names))
+        self._tab_bar = TabBar(tab_titles(self.screens), self.start_screen, narrow=NARROW, id="tabs")
         # An animation is a repaint per frame (Textual's tab underline slid for ~18 per switch):
         # the console switches and scrolls at once.
         self.animation_level = "none"
@@ -186,19 +169,6 @@ class ConsoleApp(App[int]):
         yield self._tab_bar
         yield KeyBar(id="keybar")
 
-    def _make_view(self, name: str) -> View:
-        views: dict[str, Callable[[], View]] = {
-            "hosts": lambda: HostsView(self.describe, id="view-hosts"),
-            "overview": lambda: OverviewView(id="view-overview"),
-            "probes": lambda: ProbesView(id="view-probes"),
-            "patch": lambda: PatchView(id="view-patch"),
-            "pipeline": lambda: PipelineView(id="view-pipeline"),
-            "stats": lambda: StatsView(id="view-stats"),
-            "bench": lambda: BenchView(id="view-bench"),
-            "replay": lambda: ReplayView(self._marker_rows(), id="view-replay"),
-        }
-        return views[name]()
-
     def view(self, name: str) -> View | None:
         """The view of screen `name` if it has been shown (mounted) yet.
 
@@ -213,7 +183,7 @@ class ConsoleApp(App[int]):
     def ensure_view(self, name: str) -> View:
         view = self.view(name)
         if view is None:
-            view = self._make_view(name)
+            view = make_view(name, self.describe, self._marker_rows)
             view.display = name == self._active
             main = self.screen_stack[0]
             main.mount(view, after=self._tab_bar)
@@ -337,7 +307,9 @@ class ConsoleApp(App[int]):
         if new_hosts:
             self._known_hosts.update(new_hosts)
             changed.add("connection")
-        if self.current_host in hosts or "markers" in changed or new_hosts or "connection" in changed:
+        # The Fleet screen shows every host: any host's change is its change.
+        if (self.current_host in hosts or "markers" in changed or new_hosts or "connection" in changed
+                or (hosts and self._active == "fleet")):
             self._held = changed if self._held is None else self._held | changed
 
     def _flush_held(self, force: bool) -> None:
@@ -521,7 +493,9 @@ class ConsoleApp(App[int]):
             "reattaches to a pipeline run started here by itself, c to the rest. Quit now?"), answered)
 
     def action_show(self, name: str) -> None:
-        if (name == "replay" and self.mode != "replay") or name not in SCREENS:
+        if name not in self.screens:
+            if name == "fleet":
+                self.notify("the Fleet screen needs several hosts: console --host GROUP", timeout=3)
             return
         if name == self._active:
             return
@@ -577,7 +551,7 @@ class ConsoleApp(App[int]):
             if (c.replay_only and self.mode != "replay") or (c.live_only and self.mode != "live"):
                 return False
             if action == "show":
-                return not (parameters and parameters[0] == "replay" and self.mode != "replay")
+                return not parameters or parameters[0] in self.screens
             if c.group in ("global", "replay"):
                 return True
             return self.screen is self.screen_stack[0] and self.active_screen_name == c.group
@@ -588,6 +562,8 @@ class ConsoleApp(App[int]):
         self.state.host(message.host)
         self.notify(f"host: {message.host}", timeout=2)
         self.refresh_all()
+        if message.screen:
+            self.action_show(message.screen)
 
     # -- actions that drive the box ---------------------------------------------------------------
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
@@ -973,55 +949,3 @@ class ConsoleApp(App[int]):
         except ValueError:
             raise ValueError(f"not a time: {value!r} (use HH:MM:SS or +SECONDS)") from None
         return datetime.combine(start.date(), t, tzinfo=UTC)
-
-
-class HostsApp(ConsoleApp):
-    """The live console on the hosts of a console.toml (the placeholder's name and signature)."""
-
-    def __init__(self, config_path: str | None = None, bus: EventBus | None = None) -> None:
-        config = load_config(config_path)
-        describe = {h.name: (h.ssh or "(this machine)") + (f" · {h.runtime}:{h.container}" if h.container else "")
-                    for h in all_hosts(config)}
-        super().__init__(LiveSource(config, bus=bus), describe=describe)
-
-
-class ReplayApp(ConsoleApp):
-    """The console fed from a session file (the placeholder's name and signature)."""
-
-    def __init__(self, reader: SessionReader) -> None:
-        super().__init__(ReplaySource(reader))
-
-
-def live_app(config_path: str | None = None, bus: EventBus | None = None) -> ConsoleApp:
-    return HostsApp(config_path, bus)
-
-
-async def run_app(args: argparse.Namespace) -> int:
-    """The live TUI, recorded like any headless command (console/sessions/live.py)."""
-    config_path = getattr(args, "config", None)
-    hosts = [h.name for h in all_hosts(load_config(config_path))]
-    session = open_session(hosts, record=not getattr(args, "no_record", False),
-                           path=getattr(args, "session", None),
-                           redact=not getattr(args, "no_redact", False))
-    app = live_app(config_path, session.bus)
-    try:
-        await app.run_async()
-    finally:
-        try:
-            await app.source.controller.aclose()
-        finally:
-            session.close()
-    return exit_code(app)
-
-
-def exit_code(app: ConsoleApp) -> int:
-    """A console that Textual ended on an exception exits non-zero (Textual prints the
-    traceback), never 0 as if the operator had quit."""
-    rc = app.return_code
-    return rc if isinstance(rc, int) and rc != 0 else EXIT_OK
-
-
-async def run_replay_app(reader: SessionReader) -> int:
-    app = ReplayApp(reader)
-    await app.run_async()
-    return exit_code(app)

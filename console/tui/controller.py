@@ -172,10 +172,10 @@ class LiveController:
             self.transports[name] = t
             return t
 
-    async def connect(self, host: str) -> None:
+    async def connect(self, host: str, **ssh_kwargs: Any) -> None:
         """Connect (or reconnect after a drop). The SSH transport announces its own connection
-        events; for the local transport this says it."""
-        await self._connect(host)
+        events; for the local transport this says it. `ssh_kwargs`: as `transport`'s."""
+        await self._connect(host, **ssh_kwargs)
 
     async def accept_host_key(self, host: str, fingerprint: str) -> None:
         """Connect, trusting the host's new key if it is the one with `fingerprint` (what the

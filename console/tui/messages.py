@@ -25,6 +25,7 @@ class StateChanged(Message):
 @dataclass
 class HostSelected(Message):
     host: str
+    screen: str | None = None  # the screen to open for it (the Fleet screen's Enter: overview)
 
 
 @dataclass

@@ -26,7 +26,8 @@ def _nav(screen: str, key: str, title: str, help: str) -> Command:
     return Command(f"screen.{screen}", key, f"show('{screen}')", title, help, "global", show=False)
 
 
-SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay")
+# Their keys are their places here; "fleet" is last so the others keep theirs (9 shows it).
+SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay", "fleet")
 
 COMMANDS: tuple[Command, ...] = (
     # navigation
@@ -39,6 +40,7 @@ COMMANDS: tuple[Command, ...] = (
     _nav("bench", "7", "Bench", "Benchmark sweep and acceptance"),
     Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global", show=False,
             replay_only=True),
+    _nav("fleet", "9", "Fleet", "Every box at once, a row each (with several hosts)"),
     Command("help", "question_mark,f1", "help", "Help", "List every key", "global"),
     Command("palette", "ctrl+p", "command_palette", "Palette", "Search commands", "global", show=False),
     Command("quit", "q", "quit", "Quit", "Leave the console", "global"),

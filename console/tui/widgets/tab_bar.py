@@ -37,11 +37,14 @@ PAD = 1  # a space either side of each title, as Textual's Tab has (padding: 0 1
 
 @dataclass(frozen=True)
 class TabTitle:
-    """A tab: the screen it shows, its title, and the title drawn under `narrow` columns."""
+    """A tab: the screen it shows, its title, the title drawn under `narrow` columns, and the
+    one drawn when even the short titles overflow (nine tabs at 80 columns: the words alone,
+    every tab in view, rather than the bar shifted and the first titles cut off)."""
 
     name: str
     title: str
     short: str
+    bare: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,13 +180,10 @@ class TabBar(Widget, can_focus=True):
         spans = self._spans.get(width)
         if spans is None:
             narrow = width < self._narrow
-            spans = []
-            x = 0
-            for tab in self._tabs:
-                label = tab.short if narrow else tab.title
-                end = x + cell_len(label) + 2 * PAD
-                spans.append(_Span(tab.name, label, x, end))
-                x = end
+            spans = self._spans_of([t.short if narrow else t.title for t in self._tabs])
+            if narrow and spans[-1].end > width and all(t.bare for t in self._tabs):
+                bare = self._spans_of([t.bare for t in self._tabs])
+                spans = bare if bare[-1].end <= width else spans  # else shifted, as before
             if len(self._spans) > 64:  # widths seen while resizing
                 self._spans.clear()
             self._spans[width] = spans
@@ -193,6 +193,14 @@ class TabBar(Widget, can_focus=True):
         active = next(s for s in spans if s.name == self._active)
         shift = (active.start + active.end) // 2 - width // 2
         return spans, max(0, min(shift, total - width))
+
+    def _spans_of(self, labels: list[str]) -> list[_Span]:
+        spans, x = [], 0
+        for tab, label in zip(self._tabs, labels, strict=True):
+            end = x + cell_len(label) + 2 * PAD
+            spans.append(_Span(tab.name, label, x, end))
+            x = end
+        return spans
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Static
 
-from console.tui.app import ConsoleApp, exit_code
+from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.dialogs import ConfirmScreen
+from console.tui.launch import exit_code
 from console.tui.messages import HostSelected
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView

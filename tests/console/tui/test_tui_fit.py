@@ -159,3 +159,26 @@ def test_every_live_screen_fits_on_a_first_run(tmux: Tmux, tmp_path: Path) -> No
         assert "console init" in " ".join(text.split())
         shown.append(read_screens(tmux, name, [str(n) for n in range(1, len(SCREENS) + 1)]))
     check_both(shown[0], shown[1], "live", SCREENS)
+
+
+def test_the_fleet_screen_fits(tmux: Tmux, tmp_path: Path) -> None:
+    """A replay of three boxes (the demo on each, one box's connection lost with a long error):
+    the Fleet screen (9) at both sizes, every tab in view at 80 columns (the titles without
+    their numbers), the lost box's error one line cut at a word."""
+    events = [e for host in ("box1", "box2", "box3") for e in demo_events(host=host)]
+    events.sort(key=lambda e: e.ts)
+    events.append(Event.checked(ev.CONNECTION_DOWN, "box2", {"error": LONG_ERROR},
+                                events[-1].ts + timedelta(seconds=1)))
+    session = write_session(tmp_path / "fleet.jsonl", events, hosts=("box1", "box2", "box3"))
+    shown = []
+    for name, size in zip(("small", "large"), SIZES, strict=True):
+        tmux.start(name, [sys.executable, "-m", "console", "replay", str(session)], size=size)
+        tmux.wait(name, "EAGLE-3")
+        tmux.keys(name, ">", ">")
+        tmux.wait(name, "ended")
+        shown.append(read_screens(tmux, name, ["9"]))
+    small = shown[0][0]
+    assert "Replay" in small.splitlines()[1] and "Fleet" in small.splitlines()[1], small
+    assert all(f"box{i}" in small for i in (1, 2, 3)) and "✖ was down" in small, small
+    assert "box2: [Errno -2] unknown host" in small, small
+    check_both(shown[0], shown[1], "replay", ["fleet"])

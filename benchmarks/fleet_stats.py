@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Fleet stats at 10 Hz from three loopback boxes: the console's own CPU, headless and TUI.
+
+Starts a fleet of real sshd boxes on 127.0.0.2-4 (scripts/box_fleet.py up 3, the boxes'
+python this one), then runs, each in a real terminal (tmux, 80x24, the process exec'd so the
+pane's pid is the console's):
+1. `console stats --host fleet --interval 0.1` (headless: one live table, redrawn in place);
+2. `console --host fleet` (the TUI on its Fleet screen: a row per box, every box connected at
+   start and sampling at its default 10 Hz, `stats_interval`);
+and as the baseline in the same run, both again on a group of one box (`one = ["box1"]`): the
+same code paths, a third of the samples. Each is measured over --seconds once every box's
+samples are arriving: CPU time of the console process (/proc/<pid>/stat utime+stime) over wall
+time, as a percentage of one core, and the samples per second per box that arrived (counted in
+the session each one records, by timestamp). The box side (sshd, the samplers) is not the
+console's and is not counted. Goal: <= 15 % of a core for the three boxes (issue 29).
+
+    python benchmarks/fleet_stats.py [--seconds 20] [--warm 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from _common import ROOT
+
+TICK = os.sysconf("SC_CLK_TCK")
+GOAL = 15.0  # % of one core for the console at 10 Hz from 3 boxes
+
+
+def proc_cpu(pid: int) -> float:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+class Terminal:
+    """One tmux server of its own; each console in a session of its own, exec'd in the pane."""
+
+    def __init__(self) -> None:
+        self.socket = f"fleet-bench-{uuid.uuid4().hex[:8]}"
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, timeout=20).stdout
+
+    def start(self, name: str, argv: list[str]) -> int:
+        cmd = "exec env -u COLUMNS -u LINES TERM=xterm-256color " + shlex.join(argv)
+        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", "80",
+                        "-y", "24", "-c", str(ROOT), cmd], check=True, timeout=20)
+        return int(self.tmux("display", "-p", "-t", name, "#{pane_pid}").strip())
+
+    def screen(self, name: str) -> str:
+        return self.tmux("capture-pane", "-p", "-t", name)
+
+    def wait(self, name: str, text: str, count: int, timeout: float = 60.0) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            screen = self.screen(name)
+            if screen.count(text) >= count:
+                return screen
+            time.sleep(0.2)
+        raise SystemExit(f"fleet_stats: {text!r} x{count} not on screen in {timeout:g}s:\n"
+                         f"{self.screen(name)}")
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+def samples_per_host(session: Path, since: datetime, until: datetime) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in session.read_text().splitlines()[1:]:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a torn last line
+        if e.get("kind") != "stats.sample":
+            continue
+        ts = datetime.fromisoformat(e["ts"].replace("Z", "+00:00"))
+        if since <= ts < until:
+            counts[e["host"]] = counts.get(e["host"], 0) + 1
+    return counts
+
+
+def measure(term: Terminal, name: str, argv: list[str], ready: str, boxes: int,
+            session: Path, warm: float, seconds: float, stop_key: str) -> dict[str, object]:
+    pid = term.start(name, argv)
+    term.wait(name, ready, boxes)
+    time.sleep(warm)
+    c0, t0, w0 = proc_cpu(pid), time.monotonic(), datetime.now(UTC)
+    time.sleep(seconds)
+    c1, t1, w1 = proc_cpu(pid), time.monotonic(), datetime.now(UTC)
+    shown = term.screen(name)
+    term.tmux("send-keys", "-t", name, stop_key)
+    end = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    counts = samples_per_host(session, w0, w1)
+    return {"cpu": 100.0 * (c1 - c0) / (t1 - t0), "rate": {h: n / (t1 - t0) for h, n in counts.items()},
+            "screen": shown}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds per console")
+    ap.add_argument("--warm", type=float, default=3.0, help="seconds after every box answers")
+    ap.add_argument("--show", action="store_true", help="print each console's last screen")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    script = ROOT / "scripts" / "box_fleet.py"
+    subprocess.run([sys.executable, str(script), "up", "3", "--dir", str(root)], check=True,
+                   capture_output=True, timeout=120)
+    config = root / "console.toml"
+    config.write_text(config.read_text() + 'one = ["box1"]\n')
+    env_cfg = ["--config", str(config)]
+    term = Terminal()
+    py = [sys.executable, "-m", "console"]
+    results: dict[tuple[str, str], dict[str, object]] = {}
+    try:
+        for group, boxes in (("fleet", 3), ("one", 1)):
+            session = root / f"headless-{group}.jsonl"
+            results[("headless", group)] = measure(
+                term, f"h-{group}", [*py, "stats", *env_cfg, "--host", group, "--interval", "0.1",
+                                     "--session", str(session)],
+                f"TOTAL ({boxes})", 1, session, args.warm, args.seconds, "C-c")
+            session = root / f"tui-{group}.jsonl"
+            # one box: no Fleet screen (it needs several); its Hosts screen shows the badge
+            results[("tui", group)] = measure(
+                term, f"t-{group}", [*py, *env_cfg, "--host", group, "--session", str(session)],
+                "● live", boxes, session, args.warm, args.seconds, "q")
+    finally:
+        term.kill()
+        subprocess.run([sys.executable, str(script), "down", "--dir", str(root)],
+                       capture_output=True, timeout=60)
+    print(f"console CPU over {args.seconds:g} s, % of one core (10 Hz per box; load average "
+          f"{os.getloadavg()[0]:.2f}):")
+    print(f"{'':10}{'3 boxes':>10}{'1 box (baseline)':>18}{'ratio':>8}   samples/s per box (3 boxes)")
+    worst = 0.0
+    for kind in ("headless", "tui"):
+        three, one = results[(kind, "fleet")], results[(kind, "one")]
+        a, b = float(three["cpu"]), float(one["cpu"])  # type: ignore[arg-type]
+        worst = max(worst, a)
+        rates = three["rate"]
+        assert isinstance(rates, dict)
+        rate = " ".join(f"{h} {r:.1f}" for h, r in sorted(rates.items()))
+        print(f"{kind:10}{a:9.1f}%{b:17.1f}%{a / b if b else float('nan'):8.2f}x   {rate}")
+        if args.show:
+            print(three["screen"])
+    verdict = "met" if worst <= GOAL else "NOT met"
+    print(f"goal <= {GOAL:g} % of a core at 3 boxes: {verdict} (worst {worst:.1f} %)")
+    return 0 if worst <= GOAL else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -280,7 +280,7 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
            bad: list[tuple[int, str]]) -> list[str]:
     """Job lines and quiet stats samples formatted from typed records decoded in one call,
     every other kind through printer.human_line on a real Event (the same text either way;
-    tests/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
+    tests/console/sessions/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
     have blank lines: rare, so simplicity over speed."""
     try:
         blob = _join(lines) if lines is not None else \

@@ -15,8 +15,8 @@ takes about half of it here, so the rest is spent once per segment where it can 
   stage.progress line). Anything else goes to `_human_records`, the general path.
 - `_human_records`: the same text for any segment, a record that does not fit taken through
   `printer.human_line` on a real Event (`_slow_record`).
-Same text as the per-event printer in every case (tests/test_replay_real.py,
-tests/test_replay_fast.py and tests/test_replay_print_fast.py compare them).
+Same text as the per-event printer in every case (tests/console/sessions/test_replay_real.py,
+tests/console/sessions/test_replay_fast.py and tests/console/sessions/test_replay_print_fast.py compare them).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
     block's lines formatted by one join (its head, shared by every line, made once). The
     per-line cost is the decoded text itself, the whole point of the record format: cutting
     per-line records from their bytes still cost ~1 us a line. Same text as the per-event
-    printer (tests/test_replay_fast.py compares them); every other kind as in human_log.py's `_human`."""
+    printer (tests/console/sessions/test_replay_fast.py compares them); every other kind as in
+    human_log.py's `_human`."""
     lines: list[bytes] | None = None
     try:  # every line a record, no blank one: the segment is a JSON array once "\n" is ","
         recs: Sequence[_BlockLine | None] = _BLOCK_LINES.decode(
@@ -203,7 +204,7 @@ _LEVEL = {"console.info": "", "console.warning": "warning: ", "console.error": "
 # lies on the quotient's side of every rounding boundary (they are 1 / (20 total) from it at
 # least, far more than a double's error at these sizes), so the quotient rounded in integers
 # gives the same tenths. A tie, 100 % and more, and floats are formatted as before
-# (tests/test_replay_print_fast.py compares every done/total up to 2,000 and random ones).
+# (tests/console/sessions/test_replay_print_fast.py compares every done/total up to 2,000 and random ones).
 _PERCENT = [f" {k / 10:5.1f}%" for k in range(1000)]
 _EXACT = 10**12
 

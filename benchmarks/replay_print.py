@@ -126,7 +126,7 @@ def typed_path(path: Path) -> None:
     msgspec into typed records in one call (session_decode._human), then formatted."""
     import gc
 
-    from console.sessions.decode import _human
+    from console.sessions.human_log import _human
 
     gc.disable()  # as print_session does
     with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:

@@ -116,7 +116,7 @@ def print_batch_records(blob: bytes) -> bytes:
 
 
 def route_current(segs: list[tuple[int, int, bytes]]) -> None:
-    from console.sessions.decode import human_text
+    from console.sessions.human_log import human_text
 
     for first, count, data in segs:
         bad: list[tuple[int, str]] = []
@@ -129,7 +129,7 @@ def routes(path: Path, n: int, rounds: int = 3) -> None:
     with SessionReader(path) as r:
         segs = list(r.segment_data())
     blobs = as_batch_records(segs)
-    from console.sessions.decode import human_text
+    from console.sessions.human_log import human_text
 
     # the projection prints what --print prints (stats samples of the day are quiet)
     assert print_batch_records(blobs[0]) == (human_text(segs[0][2], 0, segs[0][1], []) + "\n"

@@ -80,7 +80,8 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     """Every event, a segment at a time, written as bytes in one call per segment. Returns the
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
-    from console.sessions.decode import human_text, valid_json_block
+    from console.sessions.decode import valid_json_block
+    from console.sessions.human_log import human_text
 
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise

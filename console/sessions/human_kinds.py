@@ -30,7 +30,8 @@ SLOW: Any = _Slow()
 _NUMBER = (int, float)
 _LEVEL = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}
 # Kinds `human_line` formats by their own rule, not by summary/message: never here.
-_OWN_RULE = frozenset({"job.line", "job.lines", "stage.progress", "stats.sample", "marker"})
+OWN_RULE = frozenset({"job.line", "job.lines", "stage.progress", "stats.sample", "marker",
+                      "patch.verified"})  # a drift flag hides it: human_line decides
 
 
 def human(ts: str, host: str, kind: str, p: Any) -> Any:
@@ -48,7 +49,7 @@ def human(ts: str, host: str, kind: str, p: Any) -> Any:
         elif type(message) is not str:
             return SLOW
         return f"{t} {h}{level}{message}"
-    if kind in _OWN_RULE:
+    if kind in OWN_RULE:
         if kind == "marker":
             label = "" if p.label is UNSET else p.label
             if type(label) is str:

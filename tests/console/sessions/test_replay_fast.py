@@ -236,7 +236,7 @@ def _blocks() -> dict[str, list[bytes]]:
 
 
 def test_cut_lines_equal_the_typed_printer_on_every_kind_and_bad_line() -> None:
-    from console.sessions.decode import human_text
+    from console.sessions.human_log import human_text
 
     for name, lines in _blocks().items():
         for first in (0, 1000):
@@ -298,7 +298,7 @@ def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
 def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
     """human_text (the printer's fast path) says what the per-event printer says of every
     line of every group; returns how many groups held a bad line."""
-    from console.sessions.decode import human_text
+    from console.sessions.human_log import human_text
 
     differing = 0
     for lines in mutated:

@@ -126,7 +126,7 @@ def _shapes() -> list[bytes]:
 
 
 def test_typed_kinds_print_what_the_per_event_printer_prints() -> None:
-    from console.sessions.decode import human_text
+    from console.sessions.human_log import human_text
     from tests.console.sessions.test_replay_fast import _typed
 
     lines = _shapes()

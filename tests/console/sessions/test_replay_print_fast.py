@@ -1,0 +1,67 @@
+"""The record fast path (console/sessions/human_records.py `_fast_records`) against the
+per-event printer (decode_record + printer.human_line + visible) on the recorded demo run and
+on a synthetic mix of every kind with escapes, controls, bidi, unicode and redacted secrets."""
+
+from __future__ import annotations
+
+import random
+
+from console.sessions.human_records import _fast_records
+from remote.spine.events import Event, JobLines, parse_ts
+from tests.console.sessions.test_replay_fast import _every_kind, _typed
+from tests.console.sessions.test_replay_real import RECORDED
+
+
+def _check(lines: list[bytes]) -> None:
+    data = b"\n".join(lines) + b"\n"
+    bad: list[tuple[int, str]] = []
+    got = _fast_records(data, 0, len(lines), bad)
+    assert got is not None  # the fast path took it (the comparison is not vacuous)
+    want, want_bad = _typed(lines, 0)
+    assert (got.split("\n") if got else []) == want
+    assert [i for i, _ in bad] == want_bad
+
+
+def test_the_recorded_run_through_the_fast_path_equals_the_per_event_printer() -> None:
+    body = [ln for ln in RECORDED.read_bytes().split(b"\n")[1:] if ln]
+    _check(body)
+
+
+def test_a_synthetic_mix_of_every_kind_equals_the_per_event_printer() -> None:
+    when = parse_ts("2026-12-03T23:59:59.999Z")
+    odd = ["plain", "caf\u00e9 \u00d7 \U0001f680", "esc \x1b[2J", "c1 \x9b[2J", "bidi \u202eabc",
+           "zw \u200b", "tab\there", "multi\nline", "quote \" back \\", "token=[REDACTED]",
+           "\u2026 \u2192 arrow", "@@eagle3 {\"stage\":\"x\"}", ""]
+    lines: list[bytes] = []
+    for n, text in enumerate(odd):
+        host = ["local", "", "b\u202eox"][n % 3]
+        lines += [
+            Event("job.line", host, {"run_id": "r" * 30, "name": "n", "text": text,
+                                     "offset": n}, when).to_json().encode(),
+            Event("console.info", host, {"message": text}, when).to_json().encode(),
+            Event("console.error", host, {"message": text}, when).to_json().encode(),
+            Event("stage.end", host, {"summary": text, "message": "m"}, when).to_json().encode(),
+            Event("patch.verified", host, {"summary": text, "drift": n % 2 == 0},
+                  when).to_json().encode(),
+            Event("stage.progress", host, {"stage": text, "done": n, "total": 7, "unit": text,
+                                           "rate": [1.5, 1234.5, 3, None, 0.0][n % 5]},
+                  when).to_json().encode(),
+        ]
+    lines += _every_kind("2026-12-03T04:00:00.000Z")
+    lines += JobLines("box", "run", "n", odd, list(range(len(odd))), when).to_records() \
+        .encode().splitlines()
+    _check(lines)
+    rng = random.Random(5)
+    for _ in range(20):
+        _check(rng.sample(lines, len(lines)))
+
+
+def test_progress_percentages_equal_the_float_format() -> None:
+    when = parse_ts("2026-12-03T04:00:00.000Z")
+    rng = random.Random(7)
+    pairs = [(d, t) for t in range(1, 120) for d in range(0, t + 2)]
+    pairs += [(rng.randrange(0, 10**13), rng.randrange(1, 10**13)) for _ in range(2000)]
+    pairs += [(3, 2000), (1, 16), (1, 8), (999, 1000), (9995, 10000), (19999, 20000)]
+    lines = [Event("stage.progress", "h", {"stage": "s", "done": d, "total": t, "unit": "u"},
+                   when).to_json().encode() for d, t in pairs]
+    _check(lines)

@@ -1,6 +1,7 @@
 """What the patch helper reads of a package without importing it (its __init__ may pull in
-vLLM): where it lives, its installed version, and how vLLM's SchedulerConfig takes
-`is_encoder_decoder` (read from the source with ast).
+vLLM): where it lives (find_package, or under an explicit site-packages), its installed
+version, and how vLLM's SchedulerConfig takes `is_encoder_decoder` (read from the source with
+ast).
 
 Box side: stdlib only, Python >= 3.8, uploaded beside the patch helper.
 """
@@ -10,9 +11,10 @@ import os
 import sys
 
 try:  # imported as remote.probes.patch_inspect (the console's tests)
-    from . import patch_files
+    from . import find_package, patch_files
 except ImportError:  # run on the box from its uploaded directory, its siblings beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import find_package
     import patch_files
 
 
@@ -38,15 +40,7 @@ def package_dir(package, site_packages):
     if site_packages:
         candidate = os.path.join(site_packages, package)
         return candidate if os.path.isdir(candidate) else None
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return next(iter(spec.submodule_search_locations))
+    return find_package.package_dir(package)
 
 
 def scheduler_is_encoder_decoder(vllm_dir):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian tools the tests drive for real (tmux: the console in a real terminal; chromium: the HTML
-# report opened in a real browser, tests/test_report_chromium.py; podman + runc + podman-docker:
+# report opened in a real browser, tests/console/report/test_report_chromium.py; podman + runc + podman-docker:
 # the box's deployed container, tests/container_fixture.py, docs/container.md). Installed where
 # we are root (as in CI); any way of ending without them exits non-zero, so a CI run without
 # its real parts fails here instead of going green on skipped tests.

@@ -1,4 +1,4 @@
-"""A session with data for every chart (tests/test_tui_charts.py): a training run reporting its
+"""A session with data for every chart (tests/console/tui/test_tui_charts.py): a training run reporting its
 loss per step, the evaluate stage's acceptance per position, a bench sweep whose speedup falls
 below 1 between concurrency 32 and 64, `bench watch` windows, and 8 GPUs sampled 5 times a
 second for 90 s. Built through the event schemas like every real producer (Event.checked)."""

@@ -1,8 +1,8 @@
 """The demo pipeline trained once per test session, by the box runner, with the console gone.
 
 Why one: the demo pipeline (demo-setup, prepare, extract, vocab, train, evaluate) costs ~2-3
-minutes on the shared cores, and several places need a trained demo: tests/test_pipeline_demo.py
-and tests/test_pipeline_box_runner.py assert on this very run, and the engine box
+minutes on the shared cores, and several places need a trained demo: tests/pipeline/test_pipeline_demo.py
+and tests/pipeline/test_pipeline_box_runner.py assert on this very run, and the engine box
 (tests/engine_fixture.py) serves its target and head. Training it twice bought nothing.
 
 The run is the issue's own story (#28): `console run --host local --demo` in a process of its

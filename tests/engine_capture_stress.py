@@ -13,7 +13,7 @@ checked against the `hf` backend on every sample, answers written as JSON.
 
 Why not in the suite: each run is one more engine start (minutes on the shared cores) and the
 suite is at its time limit; the figures are in docs/measurements.md, and the rank and recompute
-logic have engine-free tests (tests/test_vllm_layer_hooks.py).
+logic have engine-free tests (tests/pipeline/test_vllm_layer_hooks.py).
 """
 
 from __future__ import annotations

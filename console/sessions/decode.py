@@ -518,7 +518,7 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
            bad: list[tuple[int, str]]) -> list[str]:
     """Job lines and quiet stats samples formatted from typed records decoded in one call,
     every other kind through printer.human_line on a real Event (the same text either way;
-    tests/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
+    tests/console/sessions/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
     have blank lines: rare, so simplicity over speed."""
     from console.sessions.source import split_events
 
@@ -585,7 +585,7 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
     block's lines formatted by one join (its head, shared by every line, made once). The
     per-line cost is the decoded text itself, the whole point of the record format: cutting
     per-line records from their bytes still cost ~1 us a line. Same text as the per-event
-    printer (tests/test_replay_fast.py compares them); every other kind as in `_human`."""
+    printer (tests/console/sessions/test_replay_fast.py compares them); every other kind as in `_human`."""
     from console.sessions.source import split_events
 
     lines: list[bytes] | None = None

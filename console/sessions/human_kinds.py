@@ -8,8 +8,9 @@ replays at 1 M. Here the same text is made from the fields the batch decode alre
 (console/sessions/decode.py `_Payload`), for the shapes those kinds have when the recorder
 writes them; any other shape (a field of an unexpected type, a stats sample to be printed, a
 payload without summary) answers SLOW and goes the per-event way, so the text is
-`human_line`'s in every case (tests/test_replay_real.py and tests/test_replay_fast.py compare
-them). The line is not yet made `visible`: the caller checks a segment's lines at once.
+`human_line`'s in every case (tests/console/sessions/test_replay_real.py and
+tests/console/sessions/test_replay_fast.py compare them). The line is not yet made `visible`:
+the caller checks a segment's lines at once.
 """
 
 from __future__ import annotations

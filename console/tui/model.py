@@ -300,7 +300,7 @@ class ConsoleState:
         """Events published together (a session record's): a log block (JobLines) folded in
         one go, its job looked up once and its lines appended to the tails (apply() per line
         was ~15 us, most of a replay's background fold); anything else event by event. The
-        same state either way (tests/test_replay_checkpoints.py compares them)."""
+        same state either way (tests/console/tui/test_replay_checkpoints.py compares them)."""
         if not isinstance(events, ev.JobLines) or not events:
             return self.apply_all(events)
         first, last = events[0], events[-1]

@@ -208,7 +208,7 @@ class TableVisual(Visual):
     height. Profiled on a switch under the day load, that was about two thirds of a Stats or
     Overview Static's paint, FastTable's own line building one third. Here the lines are built
     once per width and given the same base and link styles, segment for segment, as _Styled
-    and split_and_crop_lines give them (tests/test_tui_table_paint.py compares the two). A
+    and split_and_crop_lines give them (tests/console/tui/test_tui_table_paint.py compares the two). A
     block FastTable does not draw itself is drawn by RichVisual, as before."""
 
     def __init__(self, widget: Widget, *parts: Text | FastTable) -> None:

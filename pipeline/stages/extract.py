@@ -11,7 +11,7 @@ Backends:
   plain `vllm.LLM` (pipeline.vllm_capture; not its generator, which breaks on vLLM 0.16); needs
   the patcher's worker recipes for multimodal wrappers such as Kimi-K2.5 and for vLLM >= 0.16.
   That extension captures the *output of* layer L, so it is asked for L-1 to get our id L.
-  Tested on the real vLLM 0.16 CPU engine (tests/test_engine_vllm016.py).
+  Tested on the real vLLM 0.16 CPU engine (tests/pipeline/test_engine_vllm016.py).
   speculators 0.9.x, chosen by what the box has (the extract log line says which):
   - with CUDA: speculators 0.9's own route. This stage starts vLLM with the
     extract_hidden_states speculative config (as 0.9's launch_vllm.py does) and runs
@@ -22,7 +22,7 @@ Backends:
     (pipeline.vllm_layer_capture), batches of samples in flight, chunked prefill allowed, every
     sample's row count checked; the same files (hs_{i}.safetensors in the engine's dtype, as
     the connector writes them, plus the Arrow dataset). Compared with hf on every sample on the
-    real vLLM 0.32 CPU engine (tests/test_extract_vllm032.py).
+    real vLLM 0.32 CPU engine (tests/pipeline/test_extract_vllm032.py).
 """
 
 from __future__ import annotations

@@ -19,5 +19,5 @@ state (console/tui/wiring.py adapts the controller's calls to these functions).
     serve                remote/ops/serve.py (start, stop, status; run --serve's closing step)
 
 The front ends reach the runners below these (StatsStream, run_sweep, capture, ServeRunner, ...)
-only through here: tests/test_layering.py keeps it so.
+only through here: tests/project/test_layering.py keeps it so.
 """

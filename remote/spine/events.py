@@ -276,7 +276,7 @@ class JobLines(Sequence[Event]):
         What the lines share (ts, host, kind, run_id, name) is encoded once, from a real event
         so it cannot drift from to_json, and the texts in one encoder call: building a _Wire
         and encoding the payload dict per line cost ~20 % of a recording's throughput.
-        tests/test_events.py checks it byte for byte against to_json on awkward text."""
+        tests/remote/spine/test_events.py checks it byte for byte against to_json on awkward text."""
         if not self._texts:
             return ""
         offsets = self._offsets

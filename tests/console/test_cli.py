@@ -1,0 +1,101 @@
+"""The CLI as a user runs it: a real subprocess, real files, documented exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.sessions.files import SessionReader, SessionWriter
+from remote.spine.events import Event
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def console(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "console", *args], capture_output=True,
+                          text=True, cwd=cwd or REPO, env=full_env, timeout=120)
+
+
+def test_help_everywhere() -> None:
+    top = console("--help")
+    assert top.returncode == 0 and "exit codes" in top.stdout
+    from console.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in sub:
+        res = console(name, "--help")
+        assert res.returncode == 0, (name, res.stderr)
+        assert "usage: console" in res.stdout
+
+
+def test_usage_error_exits_2() -> None:
+    res = console("replay")
+    assert res.returncode == 2
+    assert "usage" in res.stderr
+
+
+def test_replay_print_of_torn_session(tmp_path: Path) -> None:
+    path = tmp_path / "torn.jsonl"
+    with SessionWriter(path, ["box"]) as w:
+        for i in range(5):
+            w.write(Event("console.info", "box", {"message": f"step {i}"}))
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    res = console("replay", str(path), "--print")
+    assert res.returncode == 0, res.stderr
+    assert [ln for ln in res.stdout.splitlines() if "step" in ln][-1].endswith("step 3")
+    assert sum("step" in ln for ln in res.stdout.splitlines()) == 4
+    warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "incomplete" in warnings[0]
+    as_json = console("replay", str(path), "--print", "--json")
+    assert [Event.from_json(ln).payload["message"] for ln in as_json.stdout.splitlines()] == [
+        f"step {i}" for i in range(4)
+    ]
+
+
+def test_replay_of_random_binary_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "random.bin"
+    path.write_bytes(os.urandom(2048))
+    res = console("replay", str(path), "--print")
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0
+    assert "not a console session file" in res.stderr
+
+
+def test_hosts_lists_local_and_reports_config_errors(tmp_path: Path) -> None:
+    res = console("hosts", cwd=tmp_path, env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert res.returncode == 0 and "local" in res.stdout
+    (tmp_path / "console.toml").write_text("[hosts.box]\nssh='u@h'\nruntime='lxc'\n")
+    res = console("hosts", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "console.toml: hosts.box.runtime: 'lxc' is not one of" in res.stderr
+
+
+def test_run_local_records_a_session(tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    res = console("run", "--host", "local", "--session", str(session), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with SessionReader(session) as r:
+        kinds = [e.kind for e in r.events()]
+    assert "connection.up" in kinds
+    assert f"session recorded: {session}" in res.stderr
+
+
+def test_run_unknown_host_exits_2(tmp_path: Path) -> None:
+    res = console("run", "--host", "nope", "--no-record", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "no such host" in res.stderr
+
+
+@pytest.mark.parametrize("flag", ["--json"])
+def test_run_json_prints_events(tmp_path: Path, flag: str) -> None:
+    res = console("run", "--host", "local", "--no-record", flag, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    events = [Event.from_json(ln) for ln in res.stdout.splitlines()]
+    assert events and all(e.host == "local" for e in events)

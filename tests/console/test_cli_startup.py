@@ -1,0 +1,133 @@
+"""`console --help` and `console CMD --help` load only what printing the help needs.
+
+A test of imports, not of time (benchmarks/cli_startup.py measures the time): each command line
+runs in a fresh interpreter, as a user runs it, and reports the modules it imported. And the
+parsers `console` builds on demand (console/command_outline.py) print and parse exactly what the
+fully built parser does, so building them late changes nothing a user sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Third-party libraries a --help never needs, and our modules that pull them in or run a command.
+HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgspec", "torch",
+         "packaging", "platformdirs", "asyncio", "remote.spine.events", "remote.spine.event_types",
+         "remote.spine.bus", "remote.link.transport", "remote.link.ssh", "remote.link.hosts", "remote.jobs.client",
+         "remote.stats.stream", "remote.serving.serve", "remote.pipeline_runner", "remote.ops",
+         "remote.bench", "remote.patcher.plan", "console.sessions.files", "console.printer",
+         "console.sessions.live", "console.tui")
+_PROBE = """
+import json, runpy, sys
+sys.argv = ["console", *json.loads(sys.argv[1])]
+try:
+    runpy.run_module("console", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = None
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+             ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    out = [(path, parser)]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out += _parsers(sub, (*path, name))
+    return out
+
+
+def _help_lines() -> list[tuple[str, ...]]:
+    """`console --help`, every `console CMD --help` and every `console CMD SUB --help`."""
+    return [path for path, _ in _parsers(build_parser())]
+
+
+def _imported(argv: tuple[str, ...]) -> tuple[object, list[str]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([*argv, "--help"])],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert "usage: console" in done.stdout, (argv, done.stdout, done.stderr)
+    return report["code"], report["modules"]
+
+
+def test_the_help_lines_cover_every_command() -> None:
+    lines = _help_lines()
+    commands = {p[0] for p in lines if len(p) == 1}
+    assert {"run", "replay", "hosts", "jobs", "patch", "bench", "probe", "stats", "allreduce",
+            "serve"} <= commands
+    assert ("bench", "run") in lines and ("allreduce", "capture") in lines
+
+
+@pytest.mark.parametrize("argv", _help_lines(), ids=lambda p: " ".join(("console", *p)))
+def test_help_imports_nothing_heavy(argv: tuple[str, ...]) -> None:
+    code, modules = _imported(argv)
+    assert code == 0
+    heavy = [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert heavy == [], f"console {' '.join(argv)} --help imported {heavy}"
+    # The command's own module is loaded (its parser printed the help), through console.cli.
+    assert "console.cli" in modules
+    if argv:
+        assert f"console.commands.{argv[0]}" in modules
+
+
+def test_a_command_line_imports_what_it_runs() -> None:
+    """The other side of the same coin: the check above would pass if a command line imported
+    nothing at all. A real run of `console replay --print` loads the session reader."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", _PROBE,
+                           json.dumps(["replay", "--print", str(REPO / "missing.jsonl")])],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert "console.sessions.files" in report["modules"]
+
+
+@pytest.mark.parametrize("argv", _help_lines(), ids=lambda p: " ".join(("console", *p)))
+def test_help_built_on_demand_is_the_full_parsers_help(
+        argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    expected = dict(_parsers(build_parser()))[argv].format_help()
+    assert main([*argv, "--help"]) == 0
+    assert capsys.readouterr().out == expected
+
+
+@pytest.mark.parametrize("argv", [
+    ["probe", "env", "--host", "box", "--accept-new-host-key", "--timeout", "5"],
+    ["bench", "run", "--host", "box", "--concurrency", "1,2", "--baseline", "a.json"],
+    ["jobs", "tail", "r1", "--no-follow", "--host", "box"],
+    ["jobs", "--host", "box"],
+    ["--config", "c.toml", "stats", "--once", "--interval", "0.5"],
+    ["patch", "plan", "--recipe", "embed-input-ids", "--yes"],
+    ["serve", "stop", "--host", "box", "--role", "baseline"],
+    ["allreduce", "trace", "a.json", "b.json.gz", "--kernels", "*ar*"],
+    ["run", "--demo", "--from", "train"],
+    ["replay", "s.jsonl", "--json"],
+    [],
+])
+def test_parsed_alike(argv: list[str]) -> None:
+    assert vars(build_parser(lazy=True).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["nope"], ["stats", "--interval", "x"], ["patch", "mend"],
+                                  ["bench"]])
+def test_refused_alike(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    messages = []
+    for lazy in (False, True):
+        with pytest.raises(SystemExit) as exc:
+            build_parser(lazy=lazy).parse_args(argv)
+        assert exc.value.code == 2
+        messages.append(capsys.readouterr().err)
+    assert messages[0] == messages[1] and "error:" in messages[0]

@@ -1,0 +1,112 @@
+"""The CLI and the TUI reach stats, allreduce, bench and serve through remote/ops/ only.
+
+A front end that called a runner directly would carry its own copy of how the action runs
+(issue 14: the copies drifted). The static checks read the sources; the live ones run the real
+stats stream on `local` and watch that it went through the operation.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from console.tui import controller as ctl
+from remote.link.hosts import HostConfig, default_local
+from remote.link.transport import LocalTransport
+from remote.ops import stats as stats_ops
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+
+REPO = Path(__file__).resolve().parents[3]
+
+# module -> the runners the operations wrap. Formatting helpers and parsers of the same modules
+# (format_sweep_table, parse_sizes, DEFAULT_KERNELS, extra_vllm_args, ...) stay free to use.
+RUNNERS: dict[str, set[str]] = {
+    "remote.stats.stream": {"StatsStream", "stream_stats"},
+    "remote.allreduce.sweep": {"run_sweep"},
+    "remote.allreduce.trace": {"analyse_files"},
+    "remote.allreduce.capture": {"capture"},
+    "remote.bench.driver": {"run_sweep", "run_point"},
+    "remote.bench.watch": {"watch"},
+    "remote.serving.serve": {"ServeRunner", "serving"},
+    "remote.serving.serve_bench": {"serve_and_bench"},
+}
+
+
+def _runner_imports(path: Path) -> set[str]:
+    """`module:name` for every runner the file imports (any scope, TYPE_CHECKING included), and
+    `module` for a plain `import module` of a runner module (which would reach them by
+    attribute)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in RUNNERS:
+            found |= {f"{node.module}:{a.name}" for a in node.names
+                      if a.name in RUNNERS[node.module]}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in RUNNERS}
+    return found
+
+
+def test_front_ends_never_import_a_runner() -> None:
+    offenders = {str(p.relative_to(REPO)): sorted(_runner_imports(p))
+                 for p in sorted((REPO / "console").rglob("*.py")) if _runner_imports(p)}
+    assert offenders == {}
+
+
+def test_the_operations_are_what_wraps_every_runner() -> None:
+    # Not vacuous: each runner named above is imported by remote/ops/ (so the names are real).
+    wrapped = set().union(*(_runner_imports(p) for p in (REPO / "remote" / "ops").glob("*.py")))
+    expected = {f"{m}:{n}" for m, names in RUNNERS.items() for n in names}
+    # run_point is reached through run_sweep, serving through serve_and_bench; stream_stats
+    # now lives in remote/ops/stats.py
+    assert expected - wrapped == {"remote.bench.driver:run_point", "remote.serving.serve:serving",
+                                  "remote.stats.stream:stream_stats"}
+
+
+def test_tui_actions_resolve_to_the_operations() -> None:
+    for action, feature in ctl.FEATURES.items():
+        assert feature.module in ("console.tui.wiring", "remote.ops.stats"), action
+    assert ctl.resolve("stats") is stats_ops.stream_stats
+    # the wiring's adapters import only operations
+    wiring = (REPO / "console" / "tui" / "wiring.py").read_text()
+    modules = {n.args[0].value for n in ast.walk(ast.parse(wiring))
+               if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "_module"
+               and n.args and isinstance(n.args[0], ast.Constant)}
+    assert modules and all(str(m).startswith("remote.ops.") for m in modules), modules
+
+
+def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    calls: list[int | None] = []
+    real = stats_ops.stream
+
+    async def counted(*args: object, **kwargs: object) -> int:
+        calls.append(kwargs.get("count"))  # type: ignore[arg-type]
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stats_ops, "stream", counted)
+    cfg = tmp_path / "console.toml"
+    cfg.write_text(f'[hosts.local]\nworkdir = "{tmp_path / "box"}"\n')
+    rc = main(["stats", "--host", "local", "--once", "--interval", "0.1",
+               "--config", str(cfg), "--no-record"])
+    assert rc == 0 and "local: cpu " in capsys.readouterr().out
+    assert calls == [1]  # --once: one sample, through remote/ops/stats.py
+    rc = main(["stats", "--host", "local", "--count", "2", "--interval", "0.1",
+               "--config", str(cfg), "--no-record"])
+    assert rc == 0 and calls == [1, 2]
+
+
+async def test_tui_stats_action_streams_real_samples(tmp_path: Path) -> None:
+    host: HostConfig = default_local(workdir=str(tmp_path / "box"))
+    bus = EventBus()
+    samples = []
+    bus.add_callback(lambda e: samples.append(e) if e.kind == ev.STATS_SAMPLE else None)
+    t = LocalTransport()
+    fn = ctl.resolve("stats")
+    got = await asyncio.wait_for(fn(transport=t, host=host, bus=bus, interval=0.1, count=2), 60)
+    assert got == 2 and len(samples) == 2
+    assert {"host", "source"} <= set(samples[0].payload)

@@ -20,6 +20,14 @@ if TYPE_CHECKING:
     from remote.spine.bus import EventBus
 
 
+def add_verbs(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,  # type: ignore[type-arg]
+              dest: str, metavar: str = "SUBCOMMAND") -> argparse._SubParsersAction:  # type: ignore[type-arg]
+    """A command made of verbs (`console NAME VERB ...`, one required): the action its verbs'
+    parsers are added to."""
+    parser = sub.add_parser(name, help=help, description=description)
+    return parser.add_subparsers(dest=dest, metavar=metavar, required=True)
+
+
 def add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -> None:
     """--host and --accept-new-host-key: every command that reaches a box takes both. With
     `fleet`, --host also takes a,b,c or a [groups] name (console/fleet.py)."""

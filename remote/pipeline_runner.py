@@ -23,7 +23,8 @@ from typing import Any
 
 from pipeline.progress import parse as parse_progress
 from remote.compat import advise, config_facts, pipeline_blockers
-from remote.jobs.client import JobLocked, Jobs, RunInfo
+from remote.jobs.client import Jobs
+from remote.jobs.records import JobLocked, RunInfo
 from remote.jobs.remembered import RememberedRuns
 from remote.jobs.stage_records import FACTS, facts_text
 from remote.link.errors import RemoteCommandError, StageFailed, UsageError

@@ -28,6 +28,7 @@ from remote.link.transport import LocalTransport
 from remote.patcher.runner import HELPER, Patcher
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
+from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256
 from tests.sshd_harness import Sshd
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,3 +148,11 @@ class SlowSshBox:
         out = subprocess.run(["pgrep", "-f", f"{self.workdir}/probes/patch_helper.py"],
                              capture_output=True, text=True)
         return [int(p) for p in out.stdout.split()]
+
+
+def pair_box(sshd: Sshd, tmp_path: Path) -> tuple[SlowSshBox, Path, Path, dict[Path, str]]:
+    """A slow SSH box over a site-packages holding the released speculators 0.3.0: the box, the
+    two files a patch must never leave split (worker, generator) and their original sha256."""
+    sp = make_site_packages(tmp_path)
+    worker, gen = sp / WORKER, sp / GENERATOR
+    return SlowSshBox.make(sshd, tmp_path, sp), worker, gen, {worker: sha256(worker), gen: sha256(gen)}

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
 # The sweep and the trace analysis (asyncio, the SSH transport, msgspec events) are imported in
@@ -20,10 +20,10 @@ from remote.link.errors import EXIT_OK, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("allreduce", help="all-reduce bandwidth sweep and trace analysis",
-                       description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
-                       "share of device time in torch-profiler traces.")
-    verbs = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+    verbs = add_verbs(sub, "allreduce", help="all-reduce bandwidth sweep and trace analysis",
+                      description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
+                                  "share of device time in torch-profiler traces.",
+                      dest="verb", metavar="VERB")
 
     s = verbs.add_parser("sweep", help="bus bandwidth over message sizes on N ranks",
                          description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "

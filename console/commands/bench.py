@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
 # What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
@@ -19,10 +19,10 @@ from remote.link.errors import EXIT_OK, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("bench", help="acceptance and speedup benchmarks against the box's vLLM",
-                       description="Acceptance-rate and speedup benchmarks against the box's "
-                       "vLLM server, reached through an SSH port forward.")
-    bsub = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND", required=True)
+    bsub = add_verbs(sub, "bench", help="acceptance and speedup benchmarks against the box's vLLM",
+                     description="Acceptance-rate and speedup benchmarks against the box's "
+                                 "vLLM server, reached through an SSH port forward.",
+                     dest="bench_command")
 
     r = bsub.add_parser("run", help="concurrency sweep against the host's server",
                         description="Sweep concurrencies with streamed fixed-length requests; "

@@ -19,7 +19,8 @@ from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 # The jobs client (asyncio, the SSH transport, msgspec events) is imported where a subcommand
 # runs: `console jobs --help` loads none of it.
 if TYPE_CHECKING:
-    from remote.jobs.client import Jobs, RunInfo
+    from remote.jobs.client import Jobs
+    from remote.jobs.records import RunInfo
 
 _S = argparse.SUPPRESS
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import ROLES
 
@@ -29,11 +29,11 @@ from remote.serving.roles import ROLES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("serve", help="vLLM's server on a host with the pipeline's trained head",
-                       description="Start or stop vLLM's OpenAI-compatible server on a host, "
-                       "with the target and the EAGLE-3 head of a pipeline run (or without "
-                       "speculation, for the baseline), as detached jobs.")
-    ssub = p.add_subparsers(dest="serve_command", metavar="SUBCOMMAND", required=True)
+    ssub = add_verbs(sub, "serve", help="vLLM's server on a host with the pipeline's trained head",
+                     description="Start or stop vLLM's OpenAI-compatible server on a host, "
+                                 "with the target and the EAGLE-3 head of a pipeline run (or without "
+                                 "speculation, for the baseline), as detached jobs.",
+                     dest="serve_command")
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)

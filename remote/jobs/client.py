@@ -14,27 +14,26 @@ import builtins
 import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime
-from itertools import accumulate
-from pathlib import Path
-from typing import Any
 
-import msgspec
-
-from remote.jobs import stage_records
+from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, trailer
 from remote.jobs.cursors import CursorStore
-from remote.link.errors import ConnectionFailed, ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.jobs.install import Dropped, install_helper
+from remote.jobs.records import (
+    EXIT_LOCKED,
+    JobHelperError,
+    JobLocked,
+    JobNotFound,
+    LogLine,
+    RunInfo,
+    parse_record,
+)
+from remote.link.errors import ConnectionFailed, RemoteCommandError, UsageError
 from remote.link.retry import Backoff, reraise_fatal
 from remote.link.transport import OutputLine, RemoteProcess, Transport
-from remote.link.upload import sha256_file, upload
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.traceback_fold import MARK_BYTES, TracebackFolder
 
-HELPER = Path(__file__).with_name("helper.py")
-EXIT_LOCKED = 75  # remote/jobs/helper.py
-STATES = ("running", "exited", "cancelled", "lost")
 # Stream restarts in a row that delivered nothing before the tail gives up (the transport does
 # its own reconnect backoff; this only stops a loop on a helper that keeps failing).
 MAX_IDLE_RESTARTS = 60
@@ -44,109 +43,8 @@ MAX_IDLE_RESTARTS = 60
 # and LogLines are structs the cyclic GC does not track (gc=False), so the batch size no longer
 # matters to the collector.
 BATCH_LINES = 256
-
-# One round trip before the first operation: the absolute workdir, and the sha256 of the helper
-# already on the box (empty when absent), so an unchanged helper is never sent again.
-_RESOLVE = (
-    "import hashlib,os,sys\n"
-    "root=os.path.abspath(os.path.expanduser(sys.argv[1]))\n"
-    "p=os.path.join(root,'.console',sys.argv[2])\n"
-    "try:\n"
-    "    d=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
-    "except OSError:\n"
-    "    d=''\n"
-    "print(root)\n"
-    "print(d)\n"
-)
-
-
+# Resolve-and-upload attempts after dropped connections before `Jobs` gives up.
 PREPARE_RETRIES = 20
-
-
-class _Dropped(Exception):
-    """A command that ended with the connection instead of an exit status."""
-
-
-class JobLocked(Refused):
-    """A run with the same name is running on the box (exit code 4)."""
-
-    def __init__(self, name: str, run_id: str, host: str = "") -> None:
-        self.name = name
-        self.run_id = run_id
-        where = f" on {host}" if host else ""
-        super().__init__(f"a run named {name!r} is already running{where} ({run_id or 'unknown id'})"
-                         "; cancel it or wait for it to end")
-
-
-class JobNotFound(UsageError):
-    pass
-
-
-class JobHelperError(ConsoleError):
-    """The box-side helper printed something that is not a run record."""
-
-
-@dataclass(slots=True)
-class RunInfo:
-    run_id: str
-    name: str
-    argv: list[str]
-    pid: int | None
-    started: str
-    state: str  # "running" | "exited" | "cancelled" | "lost"
-    returncode: int | None
-    ended: str | None
-    log_path: str
-    log_size: int
-
-    @property
-    def done(self) -> bool:
-        return self.state != "running"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
-        try:
-            state = str(data["state"])
-            if state not in STATES:
-                raise ValueError(f"unknown state {state!r}")
-            argv = data.get("argv") or []
-            if not isinstance(argv, list):
-                raise ValueError("argv is not a list")
-            pid = data.get("pid")
-            rc = data.get("returncode")
-            return cls(
-                run_id=str(data["run_id"]),
-                name=str(data.get("name", "")),
-                argv=[str(a) for a in argv],
-                pid=int(pid) if pid is not None else None,
-                started=str(data.get("started", "")),
-                state=state,
-                returncode=int(rc) if rc is not None else None,
-                ended=str(data["ended"]) if data.get("ended") else None,
-                log_path=str(data.get("log_path", "")),
-                log_size=int(data.get("log_size", 0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise JobHelperError(f"malformed run record from the box: {exc}") from None
-
-
-class LogLine(msgspec.Struct, frozen=True, gc=False):
-    text: str
-    offset: int  # byte offset in the log just after this line
-
-
-def _parse_record(line: str, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except ValueError:
-        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record") from None
-    if not isinstance(data, dict):
-        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record")
-    return data
-
 
 class Jobs:
     def __init__(
@@ -184,31 +82,12 @@ class Jobs:
             backoff = Backoff(f"preparing {self.workdir} on {self.host}", limit=PREPARE_RETRIES)
             while self._root is None or self._helper is None:
                 try:
-                    self._root, self._helper = await self._prepare()
-                except (ConnectionFailed, _Dropped) as exc:
+                    self._root, self._helper = await install_helper(
+                        self.transport, self.workdir, python=self.python, bus=self.bus,
+                        host=self.host)
+                except (ConnectionFailed, Dropped) as exc:
                     await backoff.failed(exc)  # host key / auth / config: raised at once
             return self._root, self._helper
-
-    async def _prepare(self) -> tuple[str, str]:
-        digest = sha256_file(HELPER)
-        name = f"job_helper-{digest[:12]}.py"
-        done = await self.transport.run(
-            [self.python, "-c", _RESOLVE, self.workdir, name], timeout=60)
-        out = done.stdout.splitlines()
-        if done.returncode == 127:
-            raise JobHelperError(f"{self.python} not found on {self.host or 'the box'} "
-                                 "(set the host's python in console.toml)")
-        if done.returncode is None or (done.returncode < 0 and not self.transport.connected):
-            raise _Dropped(f"the resolve of {self.workdir} ended without an exit status")
-        if done.returncode != 0 or len(out) != 2 or not out[0].startswith("/"):
-            raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
-                                     done.returncode, done.stderr or done.stdout)
-        root = out[0]
-        helper = posixpath.join(root, ".console", name)
-        if out[1] != digest:
-            await upload(self.transport, HELPER, helper, python=self.python,
-                         bus=self.bus, host=self.host)
-        return root, helper
 
     def _run_dir(self, root: str, run_id: str) -> str:
         if not run_id or "/" in run_id or run_id in (".", ".."):
@@ -294,11 +173,11 @@ class Jobs:
         )
         lines = out.strip().splitlines()
         if rc == EXIT_LOCKED:
-            holder = _parse_record(lines[-1], "launch") if lines else {}
+            holder = parse_record(lines[-1], "launch") if lines else {}
             raise JobLocked(name, str(holder.get("run_id", "")), self.host)
         if rc != 0 or not lines:
             raise RemoteCommandError(["job_helper", "launch"], rc, out)
-        info = RunInfo.from_dict(_parse_record(lines[-1], "launch"))
+        info = RunInfo.from_dict(parse_record(lines[-1], "launch"))
         self._names[info.run_id] = info.name
         self._emit(ev.JOB_STARTED, run_id=info.run_id, name=info.name, argv=info.argv,
                    pid=info.pid, log=info.log_path,
@@ -311,7 +190,7 @@ class Jobs:
         lines = out.strip().splitlines()
         if rc != 0 or not lines:
             raise RemoteCommandError(["job_helper", "status"], rc, out)
-        data = _parse_record(lines[-1], "status")
+        data = parse_record(lines[-1], "status")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -327,7 +206,7 @@ class Jobs:
         runs: builtins.list[RunInfo] = []
         for line in lines:
             if line.strip():
-                info = RunInfo.from_dict(_parse_record(line, "list"))
+                info = RunInfo.from_dict(parse_record(line, "list"))
                 self._names[info.run_id] = info.name
                 runs.append(info)
         return runs
@@ -382,9 +261,9 @@ class Jobs:
                         # One timestamp per block: its lines arrived together, and it keeps
                         # the per-line cost (event + recorder) low for fast logs.
                         ts = ev.utc_now()
-                        texts, ends = _split_lines(block, offset)
+                        texts, ends = split_lines(block, offset)
                         offset = ends[-1]
-                        has_records = _RECORD in block
+                        has_records = RECORD in block
                         fold = folder.active or MARK_BYTES in block
                         for i in range(0, len(texts), BATCH_LINES):
                             part, part_ends = texts[i : i + BATCH_LINES], ends[i : i + BATCH_LINES]
@@ -396,7 +275,7 @@ class Jobs:
                             if bus is None or not shown:
                                 pass
                             elif has_records:
-                                _publish_with_stages(bus, host, run_id, name, shown, shown_ends,
+                                publish_with_stages(bus, host, run_id, name, shown, shown_ends,
                                                      ts)
                             else:
                                 # One batch: the recorder writes it with one write.
@@ -412,7 +291,7 @@ class Jobs:
                     dropped = True
                 finally:
                     await _close_quietly(proc)
-                end = _trailer(bytes(control))
+                end = trailer(bytes(control))
                 if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
                     last: LogLine | None = None
                     shown, shown_ends = [], []
@@ -481,7 +360,7 @@ class Jobs:
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
         lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
-        data = _parse_record(lines[-1], "wait")
+        data = parse_record(lines[-1], "wait")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -492,7 +371,7 @@ class Jobs:
         root, _ = await self._ready()
         lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
                                             str(float(grace)))
-        data = _parse_record(lines[-1], "cancel")
+        data = parse_record(lines[-1], "cancel")
         if data.get("error") == "unknown":
             raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
         info = RunInfo.from_dict(data)
@@ -504,60 +383,6 @@ class Jobs:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"
         self._emit(ev.JOB_EXIT, run_id=info.run_id, name=info.name, state=info.state,
                    returncode=info.returncode, summary=f"{info.name} {info.state}{rc}")
-
-
-_RECORD = stage_records.PREFIX.encode()
-
-
-def _publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
-                         ends: list[int], ts: datetime) -> None:
-    """A block holding stage records: each record's stage event right after its line, so a
-    tail of any job (live, reattached, replayed) shows the same stage progress."""
-    stage = stage_records.default_stage(name)
-    start = 0
-    for j, text in enumerate(texts):
-        if not text.startswith(stage_records.PREFIX):
-            continue
-        rec = stage_records.parse_record(text)
-        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
-        if found is None:
-            continue
-        bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
-                                     ends[start : j + 1], ts))
-        start = j + 1
-        bus.emit(found[0], host, **found[1])
-    if start < len(texts):
-        bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
-
-
-def _split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:
-    """The lines of a block ending in a newline, and the log offset just after each one (the
-    block begins at offset `start`)."""
-    pieces: list[str] | list[bytes]
-    if block.isascii():  # the common case: characters are bytes, decode once
-        texts = pieces = block.decode("ascii").split("\n")
-        texts.pop()  # after the final newline
-    else:
-        pieces = block.split(b"\n")
-        pieces.pop()
-        texts = [raw.decode("utf-8", "replace") for raw in pieces]
-    ends = list(accumulate(map(_PLUS_NEWLINE, map(len, pieces)), initial=start))
-    del ends[0]
-    return texts, ends
-
-
-_PLUS_NEWLINE = (1).__add__
-
-
-def _trailer(control: bytes) -> dict[str, Any] | None:
-    for raw in control.decode("utf-8", "replace").splitlines():
-        if raw.startswith("END "):
-            try:
-                data = json.loads(raw[4:])
-            except ValueError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
 
 
 async def _close_quietly(proc: RemoteProcess | None) -> None:

@@ -9,98 +9,32 @@ man-in-the-middle). Errors reach the operator as one line with exit code 3.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
 import random
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncssh
 
-from remote.jobs.streams import merge_streams
 from remote.link import aio
 from remote.link.argv import shell_join, with_env
 from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link.hosts import HostConfig
-from remote.link.transport import Forward, OutputLine, Progress, RemoteProcess, Transport
+from remote.link.ssh_keys import HostKeyCheck, KeyTypeProbe, host_key_error, key_type_error
+from remote.link.ssh_options import connect_options, hop_options, proxy_jump, sftp_path
+from remote.link.ssh_process import LOST, SSHProcess, one_line
+from remote.link.transport import Forward, Progress, RemoteProcess, Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
-ACCEPT_FLAG = "--accept-new-host-key"
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
-_LOST = (asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError,
-         BrokenPipeError, ConnectionError, OSError, EOFError)
-
-
-class _HostKeyCheck:
-    """Decides on a host key asyncssh could not match in known_hosts, and remembers why."""
-
-    def __init__(self, known_hosts: Path, accept_new: bool | str) -> None:
-        """accept_new: True trusts any new key (the CLI flag); a fingerprint trusts only the
-        key with that fingerprint (the TUI, after the operator saw it)."""
-        self.known_hosts = known_hosts
-        self.accept_new = accept_new
-        self.verdict: str | None = None  # "unknown" | "changed" | "accepted"
-        self.fingerprint = ""
-        self.where = ""
-
-    def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        self.fingerprint = key.get_fingerprint("sha256")
-        name = host if port == 22 else f"[{host}]:{port}"
-        self.where = name
-        known: list[Any] = []
-        if self.known_hosts.exists():
-            try:
-                known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
-            except (OSError, ValueError):
-                known = []
-        if known:
-            self.verdict = "changed"
-            return False
-        if not self.accept_new or (isinstance(self.accept_new, str)
-                                   and self.accept_new != self.fingerprint):
-            self.verdict = "unknown"
-            return False
-        line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
-               f"{key.export_public_key('openssh').decode().split()[1]}\n"
-        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8") as fh:
-            fh.write(line)
-        self.verdict = "accepted"
-        return True
-
-
-class _KeyTypeProbe(_HostKeyCheck):
-    """Looks at the key a server offers when known_hosts is not allowed to narrow the
-    algorithms: a server whose known key was ed25519 and now offers only RSA fails the narrowed
-    handshake with "no matching host key type" (the client sees a reset), which is a changed
-    host key, not a network fault. Never accepts: the probe connection is always refused."""
-
-    offered = "?"
-    known_types: tuple[str, ...] = ()
-
-    def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        self.fingerprint = key.get_fingerprint("sha256")
-        self.where = host if port == 22 else f"[{host}]:{port}"
-        try:
-            known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
-        except (OSError, ValueError):
-            known = []
-        if any(k.public_data == key.public_data for k in known):
-            self.verdict = "same"
-        else:
-            self.verdict = "changed" if known else "unknown"
-        self.offered = key.get_algorithm()
-        self.known_types = tuple(sorted({k.get_algorithm() for k in known}))
-        return False
 
 
 class _Client(asyncssh.SSHClient):
-    def __init__(self, owner: SSHTransport, check: _HostKeyCheck) -> None:
+    def __init__(self, owner: SSHTransport, check: HostKeyCheck) -> None:
         self._owner = owner
         self._check = check
 
@@ -110,64 +44,6 @@ class _Client(asyncssh.SSHClient):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._owner._on_lost(self, exc)
-
-
-class _SSHProcess(RemoteProcess):
-    def __init__(self, proc: asyncssh.SSHClientProcess[bytes], transport: SSHTransport) -> None:
-        self._proc = proc
-        self._t = transport
-
-    async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
-        out, err = self._proc.stdout, self._proc.stderr
-        merged = merge_streams({"stdout": lambda: out.read(1 << 18),
-                                "stderr": lambda: err.read(1 << 18)}, lost=_LOST)
-        try:
-            async for item in merged:
-                yield item
-        except _LOST as exc:
-            raise ConnectionFailed(f"connection to {self._t.name} lost: "
-                                   f"{_one_line(exc)}") from None
-        finally:
-            await merged.aclose()
-
-    async def lines(self) -> AsyncIterator[OutputLine]:
-        bufs = {"stdout": bytearray(), "stderr": bytearray()}
-        async for stream, data in self.chunks():
-            buf = bufs[stream]
-            buf += data
-            cut = buf.rfind(b"\n") + 1
-            if cut:
-                for raw in bytes(buf[: cut - 1]).split(b"\n"):
-                    yield OutputLine(stream, raw.decode("utf-8", "replace"))
-                del buf[:cut]
-        for stream, buf in bufs.items():
-            if buf:
-                yield OutputLine(stream, bytes(buf).decode("utf-8", "replace"))
-
-    async def wait(self) -> int:
-        try:
-            done = await self._proc.wait()
-        except _LOST as exc:
-            raise ConnectionFailed(f"connection to {self._t.name} lost: {_one_line(exc)}") from None
-        if done.returncode is None:
-            raise ConnectionFailed(f"connection to {self._t.name} lost before the command ended")
-        return int(done.returncode)
-
-    async def write(self, data: bytes) -> None:
-        try:
-            self._proc.stdin.write(data)
-            await self._proc.stdin.drain()
-        except _LOST as exc:
-            raise ConnectionFailed(f"connection to {self._t.name} lost: {_one_line(exc)}") from None
-
-    async def close_stdin(self) -> None:
-        try:
-            self._proc.stdin.write_eof()
-        except _LOST:
-            pass
-
-    async def close(self) -> None:
-        self._proc.close()
 
 
 class SSHTransport(Transport):
@@ -214,58 +90,14 @@ class SSHTransport(Transport):
         if self.bus is not None and not self.bus.closed:
             self.bus.emit(kind, self.name, **payload)
 
-    def _target(self) -> tuple[str, dict[str, Any]]:
-        target = self.host.ssh or ""
-        opts = self.host.ssh_options
-        kwargs: dict[str, Any] = {
-            "known_hosts": str(self.known_hosts) if self.known_hosts.exists() else [],
-            "keepalive_interval": self.keepalive_interval,
-            "keepalive_count_max": 3,
-            "connect_timeout": self.connect_timeout,
-        }
-        user = opts.get("user")
-        if "@" in target:
-            user_part, target = target.rsplit("@", 1)
-            user = user or user_part
-        if ":" in target and not target.startswith("["):
-            host_part, _, port_part = target.rpartition(":")
-            if port_part.isdigit():
-                target = host_part
-                kwargs["port"] = int(port_part)
-        if user:
-            kwargs["username"] = str(user)
-        if opts.get("port"):
-            kwargs["port"] = int(opts["port"])
-        if opts.get("identity_file"):
-            key_path = os.path.expanduser(str(opts["identity_file"]))
-            if not os.path.isfile(key_path):  # a config error (exit 2), not a failed connect
-                raise ConfigError(self.host.source, f"hosts.{self.name}.identity_file",
-                                  f"identity file {key_path} not found")
-            kwargs["client_keys"] = [key_path]
-        config = opts.get("ssh_config")
-        if config:
-            path = os.path.expanduser(str(config))
-            if not os.path.isfile(path):
-                raise ConfigError(self.host.source, f"hosts.{self.name}.ssh_config",
-                                  f"ssh config file {path} not found")
-            kwargs["config"] = [path]
-        return target, kwargs
-
     async def _open(self) -> asyncssh.SSHClientConnection:
-        target, kwargs = self._target()
-        jumps = _proxy_jump(target, kwargs)
+        target, kwargs = connect_options(self.host, self.known_hosts, self.keepalive_interval,
+                                         self.connect_timeout)
+        jumps = proxy_jump(target, kwargs)
         tunnel: asyncssh.SSHClientConnection | None = None
         try:
             for hop in jumps:  # each hop is checked like the box itself
-                user, _, rest = hop.rpartition("@")
-                name, _, port = rest.partition(":")
-                hop_kwargs = {k: v for k, v in kwargs.items()
-                              if k in ("known_hosts", "keepalive_interval", "keepalive_count_max",
-                                       "connect_timeout", "config")}
-                if user:
-                    hop_kwargs["username"] = user
-                if port.isdigit():
-                    hop_kwargs["port"] = int(port)
+                name, hop_kwargs = hop_options(hop, kwargs)
                 if tunnel is not None:
                     hop_kwargs["tunnel"] = tunnel
                 hop_conn = await self._open_one(name, hop_kwargs, f"jump host {name}")
@@ -285,23 +117,23 @@ class SSHTransport(Transport):
 
     async def _open_one(self, target: str, kwargs: dict[str, Any],
                         box: str) -> asyncssh.SSHClientConnection:
-        check = _HostKeyCheck(self.known_hosts, self.accept_new_host_key)
+        check = HostKeyCheck(self.known_hosts, self.accept_new_host_key)
         try:
             conn = await aio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, check), **kwargs),
                 self.connect_timeout + 5,
             )
         except asyncssh.HostKeyNotVerifiable:
-            raise self._host_key_error(check, box) from None
+            raise host_key_error(check, box, self.known_hosts) from None
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"authentication to {box} failed as user "
                              f"{kwargs.get('username') or '(from ssh config)'}: {exc.reason}; "
                              "no offered key was accepted (agent, IdentityFile, ~/.ssh/id_*)") from None
         except asyncssh.DisconnectError as exc:
             if check.verdict in ("unknown", "changed"):
-                raise self._host_key_error(check, box) from None
+                raise host_key_error(check, box, self.known_hosts) from None
             await self._key_type_changed(target, kwargs, box, check)
-            raise ConnectionFailed(f"{box} closed the connection: {_one_line(exc)}") from None
+            raise ConnectionFailed(f"{box} closed the connection: {one_line(exc)}") from None
         except TimeoutError:
             raise ConnectionFailed(f"cannot reach {box}: no answer within "
                                    f"{self.connect_timeout:g}s") from None
@@ -319,12 +151,12 @@ class SSHTransport(Transport):
         return conn
 
     async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
-                                check: _HostKeyCheck) -> None:
+                                check: HostKeyCheck) -> None:
         """Raise HostKeyError when a handshake that never reached the key check failed because
         the server no longer offers any key type known_hosts holds for it."""
         if check.verdict is not None or not isinstance(kwargs.get("known_hosts"), str):
             return
-        probe = _KeyTypeProbe(self.known_hosts, accept_new=False)
+        probe = KeyTypeProbe(self.known_hosts, accept_new=False)
         probe_kwargs = {**kwargs, "known_hosts": []}  # every algorithm; the probe decides
         try:
             await aio.wait_for(
@@ -336,26 +168,7 @@ class SSHTransport(Transport):
         else:  # cannot happen (the probe refuses every key); never keep such a connection
             return
         if probe.verdict == "changed":
-            raise HostKeyError(
-                f"HOST KEY CHANGED for {box}: the server now offers only "
-                f"{probe.offered} {probe.fingerprint}, while {self.known_hosts} "
-                f"holds {', '.join(probe.known_types) or 'other'} key(s) for it "
-                "(possible man-in-the-middle attack). Refusing to connect; if the box was really "
-                "reinstalled, remove its old line from that file",
-                verdict="changed", fingerprint=probe.fingerprint,
-                known_hosts=str(self.known_hosts)) from None
-
-    def _host_key_error(self, check: _HostKeyCheck, box: str) -> HostKeyError:
-        if check.verdict == "changed":
-            return HostKeyError(
-                f"HOST KEY CHANGED for {box}: the server offered {check.fingerprint}, which does "
-                f"not match {self.known_hosts} (possible man-in-the-middle attack). Refusing to "
-                "connect; if the box was really reinstalled, remove its old line from that file",
-                verdict="changed", fingerprint=check.fingerprint, known_hosts=str(self.known_hosts))
-        return HostKeyError(
-            f"unknown host key for {box}: {check.fingerprint or '(no fingerprint)'} is not in "
-            f"{self.known_hosts}; check it and rerun with {ACCEPT_FLAG} to trust and store it",
-            verdict="unknown", fingerprint=check.fingerprint, known_hosts=str(self.known_hosts))
+            raise key_type_error(probe, box, self.known_hosts) from None
 
     async def connect(self) -> None:
         async with self._lock:
@@ -372,7 +185,7 @@ class SSHTransport(Transport):
             return
         self._conn = None
         if not self._closing:
-            self._emit(ev.CONNECTION_DOWN, error=_one_line(exc) if exc else "connection closed",
+            self._emit(ev.CONNECTION_DOWN, error=one_line(exc) if exc else "connection closed",
                        summary=f"connection to {self.name} lost")
 
     async def _connection(self) -> asyncssh.SSHClientConnection:
@@ -423,7 +236,7 @@ class SSHTransport(Transport):
             conn.close()
             try:
                 await aio.wait_for(conn.wait_closed(), 5)
-            except (TimeoutError, *_LOST):
+            except (TimeoutError, *LOST):
                 pass
         self._ever_up = False
 
@@ -442,12 +255,12 @@ class SSHTransport(Transport):
                 if self._conn is conn:  # the connection is fine; the server said no
                     raise ConnectionFailed(f"{self.name} refused a session: {exc.reason}") from None
                 failures += 1
-            except _LOST:
+            except LOST:
                 failures += 1
                 if self._conn is conn:
                     self._drop(conn)
             else:
-                return _SSHProcess(proc, self)
+                return SSHProcess(proc, self.name)
             if failures > 50:
                 raise ConnectionFailed(f"{self.name}: cannot open a session after {failures} tries")
 
@@ -462,7 +275,7 @@ class SSHTransport(Transport):
     # -- files ------------------------------------------------------------------------------
 
     async def put(self, local: Path, remote: str, progress: Progress | None = None) -> None:
-        path = _sftp_path(remote)
+        path = sftp_path(remote)
         total = Path(local).stat().st_size
 
         def handler(_src: bytes, _dst: bytes, done: int, size: int) -> None:
@@ -485,7 +298,7 @@ class SSHTransport(Transport):
         await self._sftp(op, f"upload {local} to {remote}")
 
     async def get(self, remote: str, local: Path, progress: Progress | None = None) -> None:
-        path = _sftp_path(remote)
+        path = sftp_path(remote)
         Path(local).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(local).with_name(f".{Path(local).name}.part-{os.getpid()}")
 
@@ -508,7 +321,7 @@ class SSHTransport(Transport):
                 return
             except asyncssh.SFTPError as exc:
                 raise ConnectionFailed(f"{what} on {self.name} failed: {exc.reason}") from None
-            except _LOST:
+            except LOST:
                 if self._conn is conn:
                     self._drop(conn)
                 if attempt == 5:
@@ -523,7 +336,7 @@ class SSHTransport(Transport):
             listener = await conn.forward_local_port("127.0.0.1", 0, remote_host, remote_port)
         except (OSError, asyncssh.Error) as exc:
             raise ConnectionFailed(f"cannot forward to {remote_host}:{remote_port} on "
-                                   f"{self.name}: {_one_line(exc)}") from None
+                                   f"{self.name}: {one_line(exc)}") from None
         fwd = Forward(local_port=listener.get_port(), remote_host=remote_host,
                       remote_port=remote_port)
         self._listeners[id(fwd)] = listener
@@ -550,40 +363,4 @@ class SSHTransport(Transport):
                     "127.0.0.1", fwd.local_port, fwd.remote_host, fwd.remote_port)
             except (OSError, asyncssh.Error) as exc:
                 self._emit(ev.CONSOLE_WARNING, message=f"port forward {fwd.local_port} -> "
-                           f"{fwd.remote_host}:{fwd.remote_port} not restored: {_one_line(exc)}")
-
-
-def _proxy_jump(target: str, kwargs: dict[str, Any]) -> list[str]:
-    """The ProxyJump hops the ssh config names for target ([] when none or unreadable)."""
-    paths = kwargs.get("config")
-    if not paths:
-        default = Path("~/.ssh/config").expanduser()
-        paths = [str(default)] if default.is_file() else []
-    if not paths:
-        return []
-    try:
-        from asyncssh.config import SSHClientConfig
-
-        config = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
-                                      kwargs.get("username", ()), target,
-                                      kwargs.get("port", ()))
-        jump = config.get("ProxyJump")
-    except Exception:  # an asyncssh without this internal API: it applies ProxyJump itself
-        return []
-    if not isinstance(jump, str) or jump.lower() == "none":
-        return []
-    return [hop.strip() for hop in jump.split(",") if hop.strip()]
-
-
-def _sftp_path(remote: str) -> str:
-    """SFTP resolves relative paths against the login directory: that is what `~/` means."""
-    if remote == "~":
-        return "."
-    if remote.startswith("~/"):
-        return remote[2:]
-    return remote
-
-
-def _one_line(exc: BaseException) -> str:
-    text = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-    return " ".join(str(text).split())
+                           f"{fwd.remote_host}:{fwd.remote_port} not restored: {one_line(exc)}")

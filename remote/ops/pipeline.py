@@ -15,7 +15,8 @@ import asyncio
 import posixpath
 from contextlib import aclosing
 
-from remote.jobs.client import Jobs, RunInfo
+from remote.jobs.client import Jobs
+from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
 from remote.link.errors import ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig

@@ -113,14 +113,19 @@ _EMBED = f'''def _embed_input_ids(base_model, input_ids):  # {MARK}: embed-input
 def _patched_forward(
 '''
 
+
+def _speculators_030(file: str, original: str, name: str, *, summary: str, edits: tuple[Edit, ...],
+                     why: str, condition: str | None = None) -> Recipe:
+    """A recipe for one file of speculators 0.3.0 (`original`: its sha256 in that wheel)."""
+    return Recipe(name=name, summary=summary, package=SPECULATORS, file=file,
+                  known_originals={"0.3.0": original}, edits=edits, condition=condition, why=why)
+
+
 RECIPES: tuple[Recipe, ...] = (
-    Recipe(
-        name="resolve-text-decoder",
+    _speculators_030(
+        CUSTOM_WORKER, _WORKER_030, "resolve-text-decoder",
         summary="find the text decoder through a fallback chain instead of "
         "supports_eagle3(model) + model.model",
-        package=SPECULATORS,
-        file=CUSTOM_WORKER,
-        known_originals={"0.3.0": _WORKER_030},
         edits=(
             Edit(anchor="class HiddenStatesWorkerExtension:\n", replacement=_RESOLVER),
             Edit(
@@ -143,12 +148,9 @@ RECIPES: tuple[Recipe, ...] = (
         "and patches model.model, which multimodal wrappers (Kimi-K2.5: "
         "language_model.model) do not have",
     ),
-    Recipe(
-        name="embed-input-ids",
+    _speculators_030(
+        CUSTOM_WORKER, _WORKER_030, "embed-input-ids",
         summary="embed token ids with embed_input_ids where get_input_embeddings is gone",
-        package=SPECULATORS,
-        file=CUSTOM_WORKER,
-        known_originals={"0.3.0": _WORKER_030},
         edits=(
             Edit(anchor="def _patched_forward(\n", replacement=_EMBED),
             Edit(
@@ -162,12 +164,9 @@ RECIPES: tuple[Recipe, ...] = (
         why="the patched forward calls get_input_embeddings, which vLLM 0.16 text decoders "
         "(LlamaModel, DeepseekV2Model) renamed embed_input_ids; text-only models get input_ids",
     ),
-    Recipe(
-        name="tokenizer-trust-remote-code",
+    _speculators_030(
+        GENERATOR, _GENERATOR_030, "tokenizer-trust-remote-code",
         summary="load the tokenizer with trust_remote_code=True",
-        package=SPECULATORS,
-        file=GENERATOR,
-        known_originals={"0.3.0": _GENERATOR_030},
         edits=(
             Edit(
                 anchor="        self.tokenizer = AutoTokenizer.from_pretrained(model_path)\n",
@@ -181,12 +180,9 @@ RECIPES: tuple[Recipe, ...] = (
         ),
         why="models with a custom tokenizer class (Kimi-K2.5) cannot load it otherwise",
     ),
-    Recipe(
-        name="scheduler-is-encoder-decoder",
+    _speculators_030(
+        GENERATOR, _GENERATOR_030, "scheduler-is-encoder-decoder",
         summary="pass is_encoder_decoder=False to SchedulerConfig",
-        package=SPECULATORS,
-        file=GENERATOR,
-        known_originals={"0.3.0": _GENERATOR_030},
         edits=(
             Edit(
                 anchor=(

@@ -17,7 +17,7 @@ from typing import Any
 from remote.link.errors import ConsoleError, Refused, RemoteCommandError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.link.upload import upload
+from remote.link.upload import upload_probe
 from remote.patcher import drift
 from remote.patcher.plan import (
     AnchorError,
@@ -106,8 +106,8 @@ class Patcher:
                         f"{done.stderr.strip() or 'no output'}"
                     )
             remote = posixpath.join(workdir, "probes", HELPER.name)
-            await upload(self.transport, HELPER, remote, python=self.host.python,
-                         bus=self.bus, host=self.host.name)
+            await upload_probe(self.transport, HELPER, remote, python=self.host.python,
+                               bus=self.bus, host=self.host.name)
             self._helper = remote
         return self._helper
 

@@ -14,7 +14,6 @@ from __future__ import print_function
 
 import argparse
 import ast
-import importlib.util
 import json
 import os
 import platform
@@ -25,10 +24,11 @@ import subprocess
 import sys
 
 try:
-    from . import container_id, gpu_query  # imported as remote.probes.env_probe (the tests)
+    from . import container_id, find_package, gpu_query  # imported as remote.probes.env_probe (the tests)
 except ImportError:  # run as a script on the box: these are uploaded beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import container_id
+    import find_package
     import gpu_query
 
 PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
@@ -71,16 +71,6 @@ def dist_requires(name):
         return []
 
 
-def package_dir(name):
-    try:
-        spec = importlib.util.find_spec(name)  # locates the package without executing it
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return next(iter(spec.submodule_search_locations))
-
-
 def read_assignments(path):
     """Top-level `name = <literal>` of a generated file like torch/version.py, without running it."""
     out = {}
@@ -107,7 +97,7 @@ def read_assignments(path):
 
 def torch_build():
     """torch's own version.py (cuda / hip / git version) and the NCCL its wheel depends on."""
-    root = package_dir("torch")
+    root = find_package.package_dir("torch")
     info = {"version": dist_version("torch"), "path": root}
     if root:
         v = read_assignments(os.path.join(root, "version.py"))
@@ -328,7 +318,7 @@ def collect(workdir):
                    "implementation": platform.python_implementation()},
         "packages": package_versions(),
         "torch": torch_build(),
-        "vllm_path": package_dir("vllm"),
+        "vllm_path": find_package.package_dir("vllm"),
         "gpu": gpu_section(),
         "host": host_section(workdir),
         "container": container_id.identify(),

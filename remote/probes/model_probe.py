@@ -21,7 +21,6 @@ Output: JSON lines on stdout, `{"kind": "result", "probe": "model", "result": {.
 
 import argparse
 import ast
-import importlib.util
 import json
 import os
 import signal
@@ -29,12 +28,14 @@ import sys
 import traceback
 
 try:  # imported as remote.probes.model_probe (the console, its tests)
+    from .find_package import package_dir as find_package_root
     from .model_ast import ClassRef, Stop, const_str, expr_text
     from .model_config import config_only, layer_count, load_hf, remap_config
     from .model_registry import MODELS_PKG, Source
     from .model_walk import LAYER_ATTRS, Partial, Resolver
 except ImportError:  # run on the box: the phases are uploaded beside this file (upload_probe)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from find_package import package_dir as find_package_root
     from model_ast import ClassRef, Stop, const_str, expr_text
     from model_config import config_only, layer_count, load_hf, remap_config
     from model_registry import MODELS_PKG, Source
@@ -194,16 +195,6 @@ def source_report(src, family):
     archs = sorted(a for a, v in reg.items() if fam in v[0].lower() or fam in a.lower())
     return {"family": family, "vllm_version": src.version, "vllm_root": src.root, "files": files,
             "architectures": archs}
-
-
-def find_package_root(name):
-    try:
-        spec = importlib.util.find_spec(name)  # finds the package without executing it
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return next(iter(spec.submodule_search_locations))
 
 
 def find_vllm_root():

@@ -16,40 +16,46 @@ payload dict costs about a microsecond, which is why this is affordable on every
 Fields that are the same for every event of a stream (a stats sampler's fallback reason, the
 one-line text a printer shows) are not part of the schema: the printer derives its text from
 the fields (`summarize`), and the stats reason is sent once when it changes.
+
+The kinds are data: one table (SCHEMAS, at the end) names each kind and its schema, and sets
+the schema's KIND from it. The schemas of what the operations report (patches, stats, bench,
+serve) are in remote/spine/op_types.py, their base in remote/spine/payload.py.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-import msgspec
-
-Num = int | float
-
-
-class Payload(msgspec.Struct, kw_only=True, frozen=True):
-    """Base of every schema. `summary` is optional everywhere: a producer may say in words what
-    happened; when it does not, the printer derives a line from the fields."""
-
-    KIND: ClassVar[str] = ""
-    summary: str | None = None
-
+from remote.spine.op_types import (  # their kinds are in the table below
+    AllreduceResult,
+    BenchPoint,
+    BenchSummary,
+    BenchWatch,
+    PatchApplied,
+    PatchPlanned,
+    PatchRolledBack,
+    PatchVerified,
+    ServeFailed,
+    ServeReady,
+    ServeStarting,
+    ServeStopped,
+    SessionRedactions,
+    StatsSample,
+)
+from remote.spine.payload import Num, Payload
 
 # -- connection ---------------------------------------------------------------------------------
 
 
 class ConnectionUp(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "connection.up"
     attempt: int = 0
 
 
 class ConnectionDown(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "connection.down"
     error: str = ""
 
 
 class ConnectionRetry(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "connection.retry"
     attempt: int
     delay: Num
     error: str = ""
@@ -70,19 +76,18 @@ class _Note(Payload, kw_only=True, frozen=True):
 
 
 class ConsoleInfo(_Note, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "console.info"
+    pass
 
 
 class ConsoleWarning(_Note, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "console.warning"
+    pass
 
 
 class ConsoleError(_Note, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "console.error"
+    pass
 
 
 class Marker(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "marker"
     label: str = ""
 
 
@@ -90,13 +95,11 @@ class Marker(Payload, kw_only=True, frozen=True):
 
 
 class ProbeResult(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "probe.result"
     probe: str
     result: Any = None
 
 
 class ProbeError(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "probe.error"
     probe: str
     message: str
 
@@ -105,7 +108,6 @@ class ProbeError(Payload, kw_only=True, frozen=True):
 
 
 class JobStarted(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "job.started"
     run_id: str
     name: str
     argv: list[str] = []
@@ -116,7 +118,6 @@ class JobStarted(Payload, kw_only=True, frozen=True):
 class JobLine(Payload, kw_only=True, frozen=True):
     """One line of a job's log; offset is the byte offset just after it (the resume point)."""
 
-    KIND: ClassVar[str] = "job.line"
     run_id: str = ""
     name: str = ""
     text: str
@@ -131,7 +132,6 @@ class JobLinesRecord(Payload, kw_only=True, frozen=True):
     Readers expand it into the same job.line events (`remote.spine.events.expand_record`);
     texts[i] ends at byte offsets[i] of the log."""
 
-    KIND: ClassVar[str] = "job.lines"
     run_id: str = ""
     name: str = ""
     texts: list[str]
@@ -139,7 +139,6 @@ class JobLinesRecord(Payload, kw_only=True, frozen=True):
 
 
 class JobExit(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "job.exit"
     run_id: str
     name: str = ""
     state: str = "exited"
@@ -149,7 +148,6 @@ class JobExit(Payload, kw_only=True, frozen=True):
 class JobStatus(Payload, kw_only=True, frozen=True):
     """A run record (`console jobs --json`): remote.jobs.client.RunInfo's fields."""
 
-    KIND: ClassVar[str] = "job.status"
     run_id: str
     name: str = ""
     state: str = ""
@@ -161,7 +159,6 @@ class JobStatus(Payload, kw_only=True, frozen=True):
 
 
 class StageStart(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "stage.start"
     stage: str
     run_id: str | None = None
     reason: str | None = None
@@ -171,7 +168,6 @@ class StageStart(Payload, kw_only=True, frozen=True):
 class StageProgress(Payload, kw_only=True, frozen=True):
     """done/total in `unit`; a stage may add its own numbers (loss, lr), kept in the payload."""
 
-    KIND: ClassVar[str] = "stage.progress"
     stage: str
     done: Num | None = None
     total: Num | None = None
@@ -180,7 +176,6 @@ class StageProgress(Payload, kw_only=True, frozen=True):
 
 
 class StageEnd(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "stage.end"
     stage: str
     ok: bool = True
     seconds: Num | None = None
@@ -193,7 +188,6 @@ class StageEnd(Payload, kw_only=True, frozen=True):
 class StageSkipped(Payload, kw_only=True, frozen=True):
     """A stage whose manifest matches; the manifest's facts when the box sent them."""
 
-    KIND: ClassVar[str] = "stage.skipped"
     stage: str
     reason: str = ""
     seconds: Num | None = None
@@ -206,7 +200,6 @@ class StageNotRun(Payload, kw_only=True, frozen=True):
     """A stage the box runner did not reach: an earlier stage failed, or the run was cancelled
     or lost (reason says which)."""
 
-    KIND: ClassVar[str] = "stage.not_run"
     stage: str
     reason: str = ""
     run_id: str | None = None
@@ -217,7 +210,6 @@ class StageManifest(Payload, kw_only=True, frozen=True):
     why not, and for a finished stage its time, size and completion time. How a console that
     did not watch a run shows it."""
 
-    KIND: ClassVar[str] = "stage.manifest"
     stage: str
     complete: bool = False
     reason: str = ""
@@ -233,7 +225,6 @@ class PipelineRun(Payload, kw_only=True, frozen=True):
     start found one running: the job lock), reattached (running when the console connected) or
     found (the last one, already ended when the console connected)."""
 
-    KIND: ClassVar[str] = "pipeline.run"
     run_id: str
     how: str = "started"
     state: str = "running"
@@ -242,198 +233,53 @@ class PipelineRun(Payload, kw_only=True, frozen=True):
 
 
 class UploadProgress(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "upload.progress"
     path: str
     done: int
     total: int
 
 
-# -- patches ------------------------------------------------------------------------------------
-
-
-class RecipeDecision(msgspec.Struct, kw_only=True, frozen=True):
-    name: str
-    applies: bool = False
-    reason: str = ""
-    in_effect: bool = False
-
-
-class PatchPlanned(Payload, kw_only=True, frozen=True):
-    """The plan for one file. recipes: the decision per recipe (remote.patcher.plan)."""
-
-    KIND: ClassVar[str] = "patch.planned"
-    file: str
-    rel: str = ""
-    version: str | None = None
-    recipes: list[RecipeDecision] = []
-    diff: str = ""
-    sha256: str | None = None
-    original_sha256: str | None = None
-    original_known: bool = False
-    refused: str | None = None
-    forceable: bool = False
-    notes: list[str] = []
-
-
-class RecipeState(msgspec.Struct, kw_only=True, frozen=True):
-    name: str
-    in_effect: bool
-
-
-class _PatchState(Payload, kw_only=True, frozen=True):
-    """The state of a file after an action: every recipe of the file, and whether it is in
-    effect now."""
-
-    file: str
-    rel: str = ""
-    recipes: list[RecipeState] = []
-    sha256: str = ""
-    state: str | None = None
-    changed: bool | None = None
-    backup: str | None = None
-    backup_sha256: str | None = None
-
-
-class PatchApplied(_PatchState, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "patch.applied"
-
-
-class PatchVerified(_PatchState, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "patch.verified"
-    # the container the patch was applied to was recreated since (remote/patcher/drift.py)
-    drift: str | None = None
-
-
-class PatchRolledBack(_PatchState, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "patch.rolled_back"
-
-
-# -- stats --------------------------------------------------------------------------------------
-
-
-class HostSample(msgspec.Struct, kw_only=True, frozen=True):
-    cpu: Num | None = None
-    mem_used: Num | None = None
-    mem_total: Num | None = None
-    load1: Num | None = None
-
-
-class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
-    pid: int
-    name: str = ""
-    mem_used: int | None = None
-
-
-class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
-    index: int
-    name: str = ""
-    util: Num | None = None
-    mem_used: Num | None = None
-    mem_total: Num | None = None
-    power: Num | None = None
-    power_limit: Num | None = None
-    temp: Num | None = None
-    sm_clock: Num | None = None
-    pcie_tx: Num | None = None
-    pcie_rx: Num | None = None
-    procs: list[GpuProc] = []
-
-
-class StatsSample(Payload, kw_only=True, frozen=True):
-    """One sample of a host and its GPUs. `reason` (why the source is not NVML) is only in the
-    first sample after it changed: a long session must not repeat it per sample."""
-
-    KIND: ClassVar[str] = "stats.sample"
-    source: str = "none"
-    host: HostSample
-    gpus: list[GpuSample] = []
-    reason: str | None = None
-    seq: Num | None = None
-    t: Num | None = None
-    self_cpu: Num | None = None
-    interval: Num | None = None
-
-
-# -- allreduce, bench ---------------------------------------------------------------------------
-
-
-class AllreduceResult(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "allreduce.result"
-    mode: str = ""
-
-
-class BenchPoint(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "bench.point"
-    label: str = ""
-    concurrency: int | None = None
-
-
-class BenchSummary(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "bench.summary"
-    label: str = ""
-    result_file: str | None = None
-
-
-class BenchWatch(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "bench.watch"
-    window: int | None = None
-    seconds: Num | None = None
-
-
-# -- serve (remote/serving/serve.py) ---------------------------------------------------------------------
-
-
-class ServeStarting(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "serve.starting"
-    role: str
-    url: str
-    run_id: str
-
-
-class ServeReady(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "serve.ready"
-    role: str
-    url: str
-    run_id: str
-    seconds: Num
-
-
-class ServeFailed(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "serve.failed"
-    role: str
-    run_id: str
-    error: str
-    log_tail: list[str] = []
-
-
-class ServeStopped(Payload, kw_only=True, frozen=True):
-    KIND: ClassVar[str] = "serve.stopped"
-    role: str = ""
-    run_id: str
-    state: str
-
-
-class SessionRedactions(Payload, kw_only=True, frozen=True):
-    """How many secret shapes the console masked in this session (remote/spine/redact.py), by
-    kind: the last record of a session that masked any; the reader shows it with the header."""
-
-    KIND: ClassVar[str] = "session.redactions"
-    count: int
-    kinds: dict[str, int] = msgspec.field(default_factory=dict)
-
-
+# The one table of kinds: a kind's name and its schema, read both ways (a schema's KIND is set
+# from here, so `Event.of(payload)` knows the kind of a typed payload).
 SCHEMAS: dict[str, type[Payload]] = {
-    cls.KIND: cls
-    for cls in (
-        ConnectionUp, ConnectionDown, ConnectionRetry, ConsoleInfo, ConsoleWarning, ConsoleError,
-        Marker, ProbeResult, ProbeError, JobStarted, JobLine, JobLinesRecord, JobExit,
-        JobStatus, StageStart, StageProgress, StageEnd, StageSkipped, StageNotRun, StageManifest,
-        PipelineRun, UploadProgress,
-        PatchPlanned, PatchApplied, PatchVerified, PatchRolledBack, StatsSample,
-        AllreduceResult, BenchPoint, BenchSummary, BenchWatch, ServeStarting, ServeReady,
-        ServeFailed, ServeStopped, SessionRedactions,
-    )
+    "connection.up": ConnectionUp,
+    "connection.down": ConnectionDown,
+    "connection.retry": ConnectionRetry,
+    "console.info": ConsoleInfo,
+    "console.warning": ConsoleWarning,
+    "console.error": ConsoleError,
+    "marker": Marker,
+    "probe.result": ProbeResult,
+    "probe.error": ProbeError,
+    "job.started": JobStarted,
+    "job.line": JobLine,
+    "job.lines": JobLinesRecord,
+    "job.exit": JobExit,
+    "job.status": JobStatus,
+    "stage.start": StageStart,
+    "stage.progress": StageProgress,
+    "stage.end": StageEnd,
+    "stage.skipped": StageSkipped,
+    "stage.not_run": StageNotRun,
+    "stage.manifest": StageManifest,
+    "pipeline.run": PipelineRun,
+    "upload.progress": UploadProgress,
+    "patch.planned": PatchPlanned,
+    "patch.applied": PatchApplied,
+    "patch.verified": PatchVerified,
+    "patch.rolled_back": PatchRolledBack,
+    "stats.sample": StatsSample,
+    "allreduce.result": AllreduceResult,
+    "bench.point": BenchPoint,
+    "bench.summary": BenchSummary,
+    "bench.watch": BenchWatch,
+    "serve.starting": ServeStarting,
+    "serve.ready": ServeReady,
+    "serve.failed": ServeFailed,
+    "serve.stopped": ServeStopped,
+    "session.redactions": SessionRedactions,
 }
+for _kind, _schema in SCHEMAS.items():
+    _schema.KIND = _kind
 
 
 class PayloadError(TypeError):

@@ -17,6 +17,7 @@ from console.cli import main as console_main
 from pipeline import config as pconfig
 from pipeline import manifest
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
+from remote.spine.events import Event
 from tests.local_box import local_console_toml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -216,20 +217,27 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
         pconfig.load(good)
 
 
+def _run_local(tmp_path: Path, pipeline: Path) -> tuple[int, list[Event]]:
+    """`console run` of `pipeline` on the local host (workdir tmp_path/box), recorded to
+    tmp_path/s.jsonl: its exit code and the session's events."""
+    from console.sessions.files import SessionReader
+
+    console_toml = local_console_toml(tmp_path)
+    session = tmp_path / "s.jsonl"
+    rc = console_main(["run", "--host", "local", "--config", str(console_toml),
+                       "--pipeline", str(pipeline), "--session", str(session)])
+    with SessionReader(session) as reader:
+        return rc, list(reader.events())
+
+
 def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
         good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The model directory has a config but no tokenizer: prepare fails on the box; the box
     runner stops there, the console reports stage.end ok=false and every later stage as not
     run with why, and exits 1."""
-    console_toml = local_console_toml(tmp_path)
-    session = tmp_path / "s.jsonl"
-    rc = console_main(["run", "--host", "local", "--config", str(console_toml),
-                       "--pipeline", str(good), "--session", str(session)])
+    rc, events = _run_local(tmp_path, good)
     assert rc == 1
-    from console.sessions.files import SessionReader
     from remote.spine import events as ev
-    with SessionReader(session) as reader:
-        events = list(reader.events())
     ends = [e.payload for e in events if e.kind == ev.STAGE_END]
     assert [(p["stage"], p["ok"]) for p in ends] == [("prepare", False)]
     started = [e.payload["name"] for e in events if e.kind == ev.JOB_STARTED]

@@ -27,6 +27,7 @@ from pipeline import config as config_mod
 from pipeline import manifest
 from pipeline.demo import build_demo, pipeline_toml
 from tests.local_box import local_console_toml
+from tests.tmpfs import small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -34,15 +35,18 @@ MIB = 1 << 20
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, f"cannot mount a tmpfs (the test needs root): {done.stderr}"
-    try:
+    with small_tmpfs(tmp_path / "disk", "24m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def demo_config(tmp_path: Path, out: Path, name: str) -> tuple[Path, config_mod.PipelineConfig]:
+    """The local demo (tiny target, 160 rows, one epoch) writing to `out`: its config file and
+    the config read from it."""
+    demo = tmp_path / "demo"
+    build_demo(demo, rows=160, target_steps=2, epochs=1)
+    cfg_path = demo / name
+    cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
+    return cfg_path, config_mod.load(cfg_path, check_disk=False)
 
 
 def stage(cfg: Path, name: str) -> subprocess.CompletedProcess[str]:
@@ -83,12 +87,8 @@ def untrusted(out: Path) -> list[Path]:
 @pytest.mark.slow
 def test_a_disk_filling_during_extract_and_train_fails_in_one_line_and_resumes(
         tmp_path: Path, small_disk: Path) -> None:
-    demo = tmp_path / "demo"
-    build_demo(demo, rows=160, target_steps=2, epochs=1)
     out = small_disk / "out"
-    cfg_path = demo / "small-disk.toml"
-    cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
-    cfg = config_mod.load(cfg_path, check_disk=False)
+    cfg_path, cfg = demo_config(tmp_path, out, "small-disk.toml")
     assert stage(cfg_path, "prepare").returncode == 0
 
     # extract: the disk fills while it runs (another writer takes the space once the first
@@ -149,12 +149,8 @@ def test_a_reboot_mid_extract_is_reported_and_the_next_run_resumes(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from console.cli import main
 
-    demo = tmp_path / "demo"
-    build_demo(demo, rows=160, target_steps=2, epochs=1)
     out = tmp_path / "out"
-    cfg_path = demo / "reboot.toml"
-    cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
-    cfg = config_mod.load(cfg_path, check_disk=False)
+    cfg_path, cfg = demo_config(tmp_path, out, "reboot.toml")
     box = tmp_path / "box"
     console_toml = local_console_toml(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"),

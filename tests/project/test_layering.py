@@ -78,21 +78,24 @@ def _imports(path: Path) -> tuple[set[str], list[tuple[int, str | None]]]:
 
 def _box_side() -> list[Path]:
     """What runs on the box with only the container's python: the probes and the job helper."""
-    return [*sorted((REPO / "remote/probes").glob("*.py")), REPO / "remote/jobs/helper.py"]
+    return [*sorted((REPO / "remote/probes").glob("*.py")), REPO / "remote/jobs/helper.py",
+            REPO / "remote/jobs/helper_runs.py"]
 
 
 def test_box_side_code_is_stdlib_only() -> None:
     # A probe may import another stdlib-only module of remote/probes (gpu_query, the model
     # probe's phases): the upload puts it beside the probe on the box (probe_modules).
     siblings = {p.stem for p in (REPO / "remote/probes").glob("*.py")}
+    helper_siblings = {"helper", "helper_runs"}  # the job helper, uploaded with its sibling
     allowed = set(sys.stdlib_module_names) | {"__future__", "pynvml"}
     offenders = {}
     for path in _box_side():
         names, relative = _imports(path)
-        extra = names - allowed - (siblings if path.parent.name == "probes" else set())
+        near = siblings if path.parent.name == "probes" else helper_siblings
+        extra = names - allowed - near
         # relative imports only of a sibling module: `from . import x`, `from .x import y`
         far = [(level, mod) for level, mod in relative
-               if level != 1 or path.parent.name != "probes" or (mod is not None and mod not in siblings)]
+               if level != 1 or (mod is not None and mod not in near)]
         if extra or far:
             offenders[path.name] = sorted(extra) + [f"{'.' * lv}{m or ''}" for lv, m in far]
     assert offenders == {}

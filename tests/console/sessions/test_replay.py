@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,23 +23,25 @@ def _session(tmp_path: Path, gaps_ms: list[int]) -> Path:
     return path
 
 
-async def test_max_speed_replays_everything_in_order(tmp_path: Path) -> None:
-    with SessionReader(_session(tmp_path, [0] + [1000] * 9)) as r:
+@contextmanager
+def _replaying(tmp_path: Path, gaps_ms: list[int], *, speed: float) -> Iterator[tuple[Replayer, list[int]]]:
+    """A replayer of a session with these gaps onto a bus, and the `i` of each event it published."""
+    with SessionReader(_session(tmp_path, gaps_ms)) as r:
         bus = EventBus()
         seen: list[int] = []
         bus.add_callback(lambda e: seen.append(e.payload["i"]))
-        rp = Replayer(r, bus, speed=float("inf"))
+        yield Replayer(r, bus, speed=speed), seen
+
+
+async def test_max_speed_replays_everything_in_order(tmp_path: Path) -> None:
+    with _replaying(tmp_path, [0] + [1000] * 9, speed=float("inf")) as (rp, seen):
         rp.play()
         await asyncio.wait_for(rp.run(), 5)
         assert seen == list(range(10)) and rp.finished
 
 
 async def test_pause_step_seek_and_markers(tmp_path: Path) -> None:
-    with SessionReader(_session(tmp_path, [0] + [10] * 9)) as r:
-        bus = EventBus()
-        seen: list[int] = []
-        bus.add_callback(lambda e: seen.append(e.payload["i"]))
-        rp = Replayer(r, bus, speed=float("inf"))
+    with _replaying(tmp_path, [0] + [10] * 9, speed=float("inf")) as (rp, seen):
         assert rp.paused
         task = asyncio.create_task(rp.run())
         await asyncio.sleep(0.05)
@@ -51,7 +55,7 @@ async def test_pause_step_seek_and_markers(tmp_path: Path) -> None:
         assert seen == [0, 1, 3]
         assert rp.next_marker() == 7
         assert rp.previous_marker() is None  # nothing before the marker just shown
-        rp.seek_time(r.time_of(8))
+        rp.seek_time(rp.reader.time_of(8))
         rp.play()
         await asyncio.wait_for(task, 5)
         assert seen == [0, 1, 3, 8, 9]
@@ -60,11 +64,7 @@ async def test_pause_step_seek_and_markers(tmp_path: Path) -> None:
 async def test_speed_paces_by_timestamps(tmp_path: Path) -> None:
     # 3 gaps of 200 ms at 10x: about 60 ms; at 1x it would be 600 ms. Assert only order and that
     # a slower speed leaves events unpublished when cancelled early (no wall-clock thresholds).
-    with SessionReader(_session(tmp_path, [0, 200, 200, 200])) as r:
-        bus = EventBus()
-        seen: list[int] = []
-        bus.add_callback(lambda e: seen.append(e.payload["i"]))
-        rp = Replayer(r, bus, speed=1.0)
+    with _replaying(tmp_path, [0, 200, 200, 200], speed=1.0) as (rp, seen):
         rp.play()
         task = asyncio.create_task(rp.run())
         await asyncio.sleep(0.01)

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from console.sessions.files import Recorder, SessionReader, SessionWriter
-from remote.jobs.client import BATCH_LINES, JobHelperError, JobLocked, JobNotFound, Jobs, RunInfo
+from remote.jobs.client import BATCH_LINES, Jobs
 from remote.jobs.cursors import CursorStore
+from remote.jobs.records import JobHelperError, JobLocked, JobNotFound, RunInfo
 from remote.link.transport import LocalTransport, Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -286,30 +287,40 @@ def test_malformed_run_record_is_a_clear_error() -> None:
 
 
 def test_box_side_helper_is_stdlib_only_python38() -> None:
-    """The job helper (remote/jobs/helper.py) runs with whatever python the box or container has."""
+    """The job helper (remote/jobs/helper.py) and the siblings uploaded beside it run with
+    whatever python the box or container has."""
     import ast
 
-    from remote.jobs.client import HELPER
+    from remote.jobs.install import HELPER, helper_files
 
-    tree = ast.parse(HELPER.read_text(), str(HELPER), feature_version=(3, 8))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    assert not imported & {"console", "remote"}
+    files = helper_files()
+    assert files[-1] == HELPER and len(files) > 1
+    siblings = {path.stem for path in files}
+    for path in files:
+        tree = ast.parse(path.read_text(), str(path), feature_version=(3, 8))
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        allowed = set(sys.stdlib_module_names) | siblings
+        assert imported <= allowed, (path.name, imported - allowed)
+        assert not imported & {"console", "remote"}
 
 
 def test_helper_session_survives_bad_requests_and_ends_on_eof(tmp_path: Path) -> None:
     import subprocess
 
-    from remote.jobs.client import HELPER
+    from remote.jobs.install import HELPER, helper_files
 
+    box = tmp_path / "box"  # the helper as uploaded: alone with its siblings
+    box.mkdir()
+    for path in helper_files():
+        (box / path.name).write_bytes(path.read_bytes())
     requests = [b"not json\n", b'["rm", "-rf", "/"]\n', json.dumps(["list", str(tmp_path)]).encode()
                 + b"\n"]
-    done = subprocess.run([sys.executable, str(HELPER), "serve"], input=b"".join(requests),
+    done = subprocess.run([sys.executable, str(box / HELPER.name), "serve"], input=b"".join(requests),
                           capture_output=True, timeout=30)
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert done.returncode == 0 and len(replies) == 3

@@ -164,12 +164,18 @@ async def test_missing_package_is_refused(tmp_path: Path) -> None:
         await patcher.plan()
 
 
-def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def _local_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """The CLI run from tmp_path with a console.toml of one local host, over a site-packages
+    holding the released speculators 0.3.0: (site-packages, its worker file)."""
     sp = make_site_packages(tmp_path)
-    worker = sp / WORKER
     monkeypatch.chdir(tmp_path)
     local_console_toml(tmp_path)
+    return sp, sp / WORKER
+
+
+def test_cli_plan_apply_verify_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    sp, worker = _local_console(tmp_path, monkeypatch)
     common = ["--host", "local", "--site-packages", str(sp), "--no-record", "--json"]
 
     assert main(["patch", "plan", *common]) == EXIT_OK
@@ -226,10 +232,7 @@ async def test_through_container_exec(tmp_path: Path, container_box: Box) -> Non
 
 def test_cli_apply_asks_on_a_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    sp = make_site_packages(tmp_path)
-    worker = sp / WORKER
-    monkeypatch.chdir(tmp_path)
-    local_console_toml(tmp_path)
+    sp, worker = _local_console(tmp_path, monkeypatch)
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     answers = iter(["n", "y"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))

@@ -12,7 +12,7 @@ import pytest
 
 from remote.link.errors import EXIT_OK
 from remote.patcher.runner import rollback_request
-from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
+from tests.patch_kill_harness import JOURNAL, kill_after, local_patcher, pair_box, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256
 from tests.sshd_harness import Sshd
 
@@ -100,10 +100,7 @@ def test_kills_of_a_rollback_over_ssh_never_leave_the_pair_split(
     first file is restored, then after its journal is written. After each, the next
     `patch verify` over SSH completes the rollback and exits 0. (A SIGKILLed console leaves the
     helper running to its end on the box: the apply test covers that path once.)"""
-    sp = make_site_packages(tmp_path)
-    worker, gen = sp / WORKER, sp / GENERATOR
-    originals = {worker: sha256(worker), gen: sha256(gen)}
-    box = SlowSshBox.make(sshd, tmp_path, sp)
+    box, worker, gen, originals = pair_box(sshd, tmp_path)
     console, finish, helper_pids = box.console, box.finish, box.helper_pids
 
     split_seen = 0

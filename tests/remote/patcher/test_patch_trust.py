@@ -15,7 +15,7 @@ from console.cli import main
 from remote.link.errors import EXIT_OK, EXIT_REFUSED
 from remote.patcher.plan import compose, recipes_for
 from tests.local_box import local_console_toml
-from tests.patch_kill_harness import JOURNAL, SlowSshBox, kill_after, local_patcher, until
+from tests.patch_kill_harness import JOURNAL, kill_after, local_patcher, pair_box, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
 
@@ -119,10 +119,7 @@ def test_kills_of_an_apply_over_ssh_never_leave_the_pair_split(
     """`console patch apply --yes` over the real sshd: the helper on the box SIGKILLed after its
     first file, or after its journal, or the console SIGKILLed mid-apply. After each, the next
     `patch verify` over SSH finds both files in one state and exits 0."""
-    sp = make_site_packages(tmp_path)
-    worker, gen = sp / WORKER, sp / GENERATOR
-    originals = {worker: sha256(worker), gen: sha256(gen)}
-    box = SlowSshBox.make(sshd, tmp_path, sp)
+    box, worker, gen, originals = pair_box(sshd, tmp_path)
     console, helper_pids = box.console, box.helper_pids
 
     split_seen = 0

@@ -88,7 +88,7 @@ async def test_env_probe_locally_uploads_once_and_emits_result(local_workdir: Pa
         REPO / "remote/probes/env_probe.py").read_bytes()
     # Sent once each, the probe and the module it imports; the second run found the same content.
     sent = sorted(Path(e.payload["path"]).name for e in seen.of(ev.UPLOAD_PROGRESS))
-    assert sorted(sent) == ["container_id.py", "env_probe.py", "gpu_query.py"]
+    assert sorted(sent) == ["container_id.py", "env_probe.py", "find_package.py", "gpu_query.py"]
     results = seen.of(ev.PROBE_RESULT)
     assert len(results) == 2 and results[0].payload["probe"] == "env"
     assert results[0].payload["result"] == res

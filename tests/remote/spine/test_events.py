@@ -7,6 +7,7 @@ import msgspec
 import pytest
 
 from remote.spine import event_types as et
+from remote.spine import op_types as ot
 from remote.spine.bus import EventBus
 from remote.spine.events import JOB_LINE, Event, JobLines, format_ts, parse_ts, utc_now
 
@@ -57,7 +58,7 @@ async def test_bus_fans_out_in_order_to_callbacks_and_subscribers() -> None:
     all_sub = bus.subscribe()
     jobs_sub = bus.subscribe({"job"})
     bus.emit("job.started", "h", run_id="r", name="n")
-    bus.post(et.StatsSample(host=et.HostSample(cpu=1.0)), "h")
+    bus.post(et.StatsSample(host=ot.HostSample(cpu=1.0)), "h")
     bus.emit("job.line", "h", run_id="r", text="t", offset=1)
     bus.emit("jobs.other", "h", n=1)
     remove()
@@ -161,14 +162,14 @@ def _all_subclasses(cls: type) -> set[type]:
 
 def test_a_stats_sample_without_text_is_small() -> None:
     """Issue 17: a host sample and an 8-GPU sample stay small; constant text is not repeated."""
-    host = Event.of(et.StatsSample(source="none", host=et.HostSample(
+    host = Event.of(et.StatsSample(source="none", host=ot.HostSample(
         cpu=12.5, mem_used=3 * 2**30, mem_total=16 * 2**30, load1=0.5), seq=7, interval=1.0),
         "box")
     gpu = {"util": 97.0, "mem_used": 70 * 2**30, "mem_total": 80 * 2**30, "power": 650.0,
            "power_limit": 700.0, "temp": 71.0, "sm_clock": 1980, "pcie_tx": 1.5e9,
            "pcie_rx": 2.5e9}
     eight = Event.of(et.StatsSample(source="nvml", host=host.data().host,  # type: ignore[union-attr]
-                                    gpus=[et.GpuSample(index=i, name="NVIDIA H200", **gpu)
+                                    gpus=[ot.GpuSample(index=i, name="NVIDIA H200", **gpu)
                                           for i in range(8)], seq=8, interval=1.0), "box")
     for e in (host, eight):
         assert not {"summary", "print", "reason"} & set(e.payload)

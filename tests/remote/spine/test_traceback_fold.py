@@ -15,12 +15,10 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
 from pipeline.tracebacks import format_for_log
 from remote.spine import events as ev
 from remote.spine.traceback_fold import MARK, TracebackFolder
-from tests.local_box import local_console_toml
-from tests.pipeline.test_pipeline_config import _dataset, _model, _toml
+from tests.pipeline.test_pipeline_config import _dataset, _model, _run_local, _toml
 
 FOLDED = re.compile(r"\[traceback folded: (\d+) lines, (\S+) raised( at (\S+):(\d+) in (\S+))?; "
                     r"full text in (\S+) from byte (\d+)\]")
@@ -136,14 +134,9 @@ def test_a_crashing_stage_shows_one_folded_line_in_run_tail_and_session(
     (model / "tokenizer.json").write_text('{"version": "1.0", "truncated')
     _dataset(tmp_path)
     cfg = _toml(tmp_path)
-    console_toml = local_console_toml(tmp_path)
-    session = tmp_path / "s.jsonl"
-    rc = console_main(["run", "--host", "local", "--config", str(console_toml),
-                       "--pipeline", str(cfg), "--session", str(session)])
+    rc, events = _run_local(tmp_path, cfg)
     assert rc == 1
     out = capsys.readouterr().out
-    with SessionReader(session) as reader:
-        events = list(reader.events())
     run_id = next(e.payload["run_id"] for e in events if e.kind == ev.JOB_STARTED)
     log = tmp_path / "box" / "runs" / run_id / "log"
     raw = log.read_bytes()
@@ -167,7 +160,7 @@ def test_a_crashing_stage_shows_one_folded_line_in_run_tail_and_session(
     check("\n".join(e.payload["text"] for e in events if e.kind == ev.JOB_LINE))
 
     rc = console_main(["jobs", "tail", run_id, "--no-follow", "--from-start", "--host", "local",
-                       "--config", str(console_toml), "--no-record"])
+                       "--config", str(tmp_path / "console.toml"), "--no-record"])
     assert rc == 0
     check(capsys.readouterr().out)
 

@@ -154,10 +154,11 @@ async def test_env_probe_uploaded_with_its_module_reads_the_comma_name(
         again = await run_probe(t, "env", ["--workdir", host.workdir], workdir=host.workdir,
                                 python=host.python, bus=bus, host=host.name, timeout=120)
     box = tmp_path / "box" / "probes"
-    assert sorted(p.name for p in box.iterdir()) == ["container_id.py", "env_probe.py", "gpu_query.py"]
+    sent = ["container_id.py", "env_probe.py", "find_package.py", "gpu_query.py"]
+    assert sorted(p.name for p in box.iterdir()) == sent
     assert (box / "gpu_query.py").read_bytes() == (PROBES_DIR / "gpu_query.py").read_bytes()
     uploaded = [e.payload["path"] for e in events if e.kind == ev.UPLOAD_PROGRESS]
-    assert sorted(Path(p).name for p in uploaded) == ["container_id.py", "env_probe.py", "gpu_query.py"]  # once each
+    assert sorted(Path(p).name for p in uploaded) == sent  # once each
     gpu = res["gpu"]
     assert gpu["source"] == "nvidia-smi" and gpu["count"] == 2
     assert [g["name"] for g in gpu["gpus"]] == ["NVIDIA H200", COMMA_NAME]

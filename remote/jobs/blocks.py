@@ -1,0 +1,67 @@
+"""A block of a job's log as the tail receives it: its lines with the offset after each, the
+stage records among them published as stage events right after their line, and the helper's
+END trailer that closes a stream."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from itertools import accumulate
+from typing import Any
+
+from remote.jobs import stage_records
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+
+RECORD = stage_records.PREFIX.encode()
+
+
+def publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
+                         ends: list[int], ts: datetime) -> None:
+    """A block holding stage records: each record's stage event right after its line, so a
+    tail of any job (live, reattached, replayed) shows the same stage progress."""
+    stage = stage_records.default_stage(name)
+    start = 0
+    for j, text in enumerate(texts):
+        if not text.startswith(stage_records.PREFIX):
+            continue
+        rec = stage_records.parse_record(text)
+        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
+        if found is None:
+            continue
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
+                                     ends[start : j + 1], ts))
+        start = j + 1
+        bus.emit(found[0], host, **found[1])
+    if start < len(texts):
+        bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
+
+
+def split_lines(block: bytes, start: int) -> tuple[list[str], list[int]]:
+    """The lines of a block ending in a newline, and the log offset just after each one (the
+    block begins at offset `start`)."""
+    pieces: list[str] | list[bytes]
+    if block.isascii():  # the common case: characters are bytes, decode once
+        texts = pieces = block.decode("ascii").split("\n")
+        texts.pop()  # after the final newline
+    else:
+        pieces = block.split(b"\n")
+        pieces.pop()
+        texts = [raw.decode("utf-8", "replace") for raw in pieces]
+    ends = list(accumulate(map(_PLUS_NEWLINE, map(len, pieces)), initial=start))
+    del ends[0]
+    return texts, ends
+
+
+_PLUS_NEWLINE = (1).__add__
+
+
+def trailer(control: bytes) -> dict[str, Any] | None:
+    for raw in control.decode("utf-8", "replace").splitlines():
+        if raw.startswith("END "):
+            try:
+                data = json.loads(raw[4:])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None

@@ -1,0 +1,108 @@
+"""Host keys of the SSH transport: always checked against known_hosts.
+
+An unknown key is refused with its fingerprint and the flag that trusts it; a changed key is
+refused even with that flag (possible man-in-the-middle). A server that no longer offers any key
+type known_hosts holds for it is a changed key too, not a network fault (`KeyTypeProbe`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from remote.link.errors import HostKeyError
+
+ACCEPT_FLAG = "--accept-new-host-key"
+
+
+class HostKeyCheck:
+    """Decides on a host key asyncssh could not match in known_hosts, and remembers why."""
+
+    def __init__(self, known_hosts: Path, accept_new: bool | str) -> None:
+        """accept_new: True trusts any new key (the CLI flag); a fingerprint trusts only the
+        key with that fingerprint (the TUI, after the operator saw it)."""
+        self.known_hosts = known_hosts
+        self.accept_new = accept_new
+        self.verdict: str | None = None  # "unknown" | "changed" | "accepted"
+        self.fingerprint = ""
+        self.where = ""
+
+    def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.fingerprint = key.get_fingerprint("sha256")
+        name = host if port == 22 else f"[{host}]:{port}"
+        self.where = name
+        known: list[Any] = []
+        if self.known_hosts.exists():
+            try:
+                known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
+            except (OSError, ValueError):
+                known = []
+        if known:
+            self.verdict = "changed"
+            return False
+        if not self.accept_new or (isinstance(self.accept_new, str)
+                                   and self.accept_new != self.fingerprint):
+            self.verdict = "unknown"
+            return False
+        line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
+               f"{key.export_public_key('openssh').decode().split()[1]}\n"
+        self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
+            fh.write(line)
+        self.verdict = "accepted"
+        return True
+
+
+class KeyTypeProbe(HostKeyCheck):
+    """Looks at the key a server offers when known_hosts is not allowed to narrow the
+    algorithms: a server whose known key was ed25519 and now offers only RSA fails the narrowed
+    handshake with "no matching host key type" (the client sees a reset), which is a changed
+    host key, not a network fault. Never accepts: the probe connection is always refused."""
+
+    offered = "?"
+    known_types: tuple[str, ...] = ()
+
+    def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        self.fingerprint = key.get_fingerprint("sha256")
+        self.where = host if port == 22 else f"[{host}]:{port}"
+        try:
+            known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
+        except (OSError, ValueError):
+            known = []
+        if any(k.public_data == key.public_data for k in known):
+            self.verdict = "same"
+        else:
+            self.verdict = "changed" if known else "unknown"
+        self.offered = key.get_algorithm()
+        self.known_types = tuple(sorted({k.get_algorithm() for k in known}))
+        return False
+
+
+
+def host_key_error(check: HostKeyCheck, box: str, known_hosts: Path) -> HostKeyError:
+    """The one-line refusal for a key the check did not accept."""
+    if check.verdict == "changed":
+        return HostKeyError(
+            f"HOST KEY CHANGED for {box}: the server offered {check.fingerprint}, which does "
+            f"not match {known_hosts} (possible man-in-the-middle attack). Refusing to "
+            "connect; if the box was really reinstalled, remove its old line from that file",
+            verdict="changed", fingerprint=check.fingerprint, known_hosts=str(known_hosts))
+    return HostKeyError(
+        f"unknown host key for {box}: {check.fingerprint or '(no fingerprint)'} is not in "
+        f"{known_hosts}; check it and rerun with {ACCEPT_FLAG} to trust and store it",
+        verdict="unknown", fingerprint=check.fingerprint, known_hosts=str(known_hosts))
+
+
+def key_type_error(probe: KeyTypeProbe, box: str, known_hosts: Path) -> HostKeyError:
+    """The refusal for a server that now offers only key types known_hosts does not hold."""
+    return HostKeyError(
+        f"HOST KEY CHANGED for {box}: the server now offers only "
+        f"{probe.offered} {probe.fingerprint}, while {known_hosts} "
+        f"holds {', '.join(probe.known_types) or 'other'} key(s) for it "
+        "(possible man-in-the-middle attack). Refusing to connect; if the box was really "
+        "reinstalled, remove its old line from that file",
+        verdict="changed", fingerprint=probe.fingerprint, known_hosts=str(known_hosts))

@@ -1,0 +1,170 @@
+"""The schemas of what the operations report (remote/ops): patches, stats samples, all-reduce,
+bench, vLLM's server, and the session's redaction count. Their kinds are named in the one table,
+remote/spine/event_types.py's SCHEMAS."""
+
+from __future__ import annotations
+
+import msgspec
+
+from remote.spine.payload import Num, Payload
+
+# -- patches ------------------------------------------------------------------------------------
+
+
+class RecipeDecision(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    applies: bool = False
+    reason: str = ""
+    in_effect: bool = False
+
+
+class PatchPlanned(Payload, kw_only=True, frozen=True):
+    """The plan for one file. recipes: the decision per recipe (remote.patcher.plan)."""
+
+    file: str
+    rel: str = ""
+    version: str | None = None
+    recipes: list[RecipeDecision] = []
+    diff: str = ""
+    sha256: str | None = None
+    original_sha256: str | None = None
+    original_known: bool = False
+    refused: str | None = None
+    forceable: bool = False
+    notes: list[str] = []
+
+
+class RecipeState(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    in_effect: bool
+
+
+class _PatchState(Payload, kw_only=True, frozen=True):
+    """The state of a file after an action: every recipe of the file, and whether it is in
+    effect now."""
+
+    file: str
+    rel: str = ""
+    recipes: list[RecipeState] = []
+    sha256: str = ""
+    state: str | None = None
+    changed: bool | None = None
+    backup: str | None = None
+    backup_sha256: str | None = None
+
+
+class PatchApplied(_PatchState, kw_only=True, frozen=True):
+    pass
+
+
+class PatchVerified(_PatchState, kw_only=True, frozen=True):
+    # the container the patch was applied to was recreated since (remote/patcher/drift.py)
+    drift: str | None = None
+
+
+class PatchRolledBack(_PatchState, kw_only=True, frozen=True):
+    pass
+
+
+# -- stats --------------------------------------------------------------------------------------
+
+
+class HostSample(msgspec.Struct, kw_only=True, frozen=True):
+    cpu: Num | None = None
+    mem_used: Num | None = None
+    mem_total: Num | None = None
+    load1: Num | None = None
+
+
+class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
+    pid: int
+    name: str = ""
+    mem_used: int | None = None
+
+
+class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
+    index: int
+    name: str = ""
+    util: Num | None = None
+    mem_used: Num | None = None
+    mem_total: Num | None = None
+    power: Num | None = None
+    power_limit: Num | None = None
+    temp: Num | None = None
+    sm_clock: Num | None = None
+    pcie_tx: Num | None = None
+    pcie_rx: Num | None = None
+    procs: list[GpuProc] = []
+
+
+class StatsSample(Payload, kw_only=True, frozen=True):
+    """One sample of a host and its GPUs. `reason` (why the source is not NVML) is only in the
+    first sample after it changed: a long session must not repeat it per sample."""
+
+    source: str = "none"
+    host: HostSample
+    gpus: list[GpuSample] = []
+    reason: str | None = None
+    seq: Num | None = None
+    t: Num | None = None
+    self_cpu: Num | None = None
+    interval: Num | None = None
+
+
+# -- allreduce, bench ---------------------------------------------------------------------------
+
+
+class AllreduceResult(Payload, kw_only=True, frozen=True):
+    mode: str = ""
+
+
+class BenchPoint(Payload, kw_only=True, frozen=True):
+    label: str = ""
+    concurrency: int | None = None
+
+
+class BenchSummary(Payload, kw_only=True, frozen=True):
+    label: str = ""
+    result_file: str | None = None
+
+
+class BenchWatch(Payload, kw_only=True, frozen=True):
+    window: int | None = None
+    seconds: Num | None = None
+
+
+# -- serve (remote/serving/serve.py) --------------------------------------------------------------
+
+
+class ServeStarting(Payload, kw_only=True, frozen=True):
+    role: str
+    url: str
+    run_id: str
+
+
+class ServeReady(Payload, kw_only=True, frozen=True):
+    role: str
+    url: str
+    run_id: str
+    seconds: Num
+
+
+class ServeFailed(Payload, kw_only=True, frozen=True):
+    role: str
+    run_id: str
+    error: str
+    log_tail: list[str] = []
+
+
+class ServeStopped(Payload, kw_only=True, frozen=True):
+    role: str = ""
+    run_id: str
+    state: str
+
+
+class SessionRedactions(Payload, kw_only=True, frozen=True):
+    """How many secret shapes the console masked in this session (remote/spine/redact.py), by
+    kind: the last record of a session that masked any; the reader shows it with the header."""
+
+    count: int
+    kinds: dict[str, int] = msgspec.field(default_factory=dict)

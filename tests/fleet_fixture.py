@@ -49,7 +49,9 @@ class Fleet:
 
 
 def _wrapper(path: Path, python: Path, site: Path) -> Path:
-    path.write_text(f'#!/bin/sh\nPYTHONPATH={site}; export PYTHONPATH\nexec {python} "$@"\n')
+    # The caller's PYTHONPATH (the console's uploaded source) comes first, the box's site after.
+    path.write_text(f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}"; '
+                    f'export PYTHONPATH\nexec {python} "$@"\n')
     path.chmod(0o755)
     return path
 

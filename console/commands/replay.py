@@ -81,7 +81,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
     from console.sessions.decode import valid_json_block
-    from console.sessions.human_log import human_text
+    from console.sessions.human_log import human_bytes
 
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise
@@ -94,9 +94,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
                 out.write(valid_json_block(data, first, count, bad))
         else:
             for first, count, data in reader.segment_data():
-                text = human_text(data, first, count, bad)
-                if text:
-                    out.write((text + "\n").encode("utf-8", "replace"))
+                out.write(human_bytes(data, first, count, bad))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()

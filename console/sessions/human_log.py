@@ -28,12 +28,8 @@ from console.sessions.decode import (
     _one_line,
     _ts_ok,
 )
-from console.sessions.human_records import (
-    _BLOCK_KIND,
-    _ZERO_DIGITS,
-    _fast_records,
-    _human_records,
-)
+from console.sessions.human_fast import fast_records
+from console.sessions.human_records import _BLOCK_KIND, _ZERO_DIGITS, _human_records
 from console.sessions.human_records import printable as _printable
 from console.sessions.human_records import slow_record as _slow_record
 from console.sessions.source import split_events
@@ -49,10 +45,29 @@ def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) 
     us an event), so the checks that can be made once per group are made once. A segment
     holding job.lines records goes to human_records.py (see the module docstring)."""
     if _BLOCK_KIND in data:
-        fast = _fast_records(data, first, count, bad)
+        fast = fast_records(data, first, count, bad)
+        if fast is not None:
+            return fast.decode("utf-8")[:-1]
+        return "\n".join(_human_records(data, first, bad))
+    return _human_blocks(data, first, count, bad)
+
+
+def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> bytes:
+    """`human_text`'s lines as `replay --print` writes them: UTF-8 (an unpaired surrogate as
+    `?`), each ending in a newline. The record fast path makes these bytes itself, so a real
+    run's segment is encoded once and never decoded back."""
+    if _BLOCK_KIND in data:
+        fast = fast_records(data, first, count, bad)
         if fast is not None:
             return fast
-        return "\n".join(_human_records(data, first, bad))
+        text = "\n".join(_human_records(data, first, bad))
+    else:
+        text = _human_blocks(data, first, count, bad)
+    return (text + "\n").encode("utf-8", "replace") if text else b""
+
+
+def _human_blocks(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
+    """A segment without job.lines records (line-per-event logs): see `human_text`."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

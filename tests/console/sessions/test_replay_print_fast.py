@@ -1,4 +1,4 @@
-"""The record fast path (console/sessions/human_records.py `_fast_records`) against the
+"""The record fast path (console/sessions/human_fast.py `fast_records`) against the
 per-event printer (decode_record + printer.human_line + visible) on the recorded demo run and
 on a synthetic mix of every kind with escapes, controls, bidi, unicode and redacted secrets."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from console.sessions.human_records import _fast_records
+from console.sessions.human_fast import fast_records
 from remote.spine.events import Event, JobLines, parse_ts
 from tests.console.sessions.test_replay_fast import _every_kind, _typed
 from tests.console.sessions.test_replay_real import RECORDED
@@ -15,10 +15,10 @@ from tests.console.sessions.test_replay_real import RECORDED
 def _check(lines: list[bytes]) -> None:
     data = b"\n".join(lines) + b"\n"
     bad: list[tuple[int, str]] = []
-    got = _fast_records(data, 0, len(lines), bad)
+    got = fast_records(data, 0, len(lines), bad)
     assert got is not None  # the fast path took it (the comparison is not vacuous)
     want, want_bad = _typed(lines, 0)
-    assert (got.split("\n") if got else []) == want
+    assert got == "".join(line + "\n" for line in want).encode()
     assert [i for i, _ in bad] == want_bad
 
 
@@ -46,6 +46,7 @@ def test_a_synthetic_mix_of_every_kind_equals_the_per_event_printer() -> None:
             Event("stage.progress", host, {"stage": text, "done": n, "total": 7, "unit": text,
                                            "rate": [1.5, 1234.5, 3, None, 0.0][n % 5]},
                   when).to_json().encode(),
+            Event("marker", host, {"label": text}, when).to_json().encode(),
         ]
     lines += _every_kind("2026-12-03T04:00:00.000Z")
     lines += JobLines("box", "run", "n", odd, list(range(len(odd))), when).to_records() \
@@ -56,6 +57,25 @@ def test_a_synthetic_mix_of_every_kind_equals_the_per_event_printer() -> None:
         _check(rng.sample(lines, len(lines)))
 
 
+def test_one_odd_field_in_a_clean_segment_is_drawn_as_the_per_event_printer_draws_it() -> None:
+    """The segment's text is checked once; a newline in a field (which must be drawn as `␊`,
+    not start a line) or a control character in a line made from typed fields must still be
+    found when every other line of the segment is clean."""
+    when = parse_ts("2026-12-03T04:00:00.000Z")
+    block = JobLines("box", "run", "n", ["clean", "lines"], [0, 1], when).to_records() \
+        .encode().splitlines()
+    for text in ["multi\nline", "cr\rhere", "esc \x1b[2J", "bidi \u202eabc", "tab\there",
+                 "nul \x00", "del \x7f", "c1 \x9b"]:
+        for event in [Event("job.line", "box", {"run_id": "r", "text": text}, when),
+                      Event("console.warning", "", {"message": text}, when),
+                      Event("stage.end", "box", {"summary": text}, when),
+                      Event("marker", "box", {"label": text}, when),
+                      Event("stage.progress", "", {"stage": text, "done": 1, "total": 3,
+                                                   "unit": "u", "rate": 2.5}, when)]:
+            clean = Event("console.info", "box", {"message": "fine"}, when).to_json().encode()
+            _check([*block, clean, event.to_json().encode(), clean])
+
+
 def test_progress_percentages_equal_the_float_format() -> None:
     when = parse_ts("2026-12-03T04:00:00.000Z")
     rng = random.Random(7)
@@ -64,4 +84,19 @@ def test_progress_percentages_equal_the_float_format() -> None:
     pairs += [(3, 2000), (1, 16), (1, 8), (999, 1000), (9995, 10000), (19999, 20000)]
     lines = [Event("stage.progress", "h", {"stage": "s", "done": d, "total": t, "unit": "u"},
                    when).to_json().encode() for d, t in pairs]
+    _check(lines)
+
+
+def test_progress_rates_equal_the_float_format() -> None:
+    """A rate is formatted by `%.3g` inside the segment's one `%`, the per-event printer's by
+    format(); the same for every float, near the `1e+03` edge and the rounding ties too."""
+    when = parse_ts("2026-12-03T04:00:00.000Z")
+    rng = random.Random(11)
+    rates = [rng.uniform(-1000, 1000) for _ in range(1500)]
+    rates += [round(rng.uniform(0, 100), 3) for _ in range(1500)]
+    rates += [999.4999, 999.5, 999.5000001, -999.5, 1e-5, -1e-5, 0.5, 100.5, 101.5, 2.675,
+              1.005, 12.345, 0.0001234, 5e-324, 123456.0, 1000.0, -0.0]
+    lines = [Event("stage.progress", ["h", ""][n % 2], {"stage": "s", "done": n % 9,
+                                                       "total": 8, "unit": "u", "rate": r},
+                   when).to_json().encode() for n, r in enumerate(rates)]
     _check(lines)

@@ -6,7 +6,9 @@ Not used by the console; its helpers are the console's own.
 
 from __future__ import annotations
 
+import gc
 import re
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -172,3 +174,29 @@ def _unchanged_by_visible(text: str) -> bool:
     return len(raw.translate(None, _LEADS)) == len(raw) or _CHANGED.search(raw) is None
 
 
+
+
+def print_session_before(reader: Any, out: BinaryIO) -> list[tuple[int, str]]:
+    """console/commands/replay.py `print_session` (human lines) as it was: each segment's text
+    made as a str by the path above (or the unchanged general paths), then encoded."""
+    from console.sessions.human_log import _human_blocks
+    from console.sessions.human_records import _BLOCK_KIND, _human_records
+
+    bad: list[tuple[int, str]] = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for first, count, data in reader.segment_data():
+            if _BLOCK_KIND in data:
+                text = _fast_records(data, first, count, bad)
+                if text is None:
+                    text = "\n".join(_human_records(data, first, bad))
+            else:
+                text = _human_blocks(data, first, count, bad)
+            if text:
+                out.write((text + "\n").encode("utf-8", "replace"))
+        out.flush()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return bad

@@ -160,8 +160,13 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
 
 def _make_visible(out: list[str], raw: list[int]) -> None:
     """`visible` on the lines at `raw` (made from typed records, not yet sanitised): one
-    check for them all, since nearly always every character is printable already."""
-    if raw and not printable("".join([out[k] for k in raw]), False):
+    check for them all, since nearly always every character is printable already. Joined
+    with nothing between them, so a newline found is one inside a line (a field holding one),
+    which `visible` draws as `␊`."""
+    if not raw:
+        return
+    joined = "".join([out[k] for k in raw])
+    if "\n" in joined or not printable(joined, False):
         for k in raw:
             out[k] = visible(out[k])
 

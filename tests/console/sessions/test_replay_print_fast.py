@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 from console.sessions.human_fast import fast_records
+from console.sessions.human_log import human_text
 from remote.spine.events import Event, JobLines, parse_ts
 from tests.console.sessions.test_replay_fast import _every_kind, _typed
 from tests.console.sessions.test_replay_real import RECORDED
@@ -25,6 +26,18 @@ def _check(lines: list[bytes]) -> None:
 def test_the_recorded_run_through_the_fast_path_equals_the_per_event_printer() -> None:
     body = [ln for ln in RECORDED.read_bytes().split(b"\n")[1:] if ln]
     _check(body)
+
+
+def _check_general(lines: list[bytes]) -> None:
+    """The same lines through the general path (human_records.py `_human_records`): a blank
+    line makes the segment one the fast path does not take."""
+    data = b"\n".join(lines) + b"\n\n"
+    assert fast_records(data, 0, len(lines), []) is None
+    bad: list[tuple[int, str]] = []
+    got = human_text(data, 0, len(lines), bad)
+    want, want_bad = _typed(lines, 0)
+    assert (got.split("\n") if got else []) == want
+    assert [i for i, _ in bad] == want_bad
 
 
 def test_a_synthetic_mix_of_every_kind_equals_the_per_event_printer() -> None:
@@ -74,6 +87,7 @@ def test_one_odd_field_in_a_clean_segment_is_drawn_as_the_per_event_printer_draw
                                                    "unit": "u", "rate": 2.5}, when)]:
             clean = Event("console.info", "box", {"message": "fine"}, when).to_json().encode()
             _check([*block, clean, event.to_json().encode(), clean])
+            _check_general([*block, clean, event.to_json().encode(), clean])
 
 
 def test_progress_percentages_equal_the_float_format() -> None:

@@ -5,7 +5,7 @@ there (docs/pipeline.md, "Sharded extraction"; the work itself: remote/ops/shard
 Every box is checked before anything starts: a name console.toml does not define is exit 2, a
 box that cannot be reached exit 3, each one line naming it, and no stage or shard has started.
 `--reassign HOST` leaves HOST out (a box known lost) and runs its shard on another;
-`--reassign-lost` does that by itself for a box lost mid-run.
+`--reassign-lost` does that by itself for a box down at start or lost mid-run.
 """
 
 from __future__ import annotations
@@ -40,12 +40,17 @@ def check_names(args: argparse.Namespace, hosts: list[str]) -> None:
     check_hosts(hosts, {*config.hosts, "local"}, reassigned(args))
 
 
-async def _connect(ctx: Context, names: list[str]) -> dict[str, Box]:
+async def _connect(ctx: Context, names: list[str], *,
+                   reassign_lost: bool) -> tuple[dict[str, Box], list[str]]:
+    """A link to every shard box; the boxes that cannot be reached. Without `reassign_lost`
+    the first one ends the run before anything started (exit 3, one line naming it and both
+    ways on); with it, each is left out as if named by --reassign, and said so."""
     from remote.link.connect import make_transport
     from remote.ops.sharded_extract import Box
     from remote.pipeline_runner import PipelineRunner
 
     boxes: dict[str, Box] = {}
+    down: list[str] = []
     for name in names:
         host = ctx.host(name)
         t = make_transport(host, bus=ctx.bus, reconnect_attempts=RECONNECT_ATTEMPTS,
@@ -53,13 +58,21 @@ async def _connect(ctx: Context, names: list[str]) -> dict[str, Box]:
         try:
             await t.connect()
         except ConnectionFailed as exc:
+            if reassign_lost:
+                ctx.warning(f"extract host {name} cannot be reached ({exc}): its shard goes to "
+                            "another box (--reassign-lost)", name)
+                down.append(name)
+                continue
             for b in boxes.values():
                 await b.transport.close()
             raise ConnectionFailed(f"extract host {name} cannot be reached, nothing started: "
-                                   f"{exc} (`--reassign {name}` runs its shard on another box)"
-                                   ) from None
+                                   f"{exc} (`--reassign {name}` runs its shard on another box; "
+                                   "`--reassign-lost` does that for any box down)") from None
         boxes[name] = Box(name, PipelineRunner(t, host, ctx.bus))
-    return boxes
+    if not boxes:
+        raise ConnectionFailed("no extract host can be reached ("
+                               f"{', '.join(down)}): nothing started")
+    return boxes, down
 
 
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
@@ -69,11 +82,13 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
 
     reassign = reassigned(args)
     check_hosts(hosts, {*ctx.config.hosts, "local"}, reassign)
-    boxes = await _connect(ctx, [h for h in hosts if h not in reassign])
+    boxes, down = await _connect(ctx, [h for h in hosts if h not in reassign],
+                                 reassign_lost=args.reassign_lost)
+    reassign |= set(down)
     try:
         forced = bool(args.force) or args.start in ("prepare", "extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
-                 + (f" ({', '.join(sorted(reassign))} left out: --reassign)" if reassign else "")
+                 + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
                  + f"; gathered on {runner.host.name}", runner.host.name, hosts=hosts)
         first = await pipeline_ops.run_pipeline(
             runner, config, until="prepare",
@@ -103,7 +118,10 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                     raise ConnectionFailed(f"{what}: {', '.join(outcome.lost)} lost; `console "
                                            f"run --reassign {','.join(outcome.lost)}` reruns "
                                            "their shards on the other boxes")
-                raise StageFailed(f"{what}: the errors are above")
+                which = ", ".join(f"shard {k + 1} on {h}"
+                                  for k, h in sorted(outcome.failed_on.items()))
+                raise StageFailed(f"{what}: {which or 'see the errors above'} failed; `console "
+                                  "run` again reruns only the shards not gathered")
             ran = ", ".join(f"{k + 1} on {h}" for k, h in sorted(outcome.ran.items()))
             ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
                      runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -40,12 +41,42 @@ class Fleet:
         return int((self.root / name / "sshd.pid").read_text().split()[0])
 
     def stop_box(self, name: str) -> None:
-        """The box gone from the network: its sshd stopped (restart with `start_box`)."""
-        subprocess.run(["kill", str(self.sshd_pid(name))], check=True)
+        """The box gone from the network (restart with `start_box`): its sshd listener and every
+        open session's sshd process SIGKILLed, so a link already open is cut too, not only new
+        ones refused. The listener is stopped first: no connection slips in between listing its
+        sessions and killing them. Each session here is one process, a child of the listener
+        holding the connection's socket (root login skips privilege separation's second one).
+        What runs inside a session is left to end by itself (its pipes are gone): killing the
+        login shells too once left pyenv's rehash lock behind on this shared machine, and every
+        ssh login after it waited 60 s. Detached jobs stay: a test that wants them gone kills
+        them itself."""
+        listener = self.sshd_pid(name)
+        os.kill(listener, signal.SIGSTOP)
+        try:
+            sessions = _children(listener)
+        finally:
+            os.kill(listener, signal.SIGKILL)
+        for pid in sessions:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def start_box(self, name: str) -> None:
         subprocess.run(["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"),
                         "-E", str(self.root / name / "sshd.log")], check=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return kids
 
 
 def _wrapper(path: Path, python: Path, site: Path) -> Path:

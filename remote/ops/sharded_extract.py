@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.progress import parse as parse_progress
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
 from remote.link.errors import ConnectionFailed, ConsoleError, StageFailed, UsageError
@@ -74,6 +75,7 @@ class Outcome:
     gathered: list[int] = field(default_factory=list)
     lost: dict[str, str] = field(default_factory=dict)  # box -> why
     failed: dict[int, str] = field(default_factory=dict)  # shard -> why
+    failed_on: dict[int, str] = field(default_factory=dict)  # shard -> the box it failed on
     packages: dict[int, dict[str, str]] = field(default_factory=dict)  # shard -> its stack
 
 
@@ -212,7 +214,8 @@ class ShardedExtract:
             self.outcome.packages[k] = got.packages
             return True
         except (StageFailed, UsageError) as exc:
-            self.outcome.failed[k] = f"shard {k + 1}/{n} on {box.name}: {exc}"
+            self.outcome.failed[k] = f"shard {k + 1}/{n} on {box.name} failed: {exc}"
+            self.outcome.failed_on[k] = box.name
             return True
         except ConnectionFailed as exc:
             box.lost = self.outcome.lost[box.name] = str(exc)
@@ -262,11 +265,16 @@ class ShardedExtract:
         """Follow the shard's job to its end: '' when it exited 0, else why the box counts as
         lost (raises StageFailed when the job failed on a box that is still there)."""
         jobs: Jobs = box.runner.jobs
+        said = {"error": "", "line": ""}  # the job's last error record, else its last line
 
         async def to_end() -> RunInfo:
             async with aclosing(jobs.tail(run_id, offset=0)) as lines:
-                async for _ in lines:
-                    pass
+                async for line in lines:
+                    rec = parse_progress(line.text)
+                    if rec is not None and rec.get("type") == "error":
+                        said["error"] = str(rec.get("message", ""))
+                    elif rec is None and line.text.strip():
+                        said["line"] = line.text.strip()
             return await jobs.wait(run_id)
 
         tail = asyncio.create_task(to_end())
@@ -289,8 +297,8 @@ class ShardedExtract:
             return ""
         if info.state == "lost":
             return f"its job {run_id} ended without an exit record (killed, or the box rebooted)"
-        raise StageFailed(f"job {run_id} {info.state} (returncode {info.returncode}): its "
-                          "error is above")
+        why = (said["error"] or said["line"]).removeprefix("error: ") or "no output"
+        raise StageFailed(f"{why} (job {run_id} {info.state}, returncode {info.returncode})")
 
     async def _watch(self, box: Box) -> str:
         """Returns (why) once the box failed `lost_after` checks in a row; runs until then."""

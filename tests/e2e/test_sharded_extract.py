@@ -137,18 +137,6 @@ def test_sharded_extraction_equals_one_box(setup: Setup, tmp_path: Path,
     assert rc == 0 and "no shard to run" in out
 
 
-def _children(pid: int) -> list[int]:
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
-
-
 def _wait_for(pred: object, timeout: float, what: str) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -175,17 +163,23 @@ def lose_box2_mid_shard(setup: Setup, fleet: Fleet, name: str, *flags: str) -> t
     cfg = setup.config(name)
     runs = fleet.box_dir("box2") / "workdir" / "runs"
     before = set(runs.glob("*")) if runs.is_dir() else set()
+    # Its output goes to a file, not a pipe nobody reads until the end: a full pipe would stall
+    # the console (its event loop blocked writing), and every box would look lost.
+    log = setup.root / f"console-{name}.log"
+    sink = log.open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "console", "run", "--host", "box1", "--config",
          str(setup.console_toml), "--no-record", "--pipeline", str(cfg), "--until", "extract",
          *flags],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=sink,
         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         def shard_started() -> Path | None:
+            if proc.poll() is not None:  # the console ended before box2's shard started
+                raise AssertionError(log.read_text(errors="replace")[-4000:])
             for run in sorted(set(runs.glob("*extract-*-shard-2-of-3*")) - before):
-                log = run / "log"
-                if log.exists() and '"type":"start","stage":"extract"' in log.read_text():
+                job_log = run / "log"
+                if job_log.exists() and '"type":"start","stage":"extract"' in job_log.read_text():
                     return run
             return None
 
@@ -195,18 +189,16 @@ def lose_box2_mid_shard(setup: Setup, fleet: Fleet, name: str, *flags: str) -> t
         shard_dir = Path(argv[argv.index("--dir") + 1])
         assert shard_dir.name == "shard-2-of-3"
         assert not (shard_dir / "shard.json").exists()  # mid-shard: not complete
-        listener = fleet.sshd_pid("box2")
-        sessions = _children(listener)
         os.kill(int((run / "supervisor.pid").read_text()), signal.SIGKILL)
         os.killpg(int((run / "pid").read_text()), signal.SIGKILL)
-        for pid in [listener, *sessions]:
-            os.kill(pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=600)
+        fleet.stop_box("box2")  # its sshd and every open session: the console's link is cut
+        proc.wait(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return proc.returncode, out.decode(errors="replace")
+        sink.close()
+    return proc.returncode, log.read_text(errors="replace")
 
 
 def test_box_lost_mid_shard_is_rerun_on_another_box(setup: Setup, fleet: Fleet,
@@ -266,8 +258,59 @@ def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
         lines = [ln for ln in err.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith(
             "error: extract host box3 cannot be reached, nothing started:"), err
-        assert "--reassign box3" in lines[0]
+        assert "--reassign box3" in lines[0] and "--reassign-lost" in lines[0]
         assert (sorted(runs.glob("*")) if runs.is_dir() else []) == before
         assert not setup.out("unreachable").exists()
     finally:
         fleet.start_box("box3")
+
+
+def test_a_failed_shard_is_rerun_alone_a_box_down_at_start_and_force(
+        setup: Setup, fleet: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shard job failing on a box that answers (box3's python lacks speculators): exit 1, one
+    line naming box3 and shard 3 with the job's own error, the other two shards gathered and
+    kept. The rerun, with box3 now down at start and --reassign-lost, redoes only shard 3, on
+    box1 or box2, and says box3 was left out. Then --force reruns every shard on its own box.
+    Each time the result equals the one-box extraction."""
+    bare = "/usr/bin/python3"  # a real python without speculators (nor torch)
+    assert subprocess.run([bare, "-c", "import speculators"], capture_output=True).returncode
+    text = setup.console_toml.read_text()
+    at = text.index("[hosts.box3]")
+    end = text.index("[", at + 1)
+    broken = setup.root / "console-box3-broken.toml"
+    broken.write_text(text[:at] + re.sub(r"^python = .*$", f"python = {json.dumps(bare)}",
+                                         text[at:end], flags=re.M) + text[end:])
+    cfg = str(setup.config("failed"))
+    run = ["run", "--host", "box1", "--pipeline", cfg, "--until", "extract"]
+    assert main([run[0], "--config", str(broken), "--no-record", *run[1:]]) == 1
+    out, err = capsys.readouterr()
+    mine = [ln for ln in out.splitlines() if "error: shard 3/3 on box3 failed:" in ln]
+    assert len(mine) == 1 and re.search(r"No module named|is not installed", mine[0]), out[-3000:]
+    assert "error: 1 of 3 shards not extracted (2 gathered on box1 and kept): shard 3 on box3 " \
+           "failed; `console run` again reruns only the shards not gathered" in out
+    hs = setup.out("failed") / "extract" / "hidden_states"
+    kept = {p.name: p.stat().st_ino for p in hs.glob("*.pt")}
+    first, last = map(int, re.findall(r"shard 3/3 \(samples (\d+)\.\.(\d+)", out)[0])
+    assert set(kept) == {f"data_{i}.pt" for i in range(first)}  # shards 1 and 2
+    assert last == len(list(setup.baseline.glob("*.pt"))) - 1  # shard 3: the rest, not kept
+
+    fleet.stop_box("box3")
+    try:
+        rc = console(setup, *run, "--reassign-lost")
+        out, err = capsys.readouterr()
+    finally:
+        fleet.start_box("box3")
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert "warning: extract host box3 cannot be reached" in out
+    assert "its shard goes to another box (--reassign-lost)" in out
+    assert out.count("gathered on box1 already") == 2  # shards 1 and 2: not run again
+    assert re.search(r"every shard gathered on box1 \(ran: 3 on box[12]\)", out), out[-2000:]
+    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("*.pt") if p.name in kept)
+    assert_equal_to_one_box(setup, "failed")
+
+    rc = console(setup, *run, "--force")
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert "gathered on box1 already" not in out
+    assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
+    assert_equal_to_one_box(setup, "failed")

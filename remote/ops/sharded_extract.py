@@ -33,7 +33,7 @@ from typing import Any
 
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
-from remote.link.errors import ConnectionFailed, ConsoleError, StageFailed, UsageError
+from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
@@ -111,7 +111,7 @@ def stack_differences(packages: dict[int, dict[str, str]]) -> str:
 async def shard_plan(home: PipelineRunner, config: str, *, force: bool) -> Plan:
     rc, out, err = await home._direct("shard-plan", "--config", config,
                                       *(["--force"] if force else []), timeout=600)
-    if rc == 2:
+    if rc == EXIT_USAGE:
         raise UsageError(last_error(out, err))
     if rc != 0:
         raise StageFailed(f"shard-plan on {home.host.name}: {last_error(out, err)}")

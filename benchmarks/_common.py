@@ -5,6 +5,7 @@ here instead of in a copy at the top of each script."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -13,6 +14,16 @@ ROOT = Path(__file__).resolve().parents[1]
 for _path in (str(ROOT / "benchmarks"), str(ROOT)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+
+def int_options(description: str | None = None, /, **defaults: int) -> argparse.Namespace:
+    """The command line of a benchmark whose options are all sizes (run_all.py's QUICK passes
+    smaller ones): an integer option per keyword, with its default (`max_tokens=32` is
+    `--max-tokens`, 32 unless given)."""
+    ap = argparse.ArgumentParser(description=description)
+    for name, default in defaults.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    return ap.parse_args()
 
 
 # The screens the TUI switch benchmarks go round, by the key that shows each.

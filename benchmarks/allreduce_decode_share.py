@@ -15,14 +15,13 @@ the share measures skew between ranks as much as data movement: read it as this 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import int_options  # first: the repository on sys.path
 
 from remote.allreduce.capture import capture
 from remote.allreduce.trace import analyse_files
@@ -47,11 +46,7 @@ async def one_capture(url: str, prof: Path, out: Path, requests: int, max_tokens
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=4)
-    ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--captures", type=int, default=2)
-    args = ap.parse_args()
+    args = int_options(__doc__.splitlines()[0], requests=4, max_tokens=32, captures=2)
     with tempfile.TemporaryDirectory(prefix="ar-decode-") as tmp:
         root = Path(tmp)
         engine = start_tp2_engine(root)

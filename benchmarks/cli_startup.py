@@ -16,7 +16,6 @@ Two columns, each against its own `python -c pass` of the same run:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -24,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from _common import ROOT
+from _common import ROOT, int_options
 
 from console.cli import build_parser
 
@@ -47,9 +46,7 @@ def timed(code: str, runs: int, env: dict[str, str]) -> tuple[float, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    args = ap.parse_args()
+    args = int_options(runs=5)
     with tempfile.TemporaryDirectory(prefix="cli-startup-pyc-") as prefix:
         cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         cached["PYTHONPYCACHEPREFIX"] = prefix

@@ -17,13 +17,12 @@ Prints, per input: events, seconds with and without, the ratio, and the secrets 
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import ROOT  # noqa: F401  (puts the project on sys.path)
+from _common import int_options  # first: the repository on sys.path
 
 from console.sessions.files import Recorder, SessionWriter
 from remote.spine import events as ev
@@ -109,11 +108,7 @@ def measure(name: str, items: list[Item], repeat: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lines", type=int, default=500_000)
-    ap.add_argument("--copies", type=int, default=20)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args()
+    args = int_options(__doc__.split("\n\n")[0], lines=500_000, copies=20, repeat=3)
     print("recording with the redactor vs without (same events, same run; ratio = with/without)")
     measure("real-shaped", real_shaped(args.copies), args.repeat)
     measure("synthetic", synthetic(args.lines), args.repeat)

@@ -19,12 +19,11 @@ Each fold's final state is checked equal to the others'. The issue's figure: ~15
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import int_options  # first: the repository on sys.path
 from replay_print import write_day
 
 from console.sessions.files import SessionReader
@@ -64,11 +63,7 @@ def view(state: ConsoleState) -> tuple[object, ...]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=200_000)
-    ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = int_options(events=200_000, batch=500, rounds=2)
     n = args.events
     with tempfile.TemporaryDirectory() as d:
         lines, blocks = Path(d) / "lines.jsonl", Path(d) / "blocks.jsonl"

@@ -20,7 +20,6 @@ connection events. Measured:
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import subprocess
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, int_options
 from print_before import print_session_before
 from real_session import write_repeated
 
@@ -96,11 +95,7 @@ def _events(line: bytes) -> list[Event]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--records", type=int, default=500_000)
-    ap.add_argument("--baseline", type=int, default=50_000)
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = int_options(records=500_000, baseline=50_000, rounds=2)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "real.jsonl"
         n = write_repeated(path, args.records)

@@ -16,14 +16,13 @@ Prints figures and ratios. Target: a seek under 100 ms for 1M events.
 
 from __future__ import annotations
 
-import argparse
 import random
 import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import int_options  # first: the repository on sys.path
 
 from console.sessions.files import SessionReader, SessionWriter
 from console.tui.checkpoints import StateCheckpoints
@@ -63,11 +62,7 @@ def seek_times(cp: StateCheckpoints, targets: list[int], starts: list[int]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--seeks", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=14)
-    args = ap.parse_args()
+    args = int_options(events=1_000_000, seeks=200, seed=14)
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.jsonl"
         write(path, args.events)

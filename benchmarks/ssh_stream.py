@@ -12,7 +12,6 @@ Prints both rates, their ratio, and lines lost (must be 0). Target: >= 100,000 l
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shutil
@@ -22,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import int_options  # first: the repository on sys.path
 
 from console.sessions.files import Recorder, SessionWriter
 from remote.jobs.client import Jobs
@@ -107,9 +106,7 @@ def verify(session: Path, n: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=500_000)
-    args = parser.parse_args()
+    args = int_options(__doc__.splitlines()[0], lines=500_000)
     if shutil.which("ssh") is None:
         raise SystemExit("the OpenSSH client (ssh) is needed for the baseline")
     with tempfile.TemporaryDirectory(prefix="ssh-stream-bench-") as tmp:

@@ -1,7 +1,8 @@
 """Errors a stage reports to the operator as one line, with the exit code the console expects.
 
-The pipeline cannot import remote.link.errors (it runs on the box alone), so it mirrors the two codes
-it needs: 2 for bad config or input (nothing was started), 1 for a stage that failed.
+The pipeline cannot import remote.link.errors (it runs on the box alone), so the two codes they
+share are defined here and remote.link.errors imports them: 2 for bad config or input (nothing
+was started), 1 for a stage that failed.
 """
 
 from __future__ import annotations

@@ -114,14 +114,21 @@ def facts(cfg: PipelineConfig, stage: str) -> dict[str, Any]:
             "outputs": len(outputs), "bytes": sum(int(o.get("size") or 0) for o in outputs)}
 
 
-def file_digest(path: Path) -> tuple[str, str]:
-    size = path.stat().st_size
+def sha256_file(path: Path) -> str:
+    """The whole file's sha256, read a MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        if size <= FULL_HASH_LIMIT:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-            return h.hexdigest(), "full"
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_digest(path: Path) -> tuple[str, str]:
+    size = path.stat().st_size
+    if size <= FULL_HASH_LIMIT:
+        return sha256_file(path), "full"
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
         h.update(str(size).encode())
         h.update(fh.read(1 << 20))
         fh.seek(size - (1 << 20))

@@ -27,7 +27,7 @@ from remote.jobs.client import Jobs
 from remote.jobs.records import JobLocked, RunInfo
 from remote.jobs.remembered import RememberedRuns
 from remote.jobs.stage_records import FACTS, facts_text
-from remote.link.errors import RemoteCommandError, StageFailed, UsageError
+from remote.link.errors import EXIT_USAGE, RemoteCommandError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload, upload_many
@@ -177,7 +177,7 @@ class PipelineRunner:
         """The config as the box resolves it; a bad one raises UsageError (exit 2) with the
         pipeline's own one-line message (file: key: problem)."""
         rc, out, err = await self._direct("validate", "--config", config)
-        if rc == 2:
+        if rc == EXIT_USAGE:
             raise UsageError(last_error(out, err))
         if rc != 0:
             raise RemoteCommandError(["python", "-m", "pipeline", "validate"], rc, err or out)

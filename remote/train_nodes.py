@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from remote.jobs.client import JobLocked, RunInfo
-from remote.link.errors import ConnectionFailed, ConsoleError, UsageError
+from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
@@ -132,7 +132,7 @@ class TrainNodes:
                 "--local-addr", addr, "--run-id", str(rec["run_id"]), "--data", str(rec["data"])]
         rc, out, err = await runner._direct(*args, "--check", timeout=120)
         if rc != 0:
-            raise UsageError(last_error(out, err)) if rc == 2 else ConsoleError(
+            raise UsageError(last_error(out, err)) if rc == EXIT_USAGE else ConsoleError(
                 last_error(out, err))
         src = await runner.source_dir()
         try:

@@ -26,6 +26,11 @@ def _nav(screen: str, key: str, title: str, help: str) -> Command:
     return Command(f"screen.{screen}", key, f"show('{screen}')", title, help, "global", show=False)
 
 
+def _replay(name: str, key: str, action: str, title: str, help: str) -> Command:
+    """The replay screen's controls: shown only while a session replays."""
+    return Command(f"replay.{name}", key, action, title, help, "replay", replay_only=True)
+
+
 # Their keys are their places here; "fleet" is last so the others keep theirs (9 shows it).
 SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay", "fleet")
 
@@ -80,20 +85,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("notes", "n", "notes", "Notes", "The selected host's notifications and errors, newest last",
             "global"),
     # replay
-    Command("replay.pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay", "replay",
-            replay_only=True),
-    Command("replay.step", "full_stop", "replay_step", "Step", "Publish the next event (while paused)",
-            "replay", replay_only=True),
-    Command("replay.speed", "greater_than_sign", "replay_speed", "Speed", "Cycle speed 1x / 10x / max",
-            "replay", replay_only=True),
-    Command("replay.next_marker", "right_square_bracket", "replay_marker(1)", "Next marker",
-            "Seek to the next stage/patch/bench marker", "replay", replay_only=True),
-    Command("replay.prev_marker", "left_square_bracket", "replay_marker(-1)", "Prev marker",
-            "Seek to the previous marker", "replay", replay_only=True),
-    Command("replay.seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)",
-            "replay", replay_only=True),
-    Command("replay.start", "0", "replay_restart", "Restart", "Seek to the start of the session", "replay",
-            replay_only=True),
+    _replay("pause", "space", "replay_toggle", "Pause/Play", "Pause or resume the replay"),
+    _replay("step", "full_stop", "replay_step", "Step", "Publish the next event (while paused)"),
+    _replay("speed", "greater_than_sign", "replay_speed", "Speed", "Cycle speed 1x / 10x / max"),
+    _replay("next_marker", "right_square_bracket", "replay_marker(1)", "Next marker",
+            "Seek to the next stage/patch/bench marker"),
+    _replay("prev_marker", "left_square_bracket", "replay_marker(-1)", "Prev marker",
+            "Seek to the previous marker"),
+    _replay("seek", "t", "replay_seek", "Seek time", "Seek to a time (HH:MM:SS or +seconds)"),
+    _replay("start", "0", "replay_restart", "Restart", "Seek to the start of the session"),
 )
 
 

@@ -39,16 +39,6 @@ from pipeline.shards import SHARD_MANIFEST, shard_key, split
 from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _config_digest(cfg: PipelineConfig) -> str:
     return cfg.section_digest("target", "extract")
 
@@ -146,7 +136,7 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
         p = hs / sample_name(fmt, i)
         if not p.exists():
             raise PipelineError(f"shard-extract: sample {i} missing after extraction ({p})")
-        files.append({"name": p.name, "size": p.stat().st_size, "sha256": _sha256(p)})
+        files.append({"name": p.name, "size": p.stat().st_size, "sha256": manifest.sha256_file(p)})
     m = {"key": key, "format": fmt, "count": len(rows),
          "packages": manifest.package_versions(),
          "tokens": sum(len(r["input_ids"]) for r in rows), "files": files,
@@ -181,7 +171,7 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
     src = shard_dir / "hidden_states"
     for f in m["files"]:
         p = src / f["name"]
-        if not p.exists() or p.stat().st_size != f["size"] or _sha256(p) != f["sha256"]:
+        if not p.exists() or p.stat().st_size != f["size"] or manifest.sha256_file(p) != f["sha256"]:
             raise PipelineError(f"shard-gather: {p} does not match the shard's manifest "
                                 "(size or sha256): not placed; rerun that shard")
     hs = work / "hidden_states"

@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
+# 1 and 2 are the box's pipeline's exit codes too (a stage failed; bad config or input): one
+# definition, where the pipeline (which cannot import remote) keeps it.
+from pipeline.errors import EXIT_FAILED, EXIT_USAGE
+
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 EXIT_CONNECTION = 3
 EXIT_REFUSED = 4
 EXIT_INTERRUPTED = 130

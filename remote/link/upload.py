@@ -40,11 +40,10 @@ _REMOTE_PREPARE = (
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
+    """The file's sha256 on this machine (Python 3.11's file_digest; the box side, which may
+    run an older python, hashes by hand: _REMOTE_PREPARE, pipeline.manifest.sha256_file)."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 _EXPAND = "import os,sys\nprint(os.path.abspath(os.path.expanduser(sys.argv[1])))\n"

@@ -27,20 +27,21 @@ import tempfile
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.progress import parse as parse_progress
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
-from remote.link.errors import ConnectionFailed, ConsoleError, StageFailed, UsageError
+from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
 from remote.ops.shard_gather import gather
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 Connect = Callable[[str], Awaitable[tuple[HostConfig, Transport]]]
 
@@ -112,7 +113,7 @@ def stack_differences(packages: dict[int, dict[str, str]]) -> str:
 async def shard_plan(home: PipelineRunner, config: str, *, force: bool) -> Plan:
     rc, out, err = await home._direct("shard-plan", "--config", config,
                                       *(["--force"] if force else []), timeout=600)
-    if rc == 2:
+    if rc == EXIT_USAGE:
         raise UsageError(last_error(out, err))
     if rc != 0:
         raise StageFailed(f"shard-plan on {home.host.name}: {last_error(out, err)}")
@@ -122,23 +123,27 @@ async def shard_plan(home: PipelineRunner, config: str, *, force: bool) -> Plan:
                 str(data["train_jsonl"]), bool(data["complete"]), tag)
 
 
+@dataclass
 class ShardedExtract:
-    def __init__(self, home: PipelineRunner, config: str, local_config: Path, boxes: dict[str, Box],
-                 *, reassign: set[str], reassign_lost: bool, force: bool,
-                 interval: float = 1.0, lost_after: int = 3) -> None:
-        self.home = home
-        self.config = config
-        self.local_config = local_config
-        self.boxes = boxes
-        self.reassign = reassign
-        self.reassign_lost = reassign_lost
-        self.force = force
-        self.interval = interval
-        self.lost_after = lost_after
-        self.bus = home.bus
-        self.outcome = Outcome()
-        self._orphans: deque[dict[str, Any]] = deque()
-        self._busy = 0
+    """One sharded extraction: every box's worker, the shards lost boxes leave, the outcome."""
+
+    home: PipelineRunner
+    config: str
+    local_config: Path
+    boxes: dict[str, Box]
+    _: KW_ONLY
+    reassign: set[str]
+    reassign_lost: bool
+    force: bool
+    interval: float = 1.0  # seconds between a box's liveness checks
+    lost_after: int = 3  # failed checks in a row that make a box lost
+    outcome: Outcome = field(default_factory=Outcome, init=False)
+    _orphans: deque[dict[str, Any]] = field(default_factory=deque, init=False)
+    _busy: int = field(default=0, init=False)
+
+    @property
+    def bus(self) -> EventBus:
+        return self.home.bus
 
     def _emit(self, kind: str, host: str, **payload: Any) -> None:
         self.bus.emit(kind, host, **payload)

@@ -45,11 +45,7 @@ class PatchView(View):
 
     @property
     def selected_file(self) -> str | None:
-        table = self.query_one("#patch-files", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        return str(key.value) if key.value else None
+        return self.query_one("#patch-files", QuickTable).cursor_key
 
     _host: HostState | None = None
 

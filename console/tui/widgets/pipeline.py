@@ -60,11 +60,7 @@ class PipelineView(View):
 
     @property
     def selected_key(self) -> str | None:
-        table = self.query_one("#stages", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        return str(key.value) if key.value else None
+        return self.query_one("#stages", QuickTable).cursor_key
 
     @property
     def selected_stage(self) -> str | None:

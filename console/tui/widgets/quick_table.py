@@ -80,6 +80,15 @@ class QuickTable(DataTable):  # type: ignore[type-arg]
         finally:
             self._paint_style = None
 
+    @property
+    def cursor_key(self) -> str | None:
+        """The key of the row under the cursor; None for an empty table (or a row added
+        without a key)."""
+        if not self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key
+        return str(key.value) if key.value else None
+
     def set_rows(self, rows: Sequence[tuple[str, Sequence[Any]]]) -> bool:
         """Show `rows` (key, cells), as `clear()` and `add_row(*cells, key=key)` for each would;
         whether anything changed. The same keys in the same order: only the cells that differ

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from _common import ROOT  # noqa: F401  (puts the project on sys.path)
 
-from console.sessions.files import Recorder, SessionWriter
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event, JobLines

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
 from remote.spine import events as ev

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.sessions.files import Recorder, SessionWriter
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.jobs.client import Jobs
 from remote.link.ssh import SSHTransport
 from remote.spine.bus import EventBus

@@ -13,7 +13,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource, ReplaySource
 from remote.link.hosts import Config

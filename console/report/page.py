@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from console.report import figures
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
 from console.tui.model import STAGE_ORDER, ConsoleState, HostState
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import RECORD_PREFIX, ConsoleState

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui import controller as ctl
 from console.tui.model import HISTORY, LOG, STAGES, STATS, ConsoleState
 from console.tui.registry import COMMANDS, by_id, commands_for

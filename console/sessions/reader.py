@@ -24,18 +24,17 @@ from console.sessions.decode import BadLine, decode_events, decode_record
 from console.sessions.header import SessionFormatError, parse_header
 from console.sessions.markers import MarkerFinder
 from console.sessions.source import (
+    TS_LEN,
+    TS_PREFIX,
     ZSTD_MAGIC,
     FrameError,
     Segment,
     Source,
     scan_plain,
-    scan_zstd,
     split_events,
 )
+from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
-
-_TS_PREFIX = b'{"ts":"'
-_TS_LEN = 24
 
 
 class SessionReader:
@@ -330,9 +329,9 @@ class SessionReader:
             yield ()
 
     def ts_at(self, i: int) -> str:
-        head = self.line(i)[: len(_TS_PREFIX) + _TS_LEN]
-        if head.startswith(_TS_PREFIX) and len(head) == len(_TS_PREFIX) + _TS_LEN:
-            return head[len(_TS_PREFIX) :].decode("ascii", "replace")
+        head = self.line(i)[: len(TS_PREFIX) + TS_LEN]
+        if head.startswith(TS_PREFIX) and len(head) == len(TS_PREFIX) + TS_LEN:
+            return head[len(TS_PREFIX) :].decode("ascii", "replace")
         return format_ts(self.event(i).ts)
 
     def time_of(self, i: int) -> datetime:

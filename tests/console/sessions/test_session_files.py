@@ -18,6 +18,7 @@ import zstandard
 
 from console.sessions import source as session_source
 from console.sessions import writer as session_writer
+from console.sessions import zstd_scan as session_zstd_scan
 from console.sessions.header import SessionFormatError
 from console.sessions.index import index_path
 from console.sessions.reader import SessionReader
@@ -545,12 +546,12 @@ def test_scan_hands_on_whole_lines_with_their_index_however_the_frame_is_cut(
     lines = [f'{{"n":{i},"pad":"{"x" * (i * 37 % 300)}"}}'.encode() for i in range(400)]
     lines[123] = b'{"long":"' + b"y" * 5000 + b'"}'
     data = b"\n".join(lines) + b"\n"
-    monkeypatch.setattr(session_source._Counter, "MAX_CARRY", 4096)
+    monkeypatch.setattr(session_zstd_scan.FrameCounter, "MAX_CARRY", 4096)
     rng = random.Random(5)
     skipped = 0
     for _ in range(20):
         seen: list[tuple[int, bytes]] = []
-        counter = session_source._Counter(False, lambda i, d, out=seen: out.append((i, d)),
+        counter = session_zstd_scan.FrameCounter(False, lambda i, d, out=seen: out.append((i, d)),
                                           first=1000)
         pos = 0
         while pos < len(data):

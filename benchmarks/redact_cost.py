@@ -24,7 +24,8 @@ from pathlib import Path
 
 from _common import int_options  # first: the repository on sys.path
 
-from console.sessions.files import Recorder, SessionWriter
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event, JobLines

@@ -26,7 +26,7 @@ from pathlib import Path
 from _common import int_options  # first: the repository on sys.path
 from replay_print import write_day
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
 from remote.spine.events import utc_now

@@ -38,7 +38,8 @@ from _common import ROOT
 from console.commands.replay import print_session
 from console.printer import Printer
 from console.sessions import index as session_index
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine.events import Event, JobLines, utc_now
 
 

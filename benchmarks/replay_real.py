@@ -35,7 +35,7 @@ from real_session import write_repeated
 from console.commands.replay import print_session
 from console.printer import Printer
 from console.sessions import index as session_index
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from remote.spine.events import Event
 
 

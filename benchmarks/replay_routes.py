@@ -17,7 +17,7 @@ from typing import Any
 import _common  # noqa: F401 (the repository root on sys.path, before the project imports)
 import msgspec
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 
 _TS = r'\{"ts":"[0-9]{4}-[0-9]{2}-[0-9]{2}T([0-9]{2}:[0-9]{2}:[0-9]{2})\.[0-9]{3}Z"'
 _JOB_SHAPE = re.compile(

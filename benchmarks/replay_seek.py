@@ -24,7 +24,8 @@ from pathlib import Path
 
 from _common import int_options  # first: the repository on sys.path
 
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
 from remote.spine import events as ev

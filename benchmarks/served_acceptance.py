@@ -22,7 +22,7 @@ from pathlib import Path
 import _common  # noqa: F401  (the repository on sys.path)
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from remote.spine import events as ev
 from tests import box_env
 

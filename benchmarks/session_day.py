@@ -15,7 +15,8 @@ from pathlib import Path
 
 from _common import ROOT
 
-from console.sessions.files import Recorder, SessionWriter
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.spine.bus import EventBus
 from remote.spine.events import Event, JobLines, format_ts, utc_now
 

@@ -33,7 +33,8 @@ from typing import Any
 
 import _common  # noqa: F401  (the repository on sys.path)
 
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine.events import Event, JobLines, parse_ts, to_jsonl, utc_now
 
 

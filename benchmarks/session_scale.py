@@ -45,8 +45,9 @@ import _common  # noqa: F401 (the repository root on sys.path, before the projec
 from session_day import day_batches, record_and_kill
 
 from console.sessions import index as session_index
-from console.sessions.files import SessionReader, SessionWriter
 from console.sessions.index import index_path
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 
 
 def mains_index(path: Path) -> int:

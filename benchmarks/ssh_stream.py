@@ -23,7 +23,8 @@ from pathlib import Path
 
 from _common import int_options  # first: the repository on sys.path
 
-from console.sessions.files import Recorder, SessionWriter
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.jobs.client import Jobs
 from remote.link.ssh import SSHTransport
 from remote.spine.bus import EventBus

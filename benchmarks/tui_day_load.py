@@ -50,7 +50,9 @@ SCREENS = {"2": "GPUs (8)", "5": "metrics", "6": "GPU history", "8": "Markers"}
 
 
 def make_app(session: Path, record_to: Path, paused: bool) -> Any:
-    from console.sessions.files import Recorder, SessionReader, SessionWriter
+    from console.sessions.reader import SessionReader
+    from console.sessions.recorder import Recorder
+    from console.sessions.writer import SessionWriter
     from console.tui.app import ConsoleApp
     from console.tui.controller import ReplaySource
 

@@ -87,7 +87,7 @@ def main() -> int:
     ap.add_argument("--no-tmux", action="store_true")
     args = ap.parse_args()
 
-    from console.sessions.files import SessionReader
+    from console.sessions.reader import SessionReader
     from console.tui.app import ConsoleApp
     from console.tui.controller import LiveSource, ReplaySource
     from remote.link.hosts import Config

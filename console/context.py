@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
-    from console.sessions.files import Recorder
+    from console.sessions.recorder import Recorder
     from remote.link.hosts import Config, HostConfig
     from remote.link.transport import Transport
     from remote.spine.bus import EventBus

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from pipeline import progress
 from remote.pipeline_runner import QUIET_ENV
 from remote.spine import events as ev

@@ -13,7 +13,7 @@ from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource, ReplaySource
 from remote.link.hosts import Config
@@ -141,3 +141,30 @@ def live_app(*, start_screen: str | None = None, hosts: list[str] | None = None,
              scripted: bool = True) -> ConsoleApp:
     source = FixedHostsSource(hosts or [HOST], ScriptedController if scripted else None)
     return ConsoleApp(source, describe={HOST: "root@box"}, start_screen=start_screen)
+
+
+async def detached_local_job(workdir: Path, argv: list[str], name: str) -> str:
+    """A real detached run (remote/jobs/client.py) on the local host, left running with the
+    launching connection closed, as a console that connects later finds it: its run id."""
+    import sys
+
+    from remote.jobs.client import Jobs
+    from remote.link.transport import LocalTransport
+
+    transport = LocalTransport("local")
+    await transport.connect()
+    jobs = Jobs(transport, str(workdir), host="local", bus=EventBus(), python=sys.executable)
+    info = await jobs.launch(argv, name=name)
+    await jobs.close()
+    await transport.close()
+    return info.run_id
+
+
+def local_app(workdir: Path, start_screen: str) -> ConsoleApp:
+    """The live console over the local host, its box work under `workdir` (not connected yet)."""
+    import sys
+
+    from remote.link.hosts import HostConfig
+
+    hc = HostConfig(name="local", python=sys.executable, workdir=str(workdir))
+    return ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen=start_screen)

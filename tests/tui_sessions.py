@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from console.sessions.files import SessionWriter
+from console.sessions.writer import SessionWriter
 from remote.spine import events as ev
 from remote.spine.events import Event, JobLines
 

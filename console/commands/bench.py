@@ -81,7 +81,7 @@ def _check_positive(name: str, value: float) -> None:
 
 
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
-    from console.sessions.files import default_session_dir
+    from console.sessions.writer import default_session_dir
     from remote.spine.events import utc_now
 
     if getattr(args, "out", None):  # `console run --serve` has no --out

@@ -15,7 +15,7 @@ TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warni
 # The reader and the decoders (zstandard, msgspec) are imported where they run:
 # `console replay --help` loads none of it.
 if TYPE_CHECKING:
-    from console.sessions.files import SessionReader
+    from console.sessions.reader import SessionReader
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,13 +33,13 @@ def _has_terminal() -> bool:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from console.sessions.files import SessionReader
+    from console.sessions.reader import SessionReader
     from remote.spine.sanitize import visible
 
     if not args.print_ and not args.json and not _has_terminal():
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
                          "the session instead")
-    # a printer never seeks: a cold open need not look for markers (console/sessions/files.py)
+    # a printer never seeks: a cold open need not look for markers (console/sessions/reader.py)
     reader = SessionReader(args.file, find_markers=not (args.print_ or args.json))
     try:
         if not args.print_ and not args.json:

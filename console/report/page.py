@@ -1,6 +1,6 @@
 """`console report SESSION`: one self-contained HTML page of a recorded run, to hand to a colleague.
 
-The session is folded exactly as the TUI folds it (console/tui/model.py's reducers, the chart
+The session is folded exactly as the TUI folds it (console/tui/model.py's ConsoleState, the chart
 series of console/tui/chart_data.py), so the page shows what the console showed. Sections: the
 session and its hosts with their environments (the env probe), the pipeline's stages with
 their times, outputs and results, the loss curve, offline vs served acceptance per position,
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from console.report import figures
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
 from console.tui.model import STAGE_ORDER, ConsoleState, HostState
 

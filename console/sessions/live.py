@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import IO
 
 from console.printer import Printer
-from console.sessions.files import Recorder, SessionWriter, default_session_path
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter, default_session_path
 from remote.spine.bus import EventBus
 from remote.spine.redact import Redactor
 

@@ -10,7 +10,8 @@ import asyncio
 from bisect import bisect_left
 from datetime import datetime
 
-from console.sessions.files import SessionFormatError, SessionReader
+from console.sessions.header import SessionFormatError
+from console.sessions.reader import SessionReader
 from remote.link import aio
 from remote.spine.bus import EventBus
 from remote.spine.events import Event

@@ -14,11 +14,9 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
@@ -27,40 +25,32 @@ from textual.widget import Widget
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
+from console.tui.box_actions import BoxActions
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.collector import SwitchCollector
 from console.tui.controller import (
-    FeatureUnavailable,
-    ReadOnlyReplay,
     ReplaySource,
     Source,
 )
 from console.tui.dialogs import (
-    AskScreen,
     ConfirmScreen,
     HelpScreen,
-    HostKeyScreen,
     NotesScreen,
-    SeekScreen,
 )
 from console.tui.main_screen import MainScreen
-from console.tui.messages import HostSelected, MarkerChosen, StateChanged
+from console.tui.messages import HostSelected, StateChanged
 from console.tui.model import ConsoleState
 from console.tui.registry import COMMANDS, SCREENS, Command, key_label
+from console.tui.replay_controls import ReplayControls
 from console.tui.screens import NARROW, make_view, shown_screens, tab_titles
 from console.tui.widgets.common import KeyBar, TopBar, View
-from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
-from console.tui.widgets.pipeline import PipelineView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.tab_bar import TabBar
 from remote.link import aio
-from remote.link.errors import EXIT_OK, ConsoleError, HostKeyError, StageFailed
+from remote.link.errors import EXIT_OK, ConsoleError
 from remote.spine.events import Event, format_ts
 from remote.spine.sanitize import visible, visible_lines
-
-if TYPE_CHECKING:
-    pass
 
 FRAME_S = 1 / 30  # the pump folds queued events at most this often
 # The visible view and the top bar redraw at most this often under a stream of events: as often
@@ -78,7 +68,6 @@ SWITCH_HOLD_S = 1.0
 WRITE_OUT_S = 0.05
 DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses are never starved
 DRAIN_CHECK = 256  # events folded between clock checks
-DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
 
 
 def _bindings() -> list[BindingType]:
@@ -96,7 +85,7 @@ def _palette_provider() -> Any:
     return RegistryCommands
 
 
-class ConsoleApp(App[int]):
+class ConsoleApp(BoxActions, ReplayControls, App[int]):
     TITLE = "EAGLE-3 console"
     CSS_PATH = "console.tcss"
     BINDINGS: ClassVar[list[BindingType]] = _bindings()
@@ -565,7 +554,7 @@ class ConsoleApp(App[int]):
         if message.screen:
             self.action_show(message.screen)
 
-    # -- actions that drive the box ---------------------------------------------------------------
+    # -- toasts -------------------------------------------------------------------------------------
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every toast is drawn sanitised: its message often carries box text (an error, a log
@@ -575,377 +564,3 @@ class ConsoleApp(App[int]):
         self.notices.append(message)
         self.notice_log.append((title, str(severity), message))
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
-
-    def _act(self, label: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Run an action in a worker; while it runs the top bar says so, and its end says
-        which of failed, cancelled or not available it was (not one title for all)."""
-        host = self.current_host
-
-        async def run() -> None:
-            self.activity.append(label)
-            self._update_chrome()
-            try:
-                await work()
-            except FeatureUnavailable as exc:
-                self._failed(host, str(exc), "not available in this build", "warning")
-            except ReadOnlyReplay as exc:
-                self._failed(host, str(exc), label, "warning")
-            except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
-                self._failed(host, str(exc), "HOST KEY CHANGED" if exc.verdict == "changed"
-                             else f"{label}: host key refused", "error")
-            except StageFailed as exc:
-                cancelled = "cancelled" in str(exc)
-                self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
-                             "warning" if cancelled else "error")
-            except ConsoleError as exc:
-                self._failed(host, str(exc), f"{label} failed", "error")
-            except Exception as exc:  # a bug or an unexpected remote failure: say so, keep running
-                self._failed(host, f"{type(exc).__name__}: {exc}", f"{label} failed", "error")
-            finally:
-                self.activity.remove(label)
-                self._update_chrome()
-
-        self.run_worker(run(), name=label, group="actions", exit_on_error=False)
-
-    def _failed(self, host: str, message: str, title: str, severity: str) -> None:
-        """A toast, and a line in the host's notification log (n) that outlives it."""
-        from console.tui.model import Note
-
-        message = visible_lines(message)  # an exception's text: often the box's own words
-        self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
-                                                f"{title}: {message}"))
-        self.notify(message, title=title, severity=severity, markup=False)
-
-    def action_connect(self) -> None:
-        host = self.current_host
-        self._act("connect", lambda: self._connecting(host, self.source.controller.connect(host)))
-
-    async def _connecting(self, host: str, attempt: Awaitable[None]) -> None:
-        """A connect; a host key that is not in known_hosts (never a changed one) is shown with
-        its fingerprint and offered to the operator (HostKeyScreen) instead of failing."""
-        try:
-            await attempt
-        except HostKeyError as exc:
-            if exc.verdict != "unknown" or not exc.fingerprint:
-                raise
-            self._ask_host_key(host, exc)
-
-    def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
-        from console.tui.model import Note
-
-        fingerprint = exc.fingerprint
-        self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
-
-        def answered(yes: bool | None) -> None:
-            if not yes:
-                self.notify(f"{host}: host key not trusted; not connected", title="connect", timeout=3)
-                return
-            self._act("accept host key", lambda: self._connecting(
-                host, self.source.controller.accept_host_key(host, fingerprint)))
-
-        self.push_screen(HostKeyScreen(host, fingerprint, exc.known_hosts), answered)
-
-    def action_probe(self, probe: str) -> None:
-        host = self.current_host
-        if probe == "env":
-            self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
-            return
-
-        def answered(target: str | None) -> None:
-            if target:
-                self.probe_targets[host] = target
-                self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target))
-
-        self.push_screen(AskScreen(f"{probe} probe on {host}: HF model directory or config.json on the box, "
-                                   "or an architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
-                                   self.probe_targets.get(host, "")), answered)
-
-    def action_patch_plan(self) -> None:
-        host = self.current_host
-        self._act("patch plan", lambda: self.source.controller.plan_patch(host))
-
-    def _selected_patch(self) -> str | None:
-        view = self.view("patch")
-        name = view.selected_file if isinstance(view, PatchView) else None
-        if name is None:
-            self.notify("plan a patch first (p)", severity="warning")
-        return name
-
-    def action_patch_apply(self) -> None:
-        self._confirmed_patch("apply", "Apply the planned patch to {file} on {host}?",
-                              self.source.controller.apply_patch)
-
-    def action_patch_rollback(self) -> None:
-        self._confirmed_patch("rollback", "Roll {file} on {host} back to the original?",
-                              self.source.controller.rollback_patch)
-
-    def _confirmed_patch(self, label: str, question: str,
-                         call: Callable[[str, str], Awaitable[None]]) -> None:
-        file, host = self._selected_patch(), self.current_host
-        if file is None:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act(f"patch {label}", lambda: call(host, file))
-            else:
-                self.notify(f"patch {label} cancelled", timeout=2)
-
-        self.push_screen(ConfirmScreen(question.format(file=file, host=host)), answered)
-
-    def action_patch_verify(self) -> None:
-        file, host = self._selected_patch(), self.current_host
-        if file is not None:
-            self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
-
-    def _pipeline_view(self) -> PipelineView | None:
-        view = self.view("pipeline")
-        return view if isinstance(view, PipelineView) else None
-
-    def action_stage_start(self) -> None:
-        view, host = self._pipeline_view(), self.current_host
-        stage = view.selected_stage if view is not None else None
-        if stage is None:
-            what = "a run no stage claims" if view is not None and view.selected_run else "nothing"
-            self.notify(f"{what} is selected: s starts the selected stage (select a stage row)",
-                        title="start", severity="warning")
-            return
-        self._act(f"start {stage}", lambda: self.source.controller.start_stage(host, stage))
-
-    def action_stage_resume(self) -> None:
-        host = self.current_host
-        self._act("resume pipeline", lambda: self.source.controller.resume_pipeline(host))
-
-    def action_stage_cancel(self) -> None:
-        """Cancel the selected run (a stage row: its latest run), on the host it belongs to."""
-        view, host = self._pipeline_view(), self.current_host
-        run_id = view.selected_run if view is not None else None
-        job = self.state.host(host).jobs.get(run_id) if run_id else None
-        if job is None or not job.running:
-            what = (f"run {job.run_id} already {job.state}" if job is not None
-                    else "no run is selected on " + host)
-            self.notify(f"nothing to cancel: {what}", title="cancel", severity="warning")
-            return
-        stage = (view.selected_stage if view is not None else None) or job.name
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
-
-        self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
-
-    # -- serve and bench (the Bench screen) -----------------------------------------------------
-    def action_serve_start(self, role: str) -> None:
-        """Ask which pipeline (a TOML on this machine, or the demo) as `console serve start`
-        does, then start the server in a worker: the top bar says so while the engine loads."""
-        host = self.current_host
-        srv = self.state.host(host).servers.get(role)
-        if srv is not None and srv.state in ("starting", "ready"):
-            self.notify(f"the {role} server on {host} is already {srv.state} ({srv.url})",
-                        title="serve", severity="warning", markup=False)
-            return
-
-        def answered(value: str | None) -> None:
-            if not value:
-                self.notify(f"{role} server not started", timeout=2)
-                return
-            self.serve_pipelines[host] = value
-            pipeline = None if value == "demo" else value
-            self._act(f"serve {role}",
-                      lambda: self.source.controller.serve_start(host, role, pipeline))
-
-        self.push_screen(AskScreen(
-            f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, or "
-            "'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
-            self.serve_pipelines.get(host, "demo")), answered)
-
-    def action_serve_stop(self) -> None:
-        host = self.current_host
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act("stop servers", lambda: self.source.controller.serve_stop(host))
-
-        self.push_screen(ConfirmScreen(f"Stop the vLLM servers (speculative and baseline) on {host}?"),
-                         answered)
-
-    def action_bench_run(self) -> None:
-        host = self.current_host
-        base = self.state.host(host).servers.get("baseline")
-        baseline_url = base.url if base is not None and base.state == "ready" else None
-
-        def answered(options: str | None) -> None:
-            if options is None:
-                return
-            self.bench_options[host] = options
-            self._act("bench", lambda: self.source.controller.run_bench(host, options, baseline_url))
-
-        note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
-                else "; start the baseline server (o) to get speedups")
-        self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
-                                   "--concurrency 1,4,16 --max-tokens 256 --rounds 4",
-                                   self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
-
-    def action_log_records(self) -> None:
-        view = self._pipeline_view()
-        if view is None:
-            return
-        log = view.query_one(LogView)
-        log.set_records(not log.records)
-
-    def action_follow(self) -> None:
-        view = self.view("pipeline")
-        if view is None:
-            return
-        log = view.query_one(LogView)
-        log.set_follow(not log.follow)  # the log's border says which
-
-    # -- replay controls ----------------------------------------------------------------------------
-    @property
-    def replayer(self) -> Any:
-        return self.source.replayer if isinstance(self.source, ReplaySource) else None
-
-    def replay_status(self) -> str:
-        r = self.replayer
-        if r is None:
-            return ""
-        speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
-        state = "ended" if r.finished and r.position >= len(r.reader) else ("paused" if r.paused else speed)
-        return f"{state} {r.position}/{len(r.reader)}"
-
-    def _replay_text(self) -> Text:
-        r = self.replayer
-        text = Text()
-        if r is None:
-            return text
-        reader = r.reader
-        text.append(f"{reader.path.name}", style="bold")
-        text.append(f"  started {reader.header.started:%Y-%m-%d %H:%M:%S} UTC  ")
-        pos = min(r.position, len(reader)) - 1
-        if pos >= 0:
-            text.append(f"at {reader.ts_at(pos)[11:23]}  ")
-        # Positions count records, as the marker table's # column and seeks do; a log block
-        # recorded as one job.lines record is one position holding up to 512 lines, so the
-        # events the screen has folded so far are shown beside it (exact: the state counts
-        # them). The session's total of events is not known without expanding every record.
-        text.append(f"record {r.position}/{len(reader)} ({self.state.events_seen:,} events)  ")
-        speed = "max" if r.speed == float("inf") else f"{r.speed:g}x"
-        text.append(f"speed {speed}  ", style="bold")
-        if r.position >= len(reader):
-            text.append("at the end", style="bold")
-        else:
-            text.append("paused" if r.paused else "playing", style="yellow" if r.paused else "green")
-        for w in reader.warnings[-2:]:
-            text.append(f"\nwarning: {w}", style="yellow")
-        return text
-
-    def action_replay_toggle(self) -> None:
-        r = self.replayer
-        if r is not None:
-            if r.position >= len(r.reader):
-                self.notify("at the end: 0 restarts, [ goes back a marker", title="replay", timeout=3)
-                return
-            r.toggle()
-            self._start_source()
-            self._update_chrome()
-
-    def action_replay_step(self) -> None:
-        r = self.replayer
-        if r is not None:
-            r.pause()
-            r.step()
-            self.drain()
-
-    def action_replay_speed(self) -> None:
-        from console.sessions.replay import SPEEDS
-
-        r = self.replayer
-        if r is not None:
-            i = SPEEDS.index(r.speed) if r.speed in SPEEDS else -1
-            r.set_speed(SPEEDS[(i + 1) % len(SPEEDS)])
-            self._update_chrome()
-
-    def seek(self, index: int) -> None:
-        """Jump to event `index`. The state there is rebuilt by folding the events before it, in
-        a thread (a long session takes a while to fold), with the replay held meanwhile; the
-        new state replaces the old one in one step when it is complete."""
-        r = self.replayer
-        if r is None:
-            return
-        was_playing = not r.paused and r.position < len(r.reader)  # the end: wait for space
-        r.pause()
-        r.seek_index(index)
-        self._pending.clear()
-        self.seeking += 1
-        position = r.position
-        names = self.source.host_names()
-
-        def fold() -> ConsoleState:
-            if self.checkpoints is not None:
-                return self.checkpoints.state_at(position)
-            state = ConsoleState(names)
-            state.apply_all(r.reader.events(0, position))
-            return state
-
-        async def rebuild() -> None:
-            try:
-                state = await asyncio.to_thread(fold)
-            finally:
-                self.seeking -= 1
-            if r.position != position:
-                return  # a later seek superseded this one
-            self._pending.clear()
-            self.state = state
-            self.refresh_all()
-            self._start_source()
-            if was_playing:
-                r.play()
-
-        self.run_worker(rebuild(), name="seek", group="seek", exit_on_error=False)
-
-    def action_replay_marker(self, direction: int) -> None:
-        r = self.replayer
-        if r is None:
-            return
-        target = r.next_marker() if direction > 0 else r.previous_marker()
-        if direction > 0 and target is not None and target < r.position:
-            target = None
-        if target is None:
-            self.notify("no more markers", timeout=2)
-            return
-        self.seek(target + 1)  # land just after the marker event, so its effect is visible
-
-    def on_marker_chosen(self, message: MarkerChosen) -> None:
-        self.seek(message.index + 1)
-
-    def action_replay_restart(self) -> None:
-        self.seek(0)
-
-    def action_replay_seek(self) -> None:
-        if self.replayer is None:
-            return
-
-        def chosen(value: str | None) -> None:
-            if value:
-                try:
-                    when = self.parse_seek(value)
-                except ValueError as exc:
-                    self.notify(str(exc), severity="error")
-                    return
-                self.seek(self.replayer.reader.index_at_time(when))
-
-        self.push_screen(SeekScreen(), chosen)
-
-    def parse_seek(self, value: str) -> datetime:
-        reader = self.replayer.reader
-        start = reader.time_of(0) if len(reader) else reader.header.started
-        if value.startswith("+"):
-            try:
-                return start + timedelta(seconds=float(value[1:]))
-            except ValueError:
-                raise ValueError(f"not a number of seconds: {value!r}") from None
-        try:
-            t = datetime.strptime(value, "%H:%M:%S").time()
-        except ValueError:
-            raise ValueError(f"not a time: {value!r} (use HH:MM:SS or +SECONDS)") from None
-        return datetime.combine(start.date(), t, tzinfo=UTC)

@@ -4,7 +4,7 @@ The TUI's charts (console/tui/widgets/charts.py) and the HTML report (console/re
 the same series, so both read them from here: a live box, a replay and a report of the session
 file cannot disagree. Most series are already in the state (bench points, the evaluate stage's
 per-position acceptance); what the state did not keep is folded here, from the events the
-reducers of console/tui/model.py see (`fold`, chained after them):
+reducers of console/tui/reducers.py see (`fold`, chained after them):
 - the training loss per step (the state kept only the latest value);
 - `bench watch` acceptance per window, over the time watched (the windows' own lengths);
 - per-GPU utilisation and memory over the last minutes, one point per second: a box sends

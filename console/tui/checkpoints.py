@@ -24,7 +24,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import datetime
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.model import ConsoleState
 from console.tui.tail import LogTail
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
 from remote.link.errors import ConsoleError
 from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts

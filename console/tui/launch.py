@@ -25,7 +25,7 @@ from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
 if TYPE_CHECKING:
-    from console.sessions.files import SessionReader
+    from console.sessions.reader import SessionReader
     from remote.link.groups import Resolved
 
 

@@ -193,7 +193,7 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     from pathlib import Path
 
     from console.bench_tables import point_summary
-    from console.sessions.files import default_session_dir
+    from console.sessions.writer import default_session_dir
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
     from remote.bench.results import load_result

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine.events import Event
 
 REPO = Path(__file__).resolve().parents[2]

@@ -26,7 +26,8 @@ HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgs
          "packaging", "platformdirs", "asyncio", "remote.spine.events", "remote.spine.event_types",
          "remote.spine.bus", "remote.link.transport", "remote.link.ssh", "remote.link.hosts", "remote.jobs.client",
          "remote.stats.stream", "remote.serving.serve", "remote.pipeline_runner", "remote.ops",
-         "remote.bench", "remote.patcher.plan", "console.sessions.files", "console.printer",
+         "remote.bench", "remote.patcher.plan", "console.sessions.reader", "console.sessions.writer",
+         "console.sessions.recorder", "console.printer",
          "console.sessions.live", "console.tui")
 _PROBE = """
 import json, runpy, sys
@@ -93,7 +94,7 @@ def test_a_command_line_imports_what_it_runs() -> None:
                            json.dumps(["replay", "--print", str(REPO / "missing.jsonl")])],
                           cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
     report = json.loads(done.stderr.strip().splitlines()[-1])
-    assert "console.sessions.files" in report["modules"]
+    assert "console.sessions.reader" in report["modules"]
 
 
 @pytest.mark.parametrize("argv", _help_lines(), ids=lambda p: " ".join(("console", *p)))

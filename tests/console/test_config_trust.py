@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.link.errors import EXIT_USAGE, ConfigError
+from remote.link.errors import EXIT_USAGE
 from remote.link.hosts import parse_config
+from tests.config_errors import assert_config_error
 
 BASE = '[hosts.box]\nssh = "ops@gpu-box"\n'
 
@@ -33,11 +34,7 @@ BASE = '[hosts.box]\nssh = "ops@gpu-box"\n'
     ('user = "ops\\u001b[2J"', "hosts.box.user", "control character"),
 ])
 def test_bad_values_name_file_key_and_problem(extra: str, key: str, problem: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_config(BASE + extra + "\n", "/etc/c.toml")
-    assert info.value.file == "/etc/c.toml" and info.value.key == key
-    assert problem in info.value.problem, info.value.problem
-    assert info.value.exit_code == EXIT_USAGE
+    assert_config_error(BASE + extra + "\n", key, problem, "/etc/c.toml")
 
 
 def test_good_edges_still_parse() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from remote.spine import events as ev
 from tests.container_fixture import Box, inside
 from tests.demo_fixture import REPO, Demo, console_env, ssh_box

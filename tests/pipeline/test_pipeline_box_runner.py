@@ -23,7 +23,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.widgets.pipeline import LogView

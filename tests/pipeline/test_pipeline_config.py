@@ -220,7 +220,7 @@ def test_vllm_backends_get_the_same_layers_in_their_own_conventions(good: Path) 
 def _run_local(tmp_path: Path, pipeline: Path) -> tuple[int, list[Event]]:
     """`console run` of `pipeline` on the local host (workdir tmp_path/box), recorded to
     tmp_path/s.jsonl: its exit code and the session's events."""
-    from console.sessions.files import SessionReader
+    from console.sessions.reader import SessionReader
 
     console_toml = local_console_toml(tmp_path)
     session = tmp_path / "s.jsonl"

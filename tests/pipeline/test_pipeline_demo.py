@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from remote.spine import events as ev
 from tests.demo_fixture import Demo, run_local, ssh_box
 from tests.sshd_harness import Sshd

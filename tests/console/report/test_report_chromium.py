@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from console.cli import main
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine import events as ev
 from remote.spine.events import Event
 from tests.chart_sessions import chart_events

@@ -15,8 +15,8 @@ import pytest
 
 from console.cli import main
 from console.printer import Printer
-from console.sessions.files import SessionReader
 from console.sessions.live import open_session
+from console.sessions.reader import SessionReader
 from remote.spine import events as ev
 from remote.spine.events import JobLines
 from remote.spine.redact import Redactor, redact_argv

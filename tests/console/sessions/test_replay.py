@@ -6,8 +6,9 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
 from console.sessions.replay import YIELD_EVERY, Replayer
+from console.sessions.writer import SessionWriter
 from remote.spine.bus import EventBus
 from remote.spine.events import Event, utc_now
 

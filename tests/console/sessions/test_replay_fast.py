@@ -17,7 +17,8 @@ import pytest
 
 from console.commands.replay import print_session
 from console.printer import human_line
-from console.sessions.files import SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine.events import Event, JobLines, utc_now
 from remote.spine.sanitize import visible
 
@@ -528,7 +529,7 @@ def test_a_malformed_record_is_a_bad_line_for_every_reader(tmp_path: Path) -> No
         assert bad is not None and [i for i, _ in bad] == [1, 2, 3]
         assert "2 texts but 1 offsets" in bad[0][1]
         assert out.getvalue().decode().count("| ") == 4
-        from console.sessions.files import SessionFormatError
+        from console.sessions.header import SessionFormatError
 
         with pytest.raises(SessionFormatError, match="event 1 is corrupt"):
             r.record(1)

@@ -19,7 +19,7 @@ import pytest
 
 from console.sessions import index as session_index
 from console.sessions import source as session_source
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from remote.spine.events import SEEKABLE_KINDS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -65,7 +65,7 @@ def test_a_cold_open_counts_each_byte_a_bounded_number_of_times(
     """A session without its index: the bytes handed to the line counter add up to about the
     file once, not once per marker (which made a cold open of a real run quadratic: 15 s at
     500k events), and the markers found are every event of a seekable kind."""
-    from console.sessions import files
+    from console.sessions import markers as session_markers
 
     seen = [0]
     real = session_source.count_events
@@ -75,7 +75,7 @@ def test_a_cold_open_counts_each_byte_a_bounded_number_of_times(
         return real(data)
 
     monkeypatch.setattr(session_source, "count_events", counting)
-    monkeypatch.setattr(files, "count_events", counting)
+    monkeypatch.setattr(session_markers, "count_events", counting)
     # several segments per open, so a marker far into a segment is counted
     monkeypatch.setattr(session_source, "PLAIN_SEGMENT", 256 << 10)
     session_index.index_path(repeated).unlink(missing_ok=True)

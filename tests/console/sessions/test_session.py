@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions import files as session_mod
-from console.sessions.files import (
-    Recorder,
-    SessionFormatError,
-    SessionPathError,
-    SessionReader,
-    SessionWriteError,
-    SessionWriter,
-)
+from console.sessions import writer as session_writer
+from console.sessions.header import SessionFormatError, SessionPathError, SessionWriteError
+from console.sessions.reader import SessionReader
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.spine.bus import EventBus
 from remote.spine.events import JOB_LINE, Event, JobLines, utc_now
 from tests.tmpfs import small_tmpfs
@@ -95,7 +91,7 @@ def test_torn_last_line_keeps_every_complete_event(
 ) -> None:
     # A compressed session's unit of loss is the block being written; flushing one per event
     # here makes that block the last event's, as in the plain file.
-    monkeypatch.setattr(session_mod, "FLUSH_S", 0.0)
+    monkeypatch.setattr(session_writer, "FLUSH_S", 0.0)
     path = tmp_path / f"s{suffix}"
     evs = _events(20)
     with SessionWriter(path) as w:
@@ -142,7 +138,7 @@ def test_future_version_is_refused(tmp_path: Path) -> None:
 _RECORDER = textwrap.dedent(
     """
     import sys, time
-    from console.sessions.files import SessionWriter
+    from console.sessions.writer import SessionWriter
     from remote.spine.events import Event
     w = SessionWriter(sys.argv[1], ["box"], compress=sys.argv[1].endswith(".zst"))
     i = 0
@@ -170,7 +166,8 @@ def _record_then_sigkill(script: str, path: Path) -> None:
 _BATCH_RECORDER = textwrap.dedent(
     """
     import sys
-    from console.sessions.files import Recorder, SessionWriter
+    from console.sessions.recorder import Recorder
+    from console.sessions.writer import SessionWriter
     from remote.spine.bus import EventBus
     from remote.spine.events import JobLines
     bus = EventBus()

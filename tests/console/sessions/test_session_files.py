@@ -16,15 +16,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from console.sessions import files as session_mod
 from console.sessions import source as session_source
-from console.sessions.files import (
-    SessionFormatError,
-    SessionReader,
-    SessionWriter,
-    default_session_path,
-)
+from console.sessions import writer as session_writer
+from console.sessions import zstd_scan as session_zstd_scan
+from console.sessions.header import SessionFormatError
 from console.sessions.index import index_path
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter, default_session_path
 from remote.spine.events import Event, utc_now
 
 REPO = Path(__file__).resolve().parents[3]
@@ -98,7 +96,7 @@ def test_opening_a_compressed_session_writes_no_temporary_copy(
 _IDLE_RECORDER = textwrap.dedent(
     """
     import sys, time
-    from console.sessions.files import SessionWriter
+    from console.sessions.writer import SessionWriter
     from remote.spine.events import Event
     w = SessionWriter(sys.argv[1], ["box"])
     for i in range(300):
@@ -177,7 +175,7 @@ def test_one_bad_byte_in_a_compressed_session_loses_one_frame_not_the_session(
     assert k > 0
     rest = got[k:]
     assert rest == events[len(events) - len(rest) :]
-    assert 0 < len(events) - len(got) <= session_mod.FRAME_EVENTS
+    assert 0 < len(events) - len(got) <= session_writer.FRAME_EVENTS
 
 
 def test_compressed_markers_come_from_the_scan_and_follow_a_lost_frame(
@@ -245,7 +243,7 @@ def test_a_small_zstd_bomb_of_newlines_is_read_in_bounded_memory(tmp_path: Path)
     probe = textwrap.dedent(
         """
         import sys
-        from console.sessions.files import SessionReader
+        from console.sessions.reader import SessionReader
         with SessionReader(sys.argv[1]) as r:
             kinds = [e.kind for e in r.events()]
         # VmHWM is this process's own peak; ru_maxrss would carry the forking pytest's (Linux
@@ -328,8 +326,8 @@ def test_fuzz_thousands_of_mutated_sessions_never_crash_or_hang(
 
     from console.commands.replay import print_session
 
-    monkeypatch.setattr(session_mod, "FRAME_EVENTS", 7)
-    monkeypatch.setattr(session_mod, "FLUSH_S", 0.0)
+    monkeypatch.setattr(session_writer, "FRAME_EVENTS", 7)
+    monkeypatch.setattr(session_writer, "FLUSH_S", 0.0)
     events = _day_events(40)
     originals = {}
     for suffix in (".jsonl", ".jsonl.zst"):
@@ -419,7 +417,7 @@ def test_every_event_by_index_and_by_time_across_many_segments(
     tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(session_source, "PLAIN_SEGMENT", 4096)
-    monkeypatch.setattr(session_mod, "FRAME_EVENTS", 97)
+    monkeypatch.setattr(session_writer, "FRAME_EVENTS", 97)
     events = _day_events(3000)
     path = tmp_path / f"s{suffix}"
     _write(path, events)
@@ -548,12 +546,12 @@ def test_scan_hands_on_whole_lines_with_their_index_however_the_frame_is_cut(
     lines = [f'{{"n":{i},"pad":"{"x" * (i * 37 % 300)}"}}'.encode() for i in range(400)]
     lines[123] = b'{"long":"' + b"y" * 5000 + b'"}'
     data = b"\n".join(lines) + b"\n"
-    monkeypatch.setattr(session_source._Counter, "MAX_CARRY", 4096)
+    monkeypatch.setattr(session_zstd_scan.FrameCounter, "MAX_CARRY", 4096)
     rng = random.Random(5)
     skipped = 0
     for _ in range(20):
         seen: list[tuple[int, bytes]] = []
-        counter = session_source._Counter(False, lambda i, d, out=seen: out.append((i, d)),
+        counter = session_zstd_scan.FrameCounter(False, lambda i, d, out=seen: out.append((i, d)),
                                           first=1000)
         pos = 0
         while pos < len(data):

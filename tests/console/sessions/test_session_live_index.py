@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from console.sessions import files as session_mod
 from console.sessions import index as session_index
+from console.sessions import writer as session_writer
 from console.sessions import writer_index as session_writer_index
-from console.sessions.files import SessionReader, SessionWriter
 from console.sessions.index import index_path
+from console.sessions.reader import SessionReader
+from console.sessions.writer import SessionWriter
 from remote.spine.events import Event
 
 REPO = Path(__file__).resolve().parents[3]
@@ -31,11 +32,11 @@ REPO = Path(__file__).resolve().parents[3]
 # subprocess and in this process (the reader's threshold decides whether it keeps an index).
 _SMALL = textwrap.dedent(
     """
-    from console.sessions import files as session_mod, index as session_index, writer_index as session_writer_index
+    from console.sessions import writer as session_writer, index as session_index, writer_index as session_writer_index
     session_index.MIN_BYTES = 256 << 10
     session_index.MIN_BYTES_COMPRESSED = 32 << 10
     session_writer_index.PLAIN_SEGMENT = 32 << 10
-    session_mod.FRAME_EVENTS = 250
+    session_writer.FRAME_EVENTS = 250
     """
 )
 
@@ -45,7 +46,7 @@ def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_index, "MIN_BYTES", 256 << 10)
     monkeypatch.setattr(session_index, "MIN_BYTES_COMPRESSED", 32 << 10)
     monkeypatch.setattr(session_writer_index, "PLAIN_SEGMENT", 32 << 10)
-    monkeypatch.setattr(session_mod, "FRAME_EVENTS", 250)
+    monkeypatch.setattr(session_writer, "FRAME_EVENTS", 250)
 
 
 def _event(i: int) -> Event:
@@ -61,7 +62,7 @@ def _event(i: int) -> Event:
 _RECORDER = _SMALL + textwrap.dedent(
     """
     import sys, time
-    from console.sessions.files import SessionWriter
+    from console.sessions.writer import SessionWriter
     from console.sessions.index import index_path
     from tests.console.sessions.test_session_live_index import _event
     w = SessionWriter(sys.argv[1], ["box"])
@@ -265,7 +266,7 @@ _KILLED_IN_FIRST_WRITE = _SMALL + textwrap.dedent(
     """
     import os, signal, sys
     from console.sessions import live_index as session_live_index
-    from console.sessions.files import SessionWriter
+    from console.sessions.writer import SessionWriter
     from tests.console.sessions.test_session_live_index import _event
 
     def _write_half_then_die(fd, data):

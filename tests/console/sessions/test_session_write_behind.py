@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import Recorder, SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.recorder import Recorder
 from console.sessions.write_behind import WriteBehind
+from console.sessions.writer import SessionWriter
 from remote.jobs.cursors import CursorStore
 from remote.spine.bus import EventBus
 from remote.spine.events import Event, JobLines

@@ -7,7 +7,9 @@ import sys
 from contextlib import aclosing
 from pathlib import Path
 
-from console.sessions.files import Recorder, SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.jobs.client import Jobs
 from remote.link.transport import LocalTransport
 from remote.spine import events as ev

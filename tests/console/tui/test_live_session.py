@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from console.cli import build_parser
-from console.sessions.files import SessionReader
 from console.sessions.live import open_session
+from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.model import ConsoleState

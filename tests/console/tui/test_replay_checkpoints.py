@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
 from console.tui.checkpoints import StateCheckpoints
-from console.tui.model import RECORD_PREFIX, ConsoleState
+from console.tui.model import ConsoleState
 from console.tui.tail import LogTail
+from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event

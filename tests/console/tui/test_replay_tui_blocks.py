@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual.widgets import Static
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.model import ConsoleState
 from remote.spine.events import Event

@@ -14,7 +14,18 @@ from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.tab_bar import TabBar
-from tests.tui_helpers import SIZE, ScriptedController, finish_replay, live_app, plain, replay_app, settle, wait_for
+from tests.tui_helpers import (
+    SIZE,
+    ScriptedController,
+    detached_local_job,
+    finish_replay,
+    live_app,
+    local_app,
+    plain,
+    replay_app,
+    settle,
+    wait_for,
+)
 from tests.tui_sessions import HOST, WORKER, demo_session
 
 
@@ -358,24 +369,10 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
 async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: Path) -> None:
     """Real detached job on the local host (remote.jobs.client): the console connects, shows the run with
     its log, and cancels it after confirmation."""
-    import sys
-
-    from console.tui.controller import LiveSource
-    from remote.jobs import client as jobs_mod
-    from remote.link.hosts import Config, HostConfig
-    from remote.link.transport import LocalTransport
-    from remote.spine.bus import EventBus
-
-    workdir = str(tmp_path / "box")
-    transport = LocalTransport("local")
-    await transport.connect()
-    jobs = jobs_mod.Jobs(transport, workdir, host="local", bus=EventBus(), python=sys.executable)
-    info = await jobs.launch(["sh", "-c", "for i in 1 2 3; do echo line $i; done; exec sleep 60"], name="train")
-    await jobs.close()
-    await transport.close()
-
-    hc = HostConfig(name="local", python=sys.executable, workdir=workdir)
-    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="pipeline")
+    workdir = tmp_path / "box"
+    run_id = await detached_local_job(
+        workdir, ["sh", "-c", "for i in 1 2 3; do echo line $i; done; exec sleep 60"], "train")
+    app = local_app(workdir, "pipeline")
     async with app.run_test(size=SIZE) as pilot:
         # Keys pressed before Textual's own start-up activation of the first tab is processed
         # can be undone by it: let the app settle first, as an operator's first key would.
@@ -383,7 +380,7 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         await pilot.press("1", "c", "5")
         h = app.state.host("local")
         try:
-            await wait_for(pilot, lambda: info.run_id in h.jobs and h.jobs[info.run_id].tail.total >= 3, timeout=30)
+            await wait_for(pilot, lambda: run_id in h.jobs and h.jobs[run_id].tail.total >= 3, timeout=30)
         except AssertionError:
             raise AssertionError(f"{[(n.level, n.text) for n in h.notes]} {app.notices} {h.jobs}") from None
         await settle(pilot)
@@ -391,24 +388,20 @@ async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: 
         assert log.tail is not None and [log.tail.line(i) for i in range(3)] == ["line 1", "line 2", "line 3"]
         table = app.query_one("#stages", DataTable)
         rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
-        run_time, run_hash = info.run_id[9:15], info.run_id.rsplit("-", 1)[1]
+        run_time, run_hash = run_id[9:15], run_id.rsplit("-", 1)[1]
         assert rows[rows.index("train") + 1] == f" └ {run_time[:2]}:{run_time[2:4]}:{run_time[4:]} {run_hash}"
         await pilot.press("x")
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await wait_for(pilot, lambda: h.jobs[info.run_id].state == "cancelled", timeout=30)
+        await wait_for(pilot, lambda: h.jobs[run_id].state == "cancelled", timeout=30)
         await app.source.controller.aclose()
 
 
 async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: Path) -> None:
     import sys
 
-    from console.tui.controller import LiveSource
-    from remote.link.hosts import Config, HostConfig
-
-    hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
-    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="probes")
+    app = local_app(tmp_path / "box", "probes")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("e")
         await wait_for(pilot, lambda: "env" in app.state.host("local").probes, timeout=60)

@@ -7,7 +7,6 @@ local host with real detached jobs (remote.jobs.client)."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from console.tui.app import ConsoleApp
-from console.tui.controller import LiveSource
 from console.tui.dialogs import ConfirmScreen
 from console.tui.launch import exit_code
 from console.tui.messages import HostSelected
@@ -23,14 +21,16 @@ from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.pipeline import PipelineView
 from remote.link.errors import StageFailed
-from remote.link.hosts import Config, HostConfig
 from remote.spine import events as ev
+from remote.spine.bus import EventBus
 from tests.tui_helpers import (
     SIZE,
     FixedHostsSource,
     ScriptedController,
+    detached_local_job,
     finish_replay,
     live_app,
+    local_app,
     plain,
     replay_app,
     settle,
@@ -117,32 +117,22 @@ async def test_a_console_that_died_on_an_exception_does_not_exit_zero() -> None:
 # -- defect 2: reattached jobs end -------------------------------------------------------------------
 
 async def test_a_reattached_job_ends_when_its_run_exits(tmp_path: Path) -> None:
-    from remote.jobs.client import Jobs
-    from remote.link.transport import LocalTransport
-    from remote.spine.bus import EventBus
-
-    workdir = str(tmp_path / "box")
-    transport = LocalTransport("local")
-    await transport.connect()
-    jobs = Jobs(transport, workdir, host="local", bus=EventBus(), python=sys.executable)
+    workdir = tmp_path / "box"
     go = tmp_path / "go"  # the run ends when the test says so, after the console reattached
-    info = await jobs.launch(["sh", "-c", f"echo first; while [ ! -f {go} ]; do sleep 0.05; done; echo last"],
-                             name="pipeline-train")
-    await jobs.close()
-    await transport.close()
-
-    hc = HostConfig(name="local", python=sys.executable, workdir=workdir)
-    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="hosts")
+    run_id = await detached_local_job(
+        workdir, ["sh", "-c", f"echo first; while [ ! -f {go} ]; do sleep 0.05; done; echo last"],
+        "pipeline-train")
+    app = local_app(workdir, "hosts")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("c", "5")
         h = app.state.host("local")
-        await wait_for(pilot, lambda: info.run_id in h.jobs and h.jobs[info.run_id].tail.total == 1, timeout=30)
-        assert h.jobs[info.run_id].running
+        await wait_for(pilot, lambda: run_id in h.jobs and h.jobs[run_id].tail.total == 1, timeout=30)
+        assert h.jobs[run_id].running
         go.write_text("")
-        await wait_for(pilot, lambda: not h.jobs[info.run_id].running, timeout=30)
+        await wait_for(pilot, lambda: not h.jobs[run_id].running, timeout=30)
         await settle(pilot)
-        job = h.jobs[info.run_id]
+        job = h.jobs[run_id]
         assert (job.state, job.returncode, job.tail.total) == ("exited", 0, 2)
         assert not h.running_jobs()
         await app.source.controller.aclose()
@@ -243,14 +233,19 @@ async def test_selection_stays_on_its_row_when_rows_are_inserted_above() -> None
         assert pipeline(app).selected_stage == "train" and pipeline(app).selected_key == "stage:train"
 
 
+def _stage_run(bus: EventBus, stage: str, run_id: str) -> None:
+    """What the pipeline runner emits for a stage: its job `pipeline-<stage>` starts, then the
+    stage's start names that run."""
+    bus.emit(ev.JOB_STARTED, HOST, run_id=run_id, name=f"pipeline-{stage}", argv=["python"], pid=1, log="l")
+    bus.emit(ev.STAGE_START, HOST, stage=stage, run_id=run_id)
+
+
 async def test_a_stage_row_shows_its_runs_log_and_the_followed_stage_is_not_empty() -> None:
     app = live_app(start_screen="pipeline")
     async with app.run_test(size=SIZE) as pilot:
         bus = app.source.bus
         await settle(pilot)
-        # what the pipeline runner emits: the job is `pipeline-<stage>`; stage events name the run
-        bus.emit(ev.JOB_STARTED, HOST, run_id="r-x", name="pipeline-extract", argv=["python"], pid=1, log="l")
-        bus.emit(ev.STAGE_START, HOST, stage="extract", run_id="r-x")
+        _stage_run(bus, "extract", "r-x")
         for i in range(3):
             bus.emit(ev.JOB_LINE, HOST, run_id="r-x", name="pipeline-extract", text=f"batch {i}", offset=i)
         await settle(pilot)
@@ -267,8 +262,7 @@ async def test_stage_records_become_columns_and_hide_from_the_log() -> None:
     async with app.run_test(size=SIZE) as pilot:
         bus = app.source.bus
         await settle(pilot)
-        bus.emit(ev.JOB_STARTED, HOST, run_id="r-t", name="pipeline-train", argv=["python"], pid=1, log="l")
-        bus.emit(ev.STAGE_START, HOST, stage="train", run_id="r-t")
+        _stage_run(bus, "train", "r-t")
         lines = ['@@eagle3 {"type":"start","stage":"train"}', "speculators 0.9.0 on cpu",
                  '@@eagle3 {"type":"progress","stage":"train","done":3,"total":10,"unit":"steps","loss":1.2345,'
                  '"epoch":1}', "warning: something the operator should see"]

@@ -13,8 +13,8 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from console.cli import main
-from console.sessions.files import SessionReader
 from console.sessions.live import open_session
+from console.sessions.reader import SessionReader
 from console.tui.fleet_rows import fleet_rows
 from console.tui.launch import fleet_app
 from console.tui.widgets.tab_bar import TabBar

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import SessionReader
+from console.sessions.reader import SessionReader
 from console.tui import controller as ctl
 from console.tui.model import HISTORY, LOG, STAGES, STATS, ConsoleState
 from console.tui.registry import COMMANDS, by_id, commands_for
@@ -204,13 +204,22 @@ async def test_replay_source_publishes_the_file(tmp_path: Path) -> None:
         assert got[-1].ts - got[0].ts > timedelta(seconds=10)
 
 
-async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.MonkeyPatch) -> None:
+async def _connected(monkeypatch: pytest.MonkeyPatch, stats: ctl.Feature
+                     ) -> tuple[ctl.LiveController, list[Event]]:
+    """A live controller connected to the local host with `stats` as its stats feature, and the
+    events its bus carried."""
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
-    monkeypatch.setitem(ctl.FEATURES, "stats", ctl.Feature("stats sampler", "tests.tui_features", "stream_stats"))
+    monkeypatch.setitem(ctl.FEATURES, "stats", stats)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
+    return c, seen
+
+
+async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    c, seen = await _connected(
+        monkeypatch, ctl.Feature("stats sampler", "tests.tui_features", "stream_stats"))
     for _ in range(100):
         if sum(e.kind == ev.STATS_SAMPLE for e in seen) >= 3:
             break
@@ -223,12 +232,8 @@ async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.Mon
 
 
 async def test_connect_without_a_stats_sampler_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    bus = EventBus()
-    seen: list[Event] = []
-    bus.add_callback(seen.append)
-    monkeypatch.setitem(ctl.FEATURES, "stats", ctl.Feature("stats sampler", "remote.not_in_this_build", "x"))
-    c = ctl.LiveController(Config(hosts={}, path=None), bus)
-    await c.connect("local")
+    c, seen = await _connected(
+        monkeypatch, ctl.Feature("stats sampler", "remote.not_in_this_build", "x"))
     await c.aclose()
     assert seen[-1].kind == ev.CONSOLE_INFO and "stats sampler is not available in this build" in \
         seen[-1].payload["message"]

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from console.sessions.files import Recorder, SessionReader, SessionWriter
+from console.sessions.reader import SessionReader
+from console.sessions.recorder import Recorder
+from console.sessions.writer import SessionWriter
 from remote.jobs.client import BATCH_LINES, Jobs
 from remote.jobs.cursors import CursorStore
 from remote.jobs.records import JobHelperError, JobLocked, JobNotFound, RunInfo

@@ -6,6 +6,7 @@ import pytest
 
 from remote.link.errors import ConfigError
 from remote.link.hosts import LOCAL, find_config, load_config, parse_config
+from tests.config_errors import assert_config_error
 
 GOOD = """
 [hosts.kimi]
@@ -61,12 +62,7 @@ def test_a_host_without_ssh_is_this_machine_and_may_name_its_container() -> None
     ],
 )
 def test_config_errors_name_file_key_and_problem(text: str, key: str, problem: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        parse_config(text, "/etc/console.toml")
-    assert info.value.file == "/etc/console.toml"
-    assert info.value.key == key
-    assert problem in info.value.problem
-    assert str(info.value).startswith(f"/etc/console.toml: {key}: ")
+    assert_config_error(text, key, problem)
 
 
 def test_invalid_toml_names_the_file() -> None:

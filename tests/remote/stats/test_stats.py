@@ -117,15 +117,20 @@ async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) ->
     assert Event.from_json(samples[0].to_json()).payload == samples[0].payload
 
 
+def _signal_sampler(stream: StatsStream, sig: signal.Signals, sent: list[int]) -> None:
+    """Send the running sampler `sig` (a kill, a freeze) and note its pid in `sent`."""
+    assert stream.sampler_pid is not None
+    os.kill(stream.sampler_pid, sig)
+    sent.append(stream.sampler_pid)
+
+
 async def test_stream_restarts_when_the_sampler_dies(tmp_path: Path) -> None:
     bus, seen, stream = await _local_stream(tmp_path, interval=0.1, backoff_initial=0.1)
     killed: list[int] = []
 
     def kill_after_two(event: Event) -> None:
         if event.kind == ev.STATS_SAMPLE and stream.samples == 2 and not killed:
-            assert stream.sampler_pid is not None
-            os.kill(stream.sampler_pid, signal.SIGKILL)
-            killed.append(stream.sampler_pid)
+            _signal_sampler(stream, signal.SIGKILL, killed)
 
     bus.add_callback(kill_after_two)
     assert await stream.run(count=5, duration=60) == 5
@@ -147,9 +152,7 @@ async def test_stream_restarts_after_a_stall(tmp_path: Path) -> None:
 
     def freeze(event: Event) -> None:
         if event.kind == ev.STATS_SAMPLE and stream.samples == 1 and not stopped:
-            assert stream.sampler_pid is not None
-            os.kill(stream.sampler_pid, signal.SIGSTOP)
-            stopped.append(stream.sampler_pid)
+            _signal_sampler(stream, signal.SIGSTOP, stopped)
         elif event.kind == ev.CONSOLE_WARNING and stopped:
             # Reap the frozen one while the loop runs (its pipes close with it, not at GC).
             os.kill(stopped[0], signal.SIGKILL)

@@ -1,0 +1,276 @@
+"""The app's actions that drive a box: connect, probes, patches, stages, serve and bench.
+
+A mixin of ConsoleApp (console/tui/app.py), apart from it because these are the operator's
+commands (each a worker calling the source's Controller, its failure a toast and a note on the
+host), while the app itself is the event pump and the screen switching. Textual finds the
+`action_*` methods on the app through its class, so bindings and the palette are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from console.tui.controller import FeatureUnavailable, ReadOnlyReplay, Source
+from console.tui.dialogs import AskScreen, ConfirmScreen, HostKeyScreen
+from console.tui.model import ConsoleState
+from console.tui.widgets.common import View
+from console.tui.widgets.log_view import LogView
+from console.tui.widgets.patch import PatchView
+from console.tui.widgets.pipeline import PipelineView
+from remote.link.errors import ConsoleError, HostKeyError, StageFailed
+from remote.spine.sanitize import visible_lines
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[int]
+else:
+    _AppBase = object
+
+DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
+
+
+class BoxActions(_AppBase):
+    """What ConsoleApp's box actions use of the app (declared for the type checker)."""
+
+    if TYPE_CHECKING:
+        source: Source
+        state: ConsoleState
+        current_host: str
+        activity: list[str]
+        probe_targets: dict[str, str]
+        serve_pipelines: dict[str, str]
+        bench_options: dict[str, str]
+
+        def view(self, name: str) -> View | None: ...
+
+        def notify(self, message: str, *, title: str = "", severity: Any = "information",
+                   timeout: float | None = None, markup: bool = True) -> None: ...
+
+        def _update_chrome(self) -> None: ...
+
+    def _act(self, label: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Run an action in a worker; while it runs the top bar says so, and its end says
+        which of failed, cancelled or not available it was (not one title for all)."""
+        host = self.current_host
+
+        async def run() -> None:
+            self.activity.append(label)
+            self._update_chrome()
+            try:
+                await work()
+            except FeatureUnavailable as exc:
+                self._failed(host, str(exc), "not available in this build", "warning")
+            except ReadOnlyReplay as exc:
+                self._failed(host, str(exc), label, "warning")
+            except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
+                self._failed(host, str(exc), "HOST KEY CHANGED" if exc.verdict == "changed"
+                             else f"{label}: host key refused", "error")
+            except StageFailed as exc:
+                cancelled = "cancelled" in str(exc)
+                self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
+                             "warning" if cancelled else "error")
+            except ConsoleError as exc:
+                self._failed(host, str(exc), f"{label} failed", "error")
+            except Exception as exc:  # a bug or an unexpected remote failure: say so, keep running
+                self._failed(host, f"{type(exc).__name__}: {exc}", f"{label} failed", "error")
+            finally:
+                self.activity.remove(label)
+                self._update_chrome()
+
+        self.run_worker(run(), name=label, group="actions", exit_on_error=False)
+
+    def _failed(self, host: str, message: str, title: str, severity: str) -> None:
+        """A toast, and a line in the host's notification log (n) that outlives it."""
+        from console.tui.model import Note
+
+        message = visible_lines(message)  # an exception's text: often the box's own words
+        self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
+                                                f"{title}: {message}"))
+        self.notify(message, title=title, severity=severity, markup=False)
+
+    def action_connect(self) -> None:
+        host = self.current_host
+        self._act("connect", lambda: self._connecting(host, self.source.controller.connect(host)))
+
+    async def _connecting(self, host: str, attempt: Awaitable[None]) -> None:
+        """A connect; a host key that is not in known_hosts (never a changed one) is shown with
+        its fingerprint and offered to the operator (HostKeyScreen) instead of failing."""
+        try:
+            await attempt
+        except HostKeyError as exc:
+            if exc.verdict != "unknown" or not exc.fingerprint:
+                raise
+            self._ask_host_key(host, exc)
+
+    def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
+        from console.tui.model import Note
+
+        fingerprint = exc.fingerprint
+        self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                self.notify(f"{host}: host key not trusted; not connected", title="connect", timeout=3)
+                return
+            self._act("accept host key", lambda: self._connecting(
+                host, self.source.controller.accept_host_key(host, fingerprint)))
+
+        self.push_screen(HostKeyScreen(host, fingerprint, exc.known_hosts), answered)
+
+    def action_probe(self, probe: str) -> None:
+        host = self.current_host
+        if probe == "env":
+            self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
+            return
+
+        def answered(target: str | None) -> None:
+            if target:
+                self.probe_targets[host] = target
+                self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target))
+
+        self.push_screen(AskScreen(f"{probe} probe on {host}: HF model directory or config.json on the box, "
+                                   "or an architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
+                                   self.probe_targets.get(host, "")), answered)
+
+    def action_patch_plan(self) -> None:
+        host = self.current_host
+        self._act("patch plan", lambda: self.source.controller.plan_patch(host))
+
+    def _selected_patch(self) -> str | None:
+        view = self.view("patch")
+        name = view.selected_file if isinstance(view, PatchView) else None
+        if name is None:
+            self.notify("plan a patch first (p)", severity="warning")
+        return name
+
+    def action_patch_apply(self) -> None:
+        self._confirmed_patch("apply", "Apply the planned patch to {file} on {host}?",
+                              self.source.controller.apply_patch)
+
+    def action_patch_rollback(self) -> None:
+        self._confirmed_patch("rollback", "Roll {file} on {host} back to the original?",
+                              self.source.controller.rollback_patch)
+
+    def _confirmed_patch(self, label: str, question: str,
+                         call: Callable[[str, str], Awaitable[None]]) -> None:
+        file, host = self._selected_patch(), self.current_host
+        if file is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act(f"patch {label}", lambda: call(host, file))
+            else:
+                self.notify(f"patch {label} cancelled", timeout=2)
+
+        self.push_screen(ConfirmScreen(question.format(file=file, host=host)), answered)
+
+    def action_patch_verify(self) -> None:
+        file, host = self._selected_patch(), self.current_host
+        if file is not None:
+            self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
+
+    def _pipeline_view(self) -> PipelineView | None:
+        view = self.view("pipeline")
+        return view if isinstance(view, PipelineView) else None
+
+    def action_stage_start(self) -> None:
+        view, host = self._pipeline_view(), self.current_host
+        stage = view.selected_stage if view is not None else None
+        if stage is None:
+            what = "a run no stage claims" if view is not None and view.selected_run else "nothing"
+            self.notify(f"{what} is selected: s starts the selected stage (select a stage row)",
+                        title="start", severity="warning")
+            return
+        self._act(f"start {stage}", lambda: self.source.controller.start_stage(host, stage))
+
+    def action_stage_resume(self) -> None:
+        host = self.current_host
+        self._act("resume pipeline", lambda: self.source.controller.resume_pipeline(host))
+
+    def action_stage_cancel(self) -> None:
+        """Cancel the selected run (a stage row: its latest run), on the host it belongs to."""
+        view, host = self._pipeline_view(), self.current_host
+        run_id = view.selected_run if view is not None else None
+        job = self.state.host(host).jobs.get(run_id) if run_id else None
+        if job is None or not job.running:
+            what = (f"run {job.run_id} already {job.state}" if job is not None
+                    else "no run is selected on " + host)
+            self.notify(f"nothing to cancel: {what}", title="cancel", severity="warning")
+            return
+        stage = (view.selected_stage if view is not None else None) or job.name
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
+
+        self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
+
+    # -- serve and bench (the Bench screen) -----------------------------------------------------
+    def action_serve_start(self, role: str) -> None:
+        """Ask which pipeline (a TOML on this machine, or the demo) as `console serve start`
+        does, then start the server in a worker: the top bar says so while the engine loads."""
+        host = self.current_host
+        srv = self.state.host(host).servers.get(role)
+        if srv is not None and srv.state in ("starting", "ready"):
+            self.notify(f"the {role} server on {host} is already {srv.state} ({srv.url})",
+                        title="serve", severity="warning", markup=False)
+            return
+
+        def answered(value: str | None) -> None:
+            if not value:
+                self.notify(f"{role} server not started", timeout=2)
+                return
+            self.serve_pipelines[host] = value
+            pipeline = None if value == "demo" else value
+            self._act(f"serve {role}",
+                      lambda: self.source.controller.serve_start(host, role, pipeline))
+
+        self.push_screen(AskScreen(
+            f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, or "
+            "'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
+            self.serve_pipelines.get(host, "demo")), answered)
+
+    def action_serve_stop(self) -> None:
+        host = self.current_host
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._act("stop servers", lambda: self.source.controller.serve_stop(host))
+
+        self.push_screen(ConfirmScreen(f"Stop the vLLM servers (speculative and baseline) on {host}?"),
+                         answered)
+
+    def action_bench_run(self) -> None:
+        host = self.current_host
+        base = self.state.host(host).servers.get("baseline")
+        baseline_url = base.url if base is not None and base.state == "ready" else None
+
+        def answered(options: str | None) -> None:
+            if options is None:
+                return
+            self.bench_options[host] = options
+            self._act("bench", lambda: self.source.controller.run_bench(host, options, baseline_url))
+
+        note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
+                else "; start the baseline server (o) to get speedups")
+        self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
+                                   "--concurrency 1,4,16 --max-tokens 256 --rounds 4",
+                                   self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
+
+    def action_log_records(self) -> None:
+        view = self._pipeline_view()
+        if view is None:
+            return
+        log = view.query_one(LogView)
+        log.set_records(not log.records)
+
+    def action_follow(self) -> None:
+        view = self.view("pipeline")
+        if view is None:
+            return
+        log = view.query_one(LogView)
+        log.set_follow(not log.follow)  # the log's border says which

@@ -31,8 +31,8 @@ from real_session import write_repeated
 
 from console.commands.replay import print_session
 from console.sessions import human_fast
-from console.sessions.files import SessionReader
 from console.sessions.human_records import _all_ts_ok
+from console.sessions.reader import SessionReader
 
 PARTS = ("read", "framing", "decode", "timestamps", "loop", "format", "write")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,17 @@ async def finish_replay(pilot: Pilot[Any]) -> None:
     assert isinstance(app, ConsoleApp)
     await wait_for(pilot, lambda: app.replayer is not None and app.replayer.finished)
     await settle(pilot)
+
+
+@asynccontextmanager
+async def replayed(path: Path, *, start_screen: str | None = None, size: tuple[int, int] = SIZE,
+                   speed: float = float("inf")) -> AsyncIterator[tuple[ConsoleApp, Pilot[Any]]]:
+    """The app over a session file, running, with the whole file replayed: what most replay
+    tests look at."""
+    app = replay_app(path, speed=speed, start_screen=start_screen)
+    async with app.run_test(size=size) as pilot:
+        await finish_replay(pilot)
+        yield app, pilot
 
 
 class ScriptedController:
@@ -158,6 +170,32 @@ async def detached_local_job(workdir: Path, argv: list[str], name: str) -> str:
     await jobs.close()
     await transport.close()
     return info.run_id
+
+
+@asynccontextmanager
+async def live_started(*, start_screen: str | None = None, size: tuple[int, int] = SIZE,
+                       hosts: list[str] | None = None
+                       ) -> AsyncIterator[tuple[ConsoleApp, Pilot[Any]]]:
+    """`live_app` running, its first events folded."""
+    app = live_app(start_screen=start_screen, hosts=hosts)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield app, pilot
+
+
+@asynccontextmanager
+async def over_detached_job(workdir: Path, argv: list[str], name: str, start_screen: str
+                            ) -> AsyncIterator[tuple[ConsoleApp, Pilot[Any], str]]:
+    """The live console over the local host where a detached run (`argv`) already runs, as an
+    operator who starts the console after launching finds it: the app (settled, not yet
+    connected), its pilot and the run's id."""
+    run_id = await detached_local_job(workdir, argv, name)
+    app = local_app(workdir, start_screen)
+    async with app.run_test(size=SIZE) as pilot:
+        # Keys pressed before Textual's own start-up activation of the first tab is processed
+        # can be undone by it: let the app settle first, as an operator's first key would.
+        await settle(pilot)
+        yield app, pilot, run_id
 
 
 def local_app(workdir: Path, start_screen: str) -> ConsoleApp:

@@ -17,12 +17,13 @@ from console.tui.widgets.tab_bar import TabBar
 from tests.tui_helpers import (
     SIZE,
     ScriptedController,
-    detached_local_job,
-    finish_replay,
     live_app,
+    live_started,
     local_app,
+    over_detached_job,
     plain,
     replay_app,
+    replayed,
     settle,
     wait_for,
 )
@@ -47,9 +48,7 @@ def tree_labels(tree: Tree) -> list[str]:  # type: ignore[type-arg]
 
 
 async def test_hosts_screen_lists_hosts_and_selecting_switches_host(session: Path) -> None:
-    app = replay_app(session, start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session, start_screen="hosts") as (app, pilot):
         table = app.query_one("#hosts-table", DataTable)
         assert table.row_count == 1
         row = table.get_row_at(0)
@@ -84,9 +83,7 @@ async def test_action_without_its_remote_module_says_not_available(monkeypatch: 
 
 
 async def test_overview_shows_gpus_load_jobs_and_findings(session: Path) -> None:
-    app = replay_app(session, start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session, start_screen="overview") as (app, _):
         gpus = plain(app.query_one("#gpus", Static))
         assert "GPUs (2)" in gpus and "0 H200" in gpus and "▁" in gpus
         assert "python3" in gpus and "84G" in gpus  # the process holding GPU memory, under its GPU
@@ -149,9 +146,7 @@ async def test_patch_plan_apply_needs_confirmation_verify_rollback() -> None:
 
 
 async def test_pipeline_stages_progress_and_log_tail_of_selected_stage(session: Path) -> None:
-    app = replay_app(session, start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session, start_screen="pipeline") as (app, pilot):
         table = app.query_one("#stages", DataTable)
         rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         # one row per stage, its runs under it; the stages not run yet are listed pending
@@ -189,9 +184,7 @@ async def test_pipeline_start_and_cancel_with_confirmation() -> None:
 
 
 async def test_stats_and_allreduce_screen(session: Path) -> None:
-    app = replay_app(session, start_screen="stats")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session, start_screen="stats") as (app, pilot):
         sweep = plain(app.query_one("#sweep", Static))
         assert "AllReduce bus bandwidth" in sweep and "64.0 MiB" in sweep and "█" in sweep
         trace = plain(app.query_one("#trace", Static))
@@ -208,9 +201,7 @@ async def test_stats_and_allreduce_screen(session: Path) -> None:
 
 
 async def test_bench_screen_table_acceptance_and_speedup(session: Path) -> None:
-    app = replay_app(session, start_screen="bench")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session, start_screen="bench") as (app, _):
         assert "eagle3" in plain(app.query_one("#sweep-table", Static))
         acc = plain(app.query_one("#acceptance", Static))
         assert "0.81" in acc and "0.44" in acc
@@ -285,9 +276,7 @@ async def test_bad_seek_input_is_a_message_not_a_crash(session: Path) -> None:
 
 
 async def test_reconnecting_badge_and_disconnected_state(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl", reconnecting=True), start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl", reconnecting=True), start_screen="overview") as (app, _):
         bar = plain(app.query_one(TopBar))
         assert "reconnecting (attempt 2, in 4s)" in bar and "Connection refused" in bar and "replay" in bar
 
@@ -301,9 +290,7 @@ async def test_live_actions_are_not_bound_in_replay(session: Path) -> None:
 
 
 async def test_screen_keys_only_work_on_their_screen() -> None:
-    app = live_app(start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="overview") as (app, pilot):
         await pilot.press("p")  # patch.plan belongs to the Patch screen
         await pilot.pause(0.1)
         assert app.source.controller.calls == []  # type: ignore[attr-defined]
@@ -369,14 +356,8 @@ async def test_plan_with_the_real_patcher_on_the_local_host(tmp_path: Path) -> N
 async def test_connect_reattaches_running_jobs_tails_and_cancels_them(tmp_path: Path) -> None:
     """Real detached job on the local host (remote.jobs.client): the console connects, shows the run with
     its log, and cancels it after confirmation."""
-    workdir = tmp_path / "box"
-    run_id = await detached_local_job(
-        workdir, ["sh", "-c", "for i in 1 2 3; do echo line $i; done; exec sleep 60"], "train")
-    app = local_app(workdir, "pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        # Keys pressed before Textual's own start-up activation of the first tab is processed
-        # can be undone by it: let the app settle first, as an operator's first key would.
-        await settle(pilot)
+    argv = ["sh", "-c", "for i in 1 2 3; do echo line $i; done; exec sleep 60"]
+    async with over_detached_job(tmp_path / "box", argv, "train", "pipeline") as (app, pilot, run_id):
         await pilot.press("1", "c", "5")
         h = app.state.host("local")
         try:
@@ -412,9 +393,7 @@ async def test_env_probe_with_the_real_probe_runner_on_the_local_host(tmp_path: 
 
 
 async def test_log_view_paging_stops_following_and_end_resumes(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl", log_lines=400), start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl", log_lines=400), start_screen="pipeline") as (app, pilot):
         table = app.query_one("#stages", DataTable)
         table.focus()
         await pilot.press("up", "up")  # the prepare stage: 400 lines
@@ -445,9 +424,7 @@ async def test_a_tab_click_and_the_arrows_on_the_tab_bar_switch_screens() -> Non
     """The tab bar is one widget beside the views (no TabbedContent): a click on a tab
     shows its screen with its view focused; left/right on the focused bar move between
     screens; the view left behind keeps its state (its table cursor)."""
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="hosts") as (app, pilot):
         bar = app.query_one("#tabs", TabBar)
         await pilot.click("#tabs", offset=(bar.tab_offset("pipeline"), 0))
         await settle(pilot)

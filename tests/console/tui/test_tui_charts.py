@@ -22,7 +22,7 @@ from console.tui.widgets.charts import Chart
 from remote.spine import events as ev
 from remote.spine.events import Event
 from tests.chart_sessions import CONCURRENCIES, chart_events, chart_session
-from tests.tui_helpers import HOST, finish_replay, live_app, replay_app, settle
+from tests.tui_helpers import HOST, finish_replay, live_app, replay_app, replayed, settle
 from tests.tui_sessions import stats_payload
 
 SnapCompare = Callable[..., bool]
@@ -125,12 +125,10 @@ async def _chart_texts(app: ConsoleApp, pilot: Pilot[Any], screen: str) -> dict[
 
 
 async def test_each_chart_drawn_live_and_in_replay_alike(session: Path) -> None:
-    replayed: dict[str, str] = {}
-    app = replay_app(session, start_screen="pipeline")
-    async with app.run_test(size=CHART_SIZE) as pilot:
-        await finish_replay(pilot)
+    from_replay: dict[str, str] = {}
+    async with replayed(session, start_screen="pipeline", size=CHART_SIZE) as (app, pilot):
         for screen in SCREEN_CHARTS:
-            replayed |= await _chart_texts(app, pilot, screen)
+            from_replay |= await _chart_texts(app, pilot, screen)
         assert not app.errors
     live: dict[str, str] = {}
     app = live_with_events("pipeline")
@@ -139,7 +137,7 @@ async def test_each_chart_drawn_live_and_in_replay_alike(session: Path) -> None:
         for screen in SCREEN_CHARTS:
             live |= await _chart_texts(app, pilot, screen)
         assert not app.errors
-    assert live == replayed  # the charts cannot tell a live box from its replay
+    assert live == from_replay  # the charts cannot tell a live box from its replay
 
 
 async def test_a_chart_redraws_only_when_shown_and_changed() -> None:

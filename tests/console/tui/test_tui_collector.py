@@ -18,7 +18,7 @@ from console.tui.app import WRITE_OUT_S
 from console.tui.collector import SwitchCollector
 from remote.spine import events as ev
 from remote.spine.events import Event
-from tests.tui_helpers import SIZE, finish_replay, live_app, replay_app, settle, wait_for
+from tests.tui_helpers import SIZE, finish_replay, live_started, replay_app, wait_for
 from tests.tui_sessions import HOST, demo_session
 
 
@@ -82,9 +82,7 @@ def test_a_pause_leaves_a_collector_turned_off_by_someone_else_off() -> None:
 async def test_a_stream_arriving_during_a_switch_is_folded_after_its_paint() -> None:
     """From a switch's key to its paint the pump folds nothing (the events queue, O(1) each);
     the paint released, they are folded and shown."""
-    app = live_app(start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="overview") as (app, pilot):
         bus = app.source.bus
         app._hold_switch()  # what a key does first (action_show), held up to SWITCH_HOLD_S
         for k in range(20):

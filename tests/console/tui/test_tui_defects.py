@@ -27,12 +27,11 @@ from tests.tui_helpers import (
     SIZE,
     FixedHostsSource,
     ScriptedController,
-    detached_local_job,
-    finish_replay,
     live_app,
-    local_app,
+    live_started,
+    over_detached_job,
     plain,
-    replay_app,
+    replayed,
     settle,
     wait_for,
 )
@@ -80,9 +79,7 @@ async def test_an_exception_in_a_screen_is_shown_on_screen(monkeypatch: pytest.M
     def broken(self: Any, *args: Any) -> None:
         raise RuntimeError("boom in a view")
 
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="pipeline") as (app, pilot):
         monkeypatch.setattr(PipelineView, "update_view", broken)
         app.source.bus.emit(ev.STAGE_START, HOST, stage="train", run_id="r1")
         await settle(pilot)
@@ -117,14 +114,9 @@ async def test_a_console_that_died_on_an_exception_does_not_exit_zero() -> None:
 # -- defect 2: reattached jobs end -------------------------------------------------------------------
 
 async def test_a_reattached_job_ends_when_its_run_exits(tmp_path: Path) -> None:
-    workdir = tmp_path / "box"
     go = tmp_path / "go"  # the run ends when the test says so, after the console reattached
-    run_id = await detached_local_job(
-        workdir, ["sh", "-c", f"echo first; while [ ! -f {go} ]; do sleep 0.05; done; echo last"],
-        "pipeline-train")
-    app = local_app(workdir, "hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    argv = ["sh", "-c", f"echo first; while [ ! -f {go} ]; do sleep 0.05; done; echo last"]
+    async with over_detached_job(tmp_path / "box", argv, "pipeline-train", "hosts") as (app, pilot, run_id):
         await pilot.press("c", "5")
         h = app.state.host("local")
         await wait_for(pilot, lambda: run_id in h.jobs and h.jobs[run_id].tail.total == 1, timeout=30)
@@ -141,9 +133,7 @@ async def test_a_reattached_job_ends_when_its_run_exits(tmp_path: Path) -> None:
 # -- defect 3: replay again after the end ------------------------------------------------------------
 
 async def test_replay_plays_again_after_reaching_the_end(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl"))
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl")) as (app, pilot):
         r = app.replayer
         n = len(r.reader)
         assert r.position == n
@@ -216,10 +206,8 @@ async def test_failed_cancelled_and_nothing_to_cancel_have_their_own_titles() ->
 # -- defect 6: selection by identity; a stage row shows its run's log --------------------------------------
 
 async def test_selection_stays_on_its_row_when_rows_are_inserted_above() -> None:
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
+    async with live_started(start_screen="pipeline") as (app, pilot):
         bus = app.source.bus
-        await settle(pilot)
         table = app.query_one("#stages", DataTable)
         table.focus()
         await pilot.press("down", "down", "down")  # train
@@ -241,10 +229,8 @@ def _stage_run(bus: EventBus, stage: str, run_id: str) -> None:
 
 
 async def test_a_stage_row_shows_its_runs_log_and_the_followed_stage_is_not_empty() -> None:
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
+    async with live_started(start_screen="pipeline") as (app, pilot):
         bus = app.source.bus
-        await settle(pilot)
         _stage_run(bus, "extract", "r-x")
         for i in range(3):
             bus.emit(ev.JOB_LINE, HOST, run_id="r-x", name="pipeline-extract", text=f"batch {i}", offset=i)
@@ -258,10 +244,8 @@ async def test_a_stage_row_shows_its_runs_log_and_the_followed_stage_is_not_empt
 # -- defect 8: the stage records parsed into columns, hidden from the log by default --------------------------
 
 async def test_stage_records_become_columns_and_hide_from_the_log() -> None:
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
+    async with live_started(start_screen="pipeline") as (app, pilot):
         bus = app.source.bus
-        await settle(pilot)
         _stage_run(bus, "train", "r-t")
         lines = ['@@eagle3 {"type":"start","stage":"train"}', "speculators 0.9.0 on cpu",
                  '@@eagle3 {"type":"progress","stage":"train","done":3,"total":10,"unit":"steps","loss":1.2345,'
@@ -290,9 +274,7 @@ async def test_stage_records_become_columns_and_hide_from_the_log() -> None:
 
 
 async def test_evaluate_acceptance_reaches_the_bench_screen() -> None:
-    app = live_app(start_screen="bench")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="bench") as (app, pilot):
         assert "no result yet" in plain(app.query_one("#offline", Static))
         app.source.bus.emit(ev.STAGE_START, HOST, stage="evaluate", run_id="r-e")
         app.source.bus.emit(ev.STAGE_END, HOST, stage="evaluate", ok=True, seconds=3.0, run_id="r-e",
@@ -331,9 +313,7 @@ async def test_a_running_action_shows_in_the_top_bar_until_it_ends() -> None:
 
 
 async def test_follow_state_is_on_the_log_border(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl"), start_screen="pipeline") as (app, pilot):
         log = app.query_one(LogView)
         assert str(log.border_subtitle).startswith("following")
         await pilot.press("f")
@@ -342,9 +322,7 @@ async def test_follow_state_is_on_the_log_border(tmp_path: Path) -> None:
 
 
 async def test_quitting_with_jobs_running_asks_first() -> None:
-    app = live_app(start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="pipeline") as (app, pilot):
         await pilot.press("s")  # the scripted prepare keeps running
         await wait_for(pilot, lambda: bool(app.state.host(HOST).running_jobs()))
         await pilot.press("q")
@@ -362,9 +340,7 @@ async def test_quitting_with_jobs_running_asks_first() -> None:
 # -- defect 10: replay hints are not live hints --------------------------------------------------------------
 
 async def test_replay_shows_recorded_state_not_live_hints(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl"), start_screen="hosts") as (app, _):
         bar = plain(app.query_one(TopBar))
         assert "was live" in bar and "● live" not in bar
         assert "c connects" not in plain(app.query_one("HostsView .title", Static))
@@ -372,9 +348,7 @@ async def test_replay_shows_recorded_state_not_live_hints(tmp_path: Path) -> Non
     from tests.tui_sessions import write_session
 
     write_session(empty, [])
-    app = replay_app(empty, start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(empty, start_screen="overview") as (app, _):
         text = plain(app.query_one("#findings", Static))
         assert "3, k" not in text and "in this recording" in text
 
@@ -382,9 +356,7 @@ async def test_replay_shows_recorded_state_not_live_hints(tmp_path: Path) -> Non
 # -- defect 7: layouts that fit ---------------------------------------------------------------------------------
 
 async def test_help_scrolls_at_80x24() -> None:
-    app = live_app(start_screen="hosts")
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="hosts", size=(80, 24)) as (app, pilot):
         await pilot.press("question_mark")
         await settle(pilot)
         box = app.screen.query_one("#help-box")
@@ -395,9 +367,7 @@ async def test_help_scrolls_at_80x24() -> None:
 
 
 async def test_diff_scrolls_sideways_or_wraps(tmp_path: Path) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="patch")
-    async with app.run_test(size=(80, 24)) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl"), start_screen="patch", size=(80, 24)) as (app, pilot):
         pane = app.query_one("#diff-pane")
         diff = app.query_one("#diff", Static)
         longest = max(len(line) for line in app.state.host(HOST).patches[next(iter(
@@ -416,9 +386,7 @@ async def test_diff_scrolls_sideways_or_wraps(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_tables_fit_without_sideways_scrolling(tmp_path: Path, size: tuple[int, int]) -> None:
-    app = replay_app(demo_session(tmp_path / "s.jsonl"), start_screen="hosts")
-    async with app.run_test(size=size) as pilot:
-        await finish_replay(pilot)
+    async with replayed(demo_session(tmp_path / "s.jsonl"), start_screen="hosts", size=size) as (app, pilot):
         for screen, table_id in (("hosts", "#hosts-table"), ("pipeline", "#stages"), ("patch", "#patch-files")):
             await pilot.press(str(["hosts", "overview", "probes", "patch", "pipeline"].index(screen) + 1))
             await settle(pilot)
@@ -431,9 +399,7 @@ async def test_tables_fit_without_sideways_scrolling(tmp_path: Path, size: tuple
 # -- defect 12: GPU and host density ------------------------------------------------------------------------------
 
 async def test_a_host_without_gpus_has_cpu_and_memory_history() -> None:
-    app = live_app(start_screen="stats")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="stats") as (app, pilot):
         assert "they start when the host connects (1, c)" in plain(app.query_one("#history", Static))
         for i in range(6):
             app.source.bus.publish(ev.Event(ev.STATS_SAMPLE, HOST, {

@@ -21,7 +21,7 @@ from console.tui.widgets.tab_bar import TabBar
 from remote.link.groups import resolve
 from remote.link.hosts import load_config
 from tests.fleet_fixture import Fleet
-from tests.tui_helpers import finish_replay, plain, replay_app, settle, wait_for
+from tests.tui_helpers import plain, replayed, settle, wait_for
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow]
 
@@ -85,9 +85,7 @@ async def test_fleet_screen_live_then_its_replay(fleet: Fleet, tmp_path: Path) -
 
     # the recorded session: every host on the Fleet screen and the Hosts screen
     assert SessionReader(session_path).header.hosts == BOXES
-    replay = replay_app(session_path, start_screen="fleet")
-    async with replay.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(session_path, start_screen="fleet", size=SIZE) as (replay, pilot):
         shown = rows(replay)
         assert list(shown) == BOXES and all(r[1] == "● was live" for r in shown.values()), shown
         assert shown["box2"][8] == "unpatched"

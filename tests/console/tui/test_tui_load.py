@@ -32,7 +32,7 @@ from console.tui.widgets.pipeline import LogView
 from console.tui.widgets.stats import history_table, host_history
 from remote.spine import events as ev
 from remote.spine.events import Event
-from tests.tui_helpers import SIZE, finish_replay, live_app, plain, replay_app, settle
+from tests.tui_helpers import SIZE, finish_replay, live_app, live_started, plain, replay_app, settle
 from tests.tui_sessions import HOST, T0, demo_session
 
 HOST_LOAD = {"cpu": 12.0, "mem_used": 2**35, "mem_total": 2**38, "load1": 2.0}
@@ -117,9 +117,7 @@ def test_fast_table_hands_what_it_does_not_draw_to_rich() -> None:
 
 
 async def test_a_stream_of_samples_reaches_the_view_at_most_once_per_refresh() -> None:
-    app = live_app(start_screen="overview")
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
+    async with live_started(start_screen="overview") as (app, pilot):
         view = app.view("overview")
         assert view is not None
         posts: list[float] = []

@@ -16,7 +16,7 @@ from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible, visible_lines
 from tests.local_box import local_console_toml
-from tests.tui_helpers import SIZE, finish_replay, replay_app
+from tests.tui_helpers import replayed
 from tests.tui_sessions import demo_events, write_session
 
 CLEAR = "\x1b[2J"
@@ -63,9 +63,7 @@ async def test_tui_log_view_draws_escapes(tmp_path: Path) -> None:
     last = max(i for i, e in enumerate(events) if e.kind == ev.JOB_LINE)
     e = events[last]
     events[last] = Event(kind=e.kind, host=e.host, ts=e.ts, payload={**e.payload, "text": HOSTILE})
-    app = replay_app(write_session(tmp_path / "s.jsonl", events), start_screen="pipeline")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(write_session(tmp_path / "s.jsonl", events), start_screen="pipeline") as (app, _):
         log = app.query_one(LogView)
         height = log.scrollable_content_region.height
         shown = [log.render_line(y).text for y in range(height)]

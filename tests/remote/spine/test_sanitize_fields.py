@@ -17,7 +17,7 @@ from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
 from tests.local_box import local_console_toml
-from tests.tui_helpers import SIZE, finish_replay, replay_app
+from tests.tui_helpers import replayed
 from tests.tui_sessions import T0, write_session
 
 # One of each class, and what `visible` draws for it.
@@ -132,9 +132,7 @@ def test_an_error_line_naming_a_hostile_host_is_one_drawn_line(
 
 
 async def test_tui_host_table_and_top_bar_draw_a_hostile_host_name(tmp_path: Path) -> None:
-    app = replay_app(_hostile_session(tmp_path / "s.jsonl"), start_screen="hosts")
-    async with app.run_test(size=SIZE) as pilot:
-        await finish_replay(pilot)
+    async with replayed(_hostile_session(tmp_path / "s.jsonl"), start_screen="hosts") as (app, _):
         screen = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
         assert_clean(screen)
         assert "box␛]0;evil␇␛[2J␊fake" in screen, screen

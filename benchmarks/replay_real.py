@@ -11,9 +11,9 @@ connection events. Measured:
 - `--print` and `--json` in process (CPU of print_session to /dev/null, open with the index
   included), against the per-event printer (json.loads + Event + printer.Printer, what
   `replay --print` did before the fast paths) on the first `--baseline` records of the same
-  file; `--print` also against the fast path it had before its templates (benchmarks/
-  print_before.py) on the whole file, the two alternated. Targets: first event <= 0.5 s at
-  500k, >= 1 M records per CPU-second.
+  file. Targets: first event <= 0.5 s at 500k, >= 1 M records per CPU-second. (The fast
+  path before its templates, 21a2846, was measured beside this one in the same run while the
+  templates were written: docs/measurements.md keeps those figures.)
 
     python benchmarks/replay_real.py [--records 500000] [--baseline 50000] [--rounds 2]
 """
@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from _common import ROOT, int_options
-from print_before import print_session_before
 from real_session import write_repeated
 
 from console.commands.replay import print_session
@@ -64,13 +63,12 @@ def cold_open(path: Path, rounds: int) -> None:
           f"target <= 0.5 s: {'met' if c <= 0.5 else 'MISSED'}")
 
 
-def print_cpu(path: Path, as_json: bool, before: bool = False) -> float:
+def print_cpu(path: Path, as_json: bool) -> float:
     gc.collect()
     t = time.process_time()
     with SessionReader(path) as r, open(os.devnull, "wb") as out:
         assert r.index_reused
-        bad = print_session_before(r, out) if before else print_session(r, out,
-                                                                          as_json=as_json)
+        bad = print_session(r, out, as_json=as_json)
     assert bad == [], bad[:3]
     return time.process_time() - t
 
@@ -104,14 +102,6 @@ def main() -> None:
               f"{os.getloadavg()[0]:.2f}")
         cold_open(path, args.rounds)
         base_n = min(args.baseline, n)
-        new, old = [], []
-        for _ in range(args.rounds):  # alternated: the machine's load changes as it runs
-            old.append(print_cpu(path, False, before=True))
-            new.append(print_cpu(path, False))
-        rates = ", ".join(f"{n / t / 1e6:.2f}" for t in new)
-        print(f"--print  {n / min(new) / 1e6:5.2f} M records/CPU-s ({min(new):.2f} CPU-s; rounds: "
-              f"{rates})   before the templates {n / min(old) / 1e6:5.2f} M/CPU-s "
-              f"({min(old):.2f} CPU-s)   x{min(old) / min(new):.2f}")
         for mode, as_json in (("--print", False), ("--json", True)):
             fast = min(print_cpu(path, as_json) for _ in range(args.rounds))
             slow = min(per_event_cpu(path, base_n, as_json) for _ in range(args.rounds))

@@ -92,6 +92,27 @@ def local_patcher(sp: Path, host_dir: Path) -> tuple[Patcher, list[Event]]:
                    site_packages=str(sp)), events
 
 
+def leftovers(folder: Path) -> list[str]:
+    """What the patcher left beside the pair: journal, backups, kept edits, temporary files."""
+    return sorted(p.name for p in folder.iterdir() if "eagle3-" in p.name)
+
+
+def assert_restored(originals: dict[Path, str], context: object = None) -> None:
+    """Every file of the pair back to its original bytes (`originals`: path -> sha256), and
+    nothing of the patcher's left beside them (journal, backups, temporary files)."""
+    for path, digest in originals.items():
+        assert sha256(path) == digest, (path, context)
+    assert not leftovers(next(iter(originals)).parent), context
+
+
+def assert_sweep_landed(split_seen: int, at_least: int, steps_seen: set[str], steps: set[str]
+                        ) -> None:
+    """The kill sweep did what it is for: kills between the two files of the pair, and at each
+    of the helper's named steps."""
+    assert split_seen >= at_least, "no kill landed between the two files"
+    assert steps <= steps_seen, steps - steps_seen
+
+
 def until(cond: Callable[[], object], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not cond():

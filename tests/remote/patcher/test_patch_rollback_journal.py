@@ -12,7 +12,7 @@ import pytest
 
 from remote.link.errors import EXIT_OK
 from remote.patcher.runner import rollback_request
-from tests.patch_kill_harness import JOURNAL, kill_after, local_patcher, pair_box, until
+from tests import patch_kill_harness as harness
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256
 from tests.sshd_harness import Sshd
 
@@ -33,7 +33,8 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     sp = make_site_packages(tmp_path)
     worker, gen = sp / WORKER, sp / GENERATOR
     originals = {worker: worker.read_text(), gen: gen.read_text()}
-    await local_patcher(sp, tmp_path / "box")[0].apply()
+    digests = {worker: sha256(worker), gen: sha256(gen)}
+    await harness.local_patcher(sp, tmp_path / "box")[0].apply()
     patched = {worker: worker.read_text(), gen: gen.read_text()}
     assert patched[worker] != originals[worker] and patched[gen] != originals[gen]
     worker.write_text(patched[worker] + EDIT)
@@ -43,7 +44,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     applied = {p: p.read_bytes() for p in sp.rglob("*")
                if (p.is_file() and "eagle3-" in p.name) or p in (worker, gen)}
     assert len(applied) == 4
-    plans = await local_patcher(sp, tmp_path / "box")[0].plan(emit=False, recover=True)
+    plans = await harness.local_patcher(sp, tmp_path / "box")[0].plan(emit=False, recover=True)
     entries, _ = rollback_request(plans, None)
     assert [e["action"] for e in entries] == ["restore", "restore"]
     assert [e["keep_edited"] for e in entries] == [True, False]
@@ -54,7 +55,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
     for step in range(0, 13):
         for path, data in applied.items():
             path.write_bytes(data)
-        seen = kill_after({"op": "rollback_all", "files": entries}, step)
+        seen = harness.kill_after({"op": "rollback_all", "files": entries}, step)
         steps_seen.update(seen)
 
         states = {p: _state(p, originals[p], patched[p]) for p in (worker, gen)}
@@ -62,13 +63,13 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
         kept = list(worker.parent.glob("custom_worker.py.eagle3-edited-*"))
         # ... the edit always somewhere: still in place, or kept beside it
         assert states[worker] == "edited" or [k.read_text() for k in kept] == [edited], seen
-        journal = (worker.parent / JOURNAL).is_file()
+        journal = (worker.parent / harness.JOURNAL).is_file()
         split = len({s == "original" for s in states.values()}) > 1
         if split:  # ... and a split pair only with the journal that completes it
             split_seen += 1
             assert journal, (step, seen, states)
 
-        patcher, events = local_patcher(sp, tmp_path / "box")
+        patcher, events = harness.local_patcher(sp, tmp_path / "box")
         if step % 2 == 0:
             plans = await patcher.verify()
             effects = {p.rel: p.in_effect for p in plans}
@@ -82,14 +83,12 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
                 assert states in ({worker: "edited", gen: "patched"},
                                   {worker: "original", gen: "original"}), (step, seen)
         await patcher.rollback(force=True)  # completes what is pending, then the rest
-        assert worker.read_text() == originals[worker] and gen.read_text() == originals[gen]
-        assert not (worker.parent / JOURNAL).exists()
         kept = list(worker.parent.glob("custom_worker.py.eagle3-edited-*"))
         assert [k.read_text() for k in kept] == [edited], (step, seen)
-        kept[0].unlink()
-        assert not [p.name for p in worker.parent.iterdir() if "eagle3-" in p.name]
-    assert split_seen >= 2, "no kill landed between the two files"
-    assert {"journal-written", "kept-edited", "restored", "journal-removed"} <= steps_seen
+        kept[0].unlink()  # the one thing meant to stay: the operator's edit
+        harness.assert_restored(digests, (step, seen))
+    harness.assert_sweep_landed(split_seen, 2, steps_seen,
+                                {"journal-written", "kept-edited", "restored", "journal-removed"})
 
 
 @pytest.mark.ssh
@@ -100,7 +99,7 @@ def test_kills_of_a_rollback_over_ssh_never_leave_the_pair_split(
     first file is restored, then after its journal is written. After each, the next
     `patch verify` over SSH completes the rollback and exits 0. (A SIGKILLed console leaves the
     helper running to its end on the box: the apply test covers that path once.)"""
-    box, worker, gen, originals = pair_box(sshd, tmp_path)
+    box, worker, gen, originals = harness.pair_box(sshd, tmp_path)
     console, finish, helper_pids = box.console, box.finish, box.helper_pids
 
     split_seen = 0
@@ -109,20 +108,19 @@ def test_kills_of_a_rollback_over_ssh_never_leave_the_pair_split(
         assert sha256(worker) != originals[worker] and sha256(gen) != originals[gen]
         rollback = console("patch", "rollback", slow=True)  # killed below
         if how == "helper-between-files":
-            until(lambda: sha256(worker) == originals[worker])
+            harness.until(lambda: sha256(worker) == originals[worker])
             assert sha256(gen) != originals[gen]
             split_seen += 1
         else:
-            until(lambda: (worker.parent / JOURNAL).exists())
+            harness.until(lambda: (worker.parent / harness.JOURNAL).exists())
         for pid in helper_pids():
             os.kill(pid, signal.SIGKILL)
         rollback.communicate(timeout=120)
         assert rollback.returncode != EXIT_OK
-        until(lambda: not helper_pids())
-        assert (worker.parent / JOURNAL).exists()
+        harness.until(lambda: not helper_pids())
+        assert (worker.parent / harness.JOURNAL).exists()
         out = finish(console("patch", "verify"))
         assert "inconsistent" not in out
         assert "completed an interrupted rollback" in out, out
-        assert sha256(worker) == originals[worker] and sha256(gen) == originals[gen], out
-        assert not [p.name for p in worker.parent.iterdir() if "eagle3-" in p.name]
+        harness.assert_restored(originals, out)
     assert split_seen == 1

@@ -14,8 +14,8 @@ import pytest
 from console.cli import main
 from remote.link.errors import EXIT_OK, EXIT_REFUSED
 from remote.patcher.plan import compose, recipes_for
+from tests import patch_kill_harness as harness
 from tests.local_box import local_console_toml
-from tests.patch_kill_harness import JOURNAL, kill_after, local_patcher, pair_box, until
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256, wheel_file
 from tests.sshd_harness import Sshd
 
@@ -84,15 +84,15 @@ async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Pat
     # tmp-written, replaced; then journal-removed: 12 steps. 13 lets one run finish.
     for step in range(0, 14):
         request, patched = _apply_all_request(sp)
-        seen = kill_after(request, step)
+        seen = harness.kill_after(request, step)
         steps_seen.update(seen)
         states = {p: ("patched" if p.read_text() == patched[p] else
                       "original" if sha256(p) == originals[p] else "torn") for p in (worker, gen)}
         assert "torn" not in states.values(), (step, seen)  # each file whole ...
         if len(set(states.values())) > 1:
             torn_seen += 1  # ... but the pair can be split until the next command runs
-            assert (worker.parent / JOURNAL).is_file()
-        patcher, events = local_patcher(sp, tmp_path / "box")
+            assert (worker.parent / harness.JOURNAL).is_file()
+        patcher, events = harness.local_patcher(sp, tmp_path / "box")
         if step % 2 == 0:
             plans = await patcher.verify()
             assert all(p.in_effect is not None for p in plans)
@@ -105,11 +105,9 @@ async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Pat
             await patcher.rollback()
         else:
             await patcher.rollback()  # completes, then undoes
-        assert sha256(worker) == originals[worker] and sha256(gen) == originals[gen]
-        assert not (worker.parent / JOURNAL).exists()
-        assert not [p for p in worker.parent.iterdir() if "eagle3-" in p.name]
-    assert torn_seen >= 3, "no kill landed between the two files"
-    assert {"journal-written", "replaced", "backed-up", "journal-removed"} <= steps_seen
+        harness.assert_restored(originals, (step, seen))
+    harness.assert_sweep_landed(torn_seen, 3, steps_seen,
+                                {"journal-written", "replaced", "backed-up", "journal-removed"})
 
 
 @pytest.mark.ssh
@@ -119,34 +117,34 @@ def test_kills_of_an_apply_over_ssh_never_leave_the_pair_split(
     """`console patch apply --yes` over the real sshd: the helper on the box SIGKILLed after its
     first file, or after its journal, or the console SIGKILLed mid-apply. After each, the next
     `patch verify` over SSH finds both files in one state and exits 0."""
-    box, worker, gen, originals = pair_box(sshd, tmp_path)
+    box, worker, gen, originals = harness.pair_box(sshd, tmp_path)
     console, helper_pids = box.console, box.helper_pids
 
     split_seen = 0
     for how in ("helper-between-files", "helper-after-journal", "console-mid-apply"):
         apply = console("patch", "apply", "--yes", slow=True)  # killed below
         if how == "helper-between-files":
-            until(lambda: sha256(worker) != originals[worker])
+            harness.until(lambda: sha256(worker) != originals[worker])
             assert sha256(gen) == originals[gen]
             for pid in helper_pids():
                 os.kill(pid, signal.SIGKILL)
             split_seen += 1
         elif how == "helper-after-journal":
-            until(lambda: (worker.parent / JOURNAL).exists())
+            harness.until(lambda: (worker.parent / harness.JOURNAL).exists())
             for pid in helper_pids():
                 os.kill(pid, signal.SIGKILL)
         else:
-            until(lambda: bool(helper_pids()))
+            harness.until(lambda: bool(helper_pids()))
             os.kill(apply.pid, signal.SIGKILL)
         apply.communicate(timeout=120)
-        until(lambda: not helper_pids())
+        harness.until(lambda: not helper_pids())
         verify = console("patch", "verify")
         out, _ = verify.communicate(timeout=120)
         assert verify.returncode == EXIT_OK, (how, out)
         assert "inconsistent" not in out
         states = {sha256(worker) == originals[worker], sha256(gen) == originals[gen]}
         assert len(states) == 1, (how, out)  # both original or both patched
-        assert not (worker.parent / JOURNAL).exists()
+        assert not (worker.parent / harness.JOURNAL).exists()
         rollback = console("patch", "rollback")
         out, _ = rollback.communicate(timeout=120)
         assert rollback.returncode == EXIT_OK, (how, out)

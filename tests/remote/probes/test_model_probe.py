@@ -30,18 +30,25 @@ def hop_classes(res: dict) -> list[tuple[str, str | None, bool]]:
     return [(h["class"], h.get("attr"), h["supports_eagle3"]) for h in res["hops"]]
 
 
-def test_kimi_k25_on_016_has_no_eagle3_and_no_top_level_model() -> None:
-    res = model_probe.describe(vs.source("0.16.0"), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
-    assert res["vllm_version"] == "0.16.0"
+@pytest.mark.parametrize(("version", "eagle3"), [("0.16.0", False), ("0.33.0", True)])
+def test_kimi_k25_layers_are_under_its_language_model(version: str, eagle3: bool) -> None:
+    """The wrapper holds no `model`: the walk goes through `language_model`; SupportsEagle3 on
+    the wrapper and the causal LM from 0.33 on, never on the inner model."""
+    res = model_probe.describe(vs.source(version), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
+    assert res["vllm_version"] == version
     assert res["status"] == "resolved", res.get("reason")
     assert res["layers_path"] == "language_model.model.layers"
     assert hop_classes(res) == [
-        ("KimiK25ForConditionalGeneration", "language_model", False),
-        ("DeepseekV2ForCausalLM", "model", False),
+        ("KimiK25ForConditionalGeneration", "language_model", eagle3),
+        ("DeepseekV2ForCausalLM", "model", eagle3),
         ("DeepseekV2Model", None, False),
     ]
     assert res["has_model_attr"] is False
-    assert res["supports_eagle3"] is False
+    assert res["supports_eagle3"] is eagle3
+
+
+def test_kimi_k25_on_016_has_no_eagle3_and_no_top_level_model() -> None:
+    res = model_probe.describe(vs.source("0.16.0"), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
     assert res["num_layers"] == 61 and res["num_layers_from"] == "text_config.num_hidden_layers"
     assert res["default_aux_layers"] is None
     assert "does not implement SupportsEagle3" in res["default_aux_layers_from"]
@@ -56,14 +63,6 @@ def test_kimi_k25_on_016_has_no_eagle3_and_no_top_level_model() -> None:
 
 def test_kimi_k25_on_033_implements_eagle3_with_default_aux_layers() -> None:
     res = model_probe.describe(vs.source("0.33.0"), "KimiK25ForConditionalGeneration", vs.KIMI_K25_CONFIG)
-    assert res["status"] == "resolved", res.get("reason")
-    assert res["layers_path"] == "language_model.model.layers"
-    assert hop_classes(res) == [
-        ("KimiK25ForConditionalGeneration", "language_model", True),
-        ("DeepseekV2ForCausalLM", "model", True),
-        ("DeepseekV2Model", None, False),
-    ]
-    assert res["supports_eagle3"] is True
     assert res["default_aux_layers"] == [2, 30, 58]
     assert "interfaces.py" in res["default_aux_layers_from"]
     assert res["aux_capture"]["id_means"] == "input_of_layer"

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import IO, Any
 
+from console.tui.render import fmt_bytes
 from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
@@ -13,6 +14,9 @@ from remote.spine.sanitize import visible
 # Lines a pipeline stage prints for the console (pipeline/progress.py); they also arrive as
 # stage.* events, so the human printer does not show them twice.
 STAGE_RECORD_PREFIX = "@@eagle3 "
+# Uploads under this are the console's own probes and helpers, sent on a first command in a
+# second or less: said by the command's result, not line by line.
+BIG_UPLOAD = 1 << 20
 
 
 def _fmt_num(v: Any) -> str:
@@ -49,6 +53,14 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):
         level = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}[k]
         return f"{t} {host}{level}{p.get('message', '')}"
+    if k == ev.UPLOAD_PROGRESS:
+        done, total = p.get("done"), p.get("total")
+        if type(done) is int and type(total) is int:
+            if total < BIG_UPLOAD:
+                return None
+            if done >= total:
+                return f"{t} {host}uploaded {p.get('path', '')} ({fmt_bytes(total)})"
+            return f"{t} {host}uploading {p.get('path', '')}: {100 * done // total}% of {fmt_bytes(total)}"
     if k == ev.PATCH_VERIFIED and p.get("drift"):
         return None  # a recreated container: said once, as the warning that names it
     if k == ev.MARKER:

@@ -31,7 +31,8 @@ _NUMBER = (int, float)
 _LEVEL = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}
 # Kinds `human_line` formats by their own rule, not by summary/message: never here.
 OWN_RULE = frozenset({"job.line", "job.lines", "stage.progress", "stats.sample", "marker",
-                      "patch.verified"})  # a drift flag hides it: human_line decides
+                      "patch.verified",  # a drift flag hides it: human_line decides
+                      "upload.progress"})
 
 
 def human(ts: str, host: str, kind: str, p: Any) -> Any:

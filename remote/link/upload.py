@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import time
 from pathlib import Path
 
 from remote.link.errors import ConsoleError
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+
+# A multi-GB upload reports its progress once a second, not once per SFTP block (thousands
+# of events in the session for one file); every upload reports its end.
+PROGRESS_EVERY_S = 1.0
 
 # Runs on the box with whatever python is there (>= 3.8), in one round trip for all the paths on
 # argv: expands `~` (argv is quoted, so no shell does it), creates the parent directory, and
@@ -104,8 +109,14 @@ async def upload_many(
         if current == sha256_file(local):
             continue
 
-        def progress(done: int, total: int, remote: str = remote) -> None:
-            if bus is not None:
+        last = [time.monotonic()]
+
+        def progress(done: int, total: int, remote: str = remote, last: list[float] = last
+                     ) -> None:
+            # the end always; on the way, once a PROGRESS_EVERY_S (SFTP calls this per block)
+            now = time.monotonic()
+            if bus is not None and (done >= total or now - last[0] >= PROGRESS_EVERY_S):
+                last[0] = now
                 bus.emit(ev.UPLOAD_PROGRESS, host, path=remote, done=done, total=total)
 
         await transport.put(local, expanded, progress)

@@ -60,6 +60,9 @@ def test_a_synthetic_mix_of_every_kind_equals_the_per_event_printer() -> None:
                                            "rate": [1.5, 1234.5, 3, None, 0.0][n % 5]},
                   when).to_json().encode(),
             Event("marker", host, {"label": text}, when).to_json().encode(),
+            Event("upload.progress", host, {"path": text, "done": [n, 3 << 20][n % 2],
+                                            "total": [n, 3 << 20, "x"][n % 3]},
+                  when).to_json().encode(),
         ]
     lines += _every_kind("2026-12-03T04:00:00.000Z")
     lines += JobLines("box", "run", "n", odd, list(range(len(odd))), when).to_records() \

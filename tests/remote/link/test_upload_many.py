@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import remote.link.upload as upload_module
 from remote.link.errors import ConsoleError
 from remote.link.transport import Transport
 from remote.link.upload import upload_many
@@ -72,3 +73,41 @@ async def test_a_box_python_that_answers_nonsense_is_a_clear_error(transport: Tr
         await upload_many(transport, [(src, str(tmp_path / "box" / "a.py")),
                                       (src, str(tmp_path / "box" / "b.py"))], python=str(fake))
     assert not (tmp_path / "box").exists()
+
+
+async def test_a_large_upload_reports_its_progress_at_most_once_a_second_and_its_end(
+        transport: Transport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over SFTP the progress handler is called once per block: a checkpoint of some GB is
+    thousands of calls. The session gets one event a PROGRESS_EVERY_S and the last one; the
+    headless printer then draws one line each (and none for a small file)."""
+    from console.printer import human_line
+
+    big = tmp_path / "head.safetensors"
+    big.write_bytes(bytes(range(256)) * (24 << 12))  # 24 MiB: many SFTP blocks
+    small = tmp_path / "probe.py"
+    small.write_text("x = 1\n")
+    bus = EventBus()
+    seen: list[Any] = []
+    bus.add_callback(lambda e: seen.append(e) if e.kind == ev.UPLOAD_PROGRESS else None)
+    monkeypatch.setattr(upload_module, "PROGRESS_EVERY_S", 3600.0)  # nothing on the way
+    box = tmp_path / "box"
+    assert await upload_many(transport, [(big, str(box / "head")), (small, str(box / "p.py"))],
+                             bus=bus, host="box") == 2
+    assert (box / "head").read_bytes() == big.read_bytes()
+    assert [(e.payload["path"], e.payload["done"], e.payload["total"]) for e in seen] == [
+        (str(box / "head"), 24 << 20, 24 << 20), (str(box / "p.py"), 6, 6)]
+    lines = [human_line(e) for e in seen]
+    assert lines[0] is not None and lines[0].endswith(f"[box] uploaded {box / 'head'} (24.0 MiB)")
+    assert lines[1] is None  # a probe-sized file: said by the command's result
+
+    seen.clear()
+    monkeypatch.setattr(upload_module, "PROGRESS_EVERY_S", 0.0)  # every call the transport makes
+    big.write_bytes(big.read_bytes()[::-1])
+    assert await upload_many(transport, [(big, str(box / "head"))], bus=bus, host="box") == 1
+    done = [e.payload["done"] for e in seen]
+    assert done == sorted(done) and done[-1] == 24 << 20
+    partial = [human_line(e) for e in seen[:-1]]
+    from remote.link.transport import LocalTransport
+
+    assert partial or isinstance(transport, LocalTransport)  # a local copy is one call
+    assert all(line is not None and "% of 24.0 MiB" in line for line in partial)

@@ -27,6 +27,7 @@ from console.sessions.decode import (
     _Line,
     _one_line,
     _ts_ok,
+    valid_utf8,
 )
 from console.sessions.human_fast import fast_records
 from console.sessions.human_records import _BLOCK_KIND, _ZERO_DIGITS, _human_records
@@ -43,8 +44,11 @@ def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) 
     `_human_runs`, where log batches in the recorder's exact shape are cut a group of lines at
     a time and anything else is decoded. Each pass over a block costs ~1 ns a byte here (0.2
     us an event), so the checks that can be made once per group are made once. A segment
-    holding job.lines records goes to human_records.py (see the module docstring)."""
+    holding job.lines records goes to human_records.py (see the module docstring); one that
+    is not valid UTF-8 (a damaged file) record by record as the per-event printer reads it."""
     if _BLOCK_KIND in data:
+        if not valid_utf8(data):
+            return "\n".join(_per_event(data, first, bad))
         fast = fast_records(data, first, count, bad)
         if fast is not None:
             return fast.decode("utf-8")[:-1]
@@ -57,13 +61,26 @@ def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]])
     `?`), each ending in a newline. The record fast path makes these bytes itself, so a real
     run's segment is encoded once and never decoded back."""
     if _BLOCK_KIND in data:
-        fast = fast_records(data, first, count, bad)
-        if fast is not None:
-            return fast
-        text = "\n".join(_human_records(data, first, bad))
+        if not valid_utf8(data):
+            text = "\n".join(_per_event(data, first, bad))
+        else:
+            fast = fast_records(data, first, count, bad)
+            if fast is not None:
+                return fast
+            text = "\n".join(_human_records(data, first, bad))
     else:
         text = _human_blocks(data, first, count, bad)
     return (text + "\n").encode("utf-8", "replace") if text else b""
+
+
+def _per_event(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[str]:
+    """Each record through the event decoder and printer.human_line: for a segment holding a
+    byte that is not UTF-8, which the typed decoders can skip unseen in a field they do not
+    read (a job line's `name`) where the per-event printer reports the line as bad."""
+    out: list[str] = []
+    for i, line in enumerate(split_events(data)):
+        out.extend(_slow_record(line, first + i, bad))
+    return out
 
 
 def _human_blocks(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
@@ -71,7 +88,7 @@ def _human_blocks(data: bytes, first: int, count: int, bad: list[tuple[int, str]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        text = ""
+        return "\n".join(_per_event(data, first, bad))
     lines = text.split("\n")
     lines.pop()
     if not text or len(lines) != count or "" in lines:
@@ -295,8 +312,8 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
            bad: list[tuple[int, str]]) -> list[str]:
     """Job lines and quiet stats samples formatted from typed records decoded in one call,
     every other kind through printer.human_line on a real Event (the same text either way;
-    tests/console/sessions/test_replay_fast.py compares them). Used for blocks that are not valid UTF-8 or
-    have blank lines: rare, so simplicity over speed."""
+    tests/console/sessions/test_replay_fast.py compares them). Used for blocks with blank lines:
+    rare, so simplicity over speed (one that is not valid UTF-8 goes to `_per_event`)."""
     try:
         blob = _join(lines) if lines is not None else \
             b"[" + data[:-1].replace(b"\n", b",") + b"]"  # type: ignore[index]

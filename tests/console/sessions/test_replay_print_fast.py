@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from console.sessions.human_fast import fast_records
-from console.sessions.human_log import human_text
+from console.sessions.human_log import human_bytes, human_text
 from remote.spine.events import Event, JobLines, parse_ts
 from tests.console.sessions.test_replay_fast import _every_kind, _typed
 from tests.console.sessions.test_replay_real import RECORDED
@@ -117,3 +117,29 @@ def test_progress_rates_equal_the_float_format() -> None:
                                                        "total": 8, "unit": "u", "rate": r},
                    when).to_json().encode() for n, r in enumerate(rates)]
     _check(lines)
+
+
+def test_a_byte_that_is_not_utf8_in_a_field_no_printer_reads_is_a_bad_line_as_per_event() -> None:
+    """The typed decoders skip the fields they do not read without looking at their bytes: a
+    damaged byte in a job line's `name` or in a payload key of its own was printed by the fast
+    paths where the per-event printer reports the line as bad (exit 1). Each path, with and
+    without a log block in the segment, now equals the per-event printer."""
+    when = parse_ts("2026-12-03T23:59:59.999Z")
+    clean = [Event("job.line", "box", {"run_id": "r1", "name": "n", "text": f"line {i}",
+                                       "offset": i}, when).to_json().encode() for i in range(4)]
+    clean.append(Event("console.info", "box", {"message": "caf\u00e9", "extra": "x"},
+                       when).to_json().encode())
+    broken = list(clean)
+    broken[1] = broken[1].replace(b'"name":"n"', b'"name":"\xff"')
+    broken[4] = broken[4].replace(b'"extra":"x"', b'"extra":"\xfe"')
+    block = JobLines("box", "r2", "n", ["a", "b"], [1, 2], when).to_records().encode().splitlines()
+    for lines in (broken, broken + block):
+        want, want_bad = _typed(lines, 10)
+        assert want_bad == [11, 14]  # the reference sees both
+        data = b"\n".join(lines) + b"\n"
+        for made in (human_text, human_bytes):
+            bad: list[tuple[int, str]] = []
+            got = made(data, 10, len(lines), bad)
+            text = got.decode() if isinstance(got, bytes) else got + "\n"
+            assert text == "".join(line + "\n" for line in want), (made.__name__, text)
+            assert [i for i, _ in bad] == want_bad, (made.__name__, bad)

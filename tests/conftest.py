@@ -27,14 +27,20 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def own_laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The consoles the tests start keep their laptop state (remembered pipeline runs, tail
-    cursors) apart from the operator's own ~/.local/state: a run remembered there made the TUI
-    reattach on start and a test read another screen (tests that need a state of their own still
-    set XDG_STATE_HOME themselves)."""
-    state = tmp_path_factory.mktemp("xdg-state")
+    """The consoles the tests start keep their laptop state, data and config apart from the
+    operator's own: a run remembered in ~/.local/state made the TUI reattach on start and a test
+    read another screen; every suite run left ~17 recorded sessions and a local-box in the
+    operator's ~/.local/share/eagle3-console; an operator's ~/.config/eagle3-console/console.toml
+    would have changed what the tests' consoles saw. Podman as root keeps its storage in
+    /var/lib/containers whatever XDG_DATA_HOME says, so the session's container stays cached.
+    (Tests that need a state of their own still set these themselves.) Yields the state dir."""
+    root = tmp_path_factory.mktemp("xdg")
     with pytest.MonkeyPatch.context() as mp:  # the session-wide twin of the monkeypatch fixture
-        mp.setenv("XDG_STATE_HOME", str(state))
-        yield state
+        for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
+                         ("XDG_CONFIG_HOME", "config")):
+            (root / sub).mkdir()
+            mp.setenv(var, str(root / sub))
+        yield root / "state"
 
 
 @pytest.fixture(scope="session")

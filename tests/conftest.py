@@ -33,14 +33,15 @@ def own_laptop_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]
     operator's ~/.local/share/eagle3-console; an operator's ~/.config/eagle3-console/console.toml
     would have changed what the tests' consoles saw. Podman as root keeps its storage in
     /var/lib/containers whatever XDG_DATA_HOME says, so the session's container stays cached.
-    (Tests that need a state of their own still set these themselves.) Yields the state dir."""
+    (Tests that need a state of their own still set these themselves.) Yields the folder
+    holding the three."""
     root = tmp_path_factory.mktemp("xdg")
     with pytest.MonkeyPatch.context() as mp:  # the session-wide twin of the monkeypatch fixture
         for var, sub in (("XDG_STATE_HOME", "state"), ("XDG_DATA_HOME", "data"),
                          ("XDG_CONFIG_HOME", "config")):
             (root / sub).mkdir()
             mp.setenv(var, str(root / sub))
-        yield root / "state"
+        yield root
 
 
 @pytest.fixture(scope="session")

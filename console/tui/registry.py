@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remote import probe_table
+
 
 @dataclass(frozen=True, slots=True)
 class Command:
@@ -51,12 +53,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("quit", "q", "quit", "Quit", "Leave the console", "global"),
     # host actions
     Command("host.connect", "c", "connect", "Connect", "Connect to the selected host", "hosts", live_only=True),
-    Command("probe.env", "e", "probe('env')", "Env probe", "Run the environment probe", "probes",
-            live_only=True),
-    Command("probe.model", "m", "probe('model')", "Model probe", "Resolve the model structure", "probes",
-            live_only=True),
-    Command("probe.compat", "k", "probe('compat')", "Compat", "Run the compatibility advisor", "probes",
-            live_only=True),
+    # the probes with a key on the Probes screen: their rows in remote/probe_table.py
+    *(Command(f"probe.{p.name}", p.key, f"probe({p.name!r})", p.title, p.tui_help, "probes", live_only=True)
+      for p in probe_table.TABLE if p.key),
     Command("patch.plan", "p", "patch_plan", "Plan", "Plan the worker patch (diff)", "patch", live_only=True),
     Command("patch.apply", "a", "patch_apply", "Apply", "Apply the planned patch (asks first)", "patch",
             live_only=True),

@@ -3,7 +3,8 @@
 A dummy probe (a stdlib script written here) goes in as one row, and nothing else changes:
 `console probe dummy` runs it on one host and on two (hosts of this machine, run as the box runs
 a probe: uploaded, with the options its row gives), prints its summary line and its fleet table,
-and keeps its usage rule. A name without a row is refused with the names there are.
+keeps its usage rule, and the TUI's Probes screen shows it from the recorded session. A name
+without a row is refused with the names there are.
 """
 
 from __future__ import annotations
@@ -51,14 +52,27 @@ def _config(tmp_path: Path) -> Path:
     return path
 
 
+async def _probes_screen(session: Path) -> str:
+    from textual.widgets import Static
+
+    from tests.tui_helpers import plain, replayed
+
+    async with replayed(session, start_screen="probes") as (app, _):
+        return plain(app.query_one("#env", Static))
+
+
 def test_a_dummy_probe_runs_and_prints_on_one_host_and_on_two(
         dummy: Probe, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path)
-    argv = ["probe", "dummy", "--config", str(config), "--no-record", "--family=-kimi"]
-    assert main([*argv, "--host", "a"]) == 0
+    common = ["probe", "dummy", "--config", str(config), "--family=-kimi"]
+    argv = [*common, "--no-record"]
+    session = tmp_path / "probe.jsonl"
+    assert main([*common, "--session", str(session), "--host", "a"]) == 0
     out = capsys.readouterr().out
     # `-kimi` reached the script as a value, not as an option (the row's --opt=value words).
     assert "[a] probe.result: asked about -kimi" in out
+    # The TUI's Probes screen over the recorded session: its summary line, from its row.
+    assert "dummy: asked about -kimi" in asyncio.run(_probes_screen(session))
 
     assert main([*argv, "--host", "a,b", "--json"]) == 0
     results = [json.loads(ln) for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]

@@ -114,9 +114,8 @@ async def run_probe(
     except ConsoleError as exc:  # the command itself could not be run (upload, connection)
         _error(bus, host, probe, f"probe {probe}: {exc}")
         raise
-    if probe == "env":
-        for result in results:
-            with_container(result, transport)
+    for result in results:  # a probe that says which container it ran in (env)
+        with_container(result, transport)
     if bus is not None and emit_results:
         for result in results:
             bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result, summary=row.summary(result))
@@ -124,9 +123,9 @@ async def run_probe(
 
 
 def with_container(result: dict[str, Any], transport: Transport) -> None:
-    """The runtime's word on the container the env probe ran in (name, id, start time, image
-    or rootfs: `<runtime> inspect` on the host) beside what the probe saw from inside;
-    `matches` when both name the same id."""
+    """The runtime's word on the container a probe ran in (name, id, start time, image or
+    rootfs: `<runtime> inspect` on the host) beside what the probe saw from inside (its
+    `container`, which the env probe reports); `matches` when both name the same id."""
     ident: ContainerIdentity | None = getattr(transport, "identity", None)
     inside = result.get("container")
     if ident is None or not isinstance(inside, dict):

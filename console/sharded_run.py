@@ -77,6 +77,7 @@ async def _connect(ctx: Context, names: list[str], *,
 
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
                       config: str, hosts: list[str]) -> RunOutcome:
+    from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
 
@@ -86,7 +87,7 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                  reassign_lost=args.reassign_lost)
     reassign |= set(down)
     try:
-        forced = bool(args.force) or args.start in ("prepare", "extract")
+        forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
                  + f"; gathered on {runner.host.name}", runner.host.name, hosts=hosts)
@@ -129,6 +130,6 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
         for b in boxes.values():
             if b.transport is not ctx.transports.get(b.name):
                 await b.transport.close()
-    later = "vocab" if forced else args.start
+    later = stage_table.after("extract") if forced else args.start
     return await pipeline_ops.run_pipeline(runner, config, start=later, until=args.until,
                                             reach=ctx.reach)

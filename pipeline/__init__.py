@@ -1,4 +1,5 @@
-"""The EAGLE-3 pipeline that runs on the box: prepare → extract → vocab → train → evaluate.
+"""The EAGLE-3 pipeline that runs on the box: prepare → extract → vocab → train → evaluate
+(the stages, their order and inputs: the table in pipeline/stages/__init__.py).
 
 It runs with the container's own python and ML stack, so it never imports `console` or
 `remote`. Each stage is `python -m pipeline STAGE --config FILE`; it prints JSON progress lines
@@ -13,5 +14,3 @@ what speculators 0.9 writes. speculators 0.3's worker extension captures the *ou
 instead; the extract stage translates (asks it for L-1), and the checkpoint's config records the
 convention and the ids, so serving does not silently shift by a layer.
 """
-
-STAGES = ("prepare", "extract", "vocab", "train", "evaluate")

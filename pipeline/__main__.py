@@ -2,7 +2,8 @@
 
     validate            check the config (and the disk floor); print what it resolved to
     plan                which stages are complete; nothing runs
-    prepare|extract|vocab|train|evaluate    one stage (skipped when its manifest matches)
+    STAGE               one stage of the table in pipeline/stages/__init__.py (skipped
+                        when its manifest matches)
     all                 every stage in order, in this process
     run                 every remaining stage in order, each in its own process: what the
                         console launches as one detached job (pipeline/sequence.py)
@@ -27,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pipeline import STAGES
+from pipeline import stages as stage_table
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
@@ -36,15 +37,16 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    stages = stage_table.names()
     p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=[*STAGES, "all", "run", "plan", "validate", "demo-setup",
+    p.add_argument("command", choices=[*stages, "all", "run", "plan", "validate", "demo-setup",
                                        "serve", "shard-plan", "shard-extract", "shard-gather"])
     p.add_argument("--config", help="pipeline TOML")
     p.add_argument("--force", action="store_true", help="run even when the manifest matches")
-    p.add_argument("--from", dest="start", choices=STAGES,
+    p.add_argument("--from", dest="start", choices=stages,
                    help="with all or run: force from STAGE on")
-    p.add_argument("--rerun", choices=STAGES, help="with run: force this stage only")
+    p.add_argument("--rerun", choices=stages, help="with run: force this stage only")
     p.add_argument("--demo-dir", help="with run: build the demo here and run its config")
     p.add_argument("--dir", help="demo-setup: directory to build the demo in")
     p.add_argument("--port", type=int, help="serve: the server's port")
@@ -54,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=int, help="shard-gather: the shard's first sample")
     p.add_argument("--move", action="store_true",
                    help="shard-gather: move the files (a staging copy) instead of copying")
-    p.add_argument("--until", choices=STAGES, help="with run: stop after this stage")
+    p.add_argument("--until", choices=stages, help="with run: stop after this stage")
     return p
 
 
@@ -175,8 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(row))
             return 0
         if stage == "all":
-            first_forced = STAGES.index(args.start) if args.start else (0 if args.force else 99)
-            for i, s in enumerate(STAGES):
+            order = stage_table.names()
+            first_forced = order.index(args.start) if args.start else (0 if args.force else 99)
+            for i, s in enumerate(order):
                 run_stage(cfg, s, force=i >= first_forced)
             return 0
         run_stage(cfg, stage, force=args.force)

@@ -5,10 +5,10 @@ starts again removes its manifest first. So a stage killed at any point leaves n
 nothing downstream (or a second `console run`) mistakes its half-written outputs for complete.
 
 A stage is up to date when its manifest exists, its key (the config sections the stage reads
-plus the digests of its input stages' manifests) is unchanged, and every recorded output still
-exists with its recorded size. Output hashes: full sha256 for files up to 16 MB; above that, the
-sha256 of size + first and last MiB ("sampled"), because hashing terabytes of hidden states on
-every run would cost more than the stage.
+plus the digests of its input stages' manifests, both from its row in pipeline/stages) is
+unchanged, and every recorded output still exists with its recorded size. Output hashes: full
+sha256 for files up to 16 MB; above that, the sha256 of size + first and last MiB ("sampled"),
+because hashing terabytes of hidden states on every run would cost more than the stage.
 """
 
 from __future__ import annotations
@@ -22,19 +22,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline import stages as stage_table
 from pipeline.config import PipelineConfig
 
 FORMAT = 1
 FULL_HASH_LIMIT = 16 << 20
-
-# Which config sections and which upstream stages each stage depends on.
-DEPENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "prepare": (("target", "data"), ()),
-    "extract": (("target", "extract"), ("prepare",)),
-    "vocab": (("vocab",), ("prepare",)),
-    "train": (("train",), ("extract", "vocab")),
-    "evaluate": (("evaluate", "train"), ("train", "prepare")),
-}
 
 
 def manifest_dir(cfg: PipelineConfig) -> Path:
@@ -59,14 +51,14 @@ def read(cfg: PipelineConfig, stage: str) -> dict[str, Any] | None:
 
 def stage_key(cfg: PipelineConfig, stage: str) -> str | None:
     """The key a matching manifest must carry; None when an input stage is not complete."""
-    sections, inputs = DEPENDS[stage]
-    parts: dict[str, Any] = {"config": cfg.section_digest(*sections), "inputs": {}}
-    for up in inputs:
+    row = stage_table.get(stage)
+    parts: dict[str, Any] = {"config": cfg.section_digest(*row.sections), "inputs": {}}
+    for up in row.inputs:
         m = read(cfg, up)
         if m is None:
             return None
         parts["inputs"][up] = m["digest"]
-    if stage == "prepare":
+    if row.reads_dataset:
         ds = cfg.dataset_path()
         if ds is not None:
             st = ds.stat()
@@ -157,6 +149,7 @@ def invalidate(cfg: PipelineConfig, stage: str) -> None:
 def write(cfg: PipelineConfig, stage: str, outputs: list[Path], *, key: str,
           summary: dict[str, Any], seconds: float) -> dict[str, Any]:
     base = cfg.output_dir
+    row = stage_table.get(stage)
     rows = []
     for p in sorted(outputs):
         digest, how = file_digest(p)
@@ -167,8 +160,8 @@ def write(cfg: PipelineConfig, stage: str, outputs: list[Path], *, key: str,
         "stage": stage,
         "key": key,
         "config": str(cfg.path),
-        "config_digest": cfg.section_digest(*DEPENDS[stage][0]),
-        "inputs": {up: (read(cfg, up) or {}).get("digest") for up in DEPENDS[stage][1]},
+        "config_digest": cfg.section_digest(*row.sections),
+        "inputs": {up: (read(cfg, up) or {}).get("digest") for up in row.inputs},
         "outputs": rows,
         "packages": package_versions(),
         "summary": summary,

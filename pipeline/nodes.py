@@ -65,8 +65,10 @@ def data_digest(cfg: PipelineConfig) -> str:
     """What every box must hold alike: the extract and vocab outputs, as their manifests list
     them (relative path, size, sha256). Keys are not compared: they include each box's own
     resolved paths."""
+    from pipeline import stages as stage_table
+
     rows: list[Any] = []
-    for stage in ("extract", "vocab"):
+    for stage in stage_table.get("train").inputs:
         m = read(cfg, stage)
         if m is None:
             raise ConfigInvalid(str(cfg.path), f"train.hosts: this box has no complete {stage} "

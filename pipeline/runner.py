@@ -8,6 +8,7 @@ does the rest; a different key wipes the directory first.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
 import time
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline import STAGES, manifest
+from pipeline import manifest
+from pipeline import stages as stage_table
 from pipeline.config import PipelineConfig
 from pipeline.diskfull import disk_full_message, is_disk_full
 from pipeline.errors import PipelineError
@@ -38,24 +40,17 @@ class StageContext:
 
 
 StageFn = Callable[[StageContext], tuple[list[Path], dict[str, Any]]]
-RESUMABLE = frozenset({"extract"})
 
 
 def stage_function(stage: str) -> StageFn:
-    # Imported on demand: each module pulls torch/transformers, which `plan` must not pay for.
-    if stage == "prepare":
-        from pipeline.stages.prepare import run
-    elif stage == "extract":
-        from pipeline.stages.extract import run
-    elif stage == "vocab":
-        from pipeline.stages.vocab import run
-    elif stage == "train":
-        from pipeline.stages.train import run
-    elif stage == "evaluate":
-        from pipeline.stages.evaluate import run
-    else:
-        raise PipelineError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
-    return run
+    """The `run` of the module the stage's row names, imported now: each pulls torch or
+    transformers, which `plan` and the console must not pay for."""
+    try:
+        row = stage_table.get(stage)
+    except ValueError as exc:
+        raise PipelineError(str(exc)) from None
+    fn: StageFn = importlib.import_module(row.entry).run
+    return fn
 
 
 def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
@@ -66,7 +61,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         return False
     key = manifest.stage_key(cfg, stage)
     if key is None:
-        missing = [u for u in manifest.DEPENDS[stage][1] if manifest.read(cfg, u) is None]
+        missing = [u for u in stage_table.get(stage).inputs if manifest.read(cfg, u) is None]
         raise PipelineError(f"{stage}: input stage(s) {', '.join(missing)} not complete: "
                             f"run them first")
     fn = stage_function(stage)
@@ -86,7 +81,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     manifest.invalidate(cfg, stage)
     final = manifest.stage_dir(cfg, stage)
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    if stage in RESUMABLE:
+    if stage_table.get(stage).resumable:
         work = final
         work.mkdir(parents=True, exist_ok=True)
     else:
@@ -136,8 +131,9 @@ def plan(cfg: PipelineConfig, *, start: str | None = None,
          force: bool = False) -> list[dict[str, Any]]:
     """Which stages would run. --from STAGE forces STAGE and everything after it."""
     rows = []
-    forced_from = STAGES.index(start) if start else (0 if force else len(STAGES))
-    for i, stage in enumerate(STAGES):
+    order = stage_table.names()
+    forced_from = order.index(start) if start else (0 if force else len(order))
+    for i, stage in enumerate(order):
         st = manifest.status(cfg, stage)
         rows.append({"stage": stage, "complete": st.complete, "reason": st.reason,
                      "force": i >= forced_from, **manifest.facts(cfg, stage)})

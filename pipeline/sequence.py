@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from pipeline import STAGES
+from pipeline import stages as stage_table
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
@@ -95,7 +95,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         emit("end", "demo-setup", ok=ok, seconds=round(time.monotonic() - t0, 3),
              **({} if ok else {"error": f"demo-setup exited {rc}", "returncode": rc}))
         if not ok:
-            not_run(STAGES, "the demo could not be built (demo-setup failed)")
+            not_run(stage_table.names(), "the demo could not be built (demo-setup failed)")
             outcome["failed"] = "demo-setup"
             return finish(False, _failed_rc(rc))
         # as named, not resolved: a demo reached through a link keeps the paths it was run with
@@ -110,7 +110,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         cfg = config_mod.load(config, check_disk=False)  # extract checks the disk itself
     except PipelineError as exc:
         emit("error", RUNNER, message=str(exc), exit_code=exc.exit_code)
-        not_run(STAGES, "the config did not load (error above)")
+        not_run(stage_table.names(), "the config did not load (error above)")
         return finish(False, exc.exit_code)
     emit("info", RUNNER, message=(
         f"pipeline config {cfg.path}: target {cfg.model_path} ({cfg.num_layers} layers, hidden "
@@ -118,11 +118,12 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         f"{config_mod.bytes_per_token(cfg)} bytes/token, output {cfg.output_dir}"),
         config=str(cfg.path), output_dir=str(cfg.output_dir))
     paths = {"config": str(cfg.path), "output_dir": str(cfg.output_dir)}
-    first_forced = STAGES.index(start) if start else (0 if force else len(STAGES))
-    last = STAGES.index(until) + 1 if until else len(STAGES)
-    for i, stage in enumerate(STAGES[:last]):
+    order = stage_table.names()
+    first_forced = order.index(start) if start else (0 if force else len(order))
+    last = order.index(until) + 1 if until else len(order)
+    for i, stage in enumerate(order[:last]):
         if cancel.seen:
-            not_run(STAGES[i:], "the run was cancelled")
+            not_run(order[i:], "the run was cancelled")
             return finish(False, EXIT_CANCELLED, **paths)
         forced = i >= first_forced or stage == rerun
         if not forced:
@@ -140,7 +141,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         why = "cancelled" if cancel.seen else f"exited {rc}"
         emit("end", stage, ok=False, seconds=round(time.monotonic() - t0, 3), returncode=rc,
              error=f"{stage} {why}")
-        not_run(STAGES[i + 1:], "the run was cancelled" if cancel.seen
+        not_run(order[i + 1:], "the run was cancelled" if cancel.seen
                 else f"{stage} failed (exit {rc}): the runner stopped there")
         return finish(False, EXIT_CANCELLED if cancel.seen else _failed_rc(rc), **paths)
     return finish(True, 0, **paths)

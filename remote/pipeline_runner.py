@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline import stages as stage_table
 from pipeline.progress import parse as parse_progress
 from remote.compat import advise, config_facts, pipeline_blockers
 from remote.jobs.client import Jobs
@@ -33,8 +34,6 @@ from remote.link.transport import Transport
 from remote.link.upload import upload, upload_many
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
-
-STAGES = ("prepare", "extract", "vocab", "train", "evaluate")
 
 # Library chatter (progress bars, per-file INFO logs) would drown the stage records in the log;
 # warnings and errors still come through.
@@ -277,7 +276,7 @@ class PipelineRunner:
         for line in done.stdout.splitlines():
             rec = parse_progress(line)
             stage = str((rec or {}).get("stage", ""))
-            if rec is None or stage not in STAGES:
+            if rec is None or stage not in stage_table.names():
                 continue
             if rec.get("type") == "start":
                 cut = [s for s in cut if s != stage] + [stage]
@@ -325,7 +324,7 @@ class PipelineRunner:
                 o.state, o.error = "failed", f"{o.stage}: {why} while it ran"
                 self._emit(ev.STAGE_END, stage=o.stage, ok=False, run_id=run_id, error=o.error,
                            summary=f"{o.stage} failed: {o.error}")
-            for stage in STAGES:
+            for stage in stage_table.names():
                 if stage not in outcome.stages:
                     outcome.stages[stage] = StageOutcome(stage, "not_run", reason=why)
                     self._emit(ev.STAGE_NOT_RUN, stage=stage, reason=why, run_id=run_id,
@@ -340,7 +339,7 @@ class PipelineRunner:
         if kind == "finished":
             outcome.finished = rec
             return
-        if stage not in STAGES:
+        if stage not in stage_table.names():
             return  # the runner's own info, demo-setup
         o = outcome.stage(stage)
         if kind == "start":

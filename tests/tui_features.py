@@ -1,5 +1,6 @@
-"""A stand-in remote feature for controller tests: runs a real command on the real transport
-and publishes its result the way the probe runner will (probe.result {probe, result})."""
+"""Stand-in adapters for controller tests (in place of console/tui/wiring.py's): a probe that
+runs a real command on the real transport and publishes its result the way the probe runner does
+(probe.result {probe, result}), and a stats stream in the sampler's shape."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 from remote.spine import events as ev
 
 
-async def run_probe(*, transport: Any, host: Any, bus: Any, probe: str) -> None:
+async def run_probe(*, transport: Any, host: Any, bus: Any, probe: str,
+                    target: str | None = None) -> None:
     done = await transport.run([sys.executable, "-c", "print('ok')"], timeout=30)
     bus.emit(ev.PROBE_RESULT, host.name, probe=probe,
              result={"returncode": done.returncode, "stdout": done.stdout.strip()})

@@ -1,9 +1,10 @@
-"""`console probe env|model|compat --host a,b,c` (or a group): every box at once, one table.
+"""`console probe NAME --host a,b,c` (or a group): every box at once, one table.
 
 Each host's probe runs on its own connection and publishes its own probe.result events (so
-`--json` and the session carry every host); the table is built from those events, and a cell
-that differs from the other hosts is marked, so the one box on another vLLM (or unpatched, or
-with another GPU count) is named at a glance.
+`--json` and the session carry every host); the table is built from those events (its columns:
+the probe's row in remote/probe_table.py), and a cell that differs from the other hosts is
+marked, so the one box on another vLLM (or unpatched, or with another GPU count) is named at a
+glance.
 """
 
 from __future__ import annotations
@@ -40,42 +41,16 @@ async def _patch_state(ctx: Context, name: str) -> str:
         return "n/a" + (f" ({why[why.rfind('('):].strip('()')})" if why.endswith(")") else "")
 
 
-def env_row(name: str, env: dict[str, Any], patch: str) -> list[str]:
-    pk = env.get("packages") or {}
-    gpu = env.get("gpu") or {}
-    return [name, str(pk.get("vllm") or "-"), str(pk.get("speculators") or "-"),
-            str(pk.get("torch") or "-"), str(pk.get("transformers") or "-"),
-            str(gpu.get("count", "-")), patch]
-
-
-ENV_HEADER = ("HOST", "VLLM", "SPECULATORS", "TORCH", "TRANSFORMERS", "GPUS", "PATCH")
-MODEL_HEADER = ("HOST", "ARCHITECTURE", "STATUS", "LAYERS", "EAGLE3")
-COMPAT_HEADER = ("HOST", "ARCHITECTURE", "VLLM", "SPECULATORS", "VERDICT")
-
-
-def model_row(name: str, r: dict[str, Any]) -> list[str]:
-    eagle = r.get("supports_eagle3")
-    return [name, str(r.get("architecture") or "-"), str(r.get("status") or "-"),
-            str(r.get("layers_path") or r.get("layers") or "-"),
-            "-" if eagle is None else ("yes" if eagle else "no")]
-
-
-def compat_row(name: str, r: dict[str, Any]) -> list[str]:
-    v = r.get("versions") or {}
-    errors = sum(1 for f in r.get("findings") or [] if f.get("severity") == "error")
-    verdict = f"{errors} error(s)" if errors else "ok"
-    return [name, str(r.get("architecture") or "-"), str(v.get("vllm") or "-"),
-            str(v.get("speculators") or "-"), verdict]
-
-
 async def run_fleet(args: argparse.Namespace) -> int:
     from console.commands.probe import run_one
+    from remote import probe_table
     from remote.spine import events as ev
 
-    if args.probe == "source":
+    row = probe_table.get(args.probe)
+    if row.fleet_row is None:
         from remote.link.errors import UsageError
 
-        raise UsageError("probe source reads one host's vLLM: give one --host")
+        raise UsageError(f"probe {row.name} reads one host at a time: give one --host")
     ctx, resolved = open_fleet(args)
     async with ctx:
         got: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
@@ -89,7 +64,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
         async def one(name: str) -> int:
             code, _ = await run_one(ctx, args, name)
-            if args.probe == "env":
+            if row.fleet_patch:
                 patch[name] = await _patch_state(ctx, name)
             return code
 
@@ -101,13 +76,9 @@ async def run_fleet(args: argparse.Namespace) -> int:
         for name in resolved.names:
             if codes.get(name) not in (0, 1, 4) or name not in got:
                 continue  # unreachable: its error line says so; no row to compare
-            if args.probe == "env":
-                rows += [env_row(name, r, patch.get(name, "-")) for r in got[name]["env"]]
-            elif args.probe == "model":
-                rows += [model_row(name, r) for r in got[name]["model"]]
-            else:
-                rows += [compat_row(name, r) for r in got[name]["compat"]]
-        header = {"env": ENV_HEADER, "model": MODEL_HEADER}.get(args.probe, COMPAT_HEADER)
+            rows += [[name, *row.fleet_row(r), *([patch.get(name, "-")] if row.fleet_patch else [])]
+                     for r in got[name][row.name]]
+        header = ("HOST", *row.fleet_header, *(["PATCH"] if row.fleet_patch else []))
         if rows and not args.json:
             ctx.out.write(table(header, rows) + "\n")
             ctx.out.flush()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options
-from pipeline import STAGES
+from pipeline import stages as stage_table
 from remote.link.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
@@ -45,18 +45,19 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    stages = stage_table.names()
     p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
-                       description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
-                       "evaluate) on a host as one detached run that the box carries to the "
-                       "end, follow it, and record the session.")
+                       description=f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
+                       "host as one detached run that the box carries to the end, follow it, "
+                       "and record the session.")
     add_host_options(p)
     p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
     p.add_argument("--demo", action="store_true",
                    help="build and run the tiny local demo (tiny target, tokenizer, conversations)")
-    p.add_argument("--from", dest="start", choices=STAGES, metavar="STAGE",
-                   help=f"re-run STAGE and every stage after it ({', '.join(STAGES)})")
+    p.add_argument("--from", dest="start", choices=stages, metavar="STAGE",
+                   help=f"re-run STAGE and every stage after it ({', '.join(stages)})")
     p.add_argument("--force", action="store_true", help="re-run every stage")
-    p.add_argument("--until", choices=STAGES, metavar="STAGE",
+    p.add_argument("--until", choices=stages, metavar="STAGE",
                    help="stop after STAGE (e.g. extract: hidden states only)")
     p.add_argument("--reassign", action="append", metavar="HOST",
                    help="sharded extract (extract.hosts): HOST is lost, run its shard on the "

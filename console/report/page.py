@@ -19,7 +19,7 @@ from typing import Any
 from console.report import figures
 from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
-from console.tui.model import STAGE_ORDER, ConsoleState, HostState
+from console.tui.model import ConsoleState, HostState, stage_order
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
@@ -106,8 +106,8 @@ def _stages(host: HostState) -> str:
     rows = []
     stages = host.ordered_stages()
     # Set-up steps before the pipeline (demo-setup) first, as they ran.
-    for st in [s for s in stages if s.name not in STAGE_ORDER] + \
-            [s for s in stages if s.name in STAGE_ORDER]:
+    order = stage_order()
+    for st in [s for s in stages if s.name not in order] + [s for s in stages if s.name in order]:
         rows.append([st.name, st.status, f"{st.seconds:.1f} s" if st.seconds is not None else "-",
                      f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
                      _outputs(st.outputs), _result(st.metrics)])

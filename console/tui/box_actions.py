@@ -12,13 +12,14 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from console.tui.controller import FeatureUnavailable, ReadOnlyReplay, Source
+from console.tui.controller import ReadOnlyReplay, Source
 from console.tui.dialogs import AskScreen, ConfirmScreen, HostKeyScreen
 from console.tui.model import ConsoleState
 from console.tui.widgets.common import View
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.pipeline import PipelineView
+from remote import probe_table
 from remote.link.errors import ConsoleError, HostKeyError, StageFailed
 from remote.spine.sanitize import visible_lines
 
@@ -53,7 +54,7 @@ class BoxActions(_AppBase):
 
     def _act(self, label: str, work: Callable[[], Awaitable[None]]) -> None:
         """Run an action in a worker; while it runs the top bar says so, and its end says
-        which of failed, cancelled or not available it was (not one title for all)."""
+        which of failed, cancelled or refused it was (not one title for all)."""
         host = self.current_host
 
         async def run() -> None:
@@ -61,8 +62,6 @@ class BoxActions(_AppBase):
             self._update_chrome()
             try:
                 await work()
-            except FeatureUnavailable as exc:
-                self._failed(host, str(exc), "not available in this build", "warning")
             except ReadOnlyReplay as exc:
                 self._failed(host, str(exc), label, "warning")
             except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
@@ -122,7 +121,7 @@ class BoxActions(_AppBase):
 
     def action_probe(self, probe: str) -> None:
         host = self.current_host
-        if probe == "env":
+        if not probe_table.get(probe).asks_target:
             self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
             return
 

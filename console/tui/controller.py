@@ -5,23 +5,20 @@ layer, events come from it) or a replay (events come from a session file, action
 Either way the app only sees an EventBus and a `Controller`, so "disconnected / reconnecting"
 and "replay" are states like any other, testable without a terminal or a box.
 
-Each action resolves its operation (remote/ops, through console/tui/wiring.py) lazily by one
-row of `FEATURES`: a module or function missing from a build fails as `FeatureUnavailable`,
-shown as "not available in this build" instead of a crash.
+Each action calls its operation's adapter in console/tui/wiring.py by name (`wiring.probe`,
+`wiring.patch_plan`, ...), which imports the operation (remote/ops/) when it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
-from remote.link.errors import ConsoleError
+from console.tui import wiring
+from remote.link.errors import ConsoleError, UsageError
 from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts
 from remote.link.transport import Transport
 from remote.spine import event_types as et
@@ -30,61 +27,13 @@ from remote.spine.bus import EventBus
 from remote.spine.events import Event
 
 
-class FeatureUnavailable(ConsoleError):
-    """An action whose remote module is not part of this build."""
-
-
 class ReadOnlyReplay(ConsoleError):
     """Actions that would drive the box are refused while replaying a session."""
 
 
-@dataclass(frozen=True, slots=True)
-class Feature:
-    label: str
-    module: str
-    function: str
-
-
-# action -> where the remote layer implements it. The function is called with keyword arguments
-# transport=, host= (HostConfig), bus=, plus the action's own (probe=, file=, stage=).
-FEATURES: dict[str, Feature] = {
-    "probe": Feature("probe runner", "console.tui.wiring", "probe"),
-    "patch.plan": Feature("patcher", "console.tui.wiring", "patch_plan"),
-    "patch.apply": Feature("patcher", "console.tui.wiring", "patch_apply"),
-    "patch.verify": Feature("patcher", "console.tui.wiring", "patch_verify"),
-    "patch.rollback": Feature("patcher", "console.tui.wiring", "patch_rollback"),
-    "stage.start": Feature("pipeline runner", "console.tui.wiring", "start_stage"),
-    "stage.resume": Feature("pipeline runner", "console.tui.wiring", "resume"),
-    "stage.cancel": Feature("detached jobs", "console.tui.wiring", "stage_cancel"),
-    "stats": Feature("stats sampler", "remote.ops.stats", "stream_stats"),
-    "jobs.reattach": Feature("detached jobs", "console.tui.wiring", "jobs_reattach"),
-    "serve.start": Feature("vLLM server", "console.tui.wiring", "serve_start"),
-    "serve.stop": Feature("vLLM server", "console.tui.wiring", "serve_stop"),
-    "serve.status": Feature("vLLM server", "console.tui.wiring", "serve_running"),
-    "bench.run": Feature("benchmarks", "console.tui.wiring", "bench_run"),
-    "bench.watch": Feature("benchmarks", "console.tui.wiring", "live_acceptance"),
-}
-
 # Seconds between two /metrics scrapes of the live acceptance (one window each): long enough
 # that a window holds a few hundred drafts at a CPU's decode rate, short enough to watch.
 WATCH_INTERVAL_S = 5.0
-
-
-def resolve(action: str) -> Callable[..., Any]:
-    feature = FEATURES[action]
-    try:
-        module = importlib.import_module(feature.module)
-    except ImportError as exc:
-        raise FeatureUnavailable(
-            f"{feature.label} is not available in this build ({feature.module}: {exc})"
-        ) from None
-    fn = getattr(module, feature.function, None)
-    if not callable(fn):
-        raise FeatureUnavailable(
-            f"{feature.label} is not available in this build "
-            f"({feature.module}.{feature.function} not found)"
-        )
-    return fn  # type: ignore[no-any-return]
 
 
 class Controller(Protocol):
@@ -122,7 +71,7 @@ class ReplayController:
 
 
 class LiveController:
-    """Drives real hosts: one transport per host, remote functions resolved per action."""
+    """Drives real hosts: one transport per host, each action its adapter in wiring.py."""
 
     live = True
 
@@ -163,11 +112,7 @@ class LiveController:
             else:
                 from remote.link.connect import make_transport
 
-                try:
-                    t = make_transport(hc, bus=self.bus, **ssh_kwargs)
-                except ImportError as exc:
-                    raise FeatureUnavailable(
-                        f"SSH transport is not available in this build ({exc})") from None
+                t = make_transport(hc, bus=self.bus, **ssh_kwargs)
             await t.connect()
             self.transports[name] = t
             return t
@@ -182,7 +127,7 @@ class LiveController:
         operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
         stores it (remote/link/ssh.py). Another new key is refused again; a changed key always."""
         if not fingerprint:
-            raise FeatureUnavailable("no fingerprint to trust: connect first (c)")
+            raise UsageError("no fingerprint to trust: connect first (c)")
         await self._connect(host, accept_new_host_key=fingerprint)
 
     async def _connect(self, host: str, **ssh_kwargs: Any) -> None:
@@ -195,17 +140,16 @@ class LiveController:
             return
         try:
             await self.transport(host, **ssh_kwargs)
-        except FeatureUnavailable:
-            raise
         except Exception as exc:
             self.bus.emit(ev.CONNECTION_DOWN, host, error=str(exc), summary=f"{host}: {exc}")
             raise
         if self.host_config(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         # 10 samples a second unless the host's `stats_interval` says otherwise
-        self._start_background(host, "stats", "live stats",
+        self._start_background(host, "stats", "live stats", wiring.stream_stats,
                                interval=self.host_config(host).stats_interval)
-        self._start_background(host, "jobs.reattach", "job tails", following=self.following)
+        self._start_background(host, "jobs.reattach", "job tails", wiring.jobs_reattach,
+                               following=self.following)
         self._background[f"serve.check:{host}"] = asyncio.create_task(
             self._watch_if_serving(host), name=f"serve-check-{host}")
 
@@ -213,12 +157,11 @@ class LiveController:
         """A speculative server already running on the box (started by `console serve` or an
         earlier console): its live acceptance is watched from the start."""
         try:
-            fn = resolve("serve.status")
-            running = await fn(transport=self.transports[host], host=self.host_config(host),
-                               bus=self.bus)
+            running = await wiring.serve_running(transport=self.transports[host],
+                                                 host=self.host_config(host), bus=self.bus)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # no serve support, or the box said no: the rest still works
+        except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
             return
         if "speculative" in running:
@@ -226,7 +169,7 @@ class LiveController:
 
     def watch_acceptance(self, host: str) -> None:
         """Live acceptance per window (`console bench watch`) while the server answers."""
-        self._start_background(host, "bench.watch", "live acceptance",
+        self._start_background(host, "bench.watch", "live acceptance", wiring.live_acceptance,
                                interval=WATCH_INTERVAL_S)
 
     def _stop_background(self, host: str, action: str) -> None:
@@ -234,22 +177,14 @@ class LiveController:
         if task is not None:
             task.cancel()
 
-    def _start_background(self, host: str, action: str, label: str, **kwargs: Any) -> None:
-        """Streams that run as long as the console (live stats, reattached job tails), where
-        this build has them."""
-        try:
-            fn = resolve(action)
-        except FeatureUnavailable as exc:
-            self.bus.emit(ev.CONSOLE_INFO, host, message=f"{label}: {exc}")
-            return
+    def _start_background(self, host: str, action: str, label: str,
+                          fn: Callable[..., Awaitable[Any]], **kwargs: Any) -> None:
+        """Streams that run as long as the console (live stats, reattached job tails)."""
         transport = self.transports[host]
 
         async def stream() -> None:
             try:
-                result = fn(transport=transport, host=self.host_config(host), bus=self.bus,
-                            **kwargs)
-                if inspect.isawaitable(result):
-                    await result
+                await fn(transport=transport, host=self.host_config(host), bus=self.bus, **kwargs)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # it failed: say so once, keep the console up
@@ -260,34 +195,32 @@ class LiveController:
             old.cancel()
         self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
 
-    async def _call(self, action: str, host: str, **kwargs: Any) -> None:
-        fn = resolve(action)
+    async def _call(self, fn: Callable[..., Awaitable[Any]], host: str, **kwargs: Any) -> None:
+        """`fn` (an adapter in wiring.py) with the host's transport, config and the bus."""
         t = await self.transport(host)
-        result = fn(transport=t, host=self.host_config(host), bus=self.bus, **kwargs)
-        if inspect.isawaitable(result):
-            await result
+        await fn(transport=t, host=self.host_config(host), bus=self.bus, **kwargs)
 
     async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
-        await self._call("probe", host, probe=probe, target=target)
+        await self._call(wiring.probe, host, probe=probe, target=target)
 
     async def plan_patch(self, host: str) -> None:
-        await self._call("patch.plan", host)
+        await self._call(wiring.patch_plan, host)
 
     async def apply_patch(self, host: str, file: str) -> None:
         shown = list(self._shown.get(host, {}).values())
-        await self._call("patch.apply", host, file=file, shown=shown)
+        await self._call(wiring.patch_apply, host, file=file, shown=shown)
 
     async def verify_patch(self, host: str, file: str) -> None:
-        await self._call("patch.verify", host, file=file)
+        await self._call(wiring.patch_verify, host, file=file)
 
     async def rollback_patch(self, host: str, file: str) -> None:
-        await self._call("patch.rollback", host, file=file)
+        await self._call(wiring.patch_rollback, host, file=file)
 
     async def start_stage(self, host: str, stage: str) -> None:
-        await self._call("stage.start", host, stage=stage, following=self.following)
+        await self._call(wiring.start_stage, host, stage=stage, following=self.following)
 
     async def resume_pipeline(self, host: str) -> None:
-        await self._call("stage.resume", host, following=self.following)
+        await self._call(wiring.resume, host, following=self.following)
 
     async def auto_reattach(self, hosts: list[str]) -> None:
         """At start: connect to each host where this laptop started or attached to a pipeline
@@ -313,19 +246,19 @@ class LiveController:
         await asyncio.gather(*(self.connect(name) for name in remembered), return_exceptions=True)
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
-        await self._call("stage.cancel", host, stage=stage, run_id=run_id)
+        await self._call(wiring.stage_cancel, host, stage=stage, run_id=run_id)
 
     async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None:
-        await self._call("serve.start", host, role=role, pipeline=pipeline)
+        await self._call(wiring.serve_start, host, role=role, pipeline=pipeline)
         if role == "speculative":
             self.watch_acceptance(host)
 
     async def serve_stop(self, host: str) -> None:
         self._stop_background(host, "bench.watch")
-        await self._call("serve.stop", host)
+        await self._call(wiring.serve_stop, host)
 
     async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
-        await self._call("bench.run", host, options=options, baseline_url=baseline_url)
+        await self._call(wiring.bench_run, host, options=options, baseline_url=baseline_url)
 
     async def aclose(self) -> None:
         for task in self._background.values():

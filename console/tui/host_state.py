@@ -16,11 +16,11 @@ from typing import Any
 
 from console.tui.chart_data import ChartData
 from console.tui.tail import LogTail
+from pipeline.stages import names as stage_order  # the stages' order: pipeline/stages' table
 from remote.spine.events import Event
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
-STAGE_ORDER = ("prepare", "extract", "vocab", "train", "evaluate")
 
 
 # Domains a reducer can report as changed; views subscribe to the ones they render.
@@ -165,8 +165,9 @@ class HostState:
     last_event: datetime | None = None
 
     def ordered_stages(self) -> list[StageState]:
-        known = [self.stages[n] for n in STAGE_ORDER if n in self.stages]
-        return known + [s for n, s in self.stages.items() if n not in STAGE_ORDER]
+        order = stage_order()
+        known = [self.stages[n] for n in order if n in self.stages]
+        return known + [s for n, s in self.stages.items() if n not in order]
 
     def running_jobs(self) -> list[JobState]:
         return [j for j in self.jobs.values() if j.running]

@@ -30,13 +30,13 @@ from console.tui.host_state import (
     NOTES_DOMAIN,
     PATCH,
     PROBES,
-    STAGE_ORDER,
     STAGES,
     STATS,
     HostState,
     JobState,
     Note,
     StageState,
+    stage_order,
 )
 from console.tui.reducers import REDUCERS, note
 from console.tui.shown import shown_event
@@ -47,8 +47,8 @@ from remote.spine.sanitize import visible
 
 # What the screens import from here with ConsoleState (console/tui/widgets/).
 __all__ = ["ALLREDUCE", "BENCH", "CONNECTION", "HISTORY", "JOBS", "LOG", "MARKERS", "NOTES_DOMAIN",
-           "PATCH", "PROBES", "STAGES", "STAGE_ORDER", "STATS", "ConsoleState", "HostState",
-           "JobState", "Note", "StageState"]
+           "PATCH", "PROBES", "STAGES", "STATS", "ConsoleState", "HostState",
+           "JobState", "Note", "StageState", "stage_order"]
 
 
 class ConsoleState:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from console.tui import screens
+from remote import probe_table
+
 
 @dataclass(frozen=True, slots=True)
 class Command:
@@ -21,9 +24,10 @@ class Command:
     live_only: bool = False
 
 
-def _nav(screen: str, key: str, title: str, help: str) -> Command:
+def _nav(screen: screens.Screen) -> Command:
     """Screen switching: listed in the palette and help, not in the footer (the tabs show it)."""
-    return Command(f"screen.{screen}", key, f"show('{screen}')", title, help, "global", show=False)
+    return Command(f"screen.{screen.name}", screen.key, f"show({screen.name!r})", screen.short_title,
+                   screen.help, "global", show=False, replay_only=screen.replay_only)
 
 
 def _replay(name: str, key: str, action: str, title: str, help: str) -> Command:
@@ -31,32 +35,20 @@ def _replay(name: str, key: str, action: str, title: str, help: str) -> Command:
     return Command(f"replay.{name}", key, action, title, help, "replay", replay_only=True)
 
 
-# Their keys are their places here; "fleet" is last so the others keep theirs (9 shows it).
-SCREENS = ("hosts", "overview", "probes", "patch", "pipeline", "stats", "bench", "replay", "fleet")
+# The screens' names in tab order (their rows: console/tui/screens.py).
+SCREENS = screens.SCREENS
 
 COMMANDS: tuple[Command, ...] = (
-    # navigation
-    _nav("hosts", "1", "Hosts", "Configured hosts and their connection"),
-    _nav("overview", "2", "Overview", "GPUs, load, jobs, findings"),
-    _nav("probes", "3", "Probes", "Environment, model structure, compat"),
-    _nav("patch", "4", "Patch", "Worker patch recipes and diff"),
-    _nav("pipeline", "5", "Pipeline", "Stages, progress, log tail"),
-    _nav("stats", "6", "Stats", "GPU history and AllReduce"),
-    _nav("bench", "7", "Bench", "Benchmark sweep and acceptance"),
-    Command("screen.replay", "8", "show('replay')", "Replay", "Replay controls and markers", "global", show=False,
-            replay_only=True),
-    _nav("fleet", "9", "Fleet", "Every box at once, a row each (with several hosts)"),
+    # navigation: a command per screen of the screens' table
+    *(_nav(screen) for screen in screens.TABLE),
     Command("help", "question_mark,f1", "help", "Help", "List every key", "global"),
     Command("palette", "ctrl+p", "command_palette", "Palette", "Search commands", "global", show=False),
     Command("quit", "q", "quit", "Quit", "Leave the console", "global"),
     # host actions
     Command("host.connect", "c", "connect", "Connect", "Connect to the selected host", "hosts", live_only=True),
-    Command("probe.env", "e", "probe('env')", "Env probe", "Run the environment probe", "probes",
-            live_only=True),
-    Command("probe.model", "m", "probe('model')", "Model probe", "Resolve the model structure", "probes",
-            live_only=True),
-    Command("probe.compat", "k", "probe('compat')", "Compat", "Run the compatibility advisor", "probes",
-            live_only=True),
+    # the probes with a key on the Probes screen: their rows in remote/probe_table.py
+    *(Command(f"probe.{p.name}", p.key, f"probe({p.name!r})", p.title, p.tui_help, "probes", live_only=True)
+      for p in probe_table.TABLE if p.key),
     Command("patch.plan", "p", "patch_plan", "Plan", "Plan the worker patch (diff)", "patch", live_only=True),
     Command("patch.apply", "a", "patch_apply", "Apply", "Apply the planned patch (asks first)", "patch",
             live_only=True),

@@ -1,66 +1,144 @@
-"""The console's screens as a table: each one's tab titles and the view that draws it.
+"""The console's screens as one table: a row each gives its key, its tab (title, short title),
+its help line and the view that draws it.
 
 Kept out of app.py (issue 31: the app split by screen) so that adding a screen is a row here and
-a module under widgets/, not more of the app. Which screens a console shows depends on what it
-was started on: the Replay screen only in a replay, the Fleet screen only where there are
-several hosts (with one, the Hosts and Overview screens already say everything it would).
+a module under widgets/, not more of the app; the key bindings, the palette and the help screen
+take their screen commands from this table too (console/tui/registry.py). Which screens a console
+shows depends on what it was started on: the Replay screen only in a replay, the Fleet screen
+only where there are several hosts (with one, the Hosts and Overview screens already say
+everything it would). No Textual at import: a view's module is imported when it is first shown.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from console.tui.registry import SCREENS
-from console.tui.widgets.tab_bar import TabTitle
 
 if TYPE_CHECKING:
     from console.tui.widgets.common import View
     from console.tui.widgets.replay import MarkerRow
+    from console.tui.widgets.tab_bar import TabTitle
 
-TITLES = {"hosts": "Hosts", "overview": "Overview", "probes": "Probes", "patch": "Patch",
-          "pipeline": "Pipeline", "stats": "Stats/AllReduce", "bench": "Bench", "replay": "Replay",
-          "fleet": "Fleet"}
-# Under NARROW columns the tab bar would overflow with the full titles (the bar picks by its width):
-# whole words, never a cut one ("2 Over 3 Probe" read as cut labels at 80 columns).
-SHORT_TITLES = {**TITLES, "stats": "Stats"}
+
+@dataclass(frozen=True)
+class ViewArgs:
+    """What a view may need from the app when it is built."""
+
+    describe: dict[str, str]  # host -> its one-line description (the Hosts screen)
+    markers: Callable[[], list[MarkerRow]]  # the replay's markers (the Replay screen)
+
+
+def _hosts(a: ViewArgs) -> View:
+    from console.tui.widgets.hosts import HostsView
+
+    return HostsView(a.describe, id="view-hosts")
+
+
+def _overview(a: ViewArgs) -> View:
+    from console.tui.widgets.overview import OverviewView
+
+    return OverviewView(id="view-overview")
+
+
+def _probes(a: ViewArgs) -> View:
+    from console.tui.widgets.probes import ProbesView
+
+    return ProbesView(id="view-probes")
+
+
+def _patch(a: ViewArgs) -> View:
+    from console.tui.widgets.patch import PatchView
+
+    return PatchView(id="view-patch")
+
+
+def _pipeline(a: ViewArgs) -> View:
+    from console.tui.widgets.pipeline import PipelineView
+
+    return PipelineView(id="view-pipeline")
+
+
+def _stats(a: ViewArgs) -> View:
+    from console.tui.widgets.stats import StatsView
+
+    return StatsView(id="view-stats")
+
+
+def _bench(a: ViewArgs) -> View:
+    from console.tui.widgets.bench import BenchView
+
+    return BenchView(id="view-bench")
+
+
+def _replay(a: ViewArgs) -> View:
+    from console.tui.widgets.replay import ReplayView
+
+    return ReplayView(a.markers(), id="view-replay")
+
+
+def _fleet(a: ViewArgs) -> View:
+    from console.tui.widgets.fleet import FleetView
+
+    return FleetView(id="view-fleet")
+
+
+@dataclass(frozen=True)
+class Screen:
+    name: str
+    key: str  # the key that shows it (and its number on the tab)
+    title: str  # the tab's title
+    help: str  # one line in the palette and the help screen
+    view: Callable[[ViewArgs], View]
+    # The title under NARROW columns, where the bar would overflow with the full ones: whole
+    # words, never a cut one ("2 Over 3 Probe" read as cut labels at 80 columns).
+    short: str = ""
+    replay_only: bool = False  # shown only while a session replays
+    fleet_only: bool = False  # shown only with several hosts
+
+    @property
+    def short_title(self) -> str:
+        return self.short or self.title
+
+
+# In tab order. "fleet" is last so that the others keep their keys (9 shows it).
+TABLE: tuple[Screen, ...] = (
+    Screen("hosts", "1", "Hosts", "Configured hosts and their connection", _hosts),
+    Screen("overview", "2", "Overview", "GPUs, load, jobs, findings", _overview),
+    Screen("probes", "3", "Probes", "Environment, model structure, compat", _probes),
+    Screen("patch", "4", "Patch", "Worker patch recipes and diff", _patch),
+    Screen("pipeline", "5", "Pipeline", "Stages, progress, log tail", _pipeline),
+    Screen("stats", "6", "Stats/AllReduce", "GPU history and AllReduce", _stats, short="Stats"),
+    Screen("bench", "7", "Bench", "Benchmark sweep and acceptance", _bench),
+    Screen("replay", "8", "Replay", "Replay controls and markers", _replay, replay_only=True),
+    Screen("fleet", "9", "Fleet", "Every box at once, a row each (with several hosts)", _fleet,
+           fleet_only=True),
+)
+SCREENS = tuple(s.name for s in TABLE)
 NARROW = 110
 
 
+def get(name: str) -> Screen:
+    for s in TABLE:
+        if s.name == name:
+            return s
+    raise KeyError(name)
+
+
 def shown_screens(mode: str, hosts: int) -> list[str]:
-    """The screens this console has, in tab order (their keys are their place in SCREENS)."""
-    return [name for name in SCREENS
-            if (name != "replay" or mode == "replay") and (name != "fleet" or hosts > 1)]
+    """The screens this console has, in tab order."""
+    return [s.name for s in TABLE
+            if (not s.replay_only or mode == "replay") and (not s.fleet_only or hosts > 1)]
 
 
 def tab_titles(names: list[str]) -> list[TabTitle]:
-    return [TabTitle(name, f"{SCREENS.index(name) + 1} {TITLES[name]}",
-                     f"{SCREENS.index(name) + 1} {SHORT_TITLES[name]}", SHORT_TITLES[name])
-            for name in names]
+    from console.tui.widgets.tab_bar import TabTitle
+
+    return [TabTitle(s.name, f"{s.key} {s.title}", f"{s.key} {s.short_title}", s.short_title)
+            for s in map(get, names)]
 
 
 def make_view(name: str, describe: dict[str, str],
               markers: Callable[[], list[MarkerRow]]) -> View:
     """The view of screen `name`, built when it is first shown."""
-    from console.tui.widgets.bench import BenchView
-    from console.tui.widgets.fleet import FleetView
-    from console.tui.widgets.hosts import HostsView
-    from console.tui.widgets.overview import OverviewView
-    from console.tui.widgets.patch import PatchView
-    from console.tui.widgets.pipeline import PipelineView
-    from console.tui.widgets.probes import ProbesView
-    from console.tui.widgets.replay import ReplayView
-    from console.tui.widgets.stats import StatsView
-
-    views: dict[str, Callable[[], View]] = {
-        "hosts": lambda: HostsView(describe, id="view-hosts"),
-        "overview": lambda: OverviewView(id="view-overview"),
-        "probes": lambda: ProbesView(id="view-probes"),
-        "patch": lambda: PatchView(id="view-patch"),
-        "pipeline": lambda: PipelineView(id="view-pipeline"),
-        "stats": lambda: StatsView(id="view-stats"),
-        "bench": lambda: BenchView(id="view-bench"),
-        "replay": lambda: ReplayView(markers(), id="view-replay"),
-        "fleet": lambda: FleetView(id="view-fleet"),
-    }
-    return views[name]()
+    return get(name).view(ViewArgs(describe, markers))

@@ -2,41 +2,25 @@
 
 The TUI runs the same operations as the headless commands (probe and compat, patch with the
 "plan changed since shown" check, stages, reattached tails); this module only adapts the
-controller's keyword calls (transport=, host= (HostConfig), bus=, plus the action's own) and
-imports each operation when called, so a build without one still runs (FeatureUnavailable,
-"not available in this build"). No Textual here.
+controller's keyword calls (transport=, host= (HostConfig), bus=, plus the action's own). Each
+imports its operation inside the function, a plain import: the console's first paint does not
+wait for the transports, httpx or the patcher. No Textual here.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any, NoReturn
 
-from console.tui.controller import FeatureUnavailable
+from remote.link.errors import UsageError
 
 # Kept for callers of the old name; the operation lives in remote/ops/pipeline.py.
 PIPELINE_CONFIG_NAME = "pipeline.toml"
 
 
-def _module(name: str, label: str) -> ModuleType:
-    try:
-        return importlib.import_module(name)
-    except ImportError as exc:
-        raise FeatureUnavailable(f"{label} is not available in this build ({name}: {exc})") from None
-
-
-def _patch_ops() -> ModuleType:
-    return _module("remote.ops.patch", "patcher")
-
-
-def _pipeline_ops() -> ModuleType:
-    return _module("remote.ops.pipeline", "pipeline runner")
-
-
 async def patch_plan(*, transport: Any, host: Any, bus: Any) -> None:
-    ops = _patch_ops()
+    from remote.ops import patch as ops
+
     await ops.plan(ops.patcher(transport, host, bus))
 
 
@@ -44,17 +28,20 @@ async def patch_apply(*, transport: Any, host: Any, bus: Any, file: str,
                       shown: Sequence[Any] | None = None) -> None:
     """The operator confirmed in the Patch screen: apply, if a fresh plan is still the one the
     screen showed (`shown`: the patch.planned payloads it displayed), else refuse (exit 4)."""
-    ops = _patch_ops()
+    from remote.ops import patch as ops
+
     await ops.apply(ops.patcher(transport, host, bus), shown=shown)
 
 
 async def patch_verify(*, transport: Any, host: Any, bus: Any, file: str) -> None:
-    ops = _patch_ops()
+    from remote.ops import patch as ops
+
     await ops.verify(ops.patcher(transport, host, bus))
 
 
 async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> None:
-    ops = _patch_ops()
+    from remote.ops import patch as ops
+
     await ops.rollback(ops.patcher(transport, host, bus))
 
 
@@ -62,36 +49,35 @@ async def jobs_reattach(*, transport: Any, host: Any, bus: Any,
                         following: set[str] | None = None) -> None:
     """On connect: the pipeline's stages from their manifests, then the box's running jobs
     (the box runner among them) tailed into the event stream."""
-    await _module("remote.ops.pipeline", "detached jobs").reattach(transport, host, bus,
-                                                                   following=following)
+    from remote.ops import pipeline as ops
+
+    await ops.reattach(transport, host, bus, following=following)
 
 
 async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_id: str | None) -> None:
     """Cancel the run behind a stage (its process group on the box: TERM, then KILL)."""
+    from remote.ops import pipeline as ops
+
     if not run_id:
-        raise FeatureUnavailable(f"no run is known for stage {stage!r}: nothing to cancel")
-    await _module("remote.ops.pipeline", "detached jobs").cancel(transport, host, bus, run_id)
+        raise UsageError(f"no run is known for stage {stage!r}: nothing to cancel")
+    await ops.cancel(transport, host, bus, run_id)
 
 
 async def probe(*, transport: Any, host: Any, bus: Any, probe: str, target: str | None = None) -> None:
-    """env / model / compat, as `console probe` runs them; results arrive as probe.* events."""
-    ops = _module("remote.ops.probes", "probe runner")
-    if probe == "env":
-        await ops.probe(transport, host, bus, "env")
-        return
-    if not target:
-        raise FeatureUnavailable("the model and compat probes need a model path or an architecture name")
-    if probe == "model":
-        await ops.probe(transport, host, bus, "model", ops.model_args(target))
-        return
-    await ops.compat_check(transport, host, bus, ops.model_args(target))
+    """A probe as `console probe` runs it (its row in remote/probe_table.py; model and compat
+    read `target`); results arrive as probe.* events."""
+    from remote.ops import probes as ops
+    from remote.probe_table import ProbeRequest
+
+    await ops.run(transport, host, bus, probe, ProbeRequest.from_target(target))
 
 
 async def start_stage(*, transport: Any, host: Any, bus: Any, stage: str,
                       following: set[str] | None = None) -> None:
     """Run one stage now (even if its manifest matches) and the stages it leaves out of date:
     one box runner that carries on through evaluate if the console quits."""
-    ops = _pipeline_ops()
+    from remote.ops import pipeline as ops
+
     runner, config, demo_dir = await ops.box_pipeline(transport, host, bus)
     await ops.start_stage(runner, config, stage, demo_dir=demo_dir, following=following)
 
@@ -100,7 +86,8 @@ async def resume(*, transport: Any, host: Any, bus: Any,
                  following: set[str] | None = None) -> None:
     """Every remaining stage in order, skipping those whose manifest matches (what `console
     run` does): one box runner, or the one already running (attached, not started twice)."""
-    ops = _pipeline_ops()
+    from remote.ops import pipeline as ops
+
     runner, config, demo_dir = await ops.box_pipeline(transport, host, bus)
     await ops.run_pipeline(runner, config, demo_dir=demo_dir, following=following)
 
@@ -110,24 +97,15 @@ async def resume(*, transport: Any, host: Any, bus: Any,
 # remote/ops/bench.py; so do these. The bench options are typed as on the command line and read
 # by `console bench run`'s own parser, so they mean the same and are checked the same.
 
-def _serve_ops() -> ModuleType:
-    return _module("remote.ops.serve", "vLLM server")
-
-
-def _bench_ops() -> ModuleType:
-    return _module("remote.ops.bench", "benchmarks")
-
-
 async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
                       pipeline: str | None = None) -> None:
     """Start the `role` server (`console serve start [--baseline] --pipeline FILE | --demo`)
     and return once it answers; EngineFailed (with the engine log's tail) when it dies."""
     from pathlib import Path
 
-    from remote.link.errors import UsageError
+    from remote.ops import serve as ops
     from remote.serving.serve import extra_vllm_args
 
-    ops = _serve_ops()
     path = Path(pipeline).expanduser() if pipeline else None
     if path is not None and not path.is_file():
         raise UsageError(f"{pipeline}: pipeline config not found on this machine")
@@ -140,8 +118,9 @@ async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
 
 async def serve_stop(*, transport: Any, host: Any, bus: Any, role: str | None = None) -> None:
     """`console serve stop`: cancel the serve jobs (their process groups)."""
+    from remote.ops import serve as ops
     from remote.spine import events as ev
-    ops = _serve_ops()
+
     r = ops.runner(transport, host, bus)
     try:
         stopped = await ops.stop(r, role)
@@ -153,7 +132,8 @@ async def serve_stop(*, transport: Any, host: Any, bus: Any, role: str | None = 
 
 async def serve_running(*, transport: Any, host: Any, bus: Any) -> dict[str, str]:
     """`console serve status`: role -> run id of the servers running on the box."""
-    ops = _serve_ops()
+    from remote.ops import serve as ops
+
     r = ops.runner(transport, host, bus)
     try:
         return dict(await ops.running(r))
@@ -167,7 +147,6 @@ def bench_settings(options: str, host: str) -> Any:
     import shlex
 
     from console.commands.bench import register
-    from remote.link.errors import UsageError
 
     class Parser(argparse.ArgumentParser):
         """Says what is wrong instead of printing usage and exiting (the TUI keeps running)."""
@@ -198,14 +177,12 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     from remote.bench.prompts import BUILTIN, load_prompts
     from remote.bench.results import load_result
     from remote.bench.served import offline_vs_served
+    from remote.ops import bench as ops
     from remote.spine import events as ev
     from remote.spine.events import utc_now
 
-    ops = _bench_ops()
     args = bench_settings(options, host.name)
     if args.no_speculation and (args.baseline or args.baseline_url):
-        from remote.link.errors import UsageError
-
         raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
     settings = ops.SweepSettings(load_prompts(args.prompts or BUILTIN),
                                  parse_concurrency(args.concurrency), model=args.model,
@@ -231,5 +208,13 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
 async def live_acceptance(*, transport: Any, host: Any, bus: Any, interval: float) -> None:
     """`console bench watch` for as long as the speculative server runs: one bench.watch
     event per window (acceptance rate, mean acceptance length, per position)."""
-    ops = _bench_ops()
+    from remote.ops import bench as ops
+
     await ops.watch(transport, host, bus, interval=interval, count=None, model=None, windows=[])
+
+
+async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float) -> None:
+    """Live stats for as long as the console runs (`console stats`'s stream)."""
+    from remote.ops import stats as ops
+
+    await ops.stream_stats(transport=transport, host=host, bus=bus, interval=interval)

@@ -15,6 +15,7 @@ import asyncio
 import posixpath
 from contextlib import aclosing
 
+from pipeline import stages as stage_table
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
@@ -23,7 +24,6 @@ from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import (
     RUN_NAME,
-    STAGES,
     PipelineFailed,
     PipelineRunner,
     RunOutcome,
@@ -129,8 +129,8 @@ async def start_stage(runner: PipelineRunner, config: str | None, stage: str, *,
                       following: set[str] | None = None) -> RunOutcome:
     """Run `stage` now even if its manifest matches, and the stages after it that its new
     outputs leave out of date: one box runner, as `console run` starts."""
-    if stage not in STAGES:
-        raise UsageError(f"{stage!r} is not a pipeline stage ({', '.join(STAGES)}): "
+    if stage not in stage_table.names():
+        raise UsageError(f"{stage!r} is not a pipeline stage ({', '.join(stage_table.names())}): "
                          "s starts one of them")
     return await run_pipeline(runner, config, demo_dir=demo_dir, rerun=stage,
                               following=following)

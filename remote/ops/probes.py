@@ -1,76 +1,55 @@
-"""Probes and the compatibility advice, as the CLI (`console probe`) and the TUI run them."""
+"""Probes, as the CLI (`console probe`, one host or a fleet) and the TUI run them: one route.
+
+Which script, with which options, what a result reads as and what it means all come from the
+probe's row (remote/probe_table.py); a name without a row is a usage error here, before anything
+runs on the box.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from remote import compat
+from remote import probe_table
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.probe_runner import run_probe, summarize
+from remote.probe_runner import run_probe
+from remote.probe_table import ProbeRequest, Verdict
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
-VERSIONED = ("vllm", "speculators", "transformers")
+
+@dataclasses.dataclass
+class ProbeOutcome:
+    results: list[dict[str, Any]]
+    verdict: Verdict
 
 
-def model_args(target: str | None = None, *, model: str | None = None, arch: str | None = None,
-               vllm_root: str | None = None) -> list[str]:
-    """The model probe's arguments. `target`: a path on the box (HF model dir or config.json)
-    or an architecture name, as the TUI's one input field gives it."""
-    out: list[str] = []
-    if target:
-        if "/" in target or target.endswith(".json"):
-            model = model or target
-        else:
-            arch = arch or target
-    if model:
-        out += ["--model", model]
-    if arch:
-        out += ["--arch", arch]
-    if vllm_root:
-        out += ["--vllm-root", vllm_root]
-    return out
+async def run(transport: Transport, host: HostConfig, bus: EventBus, name: str,
+              request: ProbeRequest = ProbeRequest(), *, timeout: float | None = None
+              ) -> ProbeOutcome:
+    """Run probe `name` on one host: each result arrives as a probe.result event (a composed
+    probe's parts too); its results and what they mean. UsageError for an unknown name or a
+    request that lacks what the probe needs."""
+    row = probe_table.get(name)
+    missing = row.needs(request)
+    if missing:
+        from remote.link.errors import UsageError
 
-
-async def probe(transport: Transport, host: HostConfig, bus: EventBus, name: str,
-                args: Sequence[str] = (), *, timeout: float | None = None) -> list[dict[str, Any]]:
-    """One probe (env, model, source); each result arrives as a probe.result event."""
-    if name == "env" and not args:
-        args = ["--workdir", host.workdir]
+        raise UsageError(missing)
+    request = dataclasses.replace(request, workdir=request.workdir or host.workdir)
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-    return list(await run_probe(transport, name, list(args), workdir=host.workdir,
-                                python=host.python, bus=bus, host=host.name, **extra))
 
+    async def script(probe: str, args: Sequence[str]) -> list[dict[str, Any]]:
+        return list(await run_probe(transport, probe, list(args), workdir=host.workdir,
+                                    python=host.python, bus=bus, host=host.name, **extra))
 
-@dataclass
-class CompatOutcome:
-    architecture: Any
-    findings: list[compat.Finding]
-
-    @property
-    def refused(self) -> bool:
-        return any(f.severity == "error" for f in self.findings)
-
-
-async def compat_check(transport: Transport, host: HostConfig, bus: EventBus,
-                       model: Sequence[str], *, timeout: float | None = None
-                       ) -> list[CompatOutcome]:
-    """env + model probes, then the advice per model, published as probe.result (compat) events
-    with every finding and its fix."""
-    (env,) = await probe(transport, host, bus, "env", timeout=timeout)
-    outcomes = []
-    for found in await probe(transport, host, bus, "model", model, timeout=timeout):
-        findings = compat.advise(env, found)
-        result = {
-            "architecture": found.get("architecture"),
-            "versions": {k: (env.get("packages") or {}).get(k) for k in VERSIONED},
-            "findings": [f.to_dict() for f in findings],
-            "summary": compat.summarize(findings),
-        }
-        bus.emit(ev.PROBE_RESULT, host.name, probe="compat", result=result,
-                 summary=f"{found.get('architecture')}: {summarize('compat', result)}")
-        outcomes.append(CompatOutcome(found.get("architecture"), findings))
-    return outcomes
+    if row.compose is None:
+        results = await script(name, row.options(request))
+    else:
+        results = await row.compose(script, request)
+        for result in results:
+            bus.emit(ev.PROBE_RESULT, host.name, probe=name, result=result,
+                     summary=row.summary(result))
+    return ProbeOutcome(results, row.verdict(results, request))

@@ -16,6 +16,7 @@ from console.tui.shown import plain
 from console.tui.widgets.common import View
 from console.tui.widgets.hosts import env_summary
 from console.tui.widgets.overview import findings_table
+from remote import probe_table
 from remote.spine.sanitize import visible
 
 
@@ -73,6 +74,10 @@ def fill_model_tree(tree: Tree[Any], result: dict[str, Any]) -> None:
     tree.root.expand()
 
 
+# The probes this screen draws in panes of its own (the env line, the model tree, the findings).
+PANES = frozenset({"env", "model", "compat"})
+
+
 class ProbesView(View):
     DOMAINS = (PROBES,)
 
@@ -94,6 +99,11 @@ class ProbesView(View):
         text = Text()
         text.append("Environment: ", style="bold")
         text.append(env_summary(env))
+        for row in probe_table.TABLE:  # a probe without a pane of its own: its summary line
+            result = host.probes.get(row.name)
+            if row.name not in PANES and result:
+                text.append(f"\n{row.name}: ", style="bold")
+                text.append(visible(row.summary(result)))
         for probe, message in sorted(host.probe_errors.items()):
             text.append(f"\n{probe} probe failed: {visible(message)}", style="red")
         self.query_one("#env", Static).update(text)

@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static, Tree
 
-from console.tui import controller as ctl
+from console.tui import wiring
 from console.tui.app import ConsoleApp
 from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.tab_bar import TabBar
+from remote.link.errors import ConsoleError
 from tests.tui_helpers import (
     SIZE,
     ScriptedController,
@@ -71,13 +72,17 @@ async def test_hosts_connect_local_for_real_and_badge_goes_live() -> None:
         await app.source.controller.aclose()
 
 
-async def test_action_without_its_remote_module_says_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.not_in_this_build", "run"))
+async def test_a_failing_action_says_so_and_the_console_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refused(**_: object) -> None:
+        raise ConsoleError("the box refused the probe")
+
+    monkeypatch.setattr(wiring, "probe", refused)
     app = live_app(hosts=["local"], scripted=False, start_screen="probes")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("e")
         await wait_for(pilot, lambda: bool(app.notices))
-        assert "probe runner is not available in this build" in app.notices[-1]
+        assert "the box refused the probe" in app.notices[-1]
+        assert app.notice_log[-1][:2] == ("env probe failed", "error")
         assert app.is_running  # nothing crashed
         await app.source.controller.aclose()
 

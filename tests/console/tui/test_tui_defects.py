@@ -195,7 +195,6 @@ async def test_failed_cancelled_and_nothing_to_cancel_have_their_own_titles() ->
         await pilot.press("x")
         await wait_for(pilot, lambda: len(app.notice_log) == 3)
         assert app.notice_log[-1][0] == "cancel" and "nothing to cancel" in app.notice_log[-1][2]
-        assert all(t != "not available in this build" for t, _, _ in app.notice_log)
         # the failures stay in the host's notification log after the toasts are gone
         await pilot.press("n")
         await settle(pilot)

@@ -4,6 +4,7 @@ controller. These run without a terminal."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from console.sessions.reader import SessionReader
 from console.tui import controller as ctl
+from console.tui import wiring
 from console.tui.model import HISTORY, LOG, STAGES, STATS, ConsoleState
 from console.tui.registry import COMMANDS, by_id, commands_for
 from console.tui.render import bar, hbar, spark
@@ -19,6 +21,7 @@ from remote.link.hosts import Config
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
+from tests import tui_features
 from tests.tui_sessions import COMPAT_RESULT, HOST, WORKER, demo_events, demo_session, stats_payload
 
 
@@ -146,27 +149,17 @@ async def test_replay_controller_refuses_actions() -> None:
         await ctl.ReplayController().start_stage(HOST, "train")
 
 
-def test_missing_remote_module_is_feature_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.no_such_module", "run"))
-    with pytest.raises(ctl.FeatureUnavailable, match="probe runner is not available in this build"):
-        ctl.resolve("probe")
-    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "remote.spine.bus", "no_such_function"))
-    with pytest.raises(ctl.FeatureUnavailable, match=r"remote\.spine\.bus\.no_such_function not found"):
-        ctl.resolve("probe")
-
-
-async def test_live_controller_connects_local_and_calls_a_resolved_feature(
+async def test_live_controller_connects_local_and_calls_its_wiring(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Real LocalTransport; the feature is a real module function resolved through the table."""
+    """Real LocalTransport; the probe action calls wiring.probe (here a stand-in that runs a real
+    command on it)."""
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
     assert seen[0].kind == ev.CONNECTION_UP
-    monkeypatch.setitem(ctl.FEATURES, "probe", ctl.Feature("probe runner", "tests.tui_features", "run_probe"))
-    monkeypatch.setattr(ctl.LiveController, "run_probe", lambda self, host, probe, target=None:
-                        self._call("probe", host, probe=probe))
+    monkeypatch.setattr(wiring, "probe", tui_features.run_probe)
     await c.run_probe("local", "env")
     result = [e for e in seen if e.kind == ev.PROBE_RESULT][-1]
     assert result.payload["probe"] == "env" and result.payload["result"]["returncode"] == 0
@@ -204,22 +197,21 @@ async def test_replay_source_publishes_the_file(tmp_path: Path) -> None:
         assert got[-1].ts - got[0].ts > timedelta(seconds=10)
 
 
-async def _connected(monkeypatch: pytest.MonkeyPatch, stats: ctl.Feature
+async def _connected(monkeypatch: pytest.MonkeyPatch, stats: Callable[..., Awaitable[None]]
                      ) -> tuple[ctl.LiveController, list[Event]]:
-    """A live controller connected to the local host with `stats` as its stats feature, and the
+    """A live controller connected to the local host with `stats` as its stats stream, and the
     events its bus carried."""
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
-    monkeypatch.setitem(ctl.FEATURES, "stats", stats)
+    monkeypatch.setattr(wiring, "stream_stats", stats)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
     return c, seen
 
 
 async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, seen = await _connected(
-        monkeypatch, ctl.Feature("stats sampler", "tests.tui_features", "stream_stats"))
+    c, seen = await _connected(monkeypatch, tui_features.stream_stats)
     for _ in range(100):
         if sum(e.kind == ev.STATS_SAMPLE for e in seen) >= 3:
             break
@@ -231,12 +223,18 @@ async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.Mon
     assert sum(e.kind == ev.STATS_SAMPLE for e in seen) == n  # cancelled on close
 
 
-async def test_connect_without_a_stats_sampler_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    c, seen = await _connected(
-        monkeypatch, ctl.Feature("stats sampler", "remote.not_in_this_build", "x"))
+async def test_a_stats_stream_that_fails_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def failing(**_: object) -> None:
+        raise ConnectionError("no sampler on this box")
+
+    c, seen = await _connected(monkeypatch, failing)
+    for _ in range(100):
+        if any(e.kind == ev.CONSOLE_ERROR for e in seen):
+            break
+        await asyncio.sleep(0.01)
     await c.aclose()
-    assert seen[-1].kind == ev.CONSOLE_INFO and "stats sampler is not available in this build" in \
-        seen[-1].payload["message"]
+    said = [e.payload["message"] for e in seen if e.kind == ev.CONSOLE_ERROR]
+    assert said == ["live stats stopped: no sampler on this box"]
 
 
 def test_state_layers_do_not_import_textual() -> None:

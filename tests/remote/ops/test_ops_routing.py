@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from console.cli import main
-from console.tui import controller as ctl
+from console.tui import wiring
 from remote.link.hosts import HostConfig, default_local
 from remote.link.transport import LocalTransport
 from remote.ops import stats as stats_ops
@@ -68,16 +70,22 @@ def test_the_operations_are_what_wraps_every_runner() -> None:
                                   "remote.stats.stream:stream_stats"}
 
 
-def test_tui_actions_resolve_to_the_operations() -> None:
-    for action, feature in ctl.FEATURES.items():
-        assert feature.module in ("console.tui.wiring", "remote.ops.stats"), action
-    assert ctl.resolve("stats") is stats_ops.stream_stats
-    # the wiring's adapters import only operations
-    wiring = (REPO / "console" / "tui" / "wiring.py").read_text()
-    modules = {n.args[0].value for n in ast.walk(ast.parse(wiring))
-               if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "_module"
-               and n.args and isinstance(n.args[0], ast.Constant)}
-    assert modules and all(str(m).startswith("remote.ops.") for m in modules), modules
+def test_tui_actions_are_wiring_functions_over_the_operations() -> None:
+    """Every action the controller takes is a function of wiring.py, named in the source (a
+    reader and mypy can follow it); each adapter imports its operation from remote/ops/."""
+    source = (REPO / "console" / "tui" / "controller.py").read_text()
+    called = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Name) and n.value.id == "wiring"}
+    assert {"probe", "patch_apply", "start_stage", "stream_stats", "bench_run"} <= called
+    assert all(callable(getattr(wiring, name)) for name in called), called
+    tree = ast.parse((REPO / "console" / "tui" / "wiring.py").read_text())
+    adapters = {f.name: {n.module for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
+                         and n.module and n.module.startswith("remote.")}
+                | {f"{n.module}.{a.name}" for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
+                   and n.module == "remote.ops" for a in n.names}
+                for f in tree.body if isinstance(f, ast.AsyncFunctionDef)}
+    for name in called:
+        assert any(m.startswith("remote.ops.") for m in adapters[name]), (name, adapters[name])
 
 
 def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -100,13 +108,32 @@ def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytes
     assert rc == 0 and calls == [1, 2]
 
 
-async def test_tui_stats_action_streams_real_samples(tmp_path: Path) -> None:
+async def test_tui_stats_action_streams_real_samples(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     host: HostConfig = default_local(workdir=str(tmp_path / "box"))
     bus = EventBus()
     samples = []
     bus.add_callback(lambda e: samples.append(e) if e.kind == ev.STATS_SAMPLE else None)
     t = LocalTransport()
-    fn = ctl.resolve("stats")
-    got = await asyncio.wait_for(fn(transport=t, host=host, bus=bus, interval=0.1, count=2), 60)
-    assert got == 2 and len(samples) == 2
+    calls: list[float] = []
+    real = stats_ops.stream_stats
+
+    async def counted(**kwargs: Any) -> int:
+        calls.append(kwargs["interval"])
+        return await real(**kwargs)
+
+    monkeypatch.setattr(stats_ops, "stream_stats", counted)
+    task = asyncio.create_task(wiring.stream_stats(transport=t, host=host, bus=bus, interval=0.1))
+
+    async def two() -> None:
+        while len(samples) < 2:
+            await asyncio.sleep(0.05)
+
+    try:
+        await asyncio.wait_for(two(), 60)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert calls == [0.1] and len(samples) >= 2  # the TUI's stream is the operation's
     assert {"host", "source"} <= set(samples[0].payload)

@@ -25,7 +25,7 @@ import time
 
 from _common import ROOT, int_options
 
-from console.cli import build_parser
+from console.cli import COMMANDS, command_name
 
 HEAVY = ("httpx", "prometheus_client", "zstandard", "textual", "asyncssh", "msgspec", "torch")
 PROBE = ("import sys, runpy; sys.argv = {argv!r}\n"
@@ -53,8 +53,7 @@ def main() -> None:
         uncached = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
         uncached["PYTHONDONTWRITEBYTECODE"] = "1"
         lines = [("python -c pass", "pass")]
-        commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-        for cmd in ["", *commands]:
+        for cmd in ["", *map(command_name, COMMANDS)]:
             argv = ["console", *([cmd] if cmd else []), "--help"]
             lines.append((" ".join(argv), PROBE.format(argv=argv, heavy=HEAVY)))
         for _, code in lines:  # warm the bytecode cache (and the disk cache) untimed

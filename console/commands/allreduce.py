@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import Subcommands, nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
@@ -19,8 +19,11 @@ from remote.link.errors import EXIT_OK, UsageError
 # the function that runs them: `console allreduce --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    verbs = add_verbs(sub, "allreduce", help="all-reduce bandwidth sweep and trace analysis",
+HELP = "all-reduce bandwidth sweep and trace analysis"
+
+
+def register(sub: Subcommands) -> None:
+    verbs = add_verbs(sub, "allreduce", help=HELP,
                       description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
                                   "share of device time in torch-profiler traces.",
                       dest="verb", metavar="VERB")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import Subcommands, nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
@@ -18,8 +18,11 @@ from remote.link.errors import EXIT_OK, UsageError
 # the function that runs it: `console --help` and `console bench --help` load none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bsub = add_verbs(sub, "bench", help="acceptance and speedup benchmarks against the box's vLLM",
+HELP = "acceptance and speedup benchmarks against the box's vLLM"
+
+
+def register(sub: Subcommands) -> None:
+    bsub = add_verbs(sub, "bench", help=HELP,
                      description="Acceptance-rate and speedup benchmarks against the box's "
                                  "vLLM server, reached through an SSH port forward.",
                      dest="bench_command")

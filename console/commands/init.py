@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import Subcommands
 from remote.link.errors import EXIT_OK, UsageError
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "console.toml.template"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("init", help="write a commented console.toml to start from",
+HELP = "write a commented console.toml to start from"
+
+
+def register(sub: Subcommands) -> None:
+    p = sub.add_parser("init", help=HELP,
                        description="Write a commented console.toml (every key explained, no host "
                        "enabled yet). Refuses to overwrite an existing file.")
     p.add_argument("path", nargs="?", default="console.toml",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.spine.sanitize import visible_lines
@@ -19,12 +20,13 @@ from remote.spine.sanitize import visible_lines
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "patch", help="plan, apply, verify or roll back fixes to the speculators worker",
-    )
-    # After add_parser: `console --help` stops there (console/command_outline.py), so only a
-    # `console patch` command line loads the recipes (and dataclasses with them) to name them.
+HELP = "plan, apply, verify or roll back fixes to the speculators worker"
+
+
+def register(sub: Subcommands) -> None:
+    p = sub.add_parser("patch", help=HELP)
+    # register runs only for a `console patch` command line (console/cli.py: `console --help`
+    # reads HELP alone), so only that line loads the recipes (and dataclasses with them).
     from remote.patcher.recipes import RECIPES
 
     names = ", ".join(r.name for r in RECIPES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from console.argtypes import positive_float
+from console.argtypes import Subcommands, positive_float
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 PROBES = ("env", "model", "compat", "source")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+HELP = "run a diagnostic probe on a host (env, model, compat, source)"
+
+
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "probe",
-        help="run a diagnostic probe on a host (env, model, compat, source)",
+        help=HELP,
         description="Upload a stdlib-only probe to the host and run it with the host's python. "
         "env: versions, GPUs, topology, host. model: where the model's decoder layers are in the "
         "installed vLLM and whether it implements SupportsEagle3 (static reading of vLLM's source). "

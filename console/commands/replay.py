@@ -8,6 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
+from console.argtypes import Subcommands
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warning
@@ -18,8 +19,11 @@ if TYPE_CHECKING:
     from console.sessions.reader import SessionReader
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("replay", help="replay a recorded session (TUI, or --print)",
+HELP = "replay a recorded session (TUI, or --print)"
+
+
+def register(sub: Subcommands) -> None:
+    p = sub.add_parser("replay", help=HELP,
                        description="Replay a recorded session file in the TUI, or print it.")
     p.add_argument("file", help="session file (.jsonl or .jsonl.zst)")
     p.add_argument("--print", dest="print_", action="store_true", help="print events and exit (no TUI)")

@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import Subcommands
 from remote.link.errors import EXIT_OK, UsageError
 
+HELP = "write a self-contained HTML report of a recorded session"
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="write a self-contained HTML report of a recorded session",
+
+def register(sub: Subcommands) -> None:
+    p = sub.add_parser("report", help=HELP,
                        description="Write one HTML file (charts embedded) with the session's hosts and "
                        "environments, stages, loss curve, offline vs served acceptance, speedup vs "
                        "concurrency, patch state and the commands that ran.")

@@ -32,6 +32,7 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options
 from pipeline import STAGES
 from remote.link.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
@@ -44,8 +45,11 @@ if TYPE_CHECKING:
     from remote.pipeline_runner import PipelineRunner
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
+HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
+
+
+def register(sub: Subcommands) -> None:
+    p = sub.add_parser("run", help=HELP,
                        description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
                        "evaluate) on a host as one detached run that the box carries to the "
                        "end, follow it, and record the session.")

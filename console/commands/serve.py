@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import ROLES
@@ -28,8 +29,11 @@ from remote.serving.roles import ROLES
 # `console serve --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    ssub = add_verbs(sub, "serve", help="vLLM's server on a host with the pipeline's trained head",
+HELP = "vLLM's server on a host with the pipeline's trained head"
+
+
+def register(sub: Subcommands) -> None:
+    ssub = add_verbs(sub, "serve", help=HELP,
                      description="Start or stop vLLM's OpenAI-compatible server on a host, "
                                  "with the target and the EAGLE-3 head of a pipeline run (or without "
                                  "speculation, for the baseline), as detached jobs.",

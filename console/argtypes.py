@@ -33,7 +33,8 @@ nonneg_int = _number(int, 0, strict=False, what="an integer >= 0")
 
 
 class Subcommands(Protocol):
-    """What `ArgumentParser.add_subparsers()` returns, as a command's `register` uses it: the
-    public face of argparse's action (its class is private)."""
+    """What `ArgumentParser.add_subparsers()` returns, as a command with verbs uses it
+    (console/context.py: add_verbs): the public face of argparse's action (its class is
+    private)."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...

@@ -33,8 +33,9 @@ from remote.spine.sanitize import visible
 if TYPE_CHECKING:
     from console.argtypes import Subcommands
 
-# One module per command, named as the command: its HELP is the line `console --help` shows and
-# its register(subcommands) declares its parser. The order is the order shown in --help.
+# The commands, in the order the top-level help lists them: a command is named as its module
+# (console/commands/), whose HELP is the line that help shows and whose `register(parser)`
+# declares the command's own arguments on the parser made here and sets the `func` that runs it.
 COMMANDS = (run, replay, report, hosts, init, jobs, patch, bench, serve, probe, stats, allreduce)
 
 
@@ -51,7 +52,7 @@ def build_parser(commands: Sequence[ModuleType] = COMMANDS) -> argparse.Argument
     every one)."""
     parser, sub = _top_level()
     for module in commands:
-        module.register(sub)
+        module.register(sub.add_parser(command_name(module), help=module.HELP))
     return parser
 
 
@@ -59,8 +60,8 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """What `build_parser().parse_args(argv)` gives, for a fraction of its cost.
 
     Building every command's parser costs about as much as starting Python (each add_argument
-    makes a help formatter), while `console --help` needs only each command's name and HELP and
-    `console CMD ...` only CMD's parser. So a first pass over an outline (the top level, and for
+    makes a help formatter), while `console --help` needs only each command's name and HELP
+    and `console CMD ...` only CMD's parser. So a first pass over an outline (the top level, and for
     each command an empty parser that takes whatever follows it) finds the command, and the
     second parses the line with the top level and that one command's full parser: its help, its
     errors and its values are the full parser's. With no command (the TUI), the outline parses.
@@ -71,8 +72,8 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
     found, _ = outline.parse_known_args(argv)
     if found.command is None:
         return outline.parse_args(argv)
-    [module] = [m for m in COMMANDS if command_name(m) == found.command]
-    return build_parser((module,)).parse_args(argv)
+    chosen = [m for m in COMMANDS if command_name(m) == found.command]
+    return build_parser(chosen).parse_args(argv)
 
 
 def _top_level() -> tuple[argparse.ArgumentParser, Subcommands]:

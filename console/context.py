@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from remote.spine.bus import EventBus
 
 
-def add_verbs(sub: Subcommands, name: str, *, help: str, description: str,
-              dest: str, metavar: str = "SUBCOMMAND") -> Subcommands:
+def add_verbs(parser: argparse.ArgumentParser, *, description: str, dest: str,
+              metavar: str = "SUBCOMMAND") -> Subcommands:
     """A command made of verbs (`console NAME VERB ...`, one required): the action its verbs'
     parsers are added to."""
-    parser = sub.add_parser(name, help=help, description=description)
+    parser.description = description
     return parser.add_subparsers(dest=dest, metavar=metavar, required=True)
 
 

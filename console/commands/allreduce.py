@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import Subcommands, nonneg_int, positive_float, positive_int
+from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
@@ -22,11 +22,10 @@ from remote.link.errors import EXIT_OK, UsageError
 HELP = "all-reduce bandwidth sweep and trace analysis"
 
 
-def register(sub: Subcommands) -> None:
-    verbs = add_verbs(sub, "allreduce", help=HELP,
+def register(p: argparse.ArgumentParser) -> None:
+    verbs = add_verbs(p, dest="verb", metavar="VERB",
                       description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
-                                  "share of device time in torch-profiler traces.",
-                      dest="verb", metavar="VERB")
+                                  "share of device time in torch-profiler traces.")
 
     s = verbs.add_parser("sweep", help="bus bandwidth over message sizes on N ranks",
                          description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import Subcommands, nonneg_int, positive_float, positive_int
+from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
 
@@ -21,11 +21,10 @@ from remote.link.errors import EXIT_OK, UsageError
 HELP = "acceptance and speedup benchmarks against the box's vLLM"
 
 
-def register(sub: Subcommands) -> None:
-    bsub = add_verbs(sub, "bench", help=HELP,
+def register(p: argparse.ArgumentParser) -> None:
+    bsub = add_verbs(p, dest="bench_command",
                      description="Acceptance-rate and speedup benchmarks against the box's "
-                                 "vLLM server, reached through an SSH port forward.",
-                     dest="bench_command")
+                                 "vLLM server, reached through an SSH port forward.")
 
     r = bsub.add_parser("run", help="concurrency sweep against the host's server",
                         description="Sweep concurrencies with streamed fixed-length requests; "

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from console.argtypes import Subcommands
 from remote.link.errors import EXIT_OK
 
 HELP = "list configured hosts"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("hosts", help=HELP, description="List configured hosts.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = "List configured hosts."
     p.add_argument("--config", metavar="PATH", help="console.toml to use")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

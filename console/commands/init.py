@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import Subcommands
 from remote.link.errors import EXIT_OK, UsageError
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "console.toml.template"
@@ -20,10 +19,9 @@ TEMPLATE = Path(__file__).resolve().parent.parent / "console.toml.template"
 HELP = "write a commented console.toml to start from"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("init", help=HELP,
-                       description="Write a commented console.toml (every key explained, no host "
-                       "enabled yet). Refuses to overwrite an existing file.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Write a commented console.toml (every key explained, no host "
+                     "enabled yet). Refuses to overwrite an existing file.")
     p.add_argument("path", nargs="?", default="console.toml",
                    help="where to write it (default: ./console.toml, the first place the console looks)")
     p.set_defaults(func=run)

@@ -12,7 +12,7 @@ import sys
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from console.argtypes import Subcommands, nonneg_float
+from console.argtypes import nonneg_float
 from console.context import Context
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 
@@ -46,9 +46,8 @@ def _options(p: argparse.ArgumentParser, *, leaf: bool) -> None:
 HELP = "list, launch, tail and cancel detached runs on a host"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("jobs", help=HELP,
-                       description="Detached runs on a host. With no subcommand, lists them.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Detached runs on a host. With no subcommand, lists them.")
     _options(p, leaf=False)
     p.set_defaults(func=run, jobs_command="list")
     jsub = p.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.spine.sanitize import visible_lines
@@ -23,8 +22,7 @@ ACTIONS = ("plan", "apply", "verify", "rollback")
 HELP = "plan, apply, verify or roll back fixes to the speculators worker"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("patch", help=HELP)
+def register(p: argparse.ArgumentParser) -> None:
     # register runs only for a `console patch` command line (console/cli.py: `console --help`
     # reads HELP alone), so only that line loads the recipes (and dataclasses with them).
     from remote.patcher.recipes import RECIPES

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from console.argtypes import Subcommands, positive_float
+from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
@@ -24,16 +24,14 @@ PROBES = ("env", "model", "compat", "source")
 HELP = "run a diagnostic probe on a host (env, model, compat, source)"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser(
-        "probe",
-        help=HELP,
-        description="Upload a stdlib-only probe to the host and run it with the host's python. "
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = (
+        "Upload a stdlib-only probe to the host and run it with the host's python. "
         "env: versions, GPUs, topology, host. model: where the model's decoder layers are in the "
         "installed vLLM and whether it implements SupportsEagle3 (static reading of vLLM's source). "
         "compat: known incompatibilities for this box and model, with the fix (exit 4 on errors). "
         "source: the model files, classes and attribute mentions for a family, for what the "
-        "resolver cannot settle.",
+        "resolver cannot settle."
     )
     p.add_argument("probe", choices=PROBES)
     add_host_options(p, fleet=True)

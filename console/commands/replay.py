@@ -8,7 +8,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
-from console.argtypes import Subcommands
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warning
@@ -22,9 +21,8 @@ if TYPE_CHECKING:
 HELP = "replay a recorded session (TUI, or --print)"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("replay", help=HELP,
-                       description="Replay a recorded session file in the TUI, or print it.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Replay a recorded session file in the TUI, or print it.")
     p.add_argument("file", help="session file (.jsonl or .jsonl.zst)")
     p.add_argument("--print", dest="print_", action="store_true", help="print events and exit (no TUI)")
     p.add_argument("--json", action="store_true",

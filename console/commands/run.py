@@ -32,7 +32,6 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options
 from pipeline import STAGES
 from remote.link.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
@@ -48,11 +47,10 @@ if TYPE_CHECKING:
 HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("run", help=HELP,
-                       description="Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
-                       "evaluate) on a host as one detached run that the box carries to the "
-                       "end, follow it, and record the session.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Run the EAGLE-3 pipeline (prepare, extract, vocab, train, "
+                     "evaluate) on a host as one detached run that the box carries to the "
+                     "end, follow it, and record the session.")
     add_host_options(p)
     p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
     p.add_argument("--demo", action="store_true",

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from console.argtypes import Subcommands
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import ROLES
@@ -32,12 +31,11 @@ from remote.serving.roles import ROLES
 HELP = "vLLM's server on a host with the pipeline's trained head"
 
 
-def register(sub: Subcommands) -> None:
-    ssub = add_verbs(sub, "serve", help=HELP,
+def register(p: argparse.ArgumentParser) -> None:
+    ssub = add_verbs(p, dest="serve_command",
                      description="Start or stop vLLM's OpenAI-compatible server on a host, "
                                  "with the target and the EAGLE-3 head of a pipeline run (or without "
-                                 "speculation, for the baseline), as detached jobs.",
-                     dest="serve_command")
+                                 "speculation, for the baseline), as detached jobs.")
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)

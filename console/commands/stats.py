@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.argtypes import Subcommands, nonneg_float, positive_float, positive_int
+from console.argtypes import nonneg_float, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
 from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.stats.limits import MIN_INTERVAL
@@ -21,11 +21,10 @@ from remote.stats.limits import MIN_INTERVAL
 HELP = "live GPU and host stats from a host"
 
 
-def register(sub: Subcommands) -> None:
-    p = sub.add_parser("stats", help=HELP,
-                       description="Stream GPU and host stats from a host (one sampler process "
-                       "on the box, over the host's one connection). Several hosts (a,b,c or a "
-                       "group): one live table, a row per host plus totals.")
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Stream GPU and host stats from a host (one sampler process "
+                     "on the box, over the host's one connection). Several hosts (a,b,c or a "
+                     "group): one live table, a row per host plus totals.")
     add_host_options(p, fleet=True)
     p.add_argument("--once", action="store_true", help="take one sample and print a table")
     p.add_argument("--interval", type=nonneg_float, default=1.0,

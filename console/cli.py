@@ -61,10 +61,11 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
     Building every command's parser costs about as much as starting Python (each add_argument
     makes a help formatter), while `console --help` needs only each command's name and HELP
-    and `console CMD ...` only CMD's parser. So a first pass over an outline (the top level, and for
-    each command an empty parser that takes whatever follows it) finds the command, and the
-    second parses the line with the top level and that one command's full parser: its help, its
-    errors and its values are the full parser's. With no command (the TUI), the outline parses.
+    and `console CMD ...` only CMD's parser. So a first pass over an outline (the top level,
+    and for each command an empty parser that takes whatever follows it) finds the command,
+    and the second parses the line with the top level and that one command's full parser: its
+    help, its errors and its values are the full parser's. With no command (the TUI), the
+    outline parses. Public argparse only: nothing is patched or subclassed.
     """
     outline, sub = _top_level()
     for module in COMMANDS:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import Any, Protocol
 
 
 def _number(kind: type, low: float, *, strict: bool, what: str) -> Callable[[str], float]:
@@ -29,3 +30,11 @@ positive_float = _number(float, 0, strict=True, what="a positive number")
 nonneg_float = _number(float, 0, strict=False, what="a number >= 0")
 positive_int = _number(int, 0, strict=True, what="a positive integer")
 nonneg_int = _number(int, 0, strict=False, what="an integer >= 0")
+
+
+class Subcommands(Protocol):
+    """What `ArgumentParser.add_subparsers()` returns, as a command with verbs uses it
+    (console/context.py: add_verbs): the public face of argparse's action (its class is
+    private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...

@@ -7,38 +7,77 @@ Exit codes (also in README): 0 ok, 1 a stage/probe/bench failed, 2 usage or conf
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from console import __version__
+from console.commands import (
+    allreduce,
+    bench,
+    hosts,
+    init,
+    jobs,
+    patch,
+    probe,
+    replay,
+    report,
+    run,
+    serve,
+    stats,
+)
 from remote.link.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
 from remote.spine.sanitize import visible
 
-# Each module registers its own subparser; order is the order shown in --help.
-COMMAND_MODULES = (
-    "console.commands.run",
-    "console.commands.replay",
-    "console.commands.report",
-    "console.commands.hosts",
-    "console.commands.init",
-    "console.commands.jobs",
-    "console.commands.patch",
-    "console.commands.bench",
-    "console.commands.serve",
-    "console.commands.probe",
-    "console.commands.stats",
-    "console.commands.allreduce",
-)
+if TYPE_CHECKING:
+    from console.argtypes import Subcommands
+
+# The commands, in the order the top-level help lists them: a command is named as its module
+# (console/commands/), whose HELP is the line that help shows and whose `register(parser)`
+# declares the command's own arguments on the parser made here and sets the `func` that runs it.
+COMMANDS = (run, replay, report, hosts, init, jobs, patch, bench, serve, probe, stats, allreduce)
+
+
+def command_name(module: ModuleType) -> str:
+    return module.__name__.rpartition(".")[2]
+
 
 EPILOG = """exit codes: 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,
 3 connection/auth/host-key error, 4 compat/patch refused, 130 interrupted"""
 
 
-def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
-    """Every command's parser; with `lazy`, a command's own parser is built only when argparse
-    reaches it on the command line (console/command_outline.py: `console --help` and
-    `console CMD --help` then cost a fraction of the whole), from the same `register`."""
+def build_parser(commands: Sequence[ModuleType] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser with the full parsers of `commands` (all of them by default: the tests walk
+    every one)."""
+    parser, sub = _top_level()
+    for module in commands:
+        module.register(sub.add_parser(command_name(module), help=module.HELP))
+    return parser
+
+
+def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """What `build_parser().parse_args(argv)` gives, for a fraction of its cost.
+
+    Building every command's parser costs about as much as starting Python (each add_argument
+    makes a help formatter), while `console --help` needs only each command's name and HELP
+    and `console CMD ...` only CMD's parser. So a first pass over an outline (the top level,
+    and for each command an empty parser that takes whatever follows it) finds the command,
+    and the second parses the line with the top level and that one command's full parser: its
+    help, its errors and its values are the full parser's. With no command (the TUI), the
+    outline parses. Public argparse only: nothing is patched or subclassed.
+    """
+    outline, sub = _top_level()
+    for module in COMMANDS:
+        sub.add_parser(command_name(module), help=module.HELP, add_help=False)
+    found, _ = outline.parse_known_args(argv)
+    if found.command is None:
+        return outline.parse_args(argv)
+    chosen = [m for m in COMMANDS if command_name(m) == found.command]
+    return build_parser(chosen).parse_args(argv)
+
+
+def _top_level() -> tuple[argparse.ArgumentParser, Subcommands]:
     parser = argparse.ArgumentParser(
         prog="console",
         description="Operator console for EAGLE-3 speculative decoding on a remote vLLM box. "
@@ -59,24 +98,12 @@ def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
     parser.add_argument("--no-redact", action="store_true",
                         help="keep secrets (tokens, Bearer, URL passwords) in the TUI session")
-    if lazy:
-        from console.command_outline import CommandsOnDemand
-
-        commands = parser.add_subparsers(dest="command", metavar="COMMAND", action=CommandsOnDemand)
-        assert isinstance(commands, CommandsOnDemand)
-        for name in COMMAND_MODULES:
-            commands.outline(importlib.import_module(name).register)
-        return parser
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
-    return parser
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(lazy=True)
     try:
-        args = parser.parse_args(argv)
+        args = parse_command_line(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     import asyncio  # here, not at the top: `console --help` never starts a loop

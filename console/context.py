@@ -14,17 +14,18 @@ from typing import IO, TYPE_CHECKING
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
+    from console.argtypes import Subcommands
     from console.sessions.recorder import Recorder
     from remote.link.hosts import Config, HostConfig
     from remote.link.transport import Transport
     from remote.spine.bus import EventBus
 
 
-def add_verbs(sub: argparse._SubParsersAction, name: str, *, help: str, description: str,  # type: ignore[type-arg]
-              dest: str, metavar: str = "SUBCOMMAND") -> argparse._SubParsersAction:  # type: ignore[type-arg]
+def add_verbs(parser: argparse.ArgumentParser, *, description: str, dest: str,
+              metavar: str = "SUBCOMMAND") -> Subcommands:
     """A command made of verbs (`console NAME VERB ...`, one required): the action its verbs'
     parsers are added to."""
-    parser = sub.add_parser(name, help=help, description=description)
+    parser.description = description
     return parser.add_subparsers(dest=dest, metavar=metavar, required=True)
 
 

@@ -19,11 +19,13 @@ from remote.link.errors import EXIT_OK, UsageError
 # the function that runs them: `console allreduce --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    verbs = add_verbs(sub, "allreduce", help="all-reduce bandwidth sweep and trace analysis",
+HELP = "all-reduce bandwidth sweep and trace analysis"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    verbs = add_verbs(p, dest="verb", metavar="VERB",
                       description="Measure what all-reduce costs: a bus-bandwidth sweep, or its "
-                                  "share of device time in torch-profiler traces.",
-                      dest="verb", metavar="VERB")
+                                  "share of device time in torch-profiler traces.")
 
     s = verbs.add_parser("sweep", help="bus bandwidth over message sizes on N ranks",
                          description="all-reduce time, algbw and busbw = algbw*2(n-1)/n over "

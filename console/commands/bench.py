@@ -18,11 +18,13 @@ from remote.link.errors import EXIT_OK, UsageError
 # the function that runs it: `console --help` and `console bench --help` load none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bsub = add_verbs(sub, "bench", help="acceptance and speedup benchmarks against the box's vLLM",
+HELP = "acceptance and speedup benchmarks against the box's vLLM"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    bsub = add_verbs(p, dest="bench_command",
                      description="Acceptance-rate and speedup benchmarks against the box's "
-                                 "vLLM server, reached through an SSH port forward.",
-                     dest="bench_command")
+                                 "vLLM server, reached through an SSH port forward.")
 
     r = bsub.add_parser("run", help="concurrency sweep against the host's server",
                         description="Sweep concurrencies with streamed fixed-length requests; "

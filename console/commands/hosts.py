@@ -6,9 +6,11 @@ import argparse
 
 from remote.link.errors import EXIT_OK
 
+HELP = "list configured hosts"
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("hosts", help="list configured hosts", description="List configured hosts.")
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = "List configured hosts."
     p.add_argument("--config", metavar="PATH", help="console.toml to use")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)

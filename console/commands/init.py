@@ -16,10 +16,12 @@ from remote.link.errors import EXIT_OK, UsageError
 TEMPLATE = Path(__file__).resolve().parent.parent / "console.toml.template"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("init", help="write a commented console.toml to start from",
-                       description="Write a commented console.toml (every key explained, no host "
-                       "enabled yet). Refuses to overwrite an existing file.")
+HELP = "write a commented console.toml to start from"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Write a commented console.toml (every key explained, no host "
+                     "enabled yet). Refuses to overwrite an existing file.")
     p.add_argument("path", nargs="?", default="console.toml",
                    help="where to write it (default: ./console.toml, the first place the console looks)")
     p.set_defaults(func=run)

@@ -43,9 +43,11 @@ def _options(p: argparse.ArgumentParser, *, leaf: bool) -> None:
                    help="keep secrets (tokens, Bearer, URL passwords) in what is recorded and shown")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("jobs", help="list, launch, tail and cancel detached runs on a host",
-                       description="Detached runs on a host. With no subcommand, lists them.")
+HELP = "list, launch, tail and cancel detached runs on a host"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Detached runs on a host. With no subcommand, lists them.")
     _options(p, leaf=False)
     p.set_defaults(func=run, jobs_command="list")
     jsub = p.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND")

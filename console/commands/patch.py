@@ -19,12 +19,12 @@ from remote.spine.sanitize import visible_lines
 ACTIONS = ("plan", "apply", "verify", "rollback")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "patch", help="plan, apply, verify or roll back fixes to the speculators worker",
-    )
-    # After add_parser: `console --help` stops there (console/command_outline.py), so only a
-    # `console patch` command line loads the recipes (and dataclasses with them) to name them.
+HELP = "plan, apply, verify or roll back fixes to the speculators worker"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    # register runs only for a `console patch` command line (console/cli.py: `console --help`
+    # reads HELP alone), so only that line loads the recipes (and dataclasses with them).
     from remote.patcher.recipes import RECIPES
 
     names = ", ".join(r.name for r in RECIPES)

@@ -20,13 +20,12 @@ from remote.link.errors import UsageError
 # imported where they run: `console probe --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "probe",
-        help=f"run a diagnostic probe on a host ({', '.join(probe_table.names())})",
-        description="Upload a stdlib-only probe to the host and run it with the host's python. "
-        + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE),
-    )
+HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + ")"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Upload a stdlib-only probe to the host and run it with the host's python. "
+                     + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE))
     p.add_argument("probe", choices=probe_table.names())
     add_host_options(p, fleet=True)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from console.sessions.reader import SessionReader
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("replay", help="replay a recorded session (TUI, or --print)",
-                       description="Replay a recorded session file in the TUI, or print it.")
+HELP = "replay a recorded session (TUI, or --print)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Replay a recorded session file in the TUI, or print it.")
     p.add_argument("file", help="session file (.jsonl or .jsonl.zst)")
     p.add_argument("--print", dest="print_", action="store_true", help="print events and exit (no TUI)")
     p.add_argument("--json", action="store_true",

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from remote.link.errors import EXIT_OK, UsageError
 
+HELP = "write a self-contained HTML report of a recorded session"
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help="write a self-contained HTML report of a recorded session",
-                       description="Write one HTML file (charts embedded) with the session's hosts and "
-                       "environments, stages, loss curve, offline vs served acceptance, speedup vs "
-                       "concurrency, patch state and the commands that ran.")
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Write one HTML file (charts embedded) with the session's hosts and "
+                     "environments, stages, loss curve, offline vs served acceptance, speedup vs "
+                     "concurrency, patch state and the commands that ran.")
     p.add_argument("session", help="a session file (.jsonl or .jsonl.zst)")
     p.add_argument("--out", metavar="PATH", help="where to write it (default: SESSION with .html)")
     p.set_defaults(func=run)

@@ -44,12 +44,14 @@ if TYPE_CHECKING:
     from remote.pipeline_runner import PipelineRunner
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
+
+
+def register(p: argparse.ArgumentParser) -> None:
     stages = stage_table.names()
-    p = sub.add_parser("run", help="run the EAGLE-3 pipeline on a host (headless, recorded)",
-                       description=f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
-                       "host as one detached run that the box carries to the end, follow it, "
-                       "and record the session.")
+    p.description = (f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
+                     "host as one detached run that the box carries to the end, follow it, "
+                     "and record the session.")
     add_host_options(p)
     p.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
     p.add_argument("--demo", action="store_true",

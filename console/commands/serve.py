@@ -28,12 +28,14 @@ from remote.serving.roles import ROLES
 # `console serve --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    ssub = add_verbs(sub, "serve", help="vLLM's server on a host with the pipeline's trained head",
+HELP = "vLLM's server on a host with the pipeline's trained head"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    ssub = add_verbs(p, dest="serve_command",
                      description="Start or stop vLLM's OpenAI-compatible server on a host, "
                                  "with the target and the EAGLE-3 head of a pipeline run (or without "
-                                 "speculation, for the baseline), as detached jobs.",
-                     dest="serve_command")
+                                 "speculation, for the baseline), as detached jobs.")
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)

@@ -18,11 +18,13 @@ from remote.stats.limits import MIN_INTERVAL
 # `console stats --help` loads none of it.
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("stats", help="live GPU and host stats from a host",
-                       description="Stream GPU and host stats from a host (one sampler process "
-                       "on the box, over the host's one connection). Several hosts (a,b,c or a "
-                       "group): one live table, a row per host plus totals.")
+HELP = "live GPU and host stats from a host"
+
+
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Stream GPU and host stats from a host (one sampler process "
+                     "on the box, over the host's one connection). Several hosts (a,b,c or a "
+                     "group): one live table, a row per host plus totals.")
     add_host_options(p, fleet=True)
     p.add_argument("--once", action="store_true", help="take one sample and print a table")
     p.add_argument("--interval", type=nonneg_float, default=1.0,

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any, ClassVar
 
 from textual import events
@@ -130,6 +131,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         self._next_chrome = 0.0
         self._switch_hold: object | None = None  # the switch whose paint is being held
         self._switch_timer: Timer | None = None  # its SWITCH_HOLD_S fallback release
+        self._switch_batch = ExitStack()  # App.batch_update() held from the key to the paint
         self._blur_after_paint: list[Widget] = []  # hidden by a switch, blurred once it painted
         # The cycle collector: paused from a switch's key to its paint, and the start-up heap
         # frozen out of its full scans (collector.py says why).
@@ -375,7 +377,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         if self._switch_hold is not None:
             return
         hold = self._switch_hold = object()
-        self._begin_batch()
+        self._switch_batch.enter_context(self.batch_update())
         self.collector.pause()
         # A fallback only: left running, it woke the loop SWITCH_HOLD_S later, right into the
         # next switch of an operator flipping screens once a second; _release_switch stops it.
@@ -408,7 +410,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             if self._switch_timer is not None:
                 self._switch_timer.stop()
                 self._switch_timer = None
-            self._end_batch()
+            self._switch_batch.close()
             # The screen skipped its layout and paint while the batch held them; with nothing
             # more arriving (a replay at its end, an idle host) it would not look again.
             self.screen.check_idle()
@@ -420,13 +422,15 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
 
     def _blur_hidden(self) -> None:
         """What Screen.set_focus(None) did at the key, for the widgets a switch hid: unless
-        shown and focused again since, they lose their focused look (a Blur, as Textual sends)."""
+        shown and focused again since, they lose their focused look (a Blur, as Textual sends:
+        the widget restyles itself and its scrollbars). set_focus would also restyle the
+        ancestors that have :focus-within rules; the console's CSS has none
+        (tests/console/tui/test_public_textual.py checks it), so the Blur is all of it."""
         main = self.screen_stack[0]
         widgets, self._blur_after_paint = self._blur_after_paint, []
         for widget in widgets:
             if widget is not main.focused and widget.has_focus and widget.is_attached:
                 widget.post_message(events.Blur())
-                main._update_focus_styles(None, widget)
 
     def _resume_collector_later(self) -> None:
         """Textual hands the paint to a writer thread, which needs the GIL to reach the

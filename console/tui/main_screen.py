@@ -5,8 +5,8 @@ the console moves focus on every screen switch (off the old view, onto the new o
 under the 8-GPU day load, that repaint came on top of the layout the switch needs anyway, in the
 same tick: the screen was rendered twice per switch (a partial update for the layout, then a
 full one for the focus), about a third of a switch's CPU. The widgets whose look depends on
-focus (`:focus`, `:focus-within` rules) are restyled and repaint themselves through
-`Screen._update_focus_styles`, so the full repaint draws nothing new.
+focus (`:focus` rules; the console has no `:focus-within` ones) are restyled and repaint
+themselves when Textual sets focus (their Focus and Blur), so the full repaint draws nothing new.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.table import Column, Table
 from rich.text import Text
-from textual._context import active_app
 from textual.css.styles import RulesMap
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -227,7 +226,7 @@ class TableVisual(Visual):
     def _lines_at(self, width: int) -> list[list[Segment]] | None:
         if self._lines is not None and self._lines[0] == width:
             return self._lines[1]
-        app = active_app.get()
+        app = self._widget.app
         console = app.console
         options = app.console_options.update(highlight=False, width=width, height=None)
         lines: list[list[Segment]] | None = []
@@ -256,7 +255,7 @@ class TableVisual(Visual):
         if lines is None:
             return self._rich.render_strips(width, height, style, options)
         widget = self._widget
-        base = active_app.get().console.get_style(style.rich_style)
+        base = widget.app.console.get_style(style.rich_style)
         link = widget.link_style if widget.auto_links else None
         strips = []
         added: dict[Style | None, Style] = {}  # base + a segment's style: a few styles per block

@@ -155,7 +155,7 @@ def bench_settings(options: str, host: str) -> Any:
             raise UsageError(f"bench options {options!r}: {message}")
 
     parser = Parser(prog="console", add_help=False)
-    register(parser.add_subparsers(dest="command"))
+    register(parser.add_subparsers(dest="command").add_parser("bench"))
     try:
         argv = shlex.split(options)
     except ValueError as exc:

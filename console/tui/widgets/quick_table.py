@@ -31,9 +31,9 @@ from collections.abc import Hashable, Sequence
 from itertools import zip_longest
 from typing import Any
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.dom import DOMNode
@@ -42,6 +42,7 @@ from textual.strip import Strip
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowKey
 
+SegmentLines = list[list[Segment]]  # a row's lines as DataTable draws them
 _ROW_LINES = 1024  # rows × focus states × cursor positions kept; a row is a few hundred bytes
 
 

@@ -131,7 +131,8 @@ async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
     path = Path(pipeline).expanduser() if pipeline else None
     if path is not None and not path.is_file():
         raise UsageError(f"{pipeline}: pipeline config not found on this machine")
-    r = ops.runner(transport, host, bus)
+    python = await ops.local_python(transport, host) if host.is_local else None
+    r = ops.runner(transport, host, bus, python=python)
     try:
         await ops.start(r, role, pipeline=path, vllm_args=extra_vllm_args(None, demo=path is None))
     finally:

@@ -26,6 +26,7 @@ from textual_plot.axis_formatter import AxisFormatter, NumericAxisFormatter
 
 from console.tui import chart_data as cd
 from console.tui.model import HostState
+from console.tui.render import fmt_pct, fmt_sig
 
 # Colours as hex: a named colour is an ANSI colour in a plot (drawn with the terminal's palette)
 # but a CSS colour in a title's markup, and the key in the title must match its line.
@@ -231,8 +232,8 @@ def draw_watch(chart: Chart, host: HostState) -> bool:
         return False
     t_end = windows[-1][0]
     mean = windows[-1][2]
-    chart.border_title = (f"Acceptance over time (bench watch): rate {windows[-1][1]:.2f}"
-                          + (f", mean length {mean:.2f}" if mean is not None else ""))
+    chart.border_title = (f"Acceptance over time (bench watch): rate {fmt_pct(windows[-1][1])}"
+                          + (f", mean length {fmt_sig(mean)}" if mean is not None else ""))
 
     def draw(c: Chart) -> None:
         shown = cd.thin([(t - t_end, r) for t, r, _ in windows], c.columns)

@@ -59,11 +59,11 @@ async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> N
 
 
 async def jobs_reattach(*, transport: Any, host: Any, bus: Any,
-                        following: set[str] | None = None) -> None:
-    """On connect: the pipeline's stages from their manifests, then the box's running jobs
-    (the box runner among them) tailed into the event stream."""
-    await _module("remote.ops.pipeline", "detached jobs").reattach(transport, host, bus,
-                                                                   following=following)
+                        following: set[str] | None = None, seen: set[str] | None = None) -> None:
+    """On connect: the finished pipeline runs' logs and the stages' manifests, then the box's
+    running jobs (the box runner among them) tailed into the event stream."""
+    await _module("remote.ops.pipeline", "detached jobs").reattach(
+        transport, host, bus, following=following, seen=seen)
 
 
 async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_id: str | None) -> None:

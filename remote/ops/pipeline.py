@@ -15,6 +15,7 @@ import asyncio
 import posixpath
 from contextlib import aclosing
 
+from pipeline.progress import parse as parse_progress
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
@@ -35,6 +36,7 @@ from remote.train_nodes import Reach, TrainNodes
 
 PIPELINE_CONFIG_NAME = "pipeline.toml"
 DEMO_DIR = "demo"
+RUNS_LOOKED_BACK = 10  # finished box runs read for stages the newer ones did not run
 
 
 def jobs(transport: Transport, host: HostConfig, bus: EventBus | None) -> Jobs:
@@ -164,14 +166,60 @@ async def _pipeline_config(runner: PipelineRunner, runs: list[RunInfo]) -> str |
     return None
 
 
+async def _runs_that_ran(transport: Transport, host: HostConfig,
+                         finished: list[RunInfo]) -> list[RunInfo]:
+    """The finished box runs whose logs hold what the stages last did, oldest first: the
+    newest, then older ones for each stage the newer did not run (skipped as up to date), up
+    to RUNS_LOOKED_BACK. Their records are looked at here without an event (a bus-less tail);
+    the runs chosen are then read once through the job tail."""
+    if not finished:
+        return []
+    quiet = jobs(transport, host, None)
+    chosen: list[RunInfo] = []
+    wanted = set(STAGES)
+    try:
+        for info in reversed(finished[-RUNS_LOOKED_BACK:]):
+            ran: set[str] = set()
+            async with aclosing(quiet.tail(info.run_id, offset=0, follow=False)) as lines:
+                async for line in lines:
+                    rec = parse_progress(line.text)
+                    if rec is not None and rec.get("type") == "start":
+                        ran.add(str(rec.get("stage", "")))
+            if not chosen or ran & wanted:
+                chosen.append(info)
+            wanted -= ran
+            if not wanted:
+                break
+    finally:
+        await quiet.close()
+    return chosen[::-1]
+
+
+async def _read_finished(j: Jobs, bus: EventBus, host: str, info: RunInfo) -> None:
+    """A finished run's log from its first byte, through the job tail (job.line events and the
+    stage events of its records, as a console that watched it saw them), then its exit."""
+    bus.emit(ev.JOB_STARTED, host, run_id=info.run_id, name=info.name, argv=list(info.argv),
+            pid=info.pid, log=info.log_path,
+            summary=f"read {info.name} ({info.run_id}, {info.state}) from the box")
+    async with aclosing(j.tail(info.run_id, offset=0, follow=False)) as lines:
+        async for _ in lines:
+            pass
+    await j.wait(info.run_id)  # job.exit: how it ended
+
+
 async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
-                   following: set[str] | None = None) -> None:
-    """On connect: the pipeline's stages as their manifests say (times, sizes), then every
-    running job tailed into the event stream (job.line, and stage events from their records)
-    until it ends; a box runner among them is announced as reattached."""
+                   following: set[str] | None = None, seen: set[str] | None = None) -> None:
+    """On connect: every screen rebuilt from the box. The finished box runs' logs read from
+    their start (the stage table, the loss curve and evaluate's acceptance, as a console that
+    watched them saw them: the same job tail), the pipeline's stages as their manifests say
+    (times, sizes), then every running job tailed into the event stream (job.line, and stage
+    events from their records) until it ends; a box runner among them is announced as
+    reattached. `seen` (the caller's) holds the finished runs this console has read already:
+    read once a session, never twice."""
     runner = PipelineRunner(transport, host, bus)
     j = runner.jobs
     following = following if following is not None else set()
+    seen = seen if seen is not None else set()
 
     async def drain(info: RunInfo) -> None:
         if info.name == RUN_NAME:
@@ -200,6 +248,11 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
                      state=latest.state, config=run_config(latest.argv), started=latest.started,
                      summary=f"last pipeline run on {host.name}: {latest.run_id} "
                      f"({latest.state}, returncode {latest.returncode})")
+        finished = [i for i in runs if i.name == RUN_NAME and i.done
+                    and i.run_id not in following and i.run_id not in seen]
+        for info in await _runs_that_ran(transport, host, finished):
+            await _read_finished(j, bus, host.name, info)
+            seen.add(info.run_id)
         if config is not None:
             try:
                 await runner.show_manifests(config)

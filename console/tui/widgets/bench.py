@@ -242,10 +242,12 @@ class BenchView(View):
         charts = self.query_one("#chart-watch", Chart), self.query_one("#chart-acceptance", Chart)
         has_watch, has_acc = draw_watch(charts[0], host), draw_acceptance(charts[1], host)
         row = self.query_one("#chart-concurrency", ChartRow)
-        has_conc = draw_concurrency(self.query_one("#chart-throughput", Chart),
-                                    self.query_one("#chart-speedup", Chart), host)
+        speedup = self.query_one("#chart-speedup", Chart)
+        has_conc, has_speedup = draw_concurrency(self.query_one("#chart-throughput", Chart),
+                                                 speedup, host)
         for widget, shown in ((charts[0], has_watch), (charts[1], has_acc), (row, has_conc),
+                              (speedup, has_speedup),  # no chart without data
                               (self.query_one("#acceptance", Static), not has_acc),
-                              (self.query_one("#speedup", Static), not has_conc)):
+                              (self.query_one("#speedup", Static), not has_speedup)):
             if widget.display != shown:
                 widget.display = shown

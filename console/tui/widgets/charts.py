@@ -178,12 +178,13 @@ def draw_acceptance(chart: Chart, host: HostState) -> bool:
     return True
 
 
-def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> bool:
+def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> tuple[bool, bool]:
     """Output tokens/s per label, and the speedup, vs concurrency (log2 axis), the crossover
-    (where the speedup falls below 1) marked on both."""
+    (where the speedup falls below 1) marked on both. Whether each has data to show: no
+    speedup measured (no baseline at the same concurrency), no speedup chart."""
     series = cd.concurrency_series(host.bench_points, host.bench_summary)
     if not series.throughput:
-        return False
+        return False, False
     concs = sorted({c for pts in series.throughput.values() for c, _ in pts})
     labels = {math.log2(c): str(c) for c in concs}
     keys = [(lab, BASE_STYLE if cd.is_baseline(lab) else SERVED_STYLE) for lab in series.throughput]
@@ -222,7 +223,7 @@ def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> bool
     key = repr(series)
     throughput.update(key, draw_tok)
     speedup.update(key, draw_speedup)
-    return True
+    return True, bool(series.speedup)
 
 
 def draw_watch(chart: Chart, host: HostState) -> bool:

@@ -14,7 +14,7 @@ from console.tui.widgets.common import activity_label, fit_keys
 from remote.jobs.stage_records import stage_event
 from remote.spine import events as ev
 from remote.spine.events import Event
-from tests.tui_helpers import live_started, plain, replayed
+from tests.tui_helpers import live_started, plain, replayed, settle
 from tests.tui_sessions import HOST, Clock, write_session
 
 RUNNER = "20261206T060000Z-pipeline-ab12cd"
@@ -96,3 +96,21 @@ async def test_at_80_columns_the_footer_names_help_and_quit() -> None:
         async with live_started(start_screen=screen, size=(80, 24)) as (app, _):
             footer = plain(app.query_one("#keybar", Static), 80)
             assert "?/f1  Help" in footer and "q  Quit" in footer, (screen, footer)
+
+
+async def test_no_speedup_chart_without_a_speedup_measured() -> None:
+    """One label measured (no baseline beside it): its throughput is drawn, the speedup chart
+    is not (its axes would hold nothing); the line says what a speedup needs."""
+    async with live_started(start_screen="bench") as (app, pilot):
+        for conc in (1, 2):
+            app.source.bus.emit(ev.BENCH_POINT, HOST, label="speculative", concurrency=conc,
+                                output_tok_s=94.51766890708626 * conc, req_s=0.7, ttft_p50=0.2,
+                                ttft_p99=0.4, tpot_p50=0.025, tpot_p99=0.03,
+                                acceptance={"rate": 0.06837606837606838, "mean_length": 1.2})
+        await settle(pilot)
+        assert app.query_one("#chart-throughput").display
+        assert not app.query_one("#chart-speedup").display
+        speedup = app.query_one("#speedup", Static)
+        assert speedup.display and "needs a baseline" in plain(speedup)
+        sweep = plain(app.query_one("#sweep-table", Static))
+        assert "94.5" in sweep and "6.84%" in sweep and "94.517" not in sweep

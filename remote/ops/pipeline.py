@@ -167,16 +167,17 @@ async def _pipeline_config(runner: PipelineRunner, runs: list[RunInfo]) -> str |
 
 
 async def _runs_that_ran(transport: Transport, host: HostConfig,
-                         finished: list[RunInfo]) -> list[RunInfo]:
+                         finished: list[RunInfo]) -> tuple[list[RunInfo], set[str]]:
     """The finished box runs whose logs hold what the stages last did, oldest first: the
     newest, then older ones for each stage the newer did not run (skipped as up to date), up
-    to RUNS_LOOKED_BACK. Their records are looked at here without an event (a bus-less tail);
-    the runs chosen are then read once through the job tail."""
+    to RUNS_LOOKED_BACK; and the stages none of them ran. Their records are looked at here
+    without an event (a bus-less tail); the runs chosen are then read once through the job
+    tail."""
+    wanted = set(STAGES)
     if not finished:
-        return []
+        return [], wanted
     quiet = jobs(transport, host, None)
     chosen: list[RunInfo] = []
-    wanted = set(STAGES)
     try:
         for info in reversed(finished[-RUNS_LOOKED_BACK:]):
             ran: set[str] = set()
@@ -192,7 +193,26 @@ async def _runs_that_ran(transport: Transport, host: HostConfig,
                 break
     finally:
         await quiet.close()
-    return chosen[::-1]
+    return chosen[::-1], wanted
+
+
+async def _evaluate_result(runner: PipelineRunner, config: str) -> None:
+    """evaluate's acceptance.json on the box, for a console that found no log of the run that
+    wrote it (older than the runs looked at, or removed): the Bench screen's offline acceptance
+    as a stage.end of evaluate, its manifest's facts to follow. Nothing when there is none."""
+    from remote.ops.bench import fetch_offline
+
+    try:
+        output_dir = str((await runner.validate(config)).get("output_dir") or "")
+        path = posixpath.join(output_dir, "evaluate", "acceptance.json")
+        if not output_dir or (await runner.transport.run(["test", "-f", path])).returncode != 0:
+            return
+        result = await fetch_offline(runner.transport, path)
+    except ConsoleError as exc:
+        runner.emit_info(f"evaluate's result on {runner.host.name}: {exc}")
+        return
+    runner.bus.emit(ev.STAGE_END, runner.host.name, stage="evaluate", ok=True, result=result,
+                    summary=f"evaluate's result on the box: {path}")
 
 
 async def _read_finished(j: Jobs, bus: EventBus, host: str, info: RunInfo) -> None:
@@ -250,9 +270,12 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
                      f"({latest.state}, returncode {latest.returncode})")
         finished = [i for i in runs if i.name == RUN_NAME and i.done
                     and i.run_id not in following and i.run_id not in seen]
-        for info in await _runs_that_ran(transport, host, finished):
+        chosen, unread = await _runs_that_ran(transport, host, finished)
+        for info in chosen:
             await _read_finished(j, bus, host.name, info)
             seen.add(info.run_id)
+        if config is not None and "evaluate" in unread and not any(i.name == RUN_NAME for i in running):
+            await _evaluate_result(runner, config)
         if config is not None:
             try:
                 await runner.show_manifests(config)

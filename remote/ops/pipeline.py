@@ -234,8 +234,8 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
     watched them saw them: the same job tail), the pipeline's stages as their manifests say
     (times, sizes), then every running job tailed into the event stream (job.line, and stage
     events from their records) until it ends; a box runner among them is announced as
-    reattached. `seen` (the caller's) holds the finished runs this console has read already:
-    read once a session, never twice."""
+    reattached. `seen` (the caller's) holds what this console has read already (finished runs,
+    `acceptance:<config>`): read once a session, never twice."""
     runner = PipelineRunner(transport, host, bus)
     j = runner.jobs
     following = following if following is not None else set()
@@ -268,14 +268,18 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
                      state=latest.state, config=run_config(latest.argv), started=latest.started,
                      summary=f"last pipeline run on {host.name}: {latest.run_id} "
                      f"({latest.state}, returncode {latest.returncode})")
+        read_before = any(i.run_id in seen for i in runs)
         finished = [i for i in runs if i.name == RUN_NAME and i.done
                     and i.run_id not in following and i.run_id not in seen]
         chosen, unread = await _runs_that_ran(transport, host, finished)
         for info in chosen:
             await _read_finished(j, bus, host.name, info)
             seen.add(info.run_id)
-        if config is not None and "evaluate" in unread and not any(i.name == RUN_NAME for i in running):
+        if (config is not None and "evaluate" in unread and not read_before
+                and f"acceptance:{config}" not in seen
+                and not any(i.name == RUN_NAME for i in running)):
             await _evaluate_result(runner, config)
+            seen.add(f"acceptance:{config}")
         if config is not None:
             try:
                 await runner.show_manifests(config)

@@ -16,6 +16,7 @@ from console.tui.widgets.bench import offline_acceptance
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
 from remote.ops.pipeline import reattach
+from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
 
@@ -63,13 +64,18 @@ async def test_evaluate_result_read_from_the_box_without_a_log(tmp_path: Path) -
         state.apply_batch(events)
 
     bus.add_batch_callback(fold)
+    ends: list[Event] = []
+    bus.add_callback(lambda e: ends.append(e) if e.kind == ev.STAGE_END else None)
     transport = LocalTransport("local")
     await transport.connect()
+    host, seen = HostConfig(name="local", ssh=None, python=sys.executable,
+                            workdir=str(workdir)), set[str]()
     try:
-        await reattach(transport, HostConfig(name="local", ssh=None, python=sys.executable,
-                                             workdir=str(workdir)), bus)
+        await reattach(transport, host, bus, seen=seen)
+        await reattach(transport, host, bus, seen=seen)  # read once a session
     finally:
         await transport.close()
+    assert len(ends) == 1 and ends[0].payload["stage"] == "evaluate"
     metrics = state.host("local").stages["evaluate"].metrics
     assert metrics["mean_length"] == 1.2051282051282051 and metrics["per_position"][0] == 0.15
     shown = offline_acceptance(state.host("local"))

@@ -2,7 +2,8 @@
 them from library chatter (transformers, speculators and tqdm print freely on the same streams).
 
 Line shape: `@@eagle3 {"type": "start"|"progress"|"end"|"skipped"|"info"|"error", "stage": ...}`.
-progress lines carry done, total, unit and, when known, rate (units per second).
+progress lines carry done, total, unit, elapsed (seconds since the stage's progress began) and,
+once it means something (rate_means_something), rate (units per second).
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ def parse(line: str) -> dict[str, Any] | None:
     return data
 
 
+# A rate over a few milliseconds or a single unit is noise (vocab once read "30,472,854.7
+# tokens/s" after 2 ms), not a figure: below these the elapsed time is what is shown.
+RATE_MIN_SECONDS = 1.0
+RATE_MIN_UNITS = 2
+
+
+def rate_means_something(units: float, seconds: float | None) -> bool:
+    """Whether `units` done in `seconds` make a rate worth showing (the box's progress records
+    and the console's views ask the same question here)."""
+    return seconds is not None and seconds >= RATE_MIN_SECONDS and units >= RATE_MIN_UNITS
+
+
 class Progress:
     """Rate-limited progress for one stage: at most a few lines a second, always the last."""
 
@@ -60,7 +73,8 @@ class Progress:
         if not force and now - self._last < self.interval and done < self.total:
             return
         self._last = now
-        elapsed = max(now - self._start, 1e-9)
-        rate = (done - self._base) / elapsed
+        elapsed = now - self._start
+        units = done - self._base
+        rate = {"rate": round(units / elapsed, 3)} if rate_means_something(units, elapsed) else {}
         emit("progress", self.stage, done=done, total=self.total, unit=self.unit,
-             rate=round(rate, 3), **extra)
+             elapsed=round(elapsed, 3), **rate, **extra)

@@ -14,6 +14,7 @@ by a digest of its recipe, built under a file lock and marked complete only at t
 run, or a second engineer, costs nothing; an interrupted build is redone, never half-used.
 
 Usage: python scripts/box_env.py [STACK] [--quiet]   -> prints the environment's python path.
+       python scripts/box_env.py [STACK] --find      -> the same if built; exit 1, nothing built.
 """
 
 from __future__ import annotations
@@ -82,25 +83,33 @@ STACKS: dict[str, Stack] = {
 }
 
 
-def cache_root() -> Path:
+def cache_root(*, create: bool = True) -> Path:
     default = Path.home() / ".cache" / "eagle3-console-tests"
     root = Path(os.environ.get("EAGLE3_TEST_CACHE", default))
-    root.mkdir(parents=True, exist_ok=True)
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
     return root
 
 
-def env_dir(name: str) -> Path:
+def env_dir(name: str, *, create: bool = True) -> Path:
     stack = STACKS[name]
     recipe = asdict(stack)
     for key in ("drop", "base_no_deps"):  # added later: at their default, the digest is unchanged
         if not recipe[key]:
             del recipe[key]
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
-    return cache_root() / f"venv-box-{name}-{digest}"
+    return cache_root(create=create) / f"venv-box-{name}-{digest}"
 
 
 def python(name: str) -> Path:
     return env_dir(name) / "bin" / "python"
+
+
+def find(name: str) -> Path | None:
+    """The environment's python if it is built and complete, else None; builds nothing (the
+    console asks this on `local` before serving: `--find`)."""
+    target = env_dir(name, create=False)
+    return target / "bin" / "python" if (target / ".complete").exists() else None
 
 
 def _req_name(line: str) -> str:
@@ -214,7 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stack", nargs="?", default="vllm032", choices=sorted(STACKS))
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--find", action="store_true",
+                        help="print the python only if the environment is built (exit 1 if not)")
     args = parser.parse_args(argv)
+    if args.find:
+        found = find(args.stack)
+        if found is None:
+            print(f"box_env: {args.stack} is not built: `python3 scripts/box_env.py {args.stack}` "
+                  "builds it", file=sys.stderr)
+            return 1
+        print(found)
+        return 0
     print(ensure(args.stack, quiet=args.quiet))
     return 0
 

@@ -75,7 +75,11 @@ def speedup_vs_concurrency(series: cd.ConcurrencySeries) -> str | None:
     if not series.throughput:
         return None
     plt = _pyplot()
-    fig, (tok, spd) = plt.subplots(1, 2, figsize=(11, 3.8))
+    if not series.speedup:  # no speedup measured: its axes would be a chart without data
+        fig, tok = plt.subplots(1, 1, figsize=(5.5, 3.8))
+        spd = None
+    else:
+        fig, (tok, spd) = plt.subplots(1, 2, figsize=(11, 3.8))
     concs = sorted({c for pts in series.throughput.values() for c, _ in pts})
     for label, pts in series.throughput.items():
         color = BASE if cd.is_baseline(label) else SERVED
@@ -83,21 +87,21 @@ def speedup_vs_concurrency(series: cd.ConcurrencySeries) -> str | None:
     tok.set_title("Output tokens/s vs concurrency", loc="left", fontsize=11)
     tok.set_ylabel("output tok/s")
     tok.legend(fontsize=8)
-    spd.set_title("Speedup vs concurrency", loc="left", fontsize=11)
-    spd.set_ylabel("speedup (x)")
-    if series.speedup:
+    if spd is not None:
+        spd.set_title("Speedup vs concurrency", loc="left", fontsize=11)
+        spd.set_ylabel("speedup (x)")
         spd.plot([c for c, _ in series.speedup], [s for _, s in series.speedup], marker="o", color=SERVED,
                  label=series.speculative)
         spd.axhline(1.0, color=BASE, linestyle="--", linewidth=1, label="no gain")
         spd.legend(fontsize=8)
-    for ax in (tok, spd):
+    for ax in (tok, spd) if spd is not None else (tok,):
         ax.set_xscale("log", base=2)
         ax.set_xticks(concs, [str(c) for c in concs])
         ax.set_xlabel("concurrency")
         ax.grid(True, alpha=0.3)
         if series.crossover:
             ax.axvline(series.crossover, color=MARK, linewidth=1.5)
-    if series.crossover:
+    if series.crossover and spd is not None:
         spd.annotate(f"crossover ≈ {series.crossover:.3g}", (series.crossover, 1.0),
                      xytext=(6, 10), textcoords="offset points", color="#8d6e00", fontsize=9)
     fig.tight_layout()

@@ -19,7 +19,8 @@ from typing import Any
 from console.report import figures
 from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
-from console.tui.model import ConsoleState, HostState, stage_order
+from console.tui.model import ConsoleState, HostState
+from console.tui.render import fmt_pct, fmt_sig
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
@@ -97,18 +98,19 @@ def _outputs(outputs: Any) -> str:
 _NOT_RESULTS = ("per_position", "head")
 
 
+# Rates (fractions) among a stage's numbers, shown as percentages.
+_RATES = ("rate", "acc_0")
+
+
 def _result(metrics: dict[str, Any]) -> str:
-    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+    return ", ".join(f"{k} {fmt_pct(v) if k in _RATES else fmt_sig(v)}"
                      for k, v in metrics.items() if k not in _NOT_RESULTS)
 
 
 def _stages(host: HostState) -> str:
     rows = []
-    stages = host.ordered_stages()
-    # Set-up steps before the pipeline (demo-setup) first, as they ran.
-    order = stage_order()
-    for st in [s for s in stages if s.name not in order] + [s for s in stages if s.name in order]:
-        rows.append([st.name, st.status, f"{st.seconds:.1f} s" if st.seconds is not None else "-",
+    for st in host.ordered_stages():  # set-up steps (demo-setup) first, as they ran
+        rows.append([st.name, st.status, f"{fmt_sig(st.seconds)} s" if st.seconds is not None else "-",
                      f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
                      _outputs(st.outputs), _result(st.metrics)])
     return _table(["stage", "status", "time", "progress", "outputs", "result"], rows) or \
@@ -146,12 +148,15 @@ def _host_section(host: HostState) -> str:
              _figure(figures.acceptance_per_position(offline, served, where), "acceptance",
                      "offline: the evaluate stage; served: vLLM's spec-decode counters",
                      "No acceptance per position in this session (evaluate stage or bench run)."),
-             "<h3>Speedup vs concurrency</h3>",
-             _figure(figures.speedup_vs_concurrency(conc), "speedup", conc.verdict,
+             "<h3>Throughput and speedup vs concurrency</h3>" if conc.speedup
+             else "<h3>Throughput vs concurrency</h3>",
+             _figure(figures.speedup_vs_concurrency(conc), "speedup" if conc.speedup else "throughput",
+                     conc.verdict,
                      "No bench points in this session (console bench run)."),
              _table(["label", "concurrency", "output tok/s", "acceptance rate", "mean length"],
-                    [[p.get("label"), p.get("concurrency"), p.get("output_tok_s"),
-                      (p.get("acceptance") or {}).get("rate"), (p.get("acceptance") or {}).get("mean_length")]
+                    [[p.get("label"), p.get("concurrency"), fmt_sig(p.get("output_tok_s")),
+                      fmt_pct((p.get("acceptance") or {}).get("rate")),
+                      fmt_sig((p.get("acceptance") or {}).get("mean_length"))]
                      for p in host.bench_points]),
              ]
     if host.charts.watch:

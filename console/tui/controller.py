@@ -89,6 +89,7 @@ class LiveController:
         # Runs this console tails now (the box runner, reattached jobs): a start that attaches
         # to one of them waits for its end instead of tailing it a second time.
         self.following: set[str] = set()
+        self.seen_runs: set[str] = set()  # finished runs whose logs were read on connect: once
         bus.add_callback(self._note_plan)
 
     def _note_plan(self, event: Event) -> None:
@@ -149,7 +150,7 @@ class LiveController:
         self._start_background(host, "stats", "live stats", wiring.stream_stats,
                                interval=self.host_config(host).stats_interval)
         self._start_background(host, "jobs.reattach", "job tails", wiring.jobs_reattach,
-                               following=self.following)
+                               following=self.following, seen=self.seen_runs)
         self._background[f"serve.check:{host}"] = asyncio.create_task(
             self._watch_if_serving(host), name=f"serve-check-{host}")
 

@@ -74,6 +74,7 @@ class StageState:
     total: float | None = None
     unit: str = ""
     rate: float | None = None
+    elapsed: float | None = None  # seconds into the stage's progress (its latest record)
     seconds: float | None = None
     outputs: Any = None
     reason: str = ""
@@ -164,10 +165,14 @@ class HostState:
     charts: ChartData = field(default_factory=ChartData)  # series only the charts draw
     last_event: datetime | None = None
 
-    def ordered_stages(self) -> list[StageState]:
+    def stage_names(self) -> list[str]:
+        """Every stage row in pipeline order: the set-up steps the runner does before the
+        pipeline (demo-setup), as they came, then the pipeline's stages."""
         order = stage_order()
-        known = [self.stages[n] for n in order if n in self.stages]
-        return known + [s for n, s in self.stages.items() if n not in order]
+        return [n for n in self.stages if n not in order] + list(order)
+
+    def ordered_stages(self) -> list[StageState]:
+        return [self.stages[n] for n in self.stage_names() if n in self.stages]
 
     def running_jobs(self) -> list[JobState]:
         return [j for j in self.jobs.values() if j.running]

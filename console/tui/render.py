@@ -3,6 +3,7 @@ views stay thin and these are testable as plain strings."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -56,6 +57,33 @@ def fmt_num(v: object, digits: int = 1) -> str:
     if isinstance(v, (int, float)):
         return f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
     return str(v)
+
+
+def fmt_sig(v: object, digits: int = 3) -> str:
+    """A measured figure as a reader wants it: `digits` significant digits (94.5, 0.0684,
+    30,500,000), never a float's seventeen; a count (an int) exactly. The TUI and the HTML report (console/report/) both
+    print figures through this, so one figure reads the same in both."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "-" if v is None or isinstance(v, bool) else str(v)
+    if isinstance(v, int):
+        return f"{v:,}"  # a count is exact
+    if not math.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    places = digits - 1 - math.floor(math.log10(abs(v)))
+    rounded = round(float(v), places)
+    if rounded and math.floor(math.log10(abs(rounded))) > math.floor(math.log10(abs(v))):
+        places -= 1  # 9.996 -> 10.0: one digit moved left of the point
+    return f"{rounded:,.{max(places, 0)}f}"
+
+
+def fmt_pct(v: object, digits: int = 3) -> str:
+    """A rate (a fraction: acceptance 0.0684) as a percentage to `digits` significant digits:
+    `6.84%`; "-" where there is none."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "-"
+    return f"{fmt_sig(v * 100, digits)}%"
 
 
 def fmt_seconds(s: float | None) -> str:

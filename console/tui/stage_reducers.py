@@ -25,6 +25,7 @@ def stage(host: HostState, e: Event) -> set[str]:
         host.stages[data.stage] = st
     if isinstance(data, et.StageStart):
         st.status, st.done, st.total, st.rate, st.seconds, st.reason = "running", 0.0, None, None, None, ""
+        st.elapsed = None
         st.bytes = st.outputs_count = None
         st.completed = ""
         if data.run_id:
@@ -35,6 +36,7 @@ def stage(host: HostState, e: Event) -> set[str]:
         st.total = None if data.total is None else float(data.total)
         st.unit = data.unit or st.unit
         st.rate = None if data.rate is None else float(data.rate)
+        st.elapsed = None if data.elapsed is None else float(data.elapsed)
     elif isinstance(data, et.StageEnd):
         st.status = "done" if data.ok else "failed"
         st.seconds = None if data.seconds is None else float(data.seconds)

@@ -46,12 +46,12 @@ async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> N
 
 
 async def jobs_reattach(*, transport: Any, host: Any, bus: Any,
-                        following: set[str] | None = None) -> None:
-    """On connect: the pipeline's stages from their manifests, then the box's running jobs
-    (the box runner among them) tailed into the event stream."""
+                        following: set[str] | None = None, seen: set[str] | None = None) -> None:
+    """On connect: the finished pipeline runs' logs and the stages' manifests, then the box's
+    running jobs (the box runner among them) tailed into the event stream."""
     from remote.ops import pipeline as ops
 
-    await ops.reattach(transport, host, bus, following=following)
+    await ops.reattach(transport, host, bus, following=following, seen=seen)
 
 
 async def stage_cancel(*, transport: Any, host: Any, bus: Any, stage: str, run_id: str | None) -> None:
@@ -109,7 +109,8 @@ async def serve_start(*, transport: Any, host: Any, bus: Any, role: str,
     path = Path(pipeline).expanduser() if pipeline else None
     if path is not None and not path.is_file():
         raise UsageError(f"{pipeline}: pipeline config not found on this machine")
-    r = ops.runner(transport, host, bus)
+    python = await ops.local_python(transport, host) if host.is_local else None
+    r = ops.runner(transport, host, bus, python=python)
     try:
         await ops.start(r, role, pipeline=path, vllm_args=extra_vllm_args(None, demo=path is None))
     finally:

@@ -16,6 +16,7 @@ import posixpath
 from contextlib import aclosing
 
 from pipeline import stages as stage_table
+from pipeline.progress import parse as parse_progress
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
@@ -35,6 +36,7 @@ from remote.train_nodes import Reach, TrainNodes
 
 PIPELINE_CONFIG_NAME = "pipeline.toml"
 DEMO_DIR = "demo"
+RUNS_LOOKED_BACK = 10  # finished box runs read for stages the newer ones did not run
 
 
 def jobs(transport: Transport, host: HostConfig, bus: EventBus | None) -> Jobs:
@@ -164,14 +166,80 @@ async def _pipeline_config(runner: PipelineRunner, runs: list[RunInfo]) -> str |
     return None
 
 
+async def _runs_that_ran(transport: Transport, host: HostConfig,
+                         finished: list[RunInfo]) -> tuple[list[RunInfo], set[str]]:
+    """The finished box runs whose logs hold what the stages last did, oldest first: the
+    newest, then older ones for each stage the newer did not run (skipped as up to date), up
+    to RUNS_LOOKED_BACK; and the stages none of them ran. Their records are looked at here
+    without an event (a bus-less tail); the runs chosen are then read once through the job
+    tail."""
+    wanted = set(stage_table.names())
+    if not finished:
+        return [], wanted
+    quiet = jobs(transport, host, None)
+    chosen: list[RunInfo] = []
+    try:
+        for info in reversed(finished[-RUNS_LOOKED_BACK:]):
+            ran: set[str] = set()
+            async with aclosing(quiet.tail(info.run_id, offset=0, follow=False)) as lines:
+                async for line in lines:
+                    rec = parse_progress(line.text)
+                    if rec is not None and rec.get("type") == "start":
+                        ran.add(str(rec.get("stage", "")))
+            if not chosen or ran & wanted:
+                chosen.append(info)
+            wanted -= ran
+            if not wanted:
+                break
+    finally:
+        await quiet.close()
+    return chosen[::-1], wanted
+
+
+async def _evaluate_result(runner: PipelineRunner, config: str) -> None:
+    """evaluate's acceptance.json on the box, for a console that found no log of the run that
+    wrote it (older than the runs looked at, or removed): the Bench screen's offline acceptance
+    as a stage.end of evaluate, its manifest's facts to follow. Nothing when there is none."""
+    from remote.ops.bench import fetch_offline
+
+    try:
+        output_dir = str((await runner.validate(config)).get("output_dir") or "")
+        path = posixpath.join(output_dir, "evaluate", "acceptance.json")
+        if not output_dir or (await runner.transport.run(["test", "-f", path])).returncode != 0:
+            return
+        result = await fetch_offline(runner.transport, path)
+    except ConsoleError as exc:
+        runner.emit_info(f"evaluate's result on {runner.host.name}: {exc}")
+        return
+    runner.bus.emit(ev.STAGE_END, runner.host.name, stage="evaluate", ok=True, result=result,
+                    summary=f"evaluate's result on the box: {path}")
+
+
+async def _read_finished(j: Jobs, bus: EventBus, host: str, info: RunInfo) -> None:
+    """A finished run's log from its first byte, through the job tail (job.line events and the
+    stage events of its records, as a console that watched it saw them), then its exit."""
+    bus.emit(ev.JOB_STARTED, host, run_id=info.run_id, name=info.name, argv=list(info.argv),
+            pid=info.pid, log=info.log_path,
+            summary=f"read {info.name} ({info.run_id}, {info.state}) from the box")
+    async with aclosing(j.tail(info.run_id, offset=0, follow=False)) as lines:
+        async for _ in lines:
+            pass
+    await j.wait(info.run_id)  # job.exit: how it ended
+
+
 async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
-                   following: set[str] | None = None) -> None:
-    """On connect: the pipeline's stages as their manifests say (times, sizes), then every
-    running job tailed into the event stream (job.line, and stage events from their records)
-    until it ends; a box runner among them is announced as reattached."""
+                   following: set[str] | None = None, seen: set[str] | None = None) -> None:
+    """On connect: every screen rebuilt from the box. The finished box runs' logs read from
+    their start (the stage table, the loss curve and evaluate's acceptance, as a console that
+    watched them saw them: the same job tail), the pipeline's stages as their manifests say
+    (times, sizes), then every running job tailed into the event stream (job.line, and stage
+    events from their records) until it ends; a box runner among them is announced as
+    reattached. `seen` (the caller's) holds what this console has read already (finished runs,
+    `acceptance:<config>`): read once a session, never twice."""
     runner = PipelineRunner(transport, host, bus)
     j = runner.jobs
     following = following if following is not None else set()
+    seen = seen if seen is not None else set()
 
     async def drain(info: RunInfo) -> None:
         if info.name == RUN_NAME:
@@ -200,6 +268,18 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
                      state=latest.state, config=run_config(latest.argv), started=latest.started,
                      summary=f"last pipeline run on {host.name}: {latest.run_id} "
                      f"({latest.state}, returncode {latest.returncode})")
+        read_before = any(i.run_id in seen for i in runs)
+        finished = [i for i in runs if i.name == RUN_NAME and i.done
+                    and i.run_id not in following and i.run_id not in seen]
+        chosen, unread = await _runs_that_ran(transport, host, finished)
+        for info in chosen:
+            await _read_finished(j, bus, host.name, info)
+            seen.add(info.run_id)
+        if (config is not None and "evaluate" in unread and not read_before
+                and f"acceptance:{config}" not in seen
+                and not any(i.name == RUN_NAME for i in running)):
+            await _evaluate_result(runner, config)
+            seen.add(f"acceptance:{config}")
         if config is not None:
             try:
                 await runner.show_manifests(config)

@@ -30,6 +30,36 @@ def runner(transport: Transport, host: HostConfig, bus: EventBus, *,
     return ServeRunner(transport, host, bus, python=python)
 
 
+# The box environment `make demo` serves with (scripts/box_env.py: vLLM 0.32 CPU + speculators
+# 0.9), and the one command that builds it.
+BOX_ENV = "vllm032"
+_HAS_VLLM = "import importlib.util,sys;sys.exit(0 if importlib.util.find_spec('vllm') else 1)"
+
+
+async def local_python(transport: Transport, host: HostConfig) -> str:
+    """The python that serves on `local` (this machine): the host's own when it has vLLM (a
+    `python` set under [hosts.local]), else the box environment `make demo` built (found, never
+    built here: a build takes minutes), else UsageError naming the one command that builds it.
+    The console's own python has no vLLM: the demo's pipeline and vLLM 0.32 cannot share it."""
+    from remote.pipeline_runner import local_source_root
+
+    has = await transport.run([host.python, "-c", _HAS_VLLM], timeout=60)
+    if has.returncode == 0:
+        return host.python
+    script = local_source_root() / "scripts" / "box_env.py"
+    if script.is_file():
+        found = await transport.run([host.python, str(script), BOX_ENV, "--find"], timeout=60)
+        path = found.stdout.strip()
+        if found.returncode == 0 and path:
+            return path
+    build = (f"`python3 {script} {BOX_ENV}`" if script.is_file()
+             else f"`python3 scripts/box_env.py {BOX_ENV}` in the console's checkout")
+    raise UsageError(
+        f"no vLLM to serve with on {host.name}: {host.python} has none and the box environment "
+        f"`make demo` builds is not there; {build} builds it (once, minutes), or set `python` "
+        f"under [hosts.{host.name}] in console.toml to a python with vLLM")
+
+
 async def demo_config(r: ServeRunner) -> str:
     """The demo's pipeline.toml on the box; it must have been built by `console run --demo`."""
     path = posixpath.join(await r.pipeline.root(), "demo", "pipeline.toml")

@@ -172,7 +172,8 @@ class StageProgress(Payload, kw_only=True, frozen=True):
     done: Num | None = None
     total: Num | None = None
     unit: str = ""
-    rate: Num | None = None
+    rate: Num | None = None  # only once it means something (pipeline/progress.py)
+    elapsed: Num | None = None  # seconds since the stage's progress began (older records: none)
 
 
 class StageEnd(Payload, kw_only=True, frozen=True):

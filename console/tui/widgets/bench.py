@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from console.tui.chart_data import speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
-from console.tui.render import fmt_num, hbar, spark
+from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, spark
 from console.tui.shown import plain
 from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View
@@ -35,10 +35,10 @@ def sweep_table(points: list[dict[str, Any]], narrow: bool = False) -> Table:
     for p in points:
         raw = p.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        cells = (str(p.get("label", "")), str(p.get("concurrency", "")), fmt_num(p.get("output_tok_s")),
-                 fmt_num(p.get("req_s"), 2), fmt_num(p.get("ttft_p50"), 3), fmt_num(p.get("ttft_p99"), 3),
-                 fmt_num(p.get("tpot_p50"), 4), fmt_num(p.get("tpot_p99"), 4),
-                 fmt_num(acc.get("rate"), 2), fmt_num(acc.get("mean_length"), 2))
+        cells = (str(p.get("label", "")), str(p.get("concurrency", "")), fmt_sig(p.get("output_tok_s")),
+                 fmt_sig(p.get("req_s")), fmt_sig(p.get("ttft_p50")), fmt_sig(p.get("ttft_p99")),
+                 fmt_sig(p.get("tpot_p50")), fmt_sig(p.get("tpot_p99")),
+                 fmt_pct(acc.get("rate")), fmt_sig(acc.get("mean_length")))
         t.add_row(*(c for c, k in zip(cells, keep, strict=True) if k))
     return t
 
@@ -58,7 +58,7 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
         if v is None:
             t.add_row(str(i), "", "-")
         else:
-            t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), f"{v:.2f}")
+            t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), fmt_pct(v))
     return t
 
 
@@ -75,7 +75,7 @@ def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None =
     t.add_column("speedup", no_wrap=True)
     t.add_column("", justify="right")
     for label, conc, s in rows:
-        t.add_row(label, str(conc), Text(hbar(s, max(top, 1.0), width), style="magenta"), f"{s:.2f}x")
+        t.add_row(label, str(conc), Text(hbar(s, max(top, 1.0), width), style="magenta"), f"{fmt_sig(s)}x")
     return t
 
 
@@ -90,8 +90,8 @@ def watch_line(windows: list[dict[str, Any]]) -> Text:
     acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
     text = Text("live acceptance (bench watch) ", style="bold")
     text.append(spark(rates, 40, 0, 1), style="green")
-    text.append(f"  rate {fmt_num(acc.get('rate'), 2)}  mean length {fmt_num(acc.get('mean_length'), 2)}"
-                f"  accepted {fmt_num(last.get('accepted_tok_s'))} tok/s")
+    text.append(f"  rate {fmt_pct(acc.get('rate'))}  mean length {fmt_sig(acc.get('mean_length'))}"
+                f"  accepted {fmt_sig(last.get('accepted_tok_s'))} tok/s")
     return text
 
 
@@ -103,11 +103,11 @@ def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     if not isinstance(m.get("mean_length"), (int, float)):
         return Text("Offline acceptance: no result yet (the pipeline's evaluate stage reports it)",
                     style="dim")
-    title = f"Offline acceptance (evaluate): mean length {m['mean_length']:.2f}"
+    title = f"Offline acceptance (evaluate): mean length {fmt_sig(float(m['mean_length']))}"
     if isinstance(m.get("rate"), (int, float)):
-        title += f", rate {m['rate']:.2f}"
+        title += f", rate {fmt_pct(m['rate'])}"
     if isinstance(m.get("untrained_mean_length"), (int, float)):
-        title += f" (untrained head {m['untrained_mean_length']:.2f})"
+        title += f" (untrained head {fmt_sig(float(m['untrained_mean_length']))})"
     per = m.get("per_position")
     t = Table(box=None, header_style="bold")
     t.add_column("pos", justify="right")
@@ -115,7 +115,7 @@ def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     t.add_column("", justify="right")
     for i, v in enumerate(per if isinstance(per, list) else []):
         if isinstance(v, (int, float)):
-            t.add_row(str(i), Text(hbar(float(v), 1.0, width), style="green"), f"{v:.2f}")
+            t.add_row(str(i), Text(hbar(float(v), 1.0, width), style="green"), fmt_pct(v))
     return Group(Text(title, style="bold"), t)
 
 
@@ -186,11 +186,11 @@ def windows_table(windows: list[dict[str, Any]]) -> Table | Text:
         raw = w.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
         per = acc.get("per_position")
-        pos = " ".join(f"{p:.2f}" for p in per if isinstance(p, (int, float))) if isinstance(per, list) else ""
+        pos = " ".join(fmt_pct(p) for p in per if isinstance(p, (int, float))) if isinstance(per, list) else ""
         drafts = acc.get("drafts")
         t.add_row(str(w.get("window", "")), fmt_num(w.get("seconds"), 1), fmt_num(drafts, 0),
-                  fmt_num(acc.get("rate"), 2) if drafts else "idle", fmt_num(acc.get("mean_length"), 2),
-                  pos, fmt_num(w.get("accepted_tok_s"), 1))
+                  fmt_pct(acc.get("rate")) if drafts else "idle", fmt_sig(acc.get("mean_length")),
+                  pos, fmt_sig(w.get("accepted_tok_s")))
     return t
 
 
@@ -242,10 +242,12 @@ class BenchView(View):
         charts = self.query_one("#chart-watch", Chart), self.query_one("#chart-acceptance", Chart)
         has_watch, has_acc = draw_watch(charts[0], host), draw_acceptance(charts[1], host)
         row = self.query_one("#chart-concurrency", ChartRow)
-        has_conc = draw_concurrency(self.query_one("#chart-throughput", Chart),
-                                    self.query_one("#chart-speedup", Chart), host)
+        speedup = self.query_one("#chart-speedup", Chart)
+        has_conc, has_speedup = draw_concurrency(self.query_one("#chart-throughput", Chart),
+                                                 speedup, host)
         for widget, shown in ((charts[0], has_watch), (charts[1], has_acc), (row, has_conc),
+                              (speedup, has_speedup),  # no chart without data
                               (self.query_one("#acceptance", Static), not has_acc),
-                              (self.query_one("#speedup", Static), not has_conc)):
+                              (self.query_one("#speedup", Static), not has_speedup)):
             if widget.display != shown:
                 widget.display = shown

@@ -26,6 +26,7 @@ from textual_plot.axis_formatter import AxisFormatter, NumericAxisFormatter
 
 from console.tui import chart_data as cd
 from console.tui.model import HostState
+from console.tui.render import fmt_pct, fmt_sig
 
 # Colours as hex: a named colour is an ANSI colour in a plot (drawn with the terminal's palette)
 # but a CSS colour in a title's markup, and the key in the title must match its line.
@@ -177,12 +178,13 @@ def draw_acceptance(chart: Chart, host: HostState) -> bool:
     return True
 
 
-def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> bool:
+def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> tuple[bool, bool]:
     """Output tokens/s per label, and the speedup, vs concurrency (log2 axis), the crossover
-    (where the speedup falls below 1) marked on both."""
+    (where the speedup falls below 1) marked on both. Whether each has data to show: no
+    speedup measured (no baseline at the same concurrency), no speedup chart."""
     series = cd.concurrency_series(host.bench_points, host.bench_summary)
     if not series.throughput:
-        return False
+        return False, False
     concs = sorted({c for pts in series.throughput.values() for c, _ in pts})
     labels = {math.log2(c): str(c) for c in concs}
     keys = [(lab, BASE_STYLE if cd.is_baseline(lab) else SERVED_STYLE) for lab in series.throughput]
@@ -221,7 +223,7 @@ def draw_concurrency(throughput: Chart, speedup: Chart, host: HostState) -> bool
     key = repr(series)
     throughput.update(key, draw_tok)
     speedup.update(key, draw_speedup)
-    return True
+    return True, bool(series.speedup)
 
 
 def draw_watch(chart: Chart, host: HostState) -> bool:
@@ -231,8 +233,8 @@ def draw_watch(chart: Chart, host: HostState) -> bool:
         return False
     t_end = windows[-1][0]
     mean = windows[-1][2]
-    chart.border_title = (f"Acceptance over time (bench watch): rate {windows[-1][1]:.2f}"
-                          + (f", mean length {mean:.2f}" if mean is not None else ""))
+    chart.border_title = (f"Acceptance over time (bench watch): rate {fmt_pct(windows[-1][1])}"
+                          + (f", mean length {fmt_sig(mean)}" if mean is not None else ""))
 
     def draw(c: Chart) -> None:
         shown = cd.thin([(t - t_end, r) for t, r, _ in windows], c.columns)

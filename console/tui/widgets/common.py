@@ -99,6 +99,21 @@ def fit(text: Text, width: int) -> Text:
     return head
 
 
+# The actions that follow the box runner to its end (box_actions.py: `s`, `r`): their work is
+# the whole run, so the mark names the stage running now, not the one it was started from.
+PIPELINE_ACTIONS = ("start ", "resume pipeline")
+
+
+def activity_label(label: str, host: HostState) -> str:
+    """An action's mark in the top bar: a pipeline action's the stage running now ("start
+    prepare" no longer, once prepare is done and vocab runs)."""
+    if label.startswith(PIPELINE_ACTIONS):
+        running = next((st.name for st in host.ordered_stages() if st.status == "running"), None)
+        if running is not None:
+            return f"pipeline: {running}"
+    return label
+
+
 class TopBar(Static):
     """Title, selected host and the connection badge, always visible."""
 
@@ -112,7 +127,8 @@ class TopBar(Static):
         if activity:
             # what runs now, first: an action's only sign of life until its events arrive
             more = f" +{len(activity) - 1}" if len(activity) > 1 else ""
-            text.append(f" ⟳ {activity[-1]}…{more} ", style="bold black on yellow")
+            text.append(f" ⟳ {activity_label(activity[-1], host)}…{more} ",
+                        style="bold black on yellow")
             text.append(" ")
         text.append_text(badge_text(host, mode, replay_status))
         text = fit(text, self.app.size.width)
@@ -145,21 +161,25 @@ class KeyBar(Static):
     _pairs: list[tuple[str, str]] = []
 
 
-# Titles dropped first when even short titles do not fit: keys everyone knows.
-WELL_KNOWN_KEYS = ("?/f1", "q", "n")
+# Titles kept last when even short titles do not fit: help and quit, the two keys a new
+# operator looks for first (an 80-column footer once showed `?` and `q` bare).
+KEPT_TITLES = ("?/f1", "q")
 
 
 def fit_keys(pairs: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
     """Every key of `pairs` in `width` cells: titles shortened to their first word, then left
-    out (the well-known keys' first, then from the end), never a key name."""
+    out (the tabs' first: the tab bar names them; then from the end; help's and quit's last),
+    never a key name."""
     def cells(ps: list[tuple[str, str]]) -> int:
         return sum(len(k) + 2 + (len(t) + 2 if t else 1) for k, t in ps)
 
     if cells(pairs) <= width:
         return pairs
     short = [(k, t.split(" ")[0]) for k, t in pairs]
-    order = [i for i, (k, _) in enumerate(short) if k in WELL_KNOWN_KEYS]
-    order += [i for i in reversed(range(len(short))) if i not in order]
+    kept = [i for i, (k, _) in enumerate(short) if k in KEPT_TITLES]
+    tabs = [i for i, (k, _) in enumerate(short) if k.isdigit()]  # the tab bar names them
+    order = tabs + [i for i in reversed(range(len(short))) if i not in kept and i not in tabs]
+    order += kept
     for i in order:
         if cells(short) <= width:
             break

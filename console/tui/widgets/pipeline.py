@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, StageState, stage_order
+from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, StageState
 from console.tui.quiet import set_content, text_shape
 from console.tui.render import elide_middle
 from console.tui.shown import plain
@@ -87,8 +87,7 @@ class PipelineView(View):
 
     def _rows(self, host: HostState) -> tuple[list[tuple[str, list[Any]]], list[str]]:
         """The table's rows (key, cells), and the keys of what is running (stages first)."""
-        order = stage_order()
-        names = list(order) + [n for n in host.stages if n not in order]
+        names = host.stage_names()
         width = 8 if self._narrow else 16
         rows: list[tuple[str, list[Any]]] = []
         running: list[str] = []

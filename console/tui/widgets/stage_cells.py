@@ -8,7 +8,8 @@ from typing import Any
 from rich.text import Text
 
 from console.tui.model import JobState, StageState
-from console.tui.render import bar, elide_middle, fmt_bytes, fmt_num, fmt_seconds
+from console.tui.render import bar, elide_middle, fmt_bytes, fmt_num, fmt_pct, fmt_seconds, fmt_sig
+from pipeline.progress import rate_means_something
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan", "not run": "magenta"}
@@ -21,8 +22,11 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     if frac is not None:
         progress.append(f" {frac * 100:3.0f}%" if width < 12 else f" {frac * 100:5.1f}%")
     detail = f"{fmt_num(st.done, 0)}/{fmt_num(st.total, 0) if st.total else '?'} {st.unit}".strip()
-    if st.rate:
-        detail += f"  {fmt_num(st.rate)} {st.unit}/s"
+    rate = shown_rate(st)
+    if rate is not None:
+        detail += f"  {fmt_sig(rate)} {st.unit}/s"
+    elif st.elapsed is not None and st.status == "running":
+        detail += f"  {fmt_seconds(st.elapsed)}"
     n = st.outputs_count
     size = (f"{fmt_bytes(st.bytes)} in {n} output{'' if n == 1 else 's'}" if st.bytes is not None
             else "")
@@ -36,6 +40,16 @@ def stage_cells(st: StageState, width: int = 20) -> tuple[Text, Text, str, str]:
     return status, progress, detail, fmt_seconds(st.seconds)
 
 
+def shown_rate(st: StageState) -> float | None:
+    """The stage's rate where it means something (pipeline/progress.py: enough time and units),
+    else None and its elapsed time is shown. A record of an older box carries a rate without
+    its elapsed time: that time is about done/rate."""
+    if not st.rate:
+        return None
+    elapsed = st.elapsed if st.elapsed is not None else st.done / st.rate
+    return st.rate if rate_means_something(st.done, elapsed) else None
+
+
 def metrics_cell(st: StageState, narrow: bool = False) -> str:
     """What the stage's records say beyond progress: loss and epoch while training, the
     evaluated head's acceptance once evaluate ends (narrow: the short names, so the last
@@ -45,13 +59,13 @@ def metrics_cell(st: StageState, narrow: bool = False) -> str:
     m = st.metrics
     parts = []
     if isinstance(m.get("loss"), (int, float)):
-        parts.append(f"loss {m['loss']:.3f}")
+        parts.append(f"loss {fmt_sig(float(m['loss']))}")
     if m.get("epoch") is not None:
         parts.append(f"ep {m['epoch']}")
     if isinstance(m.get("mean_length"), (int, float)):
-        parts.append(f"acc len {m['mean_length']:.2f}")
+        parts.append(f"acc len {fmt_sig(float(m['mean_length']))}")
     if isinstance(m.get("rate"), (int, float)):
-        parts.append(f"rate {m['rate']:.2f}")
+        parts.append(f"rate {fmt_pct(m['rate'])}")
     elif m.get("head") and st.status == "running":
         parts.append(f"head {m['head']}")
     return " ".join(parts)

@@ -256,7 +256,7 @@ async def test_stage_records_become_columns_and_hide_from_the_log() -> None:
         await settle(pilot)
         table = app.query_one("#stages", DataTable)
         train = rows(app).index("train")
-        assert str(table.get_row_at(train)[4]) == "loss 1.234 ep 1"
+        assert str(table.get_row_at(train)[4]) == "loss 1.23 ep 1"  # 3 significant digits
         log = app.query_one(LogView)
         assert log.tail is not None and [log.tail.line(i) for i in range(len(log.tail))] == [
             "speculators 0.9.0 on cpu", "warning: something the operator should see"]
@@ -281,8 +281,8 @@ async def test_evaluate_acceptance_reaches_the_bench_screen() -> None:
                                     "untrained_mean_length": 1.02})
         await settle(pilot)
         text = plain(app.query_one("#offline", Static))
-        assert "mean length 2.41, rate 0.47 (untrained head 1.02)" in text
-        assert "0.71" in text and "0.25" in text
+        assert "mean length 2.41, rate 47.0% (untrained head 1.02)" in text
+        assert "71.0%" in text and "25.0%" in text
 
 
 # -- defect 9: state that is always visible ----------------------------------------------------------------

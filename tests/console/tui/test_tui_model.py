@@ -259,11 +259,11 @@ def test_bench_watch_windows_and_positions_without_drafts() -> None:
                                                                "per_position": [0.8, None]}}))
     h = state.host(HOST)
     assert len(h.bench_watch) == 3
-    assert "rate 0.70" in watch_line(list(h.bench_watch)).plain
+    assert "rate 70.0%" in watch_line(list(h.bench_watch)).plain
     point = {"label": "speculative", "concurrency": 1, "acceptance": {"per_position": [0.8, None]}}
     from rich.console import Console
 
     console = Console(width=100, color_system=None)
     with console.capture() as cap:
         console.print(acceptance_chart([point]))
-    assert "0.80" in cap.get() and "-" in cap.get()
+    assert "80.0%" in cap.get() and "-" in cap.get()

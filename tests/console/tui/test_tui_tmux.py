@@ -82,7 +82,7 @@ def test_replay_and_live_console_in_a_real_terminal(tmux: Tmux, tmp_path: Path) 
     tmux.keys("replay", ">", ">")  # 1x -> 10x -> max
     tmux.wait("replay", "replay ended 89/89")
     tmux.keys("replay", "5")
-    screen = tmux.wait("replay", "850.5 tok/s")
+    screen = tmux.wait("replay", "850 tok/s")  # 3 significant digits
     assert "prepare" in screen and "100.0%" in screen and "extract: batch 4" in screen
     tmux.keys("replay", "q")
     end = time.monotonic() + 15

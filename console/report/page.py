@@ -165,6 +165,11 @@ def _host_section(host: HostState) -> str:
     return "\n".join(parts)
 
 
+#: The mark `console report` knows its own earlier page by (rewritten without --force):
+#: in the page's first bytes, before anything the session supplies.
+GENERATOR = '<meta name="generator" content="eagle3-console report">'
+
+
 def render(path: str | Path) -> str:
     header, state = fold(path)
     hosts = [h for h in state.hosts.values() if h.last_event is not None] or list(state.hosts.values())
@@ -172,7 +177,7 @@ def render(path: str | Path) -> str:
     meta = _table(["session", "started (UTC)", "hosts", "console", "events"],
                   [[Path(path).name, f"{header.started:%Y-%m-%d %H:%M:%S}", ", ".join(header.hosts),
                     header.console_version, f"{state.events_seen:,}"]])
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{GENERATOR}<title>{_e(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>{meta}"
             + "".join(_host_section(h) for h in hosts)
             + f"<p class=\"none\">Written by <code>console report {_e(Path(path).name)}</code> from the "

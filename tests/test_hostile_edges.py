@@ -1,0 +1,126 @@
+"""Issue 41 at the edges, as a hostile user tries them: one row per case (the input, the one
+line expected, the exit code, and what must be left as it was).
+
+Named outputs (case 1): every writer of a file the operator names refuses to overwrite a
+session or a file the console did not write unless --force, judging the resolved path
+(symlinks included), and leaves the file byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from console.cli import main
+from remote.link.errors import EXIT_OK, EXIT_USAGE
+from remote.link.out_files import OutputRefused, claim, write_claimed
+from tests.tui_sessions import demo_session
+
+NOTES = b"operator's notes, not the console's\n"
+
+
+@dataclass(frozen=True)
+class OutRow:
+    """`console ARGV` in a folder holding s.jsonl (the session), other.jsonl (a second
+    session), notes.txt (the operator's own file) and the links `links` names."""
+
+    argv: list[str]
+    line: str  # a fragment of the one stderr line (exit 2) or of stdout (exit 0)
+    exit: int
+    links: dict[str, str] = field(default_factory=dict)  # link name -> what it points at
+    kept: tuple[str, ...] = ("s.jsonl", "other.jsonl", "notes.txt")  # byte for byte after
+
+
+OUT_ROWS = {
+    "report over its own session": OutRow(
+        ["report", "s.jsonl", "--out", "s.jsonl"], "is the session being read", EXIT_USAGE),
+    "report through a link to its session": OutRow(
+        ["report", "s.jsonl", "--out", "r.html"], "is the session being read", EXIT_USAGE,
+        links={"r.html": "s.jsonl"}),
+    "report through a link to its session, --force": OutRow(
+        ["report", "s.jsonl", "--out", "r.html", "--force"], "is the session being read",
+        EXIT_USAGE, links={"r.html": "s.jsonl"}),
+    "report over another session": OutRow(
+        ["report", "s.jsonl", "--out", "other.jsonl"], "is a recorded session", EXIT_USAGE),
+    "report through a link to another session": OutRow(
+        ["report", "s.jsonl", "--out", "r.html"], "is a recorded session", EXIT_USAGE,
+        links={"r.html": "other.jsonl"}),
+    "report over the operator's file": OutRow(
+        ["report", "s.jsonl", "--out", "notes.txt"], "the console did not write it", EXIT_USAGE),
+    "report through a link to the operator's file": OutRow(
+        ["report", "s.jsonl", "--out", "r.html"], "the console did not write it", EXIT_USAGE,
+        links={"r.html": "notes.txt"}),
+    "report over the operator's file, --force": OutRow(
+        ["report", "s.jsonl", "--out", "notes.txt", "--force"], "report written", EXIT_OK,
+        kept=("s.jsonl", "other.jsonl")),
+    "report into a folder": OutRow(
+        ["report", "s.jsonl", "--out", "."], "is a directory", EXIT_USAGE),
+    "bench result over the operator's file": OutRow(
+        ["bench", "run", "--host", "local", "--no-record", "--out", "notes.txt"],
+        "the console did not write it", EXIT_USAGE),
+    "bench result through a link to a session": OutRow(
+        ["bench", "run", "--host", "local", "--no-record", "--out", "b.json"],
+        "is a recorded session", EXIT_USAGE, links={"b.json": "s.jsonl"}),
+}
+
+
+def _folder(tmp: Path, links: dict[str, str]) -> dict[str, bytes]:
+    demo_session(tmp / "s.jsonl")
+    demo_session(tmp / "other.jsonl")
+    (tmp / "notes.txt").write_bytes(NOTES)
+    for name, target in links.items():
+        (tmp / name).symlink_to(target)
+    return {p.name: p.read_bytes() for p in tmp.iterdir() if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("row", OUT_ROWS.values(), ids=list(OUT_ROWS))
+def test_named_outputs(row: OutRow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    before = _folder(tmp_path, row.links)
+    monkeypatch.chdir(tmp_path)
+    assert main(row.argv) == row.exit
+    out, err = capsys.readouterr()
+    if row.exit == EXIT_OK:
+        assert row.line in out
+    else:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and row.line in lines[0], err
+        assert "Traceback" not in err
+    for name in row.kept:  # nothing lost: the files it refused are as they were
+        assert (tmp_path / name).read_bytes() == before[name], name
+    for name, target in row.links.items():  # a link stays a link to what it pointed at
+        assert os.readlink(tmp_path / name) == target
+    assert not [p for p in tmp_path.iterdir() if ".part-" in p.name]  # no temp left behind
+
+
+def test_report_rewrites_its_own_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A second `console report S` rewrites the page the first wrote (no --force needed)."""
+    session = demo_session(tmp_path / "s.jsonl")
+    assert main(["report", str(session)]) == EXIT_OK
+    page = tmp_path / "s.html"
+    first = page.read_bytes()
+    page.write_bytes(first.replace(b"</body>", b"<!-- older --></body>"))
+    assert main(["report", str(session)]) == EXIT_OK
+    assert page.read_bytes() == first
+    assert "report written" in capsys.readouterr().out
+
+
+def test_trace_names_refused_before_any_fetch(tmp_path: Path) -> None:
+    """`allreduce capture --out DIR`'s files go through the same claim (remote/allreduce/
+    capture.py judges every name before the first fetch): an existing trace of the same name is
+    the operator's, a --force replaces it, a new name is created whole."""
+    existing = tmp_path / "w0.pt.trace.json.gz"
+    existing.write_bytes(NOTES)
+    with pytest.raises(OutputRefused, match="did not write it"):
+        claim(existing, what="trace")
+    assert existing.read_bytes() == NOTES
+    write_claimed(claim(existing, force=True, what="trace"), b"trace")
+    assert existing.read_bytes() == b"trace"
+    new = claim(tmp_path / "w1.pt.trace.json.gz", what="trace")
+    (tmp_path / "w1.pt.trace.json.gz").write_bytes(NOTES)  # appears between claim and write
+    with pytest.raises(OutputRefused, match="appeared while it was being written"):
+        write_claimed(new, b"trace")
+    assert new.path.read_bytes() == NOTES

@@ -9,6 +9,8 @@ session or a file the console did not write unless --force, judging the resolved
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from console.cli import main
 from remote.link.errors import EXIT_OK, EXIT_USAGE
 from remote.link.out_files import OutputRefused, claim, write_claimed
+from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tui_sessions import demo_session
 
 NOTES = b"operator's notes, not the console's\n"
@@ -124,3 +127,84 @@ def test_trace_names_refused_before_any_fetch(tmp_path: Path) -> None:
     with pytest.raises(OutputRefused, match="appeared while it was being written"):
         write_claimed(new, b"trace")
     assert new.path.read_bytes() == NOTES
+
+
+# Host keys (case 4): known_hosts markers honoured as OpenSSH does, over the real loopback sshd.
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """known_hosts holds `lines` ({port}, {key}: the server's host key, {ca}: the CA that
+    signed its certificate); `console jobs list` with `flags`."""
+
+    lines: list[str]
+    flags: list[str]
+    line: str  # a fragment of the one stderr line, or "" for a connection that succeeds
+    exit: int
+    cert: bool = False  # the server presents a host certificate signed by {ca}
+
+
+KEY_ROWS = {
+    "revoked for its port": KeyRow(["@revoked [127.0.0.1]:{port} {key}"], [],
+                                   "HOST KEY REVOKED", 3),
+    "revoked for its port, --accept-new-host-key": KeyRow(
+        ["@revoked [127.0.0.1]:{port} {key}"], ["--accept-new-host-key"], "HOST KEY REVOKED", 3),
+    "revoked for every host, --accept-new-host-key": KeyRow(
+        ["@revoked * {key}"], ["--accept-new-host-key"], "HOST KEY REVOKED", 3),
+    "revoked for the host without its port": KeyRow(
+        ["@revoked 127.0.0.1 {key}"], ["--accept-new-host-key"], "HOST KEY REVOKED", 3),
+    "revoked beside a trusted line": KeyRow(
+        ["[127.0.0.1]:{port} {key}", "@revoked * {key}"], [], "HOST KEY REVOKED", 3),
+    "certificate from a trusted CA": KeyRow(
+        ["@cert-authority [127.0.0.1]:{port} {ca}"], [], "", 0, cert=True),
+    "certificate from a revoked CA": KeyRow(
+        ["@cert-authority [127.0.0.1]:{port} {ca}", "@revoked * {ca}"], ["--accept-new-host-key"],
+        "HOST KEY REVOKED", 3, cert=True),
+    "a CA line is not a host key": KeyRow(
+        ["@cert-authority [127.0.0.1]:{port} {ca}"], [], "unknown host key", 3),
+}
+
+
+@pytest.fixture(scope="module")
+def cert_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sshd, str]]:
+    """A second loopback sshd whose host key comes with a certificate signed by its own CA
+    (ssh-keygen -s ... -h), the CA's public key returned beside it."""
+    reason = sshd_available()
+    if reason:
+        pytest.fail(reason, pytrace=False)
+    root = tmp_path_factory.mktemp("cert-sshd")
+    daemon = start_sshd(root)
+    ca = root / "host_ca"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ca)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-I", "box", "-h", "-n", "127.0.0.1",
+                    str(daemon.host_key_pub)], check=True)
+    cert = root / "ssh_host_ed25519_key-cert.pub"
+    with (root / "sshd_config").open("a") as fh:
+        fh.write(f"HostCertificate {cert}\n")
+    daemon.restart()
+    yield daemon, " ".join(Path(f"{ca}.pub").read_text().split()[:2])
+    daemon.stop()
+
+
+@pytest.mark.ssh
+@pytest.mark.parametrize("row", KEY_ROWS.values(), ids=list(KEY_ROWS))
+def test_known_hosts_markers(row: KeyRow, sshd: Sshd, cert_sshd: tuple[Sshd, str], tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    box, ca = cert_sshd if row.cert else (sshd, "")
+    if not row.cert and "{ca}" in " ".join(row.lines):  # a CA line, a plain-key server
+        ca = cert_sshd[1]
+    key = " ".join(box.host_key_pub.read_text().split()[:2])
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(line.format(port=box.port, key=key, ca=ca) + "\n" for line in row.lines))
+    before = known.read_bytes()
+    config = box.console_toml(tmp_path / "console.toml", workdir=tmp_path / "box")
+    config.write_text(config.read_text().replace(str(box.known_hosts), str(known)))
+    rc = main(["jobs", "list", "--host", "box", "--config", str(config), "--no-record", *row.flags])
+    err = capsys.readouterr().err
+    assert rc == row.exit, err
+    if row.line:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and row.line in lines[0], err
+        if "REVOKED" in row.line:
+            assert "@revoked" in lines[0] and "--accept-new-host-key" in lines[0]
+    assert known.read_bytes() == before  # a revoked key (or a CA's host) is never stored

@@ -33,6 +33,13 @@ DEFAULT_KEEPALIVE = 15.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
 
 
+def _has_ca_lines(known_hosts: Path) -> bool:
+    try:
+        return "@cert-authority" in known_hosts.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 class _Client(asyncssh.SSHClient):
     def __init__(self, owner: SSHTransport, check: HostKeyCheck) -> None:
         self._owner = owner
@@ -123,14 +130,20 @@ class SSHTransport(Transport):
                 asyncssh.connect(target, client_factory=lambda: _Client(self, check), **kwargs),
                 self.connect_timeout + 5,
             )
-        except asyncssh.HostKeyNotVerifiable:
+        except asyncssh.HostKeyNotVerifiable as exc:
+            if check.verdict is None and "revoked" in str(exc):
+                # asyncssh refused it before asking us (a revoked key or CA key it matched
+                # itself): learn the offered key's fingerprint for the one line.
+                check.verdict = "revoked"
+                check.revoked_ca = "CA key is revoked" in str(exc)
+                check.fingerprint = await self._offered_fingerprint(target, kwargs)
             raise host_key_error(check, box, self.known_hosts) from None
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"authentication to {box} failed as user "
                              f"{kwargs.get('username') or '(from ssh config)'}: {exc.reason}; "
                              "no offered key was accepted (agent, IdentityFile, ~/.ssh/id_*)") from None
         except asyncssh.DisconnectError as exc:
-            if check.verdict in ("unknown", "changed"):
+            if check.verdict in ("unknown", "changed", "revoked"):
                 raise host_key_error(check, box, self.known_hosts) from None
             await self._key_type_changed(target, kwargs, box, check)
             raise ConnectionFailed(f"{box} closed the connection: {one_line(exc)}") from None
@@ -149,6 +162,19 @@ class SSHTransport(Transport):
             self._emit(ev.CONSOLE_WARNING, message=f"trusted new host key {check.fingerprint} for "
                        f"{check.where}, stored in {self.known_hosts}")
         return conn
+
+    async def _offered_fingerprint(self, target: str, kwargs: dict[str, Any]) -> str:
+        """The server's host key fingerprint, from a handshake that trusts nothing (the probe
+        refuses every key); "" when even that fails."""
+        probe = KeyTypeProbe(self.known_hosts, accept_new=False)
+        try:
+            await aio.wait_for(
+                asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
+                                 **{**kwargs, "known_hosts": []}),
+                self.connect_timeout + 5)
+        except (asyncssh.Error, OSError, TimeoutError, ValueError):
+            pass
+        return probe.fingerprint
 
     async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
                                 check: HostKeyCheck) -> None:
@@ -169,6 +195,16 @@ class SSHTransport(Transport):
             return
         if probe.verdict == "changed":
             raise key_type_error(probe, box, self.known_hosts) from None
+        if probe.verdict == "unknown" and probe.fingerprint and _has_ca_lines(self.known_hosts):
+            # No host key known, yet asyncssh narrowed the handshake: known_hosts holds only
+            # @cert-authority keys for the box (asyncssh then asks for certificates alone) and
+            # the server presents a plain key. OpenSSH calls that key unknown too.
+            raise HostKeyError(
+                f"unknown host key for {box}: {probe.fingerprint} is not in {self.known_hosts}, "
+                "which holds only @cert-authority keys for it, and the server presents no "
+                "certificate; add the key to that file if it is the box's",
+                verdict="unknown", fingerprint=probe.fingerprint,
+                known_hosts=str(self.known_hosts))
 
     async def connect(self) -> None:
         async with self._lock:

@@ -8,6 +8,7 @@ session or a file the console did not write unless --force, judging the resolved
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ import pytest
 from console.cli import main
 from remote.link.errors import EXIT_OK, EXIT_USAGE
 from remote.link.out_files import OutputRefused, claim, write_claimed
+from remote.spine.redact import Redactor
+from tests.local_box import local_console_toml
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 from tests.tui_sessions import demo_session
 
@@ -208,3 +211,99 @@ def test_known_hosts_markers(row: KeyRow, sshd: Sshd, cert_sshd: tuple[Sshd, str
         if "REVOKED" in row.line:
             assert "@revoked" in lines[0] and "--accept-new-host-key" in lines[0]
     assert known.read_bytes() == before  # a revoked key (or a CA's host) is never stored
+
+
+# Secrets (case 5): each shape as a row (raw text, what every reader shows, the kind counted).
+HF = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4"  # the shape of a hub token, not a real one
+SK = "sk-proj-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2"  # the shape of an OpenAI project key
+SHAPES: dict[str, tuple[str, str, str]] = {
+    "--password hunter2": ("db --password hunter2 --port 5", "db --password *** --port 5",
+                           "secret_flag"),
+    "--password=hunter2": ("db --password=hunter2", "db --password=***", "secret_flag"),
+    "--hf-token VALUE": ("dl --hf-token abc123", "dl --hf-token ***", "secret_flag"),
+    "bare sk-proj-": (f"key is {SK} ok", "key is sk-*** ok", "openai_key"),
+    "bare sk-": ("sk-" + "a1B2c3D4e5F6g7H8i9J0k1L2", "sk-***", "openai_key"),
+    'JSON "api_key"': ('{"api_key": "k-123", "n": 2}', '{"api_key": "***", "n": 2}',
+                       "json_secret"),
+    'JSON "password"': ('{"user":"u","password":"p\\"w"}', '{"user":"u","password":"***"}',
+                        "json_secret"),
+    'JSON "token"': ('{"access_token": "tok"}', '{"access_token": "***"}', "json_secret"),
+    "JSON in a quoted argument": ('echo "{\\"api_key\\": \\"k1\\"}"',
+                                  'echo "{\\"api_key\\": \\"***\\"}"', "json_secret"),
+    "Authorization: Basic": ("-H 'Authorization: Basic dXNlcjpodW50ZXIy'",
+                             "-H 'Authorization: Basic ***'", "basic"),
+    "x-api-key header": ("-H 'x-api-key: k-777'", "-H 'x-api-key: ***'", "api_key_header"),
+    "X-API-KEY header": ("X-API-KEY:k-777", "X-API-KEY:***", "api_key_header"),
+    "hf_ token": (f"--name {HF}", "--name hf_***", "hf_token"),
+    "--token hf_ (masked once)": (f"--token {HF}", "--token hf_***", "hf_token"),
+}
+# What must stay as it is (the same object): prose and the flags' look-alikes.
+CLEAN = ["a basic idea", "--max-tokens 256", "--token-file /x", '{"max_tokens": 5}',
+         '{"token": ""}', "task-sk-abcdefghijklmnopqrstuvwxyz", "sk-short", "--password --next"]
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_secret_shapes(shape: str) -> None:
+    raw, shown, kind = SHAPES[shape]
+    r = Redactor()
+    assert r.text(raw) == shown
+    assert r.counts == {kind: 1}
+
+
+def test_clean_text_is_left_alone() -> None:
+    r = Redactor()
+    for text in CLEAN:
+        assert r.text(text) is text, text
+    assert r.total == 0
+
+
+def test_argv_and_payload_secrets() -> None:
+    """A flag and its value as two argv elements, a payload's own secret-named keys."""
+    r = Redactor()
+    argv = ["tool", "--password", "hunter2", "--api-key", "k1", "--token", HF, "-p", "x"]
+    assert r.value({"argv": argv}) == {"argv": ["tool", "--password", "***", "--api-key", "***",
+                                                "--token", "hf_***", "-p", "x"]}
+    assert r.value({"api_key": "k", "max_tokens": 5, "token": 3}) == \
+        {"api_key": "***", "max_tokens": 5, "token": 3}
+
+
+def _jobs(config: Path, *argv: str) -> int:
+    return main(["jobs", "--host", "local", "--config", str(config), *argv])
+
+
+def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--name hf_...`: the run id, the run directory on the box, the session, replay --print
+    and --json, the report, `jobs status --json` and `jobs list` hold no secret; the id made
+    from the masked name is stable (same name, same masked name) and unique (another token,
+    another name); the report counts what was masked as replay does."""
+    config = local_console_toml(tmp_path)
+    session = tmp_path / "s.jsonl"
+    line = f'echo "--password hunter2 {SK}"'
+    assert _jobs(config, "--session", str(session), "launch", "--name", HF, "--",
+                 "sh", "-c", line) == EXIT_OK
+    other = HF[:-1] + "Z"
+    assert _jobs(config, "--no-record", "launch", "--name", other, "--", "true") == EXIT_OK
+    assert _jobs(config, "--no-record", "launch", "--name", HF, "--", "true") == EXIT_OK
+    runs = sorted(p.name for p in (tmp_path / "box").rglob("runs/*"))
+    assert len(runs) == 3 and not [r for r in runs if HF[3:] in r or other[3:] in r]
+    assert main(["replay", str(session), "--print"]) == EXIT_OK
+    assert main(["replay", str(session), "--json"]) == EXIT_OK
+    assert main(["report", str(session)]) == EXIT_OK
+    run_id = next(json.loads(x)["payload"]["run_id"] for x in session.read_text().splitlines()
+                  if '"job.started"' in x)
+    assert _jobs(config, "--no-record", "--json", "status", run_id) == EXIT_OK
+    assert _jobs(config, "--no-record", "list") == EXIT_OK
+    shown = capsys.readouterr().out
+    page = (tmp_path / "s.html").read_text()
+    for secret in (HF[3:], other[3:], "hunter2", SK[8:]):
+        assert secret not in session.read_text() and secret not in shown
+        assert secret not in page
+    names = {json.loads(x)["payload"]["name"] for x in shown.splitlines()
+             if x.startswith("{") and '"job.status"' in x}
+    (name,) = names
+    assert name.startswith("hf_***-") and len(name) == len("hf_***-") + 8
+    table = [x.split()[1] for x in shown.splitlines() if x.startswith("20")]
+    assert sorted(table).count(name) == 2 and len(set(table)) == 2  # stable, and unique
+    note = next(x for x in shown.splitlines() if x.startswith("# session started"))
+    count = note.rsplit(", ", 1)[1]
+    assert count.endswith("secret(s) masked") and f"<td>{count}</td>" in page

@@ -22,7 +22,14 @@ from remote.link import aio
 from remote.link.argv import shell_join, with_env
 from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link.hosts import HostConfig
-from remote.link.ssh_keys import HostKeyCheck, KeyTypeProbe, host_key_error, key_type_error
+from remote.link.ssh_keys import (
+    HostKeyCheck,
+    KeyTypeProbe,
+    ca_only_error,
+    has_ca_lines,
+    host_key_error,
+    key_type_error,
+)
 from remote.link.ssh_options import connect_options, hop_options, proxy_jump, sftp_path
 from remote.link.ssh_process import LOST, SSHProcess, one_line
 from remote.link.transport import Forward, Progress, RemoteProcess, Transport
@@ -31,13 +38,6 @@ from remote.spine.bus import EventBus
 
 DEFAULT_KEEPALIVE = 15.0
 DEFAULT_CONNECT_TIMEOUT = 15.0
-
-
-def _has_ca_lines(known_hosts: Path) -> bool:
-    try:
-        return "@cert-authority" in known_hosts.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
 
 
 class _Client(asyncssh.SSHClient):
@@ -163,9 +163,9 @@ class SSHTransport(Transport):
                        f"{check.where}, stored in {self.known_hosts}")
         return conn
 
-    async def _offered_fingerprint(self, target: str, kwargs: dict[str, Any]) -> str:
-        """The server's host key fingerprint, from a handshake that trusts nothing (the probe
-        refuses every key); "" when even that fails."""
+    async def _probe(self, target: str, kwargs: dict[str, Any]) -> KeyTypeProbe:
+        """What the server offers, seen by a handshake that allows every algorithm and trusts
+        nothing (the probe refuses every key, so no connection is ever kept)."""
         probe = KeyTypeProbe(self.known_hosts, accept_new=False)
         try:
             await aio.wait_for(
@@ -174,37 +174,23 @@ class SSHTransport(Transport):
                 self.connect_timeout + 5)
         except (asyncssh.Error, OSError, TimeoutError, ValueError):
             pass
-        return probe.fingerprint
+        return probe
+
+    async def _offered_fingerprint(self, target: str, kwargs: dict[str, Any]) -> str:
+        return (await self._probe(target, kwargs)).fingerprint
 
     async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
                                 check: HostKeyCheck) -> None:
         """Raise HostKeyError when a handshake that never reached the key check failed because
-        the server no longer offers any key type known_hosts holds for it."""
+        the server no longer offers any key type known_hosts holds for it (or known_hosts holds
+        only @cert-authority keys for it and the server presents a plain key)."""
         if check.verdict is not None or not isinstance(kwargs.get("known_hosts"), str):
             return
-        probe = KeyTypeProbe(self.known_hosts, accept_new=False)
-        probe_kwargs = {**kwargs, "known_hosts": []}  # every algorithm; the probe decides
-        try:
-            await aio.wait_for(
-                asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
-                                 **probe_kwargs),
-                self.connect_timeout + 5)
-        except (asyncssh.Error, OSError, TimeoutError, ValueError):
-            pass
-        else:  # cannot happen (the probe refuses every key); never keep such a connection
-            return
+        probe = await self._probe(target, kwargs)
         if probe.verdict == "changed":
             raise key_type_error(probe, box, self.known_hosts) from None
-        if probe.verdict == "unknown" and probe.fingerprint and _has_ca_lines(self.known_hosts):
-            # No host key known, yet asyncssh narrowed the handshake: known_hosts holds only
-            # @cert-authority keys for the box (asyncssh then asks for certificates alone) and
-            # the server presents a plain key. OpenSSH calls that key unknown too.
-            raise HostKeyError(
-                f"unknown host key for {box}: {probe.fingerprint} is not in {self.known_hosts}, "
-                "which holds only @cert-authority keys for it, and the server presents no "
-                "certificate; add the key to that file if it is the box's",
-                verdict="unknown", fingerprint=probe.fingerprint,
-                known_hosts=str(self.known_hosts))
+        if probe.verdict == "unknown" and probe.fingerprint and has_ca_lines(self.known_hosts):
+            raise ca_only_error(probe, box, self.known_hosts) from None
 
     async def connect(self) -> None:
         async with self._lock:

@@ -53,6 +53,13 @@ def revoked_keys(text: str, host: str, addr: str, port: int) -> list[asyncssh.SS
     return keys
 
 
+def has_ca_lines(known_hosts: Path) -> bool:
+    try:
+        return "@cert-authority" in known_hosts.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
 def is_revoked(key: asyncssh.SSHKey, revoked: list[asyncssh.SSHKey]) -> bool:
     return any(r.public_data == key.public_data for r in revoked)
 
@@ -152,3 +159,14 @@ def key_type_error(probe: KeyTypeProbe, box: str, known_hosts: Path) -> HostKeyE
         "(possible man-in-the-middle attack). Refusing to connect; if the box was really "
         "reinstalled, remove its old line from that file",
         verdict="changed", fingerprint=probe.fingerprint, known_hosts=str(known_hosts))
+
+
+def ca_only_error(probe: KeyTypeProbe, box: str, known_hosts: Path) -> HostKeyError:
+    """No host key known, yet asyncssh narrowed the handshake: known_hosts holds only
+    @cert-authority keys for the box (asyncssh then asks for certificates alone) and the server
+    presents a plain key. OpenSSH calls that key unknown too."""
+    return HostKeyError(
+        f"unknown host key for {box}: {probe.fingerprint} is not in {known_hosts}, which holds "
+        "only @cert-authority keys for it, and the server presents no certificate; add the key "
+        "to that file if it is the box's",
+        verdict="unknown", fingerprint=probe.fingerprint, known_hosts=str(known_hosts))

@@ -182,8 +182,73 @@ def _read_env(envfd):
     return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
+# How long what is left of a run's process group gets to end on SIGTERM after its leader ended,
+# before SIGKILL (a stage cleaning up its partial directory is quick).
+GROUP_GRACE = 5.0
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper():
+    """Linux: the run's orphans (a stage whose runner was killed) become this supervisor's
+    children instead of init's, so it can wait for them and reap them (in a container whose
+    PID 1 never reaps, a zombie would otherwise count as a live process of the run forever).
+    Elsewhere a no-op: init reaps, the group is polled."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def _reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _wait_group(pgid, timeout):
+    deadline = time.time() + timeout
+    while True:
+        _reap()
+        if not _group_alive(pgid):
+            return True
+        if time.time() >= deadline:
+            return False
+        time.sleep(POLL)
+
+
+def end_group(pgid, grace=GROUP_GRACE):
+    """After the run's leader ended, end what is left of its process group (TERM, KILL after
+    `grace`) and wait until no process of it is left. Returns whether any was left.
+
+    Why the supervisor and not only the runner's children: the job is the group (its leader
+    started it with a new session), and every process it starts -- a pipeline stage, the vLLM
+    engine workers or torchrun ranks a stage starts in turn -- stays in it unless it makes a
+    session of its own. A `kill -9` of the runner gives it no chance to end its stage; the stage
+    used to run on, re-parented to init, and write its outputs after exit.json said the run had
+    ended, beside the stage an immediate rerun started (issue 41). The supervisor outlives the
+    leader by design, so it is the one place that sees the leader gone and can end the rest
+    before it writes exit.json. (The runner also asks the kernel to kill a stage when the runner
+    dies -- PR_SET_PDEATHSIG, pipeline/sequence.py -- for a supervisor killed as well.)"""
+    _reap()
+    if not _group_alive(pgid):
+        return False
+    _killpg(pgid, signal.SIGTERM)
+    if not _wait_group(pgid, grace):
+        _killpg(pgid, signal.SIGKILL)
+        _wait_group(pgid, 30.0)
+    return True
+
+
 def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
+    _become_subreaper()
     extra = _read_env(envfd)
     write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
     argv = read_json(os.path.join(run_dir, "argv.json")) or []
@@ -206,9 +271,13 @@ def cmd_supervise(run_dir, wfd, envfd=None):
     os.close(wfd)
     os.close(log)
     rc = proc.wait()
+    # exit.json only once no process of the run is left: it says the run ended.
+    left = end_group(proc.pid)
     state = "cancelled" if os.path.exists(os.path.join(run_dir, "cancel")) else "exited"
-    write_atomic(os.path.join(run_dir, "exit.json"),
-                 json.dumps({"returncode": rc, "state": state, "ended": now_iso()}))
+    done = {"returncode": rc, "state": state, "ended": now_iso()}
+    if left:
+        done["ended_group"] = True  # processes outlived the leader and were ended
+    write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(done))
     return 0
 
 

@@ -307,3 +307,37 @@ def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureF
     note = next(x for x in shown.splitlines() if x.startswith("# session started"))
     count = note.rsplit(", ", 1)[1]
     assert count.endswith("secret(s) masked") and f"<td>{count}</td>" in page
+
+
+@pytest.mark.ssh
+async def test_a_host_key_refused_on_reconnect_is_an_event(tmp_path: Path) -> None:
+    """The box comes back with another key mid-session: the reconnect is refused, and the
+    session's last connection event says so (it used to end at "reconnecting")."""
+    from remote.link.errors import HostKeyError
+    from remote.link.ssh import SSHTransport
+    from remote.spine.bus import EventBus
+    from remote.spine.events import Event
+
+    reason = sshd_available()
+    if reason:
+        pytest.fail(reason, pytrace=False)
+    box = start_sshd(tmp_path / "sshd")
+    bus = EventBus()
+    seen: list[Event] = []
+    bus.add_callback(seen.append)
+    t = SSHTransport(box.host_config(), bus=bus, backoff_base=0.05)
+    try:
+        await t.connect()
+        assert (await t.run(["echo", "up"])).stdout == "up\n"
+        known = box.known_hosts.read_bytes()
+        box.restart_with_new_host_key()
+        with pytest.raises(HostKeyError, match="HOST KEY CHANGED"):
+            for _ in range(50):  # until the drop is noticed and the reconnect meets the key
+                await t.run(["true"])
+        assert box.known_hosts.read_bytes() == known
+    finally:
+        await t.close()
+        box.stop()
+    last = [e for e in seen if e.kind.startswith("connection.")][-1]
+    assert last.kind == "connection.down" and last.payload["refused"] == "host key"
+    assert "HOST KEY CHANGED" in last.payload["error"] and "refused" in last.payload["summary"]

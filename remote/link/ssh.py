@@ -231,8 +231,14 @@ class SSHTransport(Transport):
                 delay *= random.uniform(0.5, 1.0)
                 try:
                     conn = await self._open()
-                except (HostKeyError, AuthFailed, ConfigError):
-                    raise  # not a network problem: retrying would not help, and must be loud
+                except (HostKeyError, AuthFailed, ConfigError) as exc:
+                    # not a network problem: retrying would not help, and must be loud -- in
+                    # the session too, which would otherwise end at "reconnecting"
+                    why = ("host key" if isinstance(exc, HostKeyError) else
+                           "auth" if isinstance(exc, AuthFailed) else "config")
+                    self._emit(ev.CONNECTION_DOWN, error=str(exc), refused=why,
+                               summary=f"reconnecting to {self.name} refused ({why}): {exc}")
+                    raise
                 except ConnectionFailed as exc:
                     if self.reconnect_attempts is not None and attempt >= self.reconnect_attempts:
                         raise ConnectionFailed(f"{self.name}: gave up reconnecting after "

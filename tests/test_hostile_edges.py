@@ -4,6 +4,11 @@ line expected, the exit code, and what must be left as it was).
 Named outputs (case 1): every writer of a file the operator names refuses to overwrite a
 session or a file the console did not write unless --force, judging the resolved path
 (symlinks included), and leaves the file byte for byte as it was.
+Host keys (case 4): known_hosts `@revoked` and `@cert-authority` as OpenSSH reads them, over a
+real loopback sshd; a key refused on reconnect is an event of the session.
+Secrets (case 5): each credential shape as a row; a run named after a secret leaks it nowhere.
+The runner's process group (case 3): tests/remote/jobs/test_job_group.py and
+tests/pipeline/test_runner_kill.py. Damaged records (cases 2 and 6): tests/test_hostile_inputs.py.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from remote.link.transport import LocalTransport
 from tests.demo_fixture import Demo, wait_ended
 from tests.remote.jobs.test_job_group import group_pids
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # the first builds the shared demo
 
 REPO = Path(__file__).resolve().parents[2]
 STAGES = ("prepare", "extract", "vocab", "train", "evaluate")

@@ -278,7 +278,8 @@ def _jobs(config: Path, *argv: str) -> int:
 
 def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`--name hf_...`: the run id, the run directory on the box, the session, replay --print
-    and --json, the report, `jobs status --json` and `jobs list` hold no secret; the id made
+    and --json, the report (the TUI's model, folded), `jobs status --json`, `jobs tail` and
+    `jobs list` hold no secret; the id made
     from the masked name is stable (same name, same masked name) and unique (another token,
     another name); the report counts what was masked as replay does."""
     config = local_console_toml(tmp_path)
@@ -297,6 +298,7 @@ def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureF
     run_id = next(json.loads(x)["payload"]["run_id"] for x in session.read_text().splitlines()
                   if '"job.started"' in x)
     assert _jobs(config, "--no-record", "--json", "status", run_id) == EXIT_OK
+    assert _jobs(config, "--no-record", "tail", run_id, "--from-start", "--no-follow") == EXIT_OK
     assert _jobs(config, "--no-record", "list") == EXIT_OK
     shown = capsys.readouterr().out
     page = (tmp_path / "s.html").read_text()

@@ -62,7 +62,7 @@ PR_SET_PDEATHSIG = 1
 def _die_with(runner: int) -> Callable[[], None] | None:
     """Linux: the stage asks the kernel for SIGKILL when the runner that started it dies, so a
     `kill -9` of the runner never leaves its stage writing on alone. The job helper's supervisor
-    ends the runner's whole process group as well (remote/jobs/helper.py: end_group) and is the
+    ends the runner's whole process group as well (remote/jobs/helper_runs.py: end_group) and is the
     main guard (it also reaches a stage's own children); this one holds where that supervisor
     is gone too. Elsewhere None: the supervisor alone."""
     if not sys.platform.startswith("linux"):

@@ -161,6 +161,8 @@ KEY_ROWS = {
         ["@revoked * {key}"], ["--accept-new-host-key"], "HOST KEY REVOKED", 3),
     "revoked for the host without its port": KeyRow(
         ["@revoked 127.0.0.1 {key}"], ["--accept-new-host-key"], "HOST KEY REVOKED", 3),
+    "revoked for its port, trusted without it": KeyRow(
+        ["127.0.0.1 {key}", "@revoked [127.0.0.1]:{port} {key}"], [], "HOST KEY REVOKED", 3),
     "revoked beside a trusted line": KeyRow(
         ["[127.0.0.1]:{port} {key}", "@revoked * {key}"], [], "HOST KEY REVOKED", 3),
     "certificate from a trusted CA": KeyRow(

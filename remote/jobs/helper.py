@@ -40,10 +40,34 @@ import sys
 import time
 
 try:  # imported as remote.jobs.helper (the console's tests)
-    from .helper_runs import ended, now_iso, read_int, read_json, read_text, record, write_atomic
+    from .helper_runs import (
+        become_subreaper,
+        end_group,
+        ended,
+        group_alive,
+        killpg,
+        now_iso,
+        read_int,
+        read_json,
+        read_text,
+        record,
+        write_atomic,
+    )
 except ImportError:  # run as a script on the box, its sibling uploaded beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from helper_runs import ended, now_iso, read_int, read_json, read_text, record, write_atomic  # type: ignore[no-redef]
+    from helper_runs import (  # type: ignore[no-redef]
+        become_subreaper,
+        end_group,
+        ended,
+        group_alive,
+        killpg,
+        now_iso,
+        read_int,
+        read_json,
+        read_text,
+        record,
+        write_atomic,
+    )
 
 EXIT_LOCKED = 75
 POLL = 0.05
@@ -182,73 +206,9 @@ def _read_env(envfd):
     return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
-# How long what is left of a run's process group gets to end on SIGTERM after its leader ended,
-# before SIGKILL (a stage cleaning up its partial directory is quick).
-GROUP_GRACE = 5.0
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def _become_subreaper():
-    """Linux: the run's orphans (a stage whose runner was killed) become this supervisor's
-    children instead of init's, so it can wait for them and reap them (in a container whose
-    PID 1 never reaps, a zombie would otherwise count as a live process of the run forever).
-    Elsewhere a no-op: init reaps, the group is polled."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError, TypeError):
-        return False
-
-
-def _reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _wait_group(pgid, timeout):
-    deadline = time.time() + timeout
-    while True:
-        _reap()
-        if not _group_alive(pgid):
-            return True
-        if time.time() >= deadline:
-            return False
-        time.sleep(POLL)
-
-
-def end_group(pgid, grace=GROUP_GRACE):
-    """After the run's leader ended, end what is left of its process group (TERM, KILL after
-    `grace`) and wait until no process of it is left. Returns whether any was left.
-
-    Why the supervisor and not only the runner's children: the job is the group (its leader
-    started it with a new session), and every process it starts -- a pipeline stage, the vLLM
-    engine workers or torchrun ranks a stage starts in turn -- stays in it unless it makes a
-    session of its own. A `kill -9` of the runner gives it no chance to end its stage; the stage
-    used to run on, re-parented to init, and write its outputs after exit.json said the run had
-    ended, beside the stage an immediate rerun started (issue 41). The supervisor outlives the
-    leader by design, so it is the one place that sees the leader gone and can end the rest
-    before it writes exit.json. (The runner also asks the kernel to kill a stage when the runner
-    dies -- PR_SET_PDEATHSIG, pipeline/sequence.py -- for a supervisor killed as well.)"""
-    _reap()
-    if not _group_alive(pgid):
-        return False
-    _killpg(pgid, signal.SIGTERM)
-    if not _wait_group(pgid, grace):
-        _killpg(pgid, signal.SIGKILL)
-        _wait_group(pgid, 30.0)
-    return True
-
-
 def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
-    _become_subreaper()
+    become_subreaper()
     extra = _read_env(envfd)
     write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
     argv = read_json(os.path.join(run_dir, "argv.json")) or []
@@ -378,34 +338,17 @@ def cmd_cancel(run_dir, grace):
             time.sleep(POLL)
             pid = read_int(os.path.join(run_dir, "pid"))
         if pid:
-            _killpg(pid, signal.SIGTERM)
+            killpg(pid, signal.SIGTERM)
             deadline = time.time() + grace
             while time.time() < deadline and ended(run_dir) is None:
                 time.sleep(POLL)
-            if ended(run_dir) is None or _group_alive(pid):
-                _killpg(pid, signal.SIGKILL)
+            if ended(run_dir) is None or group_alive(pid):
+                killpg(pid, signal.SIGKILL)
             deadline = time.time() + 10
             while time.time() < deadline and ended(run_dir) is None:
                 time.sleep(POLL)
     emit(record(run_dir))
     return 0
-
-
-def _killpg(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid):
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv):

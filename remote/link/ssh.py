@@ -29,6 +29,7 @@ from remote.link.ssh_keys import (
     has_ca_lines,
     host_key_error,
     key_type_error,
+    revoked_server_key,
 )
 from remote.link.ssh_options import connect_options, hop_options, proxy_jump, sftp_path
 from remote.link.ssh_process import LOST, SSHProcess, one_line
@@ -158,6 +159,11 @@ class SSHTransport(Transport):
             raise ConnectionFailed(f"cannot reach {box}: {exc.strerror or exc}") from None
         except (ValueError, asyncssh.KeyImportError, asyncssh.ConfigParseError) as exc:
             raise ConfigError(self.host.source, f"hosts.{self.name}", f"SSH setup: {exc}") from None
+        revoked = revoked_server_key(self.known_hosts, conn, target)
+        if revoked:  # trusted under another name of the box, revoked under this one
+            conn.close()
+            check.verdict, check.fingerprint = "revoked", revoked
+            raise host_key_error(check, box, self.known_hosts)
         if check.verdict == "accepted":
             self._emit(ev.CONSOLE_WARNING, message=f"trusted new host key {check.fingerprint} for "
                        f"{check.where}, stored in {self.known_hosts}")

@@ -53,6 +53,25 @@ def revoked_keys(text: str, host: str, addr: str, port: int) -> list[asyncssh.SS
     return keys
 
 
+def revoked_server_key(known_hosts: Path, conn: asyncssh.SSHClientConnection,
+                       target: str) -> str:
+    """The fingerprint of the key a connection was made with when known_hosts revokes it, else
+    "". asyncssh trusts a key matched under plain `host` without asking us, dropping the
+    `[host]:port` revocation it found first; this looks again, after the handshake, under
+    the target's name and the peer's address."""
+    key = conn.get_server_host_key()
+    peer = conn.get_extra_info("peername") or ("", 0)
+    if key is None or not known_hosts.exists():
+        return ""
+    try:
+        text = known_hosts.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    host = target.rsplit("@", 1)[-1]
+    revoked = revoked_keys(text, host, str(peer[0]), int(peer[1]))
+    return key.get_fingerprint("sha256") if is_revoked(key, revoked) else ""
+
+
 def has_ca_lines(known_hosts: Path) -> bool:
     try:
         return "@cert-authority" in known_hosts.read_text(encoding="utf-8", errors="replace")

@@ -43,11 +43,11 @@ def revoked_keys(text: str, host: str, addr: str, port: int) -> list[asyncssh.SS
     entry on its own (asyncssh's matcher, which then keeps it), one bad line skipped alone."""
     keys: list[asyncssh.SSHKey] = []
     for line in text.splitlines():
-        marker, _, rest = line.strip().partition(" ")
-        if marker != "@revoked" or not rest.strip():
+        fields = line.split(None, 1)  # spaces or tabs, as OpenSSH reads it
+        if len(fields) != 2 or fields[0] != "@revoked":
             continue
         try:
-            keys += asyncssh.import_known_hosts(rest.strip() + "\n").match(host, addr, port)[0]
+            keys += asyncssh.import_known_hosts(fields[1].strip() + "\n").match(host, addr, port)[0]
         except (ValueError, asyncssh.KeyImportError):
             continue
     return keys

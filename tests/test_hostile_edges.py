@@ -246,7 +246,8 @@ SHAPES: dict[str, tuple[str, str, str]] = {
 }
 # What must stay as it is (the same object): prose and the flags' look-alikes.
 CLEAN = ["a basic idea", "--max-tokens 256", "--token-file /x", '{"max_tokens": 5}',
-         '{"token": ""}', "task-sk-abcdefghijklmnopqrstuvwxyz", "sk-short", "--password --next"]
+         '{"token": ""}', "task-sk-abcdefghijklmnopqrstuvwxyz", "sk-short", "--password --next",
+         '{"eos_token": "</s>", "pad_token": "<pad>"}', "--pad-token <pad>"]
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

@@ -66,12 +66,19 @@ _RX: dict[str, re.Pattern[str]] = {
                               r"[Tt]oken|TOKEN|[Aa]pi[-_][Kk]ey|API[-_]KEY|[Ss]ecret|SECRET)"
                               r"(?:=|[ \t]+)(?!-)" + _VALUE),
 }
-# The flags whose next argv element is a secret (`["--password", "hunter2"]`).
-_SECRET_FLAG = re.compile(r"--?(?:[A-Za-z0-9]+[-_])*(?:pass(?:word|wd)|token|api[-_]key|secret)",
-                          re.IGNORECASE)
-# Dict keys whose string value is a secret (a payload's own `{"api_key": ...}`).
-_SECRET_KEY = re.compile(r"(?:.*[-_])?(?:pass(?:word|wd)|token|api[-_]?key|apikey|secret)",
-                         re.IGNORECASE)
+# Names (a flag's, a JSON key's, a payload key's) whose value is a secret. A token is one only
+# under a credential's name: `eos_token`, `pad_token`, a tokenizer's special tokens, are not.
+_SECRET_ENDS = ("password", "passwd", "secret", "api_key", "apikey")
+_TOKEN_NAMES = ("token", "access_token", "auth_token", "api_token", "hf_token", "hub_token",
+                "refresh_token", "id_token", "session_token", "bearer_token", "github_token")
+
+
+def secret_name(name: str) -> bool:
+    """`--password`, `hf-token`, `"client_secret"`, `api_key` -- not `--max-tokens`, `eos_token`."""
+    n = name.lower().replace("-", "_").strip("_")
+    if n.endswith(_SECRET_ENDS):
+        return True
+    return n in _TOKEN_NAMES or n.endswith(tuple("_" + t for t in _TOKEN_NAMES[1:]))
 # Literals one of which any secret's text (and its JSON form) holds: a payload or block without
 # any of them is passed on untouched after a few substring tests.
 _NEEDLES: dict[str, tuple[str, ...]] = {
@@ -118,11 +125,17 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
     if MASK in text:
         return None
     if kind == "json_secret":  # the key stays, the value's quotes too (escaped: `\"`)
+        start = m.start()
+        while start and (m.string[start - 1].isalnum() or m.string[start - 1] in "_-"):
+            start -= 1
+        stem = text[: min(i for i in (text.find('"'), text.find("\\")) if i >= 0)]
+        if not secret_name(m.string[start:m.start()] + stem):
+            return None
         quote = text.index('"', text.index(":"))
         q = '\\"' if text[quote - 1] == "\\" else '"'
         return text[: quote + 1 - len(q)] + q + MASK + q
     if kind == "secret_flag":
-        if before in _WORD or before == "-":
+        if before in _WORD or before == "-" or not secret_name(re.split(r"[=\s]", text)[0]):
             return None
         cut = text.index("=") if "=" in text.split(None, 1)[0] else len(text.split(None, 1)[0])
         return text[:cut] + text[cut] + MASK
@@ -240,7 +253,7 @@ class Redactor:
         """A dict's value, masked whole when its key names a secret (`{"password": "x"}`)."""
         walked = self._walk(value)
         if isinstance(walked, str) and walked and MASK not in walked and isinstance(key, str) \
-                and _SECRET_KEY.fullmatch(key):
+                and secret_name(key):
             self.counts["json_secret"] += 1
             return MASK
         return walked
@@ -249,7 +262,8 @@ class Redactor:
         """An argv element, masked whole after a flag that takes a secret (`--password X`)."""
         walked = self._walk(value)
         if isinstance(walked, str) and isinstance(flag, str) and walked and MASK not in walked \
-                and not walked.startswith("-") and _SECRET_FLAG.fullmatch(flag):
+                and not walked.startswith("-") and flag.startswith("-") \
+                and secret_name(flag):
             self.counts["secret_flag"] += 1
             return MASK
         return walked

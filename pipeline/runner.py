@@ -75,12 +75,13 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         torch.set_num_threads(cfg.cpu_threads)
     # The command as the box ran it: with the box runner carrying the stages, this record is
     # where a report finds the command that produced each stage's outputs.
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    lock_stage(cfg, stage)  # before anything of the stage's is touched
     emit("start", stage, reason=("forced" if force and st.complete else st.reason),
          argv=[sys.executable, "-m", "pipeline", *sys.argv[1:]])
     t0 = time.monotonic()
     manifest.invalidate(cfg, stage)
     final = manifest.stage_dir(cfg, stage)
-    cfg.output_dir.mkdir(parents=True, exist_ok=True)
     if stage_table.get(stage).resumable:
         work = final
         work.mkdir(parents=True, exist_ok=True)
@@ -110,6 +111,36 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     emit("end", stage, ok=True, seconds=round(seconds, 3),
          outputs=[o["path"] for o in m["outputs"]][:20], summary=summary)
     return True
+
+
+# The stage locks this process holds (released when it exits, however it exits).
+_HELD: dict[str, int] = {}
+
+
+def lock_stage(cfg: PipelineConfig, stage: str) -> None:
+    """One writer of a stage's outputs at a time: an exclusive flock on `.<stage>.lock` beside
+    its work directory, held until this process ends (the kernel drops it on any exit, a
+    SIGKILL included, so a dead writer never blocks a rerun). A second writer (a stage left
+    running by a killed runner, a second console's run) is refused with one line naming the
+    holder: two writers renamed the same `.evaluate.partial` and one failed (issue 41)."""
+    import fcntl
+    import os
+
+    path = cfg.output_dir / f".{stage}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+        os.close(fd)
+        pid, started = [*holder, "?", "?"][:2]
+        raise PipelineError(f"{stage}: another writer holds {path} (pid {pid}, started "
+                            f"{started}); not started beside it: wait for it to end, or end "
+                            "it") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+              .encode(), 0)
+    _HELD[stage] = fd
 
 
 def _discard_partial(work: Path, final: Path) -> None:

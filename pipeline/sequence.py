@@ -23,11 +23,13 @@ Exit codes: 0 done, the failed stage's code (1, or 2 for bad input), 143 when ca
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pipeline import stages as stage_table
@@ -54,11 +56,34 @@ def _stage_argv(stage: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "pipeline", stage, *args]
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(runner: int) -> Callable[[], None] | None:
+    """Linux: the stage asks the kernel for SIGKILL when the runner that started it dies, so a
+    `kill -9` of the runner never leaves its stage writing on alone. The job helper's supervisor
+    ends the runner's whole process group as well (remote/jobs/helper_runs.py: end_group) and is the
+    main guard (it also reaches a stage's own children); this one holds where that supervisor
+    is gone too. Elsewhere None: the supervisor alone."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:  # in the child, between fork and exec
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != runner:  # the runner died before the request was made
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
 def _child(argv: list[str]) -> int:
     """Run one stage with the runner's stdout and stderr (the job log); its exit code."""
     sys.stdout.flush()
     try:
-        return subprocess.call(argv, stdin=subprocess.DEVNULL)
+        return subprocess.call(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with(os.getpid()))
     except OSError as exc:
         emit("error", argv[3] if len(argv) > 3 else RUNNER, message=f"cannot start {argv}: {exc}")
         return 127

@@ -70,6 +70,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="tokens per --requests completion (default 32)")
     c.add_argument("--out", type=Path, default=Path("traces"),
                    help="local directory for the fetched traces (default ./traces)")
+    c.add_argument("--force", action="store_true",
+                   help="replace a trace file of the same name already in --out")
     _kernel_options(c)
     add_common_options(c)
     c.set_defaults(func=run_capture_cmd)
@@ -135,7 +137,8 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
         payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,
                                     profiler_dir=args.profiler_dir, local_dir=args.out,
                                     seconds=args.seconds, url=args.url,
-                                    requests=args.requests, max_tokens=args.max_tokens)
+                                    requests=args.requests, max_tokens=args.max_tokens,
+                                    force=args.force)
         if not args.json:
             print(format_trace_table(payload), file=ctx.out, flush=True)
         return EXIT_OK

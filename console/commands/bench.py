@@ -49,6 +49,8 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--warmup", type=nonneg_int, default=1, help="unmeasured requests first (default 1)")
     r.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
     r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
+    r.add_argument("--force", action="store_true",
+                   help="replace an existing --out FILE (never done without it)")
     r.add_argument("--offline", metavar="BOX_PATH",
                    help="the pipeline's evaluate/acceptance.json on the box: its offline "
                    "estimate is printed beside the served acceptance")
@@ -84,17 +86,20 @@ def _check_positive(name: str, value: float) -> None:
 
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     from console.sessions.writer import default_session_dir
+    from remote.link.out_files import claim, fresh
     from remote.spine.events import utc_now
 
     if getattr(args, "out", None):  # `console run --serve` has no --out
-        return Path(args.out).expanduser()
+        # A measurement is not rewritten from anything: an existing file (an earlier result
+        # included) is replaced only with --force.
+        return claim(args.out, force=args.force, what="bench result").path
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
     if ctx.recorder is not None:
         session = ctx.recorder.writer.path
         stem = session.name.removesuffix(".zst").removesuffix(".jsonl")
-        return session.with_name(f"{stem}.bench-{safe}.json")
+        return fresh(session.with_name(f"{stem}.bench-{safe}.json"))
     stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
-    return default_session_dir() / f"{stamp}-bench-{safe}.json"
+    return fresh(default_session_dir() / f"{stamp}-bench-{safe}.json")
 
 
 async def run_command(args: argparse.Namespace) -> int:
@@ -122,9 +127,10 @@ async def run_command(args: argparse.Namespace) -> int:
                                  ignore_eos=not args.stop_at_eos)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
+        out_path = result_path(ctx, args, label)  # refused before the box is reached
         t = await ctx.transport(host.name)
         done = await ops.run(t, host, ctx.bus, settings, label=label,
-                             out_path=result_path(ctx, args, label), point_text=point_summary,
+                             out_path=out_path, point_text=point_summary,
                              speculative=not args.no_speculation,
                              baseline_url=args.baseline_url, earlier=earlier,
                              offline_path=args.offline)

@@ -175,7 +175,7 @@ async def _list_fleet(args: argparse.Namespace) -> int:
 
         codes = await run_each(ctx, resolved, one)
         if not args.json:
-            rows = [(h, *_row(r)) for h in resolved.names for r in found.get(h, [])]
+            rows = [(h, *_row(r, ctx)) for h in resolved.names for r in found.get(h, [])]
             _print_rows(("HOST", *_HEADER), rows, ctx)
         return summary(ctx, codes, "jobs list")
 
@@ -183,10 +183,12 @@ async def _list_fleet(args: argparse.Namespace) -> int:
 _HEADER = ("RUN", "NAME", "STATE", "RC", "PID", "STARTED", "LOG BYTES")
 
 
-def _row(r: RunInfo) -> tuple[str, ...]:
+def _row(r: RunInfo, ctx: Context) -> tuple[str, ...]:
     from remote.spine.sanitize import visible  # a run's name and id come from the box
 
-    return (visible(r.run_id), visible(r.name), r.state,
+    # A run an older console named after a secret: shown masked, as the bus masks its events.
+    shown = ctx.bus.redactor.text if ctx.bus.redactor is not None else str
+    return (visible(shown(r.run_id)), visible(shown(r.name)), r.state,
             "-" if r.returncode is None else str(r.returncode),
             "-" if r.pid is None else str(r.pid), r.started, str(r.log_size))
 
@@ -208,5 +210,5 @@ def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:
         for info in runs:
             ctx.bus.emit(ev.JOB_STATUS, ctx.args.host, **info.to_dict())
         return EXIT_OK
-    _print_rows(_HEADER, [_row(r) for r in runs], ctx)
+    _print_rows(_HEADER, [_row(r, ctx) for r in runs], ctx)
     return EXIT_OK

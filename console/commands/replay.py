@@ -51,9 +51,8 @@ async def run(args: argparse.Namespace) -> int:
         h = reader.header
         if not args.json:
             # the header is the file's text: its host names drawn, never obeyed
-            masked = reader.redactions()
-            redaction = ("" if h.redact is None else ", secrets kept (--no-redact)"
-                         if masked is None else f", {masked} secret(s) masked")
+            note = reader.redaction_note()
+            redaction = f", {note}" if note else ""
             print(visible(f"# session started {h.started:%Y-%m-%d %H:%M:%S} UTC, hosts: "
                           f"{', '.join(h.hosts) or '-'}, {len(reader)} records{redaction}"),
                   flush=True)

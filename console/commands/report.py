@@ -20,6 +20,8 @@ def register(p: argparse.ArgumentParser) -> None:
                      "concurrency, patch state and the commands that ran.")
     p.add_argument("session", help="a session file (.jsonl or .jsonl.zst)")
     p.add_argument("--out", metavar="PATH", help="where to write it (default: SESSION with .html)")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite PATH even if the console did not write it (never the session read)")
     p.set_defaults(func=run)
 
 
@@ -29,14 +31,28 @@ async def run(args: argparse.Namespace) -> int:
     except ImportError:
         raise UsageError("console report needs matplotlib: pip install 'eagle3-console[report]'") from None
     from console.report.page import render
+    from remote.link.out_files import claim, write_claimed
 
     session = Path(args.session)
     name = session.name.removesuffix(".zst").removesuffix(".jsonl")
     out = Path(args.out) if args.out else session.with_name(name + ".html")
+    # Judged before the session is read: a refused path costs nothing and changes nothing.
+    target = claim(out, force=args.force, ours=_is_report, source=session, what="report")
     text = render(session)
     try:
-        out.write_text(text, encoding="utf-8")
+        write_claimed(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
     return EXIT_OK
+
+
+def _is_report(path: Path) -> bool:
+    """An earlier page of `console report` (its generator mark in the first bytes)."""
+    from console.report.page import GENERATOR
+
+    try:
+        with path.open("rb") as fh:
+            return GENERATOR.encode() in fh.read(512)
+    except OSError:
+        return False

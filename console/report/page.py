@@ -33,14 +33,16 @@ pre { background: #f6f6f6; padding: .5em; overflow-x: auto; white-space: pre-wra
 """
 
 
-def fold(path: str | Path) -> tuple[Any, ConsoleState]:
-    """The session's header and its state at the end, folded record by record."""
+def fold(path: str | Path) -> tuple[Any, ConsoleState, str]:
+    """The session's header, its state at the end (folded record by record) and what it says
+    of its secrets (the note replay's header line gives)."""
     with SessionReader(path) as reader:
         header = reader.header
         state = ConsoleState(header.hosts)
         for record in reader.records():
             state.apply_batch(record)
-    return header, state
+        note = reader.redaction_note()
+    return header, state, note
 
 
 def _e(value: Any) -> str:
@@ -170,14 +172,19 @@ def _host_section(host: HostState) -> str:
     return "\n".join(parts)
 
 
+#: The mark `console report` knows its own earlier page by (rewritten without --force):
+#: in the page's first bytes, before anything the session supplies.
+GENERATOR = '<meta name="generator" content="eagle3-console report">'
+
+
 def render(path: str | Path) -> str:
-    header, state = fold(path)
+    header, state, secrets = fold(path)
     hosts = [h for h in state.hosts.values() if h.last_event is not None] or list(state.hosts.values())
     title = f"EAGLE-3 console report: {Path(path).name}"
-    meta = _table(["session", "started (UTC)", "hosts", "console", "events"],
+    meta = _table(["session", "started (UTC)", "hosts", "console", "events", "secrets"],
                   [[Path(path).name, f"{header.started:%Y-%m-%d %H:%M:%S}", ", ".join(header.hosts),
-                    header.console_version, f"{state.events_seen:,}"]])
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+                    header.console_version, f"{state.events_seen:,}", secrets or "-"]])
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{GENERATOR}<title>{_e(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>{meta}"
             + "".join(_host_section(h) for h in hosts)
             + f"<p class=\"none\">Written by <code>console report {_e(Path(path).name)}</code> from the "

@@ -233,6 +233,13 @@ class SessionReader:
                 return count if isinstance(count, int) else 0
         return 0
 
+    def redaction_note(self) -> str:
+        """What replay's header line and the report say of secrets ("" before redaction)."""
+        if self.header.redact is None:
+            return ""
+        masked = self.redactions()
+        return "secrets kept (--no-redact)" if masked is None else f"{masked} secret(s) masked"
+
     def _segment_of(self, i: int) -> int:
         if not 0 <= i < self._len:
             raise IndexError(f"event {i} is outside the session (0-{self._len - 1})")

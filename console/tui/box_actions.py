@@ -65,7 +65,8 @@ class BoxActions(_AppBase):
             except ReadOnlyReplay as exc:
                 self._failed(host, str(exc), label, "warning")
             except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
-                self._failed(host, str(exc), "HOST KEY CHANGED" if exc.verdict == "changed"
+                self._failed(host, str(exc), f"HOST KEY {exc.verdict.upper()}"
+                             if exc.verdict in ("changed", "revoked")
                              else f"{label}: host key refused", "error")
             except StageFailed as exc:
                 cancelled = "cancelled" in str(exc)

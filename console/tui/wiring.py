@@ -170,7 +170,6 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
                     baseline_url: str | None = None) -> None:
     """`console bench run OPTIONS` against the host's server; when the baseline server runs
     (and the options name no baseline) it is measured first, as --baseline-url does."""
-    from pathlib import Path
 
     from console.bench_tables import point_summary
     from console.sessions.writer import default_session_dir
@@ -195,8 +194,10 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     if not (args.baseline or args.baseline_url or args.no_speculation):
         args.baseline_url = baseline_url
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
-    out = (Path(args.out).expanduser() if args.out
-           else default_session_dir() / f"{utc_now():%Y%m%dT%H%M%SZ}-tui-bench-{safe}.json")
+    from remote.link.out_files import claim, fresh
+
+    out = (claim(args.out, force=args.force, what="bench result").path if args.out
+           else fresh(default_session_dir() / f"{utc_now():%Y%m%dT%H%M%SZ}-tui-bench-{safe}.json"))
     done = await ops.run(transport, host, bus, settings, label=label, out_path=out,
                          point_text=point_summary, speculative=not args.no_speculation,
                          baseline_url=args.baseline_url, earlier=earlier,

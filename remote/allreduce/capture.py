@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from remote.allreduce.trace import is_frontend_trace
 from remote.link.errors import ConsoleError, Refused, UsageError
 from remote.link.hosts import HostConfig
+from remote.link.out_files import OutputRefused, claim
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -68,6 +69,7 @@ async def capture(
     poll: float = 1.0,
     requests: int = 0,
     max_tokens: int = 32,
+    force: bool = False,
 ) -> list[Path]:
     """Start vLLM's profiler, wait (sending `requests` greedy completions meanwhile, so the
     window holds prefill and decode steps), stop it, fetch the new workers' trace files (the
@@ -134,10 +136,14 @@ async def capture(
     if not workers:
         raise ConsoleError(f"vLLM wrote no worker trace to {profiler_dir} on {host.name} "
                            f"(only {len(frontend)} frontend trace(s))")
+    if local_dir.exists() and not local_dir.is_dir():
+        raise OutputRefused(f"--out {local_dir} is a file, not a directory: give a directory")
+    # Every name judged before the first is fetched: a refusal leaves the directory as it was.
+    dests = [claim(local_dir / posixpath.basename(remote), force=force, what="trace").path
+             for remote in workers]
     local_dir.mkdir(parents=True, exist_ok=True)
     fetched = []
-    for remote in workers:
-        dest = local_dir / posixpath.basename(remote)
+    for remote, dest in zip(workers, dests, strict=True):
         await transport.get(remote, dest)
         fetched.append(dest)
     bus.emit(ev.CONSOLE_INFO, host.name, message=f"fetched {len(fetched)} trace file(s) to "

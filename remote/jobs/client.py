@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, trailer
 from remote.jobs.cursors import CursorStore
 from remote.jobs.install import Dropped, install_helper
+from remote.jobs.names import launch_name
 from remote.jobs.records import (
     EXIT_LOCKED,
     JobHelperError,
@@ -166,6 +167,7 @@ class Jobs:
         for key in env or {}:
             if not key or "=" in key or not key.replace("_", "a").isalnum():
                 raise UsageError(f"invalid environment variable name: {key!r}")
+        name = launch_name(name, self.bus)  # masked before the box makes an id of it
         root, _ = await self._ready()
         rc, out = await self._served(
             "launch", posixpath.join(root, "runs"), posixpath.join(root, "locks"), name, cwd or "",

@@ -40,10 +40,34 @@ import sys
 import time
 
 try:  # imported as remote.jobs.helper (the console's tests)
-    from .helper_runs import ended, now_iso, read_int, read_json, read_text, record, write_atomic
+    from .helper_runs import (
+        become_subreaper,
+        end_group,
+        ended,
+        group_alive,
+        killpg,
+        now_iso,
+        read_int,
+        read_json,
+        read_text,
+        record,
+        write_atomic,
+    )
 except ImportError:  # run as a script on the box, its sibling uploaded beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from helper_runs import ended, now_iso, read_int, read_json, read_text, record, write_atomic  # type: ignore[no-redef]
+    from helper_runs import (  # type: ignore[no-redef]
+        become_subreaper,
+        end_group,
+        ended,
+        group_alive,
+        killpg,
+        now_iso,
+        read_int,
+        read_json,
+        read_text,
+        record,
+        write_atomic,
+    )
 
 EXIT_LOCKED = 75
 POLL = 0.05
@@ -184,6 +208,7 @@ def _read_env(envfd):
 
 def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
+    become_subreaper()
     extra = _read_env(envfd)
     write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
     argv = read_json(os.path.join(run_dir, "argv.json")) or []
@@ -206,9 +231,13 @@ def cmd_supervise(run_dir, wfd, envfd=None):
     os.close(wfd)
     os.close(log)
     rc = proc.wait()
+    # exit.json only once no process of the run is left: it says the run ended.
+    left = end_group(proc.pid)
     state = "cancelled" if os.path.exists(os.path.join(run_dir, "cancel")) else "exited"
-    write_atomic(os.path.join(run_dir, "exit.json"),
-                 json.dumps({"returncode": rc, "state": state, "ended": now_iso()}))
+    done = {"returncode": rc, "state": state, "ended": now_iso()}
+    if left:
+        done["ended_group"] = True  # processes outlived the leader and were ended
+    write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(done))
     return 0
 
 
@@ -309,34 +338,17 @@ def cmd_cancel(run_dir, grace):
             time.sleep(POLL)
             pid = read_int(os.path.join(run_dir, "pid"))
         if pid:
-            _killpg(pid, signal.SIGTERM)
+            killpg(pid, signal.SIGTERM)
             deadline = time.time() + grace
             while time.time() < deadline and ended(run_dir) is None:
                 time.sleep(POLL)
-            if ended(run_dir) is None or _group_alive(pid):
-                _killpg(pid, signal.SIGKILL)
+            if ended(run_dir) is None or group_alive(pid):
+                killpg(pid, signal.SIGKILL)
             deadline = time.time() + 10
             while time.time() < deadline and ended(run_dir) is None:
                 time.sleep(POLL)
     emit(record(run_dir))
     return 0
-
-
-def _killpg(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _group_alive(pgid):
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv):

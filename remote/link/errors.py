@@ -46,7 +46,7 @@ class AuthFailed(ConnectionFailed):
 
 
 class HostKeyError(ConnectionFailed):
-    """`verdict` ("unknown" | "changed") and the offered key's `fingerprint` let an interactive
+    """`verdict` ("unknown" | "changed" | "revoked") and the offered key's `fingerprint` let an interactive
     front end (the TUI) offer to trust an unknown key, and only that key; a changed one never."""
 
     def __init__(self, message: str, *, verdict: str = "", fingerprint: str = "",

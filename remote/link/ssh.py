@@ -22,7 +22,15 @@ from remote.link import aio
 from remote.link.argv import shell_join, with_env
 from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link.hosts import HostConfig
-from remote.link.ssh_keys import HostKeyCheck, KeyTypeProbe, host_key_error, key_type_error
+from remote.link.ssh_keys import (
+    HostKeyCheck,
+    KeyTypeProbe,
+    ca_only_error,
+    has_ca_lines,
+    host_key_error,
+    key_type_error,
+    revoked_server_key,
+)
 from remote.link.ssh_options import connect_options, hop_options, proxy_jump, sftp_path
 from remote.link.ssh_process import LOST, SSHProcess, one_line
 from remote.link.transport import Forward, Progress, RemoteProcess, Transport
@@ -123,14 +131,20 @@ class SSHTransport(Transport):
                 asyncssh.connect(target, client_factory=lambda: _Client(self, check), **kwargs),
                 self.connect_timeout + 5,
             )
-        except asyncssh.HostKeyNotVerifiable:
+        except asyncssh.HostKeyNotVerifiable as exc:
+            if check.verdict is None and "revoked" in str(exc):
+                # asyncssh refused it before asking us (a revoked key or CA key it matched
+                # itself): learn the offered key's fingerprint for the one line.
+                check.verdict = "revoked"
+                check.revoked_ca = "CA key is revoked" in str(exc)
+                check.fingerprint = await self._offered_fingerprint(target, kwargs)
             raise host_key_error(check, box, self.known_hosts) from None
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"authentication to {box} failed as user "
                              f"{kwargs.get('username') or '(from ssh config)'}: {exc.reason}; "
                              "no offered key was accepted (agent, IdentityFile, ~/.ssh/id_*)") from None
         except asyncssh.DisconnectError as exc:
-            if check.verdict in ("unknown", "changed"):
+            if check.verdict in ("unknown", "changed", "revoked"):
                 raise host_key_error(check, box, self.known_hosts) from None
             await self._key_type_changed(target, kwargs, box, check)
             raise ConnectionFailed(f"{box} closed the connection: {one_line(exc)}") from None
@@ -145,30 +159,44 @@ class SSHTransport(Transport):
             raise ConnectionFailed(f"cannot reach {box}: {exc.strerror or exc}") from None
         except (ValueError, asyncssh.KeyImportError, asyncssh.ConfigParseError) as exc:
             raise ConfigError(self.host.source, f"hosts.{self.name}", f"SSH setup: {exc}") from None
+        revoked = revoked_server_key(self.known_hosts, conn, target)
+        if revoked:  # trusted under another name of the box, revoked under this one
+            conn.close()
+            check.verdict, check.fingerprint = "revoked", revoked
+            raise host_key_error(check, box, self.known_hosts)
         if check.verdict == "accepted":
             self._emit(ev.CONSOLE_WARNING, message=f"trusted new host key {check.fingerprint} for "
                        f"{check.where}, stored in {self.known_hosts}")
         return conn
 
-    async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
-                                check: HostKeyCheck) -> None:
-        """Raise HostKeyError when a handshake that never reached the key check failed because
-        the server no longer offers any key type known_hosts holds for it."""
-        if check.verdict is not None or not isinstance(kwargs.get("known_hosts"), str):
-            return
+    async def _probe(self, target: str, kwargs: dict[str, Any]) -> KeyTypeProbe:
+        """What the server offers, seen by a handshake that allows every algorithm and trusts
+        nothing (the probe refuses every key, so no connection is ever kept)."""
         probe = KeyTypeProbe(self.known_hosts, accept_new=False)
-        probe_kwargs = {**kwargs, "known_hosts": []}  # every algorithm; the probe decides
         try:
             await aio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
-                                 **probe_kwargs),
+                                 **{**kwargs, "known_hosts": []}),
                 self.connect_timeout + 5)
         except (asyncssh.Error, OSError, TimeoutError, ValueError):
             pass
-        else:  # cannot happen (the probe refuses every key); never keep such a connection
+        return probe
+
+    async def _offered_fingerprint(self, target: str, kwargs: dict[str, Any]) -> str:
+        return (await self._probe(target, kwargs)).fingerprint
+
+    async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
+                                check: HostKeyCheck) -> None:
+        """Raise HostKeyError when a handshake that never reached the key check failed because
+        the server no longer offers any key type known_hosts holds for it (or known_hosts holds
+        only @cert-authority keys for it and the server presents a plain key)."""
+        if check.verdict is not None or not isinstance(kwargs.get("known_hosts"), str):
             return
+        probe = await self._probe(target, kwargs)
         if probe.verdict == "changed":
             raise key_type_error(probe, box, self.known_hosts) from None
+        if probe.verdict == "unknown" and probe.fingerprint and has_ca_lines(self.known_hosts):
+            raise ca_only_error(probe, box, self.known_hosts) from None
 
     async def connect(self) -> None:
         async with self._lock:
@@ -209,8 +237,14 @@ class SSHTransport(Transport):
                 delay *= random.uniform(0.5, 1.0)
                 try:
                     conn = await self._open()
-                except (HostKeyError, AuthFailed, ConfigError):
-                    raise  # not a network problem: retrying would not help, and must be loud
+                except (HostKeyError, AuthFailed, ConfigError) as exc:
+                    # not a network problem: retrying would not help, and must be loud -- in
+                    # the session too, which would otherwise end at "reconnecting"
+                    why = ("host key" if isinstance(exc, HostKeyError) else
+                           "auth" if isinstance(exc, AuthFailed) else "config")
+                    self._emit(ev.CONNECTION_DOWN, error=str(exc), refused=why,
+                               summary=f"reconnecting to {self.name} refused ({why}): {exc}")
+                    raise
                 except ConnectionFailed as exc:
                     if self.reconnect_attempts is not None and attempt >= self.reconnect_attempts:
                         raise ConnectionFailed(f"{self.name}: gave up reconnecting after "

@@ -40,9 +40,9 @@ def trace(bus: EventBus, files: Sequence[Path], patterns: Sequence[str], *,
 async def capture(transport: Transport, host: HostConfig, bus: EventBus, *,
                   patterns: Sequence[str], profiler_dir: str, local_dir: Path,
                   seconds: float = 5.0, url: str | None = None, requests: int = 0,
-                  max_tokens: int = 32) -> dict[str, Any]:
+                  max_tokens: int = 32, force: bool = False) -> dict[str, Any]:
     """Profile the box's vLLM for `seconds`, fetch the traces, analyse them (trace above)."""
     files = await capture_traces(transport, host, bus, profiler_dir=profiler_dir,
                                  local_dir=local_dir, seconds=seconds, url=url,
-                                 requests=requests, max_tokens=max_tokens)
+                                 requests=requests, max_tokens=max_tokens, force=force)
     return trace(bus, files, patterns, host=host.name)

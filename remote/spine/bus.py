@@ -110,7 +110,12 @@ class EventBus:
         assert self.redactor is not None
         if isinstance(events, JobLines):  # a log block: one scan, rebuilt only on a hit
             texts = self.redactor.lines(events.texts)
-            return events if texts is None else events.with_texts(texts)
+            # What the lines share too: a run named after a secret by an older console.
+            run_id, name = self.redactor.text(events.run_id), self.redactor.text(events.name)
+            if texts is None and run_id is events.run_id and name is events.name:
+                return events
+            return events.with_texts(events.texts if texts is None else texts, run_id=run_id,
+                                     name=name)
         return [self._redacted(e) for e in events]
 
     def publish(self, event: Event) -> Event:

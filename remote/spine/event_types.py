@@ -53,6 +53,9 @@ class ConnectionUp(Payload, kw_only=True, frozen=True):
 
 class ConnectionDown(Payload, kw_only=True, frozen=True):
     error: str = ""
+    # Set when the box was reached again but the console refused to go on ("host key",
+    # "auth", "config"): the session ends on why, not on "reconnecting" (issue 41).
+    refused: str = ""
 
 
 class ConnectionRetry(Payload, kw_only=True, frozen=True):

@@ -266,9 +266,20 @@ class JobLines(Sequence[Event]):
     def offsets(self) -> Sequence[int]:
         return self._offsets
 
-    def with_texts(self, texts: Sequence[str]) -> JobLines:
-        """The same block with other texts (its lines masked by the bus's redactor)."""
-        return JobLines(self._host, self._run_id, self._name, texts, self._offsets, self._ts)
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def with_texts(self, texts: Sequence[str], *, run_id: str | None = None,
+                   name: str | None = None) -> JobLines:
+        """The same block with other texts (its lines masked by the bus's redactor), and the
+        run's id and name masked too where they hold a secret."""
+        return JobLines(self._host, self._run_id if run_id is None else run_id,
+                        self._name if name is None else name, texts, self._offsets, self._ts)
 
     def to_jsonl(self) -> str:
         """Every event's to_json() followed by a newline, concatenated (the recorder's path).

@@ -14,7 +14,16 @@ was there and what):
 - HTTP bearer credentials: `Bearer <token>` (RFC 6750 §2.1, case-insensitive scheme);
 - URL userinfo: `scheme://user[:password]@` (RFC 3986 §3.2.1), the user too (often a token);
 - assignments to a name ending in `_TOKEN`, `_KEY`, `_SECRET` or `_PASSWORD` (`HF_TOKEN=…`,
-  `--aws_secret_access_key=…`, `OPENAI_API_KEY=…`), any case.
+  `--aws_secret_access_key=…`, `OPENAI_API_KEY=…`), any case;
+- command-line flags that take a secret: `--password hunter2`, `--hf-token=…`, `--api-key …`,
+  `--client-secret …` (the flag stays); in an argv list the element after such a flag
+  (`["--password", "hunter2"]`, issue 41);
+- OpenAI-style keys: `sk-` then 20+ letters, digits, `-` or `_` (`sk-proj-…`, bare `sk-…`);
+- JSON string values of the keys `password`, `passwd`, `token`, `api_key`/`apikey`/`api-key`,
+  `secret` and any key ending in one of them (`"access_token": "…"`), and the same keys in a
+  payload's own dicts;
+- HTTP Basic credentials: `Basic <base64>` (RFC 7617), as Bearer;
+- API-key headers: `x-api-key: …` (and any `…-api-key:` header), any case.
 
 The hot path is a job's log block (thousands of lines a second): a block is joined and tested
 for a few literals, then searched once per shape it may hold, and only a block with a hit is
@@ -45,16 +54,53 @@ _RX: dict[str, re.Pattern[str]] = {
     "url_userinfo": re.compile(r"://[^\s/?#@'\"]+@"),
     "assignment": re.compile(r"_(?:TOKEN|Token|token|KEY|Key|key|SECRET|Secret|secret|PASSWORD|"
                              r"Password|password)=" + _VALUE),
-    "hf_token": re.compile(r"hf_[A-Za-z0-9]{20,}"),  # last: inside a shape above, that one wins
+    "basic": re.compile(r"(?:asic|ASIC)[ \t]+[A-Za-z0-9+/]{4,}={0,2}"),
+    "api_key_header": re.compile(r"(?:[Aa]pi|API)-(?:[Kk]ey|KEY)[ \t]*:[ \t]*[^\s'\"]+"),
+    "openai_key": re.compile(r"sk-[A-Za-z0-9_-]{20,}"),
+    "hf_token": re.compile(r"hf_[A-Za-z0-9]{20,}"),  # inside a shape above, that one wins
+    # After the token shapes: a value they masked already (`--token hf_***`) is left as it is.
+    "json_secret": re.compile(r"(?:[Pp]ass(?:word|wd)|PASS(?:WORD|WD)|[Tt]oken|TOKEN|"
+                              r"[Aa]pi[_-]?[Kk]ey|API[_-]?KEY|[Ss]ecret|SECRET)\\?\"[ \t]*:[ \t]*"
+                              r"(?:\\\"[^\"\\\n]+\\\"|\"(?:[^\"\\\n]|\\.)+\")"),
+    "secret_flag": re.compile(r"--(?:[A-Za-z0-9]+[-_])*(?:[Pp]ass(?:word|wd)|PASS(?:WORD|WD)|"
+                              r"[Tt]oken|TOKEN|[Aa]pi[-_][Kk]ey|API[-_]KEY|[Ss]ecret|SECRET)"
+                              r"(?:=|[ \t]+)(?!-)" + _VALUE),
 }
+# Names (a flag's, a JSON key's, a payload key's) whose value is a secret. A token is one only
+# under a credential's name: `eos_token`, `pad_token`, a tokenizer's special tokens, are not.
+_SECRET_ENDS = ("password", "passwd", "secret", "api_key", "apikey")
+_TOKEN_NAMES = ("token", "access_token", "auth_token", "api_token", "hf_token", "hub_token",
+                "refresh_token", "id_token", "session_token", "bearer_token", "github_token")
+
+
+def secret_name(name: str) -> bool:
+    """`--password`, `hf-token`, `"client_secret"`, `api_key` -- not `--max-tokens`, `eos_token`."""
+    n = name.lower().replace("-", "_").strip("_")
+    if n.endswith(_SECRET_ENDS):
+        return True
+    return n in _TOKEN_NAMES or n.endswith(tuple("_" + t for t in _TOKEN_NAMES[1:]))
 # Literals one of which any secret's text (and its JSON form) holds: a payload or block without
 # any of them is passed on untouched after a few substring tests.
 _NEEDLES: dict[str, tuple[str, ...]] = {
     "bearer": ("earer", "EARER"), "url_userinfo": ("://",), "assignment": ("=",),
-    "hf_token": ("hf_",),
+    "basic": ("asic", "ASIC"), "api_key_header": ("pi-", "PI-"),
+    "openai_key": ("sk-",), "hf_token": ("hf_",),
+    "json_secret": tuple(f"{end}{q}" for end in ("ord", "ORD", "wd", "WD", "oken", "OKEN",
+                                                 "ey", "EY", "ecret", "ECRET")
+                         for q in ('"', '\\"')),  # and JSON inside a quoted string
+    "secret_flag": ("--",),
 }
+assert list(_NEEDLES) == list(_RX)  # the order shapes are applied in
+# Looked for only where a one-character test (memchr) found what each of their texts holds:
+# most log lines hold no quote, so the twenty JSON needles cost one scan there.
+_GUARD = {"json_secret": '"'}
 
-_BYTE_NEEDLES = tuple(n.encode() for ns in _NEEDLES.values() for n in ns)
+# A payload is looked at as JSON bytes: the text needles but the JSON ones, which matter there
+# only in a string that holds JSON (its quotes escaped: a backslash, one memchr, first) or as a
+# payload's own key (`"password":`, lower case: the keys are the producers' names).
+_BYTE_NEEDLES = tuple(n.encode() for k, ns in _NEEDLES.items() if k != "json_secret" for n in ns)
+_BYTE_JSON_NEEDLES = tuple(n.encode() for n in _NEEDLES["json_secret"] if "\\" in n)
+_BYTE_KEY_NEEDLES = (b'password"', b'passwd"', b'token"', b'key"', b'secret"')
 
 
 def _mask(kind: str, m: re.Match[str]) -> str | None:
@@ -68,7 +114,46 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
         return text.split(None, 1)[0] + " " + MASK
     if kind == "url_userinfo":
         return None if before not in _WORD else "://" + MASK + "@"
+    if kind == "basic":  # as bearer, and what it holds is base64 of `user:password`
+        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD) \
+                or not _is_basic_credential(text.split(None, 1)[1]):
+            return None
+        return text.split(None, 1)[0] + " " + MASK
+    if kind == "api_key_header":  # the header's name and spacing stay
+        colon = text.index(":") + 1
+        return text[:colon] + text[colon:][: len(text[colon:]) - len(text[colon:].lstrip())] + MASK
+    if MASK in text:
+        return None
+    if kind == "json_secret":  # the key stays, the value's quotes too (escaped: `\"`)
+        start = m.start()
+        while start and (m.string[start - 1].isalnum() or m.string[start - 1] in "_-"):
+            start -= 1
+        stem = text[: min(i for i in (text.find('"'), text.find("\\")) if i >= 0)]
+        if not secret_name(m.string[start:m.start()] + stem):
+            return None
+        quote = text.index('"', text.index(":"))
+        q = '\\"' if text[quote - 1] == "\\" else '"'
+        return text[: quote + 1 - len(q)] + q + MASK + q
+    if kind == "secret_flag":
+        if before in _WORD or before == "-" or not secret_name(re.split(r"[=\s]", text)[0]):
+            return None
+        cut = text.index("=") if "=" in text.split(None, 1)[0] else len(text.split(None, 1)[0])
+        return text[:cut] + text[cut] + MASK
+    if kind == "openai_key":
+        return None if before in _WORD or before == "-" else "sk-" + MASK
     return text[: text.index("=") + 1] + MASK  # assignment: the name stays
+
+
+def _is_basic_credential(token: str) -> bool:
+    """RFC 7617: the credential is base64 of `user-id ":" password`; a word after "basic" in
+    prose is not."""
+    import base64
+    import binascii
+
+    try:
+        return b":" in base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
 
 
 class Redactor:
@@ -94,7 +179,8 @@ class Redactor:
 
     @staticmethod
     def _kinds_in(text: str) -> list[str]:
-        return [k for k, needles in _NEEDLES.items() if any(n in text for n in needles)]
+        return [k for k, needles in _NEEDLES.items()
+                if (k not in _GUARD or _GUARD[k] in text) and any(n in text for n in needles)]
 
     def _apply(self, text: str, kinds: list[str]) -> str:
         for kind in kinds:
@@ -140,7 +226,9 @@ class Redactor:
                 blob = msgspec.json.encode(value)
             except (TypeError, ValueError):
                 blob = None
-            if blob is not None and not any(n in blob for n in _BYTE_NEEDLES):
+            if blob is not None and not any(n in blob for n in _BYTE_NEEDLES) \
+                    and not any(n in blob for n in _BYTE_KEY_NEEDLES) \
+                    and not (b"\\" in blob and any(n in blob for n in _BYTE_JSON_NEEDLES)):
                 return value
         return self._walk(value)
 
@@ -148,19 +236,39 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            out = {self._walk(k): self._walk(v) for k, v in value.items()}
+            out = {self._walk(k): self._secret_value(k, v) for k, v in value.items()}
             same = all(a is b and ka is kb for (ka, a), (kb, b) in zip(value.items(), out.items(),
                                                                         strict=True))
             return value if same else out
         if isinstance(value, list | tuple):
-            items = [self._walk(v) for v in value]
+            items = [self._after_flag(value[i - 1], v) if i else self._walk(v)
+                     for i, v in enumerate(value)]
             if all(a is b for a, b in zip(value, items, strict=True)):
                 return value
             return type(value)(items) if isinstance(value, tuple) else items
         return value
 
 
+    def _secret_value(self, key: Any, value: Any) -> Any:
+        """A dict's value, masked whole when its key names a secret (`{"password": "x"}`)."""
+        walked = self._walk(value)
+        if isinstance(walked, str) and walked and MASK not in walked and isinstance(key, str) \
+                and secret_name(key):
+            self.counts["json_secret"] += 1
+            return MASK
+        return walked
+
+    def _after_flag(self, flag: Any, value: Any) -> Any:
+        """An argv element, masked whole after a flag that takes a secret (`--password X`)."""
+        walked = self._walk(value)
+        if isinstance(walked, str) and isinstance(flag, str) and walked and MASK not in walked \
+                and not walked.startswith("-") and flag.startswith("-") \
+                and secret_name(flag):
+            self.counts["secret_flag"] += 1
+            return MASK
+        return walked
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """An argv as it may be shown (the count is not kept)."""
-    r = Redactor()
-    return [r.text(a) for a in argv]
+    return list(Redactor()._walk(list(argv)))

@@ -98,6 +98,10 @@ def test_host_key_changed_mid_tail_ends_the_tail_with_exit_3(tmp_path: Path) -> 
                  if line.strip()]
         # at most the transport's own reconnect attempts before it met the new key: not a loop
         assert kinds.count("connection.retry") <= 3, kinds.count("connection.retry")
+        # and the session says why it ended (issue 41), not "reconnecting"
+        last = [json.loads(line) for line in session.read_text().splitlines()[1:]
+                if '"kind":"connection.' in line][-1]
+        assert last["kind"] == "connection.down" and last["payload"]["refused"] == "host key"
         # the old loop also ended with exit 3 after ~60 silent restarts, but with "lost the log
         # stream ... 60 times in a row" instead of the host key message
         assert "times in a row" not in err and "gave up" not in err

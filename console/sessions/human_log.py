@@ -22,11 +22,14 @@ import msgspec
 from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     _LINES,
+    SCHEMAS,
     STAGE_RECORD_PREFIX,
+    UNSET,
     _join,
     _Line,
     _one_line,
     _ts_ok,
+    line_matches,
     valid_utf8,
 )
 from console.sessions.human_fast import fast_records
@@ -291,12 +294,14 @@ def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
         if rec.kind == "job.line":
             p = rec.payload
             text, run_id = p.text, p.run_id
-            if type(text) is str and (run_id is None or type(run_id) is str):
+            if type(text) is str and (run_id is UNSET or type(run_id) is str):
                 if text.startswith(STAGE_RECORD_PREFIX):
                     return None
                 host = rec.host
                 return visible(f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
                                else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}")
+        elif rec.kind in SCHEMAS and not line_matches(rec.kind, line.encode("utf-8")):
+            pass  # not proven valid by its schema: decode_record judges it
         elif rec.kind == "stats.sample" and not rec.payload.print_:
             return None
         else:
@@ -335,14 +340,15 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
             if kind == "job.line":
                 p = rec.payload
                 text, run_id = p.text, p.run_id
-                if type(text) is str and (run_id is None or type(run_id) is str):
+                if type(text) is str and (run_id is UNSET or type(run_id) is str):
                     if not text.startswith(STAGE_RECORD_PREFIX):
                         host = rec.host
                         append(visible(
                             f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
                             else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}"))
                     continue
-            elif kind == "stats.sample" and not rec.payload.print_:
+            elif (kind == "stats.sample" and not rec.payload.print_
+                  and line_matches(kind, lines[i])):
                 continue
         out.extend(_slow_record(lines[i], first + i, bad))
     return out

@@ -35,6 +35,13 @@ from console.sessions.source import (
 )
 from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
+from remote.spine.intake import line_number
+
+
+def corrupt(index: int, why: str) -> str:
+    """The one warning a reader gives for a damaged record (docs/sessions.md, Damage): its
+    position and its line in the file, so `sed -n Np` shows it."""
+    return f"event {index} is corrupt and was skipped (line {line_number(index)}): {why}"
 
 
 class SessionReader:
@@ -265,7 +272,8 @@ class SessionReader:
         try:
             return decode_record(self.line(i))
         except BadLine as exc:
-            raise SessionFormatError(f"{self.path}: event {i} is corrupt: {exc}") from None
+            raise SessionFormatError(f"{self.path}: event {i} is corrupt (line "
+                                     f"{line_number(i)}): {exc}") from None
 
     def event(self, i: int) -> Event:
         """The event at position `i` (positions count records: a log block's position is its
@@ -304,7 +312,7 @@ class SessionReader:
             bad: list[tuple[int, str]] = []
             yield from decode_events(lines, first, bad)
             for i, why in bad:
-                self._warn(f"event {i} is corrupt and was skipped: {why}")
+                self._warn(corrupt(i, why))
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
         """The events of each record from `start` up to `stop`, one sequence per position (a
@@ -321,7 +329,7 @@ class SessionReader:
                 try:
                     yield decode_record(line)
                 except BadLine as exc:
-                    self._warn(f"event {at} is corrupt and was skipped: {exc}")
+                    self._warn(corrupt(at, str(exc)))
                     yield ()
                 at += 1
         while at < stop:

@@ -7,9 +7,12 @@ Charts are drawn with matplotlib (the optional extra `report`: pip install
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from remote.link.errors import EXIT_OK, UsageError
+from console.commands.replay import TORN_LAST_LINE
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.spine.sanitize import visible
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,10 +35,16 @@ async def run(args: argparse.Namespace) -> int:
     session = Path(args.session)
     name = session.name.removesuffix(".zst").removesuffix(".jsonl")
     out = Path(args.out) if args.out else session.with_name(name + ".html")
-    text = render(session)
+    warnings: list[str] = []
+    text = render(session, warnings)
     try:
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
-    return EXIT_OK
+    for warning in warnings:
+        print(visible(f"warning: {session}: {warning}"), file=sys.stderr)
+    # The rule of every reader (docs/sessions.md, Damage): records lost to damage, or a chart
+    # left out, exit 1 (the page is written, but it is not the whole session); a torn last
+    # line alone is what every killed recorder leaves.
+    return EXIT_FAILED if [w for w in warnings if not w.startswith(TORN_LAST_LINE)] else EXIT_OK

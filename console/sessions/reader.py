@@ -44,6 +44,9 @@ def corrupt(index: int, why: str) -> str:
     return f"event {index} is corrupt and was skipped (line {line_number(index)}): {why}"
 
 
+HEADER_MAX = 64 << 20  # the longest first line taken as a header
+
+
 class SessionReader:
     """Random access to a session file, plain or zstd, of any length.
 
@@ -159,8 +162,13 @@ class SessionReader:
             self.header = parse_header(self.path, header_line, complete=True)
             self._end = size
         else:
-            end = mm.find(b"\n", 0, min(size, 1 << 20))
-            header_line = mm[: end if end >= 0 else min(size, 4096)]
+            # A header padded with whitespace is still a header: its newline is looked for
+            # as far as HEADER_MAX (a C search), and past that the refusal says why.
+            end = mm.find(b"\n", 0, min(size, HEADER_MAX))
+            if end < 0 and size > HEADER_MAX:
+                raise SessionFormatError(f"{self.path}: not a console session file (its first "
+                                         f"line is longer than {HEADER_MAX >> 20} MiB)")
+            header_line = mm[: end if end >= 0 else size]
             self.header = parse_header(self.path, header_line, complete=end >= 0)
             self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
                                                    finder.feed if finder is not None else None)

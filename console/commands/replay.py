@@ -33,7 +33,8 @@ def _has_terminal() -> bool:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from console.sessions.reader import SessionReader, corrupt
+    from console.sessions.reader import SessionReader
+    from remote.spine.intake import corrupt
     from remote.spine.sanitize import visible
 
     if not args.print_ and not args.json and not _has_terminal():

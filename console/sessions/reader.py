@@ -35,14 +35,7 @@ from console.sessions.source import (
 )
 from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
-from remote.spine.intake import line_number
-
-
-def corrupt(index: int, why: str) -> str:
-    """The one warning a reader gives for a damaged record (docs/sessions.md, Damage): its
-    position and its line in the file, so `sed -n Np` shows it."""
-    return f"event {index} is corrupt and was skipped (line {line_number(index)}): {why}"
-
+from remote.spine.intake import corrupt, line_number
 
 HEADER_MAX = 64 << 20  # the longest first line taken as a header
 
@@ -162,8 +155,7 @@ class SessionReader:
             self.header = parse_header(self.path, header_line, complete=True)
             self._end = size
         else:
-            # A header padded with whitespace is still a header: its newline is looked for
-            # as far as HEADER_MAX (a C search), and past that the refusal says why.
+            # a header padded with whitespace is a header: its newline is looked for that far
             end = mm.find(b"\n", 0, min(size, HEADER_MAX))
             if end < 0 and size > HEADER_MAX:
                 raise SessionFormatError(f"{self.path}: not a console session file (its first "

@@ -41,3 +41,9 @@ def line_number(index: int) -> int:
     """A session record's line in its file (1-based; the header is line 1): what a warning
     names, so `sed -n Np` shows the record."""
     return index + 2
+
+
+def corrupt(index: int, why: str) -> str:
+    """The one warning a reader gives for a damaged session record (docs/sessions.md, Damage):
+    its position and its line in the file."""
+    return f"event {index} is corrupt and was skipped (line {line_number(index)}): {why}"

@@ -300,3 +300,35 @@ def test_jobs_tail_on_the_local_host_shows_the_lines_after_a_bad_record(tmp_path
     assert sum("warning: t: malformed stage record skipped" in ln for ln in out) == 1
     assert "job.exit: t exited, returncode 0" in out[-1]
     assert "internal error" not in done.stderr
+
+
+# -- bench results: a result file is read by its dataclasses' types ------------------------------
+
+BENCH_ROWS = [
+    ("output_tok_s", "x", "Expected `float`, got `str` - at `$.points[0].output_tok_s`"),
+    ("acceptance", [1], "Expected `object | null`, got `array` - at `$.points[0].acceptance`"),
+    ("acceptance", "x", "Expected `object | null`, got `str` - at `$.points[0].acceptance`"),
+    ("errors", [5], "Expected `str`, got `int` - at `$.points[0].errors[0]`"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "why"), BENCH_ROWS,
+                         ids=[f"{r[0]}={r[1]!r}" for r in BENCH_ROWS])
+def test_a_malformed_bench_result_is_refused_in_one_line(tmp_path: Path, field: str,
+                                                         value: object, why: str) -> None:
+    from remote.bench.results import BenchRun, Point, load_result, save_result
+    from remote.link.errors import UsageError
+
+    point = Point(concurrency=1, requests=4, failed=0, output_tokens=64, duration=1.0,
+                  output_tok_s=64.0, req_s=4.0, ttft_p50=None, ttft_p99=None, tpot_p50=None,
+                  tpot_p99=None, acceptance={"rate": 0.5})
+    run = BenchRun(label="a", url="u", model="m", speculative=True, max_tokens=16, rounds=1,
+                   prompts="p", prompts_sha256="s", started=TS, points=[point])
+    path = save_result(tmp_path / "r.json", run)
+    assert load_result(path).run == run  # the good file reads back
+    doc = json.loads(path.read_text())
+    doc["run"]["points"][0][field] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(UsageError) as caught:
+        load_result(path)
+    assert str(caught.value) == f"bench result {path}: malformed run ({why})"

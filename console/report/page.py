@@ -54,7 +54,7 @@ def fold(path: str | Path, warnings: list[str] | None = None) -> tuple[Any, Cons
 def _e(value: Any) -> str:
     """Escaped for HTML, and drawn (`visible`): a session's text came from other machines,
     and an ESC or BEL kept raw would reach whoever cats or greps the page."""
-    return html.escape(visible(str(value)), quote=True)
+    return html.escape("\n".join(map(visible, str(value).split("\n"))), quote=True)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
@@ -42,9 +42,43 @@ class Strict:
     Summary = str | None | msgspec.UnsetType
     Name = str | msgspec.UnsetType
     Offset = int | msgspec.UnsetType
+    # the union of what every schema with the field takes (so a record of any kind in the
+    # recorder's shape decodes), which for the kinds of TYPED_KINDS is what their schema takes
+    OptStr = str | None | msgspec.UnsetType
+    OptNum = int | float | None | msgspec.UnsetType
+    OptInt = int | None | msgspec.UnsetType
+    OptStrs = list[str] | None | msgspec.UnsetType
+    Bool = bool | msgspec.UnsetType
+    Str = str | msgspec.UnsetType
 
 
-class _Payload(msgspec.Struct, gc=False):
+class Typed(msgspec.Struct, gc=False):
+    """The fields of the console notes and stage.start/end/manifest that their schemas type,
+    typed (Strict): with `typed_ok`, such a record is proven valid without another decode."""
+
+    error: Strict.OptStr = msgspec.UNSET
+    source: Strict.OptStr = msgspec.UNSET
+    reason: Strict.OptStr = msgspec.UNSET
+    delay: Strict.OptNum = msgspec.UNSET
+    attempt: Strict.OptInt = msgspec.UNSET
+    files: Strict.OptStrs = msgspec.UNSET
+    ok: Strict.Bool = msgspec.UNSET
+    seconds: Strict.OptNum = msgspec.UNSET
+    complete: Strict.Bool = msgspec.UNSET
+    bytes: Strict.OptInt = msgspec.UNSET
+    completed: Strict.OptStr = msgspec.UNSET
+    config: Strict.Str = msgspec.UNSET
+    outputs: Any = msgspec.UNSET
+    pid: Strict.OptInt = msgspec.UNSET
+    log: Strict.Str = msgspec.UNSET
+    state: Strict.OptStr = msgspec.UNSET
+    returncode: Strict.OptInt = msgspec.UNSET
+    how: Strict.Str = msgspec.UNSET
+    started: Strict.Str = msgspec.UNSET
+    argv: Strict.OptStrs = msgspec.UNSET
+
+
+class _Payload(Typed, gc=False):
     """The payload fields the human printer's hot kinds use; everything else is skipped by the
     decoder without building Python objects (gc=False: a million records must not wake the
     cyclic collector, which was half the cost)."""
@@ -53,7 +87,7 @@ class _Payload(msgspec.Struct, gc=False):
     run_id: Any = msgspec.UNSET
     print_: Any = msgspec.field(name="print", default=False)
     # what console/sessions/human_kinds.py formats the common other kinds from (UNSET: absent)
-    stage: Any = msgspec.UNSET
+    stage: Strict.OptStr = msgspec.UNSET
     done: Any = msgspec.UNSET
     total: Any = msgspec.UNSET
     unit: Any = msgspec.UNSET
@@ -246,19 +280,17 @@ def valid_json_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, st
 _LINE_START = b'{"ts":"'
 
 
-class _JsonPayload(_Payload, gc=False):
-    texts: list[str] | None = None
-    offsets: list[int] | None = None
+def _checked_record(kind: str) -> type:
+    """A session line of `kind` as a struct whose payload is the kind's schema: decoding into
+    it IS the schema's judgement (remote/spine/intake.py does the same by msgspec.convert)."""
+    return msgspec.defstruct(f"Checked_{kind.replace('.', '_')}",
+                             [("ts", str), ("host", str, ""), ("payload", SCHEMAS[kind] | None, None)],
+                             tag_field="kind", tag=kind, gc=False)
 
 
-class _JsonRecord(msgspec.Struct, gc=False):
-    ts: str
-    kind: str
-    host: str = ""
-    payload: _JsonPayload = msgspec.field(default_factory=_JsonPayload)
-
-
-_JSON_RECORDS = msgspec.json.Decoder(_JsonRecord)
+_CHECKED = {kind: _checked_record(kind) for kind in SCHEMAS}
+# every kind with a schema, told apart by `kind`: one C call checks a whole segment
+_CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
 
 
 def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]
@@ -266,40 +298,39 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     """A segment's bytes (whole lines) as `--json` prints them: the valid records, passed
     through unchanged, judged exactly as the per-event reader judges them. A block framed as
     the recorder writes it (every line `{"ts":"...}`, no blank line, valid UTF-8) is decoded
-    in one call into typed records, and a record whose typed fields prove it valid
-    (`proven`) is not looked at again; the others, and every line of a block not so framed,
-    go through `decode_record`, and the bad ones are reported, not printed."""
+    in one call into records whose payloads are their kinds' schemas, which is the judgement
+    itself; then only the timestamps and each log block's lengths are left to check. A block
+    that fails (a damaged record, a kind without a schema, a payload of `[]`) goes line by
+    line through `decode_record`, and the bad lines are reported, not printed."""
     if (data.startswith(_LINE_START) and data.endswith(b"}\n") and data.count(b"\n") == count
             and data.count(b"}\n" + _LINE_START) == count - 1 and valid_utf8(data)):
         try:
-            recs = _JSON_RECORDS.decode_lines(data)
+            recs = _CHECKED_LINES.decode_lines(data)
         except (msgspec.DecodeError, RecursionError):
             recs = []
         if len(recs) == count:
             from console.sessions.human_records import _all_ts_ok  # imports this module
 
-            lines: list[bytes] | None = None
-            ts_ok = _all_ts_ok(recs)
-            doubt = []
-            for i, rec in enumerate(recs):
-                if ts_ok or _ts_ok(rec.ts):
-                    if lines is None and rec.kind not in PROVEN_KINDS and rec.kind in SCHEMAS:
-                        lines = split_events(data)
-                    if proven(rec.kind, rec.payload, lines[i] if lines is not None else b""):
-                        continue
-                doubt.append(i)
-            if not doubt:
+            if _all_ts_ok(recs) and all(map(_whole, recs)):
                 return data
-            lines = lines if lines is not None else split_events(data)
-            for i in doubt:
-                try:
-                    decode_record(lines[i])
-                except BadLine as exc:
-                    bad.append((first + i, str(exc)))
-                    lines[i] = b""
-            return b"".join(line + b"\n" for line in lines if line)
     good = valid_json_lines(split_events(data), first, bad)
     return b"\n".join(good) + b"\n" if good else b""
+
+
+_BLOCK_RECORD = _CHECKED[JOB_LINES]
+# the kinds whose schema takes an empty payload (a missing or null one is `{}`)
+_EMPTY_OK = frozenset(_CHECKED[k] for k in SCHEMAS if intake.problem(k, {}) is None)
+
+
+def _whole(rec: Any) -> bool:
+    """What the schema leaves to decode_record: a log block expands (texts as many as
+    offsets, at least one), a missing payload is one its kind takes empty."""
+    p = rec.payload
+    if p is None:
+        return type(rec) in _EMPTY_OK
+    if type(rec) is _BLOCK_RECORD:
+        return bool(p.texts) and len(p.texts) == len(p.offsets)
+    return True
 
 
 # -- what a fast path may take as valid without asking decode_record -------------------------
@@ -348,6 +379,33 @@ def proven(kind: str, p: Any, line: bytes) -> bool:
     if kind == "job.lines":
         return block_ok(p)
     return kind not in SCHEMAS or line_matches(kind, line)
+
+
+_LEVELS = frozenset({"console.info", "console.warning", "console.error"})
+_RUNS = frozenset({"job.started", "job.exit", "pipeline.run"})
+TYPED_KINDS = _LEVELS | _RUNS | {"stage.start", "stage.end", "stage.manifest", "connection.up"}
+
+
+def typed_ok(kind: str, p: Any) -> bool:
+    """For a kind of TYPED_KINDS decoded with the `Typed` fields: what their schemas ask
+    beyond those fields' types (a required field, a field one kind types narrower)."""
+    if kind in _LEVELS:
+        return type(p.message) is str
+    if kind in _RUNS:
+        if type(p.run_id) is not str:
+            return False
+        if kind == "job.started":
+            return type(p.name) is str and p.argv is not None
+        return p.state is not None
+    if kind == "connection.up":
+        return p.attempt is not None
+    if type(p.stage) is not str:
+        return False
+    if kind == "stage.manifest":
+        reason, outputs = p.reason, p.outputs
+        return (reason is UNSET or type(reason) is str) and (
+            outputs is UNSET or outputs is None or type(outputs) is int)
+    return kind in TYPED_KINDS
 
 
 _CHECKERS: dict[str, msgspec.json.Decoder[Any]] = {}

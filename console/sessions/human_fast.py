@@ -32,10 +32,13 @@ from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     SCHEMAS,
     STAGE_RECORD_PREFIX,
+    TYPED_KINDS,
     UNSET,
     Strict,
+    Typed,
     block_ok,
     line_matches,
+    typed_ok,
 )
 from console.sessions.human_records import (
     _CHANGED,
@@ -48,7 +51,7 @@ from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 
 
-class _Payload(msgspec.Struct, gc=False):
+class _Payload(Typed, gc=False):
     """The payload fields the printer reads, in the order the recorder writes them (msgspec
     tries the next field first); the rest are skipped without building objects."""
 
@@ -56,7 +59,7 @@ class _Payload(msgspec.Struct, gc=False):
     name: Strict.Name = UNSET
     text: Any = None
     offset: Strict.Offset = UNSET
-    stage: Any = UNSET
+    stage: Strict.OptStr = UNSET
     done: Any = UNSET
     total: Any = UNSET
     unit: Any = UNSET
@@ -127,7 +130,7 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
     lines: list[bytes] | None = None
     stage_prefix, own_rule, level_of, human, slow = (STAGE_RECORD_PREFIX, kinds.OWN_RULE,
                                                      _LEVEL.get, kinds.human, kinds.SLOW)
-    schemas = SCHEMAS
+    schemas, typed_kinds = SCHEMAS, TYPED_KINDS
     job, job_bare = _JOB
     progress, progress_bare = _PROGRESS
     leveled, leveled_bare = _LEVELED
@@ -184,7 +187,8 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
                     template(_MADE)
                     fields((shown,))
                 continue
-        elif kind in schemas and not line_matches(kind, (lines := lines or split_events(data))[i]):
+        elif kind in schemas and not (kind in typed_kinds and typed_ok(kind, p)) \
+                and not line_matches(kind, (lines := lines or split_events(data))[i]):
             pass  # not proven valid by its schema: decode_record judges it (slow_record)
         elif kind == "stats.sample":
             if not p.print_:

@@ -24,12 +24,14 @@ from console.sessions.decode import (
     _LINES,
     SCHEMAS,
     STAGE_RECORD_PREFIX,
+    TYPED_KINDS,
     UNSET,
     _join,
     _Line,
     _one_line,
     _ts_ok,
     line_matches,
+    typed_ok,
     valid_utf8,
 )
 from console.sessions.human_fast import fast_records
@@ -300,7 +302,9 @@ def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
                 host = rec.host
                 return visible(f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
                                else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}")
-        elif rec.kind in SCHEMAS and not line_matches(rec.kind, line.encode("utf-8")):
+        elif rec.kind in SCHEMAS and not (rec.kind in TYPED_KINDS
+                                          and typed_ok(rec.kind, rec.payload)) \
+                and not line_matches(rec.kind, line.encode("utf-8")):
             pass  # not proven valid by its schema: decode_record judges it
         elif rec.kind == "stats.sample" and not rec.payload.print_:
             return None

@@ -30,6 +30,7 @@ from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     SCHEMAS,
     STAGE_RECORD_PREFIX,
+    TYPED_KINDS,
     UNSET,
     BadLine,
     _date_ok,
@@ -38,6 +39,7 @@ from console.sessions.decode import (
     _ts_ok,
     decode_record,
     line_matches,
+    typed_ok,
 )
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
@@ -145,8 +147,9 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
                     raw.append(len(out))
                     append(text)
                     continue
-            elif kind in SCHEMAS and not line_matches(
-                    kind, (lines := lines if lines is not None else split_events(data))[i]):
+            elif kind in SCHEMAS and not (kind in TYPED_KINDS and typed_ok(kind, p)) \
+                    and not line_matches(
+                        kind, (lines := lines if lines is not None else split_events(data))[i]):
                 pass  # not proven valid by its schema: decode_record judges it (slow_record)
             elif kind == "stats.sample" and not p.print_:
                 continue

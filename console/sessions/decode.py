@@ -18,6 +18,7 @@ from typing import Any, Union
 
 import msgspec
 
+from console.sessions.proof import Strict, Typed
 from console.sessions.source import split_events
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
@@ -31,51 +32,6 @@ class _Head(msgspec.Struct):
 
     ts: str
     kind: str
-
-
-class Strict:
-    """Field types the fast decoders share with every schema that has the field (remote/spine/
-    event_types.py): `summary` is every payload's, `name` and `offset` the job kinds'. A value
-    of another type fails the batch decode, and its segment goes the way that checks each
-    record (a kind without a schema using them so is only slower, never misjudged)."""
-
-    Summary = str | None | msgspec.UnsetType
-    Name = str | msgspec.UnsetType
-    Offset = int | msgspec.UnsetType
-    # the union of what every schema with the field takes (so a record of any kind in the
-    # recorder's shape decodes), which for the kinds of TYPED_KINDS is what their schema takes
-    OptStr = str | None | msgspec.UnsetType
-    OptNum = int | float | None | msgspec.UnsetType
-    OptInt = int | None | msgspec.UnsetType
-    OptStrs = list[str] | None | msgspec.UnsetType
-    Bool = bool | msgspec.UnsetType
-    Str = str | msgspec.UnsetType
-
-
-class Typed(msgspec.Struct, gc=False):
-    """The fields of the console notes and stage.start/end/manifest that their schemas type,
-    typed (Strict): with `typed_ok`, such a record is proven valid without another decode."""
-
-    error: Strict.OptStr = msgspec.UNSET
-    source: Strict.OptStr = msgspec.UNSET
-    reason: Strict.OptStr = msgspec.UNSET
-    delay: Strict.OptNum = msgspec.UNSET
-    attempt: Strict.OptInt = msgspec.UNSET
-    files: Strict.OptStrs = msgspec.UNSET
-    ok: Strict.Bool = msgspec.UNSET
-    seconds: Strict.OptNum = msgspec.UNSET
-    complete: Strict.Bool = msgspec.UNSET
-    bytes: Strict.OptInt = msgspec.UNSET
-    completed: Strict.OptStr = msgspec.UNSET
-    config: Strict.Str = msgspec.UNSET
-    outputs: Any = msgspec.UNSET
-    pid: Strict.OptInt = msgspec.UNSET
-    log: Strict.Str = msgspec.UNSET
-    state: Strict.OptStr = msgspec.UNSET
-    returncode: Strict.OptInt = msgspec.UNSET
-    how: Strict.Str = msgspec.UNSET
-    started: Strict.Str = msgspec.UNSET
-    argv: Strict.OptStrs = msgspec.UNSET
 
 
 class _Payload(Typed, gc=False):
@@ -331,100 +287,6 @@ def _whole(rec: Any) -> bool:
     if type(rec) is _BLOCK_RECORD:
         return bool(p.texts) and len(p.texts) == len(p.offsets)
     return True
-
-
-# -- what a fast path may take as valid without asking decode_record -------------------------
-# The fast decoders type a few fields (`_Payload`); for the common kinds those fields are the
-# whole schema, and the checks below are the schema's (remote/spine/event_types.py): JobLine,
-# JobLinesRecord, StageProgress. Any other kind with a schema is proven by one decode of its
-# line straight into the schema (`line_matches`). A record none of these proves goes to
-# decode_record, the one judgement; tests/console/sessions/test_hostile_inputs.py holds the
-# fast and per-event paths to the same verdict on each damaged shape.
-PROVEN_KINDS = frozenset({"job.line", "job.lines", "stage.progress"})
-_NUM = (int, float)
-
-
-def job_line_ok(p: Any) -> bool:
-    """JobLine: text a string, run_id a string or absent (name, offset, summary: `Strict`)."""
-    run_id = p.run_id
-    return type(p.text) is str and (run_id is UNSET or type(run_id) is str)
-
-
-def block_ok(p: Any) -> bool:
-    """JobLinesRecord as expand_record takes it: texts (strings, typed) as many as offsets
-    (integers, typed), at least one, run_id a string."""
-    texts, offsets = p.texts, p.offsets
-    return bool(texts) and offsets is not None and len(texts) == len(offsets) \
-        and type(p.run_id) is str
-
-
-def progress_ok(p: Any) -> bool:
-    """StageProgress: stage a string, unit a string or absent, done/total/rate numbers (not
-    bools), null or absent."""
-    unit = p.unit
-    return (type(p.stage) is str and (unit is UNSET or type(unit) is str)
-            and (type(p.done) in _NUM or p.done is None or p.done is UNSET)
-            and (type(p.total) in _NUM or p.total is None or p.total is UNSET)
-            and (type(p.rate) in _NUM or p.rate is None or p.rate is UNSET))
-
-
-def proven(kind: str, p: Any, line: bytes) -> bool:
-    """True when the record is valid: its kind has no schema, its typed fields prove it
-    (PROVEN_KINDS), or its line decodes straight into its schema. False: ask decode_record
-    (which may still take it: a payload of `[]`, say)."""
-    if kind == "job.line":
-        return job_line_ok(p)
-    if kind == "stage.progress":
-        return progress_ok(p)
-    if kind == "job.lines":
-        return block_ok(p)
-    return kind not in SCHEMAS or line_matches(kind, line)
-
-
-_LEVELS = frozenset({"console.info", "console.warning", "console.error"})
-_RUNS = frozenset({"job.started", "job.exit", "pipeline.run"})
-TYPED_KINDS = _LEVELS | _RUNS | {"stage.start", "stage.end", "stage.manifest", "connection.up"}
-
-
-def typed_ok(kind: str, p: Any) -> bool:
-    """For a kind of TYPED_KINDS decoded with the `Typed` fields: what their schemas ask
-    beyond those fields' types (a required field, a field one kind types narrower)."""
-    if kind in _LEVELS:
-        return type(p.message) is str
-    if kind in _RUNS:
-        if type(p.run_id) is not str:
-            return False
-        if kind == "job.started":
-            return type(p.name) is str and p.argv is not None
-        return p.state is not None
-    if kind == "connection.up":
-        return p.attempt is not None
-    if type(p.stage) is not str:
-        return False
-    if kind == "stage.manifest":
-        reason, outputs = p.reason, p.outputs
-        return (reason is UNSET or type(reason) is str) and (
-            outputs is UNSET or outputs is None or type(outputs) is int)
-    return kind in TYPED_KINDS
-
-
-_CHECKERS: dict[str, msgspec.json.Decoder[Any]] = {}
-
-
-def line_matches(kind: str, line: bytes) -> bool:
-    """The line's payload decoded straight into its kind's schema (a C-speed check, about a
-    microsecond for a stats sample of eight GPUs): True means decode_record takes it too;
-    False only that it must be asked."""
-    decoder = _CHECKERS.get(kind)
-    if decoder is None:
-        envelope = msgspec.defstruct(f"Checked_{kind.replace('.', '_')}",
-                                     [("payload", SCHEMAS[kind] | None, None)])
-        decoder = _CHECKERS[kind] = msgspec.json.Decoder(envelope)
-    try:
-        payload = decoder.decode(line).payload
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return payload is not None or intake.problem(kind, {}) is None
 
 
 def valid_utf8(data: bytes) -> bool:

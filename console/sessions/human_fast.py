@@ -32,13 +32,7 @@ from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     SCHEMAS,
     STAGE_RECORD_PREFIX,
-    TYPED_KINDS,
     UNSET,
-    Strict,
-    Typed,
-    block_ok,
-    line_matches,
-    typed_ok,
 )
 from console.sessions.human_records import (
     _CHANGED,
@@ -47,6 +41,7 @@ from console.sessions.human_records import (
     _block_lines,
     slow_record,
 )
+from console.sessions.proof import TYPED_KINDS, Strict, Typed, block_ok, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 

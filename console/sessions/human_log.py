@@ -24,20 +24,18 @@ from console.sessions.decode import (
     _LINES,
     SCHEMAS,
     STAGE_RECORD_PREFIX,
-    TYPED_KINDS,
     UNSET,
     _join,
     _Line,
     _one_line,
     _ts_ok,
-    line_matches,
-    typed_ok,
     valid_utf8,
 )
 from console.sessions.human_fast import fast_records
 from console.sessions.human_records import _BLOCK_KIND, _ZERO_DIGITS, _human_records
 from console.sessions.human_records import printable as _printable
 from console.sessions.human_records import slow_record as _slow_record
+from console.sessions.proof import TYPED_KINDS, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 

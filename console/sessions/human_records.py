@@ -30,7 +30,6 @@ from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     SCHEMAS,
     STAGE_RECORD_PREFIX,
-    TYPED_KINDS,
     UNSET,
     BadLine,
     _date_ok,
@@ -38,9 +37,8 @@ from console.sessions.decode import (
     _Payload,
     _ts_ok,
     decode_record,
-    line_matches,
-    typed_ok,
 )
+from console.sessions.proof import TYPED_KINDS, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 

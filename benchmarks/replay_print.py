@@ -68,7 +68,7 @@ def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,
             for tick in range(10):
                 if written >= n:
                     break
-                w.write(Event("stats.sample", "box", {"gpus": [
+                w.write(Event("stats.sample", "box", {"host": {}, "gpus": [
                     {"index": g, "util": (second + g) % 100, "mem_used": 1000 + g, "mem_total": 8e4,
                      "power": 300.5} for g in range(8)]}, ts + timedelta(milliseconds=100 * tick)))
                 written += 1

@@ -47,7 +47,7 @@ def day_writes(n: int) -> Iterator[tuple[bytes, int, str]]:
                 break
             tts = format_ts(t0 + timedelta(seconds=second, milliseconds=100 * tick))
             yield ((f'{{"ts":"{tts}","host":"box","kind":"stats.sample","payload":'
-                    f'{{"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
+                    f'{{"host":{{}},"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
                    .encode(), 1, "")
             written += 1
         if second % 600 == 0 and written < n:
@@ -89,7 +89,7 @@ def day_batches(n: int) -> Iterator[Sequence[Event]]:
             if written >= n:
                 break
             util = (second + tick) % 100
-            yield (Event("stats.sample", "box", {"gpus": [
+            yield (Event("stats.sample", "box", {"host": {}, "gpus": [
                 {"index": g, "name": "NVIDIA H200", "util": util, "mem_used": 70000,
                  "mem_total": 143771, "power": 512.5, "temp": 61} for g in range(8)]},
                 ts + timedelta(milliseconds=100 * tick)),)

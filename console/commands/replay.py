@@ -36,6 +36,7 @@ def _has_terminal() -> bool:
 
 async def run(args: argparse.Namespace) -> int:
     from console.sessions.reader import SessionReader
+    from remote.spine.intake import corrupt
     from remote.spine.sanitize import visible
 
     if not args.print_ and not args.json and not _has_terminal():
@@ -61,7 +62,7 @@ async def run(args: argparse.Namespace) -> int:
         if bad is None:
             return EXIT_OK  # the reader went away (`| head`): nothing more to say to anyone
         for i, why in bad[:20]:
-            reader.warnings.append(f"event {i} is corrupt and was skipped: {why}")
+            reader.warnings.append(corrupt(i, why))
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
         warnings = reader.warning_summary()

@@ -7,9 +7,12 @@ Charts are drawn with matplotlib (the optional extra `report`: pip install
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from remote.link.errors import EXIT_OK, UsageError
+from console.commands.replay import TORN_LAST_LINE
+from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.spine.sanitize import visible
 
 HELP = "write a self-contained HTML report of a recorded session"
 
@@ -38,13 +41,19 @@ async def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else session.with_name(name + ".html")
     # Judged before the session is read: a refused path costs nothing and changes nothing.
     target = claim(out, force=args.force, ours=_is_report, source=session, what="report")
-    text = render(session)
+    warnings: list[str] = []
+    text = render(session, warnings)
     try:
         write_claimed(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
-    return EXIT_OK
+    for warning in warnings:
+        print(visible(f"warning: {session}: {warning}"), file=sys.stderr)
+    # The rule of every reader (docs/sessions.md, Damage): records lost to damage, or a chart
+    # left out, exit 1 (the page is written, but it is not the whole session); a torn last
+    # line alone is what every killed recorder leaves.
+    return EXIT_FAILED if [w for w in warnings if not w.startswith(TORN_LAST_LINE)] else EXIT_OK
 
 
 def _is_report(path: Path) -> bool:

@@ -35,6 +35,11 @@ def _uri(fig: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def close_all() -> None:
+    """Close what a chart that failed half-way left open."""
+    _pyplot().close("all")
+
+
 def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Any, Any]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.6))

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import html
 import shlex
+import warnings as warnings_module
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from console.report import figures
 from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
 from console.tui.model import ConsoleState, HostState
 from console.tui.render import fmt_pct, fmt_sig
+from remote.spine.sanitize import visible
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1180px; color: #222; }
@@ -33,20 +38,26 @@ pre { background: #f6f6f6; padding: .5em; overflow-x: auto; white-space: pre-wra
 """
 
 
-def fold(path: str | Path) -> tuple[Any, ConsoleState, str]:
+def fold(path: str | Path, warnings: list[str] | None = None) -> tuple[Any, ConsoleState, str]:
     """The session's header, its state at the end (folded record by record) and what it says
-    of its secrets (the note replay's header line gives)."""
+    of its secrets (the note replay's header line gives). A damaged record is skipped by the
+    reader (each judged by its kind's schema, docs/sessions.md) and its one-line warning added
+    to `warnings`."""
     with SessionReader(path) as reader:
         header = reader.header
         state = ConsoleState(header.hosts)
         for record in reader.records():
             state.apply_batch(record)
         note = reader.redaction_note()
+        if warnings is not None:
+            warnings.extend(reader.warning_summary())
     return header, state, note
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    """Escaped for HTML, and drawn (`visible`): a session's text came from other machines,
+    and an ESC or BEL kept raw would reach whoever cats or greps the page."""
+    return html.escape("\n".join(map(visible, str(value).split("\n"))), quote=True)
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
@@ -136,7 +147,20 @@ def _commands(host: HostState) -> str:
             else '<p class="none">No job or stage was started in this session.</p>')
 
 
-def _host_section(host: HostState) -> str:
+def _host_section(host: HostState, warnings: list[str]) -> str:
+    def draw(chart: Callable[..., str | None], *series: Any) -> str | None:
+        """The chart, or None (said in words) when matplotlib cannot draw its values (a loss
+        of 1e308 overflows the axis): a warning, not a crash."""
+        try:
+            with np.errstate(all="ignore"), warnings_module.catch_warnings():
+                warnings_module.simplefilter("ignore")
+                return chart(*series)
+        except (ValueError, OverflowError, FloatingPointError) as exc:
+            figures.close_all()
+            warnings.append(f"host {visible(host.name)}: the {chart.__name__.replace('_', ' ')} "
+                            f"chart was left out: its values cannot be drawn ({exc})")
+            return None
+
     st = host.stages.get("evaluate")
     offline = cd.offline_per_position(st.metrics if st is not None else {})
     served, where = cd.served_per_position(host.bench_points)
@@ -144,15 +168,15 @@ def _host_section(host: HostState) -> str:
     parts = [f"<h2>Host {_e(host.name)}</h2>", _table(["", ""], _env(host)),
              "<h3>Stages</h3>", _stages(host),
              "<h3>Training loss</h3>",
-             _figure(figures.loss_curve(host.charts.loss), "loss", f"{len(host.charts.loss)} points "
+             _figure(draw(figures.loss_curve, host.charts.loss), "loss", f"{len(host.charts.loss)} points "
                      "from the train stage's progress records", "No training loss in this session."),
              "<h3>Acceptance per draft position: offline vs served</h3>",
-             _figure(figures.acceptance_per_position(offline, served, where), "acceptance",
+             _figure(draw(figures.acceptance_per_position, offline, served, where), "acceptance",
                      "offline: the evaluate stage; served: vLLM's spec-decode counters",
                      "No acceptance per position in this session (evaluate stage or bench run)."),
              "<h3>Throughput and speedup vs concurrency</h3>" if conc.speedup
              else "<h3>Throughput vs concurrency</h3>",
-             _figure(figures.speedup_vs_concurrency(conc), "speedup" if conc.speedup else "throughput",
+             _figure(draw(figures.speedup_vs_concurrency, conc), "speedup" if conc.speedup else "throughput",
                      conc.verdict,
                      "No bench points in this session (console bench run)."),
              _table(["label", "concurrency", "output tok/s", "acceptance rate", "mean length"],
@@ -163,11 +187,12 @@ def _host_section(host: HostState) -> str:
              ]
     if host.charts.watch:
         parts += ["<h3>Acceptance over time</h3>",
-                  _figure(figures.acceptance_over_time(list(host.charts.watch)), "watch",
+                  _figure(draw(figures.acceptance_over_time, list(host.charts.watch)), "watch",
                           f"{len(host.charts.watch)} bench watch windows", "")]
     gpus = cd.gpu_series(host.charts)
     if gpus:
-        parts += ["<h3>GPUs</h3>", _figure(figures.gpu_history(gpus), "gpus", "per-GPU stats, one point a second", "")]
+        parts += ["<h3>GPUs</h3>", _figure(draw(figures.gpu_history, gpus), "gpus",
+                                           "per-GPU stats, one point a second", "")]
     parts += ["<h3>Patch state</h3>", _patches(host), "<h3>Commands</h3>", _commands(host)]
     return "\n".join(parts)
 
@@ -177,15 +202,19 @@ def _host_section(host: HostState) -> str:
 GENERATOR = '<meta name="generator" content="eagle3-console report">'
 
 
-def render(path: str | Path) -> str:
-    header, state, secrets = fold(path)
+def render(path: str | Path, warnings: list[str] | None = None) -> str:
+    """The page; the session's damaged records (skipped) and charts that could not be drawn
+    are added to `warnings`, one line each."""
+    warnings = warnings if warnings is not None else []
+    header, state, secrets = fold(path, warnings)
     hosts = [h for h in state.hosts.values() if h.last_event is not None] or list(state.hosts.values())
     title = f"EAGLE-3 console report: {Path(path).name}"
+    listed = ", ".join(dict.fromkeys(visible(h) for h in header.hosts))  # each host once
     meta = _table(["session", "started (UTC)", "hosts", "console", "events", "secrets"],
-                  [[Path(path).name, f"{header.started:%Y-%m-%d %H:%M:%S}", ", ".join(header.hosts),
+                  [[Path(path).name, f"{header.started:%Y-%m-%d %H:%M:%S}", listed,
                     header.console_version, f"{state.events_seen:,}", secrets or "-"]])
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">{GENERATOR}<title>{_e(title)}</title>"
             f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>{meta}"
-            + "".join(_host_section(h) for h in hosts)
+            + "".join(_host_section(h, warnings) for h in hosts)
             + f"<p class=\"none\">Written by <code>console report {_e(Path(path).name)}</code> from the "
               "recorded session; replay it with <code>console replay</code>.</p></body></html>")

@@ -14,11 +14,14 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
+from console.sessions.proof import Strict, Typed
 from console.sessions.source import split_events
+from remote.spine import intake
+from remote.spine.event_types import SCHEMAS
 from remote.spine.events import JOB_LINES, Event, RecordError, expand_record
 
 STAGE_RECORD_PREFIX = "@@eagle3 "
@@ -31,23 +34,25 @@ class _Head(msgspec.Struct):
     kind: str
 
 
-class _Payload(msgspec.Struct, gc=False):
+class _Payload(Typed, gc=False):
     """The payload fields the human printer's hot kinds use; everything else is skipped by the
     decoder without building Python objects (gc=False: a million records must not wake the
     cyclic collector, which was half the cost)."""
 
     text: Any = None
-    run_id: Any = None
+    run_id: Any = msgspec.UNSET
     print_: Any = msgspec.field(name="print", default=False)
     # what console/sessions/human_kinds.py formats the common other kinds from (UNSET: absent)
-    stage: Any = msgspec.UNSET
+    stage: Strict.OptStr = msgspec.UNSET
     done: Any = msgspec.UNSET
     total: Any = msgspec.UNSET
     unit: Any = msgspec.UNSET
     rate: Any = msgspec.UNSET
-    summary: Any = msgspec.UNSET
+    summary: Strict.Summary = msgspec.UNSET
     message: Any = msgspec.UNSET
     label: Any = msgspec.UNSET
+    name: Strict.Name = msgspec.UNSET
+    offset: Strict.Offset = msgspec.UNSET
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -125,7 +130,12 @@ def decode_event(line: bytes) -> Event:
         raise BadLine("not an event: 'kind' and 'ts' must be strings")
     if not isinstance(payload, dict) or not isinstance(host, str):
         raise BadLine("not an event: payload must be an object and host a string")
-    return Event(kind=kind, host=host, payload=payload, ts=parse_ts_fast(ts))
+    event = Event(kind=kind, host=host, payload=payload, ts=parse_ts_fast(ts))
+    if kind != JOB_LINES:  # a log block is judged where it is expanded (expand_record)
+        why = intake.problem(kind, payload)
+        if why is not None:
+            raise BadLine(why)
+    return event
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -210,19 +220,12 @@ def _join(lines: Sequence[bytes]) -> bytes:
 
 def valid_json_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]
                      ) -> list[bytes]:
-    """The lines that are events, unchanged: one decode call for the whole segment when all
-    are (the common case), line by line only when one is not."""
-    try:
-        heads = _HEADS.decode(_join(lines))
-    except (msgspec.DecodeError, RecursionError):
-        pass
-    else:
-        if all(len(h.ts) == _TS_LEN for h in heads):
-            return list(lines)
+    """The lines that are valid records, unchanged, each judged by `decode_record` (the
+    per-event reader's judgement, a log block's expansion included)."""
     good: list[bytes] = []
     for i, line in enumerate(lines):
         try:
-            decode_event(line)
+            decode_record(line)
         except BadLine as exc:
             bad.append((first + i, str(exc)))
         else:
@@ -233,19 +236,57 @@ def valid_json_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, st
 _LINE_START = b'{"ts":"'
 
 
+def _checked_record(kind: str) -> type:
+    """A session line of `kind` as a struct whose payload is the kind's schema: decoding into
+    it IS the schema's judgement (remote/spine/intake.py does the same by msgspec.convert)."""
+    return msgspec.defstruct(f"Checked_{kind.replace('.', '_')}",
+                             [("ts", str), ("host", str, ""), ("payload", SCHEMAS[kind] | None, None)],
+                             tag_field="kind", tag=kind, gc=False)
+
+
+_CHECKED = {kind: _checked_record(kind) for kind in SCHEMAS}
+# every kind with a schema, told apart by `kind`: one C call checks a whole segment
+_CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
+
+
 def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]
                      ) -> bytes:
-    """A segment's bytes (whole lines) as `--json` prints them. Lines are passed through
-    without decoding when the block is framed as the recorder writes it (ASCII, no blank line,
-    every line `{"ts":"...}`), checked by byte counts over the whole block; a block that is not
-    is checked line by line and its bad lines reported, not printed. (Only ASCII was passed
-    before: a real run's segments nearly all hold a non-ASCII character somewhere, and each
-    went line by line, 0.57 M events per CPU-second instead of several.)"""
+    """A segment's bytes (whole lines) as `--json` prints them: the valid records, passed
+    through unchanged, judged exactly as the per-event reader judges them. A block framed as
+    the recorder writes it (every line `{"ts":"...}`, no blank line, valid UTF-8) is decoded
+    in one call into records whose payloads are their kinds' schemas, which is the judgement
+    itself; then only the timestamps and each log block's lengths are left to check. A block
+    that fails (a damaged record, a kind without a schema, a payload of `[]`) goes line by
+    line through `decode_record`, and the bad lines are reported, not printed."""
     if (data.startswith(_LINE_START) and data.endswith(b"}\n") and data.count(b"\n") == count
             and data.count(b"}\n" + _LINE_START) == count - 1 and valid_utf8(data)):
-        return data
+        try:
+            recs = _CHECKED_LINES.decode_lines(data)
+        except (msgspec.DecodeError, RecursionError):
+            recs = []
+        if len(recs) == count:
+            from console.sessions.human_records import _all_ts_ok  # imports this module
+
+            if _all_ts_ok(recs) and all(map(_whole, recs)):
+                return data
     good = valid_json_lines(split_events(data), first, bad)
     return b"\n".join(good) + b"\n" if good else b""
+
+
+_BLOCK_RECORD = _CHECKED[JOB_LINES]
+# the kinds whose schema takes an empty payload (a missing or null one is `{}`)
+_EMPTY_OK = frozenset(_CHECKED[k] for k in SCHEMAS if intake.problem(k, {}) is None)
+
+
+def _whole(rec: Any) -> bool:
+    """What the schema leaves to decode_record: a log block expands (texts as many as
+    offsets, at least one), a missing payload is one its kind takes empty."""
+    p = rec.payload
+    if p is None:
+        return type(rec) in _EMPTY_OK
+    if type(rec) is _BLOCK_RECORD:
+        return bool(p.texts) and len(p.texts) == len(p.offsets)
+    return True
 
 
 def valid_utf8(data: bytes) -> bool:

@@ -29,7 +29,11 @@ from typing import Any
 import msgspec
 
 from console.sessions import human_kinds as kinds
-from console.sessions.decode import STAGE_RECORD_PREFIX, UNSET
+from console.sessions.decode import (
+    SCHEMAS,
+    STAGE_RECORD_PREFIX,
+    UNSET,
+)
 from console.sessions.human_records import (
     _CHANGED,
     _LEADS,
@@ -37,22 +41,25 @@ from console.sessions.human_records import (
     _block_lines,
     slow_record,
 )
+from console.sessions.proof import TYPED_KINDS, Strict, Typed, block_ok, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 
 
-class _Payload(msgspec.Struct, gc=False):
+class _Payload(Typed, gc=False):
     """The payload fields the printer reads, in the order the recorder writes them (msgspec
     tries the next field first); the rest are skipped without building objects."""
 
-    run_id: Any = None
+    run_id: Any = UNSET
+    name: Strict.Name = UNSET
     text: Any = None
-    stage: Any = UNSET
+    offset: Strict.Offset = UNSET
+    stage: Strict.OptStr = UNSET
     done: Any = UNSET
     total: Any = UNSET
     unit: Any = UNSET
     rate: Any = UNSET
-    summary: Any = UNSET
+    summary: Strict.Summary = UNSET
     message: Any = UNSET
     label: Any = UNSET
     print_: Any = msgspec.field(name="print", default=False)
@@ -118,32 +125,32 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
     lines: list[bytes] | None = None
     stage_prefix, own_rule, level_of, human, slow = (STAGE_RECORD_PREFIX, kinds.OWN_RULE,
                                                      _LEVEL.get, kinds.human, kinds.SLOW)
+    schemas, typed_kinds = SCHEMAS, TYPED_KINDS
     job, job_bare = _JOB
     progress, progress_bare = _PROGRESS
     leveled, leveled_bare = _LEVELED
     summarized, summarized_bare = _SUMMARY
+    i = -1
     for rec in recs:
+        i += 1
         kind = rec.kind
         p = rec.payload
         if kind == "job.line":
             text = p.text
-            if type(text) is str:
+            run_id = p.run_id
+            if type(text) is str and (run_id is UNSET or type(run_id) is str):  # job_line_ok
                 if text.startswith(stage_prefix):
                     continue  # a pipeline stage record: shown as its stage.* event
-                run_id = p.run_id
-                if run_id is None or type(run_id) is str:
-                    host = rec.host
-                    if host:
-                        template(job)
-                        fields((rec.ts[11:19], host, run_id[:20] if run_id else "", text))
-                    else:
-                        template(job_bare)
-                        fields((rec.ts[11:19], run_id[:20] if run_id else "", text))
-                    continue
+                host = rec.host
+                if host:
+                    template(job)
+                    fields((rec.ts[11:19], host, run_id[:20] if run_id else "", text))
+                else:
+                    template(job_bare)
+                    fields((rec.ts[11:19], run_id[:20] if run_id else "", text))
+                continue
         elif kind == "stage.progress":
             stage, done, total, unit, rate = p.stage, p.done, p.total, p.unit, p.rate
-            if stage is UNSET:
-                stage = "?"
             if unit is UNSET:
                 unit = ""
             td, tt, tr = type(done), type(total), type(rate)
@@ -165,8 +172,7 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
                     continue
         elif kind == "job.lines":
             texts, run_id = p.texts, p.run_id
-            if (texts and p.offsets is not None and len(texts) == len(p.offsets)
-                    and type(run_id) is str):
+            if texts is not None and block_ok(p):
                 made: list[str] = []
                 _block_lines(rec.ts, rec.host, run_id, texts, made, False)
                 if made:
@@ -176,6 +182,9 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
                     template(_MADE)
                     fields((shown,))
                 continue
+        elif kind in schemas and not (kind in typed_kinds and typed_ok(kind, p)) \
+                and not line_matches(kind, (lines := lines or split_events(data))[i]):
+            pass  # not proven valid by its schema: decode_record judges it (slow_record)
         elif kind == "stats.sample":
             if not p.print_:
                 continue
@@ -214,7 +223,6 @@ def templates(recs: list[_Record], data: bytes, first: int, bad: list[tuple[int,
         # a record none of the above formats: the per-event printer's own lines
         if lines is None:
             lines = split_events(data)
-        i = next(k for k, r in enumerate(recs) if r is rec)  # rare: not counted per record
         shown_lines = slow_record(lines[i], first + i, bad)
         if shown_lines:
             inner += len(shown_lines) - 1

@@ -69,8 +69,6 @@ def human(ts: str, host: str, kind: str, p: Any) -> Any:
 def progress(ts: str, host: str, p: Any) -> Any:
     """A stage.progress record's line (a third of a real run: called from the loop itself)."""
     stage, done, total, unit, rate = p.stage, p.done, p.total, p.unit, p.rate
-    if stage is UNSET:
-        stage = "?"
     if unit is UNSET:
         unit = ""
     if (type(stage) is not str or type(unit) is not str or type(done) not in _NUMBER

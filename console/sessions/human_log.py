@@ -22,7 +22,9 @@ import msgspec
 from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     _LINES,
+    SCHEMAS,
     STAGE_RECORD_PREFIX,
+    UNSET,
     _join,
     _Line,
     _one_line,
@@ -33,6 +35,7 @@ from console.sessions.human_fast import fast_records
 from console.sessions.human_records import _BLOCK_KIND, _ZERO_DIGITS, _human_records
 from console.sessions.human_records import printable as _printable
 from console.sessions.human_records import slow_record as _slow_record
+from console.sessions.proof import TYPED_KINDS, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 
@@ -291,12 +294,16 @@ def _slow_line(line: str, index: int, bad: list[tuple[int, str]]) -> str | None:
         if rec.kind == "job.line":
             p = rec.payload
             text, run_id = p.text, p.run_id
-            if type(text) is str and (run_id is None or type(run_id) is str):
+            if type(text) is str and (run_id is UNSET or type(run_id) is str):
                 if text.startswith(STAGE_RECORD_PREFIX):
                     return None
                 host = rec.host
                 return visible(f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
                                else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}")
+        elif rec.kind in SCHEMAS and not (rec.kind in TYPED_KINDS
+                                          and typed_ok(rec.kind, rec.payload)) \
+                and not line_matches(rec.kind, line.encode("utf-8")):
+            pass  # not proven valid by its schema: decode_record judges it
         elif rec.kind == "stats.sample" and not rec.payload.print_:
             return None
         else:
@@ -335,14 +342,15 @@ def _human(lines: Sequence[bytes] | None, data: bytes | None, first: int,
             if kind == "job.line":
                 p = rec.payload
                 text, run_id = p.text, p.run_id
-                if type(text) is str and (run_id is None or type(run_id) is str):
+                if type(text) is str and (run_id is UNSET or type(run_id) is str):
                     if not text.startswith(STAGE_RECORD_PREFIX):
                         host = rec.host
                         append(visible(
                             f"{rec.ts[11:19]} [{host}] {(run_id or '')[:20]}| {text}" if host
                             else f"{rec.ts[11:19]} {(run_id or '')[:20]}| {text}"))
                     continue
-            elif kind == "stats.sample" and not rec.payload.print_:
+            elif (kind == "stats.sample" and not rec.payload.print_
+                  and line_matches(kind, lines[i])):
                 continue
         out.extend(_slow_record(lines[i], first + i, bad))
     return out

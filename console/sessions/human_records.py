@@ -28,7 +28,9 @@ import msgspec
 from console.printer import human_line
 from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
+    SCHEMAS,
     STAGE_RECORD_PREFIX,
+    UNSET,
     BadLine,
     _date_ok,
     _Line,
@@ -36,6 +38,7 @@ from console.sessions.decode import (
     _ts_ok,
     decode_record,
 )
+from console.sessions.proof import TYPED_KINDS, line_matches, typed_ok
 from console.sessions.source import split_events
 from remote.spine.sanitize import visible
 
@@ -123,7 +126,7 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
             p = rec.payload
             if kind == "job.line":  # the most common kind in a real run (stage records)
                 text, run_id = p.text, p.run_id
-                if type(text) is str and (run_id is None or type(run_id) is str):
+                if type(text) is str and (run_id is UNSET or type(run_id) is str):
                     if not text.startswith(STAGE_RECORD_PREFIX):
                         host = rec.host
                         raw.append(len(out))
@@ -142,6 +145,10 @@ def _human_records(data: bytes, first: int, bad: list[tuple[int, str]]) -> list[
                     raw.append(len(out))
                     append(text)
                     continue
+            elif kind in SCHEMAS and not (kind in TYPED_KINDS and typed_ok(kind, p)) \
+                    and not line_matches(
+                        kind, (lines := lines if lines is not None else split_events(data))[i]):
+                pass  # not proven valid by its schema: decode_record judges it (slow_record)
             elif kind == "stats.sample" and not p.print_:
                 continue
             else:

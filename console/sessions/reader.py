@@ -3,8 +3,7 @@
 Opening cuts the file into segments (console/sessions/source.py) without parsing JSON, keeps
 that index beside large files (console/sessions/index.py), or resumes from the recorder's
 journal after a kill -9 (console/sessions/live_index.py); events are then read by number, by
-time, or by markers (console/sessions/markers.py) without reading everything. The writer is
-console/sessions/writer.py.
+time, or by markers (console/sessions/markers.py) without reading everything.
 """
 
 from __future__ import annotations
@@ -35,6 +34,9 @@ from console.sessions.source import (
 )
 from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
+from remote.spine.intake import corrupt, line_number
+
+HEADER_MAX = 64 << 20  # the longest first line taken as a header
 
 
 class SessionReader:
@@ -68,7 +70,6 @@ class SessionReader:
             self.close()
             raise
 
-    # -- opening -------------------------------------------------------------------------------
     def _open(self) -> int:
         try:
             # O_NONBLOCK: a FIFO given as a session must not block the open waiting for a writer.
@@ -152,8 +153,12 @@ class SessionReader:
             self.header = parse_header(self.path, header_line, complete=True)
             self._end = size
         else:
-            end = mm.find(b"\n", 0, min(size, 1 << 20))
-            header_line = mm[: end if end >= 0 else min(size, 4096)]
+            # a header padded with whitespace is a header: its newline is looked for that far
+            end = mm.find(b"\n", 0, min(size, HEADER_MAX))
+            if end < 0 and size > HEADER_MAX:
+                raise SessionFormatError(f"{self.path}: not a console session file (its first "
+                                         f"line is longer than {HEADER_MAX >> 20} MiB)")
+            header_line = mm[: end if end >= 0 else size]
             self.header = parse_header(self.path, header_line, complete=end >= 0)
             self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
                                                    finder.feed if finder is not None else None)
@@ -210,35 +215,30 @@ class SessionReader:
                  if self._dropped_warnings else [])
         return self.warnings + extra
 
-    # -- access --------------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Records (lines) in the session: positions, seeks and markers count these. A log
-        block recorded as one job.lines record is one position holding many job.line events
-        (`events()` and `record()` expand it); in a session from before those records every
-        record is one event."""
+        """Records (lines): what positions, seeks and markers count. A job.lines record is one
+        position holding many job.line events; in older sessions every record is one event."""
         return self._len
 
     def redactions(self) -> int | None:
-        """Secrets masked while recording (the closing session.redactions record), 0 when the
-        session masked none, None when it did not redact (--no-redact, or an older file)."""
+        """Secrets masked while recording (its closing session.redactions record), None when
+        it did not redact (--no-redact, or an older file)."""
         if self.header.redact is not True:
             return None
-        if self._len:
+        if self._len:  # a torn or damaged last line: the count is unknown, not fatal
             try:
                 last = self.record(self._len - 1)
-            except Exception:  # a torn or damaged last line: the count is unknown, not fatal
+            except Exception:
                 return 0
             if len(last) == 1 and last[0].kind == "session.redactions":
-                count = last[0].payload.get("count")
-                return count if isinstance(count, int) else 0
+                return c if isinstance(c := last[0].payload.get("count"), int) else 0
         return 0
 
     def redaction_note(self) -> str:
         """What replay's header line and the report say of secrets ("" before redaction)."""
-        if self.header.redact is None:
-            return ""
         masked = self.redactions()
-        return "secrets kept (--no-redact)" if masked is None else f"{masked} secret(s) masked"
+        return ("" if self.header.redact is None else "secrets kept (--no-redact)" if masked is None
+                else f"{masked} secret(s) masked")
 
     def _segment_of(self, i: int) -> int:
         if not 0 <= i < self._len:
@@ -272,7 +272,8 @@ class SessionReader:
         try:
             return decode_record(self.line(i))
         except BadLine as exc:
-            raise SessionFormatError(f"{self.path}: event {i} is corrupt: {exc}") from None
+            raise SessionFormatError(f"{self.path}: event {i} is corrupt (line "
+                                     f"{line_number(i)}): {exc}") from None
 
     def event(self, i: int) -> Event:
         """The event at position `i` (positions count records: a log block's position is its
@@ -311,7 +312,7 @@ class SessionReader:
             bad: list[tuple[int, str]] = []
             yield from decode_events(lines, first, bad)
             for i, why in bad:
-                self._warn(f"event {i} is corrupt and was skipped: {why}")
+                self._warn(corrupt(i, why))
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
         """The events of each record from `start` up to `stop`, one sequence per position (a
@@ -328,7 +329,7 @@ class SessionReader:
                 try:
                     yield decode_record(line)
                 except BadLine as exc:
-                    self._warn(f"event {at} is corrupt and was skipped: {exc}")
+                    self._warn(corrupt(at, str(exc)))
                     yield ()
                 at += 1
         while at < stop:

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from remote.bench.errors import ResultFileError
 
 FORMAT = "eagle3-console-bench"
@@ -125,9 +127,12 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
     if doc.get("run") is None:
         raise ResultFileError(f"bench result {p}: incomplete, only its baseline was measured")
     try:
-        run = BenchRun.from_dict(doc["run"])
-        baseline = BenchRun.from_dict(doc["baseline"]) if doc.get("baseline") else None
-    except (KeyError, TypeError, AttributeError) as exc:
+        # converted by the dataclasses' own types (msgspec): a field of the wrong type (an
+        # output_tok_s of "x", an acceptance that is a list) is refused here, in one line,
+        # not met later by compare or a report as a crash
+        run = msgspec.convert(doc["run"], BenchRun)
+        baseline = msgspec.convert(doc["baseline"], BenchRun) if doc.get("baseline") else None
+    except msgspec.ValidationError as exc:
         raise ResultFileError(f"bench result {p}: malformed run ({exc})") from None
     comparison = doc.get("comparison") if isinstance(doc.get("comparison"), dict) else None
     return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False)

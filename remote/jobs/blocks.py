@@ -20,19 +20,19 @@ def publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts:
                          ends: list[int], ts: datetime) -> None:
     """A block holding stage records: each record's stage event right after its line, so a
     tail of any job (live, reattached, replayed) shows the same stage progress."""
-    stage = stage_records.default_stage(name)
     start = 0
     for j, text in enumerate(texts):
         if not text.startswith(stage_records.PREFIX):
             continue
-        rec = stage_records.parse_record(text)
-        found = stage_records.stage_event(rec, run_id, stage) if rec is not None else None
+        # a malformed record is one console.warning in its place: the tail goes on
+        found = stage_records.record_event(text, run_id, name, ends[j])
         if found is None:
             continue
         bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
                                      ends[start : j + 1], ts))
         start = j + 1
-        bus.emit(found[0], host, **found[1])
+        # checked already; not emit(**payload): a record's own `host` key would collide
+        bus.publish(ev.Event.checked(found[0], host, found[1], ts))
     if start < len(texts):
         bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
 

@@ -14,6 +14,7 @@ from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
 from remote.compat import fix_for_error, shorten
 from remote.spine import events as ev
+from remote.spine import intake
 
 # What the console named a stage's job before the box runner carried the whole pipeline as one
 # job named `pipeline` (sessions and run directories of that time): the stage a record without
@@ -50,9 +51,15 @@ def facts_text(facts: dict[str, Any]) -> str:
 
 
 def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict[str, Any]] | None:
-    """(kind, payload) of one record, or None for a record type the console does not show."""
+    """(kind, payload) of one record, or None for a record type the console does not show.
+
+    The record's fields go into the payload as they are (never coerced), so the kind's schema
+    judges them (`record_event`); a field whose type the mapping itself needs (an end's
+    `summary` dict) raises MalformedRecord."""
     kind = rec.get("type")
-    stage = str(rec.get("stage", stage))
+    stage = rec.get("stage", stage)
+    if not isinstance(stage, str):
+        raise MalformedRecord(f"'stage' is {type(stage).__name__}, not a string")
     if kind == "start":
         started = {"stage": stage, "run_id": run_id, "reason": rec.get("reason"),
                    "summary": f"{stage} started ({rec.get('reason', '')})"}
@@ -67,17 +74,21 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
                         if k not in ("type", "stage", "done", "total", "unit", "rate")})
         return ev.STAGE_PROGRESS, payload
     if kind == "end":
-        ok = bool(rec.get("ok", True))
+        ok = rec.get("ok", True)
+        result = rec.get("summary")
+        if result is not None and not isinstance(result, dict):
+            raise MalformedRecord(f"an end record's 'summary' is {type(result).__name__}, "
+                                  "not an object")
         ended: dict[str, Any] = {"stage": stage, "ok": ok, "seconds": rec.get("seconds"),
                                  "outputs": rec.get("outputs"), "run_id": run_id,
-                                 "result": dict(rec.get("summary") or {}),
+                                 "result": dict(result or {}),
                                  "summary": f"{stage} done in {rec.get('seconds')} s"}
-        if not ok:  # the box runner's record of a stage that exited non-zero
+        if ok is False:  # the box runner's record of a stage that exited non-zero
             ended["error"] = str(rec.get("error") or f"{stage} failed")
             ended["summary"] = f"{stage} failed: {ended['error']}"
         return ev.STAGE_END, ended
     if kind == "skipped":
-        facts = {k: rec[k] for k in FACTS if isinstance(rec.get(k), (int, float, str))}
+        facts = {k: rec[k] for k in FACTS if rec.get(k) is not None}
         said = "up to date" + facts_text(facts) if facts else rec.get("reason", "")
         return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""), **facts,
                                   "summary": f"{stage} skipped: {said}"}
@@ -97,4 +108,31 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
     return None
 
 
-__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record", "stage_event"]
+class MalformedRecord(ValueError):
+    """A stage record the console cannot turn into its event (why, in one line)."""
+
+
+def record_event(text: str, run_id: str, job_name: str, offset: int
+                 ) -> tuple[str, dict[str, Any]] | None:
+    """The event of one `@@eagle3` log line: its stage event, None for a record type the
+    console does not show, or ONE console.warning for a malformed record (not JSON, or a
+    field its kind's schema refuses: remote/spine/intake.py), so the tail goes on. A job's
+    output is untrusted input (a model's text, a user's script): nothing here raises."""
+    stage = default_stage(job_name)
+    rec = parse_record(text)
+    try:
+        if rec is None:
+            raise MalformedRecord("not a JSON object with a string 'type'")
+        found = stage_event(rec, run_id, stage)
+        why = intake.problem(*found) if found is not None else None
+    except (MalformedRecord, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        why = str(exc) or type(exc).__name__
+    if why is None:
+        return found
+    return ev.CONSOLE_WARNING, {
+        "message": f"{job_name}: malformed stage record skipped (log line ending at byte "
+                   f"{offset}): {why}", "stage": stage, "source": "job output"}
+
+
+__all__ = ["FACTS", "PREFIX", "MalformedRecord", "default_stage", "facts_text", "parse_record",
+           "record_event", "stage_event"]

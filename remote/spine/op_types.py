@@ -4,6 +4,8 @@ remote/spine/event_types.py's SCHEMAS."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from remote.spine.payload import Num, Payload
@@ -119,8 +121,19 @@ class AllreduceResult(Payload, kw_only=True, frozen=True):
 
 
 class BenchPoint(Payload, kw_only=True, frozen=True):
+    """One concurrency of a sweep: remote.bench.results.Point's fields (and the label, url and
+    model the operation adds), the ones a reader computes with typed here."""
+
     label: str = ""
     concurrency: int | None = None
+    requests: int | None = None
+    failed: int | None = None
+    output_tokens: int | None = None
+    duration: Num | None = None
+    output_tok_s: Num | None = None
+    req_s: Num | None = None
+    acceptance: dict[str, Any] | None = None
+    errors: list[str] = []
 
 
 class BenchSummary(Payload, kw_only=True, frozen=True):

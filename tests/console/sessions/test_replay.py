@@ -20,7 +20,9 @@ def _session(tmp_path: Path, gaps_ms: list[int]) -> Path:
         for i, gap in enumerate(gaps_ms):
             t += timedelta(milliseconds=gap)
             kind = "stage.start" if i in (3, 7) else "job.line"
-            w.write(Event(kind, "box", {"i": i}, t))
+            # the fields the kinds' schemas require (a record without them is damaged)
+            w.write(Event(kind, "box", {"i": i, "stage": "s"} if kind == "stage.start"
+                          else {"i": i, "text": f"line {i}"}, t))
     return path
 
 

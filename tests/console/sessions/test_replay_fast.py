@@ -36,16 +36,17 @@ def _awkward_events() -> list[Event]:
         Event("job.line", "box", {"run_id": "r", "text": "caf\u00e9 \U0001f680 \"q\" \\ \x1b[2J"},
               ts[3]),
         Event("job.line", "box", {"run_id": "r", "text": "@@eagle3 {\"stage\":\"x\"}"}, ts[4]),
-        Event("job.line", "box", {"run_id": "r", "text": 12}, ts[5]),
-        Event("stats.sample", "box", {"gpus": [{"util": 1}]}, ts[6]),
-        Event("stats.sample", "box", {"gpus": [], "print": True, "summary": "8 gpus idle"}, ts[7]),
+        # (a job line whose text is not a string is a damaged record since issue 41:
+        # tests/test_hostile_inputs.py)
+        Event("stats.sample", "box", {"host": {}, "gpus": [{"index": 0, "util": 1}]}, ts[6]),
+        Event("stats.sample", "box", {"host": {}, "gpus": [], "print": True,
+                                      "summary": "8 gpus idle"}, ts[7]),
         Event("stage.progress", "box", {"stage": "train", "done": 3, "total": 10, "unit": "step",
                                         "rate": 1.5}, ts[8]),
         Event("console.warning", "box", {"message": "careful"}, ts[9]),
         Event("marker", "", {"label": "here"}, ts[10]),
-        Event("probe.result", "box", {"summary": "ok"}, ts[11]),
-        Event("probe.result", "box", {"x": "y" * 300}, ts[12]),
-        Event("job.line", "box", {"run_id": None, "text": "null run id"}, ts[13]),
+        Event("probe.result", "box", {"probe": "env", "summary": "ok"}, ts[11]),
+        Event("probe.result", "box", {"probe": "env", "x": "y" * 300}, ts[12]),
     ]
 
 
@@ -263,7 +264,7 @@ def test_replay_print_of_a_day_session_equals_the_typed_printer(tmp_path: Path) 
                                   [f"step {second}.{i} loss {i / 7:.5f} " + "x" * (i % 90)
                                    for i in range(500)], list(range(500)), ts))
             for tick in range(10):
-                w.write(Event("stats.sample", "box", {"gpus": [{"index": g, "util": g}
+                w.write(Event("stats.sample", "box", {"host": {}, "gpus": [{"index": g, "util": g}
                                                                for g in range(8)]},
                               ts + timedelta(milliseconds=100 * tick)))
     from remote.spine.events import format_ts
@@ -359,7 +360,7 @@ def test_cut_path_edge_shapes() -> None:
     texts = [f"t{i}" for i in range(40)]
     batch = JobLines("box", "run-1", "train", texts, list(range(90, 130)), when) \
         .to_jsonl().encode().splitlines()
-    sample = Event("stats.sample", "box", {"gpus": []}, when).to_json().encode()
+    sample = Event("stats.sample", "box", {"host": {}, "gpus": []}, when).to_json().encode()
     head = batch[0][: batch[0].index(b'"text":"') + 8]
     cases = {
         "same prefix twice": [*batch[:20], sample, *batch[20:]],
@@ -424,7 +425,7 @@ def _day_events(t0: datetime) -> list[JobLines | Event]:
             texts[5:8] = ["esc \x1b[2J", '@@eagle3 {"stage":"x"}', 'q "x" \\ caf\u00e9 \u202e']
         out.append(JobLines("box", "20261202-120000-train-abcdef", "train", texts,
                             list(range(100 * second, 100 * second + len(texts))), ts))
-        out.append(Event("stats.sample", "box", {"gpus": [{"index": 0, "util": second}]}, ts))
+        out.append(Event("stats.sample", "box", {"host": {}, "gpus": [{"index": 0, "util": second}]}, ts))
         out.append(JobLines("box", "r2", "eval", [f"one line {second}"], [second], ts))
     out.append(Event("marker", "box", {"label": "end"}, t0 + timedelta(seconds=7)))
     return out
@@ -492,7 +493,7 @@ def _mutated_records(seed: int, n: int) -> list[list[bytes]]:
                        [start + 3 * i for i in range(len(texts))], when).to_records()
         parts = _edited(rec.rstrip("\n"), rng, chars)
         clean = JobLines("box", "run-1", "train", texts[:2], [1, 2], when).to_records()
-        sample = Event("stats.sample", "box", {"gpus": []}, when).to_json()
+        sample = Event("stats.sample", "box", {"host": {}, "gpus": []}, when).to_json()
         single = Event("job.line", "box", {"run_id": "r", "name": "n", "text": "x",
                                            "offset": 1}, when).to_json()
         out.append([clean.rstrip("\n").encode(), *parts, sample.encode(), single.encode()])

@@ -27,8 +27,12 @@ REPO = Path(__file__).resolve().parents[3]
 def _events(n: int) -> list[Event]:
     t0 = utc_now()
     kinds = ["job.line", "stage.start", "stats.sample", "marker"]
+    # with the fields each kind's schema requires: a record without them is damaged
+    required: dict[str, dict[str, object]] = {"stage.start": {"stage": "s"},
+                                              "stats.sample": {"host": {}}}
     return [
-        Event(kinds[i % 4], "box", {"i": i, "text": f"line {i}"}, t0 + timedelta(milliseconds=10 * i))
+        Event(kinds[i % 4], "box", {"i": i, "text": f"line {i}", **required.get(kinds[i % 4], {})},
+              t0 + timedelta(milliseconds=10 * i))
         for i in range(n)
     ]
 
@@ -79,7 +83,7 @@ def test_seek_by_time_and_markers(tmp_path: Path) -> None:
 def test_nested_kind_in_payload_is_not_a_marker(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with SessionWriter(path) as w:
-        w.write(Event("probe.result", "h", {"inner": {"kind": "marker"}}))
+        w.write(Event("probe.result", "h", {"probe": "p", "inner": {"kind": "marker"}}))
         w.write(Event("marker", "h", {"label": "here"}))
     with SessionReader(path) as r:
         assert r.markers() == [1]
@@ -278,7 +282,7 @@ def test_disk_full_is_a_clear_error_and_recording_stops_cleanly(tmp_path: Path) 
 def test_recorder_writes_batches_whole_and_in_order(tmp_path: Path) -> None:
     bus = EventBus()
     rec = Recorder(SessionWriter(tmp_path / "s.jsonl.zst", ["box"])).attach(bus)
-    bus.publish_many([Event("job.line", "box", {"i": i}) for i in range(100)])
+    bus.publish_many([Event("job.line", "box", {"i": i, "text": ""}) for i in range(100)])
     bus.emit("job.exit", "box", run_id="r", i=100)
     rec.close()
     with SessionReader(tmp_path / "s.jsonl.zst") as r:

@@ -35,8 +35,8 @@ def _day_events(n: int) -> list[Event]:
     for i in range(n):
         ts = t0 + timedelta(milliseconds=2 * i)
         if i % 50 == 0:
-            out.append(Event("stats.sample", "box", {"gpus": [{"i": g, "util": (i + g) % 100,
-                                                              "mem": 1000 + i % 7} for g in range(8)]},
+            out.append(Event("stats.sample", "box", {"host": {}, "gpus": [{"index": g, "util": (i + g) % 100,
+                                                              "mem_used": 1000 + i % 7} for g in range(8)]},
                              ts))
         elif i % 997 == 0:
             out.append(Event("marker", "box", {"label": f"m{i}"}, ts))

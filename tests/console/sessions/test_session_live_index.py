@@ -54,8 +54,8 @@ def _event(i: int) -> Event:
     if i % 97 == 5:
         return Event("marker", "box", {"label": f"m{i}", "i": i})
     if i % 31 == 0:
-        return Event("stats.sample", "box", {"i": i, "gpus": [{"util": (i + g) % 100}
-                                                               for g in range(8)]})
+        return Event("stats.sample", "box", {"i": i, "host": {}, "gpus": [
+            {"index": g, "util": (i + g) % 100} for g in range(8)]})
     return Event("job.line", "box", {"i": i, "text": f"step {i} loss {1 / (i + 1):.6f}"})
 
 

@@ -131,7 +131,7 @@ def test_close_writes_everything_queued(tmp_path: Path) -> None:
     bus = EventBus()
     rec = Recorder(SessionWriter(tmp_path / "s.jsonl", ["box"])).attach(bus)
     _, release = _hold(rec)
-    bus.publish_many([Event("job.line", "box", {"i": i}) for i in range(1000)])
+    bus.publish_many([Event("job.line", "box", {"i": i, "text": ""}) for i in range(1000)])
     threading.Timer(0.2, release.set).start()
     rec.close()  # waits for the stall to end, then for every queued write
     assert rec.error is None and rec.writer.count == 1000

@@ -366,6 +366,9 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
+    if t.mode == "online" and e.hosts:
+        raise ConfigInvalid(src, "train.mode = \"online\" generates the states while training, "
+                            "so there is nothing to extract across extract.hosts: leave one out")
     if t.mode == "online":  # before anything starts: this box's stack can, or one line why
         from pipeline.trainers.online import refusal
 

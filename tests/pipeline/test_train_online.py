@@ -168,6 +168,18 @@ def test_online_is_refused_in_one_line_before_anything_starts(tmp_path: Path, st
     assert not list((tmp_path / "out").rglob("online*")) if (tmp_path / "out").exists() else True
 
 
+def test_online_with_extract_hosts_is_refused(tmp_path: Path) -> None:
+    """Nothing to shard: the states are made while training."""
+    from pipeline.errors import ConfigInvalid
+
+    text = _pipeline(tmp_path).read_text().replace("reserve_bytes = 0\n",
+                                                   'reserve_bytes = 0\nhosts = ["a", "b"]\n')
+    (tmp_path / "sharded.toml").write_text(text)
+    with pytest.raises(ConfigInvalid, match=r'train\.mode = "online" .* nothing to extract '
+                       r"across extract\.hosts"):
+        pconfig.load(tmp_path / "sharded.toml", check_disk=False)
+
+
 def test_online_train_refuses_before_starting_a_server(tmp_path: Path) -> None:
     """The stage's own check (a config loaded elsewhere): here, on CPU without vLLM, the line,
     and the server double never started."""

@@ -366,14 +366,10 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
-    if t.mode == "online" and e.hosts:
-        raise ConfigInvalid(src, "train.mode = \"online\" generates the states while training, "
-                            "so there is nothing to extract across extract.hosts: leave one out")
     if t.mode == "online":  # before anything starts: this box's stack can, or one line why
         from pipeline.trainers.online import refusal
 
-        why = refusal(cfg)
-        if why:
+        if why := refusal(cfg):
             raise ConfigInvalid(src, why)
     if check_disk and t.mode == "offline":  # online: no states on disk
         # The floor before anything starts; extract checks its exact projection again.

@@ -63,6 +63,9 @@ def refusal(cfg: PipelineConfig) -> str:
     """Why this python cannot train online; '' when it can. Cheapest check first."""
     from pipeline.formats import speculators_path
 
+    if cfg.extract.hosts:
+        return ('train.mode = "online" generates the states while training, so there is '
+                "nothing to extract across extract.hosts: leave one out")
     spec = _version("speculators")
     if speculators_path(cfg) != "0.9":
         return (f'train.mode = "online" needs speculators >= 0.5 (states generated on demand by '

@@ -6,11 +6,18 @@ Every box is checked before anything starts: a name console.toml does not define
 box that cannot be reached exit 3, each one line naming it, and no stage or shard has started.
 `--reassign HOST` leaves HOST out (a box known lost) and runs its shard on another;
 `--reassign-lost` does that by itself for a box down at start or lost mid-run.
+
+No hidden state crosses the console unless asked: every box that shares the training box's
+output storage writes its shard there (remote/ops/shard_route.py); a box that does not is one
+line and exit 2 before anything starts, unless `--relay-through-console`, which prints the bytes
+and an estimated time from the measured links first. The count of relayed bytes ends the
+sharded part (`relayed through the console: N B`).
 """
 
 from __future__ import annotations
 
 import argparse
+import posixpath
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +26,7 @@ from console.context import Context
 from remote.link.errors import ConnectionFailed, StageFailed
 
 if TYPE_CHECKING:
-    from remote.ops.sharded_extract import Box
+    from remote.ops.sharded_extract import Box, Plan
     from remote.pipeline_runner import PipelineRunner, RunOutcome
 
 # A shard box's link gives up after this many reconnect attempts (the default keeps trying,
@@ -75,8 +82,58 @@ async def _connect(ctx: Context, names: list[str], *,
     return boxes, down
 
 
+async def _shared(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
+                  output_dir: str, *, relay: bool) -> set[str]:
+    """The boxes that see the training box's output storage (it among them). Any other one,
+    without `relay`, ends the run here: one line, nothing started."""
+    from remote.ops import shard_route
+
+    path, token = await shard_route.write_marker(runner.transport, output_dir)
+    try:
+        shared = {runner.host.name} | {name for name, b in boxes.items()
+                                       if name == runner.host.name
+                                       or await shard_route.sees_marker(b.transport, path, token)}
+    finally:
+        await shard_route.remove_marker(runner.transport, path)
+    apart = [n for n in boxes if n not in shared]
+    if apart and not relay:
+        raise shard_route.refuse_relay(runner.host.name, output_dir, apart)
+    for name in sorted(shared - {runner.host.name}):
+        ctx.info(f"{name} shares {runner.host.name}'s output storage ({output_dir}): its shard "
+                 "is written there, nothing through the console", name)
+    return shared
+
+
+async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
+                          plan: Plan, shared: set[str]) -> None:
+    """Before a relay starts: how many bytes, over which links, how long (measured now)."""
+    from pipeline.disk_space import human
+    from remote.ops import shard_route
+
+    by_box: dict[str, int] = {}
+    for s in plan.shards:
+        owner = plan.hosts[s["index"]]
+        if not s["gathered"] and owner in boxes and owner not in shared:
+            by_box[owner] = by_box.get(owner, 0) + int(s["tokens"]) * plan.bytes_per_token
+    if not by_box:
+        return
+    rates = {}
+    for name in by_box:
+        box = boxes[name]
+        rates[name] = await shard_route.measure(
+            box.transport, runner.transport, await box.runner.root(), await runner.root())
+    total = sum(by_box.values())
+    legs = "; ".join(f"{n} -> console {human(r.down)}/s, console -> {runner.host.name} "
+                     f"{human(r.up)}/s" for n, r in rates.items())
+    took = shard_route.duration(shard_route.estimate_seconds(by_box, rates))
+    ctx.warning(f"relaying through the console (--relay-through-console): about {total} B "
+                f"({human(total)}) of hidden states from {', '.join(by_box)} to "
+                f"{runner.host.name}, about {took} at the measured rates ({legs})",
+                runner.host.name, relay_bytes=total, by_box=by_box)
+
+
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
-                      config: str, hosts: list[str]) -> RunOutcome:
+                      config: str, hosts: list[str], output_dir: str) -> RunOutcome:
     from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
@@ -86,7 +143,10 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     boxes, down = await _connect(ctx, [h for h in hosts if h not in reassign],
                                  reassign_lost=args.reassign_lost)
     reassign |= set(down)
+    relayed = 0
     try:
+        shared = await _shared(ctx, runner, boxes, output_dir,
+                               relay=bool(getattr(args, "relay_through_console", False)))
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
@@ -100,15 +160,23 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
         if plan.complete:
             ctx.info(f"extract is complete on {runner.host.name} (its manifest matches): no "
                      "shard to run", runner.host.name)
+            ctx.info("relayed through the console: 0 B", runner.host.name, relayed_bytes=0)
         else:
             with tempfile.TemporaryDirectory(prefix="eagle3-prepared-") as tmp:
                 local = Path(tmp) / "train.jsonl"
                 await runner.transport.get(plan.train_jsonl, local)
                 rows = [r for r in local.read_text(encoding="utf-8").splitlines() if r.strip()]
+            await _announce_relay(ctx, runner, boxes, plan, shared)
             work = ShardedExtract(runner, config, Path(args.pipeline).expanduser(), boxes,
                                   reassign=reassign, reassign_lost=args.reassign_lost,
-                                  force=forced)
-            outcome = await work.run(plan, rows)
+                                  force=forced, shared=shared,
+                                  shared_dir=posixpath.join(output_dir, "extract-shards"))
+            try:
+                outcome = await work.run(plan, rows)
+            finally:
+                relayed = work.outcome.relayed
+                ctx.info(f"relayed through the console: {relayed} B", runner.host.name,
+                         relayed_bytes=relayed)
             for k, why in sorted(outcome.failed.items()):
                 ctx.error(why, plan.hosts[k], shard=k + 1)
             if outcome.failed:
@@ -123,6 +191,10 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                   for k, h in sorted(outcome.failed_on.items()))
                 raise StageFailed(f"{what}: {which or 'see the errors above'} failed; `console "
                                   "run` again reruns only the shards not gathered")
+            # Every shard is placed: what a lost box left on the shared storage goes too.
+            await runner.transport.run(["rm", "-rf", posixpath.join(work.shared_dir, plan.tag)],
+                                       timeout=600)
+            await runner.transport.run(["rmdir", work.shared_dir], timeout=60)
             ran = ", ".join(f"{k + 1} on {h}" for k, h in sorted(outcome.ran.items()))
             ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
                      runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})

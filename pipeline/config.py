@@ -110,6 +110,9 @@ class TrainConfig:
     addresses: tuple[str, ...] = ()
     rdzv_port: int = 29400
     join_timeout: int = 900  # seconds the first box waits for the others to join
+    # offline: extract writes every state to disk first; online: a live vLLM server generates
+    # them while training (pipeline/trainers/online.py)
+    mode: str = "offline"
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
                             f"{len(t.hosts)} train.hosts (one each, in the same order)")
     if not 0 < t.rdzv_port < 65536 or t.join_timeout < 1:
         raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
+    if t.mode not in ("offline", "online"):
+        raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
     if t.speculators not in SPECULATORS_PATHS:
         raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
                             f"{SPECULATORS_PATHS}")
@@ -361,7 +366,12 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
-    if check_disk:
+    if t.mode == "online":  # before anything starts: this box's stack can, or one line why
+        from pipeline.trainers.online import refusal
+
+        if why := refusal(cfg):
+            raise ConfigInvalid(src, why)
+    if check_disk and t.mode == "offline":  # online: no states on disk
         # The floor before anything starts; extract checks its exact projection again.
         projected = d.max_seq_len * max(d.samples, 1) * bytes_per_token(cfg)
         check_free_space(cfg, projected, what="hidden states (upper bound: samples × max_seq_len)"

@@ -62,13 +62,71 @@ def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
         torch.save({"input_ids": input_ids.to(torch.long).cpu(),
                     "hidden_states": [s.to(torch.bfloat16).cpu().contiguous() for s in states],
                     "loss_mask": loss_mask.to(torch.long).cpu()}, tmp)
-    else:
+    elif not _write_safetensors_rows(tmp, input_ids, states, dtype):
         from safetensors.torch import save_file
 
         save_file({"token_ids": input_ids.to(torch.long).cpu().contiguous(),
                    "hidden_states": torch.stack(states, dim=1).to(dtype).cpu()
                    .contiguous()}, str(tmp))
     os.replace(tmp, path)
+
+
+_SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+_IOV = 1024  # buffers per writev call (Linux's IOV_MAX)
+
+
+def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype: Any) -> bool:
+    """The 0.9 file written straight from the layer tensors, row by row with writev: the same
+    bytes as safetensors' save_file of the stacked [seq, 4, H] tensor (tests/pipeline/
+    test_formats_writer.py compares them), without the stack, a second full copy of every
+    sample (at Kimi-K2.5's width 117 MB per 2,048 tokens; docs/measurements.md, the extract
+    writer). False, and nothing written, where the states are not CPU tensors of `dtype`, one
+    contiguous [seq, H] each: save_file's path then."""
+    import json
+    import struct
+
+    import torch
+
+    name = _SAFETENSORS_DTYPES.get(str(dtype).removeprefix("torch."))
+    if (name is None or not hasattr(os, "writev") or not states or input_ids.dim() != 1
+            or any(s.dtype != dtype or s.device.type != "cpu" or s.dim() != 2
+                   or not s.is_contiguous() or s.shape != states[0].shape for s in states)):
+        return False
+    seq, hidden = states[0].shape
+    ids = input_ids.to(torch.long).cpu().contiguous()
+    if ids.numel() != seq:
+        return False
+    row = hidden * states[0].element_size()
+    n_ids = ids.numel() * 8
+    # safetensors orders tensors by alignment, then name: the int64 ids first
+    header = json.dumps({
+        "token_ids": {"dtype": "I64", "shape": [seq], "data_offsets": [0, n_ids]},
+        "hidden_states": {"dtype": name, "shape": [seq, len(states), hidden],
+                          "data_offsets": [n_ids, n_ids + seq * len(states) * row]},
+    }, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    views = [memoryview(s.reshape(-1).view(torch.uint8).numpy()).cast("B") for s in states]
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _writev_all(fd, [memoryview(struct.pack("<Q", len(header)) + header),
+                         memoryview(ids.view(torch.uint8).numpy()).cast("B")])
+        step = _IOV // len(states)
+        for r0 in range(0, seq, step):
+            _writev_all(fd, [v[r * row:(r + 1) * row]
+                             for r in range(r0, min(seq, r0 + step)) for v in views])
+    finally:
+        os.close(fd)
+    return True
+
+
+def _writev_all(fd: int, bufs: list[memoryview]) -> None:
+    while bufs:
+        n = os.writev(fd, bufs)
+        while bufs and n >= len(bufs[0]):
+            n -= len(bufs[0])
+            bufs = bufs[1:]
+        if bufs and n:
+            bufs = [bufs[0][n:], *bufs[1:]]
 
 
 def read_sample(fmt: str, path: Path) -> dict[str, Any]:

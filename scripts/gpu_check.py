@@ -11,6 +11,10 @@ real GPU and nvidia-ml-py exist, reads the same GPU four ways and says where the
    window (utilisation and memory must rise while it runs), and the sampler's own CPU time per
    sample (what a 10 Hz stats stream costs the box);
 4. nvidia-smi's raw CSV beside them.
+5. `[train] mode = "online"` (pipeline/trainers/online.py), whose extraction server needs CUDA:
+   the demo's tiny target through prepare, extract (rows only), vocab and train with the
+   server beside it (`--online-python`: a python with vLLM >= 0.18 and speculators 0.9); train
+   must finish in online mode, no state may be left on disk and no process of the server.
 
     python3 scripts/gpu_check.py --out DIR        # writes DIR/report.json, prints a summary
 Exit 0 when every check holds, 1 otherwise. Stdlib + nvidia-ml-py; torch only for the load.
@@ -206,10 +210,54 @@ def sampler_check(source: str, count: int) -> dict:
             "series": samples, "problems": problems, "raw_head": out[:3000]}
 
 
+def online_check(python: str) -> dict:
+    """The online mode end to end on this GPU with the demo's tiny target."""
+    problems: list[str] = []
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-online-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([python, "-m", "pipeline", "demo-setup", "--dir", str(work)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return {"problems": [f"online: demo-setup failed: {done.stderr[-1000:]}"]}
+    cfg = work / "pipeline.toml"
+    text = cfg.read_text()
+    text = re.sub(r"^epochs = \d+$", "epochs = 1", text, flags=re.M)
+    text = text.replace('device = "cpu"', 'device = "auto"')
+    cfg.write_text(text.replace("[train]\n", '[train]\nmode = "online"\n'))
+    logs = {}
+    for stage in ("prepare", "extract", "vocab", "train"):
+        run = subprocess.run([python, "-m", "pipeline", stage, "--config", str(cfg)], env=env,
+                             capture_output=True, text=True, timeout=1800)
+        logs[stage] = (run.stdout + run.stderr)[-3000:]
+        if run.returncode != 0:
+            problems.append(f"online: {stage} exited {run.returncode}: {logs[stage][-500:]}")
+            break
+    out = work / "out"
+    train = out / "manifests" / "train.json"
+    summary = json.loads(train.read_text()).get("summary", {}) if train.exists() else {}
+    if not problems and summary.get("mode") != "online":
+        problems.append(f"online: train's summary says mode {summary.get('mode')!r}")
+    left = [p.name for p in (out / "extract" / "hidden_states").glob("*")] \
+        if (out / "extract" / "hidden_states").exists() else []
+    if left:
+        problems.append(f"online: states left on disk under extract/: {left[:5]}")
+    staged = list((out / "train" / "online-states").glob("*")) \
+        if (out / "train" / "online-states").exists() else []
+    if staged:
+        problems.append(f"online: the server's files were not all consumed: {len(staged)}")
+    alive = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
+    if alive.strip():
+        problems.append(f"online: processes of the run left: {alive.split()}")
+    return {"steps": summary.get("steps"), "problems": problems, "logs": logs}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--count", type=int, default=60, help="samples per source at 10 Hz")
+    ap.add_argument("--online-python", default=sys.executable,
+                    help="a python with vLLM >= 0.18 (CUDA) and speculators 0.9, for the online "
+                    "training check (default: this one)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {}
@@ -224,7 +272,8 @@ def main() -> int:
     report["smi_raw"] = smi.stdout
     for name, fn in (("api", api_check), ("env", env_check),
                      ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
-                     ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))):
+                     ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count)),
+                     ("online", lambda: online_check(args.online_python))):
         try:
             report[name] = fn()
         except Exception as exc:

@@ -66,6 +66,18 @@ class Fleet:
         subprocess.run(["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"),
                         "-E", str(self.root / name / "sshd.log")], check=True)
 
+    def start_box_apart(self, name: str, hidden: Path) -> None:
+        """The box restarted with a disk of its own at `hidden`: its sshd (and so every command
+        it runs) in a mount namespace of its own with an empty tmpfs over that path, as a box
+        whose /data is its local disk sees another box's /data. Undo: stop_box + start_box."""
+        self.stop_box(name)
+        hidden.mkdir(parents=True, exist_ok=True)
+        sshd = ["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"), "-E",
+                str(self.root / name / "sshd.log")]
+        subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        'mount -t tmpfs tmpfs "$0" && exec "$@"', str(hidden), *sshd],
+                       check=True)
+
 
 def _children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (from /proc)."""

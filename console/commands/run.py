@@ -8,7 +8,8 @@
                                                     servers one after the other, ending with
                                                     "offline X vs served Y" (make demo does this)
     console run --host box                          environment check only (no pipeline)
-    console run ... [--reassign HOST] [--reassign-lost]   with [extract] hosts: extract sharded
+    console run ... [--reassign HOST] [--reassign-lost] [--relay-through-console]
+                                                    with [extract] hosts: extract sharded
                                                     across boxes (console/sharded_run.py)
 
 `--config` is the console.toml of every command; given a pipeline TOML instead (recognised by
@@ -66,6 +67,10 @@ def register(p: argparse.ArgumentParser) -> None:
                    "other boxes (repeatable, or a,b)")
     p.add_argument("--reassign-lost", action="store_true",
                    help="sharded extract: a box lost mid-run has its shard rerun on another box")
+    p.add_argument("--relay-through-console", action="store_true",
+                   help="sharded extract: a box that does not share the training box's output "
+                   "storage sends its hidden states through this machine (it prints the bytes "
+                   "and the estimated time first); without it such a box is refused")
     p.add_argument("--serve", action="store_true",
                    help="after the pipeline: serve the target without and with the trained head "
                    "(one vLLM at a time), bench both, print offline vs served acceptance")
@@ -240,17 +245,18 @@ async def run(args: argparse.Namespace) -> int:
         else:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
-            resolved_hosts = (await runner.validate(config)).get("extract_hosts") if config \
-                else None
+            checked = await runner.validate(config) if config else {}
+            resolved_hosts = checked.get("extract_hosts")
             if resolved_hosts:
                 from console.sharded_run import run_sharded
 
                 outcome = await run_sharded(ctx, args, runner, config or "",
-                                            list(resolved_hosts))
+                                            list(resolved_hosts), str(checked["output_dir"]))
             else:
-                if args.reassign or args.reassign_lost:
-                    raise UsageError("--reassign and --reassign-lost are for a sharded "
-                                     "extraction: the pipeline config has no extract.hosts")
+                if args.reassign or args.reassign_lost or args.relay_through_console:
+                    raise UsageError("--reassign, --reassign-lost and --relay-through-console "
+                                     "are for a sharded extraction: the pipeline config has no "
+                                     "extract.hosts")
                 outcome = await pipeline_ops.run_pipeline(runner, config, demo_dir=demo_dir,
                                                           start=args.start, force=args.force,
                                                           until=args.until,

@@ -84,14 +84,20 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
          projected_bytes=projected)
     prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
-    todo = [i for i in range(len(samples)) if not (hs_dir / sample_name(fmt, i)).exists()]
+    online = cfg.train.mode == "online"  # the rows only: train's server makes the states
+    todo = [] if online else [i for i in range(len(samples))
+                              if not (hs_dir / sample_name(fmt, i)).exists()]
+    if online:
+        emit("info", "extract", message="train.mode = online: no states written here, the "
+             "extraction server generates them while training (pipeline/trainers/online.py)")
     if todo and cfg.extract.hosts:
         raise PipelineError(
             f"extract: extract.hosts is set ({', '.join(cfg.extract.hosts)}) and {len(todo)} of "
             f"{len(samples)} samples are not gathered here yet: `console run` extracts them on "
             "those boxes and gathers them here (docs/pipeline.md, Sharded extraction)")
-    extract_todo(ctx, fmt, samples, todo, hs_dir)
-    outputs = [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
+    if not online:
+        extract_todo(ctx, fmt, samples, todo, hs_dir)
+    outputs = [] if online else [hs_dir / sample_name(fmt, i) for i in range(len(samples))]
     missing = [p.name for p in outputs if not p.exists()]
     if missing:
         raise PipelineError(f"extract: {len(missing)} samples missing after extraction "

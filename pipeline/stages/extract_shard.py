@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import manifest
-from pipeline.config import PipelineConfig
+from pipeline.config import PipelineConfig, bytes_per_token
 from pipeline.errors import PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
@@ -67,6 +67,8 @@ def plan(cfg: PipelineConfig, *, force: bool = False) -> dict[str, Any]:
     shards = split([len(s["input_ids"]) for s in samples], len(hosts))
     out: dict[str, Any] = {"complete": st.complete and not force, "format": fmt,
                            "samples": len(samples), "hosts": hosts,
+                           # what a shard weighs before it exists: a relay's estimate
+                           "bytes_per_token": bytes_per_token(cfg, fmt),
                            "train_jsonl": str(manifest.stage_dir(cfg, "prepare") / "train.jsonl"),
                            "extract_dir": str(manifest.stage_dir(cfg, "extract"))}
     if out["complete"]:

@@ -37,7 +37,13 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
     from pipeline import nodes, trainers
 
-    if nodes.across(cfg):  # torchrun over the boxes; rank 0 writes save_dir (pipeline/nodes.py)
+    if cfg.train.mode == "online":  # states from a live server, none on disk
+        from pipeline.trainers import online
+
+        result = online.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"), save_dir,
+                              device)
+        result["world_size"] = 1
+    elif nodes.across(cfg):  # torchrun over the boxes; rank 0 writes save_dir (pipeline/nodes.py)
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
     else:

@@ -95,9 +95,9 @@ class _MetricsToProgress(MetricsToProgress):
 
 
 def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
-          device: str) -> dict[str, Any]:
+          device: str, *, argv: list[str] | None = None) -> dict[str, Any]:
     """`speculators train` on extract's hidden_states/hs_{i}.safetensors (its --data-path is
-    extract's directory)."""
+    extract's directory); `argv` instead of train_argv's (online mode: pipeline.trainers.online)."""
     import json
 
     if device == "cpu":
@@ -125,7 +125,8 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
     try:
-        main(TrainConfig.resolve(train_argv(cfg, extract_dir, vocab_dir, save_dir, device)))
+        main(TrainConfig.resolve(argv or train_argv(cfg, extract_dir, vocab_dir, save_dir,
+                                                     device)))
     finally:
         metrics.removeHandler(handler)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]

@@ -1,13 +1,14 @@
 """A finished shard's hidden states into the training box's extract directory (docs/pipeline.md,
-"Sharded extraction"): pulled from the shard box over the console's own SSH link, checked, sent
-to the training box, checked again there, renumbered and placed by `python -m pipeline
-shard-gather`.
+"Sharded extraction"), renumbered and placed by `python -m pipeline shard-gather` there after
+checking each file's sha256 against the shard's manifest.
 
-Why through the console: it is the one party holding a trusted SSH link to every box; boxes of
-a fleet need not trust one another (no keys between them, maybe no route). Each file is checked
-twice against the sha256 the shard box wrote in its manifest: on this machine after the
-download, and on the training box after the upload, before anything is renamed into place. A
-shard that ran on the training box itself is gathered there with no transfer.
+A shard written on storage the training box shares (its own shard, or a box that saw the
+training box's marker: remote/ops/shard_route.py) is renamed into place there: no byte crosses
+the console. Any other shard is relayed, only when the operator asked for it: pulled from the
+shard box over the console's own SSH link, checked here, sent to the training box, checked again
+there. Why the console can relay at all: it is the one party holding a trusted link to every
+box; boxes of a fleet need not trust or reach one another. Why not by default: at real width
+that is terabytes through a laptop.
 """
 
 from __future__ import annotations
@@ -61,15 +62,20 @@ async def place(home: PipelineRunner, config: str, shard_dir: str, start: int, *
 
 
 async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: int, start: int,
-                 host: str, transport: Transport, shard_dir: str) -> Gathered:
+                 host: str, transport: Transport, shard_dir: str,
+                 shared: bool = False) -> Gathered:
     """Shard `shard` (its first sample `start`) from `shard_dir` on `host` into the training
-    box (`home`)."""
-    if host == home.host.name:
-        got = await place(home, config, shard_dir, start, move=False)
+    box (`home`). `shared`: `shard_dir` is on storage the training box sees at that path."""
+    if host == home.host.name or shared:
+        # On shared storage the shard's directory is moved (renamed) into place; a shard in the
+        # training box's own workdir is linked (a copy across filesystems).
+        got = await place(home, config, shard_dir, start, move=shared)
+        where = (f"ran on {host} itself" if host == home.host.name
+                 else f"written by {host} on storage {home.host.name} shares")
         home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {got['gathered']} "
-                      f"files ran on {host} itself, sha256 checked and placed from sample "
-                      f"{start} with no transfer", shard=shard + 1,
-                      file_count=int(got["gathered"]), bytes=int(got["bytes"]))
+                      f"files {where}, sha256 checked and placed from sample {start} with no "
+                      "transfer", shard=shard + 1, file_count=int(got["gathered"]),
+                      bytes=int(got["bytes"]))
         return Gathered(shard, host, int(got["gathered"]), int(got["bytes"]), False,
                         dict(got.get("packages") or {}))
     m = await read_shard_manifest(transport, shard_dir)

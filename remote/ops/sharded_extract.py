@@ -8,7 +8,10 @@ box's run.
    shard's samples, uploaded as JSON lines; a job already running for that shard is attached
    to, and a finished shard (its manifest matches) is not run again. Each job's log is tailed
    into the event stream with the box's name, so a replay shows every host.
-3. Each finished shard is gathered at once (remote/ops/shard_gather.py).
+3. Each finished shard is gathered at once (remote/ops/shard_gather.py): a box that shares the
+   training box's output storage (remote/ops/shard_route.py) wrote it there, and it is placed
+   with no byte through the console; any other box's shard is relayed through the console, only
+   when the operator asked for that (`--relay-through-console`). `outcome.relayed` counts it.
 
 A box is lost when it stops answering for `lost_after` checks in a row (one every `interval`
 seconds, on a link that gives up reconnecting after a few tries), or when its job ends without
@@ -68,6 +71,7 @@ class Plan:
     train_jsonl: str
     complete: bool
     tag: str
+    bytes_per_token: int = 0
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Outcome:
     failed: dict[int, str] = field(default_factory=dict)  # shard -> why
     failed_on: dict[int, str] = field(default_factory=dict)  # shard -> the box it failed on
     packages: dict[int, dict[str, str]] = field(default_factory=dict)  # shard -> its stack
+    relayed: int = 0  # hidden-state bytes that crossed the console
 
 
 def check_hosts(hosts: list[str], known: set[str], reassign: set[str]) -> None:
@@ -120,7 +125,8 @@ async def shard_plan(home: PipelineRunner, config: str, *, force: bool) -> Plan:
     data = json.loads(out.strip().splitlines()[-1])
     tag = hashlib.sha256(f"{home.host.name}:{data['extract_dir']}".encode()).hexdigest()[:10]
     return Plan(list(data["shards"]), list(data["hosts"]), str(data["extract_dir"]),
-                str(data["train_jsonl"]), bool(data["complete"]), tag)
+                str(data["train_jsonl"]), bool(data["complete"]), tag,
+                int(data.get("bytes_per_token", 0)))
 
 
 @dataclass
@@ -135,6 +141,10 @@ class ShardedExtract:
     reassign: set[str]
     reassign_lost: bool
     force: bool
+    # Boxes that share the training box's output storage (the training box among them) write
+    # their shards under `shared_dir`; the others' shards go through the console.
+    shared: set[str] = field(default_factory=set)
+    shared_dir: str = ""
     interval: float = 1.0  # seconds between a box's liveness checks
     lost_after: int = 3  # failed checks in a row that make a box lost
     outcome: Outcome = field(default_factory=Outcome, init=False)
@@ -214,8 +224,10 @@ class ShardedExtract:
             self.outcome.ran[k] = box.name
             got = await gather(self.home, self.config, plan.extract_dir, shard=k,
                                start=shard["start"], host=box.name, transport=box.transport,
-                               shard_dir=shard_dir)
+                               shard_dir=shard_dir, shared=box.name in self.shared)
             self.outcome.gathered.append(k)
+            if got.transferred:
+                self.outcome.relayed += got.bytes
             self.outcome.packages[k] = got.packages
             return True
         except (StageFailed, UsageError) as exc:
@@ -245,6 +257,8 @@ class ShardedExtract:
         base = posixpath.join(await box.runner.root(), "extract-shards", plan.tag)
         name = f"shard-{k + 1}-of-{n}"
         shard_dir = posixpath.join(base, name)
+        if box.name in self.shared:  # written where the training box reads it: no transfer
+            shard_dir = posixpath.join(self.shared_dir, plan.tag, box.name, name)
         with tempfile.TemporaryDirectory(prefix="eagle3-rows-") as tmp:
             local = Path(tmp) / f"{name}.jsonl"
             local.write_text("".join(r + "\n" for r in rows[shard["start"]:shard["end"]]))

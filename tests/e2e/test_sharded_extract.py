@@ -1,12 +1,17 @@
 """Hidden-state extraction sharded across the 3-box test fleet (tests/fleet_fixture.py; issue
 #29 point 3): `console run --host box1` with `[extract] hosts = ["box1", "box2", "box3"]`, each
 shard a detached `python -m pipeline shard-extract` job on its box through the stage's own
-extraction route (hf: the cheapest on CPU), gathered on box1 over the console's links; the
-gathered hidden states equal a one-box extraction of the same data, tensor by tensor. Then a box
-lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad input.
+extraction route (hf: the cheapest on CPU), gathered on box1; the
+gathered hidden states equal a one-box extraction of the same data, tensor by tensor. The boxes
+share this machine's disk, so no hidden-state byte crosses the console (issue #39): a box given
+a disk of its own (its sshd in a mount namespace with a tmpfs over the output storage) is
+refused unless `--relay-through-console`, which prints its estimate first and counts the bytes.
+Then a box lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad
+input.
 
-Every box runs the same python here (the vLLM 0.32 environment): a sharded extraction
-is only the one-box extraction when every box runs the same stack (docs/pipeline.md).
+Every box runs the same python here (the vLLM 0.32 environment, speculators 0.9's format): a
+sharded extraction is only the one-box extraction when every box runs the same stack
+(docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -29,7 +34,9 @@ from pipeline.demo import build_demo
 from tests import box_env
 from tests.fleet_fixture import Fleet
 
-pytestmark = pytest.mark.slow
+# The module's first test pays for the fleet, the demo and the one-box reference (minutes on 2
+# shared cores) on top of a three-box extraction and a training.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]
 HOSTS = ["box1", "box2", "box3"]
 
@@ -41,22 +48,28 @@ class Setup:
     console_toml: Path
     python: str  # every box's python
     baseline: Path  # hidden_states/ of the one-box extraction
+    outs: dict[str, Path] = field(default_factory=dict)  # a config's output_dir, when moved
 
-    def config(self, name: str, hosts: list[str] = HOSTS) -> Path:
-        """A pipeline config of the demo with its own output_dir, sharded over `hosts`."""
+    def config(self, name: str, hosts: list[str] = HOSTS, *, out: Path | None = None) -> Path:
+        """A pipeline config of the demo with its own output_dir (`out`, default out-NAME),
+        sharded over `hosts`, in speculators 0.9's format (the installed release, which trains
+        here; one epoch)."""
+        if out is not None:
+            self.outs[name] = out
         text = (self.demo / "pipeline.toml").read_text()
         for key, rel in (("output_dir", "out"), ("model", "target"),
                          ("dataset", "conversations.jsonl")):
-            target = self.root / f"out-{name}" if key == "output_dir" else self.demo / rel
+            target = self.out(name) if key == "output_dir" else self.demo / rel
             text = text.replace(f'{key} = "{rel}"', f'{key} = "{target}"')
         text = text.replace("reserve_bytes = 0\n", f"reserve_bytes = 0\nhosts = {json.dumps(hosts)}\n")
-        text = text.replace("[train]\n", '[train]\nspeculators = "0.3"\n')
+        text = text.replace("[train]\n", '[train]\nspeculators = "0.9"\n')
+        text = re.sub(r"^epochs = \d+$", "epochs = 1", text, flags=re.M)
         path = self.root / f"{name}.toml"
         path.write_text(text)
         return path
 
     def out(self, name: str) -> Path:
-        return self.root / f"out-{name}"
+        return self.outs.get(name, self.root / f"out-{name}")
 
 
 @pytest.fixture(scope="module")
@@ -83,19 +96,19 @@ def console(setup: Setup, *argv: str, session: Path | None = None) -> int:
 
 
 def assert_equal_to_one_box(setup: Setup, name: str) -> int:
+    """extract/hidden_states (0.9's hs_*.safetensors, what train reads) equal the one-box
+    extraction's, tensor by tensor, and the extract stage finished on them."""
     import torch
+    from safetensors.torch import load_file
 
-    ref = sorted(setup.baseline.glob("data_*.pt"))
+    ref = sorted(setup.baseline.glob("hs_*.safetensors"))
     got = setup.out(name) / "extract" / "hidden_states"
     assert ref and sorted(p.name for p in got.glob("*")) == [p.name for p in ref]
     for r in ref:
-        a = torch.load(r, weights_only=True)
-        b = torch.load(got / r.name, weights_only=True)
-        assert torch.equal(a["input_ids"], b["input_ids"]), r.name
-        assert torch.equal(a["loss_mask"], b["loss_mask"]), r.name
-        assert len(a["hidden_states"]) == len(b["hidden_states"]) == 4
-        for x, y in zip(a["hidden_states"], b["hidden_states"], strict=True):
-            assert x.dtype == y.dtype and torch.equal(x, y), r.name
+        a, b = load_file(r), load_file(got / r.name)
+        assert sorted(a) == sorted(b), r.name
+        for k in a:
+            assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]), (r.name, k)
     manifest = json.loads((setup.out(name) / "manifests" / "extract.json").read_text())
     assert manifest["summary"]["samples"] == len(ref)
     return len(ref)
@@ -107,26 +120,39 @@ def session_events(path: Path) -> list[dict[str, object]]:
     return [r for r in rows if "kind" in r]
 
 
-def test_sharded_extraction_equals_one_box(setup: Setup, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_sharded_extraction_then_training_relays_nothing(
+        setup: Setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Sharded extraction, then vocab and train on box1: the boxes share the output storage, so
+    each shard is written there by its own box and renamed into place; not one hidden-state
+    byte crosses the console, and train reads the one-box extraction's tensors."""
     cfg = setup.config("sharded")
     session = tmp_path / "sharded.jsonl"
-    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract",
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train",
                  session=session)
     out, err = capsys.readouterr()
     assert rc == 0, out[-3000:] + err[-3000:]
-    n = assert_equal_to_one_box(setup, "sharded")
+    assert "relayed through the console: 0 B" in out
+    assert "relaying through the console" not in out
+    assert "box2 shares box1's output storage" in out and "box3 shares box1's" in out
+    n = assert_equal_to_one_box(setup, "sharded")  # what train read, sample for sample
     assert n >= 24
+    train = json.loads((setup.out("sharded") / "manifests" / "train.json").read_text())
+    assert train["summary"]["steps"] > 0
+    assert (setup.out("sharded") / "train" / "checkpoint" / "model.safetensors").is_file()
     events = session_events(session)
     # Each box ran its shard: stage events from all three hosts, and the gathers said where.
     starts = {e["host"] for e in events if e["kind"] == "stage.start"
               and (e.get("payload") or {}).get("stage") == "extract"}
     assert starts == set(HOSTS)
-    gathered = [e for e in events if e["kind"] == "console.info"
-                and "pulled from" in str((e.get("payload") or {}).get("message"))]
-    assert {e["host"] for e in gathered} == {"box2", "box3"}  # box1's own shard: no transfer
+    messages = [(e["host"], str((e.get("payload") or {}).get("message"))) for e in events
+                if e["kind"] == "console.info"]
+    assert not [m for _, m in messages if "pulled from" in m]
+    placed = {h for h, m in messages if "on storage box1 shares" in m and "no transfer" in m}
+    assert placed == {"box2", "box3"}
+    assert "relayed through the console: 0 B" in [m for _, m in messages]
     assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
     assert "different stacks" not in out  # one environment on every box
+    assert not (setup.out("sharded") / "extract-shards").exists()  # nothing left beside
     # A replay shows every host.
     assert main(["replay", str(session), "--print"]) == 0
     shown = capsys.readouterr().out
@@ -135,6 +161,51 @@ def test_sharded_extraction_equals_one_box(setup: Setup, tmp_path: Path,
     rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract")
     out, _ = capsys.readouterr()
     assert rc == 0 and "no shard to run" in out
+
+
+@pytest.fixture
+def box3_back(fleet: Fleet) -> Iterator[None]:
+    yield
+    fleet.stop_box("box3")
+    fleet.start_box("box3")
+
+
+def test_a_box_with_its_own_disk_is_relayed_only_when_asked(
+        setup: Setup, fleet: Fleet, box3_back: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """box3 with a disk of its own over the output storage: without --relay-through-console one
+    line, exit 2, nothing started; with it, the estimate first (bytes, measured links, time),
+    box3's shard through the console (and only box3's), counted, equal to the one-box
+    extraction."""
+    storage = setup.root / "storage"
+    cfg = setup.config("relay", out=storage / "out-relay")
+    fleet.start_box_apart("box3", storage)
+    run = ["run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract"]
+    rc = console(setup, *run)
+    out, err = capsys.readouterr()
+    assert rc == 2, out[-3000:] + err[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: extract host box3 does not share box1's output storage"), err
+    assert "--relay-through-console" in lines[0] and "nothing started" in lines[0]
+    assert not (setup.out("relay") / "prepare").exists()
+    assert not list((storage / "out-relay").glob(".eagle3-shared-storage/*"))  # marker removed
+
+    rc = console(setup, *run, "--relay-through-console")
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    said = re.search(r"relaying through the console \(--relay-through-console\): about (\d+) B "
+                     r"\(.*\) of hidden states from box3 to box1, about .* at the measured rates "
+                     r"\(box3 -> console .*/s, console -> box1 .*/s\)", out)
+    assert said, out[-3000:]
+    assert out.index("relaying through the console") < out.index("shard 3/3 (samples")
+    pulled = re.findall(r"shard 3: \d+ files \((\d+) bytes\) pulled from box3", out)
+    assert len(pulled) == 1 and int(pulled[0]) > 0
+    assert f"relayed through the console: {pulled[0]} B" in out
+    # The estimate is tokens x bytes per token: the files are that plus their containers'
+    # headers, which weigh at this tiny width (hidden 64), nothing at a real one.
+    assert 0.5 < int(said.group(1)) / int(pulled[0]) < 1.5
+    assert "box2 shares box1's output storage" in out and "box3 shares" not in out
+    assert_equal_to_one_box(setup, "relay")
 
 
 def _wait_for(pred: object, timeout: float, what: str) -> object:
@@ -224,15 +295,15 @@ def test_box_lost_without_the_flag_keeps_the_rest_and_reassign_finishes(
     assert re.search(r"error: 1 of 3 shards not extracted \(2 gathered on box1 and kept\): "
                      r"box2 lost; `console run --reassign box2` reruns", text), text[-2000:]
     hs = setup.out("manual") / "extract" / "hidden_states"
-    kept = {p.name: p.stat().st_ino for p in hs.glob("*.pt")}
-    assert len(kept) == len(list(setup.baseline.glob("*.pt"))) - 10  # all but shard 2's 10
+    kept = {p.name: p.stat().st_ino for p in hs.glob("hs_*.safetensors")}
+    assert len(kept) == len(list(setup.baseline.glob("hs_*.safetensors"))) - 10  # all but shard 2's 10
     rc = console(setup, "run", "--host", "box1", "--pipeline", str(setup.config("manual")),
                  "--until", "extract", "--reassign", "box2")
     out, err = capsys.readouterr()
     assert rc == 0, out[-3000:] + err[-3000:]
     assert out.count("gathered on box1 already") == 2  # shards 1 and 3: not run again
     assert re.search(r"every shard gathered on box1 \(ran: 2 on box[13]\)", out)
-    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("*.pt") if p.name in kept)
+    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("hs_*.safetensors") if p.name in kept)
     assert_equal_to_one_box(setup, "manual")
 
 
@@ -289,10 +360,10 @@ def test_a_failed_shard_is_rerun_alone_a_box_down_at_start_and_force(
     assert "error: 1 of 3 shards not extracted (2 gathered on box1 and kept): shard 3 on box3 " \
            "failed; `console run` again reruns only the shards not gathered" in out
     hs = setup.out("failed") / "extract" / "hidden_states"
-    kept = {p.name: p.stat().st_ino for p in hs.glob("*.pt")}
+    kept = {p.name: p.stat().st_ino for p in hs.glob("hs_*.safetensors")}
     first, last = map(int, re.findall(r"shard 3/3 \(samples (\d+)\.\.(\d+)", out)[0])
-    assert set(kept) == {f"data_{i}.pt" for i in range(first)}  # shards 1 and 2
-    assert last == len(list(setup.baseline.glob("*.pt"))) - 1  # shard 3: the rest, not kept
+    assert set(kept) == {f"hs_{i}.safetensors" for i in range(first)}  # shards 1 and 2
+    assert last == len(list(setup.baseline.glob("hs_*.safetensors"))) - 1  # shard 3: the rest, not kept
 
     fleet.stop_box("box3")
     try:
@@ -305,7 +376,7 @@ def test_a_failed_shard_is_rerun_alone_a_box_down_at_start_and_force(
     assert "its shard goes to another box (--reassign-lost)" in out
     assert out.count("gathered on box1 already") == 2  # shards 1 and 2: not run again
     assert re.search(r"every shard gathered on box1 \(ran: 3 on box[12]\)", out), out[-2000:]
-    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("*.pt") if p.name in kept)
+    assert all(p.stat().st_ino == kept[p.name] for p in hs.glob("hs_*.safetensors") if p.name in kept)
     assert_equal_to_one_box(setup, "failed")
 
     rc = console(setup, *run, "--force")

@@ -127,6 +127,29 @@ def test_not_enough_disk_gives_the_numbers(tmp_path: Path) -> None:
         pconfig.load(_toml(tmp_path, reserve=str(10**18)))
 
 
+def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> None:
+    """Kimi-K2.5's text body (hidden 7168, 61 layers; docs/design.md §11): 3 auxiliary layers
+    + the last, bf16 = 57,344 bytes of states per token, + 16 for the int64 id and mask. A
+    dataset of 50k samples x 4096 tokens projects 11.7 TB: refused with those figures."""
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 61, "hidden_size": 7168, "vocab_size": 163840,
+        "intermediate_size": 18432, "num_attention_heads": 64}))
+    _dataset(tmp_path)
+    cfg = pconfig.load(_toml(tmp_path, layer_ids="[]"), check_disk=False)
+    assert cfg.all_layer_ids == [2, 30, 58, 61]
+    assert pconfig.bytes_per_token(cfg) == 4 * 7168 * 2 + 16 == 57_344 + 16
+    assert pconfig.bytes_per_token(cfg, "0.9") == 57_360  # the hf route stores bf16 in 0.9 too
+    projected = 4096 * 50_000 * 57_360
+    text = _toml(tmp_path, layer_ids="[]").read_text().replace(
+        "max_seq_len = 64", "max_seq_len = 4096\nsamples = 50000").replace(
+        "total_seq_len = 128", "total_seq_len = 8192")
+    (tmp_path / "big.toml").write_text(text)
+    with pytest.raises(NotEnoughDisk, match=rf"need 11\.7 TB \({projected} bytes\) \+ reserve"):
+        pconfig.load(tmp_path / "big.toml")
+
+
 def test_unknown_key_and_wrong_type(tmp_path: Path) -> None:
     _model(tmp_path)
     _dataset(tmp_path)

@@ -26,6 +26,7 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     epochs = 10
     lr = 1e-4
     hosts = ["a", "b"]                 # train across these console hosts (torchrun, c10d)
+    nproc_per_node = 0                 # ranks per box (0: its GPU count; 1 on CPU)
     [evaluate]
     num_speculative_tokens = 3
     served_url = ""                    # a vLLM serving target + head: measure there instead
@@ -110,6 +111,8 @@ class TrainConfig:
     addresses: tuple[str, ...] = ()
     rdzv_port: int = 29400
     join_timeout: int = 900  # seconds the first box waits for the others to join
+    # Ranks (torchrun processes) per box; 0: one per GPU torch sees on the box, 1 on CPU.
+    nproc_per_node: int = 0
 
 
 @dataclass(frozen=True)
@@ -343,6 +346,9 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
                             f"{len(t.hosts)} train.hosts (one each, in the same order)")
     if not 0 < t.rdzv_port < 65536 or t.join_timeout < 1:
         raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
+    if t.nproc_per_node < 0:
+        raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0 (0: one rank per GPU, 1 "
+                            f"on CPU), got {t.nproc_per_node}")
     if t.speculators not in SPECULATORS_PATHS:
         raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
                             f"{SPECULATORS_PATHS}")

@@ -37,9 +37,13 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
     from pipeline import nodes, trainers
 
-    if nodes.across(cfg):  # torchrun over the boxes; rank 0 writes save_dir (pipeline/nodes.py)
+    # torchrun over the boxes, or over this box's ranks; rank 0 writes save_dir (pipeline/nodes.py)
+    nproc = nodes.ranks_per_node(cfg, device)
+    if nodes.across(cfg):
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
+    elif nproc > 1:
+        result = nodes.train_local(cfg, save_dir, device, nproc)
     else:
         result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
                                                 ctx.input_dir("vocab"), save_dir, device)

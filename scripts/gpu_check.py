@@ -10,9 +10,19 @@ real GPU and nvidia-ml-py exist, reads the same GPU four ways and says where the
 3. the sampler at 10 Hz through each source, with a torch matmul load in the middle of the
    window (utilisation and memory must rise while it runs), and the sampler's own CPU time per
    sample (what a 10 Hz stats stream costs the box);
-4. nvidia-smi's raw CSV beside them.
+4. nvidia-smi's raw CSV beside them;
+5. the train stage's CUDA path under torchrun (issue 38, pipeline/nodes.py): the demo's data
+   (prepare, extract, vocab), then `nodes.train_local` on cuda, per speculators: 0.3's FSDP
+   path with one rank on one GPU, 0.9's `speculators train` with one rank per GPU; checked: the
+   world size, rank 0's checkpoint, every rank's steps, a finite loss. Each `--train-site DIR`
+   is a directory put in front of PYTHONPATH holding one speculators release and what it needs
+   beyond the image (pure-Python wheels unpacked with `pip install --no-deps --target DIR ...`:
+   speculators, transformers 4.x for 0.3 or 5.x for 0.9, ...); none: the python's own.
+   `--train-device cpu` runs the same on CPU (0.9: two gloo ranks; 0.3: its one-line refusal),
+   so this check's own machinery runs on a machine without a GPU.
 
     python3 scripts/gpu_check.py --out DIR        # writes DIR/report.json, prints a summary
+    python3 scripts/gpu_check.py --out DIR --only train [--train-site DIR03 --train-site DIR09]
 Exit 0 when every check holds, 1 otherwise. Stdlib + nvidia-ml-py; torch only for the load.
 """
 from __future__ import annotations
@@ -206,25 +216,144 @@ def sampler_check(source: str, count: int) -> dict:
             "series": samples, "problems": problems, "raw_head": out[:3000]}
 
 
+TRAIN_DRIVER = r"""
+import json, sys
+from pathlib import Path
+from pipeline import config, nodes
+from pipeline.errors import PipelineError
+cfg = config.load(sys.argv[1], check_disk=False)
+save = Path(sys.argv[3])
+save.mkdir(parents=True, exist_ok=True)
+try:
+    res = nodes.train_local(cfg, save, sys.argv[4], int(sys.argv[2]))
+except PipelineError as exc:
+    print("REFUSED " + json.dumps({"exit_code": exc.exit_code, "message": str(exc)}), flush=True)
+    raise SystemExit(exc.exit_code)
+print("RESULT " + json.dumps(res), flush=True)
+"""
+VERSION = "import importlib.metadata as m; print(m.version('speculators'))"
+
+
+def _train_env(site: Path | None) -> dict:
+    front = [str(site)] if site else []
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*front, str(ROOT)]),
+            "TQDM_DISABLE": "1"}
+
+
+def _run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def train_check(site: Path | None, device: str, work: Path) -> dict:
+    """The demo's data, then its training under torchrun on `device` with this site's
+    speculators: 0.3 with one rank (FSDP on one GPU; on CPU its refusal), 0.9 with one rank per
+    GPU (two on CPU)."""
+    env = _train_env(site)
+    label = site.name if site else "python"
+    got = _run([sys.executable, "-c", VERSION], env, 120)
+    if got.returncode != 0:
+        return {"site": label, "problems": [f"{label}: speculators not importable: "
+                                            f"{got.stderr.strip().splitlines()[-1:]}"]}
+    version = got.stdout.strip()
+    old = version.startswith("0.3")
+    if device == "cuda":
+        import torch
+
+        nproc = 1 if old else max(1, torch.cuda.device_count())
+    else:
+        nproc = 2
+    demo = work / f"train-{label}"
+    problems: list[str] = []
+    done = _run([sys.executable, "-m", "pipeline", "demo-setup", "--dir", str(demo)], env, 1200)
+    if done.returncode != 0:
+        return {"site": label, "version": version,
+                "problems": [f"{label}: demo-setup failed: {done.stderr[-1500:]}"]}
+    cfg = demo / "pipeline.toml"
+    text = cfg.read_text()
+    for a, b in (("epochs = 8", "epochs = 1"), ("eval_samples = 8", "eval_samples = 8\nsamples = 64"),
+                 ('device = "cpu"\nnoise_std', f'device = "{device}"\nnoise_std')):
+        if a not in text:
+            return {"site": label, "problems": [f"the demo config has no {a!r}"]}
+        text = text.replace(a, b)
+    cfg.write_text(text)
+    for stage in ("prepare", "extract", "vocab"):
+        done = _run([sys.executable, "-m", "pipeline", stage, "--config", str(cfg)], env, 1200)
+        if done.returncode != 0:
+            return {"site": label, "version": version, "problems": [
+                f"{label}: {stage} failed: {(done.stdout + done.stderr)[-1500:]}"]}
+    save = demo / "out" / "train-check" / "checkpoints"
+    done = _run([sys.executable, "-c", TRAIN_DRIVER, str(cfg), str(nproc), str(save), device],
+                env, 1800)
+    out = done.stdout
+    report = {"site": label, "version": version, "device": device, "nproc": nproc,
+              "returncode": done.returncode, "log_tail": (out + done.stderr)[-4000:]}
+    if old and device == "cpu":  # several ranks on CPU: the 0.3 path says why, in one line
+        refused = [json.loads(ln[8:]) for ln in out.splitlines() if ln.startswith("REFUSED ")]
+        if not (done.returncode == 2 and refused and "trainer.py:104" in refused[0]["message"]):
+            problems.append(f"{label}: speculators {version} on CPU with 2 ranks was not refused "
+                            f"in one line (exit {done.returncode})")
+        report["problems"] = problems
+        return report
+    results = [json.loads(ln[7:]) for ln in out.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not results:
+        problems.append(f"{label}: training under torchrun failed (exit {done.returncode}): "
+                        f"{(out + done.stderr)[-1500:]}")
+        report["problems"] = problems
+        return report
+    res = results[0]
+    report["result"] = res
+    if res.get("world_size") != nproc:
+        problems.append(f"{label}: world size {res.get('world_size')}, expected {nproc}")
+    steps = [r.get("steps") for r in res.get("ranks", [])]
+    if len(steps) != nproc or not all(isinstance(n, int) and n >= 1 for n in steps):
+        problems.append(f"{label}: ranks' steps {steps} (expected {nproc} ranks, each >= 1)")
+    wrote = [r.get("wrote") for r in res.get("ranks", [])]
+    if not wrote or not wrote[0] or any(wrote[1:]):
+        problems.append(f"{label}: files written by rank: {wrote} (rank 0 alone must write)")
+    if not any(save.glob("*/model.safetensors")):
+        problems.append(f"{label}: no checkpoint under {save}")
+    loss = (res.get("final") or {}).get("loss", (res.get("final") or {}).get("loss_sum"))
+    if not isinstance(loss, (int, float)) or loss != loss or loss in (float("inf"), float("-inf")):
+        problems.append(f"{label}: final loss {loss!r}")
+    report["problems"] = problems
+    return report
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--count", type=int, default=60, help="samples per source at 10 Hz")
+    ap.add_argument("--only", choices=["all", "nvml", "train"], default="all",
+                    help="the NVML readers (1-4), the train stage's CUDA path (5), or both")
+    ap.add_argument("--train-site", type=Path, action="append", default=[],
+                    help="a directory holding one speculators release (repeatable)")
+    ap.add_argument("--train-device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: the train check's machinery without a GPU")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {}
     import shutil
 
-    if shutil.which("nvidia-smi") is None:
+    nvml = args.only in ("all", "nvml")
+    if (nvml or args.train_device == "cuda") and shutil.which("nvidia-smi") is None:
         print("gpu_check: nvidia-smi not found: run this on a box with an NVIDIA GPU", file=sys.stderr)
         return 2
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_version,utilization.gpu,"
-                          "memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm",
-                          "--format=csv,noheader,nounits"], capture_output=True, text=True)
-    report["smi_raw"] = smi.stdout
-    for name, fn in (("api", api_check), ("env", env_check),
-                     ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
-                     ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))):
+    checks: list = []
+    if nvml:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_version,"
+                              "utilization.gpu,memory.used,memory.total,power.draw,power.limit,"
+                              "temperature.gpu,clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True)
+        report["smi_raw"] = smi.stdout
+        checks += [("api", api_check), ("env", env_check),
+                   ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
+                   ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))]
+    if args.only in ("all", "train"):
+        work = Path(tempfile.mkdtemp(prefix="gpu-check-train-"))
+        for i, site in enumerate(args.train_site or [None]):
+            checks.append((f"train_{i}", lambda site=site: train_check(site, args.train_device, work)))
+    for name, fn in checks:
         try:
             report[name] = fn()
         except Exception as exc:
@@ -232,8 +361,13 @@ def main() -> int:
         print(name, "problems:", report[name].get("problems"), flush=True)
     (args.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     for key in ("sampler_nvml", "sampler_smi"):
-        r = report[key]
-        print(key, {k: r.get(k) for k in ("samples", "cpu_s", "cpu_ms_per_sample", "util_max", "mem_span")})
+        r = report.get(key)
+        if r:
+            print(key, {k: r.get(k) for k in ("samples", "cpu_s", "cpu_ms_per_sample", "util_max", "mem_span")})
+    for key, r in report.items():
+        if key.startswith("train_"):
+            print(key, {k: r.get(k) for k in ("site", "version", "device", "nproc", "returncode")},
+                  (r.get("result") or {}).get("ranks"))
     bad = [p for r in report.values() if isinstance(r, dict) for p in r.get("problems", [])]
     print("gpu_check:", "ok" if not bad else f"{len(bad)} problem(s)")
     return 0 if not bad else 1

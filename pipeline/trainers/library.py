@@ -134,7 +134,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
         torch._dynamo.config.disable = True
     # Under torchrun (pipeline/nodes.py; CUDA only, refused on CPU there): speculators' own
     # setup (device index, nccl) and its FSDP path, each rank on its share of the batches.
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    distributed = "LOCAL_RANK" in os.environ  # speculators' own rule (one GPU included)
     local_rank: int | str = "cpu" if cpu else 0
     rank, world = 0, 1
     if distributed:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 PREFIX = "@@eagle3 "
-# Under torchrun (pipeline/nodes.py) the ranks of a box share one log and step in lockstep:
+# Under torchrun (pipeline/ranks.py) the ranks of a box share one log and step in lockstep:
 # rank 0 alone reports progress, with the number of ranks; set by `for_rank`.
 _RANKS: dict[str, int] = {}
 

@@ -11,8 +11,8 @@ real GPU and nvidia-ml-py exist, reads the same GPU four ways and says where the
    window (utilisation and memory must rise while it runs), and the sampler's own CPU time per
    sample (what a 10 Hz stats stream costs the box);
 4. nvidia-smi's raw CSV beside them;
-5. the train stage's CUDA path under torchrun (issue 38, pipeline/nodes.py): the demo's data
-   (prepare, extract, vocab), then `nodes.train_local` on cuda, per speculators: 0.3's FSDP
+5. the train stage's CUDA path under torchrun (issue 38, pipeline/ranks.py): the demo's data
+   (prepare, extract, vocab), then `ranks.train_local` on cuda, per speculators: 0.3's FSDP
    path with one rank on one GPU, 0.9's `speculators train` with one rank per GPU; checked: the
    world size, rank 0's checkpoint, every rank's steps, a finite loss. Each `--train-site DIR`
    is a directory put in front of PYTHONPATH holding one speculators release and what it needs
@@ -219,13 +219,13 @@ def sampler_check(source: str, count: int) -> dict:
 TRAIN_DRIVER = r"""
 import json, sys
 from pathlib import Path
-from pipeline import config, nodes
+from pipeline import config, ranks
 from pipeline.errors import PipelineError
 cfg = config.load(sys.argv[1], check_disk=False)
 save = Path(sys.argv[3])
 save.mkdir(parents=True, exist_ok=True)
 try:
-    res = nodes.train_local(cfg, save, sys.argv[4], int(sys.argv[2]))
+    res = ranks.train_local(cfg, save, sys.argv[4], int(sys.argv[2]))
 except PipelineError as exc:
     print("REFUSED " + json.dumps({"exit_code": exc.exit_code, "message": str(exc)}), flush=True)
     raise SystemExit(exc.exit_code)

@@ -35,15 +35,16 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     save_dir = ctx.workdir / "checkpoints"
     emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
-    from pipeline import nodes, trainers
+    from pipeline import nodes, ranks, trainers
 
-    # torchrun over the boxes, or over this box's ranks; rank 0 writes save_dir (pipeline/nodes.py)
-    nproc = nodes.ranks_per_node(cfg, device)
+    # torchrun over the boxes (pipeline/nodes.py) or this box's ranks (pipeline/ranks.py);
+    # rank 0 writes save_dir
+    nproc = ranks.ranks_per_node(cfg, device)
     if nodes.across(cfg):
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
     elif nproc > 1:
-        result = nodes.train_local(cfg, save_dir, device, nproc)
+        result = ranks.train_local(cfg, save_dir, device, nproc)
     else:
         result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
                                                 ctx.input_dir("vocab"), save_dir, device)

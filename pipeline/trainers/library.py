@@ -14,7 +14,7 @@ What CPU needs (docs/design.md), and how it is done here without editing specula
 - the trainer globs every file ending in "pt" under its data path: extract writes only
   data_{i}.pt there (partial files end in .part).
 On GPUs the upstream choices stand (flex attention, compile, local rank 0); under torchrun
-(pipeline/nodes.py) its own distributed setup and FSDP path (CUDA only: refused on CPU there).
+(pipeline/ranks.py) its own distributed setup and FSDP path (CUDA only: refused on CPU there).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
         import torch._dynamo
 
         torch._dynamo.config.disable = True
-    # Under torchrun (pipeline/nodes.py; CUDA only, refused on CPU there): speculators' own
+    # Under torchrun (pipeline/ranks.py; CUDA only, refused on CPU there): speculators' own
     # setup (device index, nccl) and its FSDP path, each rank on its share of the batches.
     distributed = "LOCAL_RANK" in os.environ  # speculators' own rule (one GPU included)
     local_rank: int | str = "cpu" if cpu else 0

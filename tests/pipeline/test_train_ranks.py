@@ -1,4 +1,4 @@
-"""Ranks on one box (issue 38, pipeline/nodes.py), the fast parts: how many ranks a box gets,
+"""Ranks on one box (issue 38, pipeline/ranks.py), the fast parts: how many ranks a box gets,
 the torchrun command, the one line a dead rank becomes, rank 0 alone reporting progress, and
 speculators 0.3 (this checkout's .venv) refusing several ranks on CPU with its evidence.
 Several real ranks training, dying and serving: tests/e2e/test_train_ranks.py."""
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as pconfig
-from pipeline import nodes, progress
+from pipeline import progress, ranks
 from pipeline.errors import ConfigInvalid
 
 
@@ -34,10 +34,10 @@ def test_ranks_per_box_default_to_one_on_cpu_and_follow_the_key(tmp_path: Path) 
     (tmp_path / "a").mkdir()
     auto = pconfig.load(_config(tmp_path / "a"))
     assert auto.train.nproc_per_node == 0
-    assert nodes.ranks_per_node(auto, "cpu") == 1
+    assert ranks.ranks_per_node(auto, "cpu") == 1
     (tmp_path / "b").mkdir()
     four = pconfig.load(_config(tmp_path / "b", "nproc_per_node = 4\n"))
-    assert nodes.ranks_per_node(four, "cpu") == 4 and nodes.ranks_per_node(four, "cuda") == 4
+    assert ranks.ranks_per_node(four, "cpu") == 4 and ranks.ranks_per_node(four, "cuda") == 4
     # The world size changes what is trained: the key is in train's manifest key.
     assert auto.section_digest("train") != four.section_digest("train")
 
@@ -51,7 +51,7 @@ def test_a_negative_rank_count_is_one_line(tmp_path: Path) -> None:
 
 def test_one_box_is_torchrun_with_one_node(tmp_path: Path) -> None:
     cfg = pconfig.load(_config(tmp_path, "nproc_per_node = 2\n"))
-    argv = nodes.torchrun_argv(cfg, nnodes=1, nproc=2, endpoint="127.0.0.1:5555",
+    argv = ranks.torchrun_argv(cfg, nnodes=1, nproc=2, endpoint="127.0.0.1:5555",
                                local_addr=None, run_id="r", save_dir=tmp_path / "s",
                                ranks_dir=tmp_path / "r", device="cpu")
     i = argv.index("torch.distributed.run")
@@ -59,8 +59,8 @@ def test_one_box_is_torchrun_with_one_node(tmp_path: Path) -> None:
     assert argv[argv.index("--rdzv-endpoint") + 1] == "127.0.0.1:5555"
     assert argv[argv.index("--max-restarts") + 1] == "0"  # a dead rank ends the run
     assert "--local-addr" not in argv
-    assert argv[argv.index("-m", i) + 1:][:2] == ["pipeline.nodes", "rank"]
-    port = nodes.free_port()
+    assert argv[argv.index("-m", i) + 1:][:2] == ["pipeline.ranks", "rank"]
+    port = ranks.free_port()
     assert 0 < port < 65536  # a real port: torchrun's port 0 hangs its rendezvous
 
 
@@ -94,7 +94,7 @@ Root Cause (first observed failure):
 
 
 def test_a_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
-    line = nodes.rank_failure(SUMMARY.splitlines(keepends=True), tmp_path, 2, 1)
+    line = ranks.rank_failure(SUMMARY.splitlines(keepends=True), tmp_path, 2, 1)
     assert line == "rank 1 of 2 died: killed by SIGKILL; torchrun stopped the other ranks"
 
 
@@ -102,12 +102,12 @@ def test_a_rank_with_an_error_is_named_with_its_own_message(tmp_path: Path) -> N
     (tmp_path / "rank-1.error").write_text("ValueError: bad batch\n")
     summary = SUMMARY.replace("exitcode  : -9 (pid: 26356)  (SIGKILL)",
                               "exitcode  : 1 (pid: 26356)  (<N/A>)")
-    line = nodes.rank_failure(summary.splitlines(keepends=True), tmp_path, 2, 1)
+    line = ranks.rank_failure(summary.splitlines(keepends=True), tmp_path, 2, 1)
     assert line == "rank 1 of 2 died: ValueError: bad batch; torchrun stopped the other ranks"
     # No summary (torchrun itself killed): the rank that wrote its error.
-    assert nodes.rank_failure([], tmp_path, 2, 1).startswith("rank 1 of 2 died: ValueError")
+    assert ranks.rank_failure([], tmp_path, 2, 1).startswith("rank 1 of 2 died: ValueError")
     (tmp_path / "rank-1.error").unlink()
-    assert nodes.rank_failure([], tmp_path, 2, 1) == "torchrun exit 1, no rank named (its " \
+    assert ranks.rank_failure([], tmp_path, 2, 1) == "torchrun exit 1, no rank named (its " \
                                                       "output above)"
 
 
@@ -129,7 +129,7 @@ def test_speculators_03_refuses_several_ranks_on_cpu_with_the_evidence(tmp_path:
     CUDA, so two ranks on CPU are one line (exit 2) before torchrun starts."""
     cfg = pconfig.load(_config(tmp_path, "nproc_per_node = 2\n"))
     with pytest.raises(ConfigInvalid) as err:
-        nodes.train_local(cfg, tmp_path / "save", "cpu", 2)
+        ranks.train_local(cfg, tmp_path / "save", "cpu", 2)
     msg = str(err.value)
     assert "\n" not in msg and err.value.exit_code == 2
     assert "train.nproc_per_node: speculators 0.3.0 (the 0.3 path) cannot train with several " \

@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -34,7 +33,6 @@ from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import read
 from pipeline.progress import emit
 from pipeline.ranks import (
-    RANKS_DIR,
     collect,
     fresh_ranks_dir,
     ranks_per_node,
@@ -129,10 +127,7 @@ def node_main(args: argparse.Namespace) -> int:
              f"the rendezvous at {args.endpoint} answers")
         return 0
     work = cfg.output_dir / NODE_DIR
-    ranks_dir = work / RANKS_DIR
-    if ranks_dir.exists():
-        shutil.rmtree(ranks_dir)
-    ranks_dir.mkdir(parents=True)
+    ranks_dir = fresh_ranks_dir(work / "checkpoints")
     argv = torchrun_argv(cfg, nnodes=len(cfg.train.hosts), nproc=ranks_per_node(cfg, device),
                          endpoint=args.endpoint, local_addr=args.local_addr, run_id=args.run_id,
                          save_dir=work / "checkpoints", ranks_dir=ranks_dir, device=device)

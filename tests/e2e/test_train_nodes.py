@@ -27,7 +27,7 @@ from tests import box_env
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = REPO / "scripts" / "box_fleet.py"
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # 4 ranks on 2 shared cores
 RANKS_PER_BOX = 2
 WORLD = 2 * RANKS_PER_BOX  # two boxes
 

@@ -132,6 +132,8 @@ def collect(ranks_dir: Path) -> dict[str, Any]:
 
     results = sorted((json.loads(p.read_text()) for p in ranks_dir.glob("rank-*.json")),
                      key=lambda r: int(r["rank"]))
+    if not results or results[0]["rank"] != 0:
+        raise PipelineError(f"torchrun ended well but rank 0 left no result in {ranks_dir}")
     out: dict[str, Any] = dict(results[0])
     out.pop("rank", None)
     out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote")}

@@ -26,6 +26,8 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     epochs = 10
     lr = 1e-4
     hosts = ["a", "b"]                 # train across these console hosts (torchrun, c10d)
+    nproc_per_node = 0                 # ranks per box (0: its GPU count; 1 on CPU)
+    mode = "offline"                   # or "online": states from a live vLLM server
     [evaluate]
     num_speculative_tokens = 3
     served_url = ""                    # a vLLM serving target + head: measure there instead
@@ -81,8 +83,7 @@ class ExtractConfig:
     dtype: str = "bfloat16"
     tensor_parallel_size: int = 1
     reserve_bytes: int = 1 << 30  # leave this much free on the output disk
-    # backend vllm: the engine's prefill chunk (max_num_batched_tokens); 0 = vLLM's default
-    max_num_batched_tokens: int = 0
+    max_num_batched_tokens: int = 0  # backend vllm: the engine's prefill chunk; 0: vLLM's default
     # console.toml host names: extraction sharded across these boxes, gathered on the box that
     # runs the pipeline (docs/pipeline.md "Sharded extraction"); empty: extract runs here
     hosts: tuple[str, ...] = ()
@@ -104,15 +105,13 @@ class TrainConfig:
     speculators: str = "auto"
     seed: int = 0
     noise_std: float = 0.05
-    # Train across these console hosts with torchrun's c10d rendezvous on the first (one box
-    # when empty); addresses: how the boxes reach each other, default the sshd's address.
+    # Train across these hosts (torchrun c10d on the first); addresses: how boxes reach each other
     hosts: tuple[str, ...] = ()
     addresses: tuple[str, ...] = ()
     rdzv_port: int = 29400
     join_timeout: int = 900  # seconds the first box waits for the others to join
-    # offline: extract writes every state to disk first; online: a live vLLM server generates
-    # them while training (pipeline/trainers/online.py)
-    mode: str = "offline"
+    mode: str = "offline"  # online: a live vLLM server makes the states (trainers/online.py)
+    nproc_per_node: int = 0  # ranks (torchrun processes) per box; 0: one per GPU, 1 on CPU
 
 
 @dataclass(frozen=True)
@@ -348,6 +347,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
     if t.mode not in ("offline", "online"):
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
+    if t.nproc_per_node < 0:
+        raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
     if t.speculators not in SPECULATORS_PATHS:
         raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
                             f"{SPECULATORS_PATHS}")

@@ -14,6 +14,14 @@ import time
 from typing import Any
 
 PREFIX = "@@eagle3 "
+# Under torchrun (pipeline/ranks.py) the ranks of a box share one log and step in lockstep:
+# rank 0 alone reports progress, with the number of ranks; set by `for_rank`.
+_RANKS: dict[str, int] = {}
+
+
+def for_rank(rank: int, world_size: int) -> None:
+    """This process is rank `rank` of `world_size`: only rank 0's Progress prints."""
+    _RANKS.update(rank=rank, world_size=world_size)
 
 
 def emit(type_: str, stage: str, **fields: Any) -> None:
@@ -73,6 +81,10 @@ class Progress:
         if not force and now - self._last < self.interval and done < self.total:
             return
         self._last = now
+        if _RANKS:
+            if _RANKS["rank"] != 0:
+                return
+            extra = {**extra, "ranks": _RANKS["world_size"]}
         elapsed = now - self._start
         units = done - self._base
         rate = {"rate": round(units / elapsed, 3)} if rate_means_something(units, elapsed) else {}

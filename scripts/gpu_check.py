@@ -10,13 +10,24 @@ real GPU and nvidia-ml-py exist, reads the same GPU four ways and says where the
 3. the sampler at 10 Hz through each source, with a torch matmul load in the middle of the
    window (utilisation and memory must rise while it runs), and the sampler's own CPU time per
    sample (what a 10 Hz stats stream costs the box);
-4. nvidia-smi's raw CSV beside them.
-5. `[train] mode = "online"` (pipeline/trainers/online.py), whose extraction server needs CUDA:
+4. nvidia-smi's raw CSV beside them;
+5. the train stage's CUDA path under torchrun (issue 38, pipeline/ranks.py): the demo's data
+   (prepare, extract, vocab), then `ranks.train_local` on cuda, per speculators: 0.3's FSDP
+   path with one rank on one GPU, 0.9's `speculators train` with one rank per GPU; checked: the
+   world size, rank 0's checkpoint, every rank's steps, a finite loss. Each `--train-site DIR`
+   is a directory put in front of PYTHONPATH holding one speculators release and what it needs
+   beyond the image (pure-Python wheels unpacked with `pip install --no-deps --target DIR ...`:
+   speculators, transformers 4.x for 0.3 or 5.x for 0.9, ...); none: the python's own.
+   `--train-device cpu` runs the same on CPU (0.9: two gloo ranks; 0.3: its one-line refusal),
+   so this check's own machinery runs on a machine without a GPU.
+6. `[train] mode = "online"` (pipeline/trainers/online.py), whose extraction server needs CUDA:
    the demo's tiny target through prepare, extract (rows only), vocab and train with the
    server beside it (`--online-python`: a python with vLLM >= 0.18 and speculators 0.9); train
-   must finish in online mode, no state may be left on disk and no process of the server.
+   must finish in online mode, no state may be left on disk and no process of the server
+   (`--only online`).
 
     python3 scripts/gpu_check.py --out DIR        # writes DIR/report.json, prints a summary
+    python3 scripts/gpu_check.py --out DIR --only train [--train-site DIR03 --train-site DIR09]
 Exit 0 when every check holds, 1 otherwise. Stdlib + nvidia-ml-py; torch only for the load.
 """
 from __future__ import annotations
@@ -31,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from gpu_check_train import online_check, train_check  # scripts/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = ROOT / "remote" / "probes"
@@ -210,47 +223,6 @@ def sampler_check(source: str, count: int) -> dict:
             "series": samples, "problems": problems, "raw_head": out[:3000]}
 
 
-def online_check(python: str) -> dict:
-    """The online mode end to end on this GPU with the demo's tiny target."""
-    problems: list[str] = []
-    work = Path(tempfile.mkdtemp(prefix="gpu-check-online-"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([python, "-m", "pipeline", "demo-setup", "--dir", str(work)],
-                          env=env, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        return {"problems": [f"online: demo-setup failed: {done.stderr[-1000:]}"]}
-    cfg = work / "pipeline.toml"
-    text = cfg.read_text()
-    text = re.sub(r"^epochs = \d+$", "epochs = 1", text, flags=re.M)
-    text = text.replace('device = "cpu"', 'device = "auto"')
-    cfg.write_text(text.replace("[train]\n", '[train]\nmode = "online"\n'))
-    logs = {}
-    for stage in ("prepare", "extract", "vocab", "train"):
-        run = subprocess.run([python, "-m", "pipeline", stage, "--config", str(cfg)], env=env,
-                             capture_output=True, text=True, timeout=1800)
-        logs[stage] = (run.stdout + run.stderr)[-3000:]
-        if run.returncode != 0:
-            problems.append(f"online: {stage} exited {run.returncode}: {logs[stage][-500:]}")
-            break
-    out = work / "out"
-    train = out / "manifests" / "train.json"
-    summary = json.loads(train.read_text()).get("summary", {}) if train.exists() else {}
-    if not problems and summary.get("mode") != "online":
-        problems.append(f"online: train's summary says mode {summary.get('mode')!r}")
-    left = [p.name for p in (out / "extract" / "hidden_states").glob("*")] \
-        if (out / "extract" / "hidden_states").exists() else []
-    if left:
-        problems.append(f"online: states left on disk under extract/: {left[:5]}")
-    staged = list((out / "train" / "online-states").glob("*")) \
-        if (out / "train" / "online-states").exists() else []
-    if staged:
-        problems.append(f"online: the server's files were not all consumed: {len(staged)}")
-    alive = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
-    if alive.strip():
-        problems.append(f"online: processes of the run left: {alive.split()}")
-    return {"steps": summary.get("steps"), "problems": problems, "logs": logs}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -258,22 +230,39 @@ def main() -> int:
     ap.add_argument("--online-python", default=sys.executable,
                     help="a python with vLLM >= 0.18 (CUDA) and speculators 0.9, for the online "
                     "training check (default: this one)")
+    ap.add_argument("--only", choices=["all", "nvml", "train", "online"], default="all",
+                    help="the NVML readers (1-4), the train stage's CUDA path (5), online "
+                    "training (6), or all")
+    ap.add_argument("--train-site", type=Path, action="append", default=[],
+                    help="a directory holding one speculators release (repeatable)")
+    ap.add_argument("--train-device", choices=["cuda", "cpu"], default="cuda",
+                    help="cpu: the train check's machinery without a GPU")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict = {}
     import shutil
 
-    if shutil.which("nvidia-smi") is None:
+    nvml = args.only in ("all", "nvml")
+    if (nvml or args.train_device == "cuda") and shutil.which("nvidia-smi") is None:
         print("gpu_check: nvidia-smi not found: run this on a box with an NVIDIA GPU", file=sys.stderr)
         return 2
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_version,utilization.gpu,"
-                          "memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm",
-                          "--format=csv,noheader,nounits"], capture_output=True, text=True)
-    report["smi_raw"] = smi.stdout
-    for name, fn in (("api", api_check), ("env", env_check),
-                     ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
-                     ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count)),
-                     ("online", lambda: online_check(args.online_python))):
+    checks: list = []
+    if nvml:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,pci.bus_id,driver_version,"
+                              "utilization.gpu,memory.used,memory.total,power.draw,power.limit,"
+                              "temperature.gpu,clocks.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True)
+        report["smi_raw"] = smi.stdout
+        checks += [("api", api_check), ("env", env_check),
+                   ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
+                   ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))]
+    if args.only in ("all", "train"):
+        work = Path(tempfile.mkdtemp(prefix="gpu-check-train-"))
+        for i, site in enumerate(args.train_site or [None]):
+            checks.append((f"train_{i}", lambda site=site: train_check(site, args.train_device, work)))
+    if args.only in ("all", "online"):
+        checks.append(("online", lambda: online_check(args.online_python)))
+    for name, fn in checks:
         try:
             report[name] = fn()
         except Exception as exc:
@@ -281,8 +270,13 @@ def main() -> int:
         print(name, "problems:", report[name].get("problems"), flush=True)
     (args.out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     for key in ("sampler_nvml", "sampler_smi"):
-        r = report[key]
-        print(key, {k: r.get(k) for k in ("samples", "cpu_s", "cpu_ms_per_sample", "util_max", "mem_span")})
+        r = report.get(key)
+        if r:
+            print(key, {k: r.get(k) for k in ("samples", "cpu_s", "cpu_ms_per_sample", "util_max", "mem_span")})
+    for key, r in report.items():
+        if key.startswith("train_"):
+            print(key, {k: r.get(k) for k in ("site", "version", "device", "nproc", "returncode")},
+                  (r.get("result") or {}).get("ranks"))
     bad = [p for r in report.values() if isinstance(r, dict) for p in r.get("problems", [])]
     print("gpu_check:", "ok" if not bad else f"{len(bad)} problem(s)")
     return 0 if not bad else 1

@@ -35,17 +35,22 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     save_dir = ctx.workdir / "checkpoints"
     emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
-    from pipeline import nodes, trainers
+    from pipeline import nodes, ranks, trainers
 
+    # torchrun over the boxes (pipeline/nodes.py) or this box's ranks (pipeline/ranks.py);
+    # rank 0 writes save_dir. Online mode is one training process beside its server.
+    nproc = ranks.ranks_per_node(cfg, device)
     if cfg.train.mode == "online":  # states from a live server, none on disk
         from pipeline.trainers import online
 
         result = online.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"), save_dir,
                               device)
         result["world_size"] = 1
-    elif nodes.across(cfg):  # torchrun over the boxes; rank 0 writes save_dir (pipeline/nodes.py)
+    elif nodes.across(cfg):
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
+    elif nproc > 1:
+        result = ranks.train_local(cfg, save_dir, device, nproc)
     else:
         result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
                                                 ctx.input_dir("vocab"), save_dir, device)

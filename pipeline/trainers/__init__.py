@@ -9,7 +9,7 @@ Which one runs is `for_config(cfg)`, from `train.speculators` or the installed r
 (pipeline.formats.speculators_path): the extract format follows the same switch.
 
 Each adapter has the same four entry points (`Trainer`): `train` (the train stage: one process,
-or, training across boxes, every rank under torchrun calls it: pipeline/nodes.py),
+or, with several ranks, every rank under torchrun calls it: pipeline/ranks.py),
 `load_trained` and `untrained` (the heads evaluate compares) and `draft_tokens` (a head's greedy
 proposal). Both make speculators run on CPU without editing it; what that takes is in each
 module's docstring.

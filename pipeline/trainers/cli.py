@@ -5,7 +5,7 @@ Eagle3DraftModel for evaluation, on CPU too.
 What CPU needs (docs/design.md), done without editing speculators:
 - its local rank must be the string "cpu": maybe_setup_distributed() sets it to 0 (a CUDA
   ordinal) for a single process, so the name the CLI module imported is wrapped to set "cpu"
-  after it ran. Under torchrun (training across boxes, pipeline/nodes.py) its setup asks the
+  after it ran. Under torchrun (several ranks, pipeline/ranks.py) its setup asks the
   accelerator for the device and backend (`torch.accelerator.set_device_index`: "Cannot access
   accelerator device when none is available"), so on CPU the wrapper does that setup with gloo
   instead (init_process_group, then its own SP/DP groups); its trainer's DDP and distributed

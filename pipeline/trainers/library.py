@@ -13,13 +13,15 @@ What CPU needs (docs/design.md), and how it is done here without editing specula
   here imports that package.
 - the trainer globs every file ending in "pt" under its data path: extract writes only
   data_{i}.pt there (partial files end in .part).
-On GPUs the upstream choices stand (flex attention, compile, local rank 0).
+On GPUs the upstream choices stand (flex attention, compile, local rank 0); under torchrun
+(pipeline/ranks.py) its own distributed setup and FSDP path (CUDA only: refused on CPU there).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,15 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
         import torch._dynamo
 
         torch._dynamo.config.disable = True
+    # Under torchrun (pipeline/ranks.py; CUDA only, refused on CPU there): speculators' own
+    # setup (device index, nccl) and its FSDP path, each rank on its share of the batches.
+    distributed = "LOCAL_RANK" in os.environ  # speculators' own rule (one GPU included)
+    local_rank: int | str = "cpu" if cpu else 0
+    rank, world = 0, 1
+    if distributed:
+        from speculators.train.utils import maybe_setup_distributed
+
+        local_rank, world, rank, _ = maybe_setup_distributed()
     torch.manual_seed(cfg.train.seed)
     d2t, t2d = load_vocab(vocab_dir)
     model = build_draft(cfg, d2t.to(device), t2d.to(device), dense=cpu)
@@ -143,7 +154,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
                                       tensors=("hidden_states", "verifier_last_hidden_states"))
             if noise and cfg.train.noise_std > 0 else None)
         sampler = MultipackDistributedBatchSamplerV2(
-            batch_max_length=seq, lengths=ds.approx_lengths, num_replicas=1, rank=0,
+            batch_max_length=seq, lengths=ds.approx_lengths, num_replicas=world, rank=rank,
             seed=cfg.train.seed)
         return DataLoader(ds, batch_sampler=sampler, num_workers=0 if cpu else 4,
                           pin_memory=not cpu, collate_fn=create_collate_fn(seq))
@@ -162,14 +173,18 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
             "ttt_step_loss_decay": 1.0}
     trainer = Trainer(model, TrainerConfig(
         lr=cfg.train.lr, num_epochs=cfg.train.epochs, save_path=str(save_dir),
-        resume_from_checkpoint=False, is_distributed=False,
-        local_rank="cpu" if cpu else 0,  # type: ignore[arg-type]
+        resume_from_checkpoint=False, is_distributed=distributed,
+        local_rank=local_rank,  # type: ignore[arg-type]
         train_call_kwargs=call, val_call_kwargs=call,
     ), train_loader, val_loader)
     try:
         trainer.run_training()
     finally:
         metrics_logger.removeHandler(handler)
+        if distributed:
+            from speculators.train.utils import maybe_destroy_distributed
+
+            maybe_destroy_distributed()
     progress.update(progress.done, force=True)
     return {"steps": progress.done, "final": handler.last}
 

@@ -1,0 +1,261 @@
+"""Ranks under torchrun: several on one box (`[train] nproc_per_node`), and what every rank runs,
+on one box or across boxes (pipeline/nodes.py). speculators' own distributed trainer does the
+work (0.9's `speculators train`: DistributedDataParallel over its distributed batch sampler;
+0.3's library Trainer: FSDP, CUDA only; gloo on CPU, nccl on GPUs); nothing here reduces a
+gradient itself.
+
+Ranks per box (`ranks_per_node`): `train.nproc_per_node` when set, else one per GPU torch sees on
+the box, 1 on CPU. One box with N > 1 ranks (`train_local`) is the call training across boxes
+makes with --nnodes 1, its rendezvous on a free loopback port (torchrun's port 0 hangs).
+
+Every rank (`rank_main`, `python -m pipeline.ranks rank` under torchrun) trains into its own save
+directory (rank 0: the stage's; speculators saves on rank 0 alone, so the others stay empty) and
+leaves `rank-R.json` (its result) or `rank-R.error` (its error, one line) in the ranks
+directory. A rank that dies (an exception, or a signal: the OOM killer) fails the stage in one
+line naming the rank and its error: its own `rank-R.error`, else torchrun's failure summary (its
+stderr, relayed to the log) naming the first rank that failed and its exit code or signal;
+torchrun (--max-restarts 0) stops the other ranks.
+
+speculators 0.3.x cannot train with several ranks on CPU (measured; the evidence is in
+docs/pipeline.md): its Trainer's distributed branch calls `m.to_empty(device="cuda")` after
+fully_shard (speculators/train/trainer.py:104) and its own setup raises "No accelerator found"
+(speculators/train/utils.py:33). There one line says why, and training stays one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigInvalid, PipelineError
+from pipeline.manifest import stage_dir
+from pipeline.progress import emit
+
+RANKS_DIR = "ranks"  # each rank's result (rank-R.json) or error (rank-R.error)
+REFUSED_03 = (
+    "{key}: speculators {version} (the 0.3 path) cannot train with several ranks on CPU: its "
+    "Trainer's distributed branch moves the sharded layers to CUDA "
+    "(speculators/train/trainer.py:104 `m.to_empty(device=\"cuda\")`: \"Found no NVIDIA driver\") "
+    "and its own setup raises \"No accelerator found\" (speculators/train/utils.py:33); {fix} "
+    "or train with speculators 0.9 (docs/pipeline.md)")
+_FIX = {"train.hosts": "train on one box (remove train.hosts)",
+        "train.nproc_per_node": "train with one rank (train.nproc_per_node = 1)"}
+
+
+def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
+    """torchrun processes on this box: train.nproc_per_node, else one per GPU, 1 on CPU."""
+    if cfg.train.nproc_per_node:
+        return cfg.train.nproc_per_node
+    if device == "cuda":
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    return 1
+
+
+def refuse_03(cfg: PipelineConfig, device: str, key: str = "train.hosts") -> None:
+    from pipeline.formats import installed_speculators, speculators_path
+
+    if speculators_path(cfg) == "0.3" and device == "cpu":
+        raise ConfigInvalid(str(cfg.path), REFUSED_03.format(
+            key=key, version=installed_speculators(), fix=_FIX[key]))
+
+
+def torchrun_argv(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
+                  local_addr: str | None, run_id: str, save_dir: Path, ranks_dir: Path,
+                  device: str) -> list[str]:
+    """torchrun for one box: `nproc` processes, c10d rendezvous at `endpoint` (the first box's
+    address; c10d hosts its store on the box whose --local-addr matches it). --max-restarts 0:
+    a rank that fails ends the run (torchrun stops the others) instead of restarting it."""
+    argv = [sys.executable, "-m", "torch.distributed.run",
+            "--nnodes", str(nnodes), "--nproc-per-node", str(nproc),
+            "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id,
+            "--rdzv-conf", f"join_timeout={cfg.train.join_timeout}", "--max-restarts", "0"]
+    if local_addr:
+        argv += ["--local-addr", local_addr]
+    return [*argv, "-m", "pipeline.ranks", "rank", "--config", str(cfg.path),
+            "--save-dir", str(save_dir), "--ranks-dir", str(ranks_dir), "--device", device]
+
+
+def free_port(addr: str = "127.0.0.1") -> int:
+    """A port free now on `addr` (torchrun's own port 0 hangs its rendezvous)."""
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return int(s.getsockname()[1])
+
+
+def train_local(cfg: PipelineConfig, save_dir: Path, device: str, nproc: int) -> dict[str, Any]:
+    """Several ranks on this box: torchrun --nnodes 1, its rendezvous on a free loopback port;
+    rank 0's result with every rank's share."""
+    refuse_03(cfg, device, "train.nproc_per_node")
+    endpoint = f"127.0.0.1:{free_port()}"
+    backend = "nccl" if device == "cuda" else "gloo"
+    emit("info", "train", ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
+         f"on this box (torchrun, {backend}; train.nproc_per_node "
+         f"{cfg.train.nproc_per_node or 'auto'})")
+    ranks_dir = fresh_ranks_dir(save_dir)
+    argv = torchrun_argv(cfg, nnodes=1, nproc=nproc, endpoint=endpoint, local_addr=None,
+                         run_id=f"eagle3-train-{os.getpid()}-{int(time.time())}",
+                         save_dir=save_dir, ranks_dir=ranks_dir, device=device)
+    failure = run_torchrun(argv, ranks_dir, nproc)
+    if failure:
+        raise PipelineError(f"training with {nproc} ranks failed: {failure}")
+    return collect(ranks_dir)
+
+
+def fresh_ranks_dir(save_dir: Path) -> Path:
+    ranks_dir = save_dir.parent / RANKS_DIR
+    if ranks_dir.exists():
+        import shutil
+
+        shutil.rmtree(ranks_dir)
+    ranks_dir.mkdir(parents=True)
+    return ranks_dir
+
+
+def collect(ranks_dir: Path) -> dict[str, Any]:
+    """Rank 0's result, with this box's ranks' shares (`ranks`: rank, steps, files it wrote
+    under its save dir); the directory is removed (it is no output of the stage)."""
+    import shutil
+
+    results = sorted((json.loads(p.read_text()) for p in ranks_dir.glob("rank-*.json")),
+                     key=lambda r: int(r["rank"]))
+    if not results or results[0]["rank"] != 0:
+        raise PipelineError(f"torchrun ended well but rank 0 left no result in {ranks_dir}")
+    out: dict[str, Any] = dict(results[0])
+    out.pop("rank", None)
+    out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote")}
+                    for r in results]
+    shutil.rmtree(ranks_dir)
+    return out
+
+
+_ROOT = re.compile(r"Root Cause")
+_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:.*?\)\s*\(?(SIG[A-Z0-9]+))?")
+
+
+def run_torchrun(argv: list[str], ranks_dir: Path, world: int | None) -> str:
+    """Run torchrun (stdout to ours: the ranks' records reach the log), its stderr relayed line
+    by line and read for its failure summary. '' when it succeeded, else one line: the first
+    rank that failed and its error."""
+    sys.stdout.flush()
+    tail: deque[str] = deque(maxlen=400)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
+    assert proc.stderr is not None
+
+    def relay() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail.append(line)
+            sys.stderr.write(line)
+        sys.stderr.flush()
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    rc = proc.wait()
+    reader.join(timeout=30)
+    if rc == 0:
+        return ""
+    return rank_failure(list(tail), ranks_dir, world, rc)
+
+
+def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int) -> str:
+    """One line for a failed torchrun: the first failed rank (torchrun's "Root Cause" block, else
+    the oldest rank-R.error) and its error (its own message, else its exit code or signal)."""
+    errors = {int(p.name[5:-6]): p for p in ranks_dir.glob("rank-*.error")}
+    rank: int | None = None
+    code: str | None = None
+    signame: str | None = None
+    in_root = False
+    for line in stderr:
+        if _ROOT.search(line):
+            in_root, rank, code, signame = True, None, None, None
+        elif in_root and (m := _RANK.match(line)):
+            rank = int(m.group(1))
+        elif in_root and (m := _EXIT.match(line)):
+            code, signame = m.group(1), m.group(2)
+    if rank is None and errors:
+        rank = min(errors, key=lambda r: errors[r].stat().st_mtime)
+    of = f" of {world}" if world else ""
+    if rank is None:
+        return f"torchrun exit {rc}, no rank named (its output above)"
+    if rank in errors:
+        what = errors[rank].read_text(errors="replace").strip()
+    elif code is not None and int(code) < 0:
+        what = f"killed by {signame or _signal(code)}"
+    elif code is not None:
+        what = f"exit code {code}"
+    else:
+        what = "no error recorded on this box (its own box's log says why)"
+    return f"rank {rank}{of} died: {what}; torchrun stopped the other ranks"
+
+
+def _signal(code: str) -> str:
+    import signal
+
+    try:
+        return signal.Signals(-int(code)).name
+    except ValueError:
+        return f"signal {-int(code)}"
+
+
+def rank_main(args: argparse.Namespace) -> int:
+    """One rank under torchrun (every box): speculators' trainer in its distributed mode. Rank 0
+    trains into --save-dir; any other rank gets a directory of its own under --ranks-dir, so
+    what it wrote (nothing: speculators saves on rank 0 alone) is seen, not merged."""
+    from pipeline import config as config_mod
+    from pipeline import progress, trainers
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    ranks_dir = Path(args.ranks_dir)
+    progress.for_rank(rank, world)
+    try:
+        cfg = config_mod.load(args.config, check_disk=False)
+        if cfg.cpu_threads:
+            import torch
+
+            torch.set_num_threads(cfg.cpu_threads)
+        emit("info", "train", message=f"rank {rank} of {world} (torchrun, c10d) starting",
+             rank=rank, world_size=world, pid=os.getpid())
+        save = Path(args.save_dir) if rank == 0 else ranks_dir / f"rank-{rank}-checkpoints"
+        res = trainers.for_config(cfg).train(cfg, stage_dir(cfg, "extract"),
+                                             stage_dir(cfg, "vocab"), save, args.device)
+    except Exception as exc:  # any rank's error is the stage's one line
+        traceback.print_exc()
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        (ranks_dir / f"rank-{rank}.error").write_text(text[:500] + "\n")
+        return 1
+    wrote = sum(1 for p in save.rglob("*") if p.is_file()) if save.exists() else 0
+    emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
+         wrote=wrote, message=f"rank {rank} of {world}: {res.get('steps')} steps")
+    (ranks_dir / f"rank-{rank}.json").write_text(json.dumps(
+        {**res, "world_size": world, "rank": rank, "wrote": wrote}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m pipeline.ranks")
+    p.add_argument("command", choices=["rank"])
+    p.add_argument("--config", required=True)
+    p.add_argument("--save-dir", required=True)
+    p.add_argument("--ranks-dir", required=True)
+    p.add_argument("--device", default="cpu")
+    return rank_main(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -52,12 +52,11 @@ def vllm_rows(prompts: Path, n: int, dest: Path) -> Path:
     return dest
 
 
-def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
-               name: str) -> dict[str, Any]:
-    """`vllm bench serve` against `s.url`; its --save-result file (read back as JSON)."""
+def _vllm_argv(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+               name: str) -> list[str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = vllm_rows(prompts, s.requests, out_dir / f"{name}.prompts.jsonl")
-    argv = [str(python.parent / "vllm"), "bench", "serve", "--backend", "openai-chat",
+    return [str(python.parent / "vllm"), "bench", "serve", "--backend", "openai-chat",
             "--base-url", s.url, "--endpoint", "/v1/chat/completions", "--model", s.model,
             "--tokenizer", s.model, "--dataset-name", "custom", "--dataset-path", str(rows),
             "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(s.requests),
@@ -66,11 +65,51 @@ def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
             "--save-result", "--result-dir", str(out_dir), "--result-filename",
             f"{name}.json", "--metadata", f"max_tokens={s.max_tokens}", "--disable-tqdm"]
-    done = subprocess.run(argv, env=run_env(), capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise AssertionError(f"vllm bench serve exited {done.returncode}:\n"
-                             + "\n".join((done.stderr + done.stdout).splitlines()[-30:]))
+
+
+def _vllm_result(rc: int, output: str, out_dir: Path, name: str) -> dict[str, Any]:
+    if rc != 0:
+        raise AssertionError(f"vllm bench serve exited {rc}:\n"
+                             + "\n".join(output.splitlines()[-30:]))
     return dict(json.loads((out_dir / f"{name}.json").read_text()))
+
+
+def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+               name: str) -> dict[str, Any]:
+    """`vllm bench serve` against `s.url`, alone; its --save-result file (read back as JSON)."""
+    argv = _vllm_argv(python, s, prompts, out_dir, name)
+    done = subprocess.run(argv, env=run_env(), capture_output=True, text=True, timeout=900)
+    return _vllm_result(done.returncode, done.stderr + done.stdout, out_dir, name)
+
+
+MAIN_RUN = "Starting main benchmark run"  # vllm/benchmarks/serve.py prints it after warm-up
+
+
+def side_by_side(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+                 name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both clients at once, each at `s.concurrency`: the console's sweep starts when vLLM's
+    measured run does. On shared cores the server's speed moves by 2x within seconds, so two
+    runs one after the other compare two moments, not two clients; run together, each
+    request of one shares its engine steps with a request of the other (same output length),
+    and both see the same server. Their timings are comparable; their acceptance is not (each
+    window holds both clients' drafts): compare that on runs made alone."""
+    argv = _vllm_argv(python, s, prompts, out_dir, name)
+    proc = subprocess.Popen(argv, env={**run_env(), "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if MAIN_RUN in line:
+                break
+        ours = console_bench(s, prompts, out_dir, f"{name}-console")
+        rest, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return ours, _vllm_result(proc.returncode, "".join(seen) + (rest or ""), out_dir, name)
 
 
 def console_bench(s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:

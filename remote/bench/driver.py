@@ -160,7 +160,12 @@ async def run_point(
     )
 
 
-LAG_TICK_S = 0.01
+# The monitor's own period. 10 ms made the console's process wake 100 times a second, which on
+# saturated shared cores delayed its reading of the first chunk: beside `vllm bench serve`
+# (both clients at once, tests/vllm_peer.py) its TTFT read 1.2-2.3x vLLM's over seven runs,
+# 0.94-1.02x with the monitor idle (docs/measurements.md). A lag is the overshoot past the
+# period, so a longer period still measures it.
+LAG_TICK_S = 0.1
 # Above this the driver's own event loop, not the server, sets the pace of the timings.
 LAG_WARN_S = 0.02
 

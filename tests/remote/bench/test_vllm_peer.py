@@ -194,3 +194,22 @@ def test_compare_puts_a_vllm_run_beside_the_consoles(tmp_path: Path,
         ("openai-chat", "vllm bench serve", 48.0), ("speculative", "eagle3-console-bench", 96.0)]
     (summary,) = [e["payload"] for e in lines if e["kind"] == "bench.summary"]
     assert summary["rows"][0]["speedup"] == pytest.approx(2.0)
+
+
+def test_a_file_vllm_0_32_wrote() -> None:
+    """tests/data/vllm032-bench-serve-result.json: what `vllm bench serve --save-result`
+    (vLLM 0.32 CPU, the box environment) wrote against the demo's speculative server in
+    test_bench_vs_vllm.py (8 requests, concurrency 1, 24 tokens, --metadata max_tokens=24)."""
+    path = Path(__file__).parents[2] / "data" / "vllm032-bench-serve-result.json"
+    doc = json.loads(path.read_text())
+    run = load_result(path).run
+    (p,) = run.points
+    assert (run.max_tokens, p.concurrency, p.requests) == (24, 1, doc["completed"])
+    assert p.ttft_p50 == pytest.approx(doc["median_ttft_ms"] / 1000)
+    assert p.tpot_p99 == pytest.approx(doc["p99_tpot_ms"] / 1000)
+    assert p.e2el_p50 == pytest.approx(doc["median_e2el_ms"] / 1000)
+    assert p.acceptance is not None
+    assert p.acceptance["rate"] == pytest.approx(doc["spec_decode_acceptance_rate"] / 100)
+    assert p.acceptance["accepted"] == sum(p.acceptance["accepted_per_pos"])
+    assert p.acceptance["mean_length"] == pytest.approx(
+        1 + doc["spec_decode_accepted_tokens"] / doc["spec_decode_num_drafts"])

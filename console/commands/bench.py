@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
-from remote.bench.results import MIN_REQUESTS
 from remote.link.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -48,10 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     r.add_argument("--prompts", metavar="FILE",
                    help="JSONL of prompts or conversations (default: the shipped prompt set)")
     r.add_argument("--max-tokens", type=positive_int, default=256, help="output tokens per request (default 256)")
-    r.add_argument("--requests", type=positive_int, default=MIN_REQUESTS, metavar="N",
-                   help=f"at least N requests per point, and never fewer than its concurrency "
-                   f"(default {MIN_REQUESTS}; a p99 over n < 100 requests lies between the "
-                   "highest samples)")
+    r.add_argument("--requests", type=positive_int, metavar="N",
+                   help="at least N requests per point, and never fewer than its concurrency "
+                   "(default: remote/bench/results.py MIN_REQUESTS, stated when the sweep "
+                   "starts; a p99 over n < 100 requests lies between the highest samples)")
     r.add_argument("--rounds", type=positive_int,
                    help="exactly rounds x concurrency requests per point instead of --requests")
     r.add_argument("--min-seconds", type=positive_float, metavar="S",
@@ -115,10 +114,11 @@ def sweep_settings(args: argparse.Namespace, prompts: PromptSet,
                    concurrencies: list[int]) -> SweepSettings:
     """`bench run`'s options as the sweep's settings: the CLI's and the TUI's (wiring.bench_run
     parses the same options) in one place."""
+    from remote.bench.results import MIN_REQUESTS
     from remote.ops.bench import SweepSettings
 
     return SweepSettings(prompts, concurrencies, model=args.model, max_tokens=args.max_tokens,
-                         rounds=args.rounds, min_requests=args.requests,
+                         rounds=args.rounds, min_requests=args.requests or MIN_REQUESTS,
                          min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
                          timeout=args.timeout, ignore_eos=not args.stop_at_eos)
 

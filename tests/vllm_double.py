@@ -3,8 +3,10 @@
 It is faithful to what the console relies on (docs/design.md §2.7, vllm/v1/spec_decode/metrics.py and
 vllm/v1/metrics/loggers.py of vLLM 0.16):
 - `GET /version`, `GET /v1/models`, `POST /v1/chat/completions` streamed as server-sent
-  events: a role chunk with empty content, one chunk per engine step carrying every token that
-  step produced (with speculation a chunk carries several tokens), a finish chunk, a `usage`
+  events: a role chunk with empty content (sent, as vLLM's serving_chat does, with the
+  request's first output, not before the prefill), one chunk per engine step carrying every
+  token that step produced (`empty_text_tokens`: the request's first tokens decode to no text,
+  as a small model's often do) (with speculation a chunk carries several tokens), a finish chunk, a `usage`
   chunk when `stream_options.include_usage` is set, then `data: [DONE]`. `max_tokens` + `ignore_eos` give
   exactly `max_tokens` tokens. An unknown model gets vLLM's 404 error body.
 - `GET /metrics` in Prometheus text, written by prometheus_client as vLLM's Counters are:
@@ -76,6 +78,8 @@ class DoubleConfig:
     # ({"drafts", "draft_tokens", "accepted", "per_pos"}), and restart at the Nth scrape (1-based).
     advance_per_scrape: dict[str, Any] | None = None
     restart_at_scrape: int | None = None
+    # The first tokens of every answer decode to empty text (their chunks carry content "").
+    empty_text_tokens: int = 0
 
     def __post_init__(self) -> None:
         if any(a < 0 or a > self.num_speculative_tokens for a in self.accept_pattern):
@@ -337,11 +341,14 @@ class VllmDouble:
         try:
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-            send(chunk({"role": "assistant", "content": ""}))
-            await writer.drain()
             produced = 0
+            first = True
             while (n := await seq.queue.get()) is not None:
-                text = "".join(f"t{produced + i} " for i in range(n))
+                if first:
+                    send(chunk({"role": "assistant", "content": ""}))
+                    first = False
+                empty = self.cfg.empty_text_tokens
+                text = "".join(f"t{produced + i} " for i in range(n) if produced + i >= empty)
                 produced += n
                 send(chunk({"content": text}))
                 await writer.drain()

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.link.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from remote.bench.prompts import PromptSet
+    from remote.ops.bench import SweepSettings
 
 # What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
 # the function that runs it: `console --help` and `console bench --help` load none of it.
@@ -44,9 +49,17 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--prompts", metavar="FILE",
                    help="JSONL of prompts or conversations (default: the shipped prompt set)")
     r.add_argument("--max-tokens", type=positive_int, default=256, help="output tokens per request (default 256)")
-    r.add_argument("--rounds", type=positive_int, default=4,
-                   help="requests per point = rounds x concurrency (default 4)")
-    r.add_argument("--warmup", type=nonneg_int, default=1, help="unmeasured requests first (default 1)")
+    r.add_argument("--requests", type=positive_int, metavar="N",
+                   help="at least N requests per point, and never fewer than its concurrency "
+                   "(default: remote/bench/results.py MIN_REQUESTS, stated when the sweep "
+                   "starts; a p99 over n < 100 requests lies between the highest samples)")
+    r.add_argument("--rounds", type=positive_int,
+                   help="exactly rounds x concurrency requests per point instead of --requests")
+    r.add_argument("--min-seconds", type=positive_float, metavar="S",
+                   help="and keep each point going for at least S seconds")
+    r.add_argument("--warmup", type=nonneg_int, default=1,
+                   help="unmeasured requests sent at once before the first point, their answers "
+                   "thrown away (default 1; vllm bench serve's --num-warmups defaults to 0)")
     r.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
     r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
     r.add_argument("--force", action="store_true",
@@ -62,7 +75,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
     c = bsub.add_parser("compare", help="compare a baseline result with a speculative one",
                         description="Speedup per concurrency and crossover from two result "
-                        "files: A is the baseline, B the speculative run.")
+                        "files: A is the baseline, B the speculative run. Either may be the "
+                        "console's own or one written by `vllm bench serve --save-result` "
+                        "(--append-result: one run per --max-concurrency).")
     c.add_argument("baseline_file", metavar="A.json")
     c.add_argument("spec_file", metavar="B.json")
     add_common_options(c, record=False)
@@ -102,6 +117,19 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     return fresh(default_session_dir() / f"{stamp}-bench-{safe}.json")
 
 
+def sweep_settings(args: argparse.Namespace, prompts: PromptSet,
+                   concurrencies: list[int]) -> SweepSettings:
+    """`bench run`'s options as the sweep's settings: the CLI's and the TUI's (wiring.bench_run
+    parses the same options) in one place."""
+    from remote.bench.results import MIN_REQUESTS
+    from remote.ops.bench import SweepSettings
+
+    return SweepSettings(prompts, concurrencies, model=args.model, max_tokens=args.max_tokens,
+                         rounds=args.rounds, min_requests=args.requests or MIN_REQUESTS,
+                         min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
+                         timeout=args.timeout, ignore_eos=not args.stop_at_eos)
+
+
 async def run_command(args: argparse.Namespace) -> int:
     from console.bench_tables import compare_table, point_summary, run_table
     from remote.bench.driver import parse_concurrency
@@ -112,7 +140,8 @@ async def run_command(args: argparse.Namespace) -> int:
 
     concurrencies = parse_concurrency(args.concurrency)
     _check_positive("--max-tokens", args.max_tokens)
-    _check_positive("--rounds", args.rounds)
+    if args.rounds is not None:
+        _check_positive("--rounds", args.rounds)
     _check_positive("--timeout", args.timeout)
     if args.warmup < 0:
         raise UsageError("--warmup must not be negative")
@@ -121,10 +150,7 @@ async def run_command(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts or BUILTIN)
     earlier = load_result(args.baseline) if args.baseline else None
     label = args.label or ("baseline" if args.no_speculation else "speculative")
-    settings = ops.SweepSettings(prompts, concurrencies, model=args.model,
-                                 max_tokens=args.max_tokens, rounds=args.rounds,
-                                 warmup=args.warmup, timeout=args.timeout,
-                                 ignore_eos=not args.stop_at_eos)
+    settings = sweep_settings(args, prompts, concurrencies)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.host(args.host)
         out_path = result_path(ctx, args, label)  # refused before the box is reached
@@ -148,15 +174,16 @@ async def run_command(args: argparse.Namespace) -> int:
 
 
 async def compare_command(args: argparse.Namespace) -> int:
-    from console.bench_tables import compare_table
+    from console.bench_tables import compare_table, point_summary, run_table
     from remote.bench.results import load_result
     from remote.ops import bench as ops
 
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
     async with Context.from_args(args) as ctx:
-        comparison = ops.compare(ctx.bus, a, b)
+        comparison = ops.compare(ctx.bus, a, b, point_summary)
         if not args.json:
+            ctx.out.write(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n")
             ctx.out.write(compare_table(comparison) + "\n")
         return EXIT_OK
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 else:
     _AppBase = object
 
-DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --rounds 4"
+DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --requests 32"
 
 
 class BoxActions(_AppBase):
@@ -258,7 +258,7 @@ class BoxActions(_AppBase):
         note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
                 else "; start the baseline server (o) to get speedups")
         self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
-                                   "--concurrency 1,4,16 --max-tokens 256 --rounds 4",
+                                   "--concurrency 1,4,16 --max-tokens 256 --requests 32",
                                    self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
 
     def action_log_records(self) -> None:

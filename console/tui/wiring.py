@@ -172,6 +172,7 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     (and the options name no baseline) it is measured first, as --baseline-url does."""
 
     from console.bench_tables import point_summary
+    from console.commands.bench import sweep_settings
     from console.sessions.writer import default_session_dir
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
@@ -184,11 +185,8 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     args = bench_settings(options, host.name)
     if args.no_speculation and (args.baseline or args.baseline_url):
         raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
-    settings = ops.SweepSettings(load_prompts(args.prompts or BUILTIN),
-                                 parse_concurrency(args.concurrency), model=args.model,
-                                 max_tokens=args.max_tokens, rounds=args.rounds,
-                                 warmup=args.warmup, timeout=args.timeout,
-                                 ignore_eos=not args.stop_at_eos)
+    settings = sweep_settings(args, load_prompts(args.prompts or BUILTIN),
+                              parse_concurrency(args.concurrency))
     label = args.label or ("baseline" if args.no_speculation else "speculative")
     earlier = load_result(args.baseline) if args.baseline else None
     if not (args.baseline or args.baseline_url or args.no_speculation):

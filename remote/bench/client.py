@@ -1,5 +1,13 @@
 """HTTP to vLLM's OpenAI-compatible server: /metrics, /v1/models and streamed chat requests.
 
+A request's timings are the ones `vllm bench serve` takes (vLLM 0.32,
+vllm/benchmarks/lib/endpoint_request_func.py, `async_request_openai_chat_completions`; the
+definitions are quoted in docs/measurements.md), so the console's figures and vLLM's own
+client agree by definition, not by luck: every stream chunk whose `choices` is non-empty is a
+token chunk, whatever its text (the first is the role chunk, and a token that decodes to no
+text still is one); TTFT is the first such chunk, ITL the gaps between the following ones, E2E
+the last one (the trailing usage chunk is no token), TPOT (E2E - TTFT) / (output tokens - 1).
+
 Timing is taken on this side of the forward, as a user of the service would see it: TTFT
 includes the tunnel's round trip (small on a LAN, visible over a WAN; it cancels out of a
 baseline-vs-speculative comparison made over the same tunnel). Tokens are
@@ -24,20 +32,29 @@ Messages = list[dict[str, str]]
 
 @dataclass
 class RequestResult:
+    """One request, timed as `vllm bench serve` times it (seconds after the send)."""
+
     ok: bool
     error: str | None = None
-    ttft: float | None = None  # seconds from send to the first content
-    latency: float | None = None  # seconds from send to the end of the stream
+    ttft: float | None = None  # the first chunk with `choices` (vLLM's TTFT)
+    latency: float | None = None  # the last chunk with `choices` (vLLM's E2E latency)
     output_tokens: int = 0
-    chunk_times: list[float] = field(default_factory=list)  # seconds after send, per content chunk
+    chunk_times: list[float] = field(default_factory=list)  # every chunk with `choices`
+    text_chunks: int = 0  # chunks whose delta carried text: an answer that has none failed
 
     @property
     def tpot(self) -> float | None:
-        """Time per output token after the first (vLLM bench's definition)."""
+        """(E2E - TTFT) / (output tokens - 1): vLLM's TPOT (serve.py, calculate_metrics),
+        undefined for an answer of one token."""
         if self.ttft is None or self.latency is None or self.output_tokens < 2:
             return None
-        last = self.chunk_times[-1] if self.chunk_times else self.latency
-        return (last - self.ttft) / (self.output_tokens - 1)
+        return (self.latency - self.ttft) / (self.output_tokens - 1)
+
+    @property
+    def itl(self) -> list[float]:
+        """The gaps between successive token chunks after the first (vLLM's ITL): a chunk that
+        carries several tokens (speculation) is one gap, as vLLM counts it."""
+        return [b - a for a, b in zip(self.chunk_times, self.chunk_times[1:], strict=False)]
 
 
 class VllmClient:
@@ -126,7 +143,6 @@ class VllmClient:
         }
         t0 = time.perf_counter()
         result = RequestResult(ok=False)
-        chunks = 0
         usage_tokens: int | None = None
         finish_reason: str | None = None
         try:
@@ -156,20 +172,23 @@ class VllmClient:
                         result.error = f"server error: {_one_line(json.dumps(chunk['error']))}"
                         return result
                     finish_reason = _finish_reason(chunk) or finish_reason
-                    if _has_content(chunk):
+                    if chunk.get("choices"):
                         now = time.perf_counter() - t0
                         if result.ttft is None:
                             result.ttft = now
                         result.chunk_times.append(now)
-                        chunks += 1
+                        result.latency = now
+                        if _has_content(chunk):
+                            result.text_chunks += 1
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._no_server(exc) from None
         except httpx.TransportError as exc:
             result.error = f"{type(exc).__name__}: {_one_line(str(exc))}"
             return result
-        result.latency = time.perf_counter() - t0
-        result.output_tokens = usage_tokens if usage_tokens is not None else chunks
-        if result.ttft is None:
+        result.output_tokens = usage_tokens if usage_tokens is not None else result.text_chunks
+        if not result.text_chunks:
+            # vLLM's client counts such a request as a success (its role chunk gives a TTFT);
+            # the console fails it and says why: an empty answer measures no decoding.
             result.error = _no_content_error(finish_reason, ignore_eos)
             return result
         result.ok = True

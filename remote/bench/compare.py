@@ -67,7 +67,13 @@ def compare_runs(baseline: BenchRun, spec: BenchRun) -> Comparison:
             f"output lengths differ (baseline {baseline.max_tokens}, "
             f"speculative {spec.max_tokens}): tokens/s are not comparable"
         )
-    if baseline.prompts_sha256 != spec.prompts_sha256:
+    unknown = [r.label for r in (baseline, spec) if not r.prompts_sha256]
+    if unknown:  # a `vllm bench serve` result records neither its prompts nor their digest
+        warnings.append(
+            f"the prompts of {' and '.join(repr(u) for u in unknown)} are not recorded "
+            "(vllm bench serve): check that both runs used the same prompt set"
+        )
+    elif baseline.prompts_sha256 != spec.prompts_sha256:
         warnings.append(
             f"prompt sets differ ({baseline.prompts} vs {spec.prompts}): the comparison mixes "
             "workloads"

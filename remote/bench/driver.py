@@ -1,14 +1,21 @@
 """The load driver: a concurrency sweep of streamed requests with a fixed output length.
 
 Each point keeps exactly `concurrency` requests in flight (closed loop, as vLLM's own
-benchmark does with --max-concurrency) for `rounds × concurrency` requests, and scrapes the
-spec-decode counters just before and just after, so the acceptance figures cover the same window
-as the throughput.
+benchmark does with --max-concurrency) and scrapes the spec-decode counters just before and
+just after, so the acceptance figures cover the same window as the throughput.
+
+How many requests a point runs: `rounds × concurrency` when the operator names rounds, else at
+least `min_requests` (and never fewer than the concurrency), and in either case on until
+`min_seconds` have passed. A p99 over four requests is their maximum: the default minimum
+(MIN_REQUESTS) gives the median a few dozen samples, and every point reports its count. The
+percentiles are numpy's default (linear between closest ranks), as `vllm bench serve`'s
+np.percentile; its median is np.median, the same as p50 here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -17,11 +24,18 @@ from remote.bench.client import RequestResult, VllmClient
 from remote.bench.errors import BenchFailed, ModelMismatch
 from remote.bench.metrics import SpecCounters, acceptance_between
 from remote.bench.prompts import PromptSet
-from remote.bench.results import BenchRun, Point
+from remote.bench.results import DEFINITIONS, MIN_REQUESTS, BenchRun, Point
 from remote.link.errors import UsageError
 from remote.spine.events import format_ts, utc_now
 
 MAX_ERRORS_KEPT = 5
+
+
+def point_requests(concurrency: int, *, rounds: int | None, min_requests: int) -> int:
+    """The requests a point starts with (before any min_seconds extension)."""
+    if rounds is not None:
+        return rounds * concurrency
+    return max(min_requests, concurrency)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -83,20 +97,25 @@ async def run_point(
     speculative: bool,
     offset: int = 0,
     ignore_eos: bool = True,
+    min_seconds: float = 0.0,
 ) -> Point:
+    """`requests` requests (more while `min_seconds` have not passed), `concurrency` at once."""
     before = await _spec_counters(client, model) if speculative else None
     results: list[RequestResult] = []
-    next_index = iter(range(requests))
+    started = time.perf_counter()
+    next_index = itertools.count()
+
+    def more(i: int) -> bool:
+        return i < requests or time.perf_counter() - started < min_seconds
 
     async def worker() -> None:
-        for i in next_index:
+        while more(i := next(next_index)):
             results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens,
                                                     ignore_eos=ignore_eos))
 
     lags: list[float] = []
     monitor = asyncio.create_task(_loop_lag(lags))
-    started = time.perf_counter()
-    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, requests))]
+    tasks = [asyncio.create_task(worker()) for _ in range(min(concurrency, max(requests, 1)))]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -117,6 +136,8 @@ async def run_point(
     tokens = sum(r.output_tokens for r in ok)
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     tpots = [tp for r in ok if (tp := r.tpot) is not None]
+    itls = [gap for r in ok for gap in r.itl]
+    e2els = [r.latency for r in ok if r.latency is not None]
     return Point(
         concurrency=concurrency,
         requests=len(results),
@@ -129,13 +150,22 @@ async def run_point(
         ttft_p99=percentile(ttfts, 99),
         tpot_p50=percentile(tpots, 50),
         tpot_p99=percentile(tpots, 99),
+        itl_p50=percentile(itls, 50),
+        itl_p99=percentile(itls, 99),
+        e2el_p50=percentile(e2els, 50),
+        e2el_p99=percentile(e2els, 99),
         acceptance=acceptance,
         errors=errors[:MAX_ERRORS_KEPT],
         loop_lag_p99=percentile(lags, 99),
     )
 
 
-LAG_TICK_S = 0.01
+# The monitor's own period. 10 ms made the console's process wake 100 times a second, which on
+# saturated shared cores delayed its reading of the first chunk: beside `vllm bench serve`
+# (both clients at once, tests/vllm_peer.py) its TTFT read 1.2-2.3x vLLM's over seven runs,
+# 0.94-1.02x with the monitor idle (docs/measurements.md). A lag is the overshoot past the
+# period, so a longer period still measures it.
+LAG_TICK_S = 0.1
 # Above this the driver's own event loop, not the server, sets the pace of the timings.
 LAG_WARN_S = 0.02
 
@@ -159,18 +189,23 @@ async def run_sweep(
     model: str | None,
     speculative: bool,
     max_tokens: int,
-    rounds: int,
+    rounds: int | None,
     warmup: int = 1,
     host: str = "",
     on_point: Callable[[BenchRun, Point], None] | None = None,
     ignore_eos: bool = True,
+    min_requests: int = MIN_REQUESTS,
+    min_seconds: float = 0.0,
 ) -> BenchRun:
+    """`rounds`: requests per point = rounds x concurrency; None: at least `min_requests`."""
     model = await check_server(client, model, speculative=speculative)
     run = BenchRun(
         label=label, url=client.shown_url, model=model, speculative=speculative,
-        max_tokens=max_tokens, rounds=rounds, prompts=prompts.name,
+        max_tokens=max_tokens, rounds=rounds or 0, prompts=prompts.name,
         prompts_sha256=prompts.sha256, started=format_ts(utc_now()), host=host,
-        server_version=await client.server_version(),
+        server_version=await client.server_version(), warmup=warmup,
+        min_requests=None if rounds is not None else min_requests,
+        min_seconds=min_seconds or None, definitions=DEFINITIONS,
     )
     if warmup > 0:
         # Warm-up only readies the engine; its answers are thrown away. It never stops at EOS:
@@ -184,10 +219,12 @@ async def run_sweep(
             raise BenchFailed(f"warm-up request to {client.shown_url} failed: {bad[0].error}")
     offset = 0
     for c in concurrencies:
-        point = await run_point(client, model, prompts, c, requests=rounds * c,
+        point = await run_point(client, model, prompts, c,
+                                requests=point_requests(c, rounds=rounds,
+                                                        min_requests=min_requests),
                                 max_tokens=max_tokens, speculative=speculative, offset=offset,
-                                ignore_eos=ignore_eos)
-        offset += rounds * c
+                                ignore_eos=ignore_eos, min_seconds=min_seconds)
+        offset += point.requests
         run.points.append(point)
         if on_point is not None:
             on_point(run, point)

@@ -19,6 +19,13 @@ from remote.bench.errors import ResultFileError
 
 FORMAT = "eagle3-console-bench"
 VERSION = 1
+# How TTFT, TPOT, ITL and E2E are taken (remote/bench/client.py, docs/measurements.md). A run
+# without it was measured before #42: its TTFT started at the first chunk with text and its
+# TPOT ran between the first and last chunks with text.
+DEFINITIONS = "vllm-bench-serve-0.32"
+# Requests per point when the operator names no rounds (remote/bench/driver.py): a median of a
+# few dozen samples, where four made "p99" their maximum.
+MIN_REQUESTS = 32
 
 
 @dataclass
@@ -39,6 +46,10 @@ class Point:
     acceptance: dict[str, Any] | None = None
     errors: list[str] = field(default_factory=list)
     loop_lag_p99: float | None = None  # the load driver's own event-loop lag (driver.py)
+    itl_p50: float | None = None  # absent from results written before #42
+    itl_p99: float | None = None
+    e2el_p50: float | None = None
+    e2el_p99: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +74,11 @@ class BenchRun:
     host: str = ""
     server_version: str | None = None
     points: list[Point] = field(default_factory=list)
+    warmup: int | None = None  # unmeasured requests before the first point (None: not recorded)
+    min_requests: int | None = None  # per point, when no rounds were named
+    min_seconds: float | None = None  # per point, at least this long
+    definitions: str | None = None  # DEFINITIONS when measured so; None before #42
+    source: str = FORMAT  # the file's writer: this console, or `vllm bench serve`
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -113,15 +129,23 @@ class ResultFile:
 
 
 def load_result(path: str | os.PathLike[str]) -> ResultFile:
+    """The console's own result file, or one `vllm bench serve --save-result` wrote
+    (remote/bench/vllm_results.py): either reads as a run."""
+    from remote.bench import vllm_results
+
     p = Path(path).expanduser()
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        docs = vllm_results.parse_objects(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ResultFileError(f"bench result {p}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError):
         raise ResultFileError(f"bench result {p}: not JSON") from None
+    if docs and vllm_results.is_vllm_result(docs[0]):
+        return ResultFile(p, vllm_results.vllm_run(docs, p), None, None)
+    doc = docs[0] if len(docs) == 1 else None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r})")
+        raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r}, "
+                              "nor a `vllm bench serve --save-result` file)")
     if doc.get("version") != VERSION:
         raise ResultFileError(f"bench result {p}: unsupported version {doc.get('version')!r}")
     if doc.get("run") is None:

@@ -20,7 +20,7 @@ from remote.bench.compare import Comparison, compare_runs
 from remote.bench.driver import LAG_WARN_S, check_server, resolve_model, run_sweep
 from remote.bench.prompts import PromptSet
 from remote.bench.reach import vllm_client
-from remote.bench.results import BenchRun, Point, ResultFile, save_result
+from remote.bench.results import MIN_REQUESTS, BenchRun, Point, ResultFile, save_result
 from remote.bench.served import sweep_acceptance
 from remote.bench.watch import WatchWindow
 from remote.bench.watch import watch as watch_counters
@@ -42,7 +42,9 @@ class SweepSettings:
     concurrencies: list[int]
     model: str | None = None
     max_tokens: int = 256
-    rounds: int = 4
+    rounds: int | None = None  # None: at least min_requests per point
+    min_requests: int = MIN_REQUESTS
+    min_seconds: float = 0.0
     warmup: int = 1
     timeout: float = 600.0
     ignore_eos: bool = True
@@ -58,6 +60,15 @@ class BenchOutcome:
     offline: dict[str, object] | None  # the pipeline's offline estimate (--offline)
 
 
+def requests_text(s: SweepSettings) -> str:
+    """How many requests each point runs, in words (stated before the sweep starts)."""
+    text = (f"{s.rounds} x concurrency requests per point" if s.rounds is not None
+            else f"at least {s.min_requests} requests per point")
+    if s.min_seconds:
+        text += f" and at least {s.min_seconds:g} s"
+    return text
+
+
 def _warn(bus: EventBus, host: str, message: str) -> None:
     bus.emit(ev.CONSOLE_WARNING, host, message=message)
 
@@ -71,7 +82,8 @@ async def sweep(transport: Transport, host: HostConfig, bus: EventBus, s: SweepS
         bus.emit(ev.CONSOLE_INFO, host.name,
                  message=f"{label}: {model} at {client.shown_url}, concurrency "
                  f"{','.join(map(str, s.concurrencies))}, {len(s.prompts)} prompts, "
-                 f"max_tokens {s.max_tokens}")
+                 f"max_tokens {s.max_tokens}, {requests_text(s)}, warm-up {s.warmup} "
+                 f"request{'s' if s.warmup != 1 else ''} first (answers discarded)")
 
         def on_point(run: BenchRun, p: Point) -> None:
             save_partial(run)
@@ -88,7 +100,8 @@ async def sweep(transport: Transport, host: HostConfig, bus: EventBus, s: SweepS
         return await run_sweep(
             client, s.prompts, s.concurrencies, label=label, model=model,
             speculative=speculative, max_tokens=s.max_tokens, rounds=s.rounds,
-            warmup=s.warmup, host=host.name, on_point=on_point, ignore_eos=s.ignore_eos)
+            warmup=s.warmup, host=host.name, on_point=on_point, ignore_eos=s.ignore_eos,
+            min_requests=s.min_requests, min_seconds=s.min_seconds)
 
 
 async def fetch_offline(transport: Transport, box_path: str) -> dict[str, object]:
@@ -158,12 +171,23 @@ async def run(transport: Transport, host: HostConfig, bus: EventBus, s: SweepSet
     return BenchOutcome(result, measured_baseline, comparison, path, served, offline)
 
 
-def compare(bus: EventBus, a: ResultFile, b: ResultFile) -> Comparison:
-    """A (baseline) against B (speculative): speedup per concurrency and crossover."""
+def compare(bus: EventBus, a: ResultFile, b: ResultFile,
+            point_text: PointText | None = None) -> Comparison:
+    """A (baseline) against B (speculative): speedup per concurrency and crossover. Either may
+    be a `vllm bench serve` result. Every point of both is published as a bench.point (the
+    Bench screen's sweep table: a recorded comparison replays with both runs in it), two runs
+    of one label told apart by their files' names."""
+    if a.run.label == b.run.label:
+        a.run.label = f"{a.run.label} ({a.path.stem})"
+        b.run.label = f"{b.run.label} ({b.path.stem})"
     comparison = compare_runs(a.run, b.run)
     for f in (a, b):
         if not f.complete:
             _warn(bus, "", f"{f.path} is incomplete (its sweep stopped early)")
+        for p in f.run.points:
+            bus.emit(ev.BENCH_POINT, "", label=f.run.label, url=f.run.url, model=f.run.model,
+                     source=f.run.source, result_file=str(f.path), **p.to_dict(),
+                     summary=point_text(f.run.label, p) if point_text else None)
     bus.emit(ev.BENCH_SUMMARY, "", label=b.run.label, baseline_file=str(a.path),
              result_file=str(b.path), **comparison.to_dict(), summary=comparison.summary())
     return comparison

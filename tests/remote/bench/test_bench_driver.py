@@ -228,12 +228,12 @@ async def test_loop_lag_monitor_sees_a_blocked_driver() -> None:
     import asyncio
     import time
 
-    from remote.bench.driver import _loop_lag
+    from remote.bench.driver import LAG_TICK_S, _loop_lag
 
     lags: list[float] = []
     monitor = asyncio.create_task(_loop_lag(lags))
     await asyncio.sleep(0.03)
-    time.sleep(0.1)  # the driver busy parsing: the loop cannot wake anyone for 100 ms
-    await asyncio.sleep(0.03)
+    time.sleep(0.4)  # the driver busy parsing: the loop cannot wake anyone for 400 ms
+    await asyncio.sleep(LAG_TICK_S + 0.03)
     monitor.cancel()
-    assert lags and max(lags) >= 0.1 - 0.011  # a 10 ms tick can absorb at most one tick
+    assert lags and max(lags) >= 0.4 - LAG_TICK_S - 0.001  # a tick absorbs at most one tick

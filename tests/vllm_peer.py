@@ -1,0 +1,161 @@
+"""`vllm bench serve` (vLLM's own client, the box environment's `vllm`) and `console bench run`
+on the same server and prompts: shared by the slow test that holds them equal
+(tests/remote/bench/test_bench_vs_vllm.py) and benchmarks/bench_vs_vllm.py.
+
+Both clients get the same single-turn prompts in the same order, greedy, a fixed output length
+(ignore_eos), one warm-up request and the same concurrency; each reads the spec-decode
+counters before and after its own window. The console is pointed at the server directly (a
+host without ssh), as vLLM's client is: a port forward would add its round trip to one side.
+vLLM's custom dataset renders a prompt with the chat template unless told not to, and its chat
+backend sends the text as the user turn: `--skip-chat-template` keeps the template to the
+server, as the console does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.cli import main as console_main
+from remote.bench.prompts import PromptSet, load_prompts
+from tests.box_env import run_env
+
+
+@dataclass(frozen=True)
+class PeerSettings:
+    url: str  # the server, e.g. http://127.0.0.1:8000
+    model: str  # the served model's name (also its tokenizer: a path on this machine)
+    requests: int = 8
+    concurrency: int = 1
+    max_tokens: int = 24
+    warmups: int = 1
+
+
+def single_turn_prompts(source: Path, dest: Path) -> Path:
+    """The prompt set's last user turns as `{"prompt": text}` rows: the one shape both clients
+    read (vLLM's custom dataset takes a single prompt per row)."""
+    prompts: PromptSet = load_prompts(source)
+    rows = [next(t["content"] for t in reversed(conv) if t["role"] == "user")
+            for conv in prompts.conversations]
+    dest.write_text("".join(json.dumps({"prompt": r}) + "\n" for r in rows))
+    return dest
+
+
+def vllm_rows(prompts: Path, n: int, dest: Path) -> Path:
+    """`n` rows cycled from `prompts` (vLLM oversamples a short file at random; the console
+    cycles it in order): both then send row i as request i."""
+    rows = [ln for ln in prompts.read_text().splitlines() if ln.strip()]
+    dest.write_text("".join(rows[i % len(rows)] + "\n" for i in range(n)))
+    return dest
+
+
+def _vllm_argv(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+               name: str) -> list[str]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = vllm_rows(prompts, s.requests, out_dir / f"{name}.prompts.jsonl")
+    return [str(python.parent / "vllm"), "bench", "serve", "--backend", "openai-chat",
+            "--base-url", s.url, "--endpoint", "/v1/chat/completions", "--model", s.model,
+            "--tokenizer", s.model, "--dataset-name", "custom", "--dataset-path", str(rows),
+            "--skip-chat-template", "--disable-shuffle", "--num-prompts", str(s.requests),
+            "--custom-output-len", str(s.max_tokens), "--ignore-eos", "--temperature", "0",
+            "--max-concurrency", str(s.concurrency), "--num-warmups", str(s.warmups),
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            "--save-result", "--result-dir", str(out_dir), "--result-filename",
+            f"{name}.json", "--metadata", f"max_tokens={s.max_tokens}", "--disable-tqdm"]
+
+
+def _vllm_result(rc: int, output: str, out_dir: Path, name: str) -> dict[str, Any]:
+    if rc != 0:
+        raise AssertionError(f"vllm bench serve exited {rc}:\n"
+                             + "\n".join(output.splitlines()[-30:]))
+    return dict(json.loads((out_dir / f"{name}.json").read_text()))
+
+
+def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+               name: str) -> dict[str, Any]:
+    """`vllm bench serve` against `s.url`, alone; its --save-result file (read back as JSON)."""
+    argv = _vllm_argv(python, s, prompts, out_dir, name)
+    done = subprocess.run(argv, env=run_env(), capture_output=True, text=True, timeout=900)
+    return _vllm_result(done.returncode, done.stderr + done.stdout, out_dir, name)
+
+
+MAIN_RUN = "Starting main benchmark run"  # vllm/benchmarks/serve.py prints it after warm-up
+
+
+def side_by_side(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
+                 name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both clients at once, each at `s.concurrency`: the console's sweep starts when vLLM's
+    measured run does. On shared cores the server's speed moves by 2x within seconds, so two
+    runs one after the other compare two moments, not two clients; run together, each
+    request of one shares its engine steps with a request of the other (same output length),
+    and both see the same server. Their timings are comparable; their acceptance is not (each
+    window holds both clients' drafts): compare that on runs made alone."""
+    argv = _vllm_argv(python, s, prompts, out_dir, name)
+    proc = subprocess.Popen(argv, env={**run_env(), "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            seen.append(line)
+            if MAIN_RUN in line:
+                break
+        ours = console_bench(s, prompts, out_dir, f"{name}-console")
+        rest, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return ours, _vllm_result(proc.returncode, "".join(seen) + (rest or ""), out_dir, name)
+
+
+def console_bench(s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
+    """`console bench run` against `s.url` from a host without ssh; its result file's run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    toml = out_dir / "peer-console.toml"
+    toml.write_text(f'[hosts.peer]\nvllm_url = "{s.url}"\n')
+    out = out_dir / f"{name}.json"
+    rc = console_main(["bench", "run", "--host", "peer", "--config", str(toml),
+                       "--concurrency", str(s.concurrency), "--requests", str(s.requests),
+                       "--max-tokens", str(s.max_tokens), "--warmup", str(s.warmups),
+                       "--prompts", str(prompts), "--model", s.model, "--out", str(out),
+                       "--no-record", "--json"])
+    if rc != 0:
+        raise AssertionError(f"console bench run exited {rc}")
+    return dict(json.loads(out.read_text())["run"])
+
+
+def served_model(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/v1/models", timeout=30) as resp:
+        return str(json.loads(resp.read())["data"][0]["id"])
+
+
+# Each figure: (name, the console point's key, vLLM's result key, vLLM's unit per second).
+FIGURES: tuple[tuple[str, str, str, float], ...] = (
+    ("TTFT p50", "ttft_p50", "median_ttft_ms", 1000.0),
+    ("TTFT p99", "ttft_p99", "p99_ttft_ms", 1000.0),
+    ("TPOT p50", "tpot_p50", "median_tpot_ms", 1000.0),
+    ("TPOT p99", "tpot_p99", "p99_tpot_ms", 1000.0),
+    ("ITL p50", "itl_p50", "median_itl_ms", 1000.0),
+    ("E2E p50", "e2el_p50", "median_e2el_ms", 1000.0),
+    ("output tok/s", "output_tok_s", "output_throughput", 1.0),
+)
+
+
+def figures(console_run: dict[str, Any], vllm: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """name -> (console, vLLM) in the console's units (seconds, tok/s, acceptance)."""
+    (point,) = console_run["points"]
+    out = {name: (float(point[key]), float(vllm[vkey]) / unit)
+           for name, key, vkey, unit in FIGURES}
+    acc = point.get("acceptance") or {}
+    if "spec_decode_acceptance_length" in vllm:
+        out["mean acceptance length"] = (float(acc["mean_length"]),
+                                         float(vllm["spec_decode_acceptance_length"]))
+        out["acceptance rate"] = (float(acc["rate"]),
+                                  float(vllm["spec_decode_acceptance_rate"]) / 100.0)
+    return out

@@ -27,10 +27,11 @@ from console.tui.controller import LiveSource
 from console.tui.model import ConsoleState, HostState
 from console.tui.widgets.bench import offline_acceptance
 from console.tui.widgets.stage_cells import metrics_cell, stage_cells
+from pipeline import stages as stage_table
 from remote.link.hosts import load_config
 from remote.link.transport import LocalTransport
 from remote.ops import pipeline as pipeline_ops
-from remote.pipeline_runner import STAGES, PipelineRunner
+from remote.pipeline_runner import PipelineRunner
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from tests.demo_fixture import Demo, pipeline_runs
@@ -136,14 +137,14 @@ async def test_a_console_reopened_after_the_box_finished_equals_the_one_that_wat
         run = run_dir.name
         # Read to the end: the run's log (its exit), then the manifests (their completion times).
         await wait_for(pilot, lambda: run in h.jobs and not h.jobs[run].running
-                       and all(s in h.stages and h.stages[s].status == "done" for s in STAGES)
+                       and all(s in h.stages and h.stages[s].status == "done" for s in stage_table.names())
                        and all(h.stages[s].completed for s in ("train", "evaluate")),
                        timeout=120)
         await settle(pilot)
         # The stage table: every stage done as in the watcher's; train and evaluate (what
         # this run ran) cell for cell, their figures, runs and manifests alike.
-        assert {s: h.stages[s].status for s in STAGES} == {s: seen.stages[s].status
-                                                           for s in STAGES}
+        assert {s: h.stages[s].status for s in stage_table.names()} == {
+            s: seen.stages[s].status for s in stage_table.names()}
         for stage in ("train", "evaluate"):
             assert _stage_view(h, stage) == _stage_view(seen, stage), stage
             assert h.stages[stage].run_id == run_dir.name

@@ -95,9 +95,17 @@ class _MetricsToProgress(MetricsToProgress):
 
 
 def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
-          device: str, *, argv: list[str] | None = None) -> dict[str, Any]:
+          device: str) -> dict[str, Any]:
     """`speculators train` on extract's hidden_states/hs_{i}.safetensors (its --data-path is
-    extract's directory); `argv` instead of train_argv's (online mode: pipeline.trainers.online)."""
+    extract's directory)."""
+    return train_with(cfg, extract_dir, device, train_argv(cfg, extract_dir, vocab_dir, save_dir,
+                                                            device))
+
+
+def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
+               argv: list[str]) -> dict[str, Any]:
+    """`speculators train` with this argv (online mode's: pipeline.trainers.online), its
+    metrics as our progress records."""
     import json
 
     if device == "cpu":
@@ -125,8 +133,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
     try:
-        main(TrainConfig.resolve(argv or train_argv(cfg, extract_dir, vocab_dir, save_dir,
-                                                     device)))
+        main(TrainConfig.resolve(argv))
     finally:
         metrics.removeHandler(handler)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]

@@ -200,6 +200,5 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     with server_beside(argv, endpoint, save_dir.parent / "online_server.log",
                        env=with_cpu_kv_cache(os.environ)):
         base = cli.train_argv(cfg, extract_dir, vocab_dir, save_dir, device)
-        result = cli.train(cfg, extract_dir, vocab_dir, save_dir, device,
-                           argv=train_argv(base, endpoint))
+        result = cli.train_with(cfg, extract_dir, device, train_argv(base, endpoint))
     return {**result, "mode": "online"}

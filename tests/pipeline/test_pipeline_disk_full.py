@@ -56,15 +56,20 @@ def stage(cfg: Path, name: str) -> subprocess.CompletedProcess[str]:
 
 
 def fill(disk: Path, leave: int = 0) -> Path:
-    """A ballast file taking all of `disk`'s free space but `leave` bytes."""
+    """A ballast file taking all of `disk`'s free space but `leave` bytes. The stage under test
+    writes meanwhile: an allocation of what was free a moment ago can fail whole (ENOSPC), so
+    the free space is read again and the ballast grown until nothing (but `leave`) is left."""
     ballast = disk / f"ballast-{time.monotonic_ns()}"
     with open(ballast, "wb") as fh:
-        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
-        if free > leave:
+        for _ in range(1000):
+            st = os.statvfs(disk)
+            free = st.f_bavail * st.f_frsize
+            if free <= leave:
+                break
             try:
-                os.posix_fallocate(fh.fileno(), 0, free - leave)
+                os.posix_fallocate(fh.fileno(), os.fstat(fh.fileno()).st_size, free - leave)
             except OSError:
-                pass
+                continue
     return ballast
 
 

@@ -12,6 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 from pipeline.config import PipelineConfig
@@ -56,6 +58,25 @@ def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
     return argv
 
 
+def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log: Path, *,
+               every: float = 0.5) -> None:
+    """Until the extraction server answers on `endpoint` (this stage's route and online
+    training's, pipeline.trainers.online), or one line saying why it never will."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise PipelineError(f"the extraction server exited {proc.returncode} before it "
+                                f"answered (see {log})")
+        try:
+            with urllib.request.urlopen(endpoint + "/models", timeout=5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise PipelineError(f"the extraction server did not answer within {timeout:.0f}"
+                                    f" s (see {log})") from None
+            time.sleep(every)
+
+
 def _free_port() -> int:
     import socket
 
@@ -70,8 +91,6 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
     re-run resumes), then stop the server."""
-    import time
-    import urllib.request
 
     from pipeline.preflight import check
 
@@ -92,19 +111,7 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + ready_timeout
-        while True:
-            if server.poll() is not None:
-                raise PipelineError(f"the extraction server exited {server.returncode} (see "
-                                    f"{ctx.workdir / 'vllm_server.log'})")
-            try:
-                with urllib.request.urlopen(endpoint + "/models", timeout=5):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise PipelineError("the extraction server did not come up within "
-                                        f"{ready_timeout:.0f} s") from None
-                time.sleep(5)
+        wait_ready(server, endpoint, ready_timeout, ctx.workdir / "vllm_server.log", every=5)
         argv = [sys.executable, "-m", "speculators", "generate-offline-data",
                 "--model", str(cfg.model_path), "--endpoint", endpoint,
                 "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),

@@ -27,8 +27,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -128,22 +126,6 @@ def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     proc.wait()
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise PipelineError(f"the extraction server exited {proc.returncode} before it "
-                                f"answered (see {log})")
-        try:
-            with urllib.request.urlopen(endpoint + "/models", timeout=5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise PipelineError(f"the extraction server did not answer within {timeout:.0f}"
-                                    f" s (see {log})") from None
-            time.sleep(0.5)
-
-
 class _Terminated(SystemExit):
     """The stage got SIGTERM (a cancel): unwinds like an exit, so the server is stopped."""
 
@@ -154,6 +136,8 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
                   ) -> Iterator[subprocess.Popen[bytes]]:
     """The server started, answered on `endpoint`, yielded; stopped on every way out: the body
     returning, raising, or the stage receiving SIGTERM."""
+    from pipeline.stages.extract_server import wait_ready
+
     sink: IO[bytes] = open(log, "ab")
     proc = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=env,
@@ -164,7 +148,7 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        _wait_ready(proc, endpoint, ready_timeout, log)
+        wait_ready(proc, endpoint, ready_timeout, log)
         yield proc
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second cancel cannot cut the cleanup

@@ -251,7 +251,8 @@ async def run(args: argparse.Namespace) -> int:
                 from console.sharded_run import run_sharded
 
                 outcome = await run_sharded(ctx, args, runner, config or "",
-                                            list(resolved_hosts), str(checked["output_dir"]))
+                                            list(resolved_hosts), str(checked["output_dir"]),
+                                            resolved=checked)
             else:
                 if args.reassign or args.reassign_lost or args.relay_through_console:
                     raise UsageError("--reassign, --reassign-lost and --relay-through-console "

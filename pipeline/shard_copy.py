@@ -26,6 +26,7 @@ import hmac
 import http.server
 import json
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -67,6 +68,8 @@ class _Server(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], token: str, shard_dir: Path | None,
                  files: set[str]) -> None:
+        if ":" in address[0]:  # an IPv6 address (the class default is IPv4)
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
         self.token = token
         self.shard_dir = shard_dir

@@ -125,6 +125,10 @@ async def _routes(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
     if unreachable and not relay:
         raise shard_route.refuse_relay(runner.host.name, output_dir, list(unreachable),
                                        unreachable)
+    for name, why in unreachable.items():
+        ctx.warning(f"{name} does not share {runner.host.name}'s output storage and "
+                    f"{runner.host.name} cannot reach it for a box-to-box copy ({why}): its "
+                    "shard is relayed through the console (--relay-through-console)", name)
     return shared, direct
 
 

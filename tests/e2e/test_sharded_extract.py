@@ -264,6 +264,9 @@ def test_a_box_with_its_own_disk_is_relayed_only_when_asked(
     # headers, which weigh at this tiny width (hidden 64), nothing at a real one.
     assert 0.5 < int(said.group(1)) / int(pulled[0]) < 1.5
     assert "box2 shares box1's output storage" in out and "box3 shares" not in out
+    assert re.search(r"warning: box3 does not share box1's output storage and box1 cannot reach "
+                     r"it for a box-to-box copy \(cannot reach .*\): its shard is relayed "
+                     r"through the console", out), out[-3000:]
     assert "copied box to box" not in out
     assert_equal_to_one_box(setup, "relay")
 

@@ -7,11 +7,13 @@ box that cannot be reached exit 3, each one line naming it, and no stage or shar
 `--reassign HOST` leaves HOST out (a box known lost) and runs its shard on another;
 `--reassign-lost` does that by itself for a box down at start or lost mid-run.
 
-No hidden state crosses the console unless asked: every box that shares the training box's
-output storage writes its shard there (remote/ops/shard_route.py); a box that does not is one
-line and exit 2 before anything starts, unless `--relay-through-console`, which prints the bytes
-and an estimated time from the measured links first. The count of relayed bytes ends the
-sharded part (`relayed through the console: N B`).
+No hidden state crosses the console unless asked. The route of each box is decided before
+anything starts: a box that shares the training box's output storage writes its shard there
+(remote/ops/shard_route.py); else, when the training box reaches it (a probe of the copy
+itself), its shard is copied box to box (remote/ops/shard_copy.py); else it is one line and
+exit 2, unless `--relay-through-console`, which prints the bytes and an estimated time from the
+measured links first. The counts end the sharded part (`relayed through the console: N B`,
+and `copied box to box: N B` when a box copied).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import argparse
 import posixpath
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console.context import Context
 from remote.link.errors import ConnectionFailed, StageFailed
@@ -82,11 +84,14 @@ async def _connect(ctx: Context, names: list[str], *,
     return boxes, down
 
 
-async def _shared(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
-                  output_dir: str, *, relay: bool) -> set[str]:
-    """The boxes that see the training box's output storage (it among them). Any other one,
-    without `relay`, ends the run here: one line, nothing started."""
-    from remote.ops import shard_route
+async def _routes(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
+                  output_dir: str, resolved: dict[str, Any], *,
+                  relay: bool) -> tuple[set[str], dict[str, str]]:
+    """Each box's route, before anything starts: the boxes that see the training box's output
+    storage (it among them); then, of the others, those the training box reaches for a
+    box-to-box copy (name -> address). Any box left, without `relay`, ends the run here: one
+    line, nothing started."""
+    from remote.ops import shard_copy, shard_route
 
     path, token = await shard_route.write_marker(runner.transport, output_dir)
     try:
@@ -95,17 +100,41 @@ async def _shared(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
                                        or await shard_route.sees_marker(b.transport, path, token)}
     finally:
         await shard_route.remove_marker(runner.transport, path)
-    apart = [n for n in boxes if n not in shared]
-    if apart and not relay:
-        raise shard_route.refuse_relay(runner.host.name, output_dir, apart)
     for name in sorted(shared - {runner.host.name}):
         ctx.info(f"{name} shares {runner.host.name}'s output storage ({output_dir}): its shard "
                  "is written there, nothing through the console", name)
-    return shared
+    port = int(resolved.get("extract_copy_port") or 0)
+    direct: dict[str, str] = {}
+    unreachable: dict[str, str] = {}
+    for name in [n for n in boxes if n not in shared]:
+        box = boxes[name].runner
+        address = (shard_copy.configured_address(name, resolved)
+                   or await shard_copy.ssh_address(box))
+        if not address:
+            unreachable[name] = ("its address is unknown (no SSH_CONNECTION there): set "
+                                 "extract.addresses")
+            continue
+        why = await shard_copy.probe(box, runner, address, port)
+        if why:
+            unreachable[name] = why
+            continue
+        direct[name] = address
+        ctx.info(f"{name} does not share {runner.host.name}'s output storage; "
+                 f"{runner.host.name} reaches it at {address}: its shard is copied box to box, "
+                 "nothing through the console", name, address=address)
+    if unreachable and not relay:
+        raise shard_route.refuse_relay(runner.host.name, output_dir, list(unreachable),
+                                       unreachable)
+    for name, why in unreachable.items():
+        ctx.warning(f"{name} does not share {runner.host.name}'s output storage and "
+                    f"{runner.host.name} cannot reach it for a box-to-box copy ({why}): its "
+                    "shard is relayed through the console (--relay-through-console)", name)
+    return shared, direct
 
 
 async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
                           plan: Plan, shared: set[str]) -> None:
+    # `shared` here: every box whose shard does not go through the console (shared or direct)
     """Before a relay starts: how many bytes, over which links, how long (measured now)."""
     from pipeline.disk_space import human
     from remote.ops import shard_route
@@ -133,7 +162,8 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
 
 
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
-                      config: str, hosts: list[str], output_dir: str) -> RunOutcome:
+                      config: str, hosts: list[str], output_dir: str,
+                      resolved: dict[str, Any] | None = None) -> RunOutcome:
     from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
@@ -145,8 +175,9 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     reassign |= set(down)
     relayed = 0
     try:
-        shared = await _shared(ctx, runner, boxes, output_dir,
-                               relay=bool(getattr(args, "relay_through_console", False)))
+        shared, direct = await _routes(
+            ctx, runner, boxes, output_dir, resolved or {},
+            relay=bool(getattr(args, "relay_through_console", False)))
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
@@ -166,17 +197,22 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                 local = Path(tmp) / "train.jsonl"
                 await runner.transport.get(plan.train_jsonl, local)
                 rows = [r for r in local.read_text(encoding="utf-8").splitlines() if r.strip()]
-            await _announce_relay(ctx, runner, boxes, plan, shared)
+            await _announce_relay(ctx, runner, boxes, plan, shared | set(direct))
             work = ShardedExtract(runner, config, Path(args.pipeline).expanduser(), boxes,
                                   reassign=reassign, reassign_lost=args.reassign_lost,
                                   force=forced, shared=shared,
-                                  shared_dir=posixpath.join(output_dir, "extract-shards"))
+                                  shared_dir=posixpath.join(output_dir, "extract-shards"),
+                                  direct=direct,
+                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0))
             try:
                 outcome = await work.run(plan, rows)
             finally:
                 relayed = work.outcome.relayed
                 ctx.info(f"relayed through the console: {relayed} B", runner.host.name,
                          relayed_bytes=relayed)
+                if direct:
+                    ctx.info(f"copied box to box: {work.outcome.copied} B", runner.host.name,
+                             copied_bytes=work.outcome.copied)
             for k, why in sorted(outcome.failed.items()):
                 ctx.error(why, plan.hosts[k], shard=k + 1)
             if outcome.failed:

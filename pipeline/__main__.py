@@ -12,6 +12,10 @@
                         target with train's head (or without: --baseline); pipeline/serve.py
     shard-plan|shard-extract --rows R --dir D|shard-gather --dir D --start S
                         sharded extraction (extract.hosts): pipeline/stages/extract_shard.py
+    shard-serve [--dir D] --bind A --port P | shard-fetch --url U [--dir D --start S
+                        --manifest-sha256 H | --probe]
+                        box-to-box copy of a finished shard (token on stdin):
+                        pipeline/shard_copy.py
 
 --force runs a stage even when its manifest matches; --from STAGE (with all or run) forces STAGE
 and every stage after it; --rerun STAGE (with run) forces that stage only; --demo-dir D (with
@@ -41,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=[*stages, "all", "run", "plan", "validate", "demo-setup",
-                                       "serve", "shard-plan", "shard-extract", "shard-gather"])
+                                       "serve", "shard-plan", "shard-extract", "shard-gather",
+                                       "shard-serve", "shard-fetch"])
     p.add_argument("--config", help="pipeline TOML")
     p.add_argument("--force", action="store_true", help="run even when the manifest matches")
     p.add_argument("--from", dest="start", choices=stages,
@@ -57,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--move", action="store_true",
                    help="shard-gather: move the files (a staging copy) instead of copying")
     p.add_argument("--until", choices=stages, help="with run: stop after this stage")
+    p.add_argument("--url", help="shard-fetch: the shard box's server (http://ADDRESS:PORT)")
+    p.add_argument("--manifest-sha256", help="shard-fetch: the shard manifest's sha256, as the "
+                   "console read it on the shard box")
+    p.add_argument("--probe", action="store_true",
+                   help="shard-fetch: only check that the server answers with the token")
     return p
 
 
@@ -96,8 +106,34 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
     from pipeline import config as config_mod
     from pipeline.stages import extract_shard
 
+    if stage == "shard-serve":  # no config: the shard's own manifest says what it serves
+        from pipeline import shard_copy
+
+        token = shard_copy.read_token()
+        print(json.dumps(shard_copy.serve(Path(args.dir) if args.dir else None, args.bind,
+                                          args.port or 0, token)))
+        return 0
+    if stage == "shard-fetch" and args.probe:
+        from pipeline import shard_copy
+
+        if not args.url:
+            raise PipelineError("shard-fetch needs --url")
+        print(json.dumps(shard_copy.probe(args.url, shard_copy.read_token())))
+        return 0
+    if not args.config:
+        raise PipelineError("--config FILE is required")
     cfg = config_mod.load(args.config, check_disk=False, check_data=stage != "shard-extract")
-    if stage == "shard-plan":
+    if stage == "shard-fetch":
+        from pipeline import shard_copy
+
+        if not (args.url and args.dir and args.manifest_sha256) or args.start is None \
+                or args.start < 0:
+            raise PipelineError("shard-fetch needs --url, --dir, --manifest-sha256 and --start")
+        token = shard_copy.read_token()
+        got = shard_copy.fetch(args.url, token, Path(args.dir), args.manifest_sha256)
+        out = {**extract_shard.gather(cfg, Path(args.dir), args.start, move=True, hashed=True),
+               "copied": got["copied"]}
+    elif stage == "shard-plan":
         out = extract_shard.plan(cfg, force=args.force)
     elif stage == "shard-extract":
         if not args.rows or not args.dir:
@@ -145,13 +181,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return sequence.run(args.config, start=args.start, force=args.force,
                                 rerun=args.rerun, demo_dir=args.demo_dir, until=args.until)
+        if stage.startswith("shard-"):
+            return _shard(args, stage)
         if not args.config:
             raise PipelineError("--config FILE is required")
         from pipeline import config as config_mod
         from pipeline.runner import plan, run_stage
 
-        if stage.startswith("shard-"):
-            return _shard(args, stage)
         cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", "extract"))
         if stage == "validate":
             print(json.dumps({"ok": True, "model": str(cfg.model_path),
@@ -163,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "train_hosts": list(cfg.train.hosts),
                               "train_addresses": list(cfg.train.addresses),
                               "extract_hosts": list(cfg.extract.hosts),
+                              "extract_addresses": list(cfg.extract.addresses),
+                              "extract_copy_port": cfg.extract.copy_port,
                               **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":

@@ -20,6 +20,8 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     backend = "vllm"                   # or "hf"
     layer_ids = [2, 30, 58]            # see pipeline/__init__.py for the convention
     hosts = []                         # ["a", "b"]: one shard per box (console run)
+    addresses = []                     # how the training box reaches each (box-to-box copy)
+    copy_port = 0                      # the shard box's one-shot copy server (0: any free port)
     [vocab]
     draft_vocab_size = 32000
     [train]
@@ -87,6 +89,11 @@ class ExtractConfig:
     # console.toml host names: extraction sharded across these boxes, gathered on the box that
     # runs the pipeline (docs/pipeline.md "Sharded extraction"); empty: extract runs here
     hosts: tuple[str, ...] = ()
+    # A shard box that does not share the output storage copies its shard straight to the
+    # training box (pipeline/shard_copy.py): the address the training box reaches each host at
+    # (default: the one its sshd was reached on), the port its one-shot server listens on (0: any)
+    addresses: tuple[str, ...] = ()
+    copy_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,8 @@ class PipelineConfig:
         # Where extraction ran is not what it produced: a sharded extraction equals the
         # one-box one, so the host list is left out of every key.
         if "extract" in sections:
-            data["extract"].pop("hosts", None)
+            for key in ("hosts", "addresses", "copy_port"):
+                data["extract"].pop(key, None)
         # Paths as resolved, not as written: the same files reached from a config elsewhere
         # (uploaded to the box, relative or absolute) are the same inputs.
         if "target" in sections:
@@ -315,6 +323,12 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
                             f"default), got {e.max_num_batched_tokens}")
     if len(set(e.hosts)) != len(e.hosts):
         raise ConfigInvalid(src, f"extract.hosts: {list(e.hosts)} names a host twice")
+    if e.addresses and len(e.addresses) != len(e.hosts):
+        raise ConfigInvalid(src, f"extract.addresses: {len(e.addresses)} address(es) for "
+                            f"{len(e.hosts)} extract.hosts (one each, in the same order)")
+    if not 0 <= e.copy_port < 65536:
+        raise ConfigInvalid(src, f"extract.copy_port: must be 0..65535 (0: any free port), got "
+                            f"{e.copy_port}")
     ids = e.layer_ids or default_layer_ids(n_layers)
     if len(ids) != 3:
         raise ConfigInvalid(src, f"extract.layer_ids: EAGLE-3 takes exactly 3 auxiliary layers, "

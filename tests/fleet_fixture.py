@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,8 +64,24 @@ class Fleet:
                 pass
 
     def start_box(self, name: str) -> None:
+        before = self._pid_text(name)
         subprocess.run(["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"),
                         "-E", str(self.root / name / "sshd.log")], check=True)
+        self._wait_pidfile(name, before)
+
+    def _pid_text(self, name: str) -> str:
+        try:
+            return (self.root / name / "sshd.pid").read_text()
+        except OSError:
+            return ""
+
+    def _wait_pidfile(self, name: str, before: str) -> None:
+        """sshd's daemon child writes its pid file after the command returns: until it has, the
+        file still names the listener stopped before (a zombie here, where nothing reaps it,
+        so a signal to it raises nothing), and a stop_box right after would miss the new one."""
+        deadline = time.monotonic() + 10
+        while self._pid_text(name) in (before, "") and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def start_box_apart(self, name: str, hidden: Path) -> None:
         """The box restarted with a disk of its own at `hidden`: its sshd (and so every command
@@ -74,9 +91,11 @@ class Fleet:
         hidden.mkdir(parents=True, exist_ok=True)
         sshd = ["/usr/sbin/sshd", "-f", str(self.root / name / "sshd_config"), "-E",
                 str(self.root / name / "sshd.log")]
+        before = self._pid_text(name)
         subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                         'mount -t tmpfs tmpfs "$0" && exec "$@"', str(hidden), *sshd],
                        check=True)
+        self._wait_pidfile(name, before)
 
 
 def _children(pid: int) -> list[int]:

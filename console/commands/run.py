@@ -68,9 +68,10 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reassign-lost", action="store_true",
                    help="sharded extract: a box lost mid-run has its shard rerun on another box")
     p.add_argument("--relay-through-console", action="store_true",
-                   help="sharded extract: a box that does not share the training box's output "
-                   "storage sends its hidden states through this machine (it prints the bytes "
-                   "and the estimated time first); without it such a box is refused")
+                   help="sharded extract: a box that neither shares the training box's output "
+                   "storage nor can be reached by it for a box-to-box copy sends its hidden "
+                   "states through this machine (it prints the bytes and the estimated time "
+                   "first); without it such a box is refused")
     p.add_argument("--serve", action="store_true",
                    help="after the pipeline: serve the target without and with the trained head "
                    "(one vLLM at a time), bench both, print offline vs served acceptance")
@@ -251,7 +252,8 @@ async def run(args: argparse.Namespace) -> int:
                 from console.sharded_run import run_sharded
 
                 outcome = await run_sharded(ctx, args, runner, config or "",
-                                            list(resolved_hosts), str(checked["output_dir"]))
+                                            list(resolved_hosts), str(checked["output_dir"]),
+                                            resolved=checked)
             else:
                 if args.reassign or args.reassign_lost or args.relay_through_console:
                     raise UsageError("--reassign, --reassign-lost and --relay-through-console "

@@ -149,10 +149,12 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
     return m
 
 
-def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = False
-           ) -> dict[str, Any]:
+def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = False,
+           hashed: bool = False) -> dict[str, Any]:
     """A finished shard's files into the extract directory here, renumbered from `start`,
-    each checked against the shard's manifest first; nothing is placed unless all match."""
+    each checked against the shard's manifest first; nothing is placed unless all match.
+    `hashed`: the files' sha256 was checked as they arrived (pipeline/shard_copy.py), so only
+    their sizes are checked again (a second read of terabytes proves nothing more)."""
     key = manifest.stage_key(cfg, "extract")
     work = manifest.stage_dir(cfg, "extract")
     held = (work / KEY_FILE).read_text().strip() if (work / KEY_FILE).exists() else None
@@ -173,7 +175,8 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
     src = shard_dir / "hidden_states"
     for f in m["files"]:
         p = src / f["name"]
-        if not p.exists() or p.stat().st_size != f["size"] or manifest.sha256_file(p) != f["sha256"]:
+        if not p.exists() or p.stat().st_size != f["size"] or (
+                not hashed and manifest.sha256_file(p) != f["sha256"]):
             raise PipelineError(f"shard-gather: {p} does not match the shard's manifest "
                                 "(size or sha256): not placed; rerun that shard")
     hs = work / "hidden_states"

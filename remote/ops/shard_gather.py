@@ -4,7 +4,9 @@ checking each file's sha256 against the shard's manifest.
 
 A shard written on storage the training box shares (its own shard, or a box that saw the
 training box's marker: remote/ops/shard_route.py) is renamed into place there: no byte crosses
-the console. Any other shard is relayed, only when the operator asked for it: pulled from the
+the console. A shard box the training box can reach copies its shard straight there
+(remote/ops/shard_copy.py), again with no byte through the console. Any other shard is relayed,
+only when the operator asked for it: pulled from the
 shard box over the console's own SSH link, checked here, sent to the training box, checked again
 there. Why the console can relay at all: it is the one party holding a trusted link to every
 box; boxes of a fleet need not trust or reach one another. Why not by default: at real width
@@ -35,8 +37,9 @@ class Gathered:
     host: str
     files: int
     bytes: int
-    transferred: bool
+    transferred: bool  # through the console (the relay)
     packages: dict[str, str]  # what the shard box extracted with (torch, transformers, vllm...)
+    copied: bool = False  # box to box (remote/ops/shard_copy.py), not through the console
 
 
 async def read_shard_manifest(transport: Transport, shard_dir: str) -> dict[str, Any]:
@@ -102,3 +105,30 @@ async def gather(home: PipelineRunner, config: str, extract_dir: str, *, shard: 
                   file_count=int(got["gathered"]), bytes=size)
     return Gathered(shard, host, int(got["gathered"]), size, True,
                     dict(got.get("packages") or {}))
+
+
+async def gather_direct(home: PipelineRunner, config: str, extract_dir: str, *, shard: int,
+                        start: int, box: PipelineRunner, shard_dir: str, address: str,
+                        port: int) -> Gathered:
+    """Shard `shard` fetched by the training box straight from `box` at `address`, each file's
+    sha256 checked on arrival against the shard's manifest, then placed from sample `start`."""
+    from remote.ops import shard_copy
+
+    staging = posixpath.join(extract_dir, ".incoming", f"shard-{shard + 1}")
+    host = box.host.name
+
+    def progress(copied: int, of: int) -> None:
+        home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {copied} of {of} B "
+                      f"copied from {host} to {home.host.name} box to box", shard=shard + 1,
+                      copied=copied, of=of)
+
+    got = await shard_copy.copy(home, config, box, shard_dir=shard_dir, staging=staging,
+                                start=start, address=address, port=port, on_progress=progress)
+    size = int(got["bytes"])
+    home.bus.emit(ev.CONSOLE_INFO, host, message=f"shard {shard + 1}: {got['gathered']} files "
+                  f"({size} bytes) copied box to box from {host} to {home.host.name} "
+                  f"({shard_copy.url(address, port) if port else address}), sha256 checked on "
+                  f"arrival, placed from sample {start}", shard=shard + 1,
+                  file_count=int(got["gathered"]), bytes=size)
+    return Gathered(shard, host, int(got["gathered"]), size, False,
+                    dict(got.get("packages") or {}), copied=True)

@@ -8,6 +8,9 @@ writes a file with a fresh random token under its output directory, and each sha
 that path: only a box that sees the token there sees the training box's storage. The token is
 new every run, so a stale marker on a box's own disk cannot pass.
 
+A box that does not share it but that the training box can reach copies its shard box to box
+(remote/ops/shard_copy.py): the console probes that route before anything starts.
+
 Why the relay needs asking for: at Kimi-K2.5's width every token is ~57 KB of states; a real
 dataset is terabytes, days through a laptop. Before it starts, the relay says how many bytes and
 how long, from a transfer of `PROBE_BYTES` timed over each link it will use.
@@ -52,14 +55,21 @@ async def remove_marker(home: Transport, path: str) -> None:
                     path], timeout=60)
 
 
-def refuse_relay(home: str, output_dir: str, apart: list[str]) -> UsageError:
-    """The one line when boxes do not share the training box's storage and no relay was asked."""
+def refuse_relay(home: str, output_dir: str, apart: list[str],
+                 unreachable: dict[str, str] | None = None) -> UsageError:
+    """The one line when boxes neither share the training box's storage nor can be reached by
+    it for a box-to-box copy, and no relay was asked (`unreachable`: box -> why not)."""
+    why = "; ".join(f"{b}: {w}" for b, w in (unreachable or {}).items())
     return UsageError(
         f"extract host{'s' if len(apart) > 1 else ''} {', '.join(apart)} "
-        f"{'do' if len(apart) > 1 else 'does'} not share {home}'s output storage ({output_dir}): "
-        "nothing started; no hidden states cross the console unless asked. Put output_dir on "
-        "storage every box mounts at the same path, or run again with --relay-through-console "
-        "(it prints the bytes and the time it would take first)")
+        f"{'do' if len(apart) > 1 else 'does'} not share {home}'s output storage ({output_dir})"
+        + (f" and {home} cannot reach {'them' if len(apart) > 1 else 'it'} for a box-to-box "
+           f"copy ({why})" if why else "")
+        + ": nothing started; no hidden states cross the console unless asked. Put output_dir "
+        f"on storage every box mounts at the same path, let {home} reach "
+        f"{'them' if len(apart) > 1 else 'it'} (extract.addresses, extract.copy_port), or run "
+        "again with --relay-through-console (it prints the bytes and the time it would take "
+        "first)")
 
 
 @dataclass

@@ -10,8 +10,10 @@ box's run.
    into the event stream with the box's name, so a replay shows every host.
 3. Each finished shard is gathered at once (remote/ops/shard_gather.py): a box that shares the
    training box's output storage (remote/ops/shard_route.py) wrote it there, and it is placed
-   with no byte through the console; any other box's shard is relayed through the console, only
-   when the operator asked for that (`--relay-through-console`). `outcome.relayed` counts it.
+   with no byte through the console; a box the training box reaches copies it there box to box
+   (remote/ops/shard_copy.py; `outcome.copied` counts it); any other box's shard is relayed
+   through the console, only when the operator asked for that (`--relay-through-console`).
+   `outcome.relayed` counts it.
 
 A box is lost when it stops answering for `lost_after` checks in a row (one every `interval`
 seconds, on a link that gives up reconnecting after a few tries), or when its job ends without
@@ -41,7 +43,7 @@ from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, Stage
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
-from remote.ops.shard_gather import gather
+from remote.ops.shard_gather import gather, gather_direct
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -83,6 +85,7 @@ class Outcome:
     failed_on: dict[int, str] = field(default_factory=dict)  # shard -> the box it failed on
     packages: dict[int, dict[str, str]] = field(default_factory=dict)  # shard -> its stack
     relayed: int = 0  # hidden-state bytes that crossed the console
+    copied: int = 0  # hidden-state bytes copied box to box (none through the console)
 
 
 def check_hosts(hosts: list[str], known: set[str], reassign: set[str]) -> None:
@@ -145,6 +148,10 @@ class ShardedExtract:
     # their shards under `shared_dir`; the others' shards go through the console.
     shared: set[str] = field(default_factory=set)
     shared_dir: str = ""
+    # Boxes the training box fetches from directly (box to box): name -> the address it
+    # reaches them at; the port their one-shot copy server listens on (0: any).
+    direct: dict[str, str] = field(default_factory=dict)
+    copy_port: int = 0
     interval: float = 1.0  # seconds between a box's liveness checks
     lost_after: int = 3  # failed checks in a row that make a box lost
     outcome: Outcome = field(default_factory=Outcome, init=False)
@@ -222,12 +229,20 @@ class ShardedExtract:
                         "--reassign-lost)")
                 return False
             self.outcome.ran[k] = box.name
-            got = await gather(self.home, self.config, plan.extract_dir, shard=k,
-                               start=shard["start"], host=box.name, transport=box.transport,
-                               shard_dir=shard_dir, shared=box.name in self.shared)
+            if box.name in self.direct and box.name not in self.shared:
+                got = await gather_direct(self.home, self.config, plan.extract_dir, shard=k,
+                                          start=shard["start"], box=box.runner,
+                                          shard_dir=shard_dir, address=self.direct[box.name],
+                                          port=self.copy_port)
+            else:
+                got = await gather(self.home, self.config, plan.extract_dir, shard=k,
+                                   start=shard["start"], host=box.name, transport=box.transport,
+                                   shard_dir=shard_dir, shared=box.name in self.shared)
             self.outcome.gathered.append(k)
             if got.transferred:
                 self.outcome.relayed += got.bytes
+            if got.copied:
+                self.outcome.copied += got.bytes
             self.outcome.packages[k] = got.packages
             return True
         except (StageFailed, UsageError) as exc:

@@ -3,9 +3,11 @@
 shard a detached `python -m pipeline shard-extract` job on its box through the stage's own
 extraction route (hf: the cheapest on CPU), gathered on box1; the
 gathered hidden states equal a one-box extraction of the same data, tensor by tensor. The boxes
-share this machine's disk, so no hidden-state byte crosses the console (issue #39): a box given
-a disk of its own (its sshd in a mount namespace with a tmpfs over the output storage) is
-refused unless `--relay-through-console`, which prints its estimate first and counts the bytes.
+share this machine's disk, so no hidden-state byte crosses the console (issue #39): boxes given
+a disk of their own (each sshd in a mount namespace with a tmpfs over the output storage) copy
+their shards box to box; one that box1 cannot reach either (its python in a network namespace
+of its own) is refused unless `--relay-through-console`, which prints its estimate first and
+counts the bytes.
 Then a box lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad
 input.
 
@@ -170,27 +172,84 @@ def box3_back(fleet: Fleet) -> Iterator[None]:
     fleet.start_box("box3")
 
 
+@pytest.fixture
+def box2_box3_back(fleet: Fleet) -> Iterator[None]:
+    yield
+    for name in ("box2", "box3"):
+        fleet.stop_box(name)
+        fleet.start_box(name)
+
+
+def console_toml_with(setup: Setup, box: str, python: str, name: str) -> Path:
+    """setup's console.toml with `box`'s python replaced."""
+    text = setup.console_toml.read_text()
+    at = text.index(f"[hosts.{box}]")
+    end = text.find("[", at + 1)
+    end = len(text) if end < 0 else end
+    path = setup.root / f"console-{name}.toml"
+    path.write_text(text[:at] + re.sub(r"^python = .*$", f"python = {json.dumps(python)}",
+                                       text[at:end], flags=re.M) + text[end:])
+    return path
+
+
+def test_boxes_with_disks_of_their_own_copy_box_to_box(
+        setup: Setup, fleet: Fleet, box2_box3_back: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """box2 and box3 each with a disk of its own over the output storage, box1 reaching them
+    (loopback): each shard is served once by its box and fetched by box1 straight from there
+    (a one-time token, every file's sha256 checked on arrival), not one byte through the
+    console; the gathered tensors equal the one-box extraction's, sample for sample."""
+    storage = setup.root / "storage-direct"
+    cfg = setup.config("direct", out=storage / "out-direct")
+    fleet.start_box_apart("box2", storage)
+    fleet.start_box_apart("box3", storage)
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract")
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    for box, address in (("box2", "127.0.0.3"), ("box3", "127.0.0.4")):
+        assert (f"{box} does not share box1's output storage; box1 reaches it at {address}: its "
+                "shard is copied box to box, nothing through the console") in out
+    assert "shares box1's output storage" not in out
+    copied = {int(k): int(b) for k, b in re.findall(
+        r"shard (\d): \d+ files \((\d+) bytes\) copied box to box from box\d to box1", out)}
+    assert sorted(copied) == [2, 3] and all(copied.values())
+    assert "relayed through the console: 0 B" in out
+    assert f"copied box to box: {sum(copied.values())} B" in out
+    assert "relaying through the console" not in out and "pulled from" not in out
+    assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
+    assert_equal_to_one_box(setup, "direct")
+    assert not list((setup.out("direct") / "extract").glob(".incoming/*"))  # staging emptied
+
+
 def test_a_box_with_its_own_disk_is_relayed_only_when_asked(
         setup: Setup, fleet: Fleet, box3_back: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """box3 with a disk of its own over the output storage: without --relay-through-console one
-    line, exit 2, nothing started; with it, the estimate first (bytes, measured links, time),
-    box3's shard through the console (and only box3's), counted, equal to the one-box
-    extraction."""
+    """box3 with a disk of its own over the output storage and out of box1's reach (its python
+    in a network namespace of its own: a firewall between the boxes): without
+    --relay-through-console one line, exit 2, nothing started; with it, the estimate first
+    (bytes, measured links, time), box3's shard through the console (and only box3's),
+    counted, equal to the one-box extraction."""
     storage = setup.root / "storage"
     cfg = setup.config("relay", out=storage / "out-relay")
     fleet.start_box_apart("box3", storage)
-    run = ["run", "--host", "box1", "--pipeline", str(cfg), "--until", "extract"]
-    rc = console(setup, *run)
+    apart = setup.root / "python-apart"
+    apart.write_text(f'#!/bin/sh\nexec unshare --net -- {setup.python} "$@"\n')
+    apart.chmod(0o755)
+    toml = console_toml_with(setup, "box3", str(apart), "box3-apart")
+    run = ["run", "--config", str(toml), "--no-record", "--host", "box1", "--pipeline",
+           str(cfg), "--until", "extract"]
+    rc = main(run)
     out, err = capsys.readouterr()
     assert rc == 2, out[-3000:] + err[-3000:]
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(
         "error: extract host box3 does not share box1's output storage"), err
+    assert re.search(r"and box1 cannot reach it for a box-to-box copy \(box3: cannot reach the "
+                     r"shard box at http://127\.0\.0\.4:\d+/hello: .*refused", lines[0]), lines[0]
     assert "--relay-through-console" in lines[0] and "nothing started" in lines[0]
     assert not (setup.out("relay") / "prepare").exists()
     assert not list((storage / "out-relay").glob(".eagle3-shared-storage/*"))  # marker removed
 
-    rc = console(setup, *run, "--relay-through-console")
+    rc = main([*run, "--relay-through-console"])
     out, err = capsys.readouterr()
     assert rc == 0, out[-3000:] + err[-3000:]
     said = re.search(r"relaying through the console \(--relay-through-console\): about (\d+) B "
@@ -205,6 +264,10 @@ def test_a_box_with_its_own_disk_is_relayed_only_when_asked(
     # headers, which weigh at this tiny width (hidden 64), nothing at a real one.
     assert 0.5 < int(said.group(1)) / int(pulled[0]) < 1.5
     assert "box2 shares box1's output storage" in out and "box3 shares" not in out
+    assert re.search(r"warning: box3 does not share box1's output storage and box1 cannot reach "
+                     r"it for a box-to-box copy \(cannot reach .*\): its shard is relayed "
+                     r"through the console", out), out[-3000:]
+    assert "copied box to box" not in out
     assert_equal_to_one_box(setup, "relay")
 
 

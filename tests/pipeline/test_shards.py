@@ -90,6 +90,20 @@ def test_extract_hosts_in_the_config(tmp_path: Path) -> None:
         other.write_text(cfg_path.read_text().replace('hosts = ["a", "b"]', bad))
         with pytest.raises(ConfigInvalid, match=why):
             config_mod.load(other, check_disk=False)
+    # Where the box-to-box copy connects is not what was extracted either.
+    other.write_text(cfg_path.read_text().replace(
+        'hosts = ["a", "b"]\n', 'hosts = ["a", "b"]\naddresses = ["10.0.0.1", "10.0.0.2"]\n'
+        'copy_port = 29500\n'))
+    moved = config_mod.load(other, check_disk=False)
+    assert moved.extract.addresses == ("10.0.0.1", "10.0.0.2") and moved.extract.copy_port == 29500
+    assert moved.section_digest("target", "extract") == cfg.section_digest("target", "extract")
+    for bad, why in (('addresses = ["10.0.0.1"]', r"extract\.addresses: 1 address\(es\) for 2 "
+                      r"extract\.hosts"),
+                     ("copy_port = 70000", r"extract\.copy_port: must be 0\.\.65535")):
+        other.write_text(cfg_path.read_text().replace('hosts = ["a", "b"]\n',
+                                                      f'hosts = ["a", "b"]\n{bad}\n'))
+        with pytest.raises(ConfigInvalid, match=why):
+            config_mod.load(other, check_disk=False)
 
 
 def test_host_checks_before_any_box_is_contacted() -> None:

@@ -33,9 +33,9 @@ def tiny_dataset(root: Path, rows: list[dict[str, object]] | None = None) -> Pat
 
 def pipeline_toml(root: Path, extra: str = "", *, name: str = "pipeline.toml", model: str = "model",
                   dataset: str = "conv.jsonl", layer_ids: str = "[2, 4, 5]", reserve: str = "0",
-                  draft_vocab: int = 50) -> Path:
-    """root/name: the config over tiny_model and tiny_dataset; `extra` lines go on in [train]
-    (or open sections of their own)."""
+                  draft_vocab: int = 50, extract: str = "") -> Path:
+    """root/name: the config over tiny_model and tiny_dataset; `extract` lines go on in
+    [extract], `extra` lines in [train] (or open sections of their own)."""
     p = root / name
     p.write_text(f"""output_dir = "out"
 [target]
@@ -46,7 +46,7 @@ max_seq_len = 64
 [extract]
 layer_ids = {layer_ids}
 reserve_bytes = {reserve}
-[vocab]
+{extract}[vocab]
 draft_vocab_size = {draft_vocab}
 [train]
 total_seq_len = 128

@@ -19,7 +19,7 @@ from pipeline import config as pconfig
 from pipeline import manifest, progress
 from pipeline.served import parse_counters, window
 from tests.sshd_harness import free_port
-from tests.tiny_pipeline import pipeline_toml, tiny_dataset
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
 from tests.tp2_engine import ENGINE_TEST_TIMEOUT, NUM_SPECULATIVE_TOKENS, Tp2Engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,12 +110,7 @@ def test_evaluate_measures_through_the_served_head(tp2_engine: Tp2Engine,
 def _config_only_target(tmp_path: Path) -> Path:
     """A target directory with only a config.json: enough for the pipeline config to load, and
     these runs end at the missing server before anything else of the target is read."""
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    return model
+    return tiny_model(tmp_path, "m")
 
 
 def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:

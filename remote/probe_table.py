@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.named_rows import row_named
 from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 Result = dict[str, Any]
@@ -266,7 +267,4 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Probe:
     """The row of `name`; a usage error (exit 2) naming the probes for any other name."""
-    for p in TABLE:
-        if p.name == name:
-            return p
-    raise UsageError(f"unknown probe {name!r} (probes: {', '.join(names())})")
+    return row_named(TABLE, name, "probe", UsageError)

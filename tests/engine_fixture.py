@@ -60,6 +60,21 @@ class EngineBox:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def demo_config(self, path: Path, *edits: tuple[str, str]) -> Path:
+        """The demo's pipeline config written to `path`: its output_dir beside it (path.parent /
+        out), the target and conversations where the demo keeps them, then each (old, new) of
+        `edits` made. Every old text must be there: a demo config that changed fails here."""
+        demo = self.demo_dir
+        text = (demo / "pipeline.toml").read_text()
+        for old, new in (('output_dir = "out"', f'output_dir = "{path.parent / "out"}"'),
+                         ('model = "target"', f'model = "{demo / "target"}"'),
+                         ('dataset = "conversations.jsonl"', f'dataset = "{demo / "conversations.jsonl"}"'),
+                         *edits):
+            assert old in text, old
+            text = text.replace(old, new)
+        path.write_text(text)
+        return path
+
     def cli(self, *args: str, session: Path | None = None) -> int:
         """`console ARGS --host engbox --config console.toml`, recorded to `session`."""
         rec = ["--session", str(session)] if session else ["--no-record"]

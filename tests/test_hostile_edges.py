@@ -45,25 +45,19 @@ class OutRow:
     kept: tuple[str, ...] = ("s.jsonl", "other.jsonl", "notes.txt")  # byte for byte after
 
 
+# What `report --out` must refuse, named directly and through a link (r.html) to it alike.
+REFUSED = {"its own session": ("s.jsonl", "is the session being read"),
+           "another session": ("other.jsonl", "is a recorded session"),
+           "the operator's file": ("notes.txt", "the console did not write it")}
 OUT_ROWS = {
-    "report over its own session": OutRow(
-        ["report", "s.jsonl", "--out", "s.jsonl"], "is the session being read", EXIT_USAGE),
-    "report through a link to its session": OutRow(
-        ["report", "s.jsonl", "--out", "r.html"], "is the session being read", EXIT_USAGE,
-        links={"r.html": "s.jsonl"}),
-    "report through a link to its session, --force": OutRow(
+    **{f"report over {what}": OutRow(["report", "s.jsonl", "--out", name], line, EXIT_USAGE)
+       for what, (name, line) in REFUSED.items()},
+    **{f"report through a link to {what}": OutRow(["report", "s.jsonl", "--out", "r.html"], line,
+                                                  EXIT_USAGE, links={"r.html": name})
+       for what, (name, line) in REFUSED.items()},
+    "report through a link to its own session, --force": OutRow(
         ["report", "s.jsonl", "--out", "r.html", "--force"], "is the session being read",
         EXIT_USAGE, links={"r.html": "s.jsonl"}),
-    "report over another session": OutRow(
-        ["report", "s.jsonl", "--out", "other.jsonl"], "is a recorded session", EXIT_USAGE),
-    "report through a link to another session": OutRow(
-        ["report", "s.jsonl", "--out", "r.html"], "is a recorded session", EXIT_USAGE,
-        links={"r.html": "other.jsonl"}),
-    "report over the operator's file": OutRow(
-        ["report", "s.jsonl", "--out", "notes.txt"], "the console did not write it", EXIT_USAGE),
-    "report through a link to the operator's file": OutRow(
-        ["report", "s.jsonl", "--out", "r.html"], "the console did not write it", EXIT_USAGE,
-        links={"r.html": "notes.txt"}),
     "report over the operator's file, --force": OutRow(
         ["report", "s.jsonl", "--out", "notes.txt", "--force"], "report written", EXIT_OK,
         kept=("s.jsonl", "other.jsonl")),

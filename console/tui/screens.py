@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.named_rows import row_named
+
 if TYPE_CHECKING:
     from console.tui.widgets.common import View
     from console.tui.widgets.replay import MarkerRow
@@ -119,10 +121,7 @@ NARROW = 110
 
 
 def get(name: str) -> Screen:
-    for s in TABLE:
-        if s.name == name:
-            return s
-    raise KeyError(name)
+    return row_named(TABLE, name, "screen", KeyError)
 
 
 def shown_screens(mode: str, hosts: int) -> list[str]:

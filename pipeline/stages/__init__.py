@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.named_rows import row_named
+
 
 @dataclass(frozen=True)
 class Stage:
@@ -53,10 +55,7 @@ def names() -> tuple[str, ...]:
 
 def get(name: str) -> Stage:
     """The row of `name`; ValueError naming the stages for any other name."""
-    for s in TABLE:
-        if s.name == name:
-            return s
-    raise ValueError(f"unknown stage {name!r} (stages: {', '.join(names())})")
+    return row_named(TABLE, name, "stage")
 
 
 def after(name: str) -> str | None:

@@ -39,35 +39,11 @@ import subprocess
 import sys
 import time
 
-try:  # imported as remote.jobs.helper (the console's tests)
-    from .helper_runs import (
-        become_subreaper,
-        end_group,
-        ended,
-        group_alive,
-        killpg,
-        now_iso,
-        read_int,
-        read_json,
-        read_text,
-        record,
-        write_atomic,
-    )
-except ImportError:  # run as a script on the box, its sibling uploaded beside it
+if __package__:  # imported as remote.jobs.helper (the console's tests)
+    from . import helper_runs as runs_io
+else:  # run as a script on the box, its sibling uploaded beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from helper_runs import (  # type: ignore[no-redef]
-        become_subreaper,
-        end_group,
-        ended,
-        group_alive,
-        killpg,
-        now_iso,
-        read_int,
-        read_json,
-        read_text,
-        record,
-        write_atomic,
-    )
+    import helper_runs as runs_io  # type: ignore[no-redef]
 
 EXIT_LOCKED = 75
 POLL = 0.05
@@ -150,7 +126,7 @@ def cmd_launch(runs, locks, name, cwd, env_json, argv):
     except OSError as exc:
         if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
             raise
-        holder = (read_text(lock_path) or "").strip()
+        holder = (runs_io.read_text(lock_path) or "").strip()
         emit({"error": "locked", "name": name, "run_id": holder})
         return EXIT_LOCKED
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -161,11 +137,11 @@ def cmd_launch(runs, locks, name, cwd, env_json, argv):
     os.ftruncate(fd, 0)
     os.pwrite(fd, (run_id + "\n").encode(), 0)
     env = json.loads(env_json) if env_json else {}
-    write_atomic(os.path.join(run_dir, "argv.json"), json.dumps(argv))
+    runs_io.write_atomic(os.path.join(run_dir, "argv.json"), json.dumps(argv))
     # Keys only: values (tokens) go to the supervisor through a pipe and are never on disk.
-    write_atomic(
+    runs_io.write_atomic(
         os.path.join(run_dir, "meta.json"),
-        json.dumps({"name": name, "cwd": cwd or None, "started": now_iso(),
+        json.dumps({"name": name, "cwd": cwd or None, "started": runs_io.now_iso(),
                     "env": sorted(env)}),
     )
     os.close(os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
@@ -189,7 +165,7 @@ def cmd_launch(runs, locks, name, cwd, env_json, argv):
     with os.fdopen(rfd) as pipe:
         pipe.read()  # the supervisor closes its end once the job is started (or failed to)
     del sup  # not waited for: it outlives this process, reparented to init
-    emit(record(run_dir))
+    emit(runs_io.record(run_dir))
     return 0
 
 
@@ -208,11 +184,11 @@ def _read_env(envfd):
 
 def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
-    become_subreaper()
+    runs_io.become_subreaper()
     extra = _read_env(envfd)
-    write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
-    argv = read_json(os.path.join(run_dir, "argv.json")) or []
-    meta = read_json(os.path.join(run_dir, "meta.json")) or {}
+    runs_io.write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
+    argv = runs_io.read_json(os.path.join(run_dir, "argv.json")) or []
+    meta = runs_io.read_json(os.path.join(run_dir, "meta.json")) or {}
     env = dict(os.environ)
     env.update(extra)
     log = os.open(os.path.join(run_dir, "log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -223,21 +199,21 @@ def cmd_supervise(run_dir, wfd, envfd=None):
         )
     except OSError as exc:
         os.write(log, f"console: cannot start {argv[:1]}: {exc}\n".encode())
-        write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(
-            {"returncode": 127, "state": "exited", "ended": now_iso(), "error": str(exc)}))
+        runs_io.write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(
+            {"returncode": 127, "state": "exited", "ended": runs_io.now_iso(), "error": str(exc)}))
         os.close(wfd)
         return 0
-    write_atomic(os.path.join(run_dir, "pid"), str(proc.pid))
+    runs_io.write_atomic(os.path.join(run_dir, "pid"), str(proc.pid))
     os.close(wfd)
     os.close(log)
     rc = proc.wait()
     # exit.json only once no process of the run is left: it says the run ended.
-    left = end_group(proc.pid)
+    left = runs_io.end_group(proc.pid)
     state = "cancelled" if os.path.exists(os.path.join(run_dir, "cancel")) else "exited"
-    done = {"returncode": rc, "state": state, "ended": now_iso()}
+    done = {"returncode": rc, "state": state, "ended": runs_io.now_iso()}
     if left:
         done["ended_group"] = True  # processes outlived the leader and were ended
-    write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(done))
+    runs_io.write_atomic(os.path.join(run_dir, "exit.json"), json.dumps(done))
     return 0
 
 
@@ -247,7 +223,7 @@ def cmd_status(run_dirs):
         if not os.path.isdir(run_dir):
             emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
         else:
-            emit(record(run_dir))
+            emit(runs_io.record(run_dir))
     return 0
 
 
@@ -260,7 +236,7 @@ def cmd_list(runs):
     for name in names:
         path = os.path.join(runs, name)
         if os.path.isfile(os.path.join(path, "meta.json")):
-            emit(record(path))
+            emit(runs_io.record(path))
     return 0
 
 
@@ -286,7 +262,7 @@ def cmd_tail(run_dir, offset, follow):
                 offset += cut
             pending = data[cut:]
             continue
-        final = ended(run_dir)
+        final = runs_io.ended(run_dir)
         if final is not None:
             # Everything the job wrote is in the log before exit.json appears: drain once more.
             rest = pending + fh.read()
@@ -300,7 +276,7 @@ def cmd_tail(run_dir, offset, follow):
             sys.stderr.flush()
             return 0
         if not follow:
-            rec = record(run_dir)
+            rec = runs_io.record(run_dir)
             rec["end"] = offset
             rec["partial"] = True
             sys.stderr.write("END " + json.dumps(rec) + "\n")
@@ -316,7 +292,7 @@ def cmd_wait(run_dir):
         emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
         return 2
     while True:
-        final = ended(run_dir)
+        final = runs_io.ended(run_dir)
         if final is not None:
             emit(final)
             return 0
@@ -330,24 +306,24 @@ def cmd_cancel(run_dir, grace):
         emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
         return 2
     grace = float(grace)
-    if ended(run_dir) is None:
+    if runs_io.ended(run_dir) is None:
         open(os.path.join(run_dir, "cancel"), "w").close()
-        pid = read_int(os.path.join(run_dir, "pid"))
+        pid = runs_io.read_int(os.path.join(run_dir, "pid"))
         deadline = time.time() + 5
-        while pid is None and time.time() < deadline and ended(run_dir) is None:
+        while pid is None and time.time() < deadline and runs_io.ended(run_dir) is None:
             time.sleep(POLL)
-            pid = read_int(os.path.join(run_dir, "pid"))
+            pid = runs_io.read_int(os.path.join(run_dir, "pid"))
         if pid:
-            killpg(pid, signal.SIGTERM)
+            runs_io.killpg(pid, signal.SIGTERM)
             deadline = time.time() + grace
-            while time.time() < deadline and ended(run_dir) is None:
+            while time.time() < deadline and runs_io.ended(run_dir) is None:
                 time.sleep(POLL)
-            if ended(run_dir) is None or group_alive(pid):
-                killpg(pid, signal.SIGKILL)
+            if runs_io.ended(run_dir) is None or runs_io.group_alive(pid):
+                runs_io.killpg(pid, signal.SIGKILL)
             deadline = time.time() + 10
-            while time.time() < deadline and ended(run_dir) is None:
+            while time.time() < deadline and runs_io.ended(run_dir) is None:
                 time.sleep(POLL)
-    emit(record(run_dir))
+    emit(runs_io.record(run_dir))
     return 0
 
 

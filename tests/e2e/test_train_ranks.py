@@ -37,18 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _config(engine_box: EngineBox, root: Path, nproc: int) -> Path:
-    demo = engine_box.demo_dir
-    text = (demo / "pipeline.toml").read_text()
-    for old, new in (('output_dir = "out"', f'output_dir = "{root / "out"}"'),
-                     ('model = "target"', f'model = "{demo / "target"}"'),
-                     ('dataset = "conversations.jsonl"',
-                      f'dataset = "{demo / "conversations.jsonl"}"'),
-                     ("noise_std = 0.0", f"noise_std = 0.0\nnproc_per_node = {nproc}")):
-        assert old in text, old
-        text = text.replace(old, new)
-    path = root / f"ranks{nproc}.toml"
-    path.write_text(text)
-    return path
+    return engine_box.demo_config(root / f"ranks{nproc}.toml",
+                                  ("noise_std = 0.0", f"noise_std = 0.0\nnproc_per_node = {nproc}"))
 
 
 @pytest.fixture(scope="module")

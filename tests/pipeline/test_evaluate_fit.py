@@ -18,6 +18,7 @@ from pipeline import config as pconfig
 from pipeline import fit, progress
 from pipeline.errors import ConfigInvalid
 from pipeline.stages.evaluate import TargetTooBig, check_fit
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,26 +64,11 @@ def test_tiny_llama_count_is_exact() -> None:
     assert fit.parameter_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
-def _giant_pipeline(tmp_path: Path, extra: str = "") -> pconfig.PipelineConfig:
-    model = tmp_path / "kimi"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps(KIMI_K25))  # config only: no weights at all
-    (tmp_path / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
-    (tmp_path / "pipeline.toml").write_text(f"""output_dir = "out"
-[target]
-model = "kimi"
-[data]
-dataset = "conv.jsonl"
-max_seq_len = 64
-[extract]
-reserve_bytes = 0
-[train]
-total_seq_len = 128
-[evaluate]
-device = "cpu"
-{extra}""")
-    return pconfig.load(tmp_path / "pipeline.toml")
+def _giant_pipeline(tmp_path: Path) -> pconfig.PipelineConfig:
+    (tmp_path / "kimi").mkdir()
+    (tmp_path / "kimi" / "config.json").write_text(json.dumps(KIMI_K25))  # config only: no weights at all
+    tiny_dataset(tmp_path)
+    return pconfig.load(pipeline_toml(tmp_path, '[evaluate]\ndevice = "cpu"\n', model="kimi"))
 
 
 def test_refusal_prints_the_arithmetic(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pipeline import config as pconfig
 from pipeline import manifest, progress
 from pipeline.served import parse_counters, window
 from tests.sshd_harness import free_port
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
 from tests.tp2_engine import ENGINE_TEST_TIMEOUT, NUM_SPECULATIVE_TOKENS, Tp2Engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,28 +57,14 @@ def test_counter_window_by_vllm_definitions() -> None:
 
 
 def _served_pipeline(root: Path, model: Path, url: str) -> Path:
-    (root / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "a b"}, {"role": "assistant", "content": "c d"}]}) + "\n")
-    cfg = root / "pipeline.toml"
-    cfg.write_text(f"""output_dir = "out"
-[target]
-model = "{model}"
-[data]
-dataset = "conv.jsonl"
-max_seq_len = 64
-[extract]
-reserve_bytes = 0
-layer_ids = [1, 2, 3]
-[vocab]
-draft_vocab_size = 16
-[train]
-total_seq_len = 128
-[evaluate]
+    tiny_dataset(root, [{"conversations": [
+        {"role": "user", "content": "a b"}, {"role": "assistant", "content": "c d"}]}])
+    cfg = pipeline_toml(root, f"""[evaluate]
 num_speculative_tokens = {NUM_SPECULATIVE_TOKENS}
 max_new_tokens = 24
 served_url = "{url}"
 served_concurrency = 2
-""")
+""", model=str(model), layer_ids="[1, 2, 3]", draft_vocab=16)
     c = pconfig.load(cfg)
     for stage in ("prepare", "extract", "vocab", "train"):  # inputs stand in: served evaluate
         manifest.write(c, stage, [], key="stand-in", summary={}, seconds=0.0)  # reads only eval
@@ -123,12 +110,7 @@ def test_evaluate_measures_through_the_served_head(tp2_engine: Tp2Engine,
 def _config_only_target(tmp_path: Path) -> Path:
     """A target directory with only a config.json: enough for the pipeline config to load, and
     these runs end at the missing server before anything else of the target is read."""
-    model = tmp_path / "m"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    return model
+    return tiny_model(tmp_path, "m")
 
 
 def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:

@@ -59,22 +59,11 @@ def test_vllm_backend_on_032_at_tp2_equals_hf_on_every_sample(engine_box: Engine
 
 def extract_compare_train(engine_box: EngineBox, tmp_path: Path, tp: int) -> None:
     engine_box.release()  # one engine at a time
-    demo = engine_box.demo_dir
-    text = (demo / "pipeline.toml").read_text()
-    for old, new in (('output_dir = "out"', f'output_dir = "{tmp_path / "out"}"'),
-                     ('model = "target"', f'model = "{demo / "target"}"'),
-                     ('dataset = "conversations.jsonl"',
-                      f'dataset = "{demo / "conversations.jsonl"}"'),
-                     ('backend = "hf"', 'backend = "vllm"'),
-                     ("reserve_bytes = 0", f"reserve_bytes = 0\nmax_num_batched_tokens = {CHUNK}"
-                                           f"\ntensor_parallel_size = {tp}"),
-                     ("eval_samples = 8", "eval_samples = 8\nsamples = 16"),
-                     ("epochs = 8", "epochs = 1"),
-                     ("total_seq_len = 512", "total_seq_len = 4096")):  # one train step
-        assert old in text, old
-        text = text.replace(old, new)
-    cfg = tmp_path / "pipeline.toml"
-    cfg.write_text(text)
+    cfg = engine_box.demo_config(
+        tmp_path / "pipeline.toml", ('backend = "hf"', 'backend = "vllm"'),
+        ("reserve_bytes = 0", f"reserve_bytes = 0\nmax_num_batched_tokens = {CHUNK}\ntensor_parallel_size = {tp}"),
+        ("eval_samples = 8", "eval_samples = 8\nsamples = 16"), ("epochs = 8", "epochs = 1"),
+        ("total_seq_len = 512", "total_seq_len = 4096"))  # one train step
 
     out: dict[str, subprocess.CompletedProcess[str]] = {}
     for stage in ("prepare", "extract"):

@@ -19,55 +19,14 @@ from pipeline import manifest
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
 from remote.spine.events import Event
 from tests.local_box import local_console_toml
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model, tiny_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _model(root: Path, layers: int = 8) -> Path:
-    d = root / "model"
-    d.mkdir(exist_ok=True)
-    (d / "config.json").write_text(json.dumps({
-        "num_hidden_layers": layers, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    return d
-
-
-def _dataset(root: Path, rows: list[dict[str, object]] | None = None) -> Path:
-    p = root / "conv.jsonl"
-    rows = rows if rows is not None else [
-        {"conversations": [{"role": "user", "content": "hi"},
-                           {"role": "assistant", "content": "hello"}]}]
-    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return p
-
-
-def _toml(root: Path, extra: str = "", **over: str) -> Path:
-    vals = {"model": "model", "dataset": "conv.jsonl", "layer_ids": "[2, 4, 5]",
-            "reserve": "0", **over}
-    text = f"""output_dir = "out"
-[target]
-model = "{vals['model']}"
-[data]
-dataset = "{vals['dataset']}"
-max_seq_len = 64
-[extract]
-layer_ids = {vals['layer_ids']}
-reserve_bytes = {vals['reserve']}
-[vocab]
-draft_vocab_size = 50
-[train]
-total_seq_len = 128
-{extra}"""
-    p = root / "pipeline.toml"
-    p.write_text(text)
-    return p
-
-
 @pytest.fixture
 def good(tmp_path: Path) -> Path:
-    _model(tmp_path)
-    _dataset(tmp_path)
-    return _toml(tmp_path)
+    return tiny_pipeline(tmp_path)
 
 
 def test_a_good_config_resolves_layers_and_bytes_per_token(good: Path) -> None:
@@ -79,31 +38,31 @@ def test_a_good_config_resolves_layers_and_bytes_per_token(good: Path) -> None:
 
 
 def test_default_layer_ids_follow_vllm(tmp_path: Path) -> None:
-    _model(tmp_path, layers=61)
-    _dataset(tmp_path)
-    p = _toml(tmp_path)
+    tiny_model(tmp_path, num_hidden_layers=61)
+    tiny_dataset(tmp_path)
+    p = pipeline_toml(tmp_path)
     p.write_text(p.read_text().replace("layer_ids = [2, 4, 5]\n", ""))
     assert pconfig.load(p).all_layer_ids == [2, 30, 58, 61]
 
 
 def test_missing_model_path(tmp_path: Path) -> None:
-    _dataset(tmp_path)
+    tiny_dataset(tmp_path)
     with pytest.raises(ConfigInvalid, match=r"target\.model: .*nowhere is not a directory"):
-        pconfig.load(_toml(tmp_path, model="nowhere"))
+        pconfig.load(pipeline_toml(tmp_path, model="nowhere"))
 
 
 def test_dataset_without_conversations(tmp_path: Path) -> None:
-    _model(tmp_path)
-    _dataset(tmp_path, [{"text": "just prose"}])
+    tiny_model(tmp_path)
+    tiny_dataset(tmp_path, [{"text": "just prose"}])
     with pytest.raises(ConfigInvalid, match=r"data\.dataset: .* row 0 has no conversations "
                        r".*found keys \['text'\]"):
-        pconfig.load(_toml(tmp_path))
+        pconfig.load(pipeline_toml(tmp_path))
 
 
 def test_missing_dataset_file(tmp_path: Path) -> None:
-    _model(tmp_path)
+    tiny_model(tmp_path)
     with pytest.raises(ConfigInvalid, match=r"data\.dataset: .*absent\.jsonl not found"):
-        pconfig.load(_toml(tmp_path, dataset="absent.jsonl"))
+        pconfig.load(pipeline_toml(tmp_path, dataset="absent.jsonl"))
 
 
 @pytest.mark.parametrize("ids, why", [
@@ -113,36 +72,29 @@ def test_missing_dataset_file(tmp_path: Path) -> None:
     ("[2, 5]", "exactly 3 auxiliary layers"),
 ])
 def test_layer_ids_out_of_range(tmp_path: Path, ids: str, why: str) -> None:
-    _model(tmp_path)
-    _dataset(tmp_path)
     with pytest.raises(ConfigInvalid, match=r"extract\.layer_ids: .*" + why):
-        pconfig.load(_toml(tmp_path, layer_ids=ids))
+        pconfig.load(tiny_pipeline(tmp_path, layer_ids=ids))
 
 
 def test_not_enough_disk_gives_the_numbers(tmp_path: Path) -> None:
-    _model(tmp_path)
-    _dataset(tmp_path)
     with pytest.raises(NotEnoughDisk, match=r"not enough disk under .*out: .* need .* \(\d+ bytes\)"
                        r" \+ reserve .* free .* \(\d+ bytes\)"):
-        pconfig.load(_toml(tmp_path, reserve=str(10**18)))
+        pconfig.load(tiny_pipeline(tmp_path, reserve=str(10**18)))
 
 
 def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> None:
     """Kimi-K2.5's text body (hidden 7168, 61 layers; docs/design.md §11): 3 auxiliary layers
     + the last, bf16 = 57,344 bytes of states per token, + 16 for the int64 id and mask. A
     dataset of 50k samples x 4096 tokens projects 11.7 TB: refused with those figures."""
-    d = tmp_path / "model"
-    d.mkdir()
-    (d / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 61, "hidden_size": 7168, "vocab_size": 163840,
-        "intermediate_size": 18432, "num_attention_heads": 64}))
-    _dataset(tmp_path)
-    cfg = pconfig.load(_toml(tmp_path, layer_ids="[]"), check_disk=False)
+    tiny_model(tmp_path, num_hidden_layers=61, hidden_size=7168, vocab_size=163840,
+               intermediate_size=18432, num_attention_heads=64)
+    tiny_dataset(tmp_path)
+    cfg = pconfig.load(pipeline_toml(tmp_path, layer_ids="[]"), check_disk=False)
     assert cfg.all_layer_ids == [2, 30, 58, 61]
     assert pconfig.bytes_per_token(cfg) == 4 * 7168 * 2 + 16 == 57_344 + 16
     assert pconfig.bytes_per_token(cfg, "0.9") == 57_360  # the hf route stores bf16 in 0.9 too
     projected = 4096 * 50_000 * 57_360
-    text = _toml(tmp_path, layer_ids="[]").read_text().replace(
+    text = pipeline_toml(tmp_path, layer_ids="[]").read_text().replace(
         "max_seq_len = 64", "max_seq_len = 4096\nsamples = 50000").replace(
         "total_seq_len = 128", "total_seq_len = 8192")
     (tmp_path / "big.toml").write_text(text)
@@ -151,17 +103,15 @@ def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> N
 
 
 def test_unknown_key_and_wrong_type(tmp_path: Path) -> None:
-    _model(tmp_path)
-    _dataset(tmp_path)
     with pytest.raises(ConfigInvalid, match=r"train: bogus: unknown key"):
-        pconfig.load(_toml(tmp_path, extra="bogus = 1\n"))
+        pconfig.load(tiny_pipeline(tmp_path, extra="bogus = 1\n"))
     with pytest.raises(ConfigInvalid, match=r"train: epochs: must be int"):
-        pconfig.load(_toml(tmp_path, extra='epochs = "ten"\n'))
+        pconfig.load(pipeline_toml(tmp_path, extra='epochs = "ten"\n'))
 
 
 def test_box_side_validate_exits_2_with_one_line(tmp_path: Path) -> None:
-    _dataset(tmp_path)
-    cfg = _toml(tmp_path, model="nowhere")
+    tiny_dataset(tmp_path)
+    cfg = pipeline_toml(tmp_path, model="nowhere")
     done = subprocess.run([sys.executable, "-m", "pipeline", "validate", "--config", str(cfg)],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 2
@@ -171,9 +121,7 @@ def test_box_side_validate_exits_2_with_one_line(tmp_path: Path) -> None:
 
 def test_console_run_refuses_bad_config_before_work(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    _model(tmp_path)
-    _dataset(tmp_path)
-    cfg = _toml(tmp_path, layer_ids="[1, 2, 99]")
+    cfg = tiny_pipeline(tmp_path, layer_ids="[1, 2, 99]")
     console_toml = local_console_toml(tmp_path)
     rc = console_main(["run", "--host", "local", "--config", str(console_toml),
                        "--pipeline", str(cfg), "--no-record"])
@@ -202,7 +150,7 @@ def test_manifest_status_follows_config_and_outputs(good: Path) -> None:
     f.write_text("{}\n{}\n")
     assert "changed size" in manifest.status(cfg, "prepare").reason
     f.write_text("{}\n")
-    changed = pconfig.load(_toml(good.parent, extra="", layer_ids="[2, 4, 5]").parent
+    changed = pconfig.load(pipeline_toml(good.parent, extra="", layer_ids="[2, 4, 5]").parent
                            / "pipeline.toml")
     assert manifest.status(changed, "prepare").complete
     good.write_text(good.read_text().replace("max_seq_len = 64", "max_seq_len = 32"))

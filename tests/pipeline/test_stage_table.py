@@ -23,7 +23,7 @@ from pipeline import config as pconfig
 from pipeline import manifest
 from pipeline import stages as stage_table
 from pipeline.runner import StageContext
-from tests.pipeline.test_pipeline_config import _dataset, _model, _toml
+from tests.tiny_pipeline import tiny_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 DUMMY = stage_table.Stage("dummy", sections=("vocab",), inputs=("prepare",), module=__name__)
@@ -52,9 +52,7 @@ def dummy_table(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    _model(tmp_path)
-    _dataset(tmp_path)
-    return _toml(tmp_path)
+    return tiny_pipeline(tmp_path)
 
 
 def _prepare_done(cfg_path: Path) -> None:

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -25,57 +24,15 @@ from pipeline.errors import PipelineError
 from pipeline.stages.extract_server import vllm_09_server_argv
 from pipeline.trainers import cli, online
 from tests import box_env
+from tests.processes import alive, wait_gone
+from tests.tiny_pipeline import tiny_pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 DOUBLE = REPO / "tests" / "doubles" / "extraction_server.py"
 
 
 def _pipeline(root: Path, mode: str = "online", speculators: str = "auto") -> Path:
-    model = root / "model"
-    model.mkdir(exist_ok=True)
-    (model / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    (root / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
-    p = root / "pipeline.toml"
-    p.write_text(f"""output_dir = "out"
-[target]
-model = "model"
-[data]
-dataset = "conv.jsonl"
-max_seq_len = 64
-[extract]
-layer_ids = [2, 4, 5]
-reserve_bytes = 0
-[vocab]
-draft_vocab_size = 50
-[train]
-total_seq_len = 128
-mode = "{mode}"
-speculators = "{speculators}"
-""")
-    return p
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    # a zombie has exited: only its exit status is left for its parent to read
-    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
-
-
-def _wait_gone(pids: list[int], timeout: float = 10) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+    return tiny_pipeline(root, f'mode = "{mode}"\nspeculators = "{speculators}"\n')
 
 
 def _processes_naming(text: str) -> list[int]:
@@ -83,7 +40,7 @@ def _processes_naming(text: str) -> list[int]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if text.encode() in cmdline.read_bytes() and _alive(int(cmdline.parent.name)):
+            if text.encode() in cmdline.read_bytes() and alive(int(cmdline.parent.name)):
                 found.append(int(cmdline.parent.name))
         except (OSError, ValueError):
             continue
@@ -105,7 +62,7 @@ def test_the_argv_is_what_speculators_09_parses(tmp_path: Path) -> None:
     """The server is the offline route's (extract_hidden_states + the connector writing to the
     staging directory); training asks it for missing samples. The installed speculators 0.9
     (the vLLM 0.32 box environment) parses the argv into on_missing=generate and the endpoint."""
-    cfg = pconfig.load(_pipeline(tmp_path, mode="offline", speculators="0.9"), check_disk=False)
+    cfg = pconfig.load(_pipeline(tmp_path, "offline", "0.9"), check_disk=False)
     staging = tmp_path / "states"
     server = vllm_09_server_argv(cfg, staging, 8123)
     spec = json.loads(server[server.index("--speculative_config") + 1])
@@ -183,7 +140,7 @@ def test_online_with_extract_hosts_is_refused(tmp_path: Path) -> None:
 def test_online_train_refuses_before_starting_a_server(tmp_path: Path) -> None:
     """The stage's own check (a config loaded elsewhere): here, on CPU without vLLM, the line,
     and the server double never started."""
-    cfg = pconfig.load(_pipeline(tmp_path, mode="offline", speculators="0.9"), check_disk=False)
+    cfg = pconfig.load(_pipeline(tmp_path, "offline", "0.9"), check_disk=False)
     started: list[Path] = []
 
     def argv(staging: Path, port: int) -> list[str]:
@@ -204,15 +161,15 @@ def test_the_server_stops_when_training_ends_or_fails(tmp_path: Path) -> None:
         with urllib.request.urlopen(endpoint + "/models", timeout=5) as r:
             assert json.loads(r.read())["data"][0]["id"] == "double"
         pids = _pids(pidfile)
-        assert pids[0] == proc.pid and all(_alive(p) for p in pids)
-    assert not _wait_gone(pids)
+        assert pids[0] == proc.pid and all(alive(p) for p in pids)
+    assert not wait_gone(pids)
 
     argv, endpoint, pidfile = _double(tmp_path)
     with (pytest.raises(RuntimeError, match="training failed"),
           online.server_beside(argv, endpoint, tmp_path / "server.log")):
         pids = _pids(pidfile)
         raise RuntimeError("training failed")
-    assert not _wait_gone(pids)
+    assert not wait_gone(pids)
 
 
 def test_a_server_that_cannot_start_is_one_error(tmp_path: Path) -> None:
@@ -239,11 +196,11 @@ def test_sigterm_of_the_stage_stops_the_server(tmp_path: Path) -> None:
         assert stage.stdout is not None
         assert stage.stdout.readline().strip() == "training"
         pids = _pids(pidfile)
-        assert all(_alive(p) for p in pids)
+        assert all(alive(p) for p in pids)
         stage.terminate()
         assert stage.wait(timeout=60) == 143
     finally:
         if stage.poll() is None:
             stage.kill()
             stage.wait()
-    assert not _wait_gone(pids)
+    assert not wait_gone(pids)

@@ -5,7 +5,6 @@ Several real ranks training, dying and serving: tests/e2e/test_train_ranks.py.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,21 +12,11 @@ import pytest
 from pipeline import config as pconfig
 from pipeline import progress, ranks
 from pipeline.errors import ConfigInvalid
+from tests.tiny_pipeline import tiny_pipeline
 
 
 def _config(tmp_path: Path, train: str = "") -> Path:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    (tmp_path / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
-    cfg = tmp_path / "p.toml"
-    cfg.write_text('output_dir = "out"\n[target]\nmodel = "model"\n[data]\n'
-                   'dataset = "conv.jsonl"\nmax_seq_len = 64\n[extract]\nreserve_bytes = 0\n'
-                   f'[vocab]\ndraft_vocab_size = 50\n[train]\ntotal_seq_len = 128\n{train}')
-    return cfg
+    return tiny_pipeline(tmp_path, train, name="p.toml")
 
 
 def test_ranks_per_box_default_to_one_on_cpu_and_follow_the_key(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ dtype the size projection counts. Real torch modules built here, no vLLM needed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +16,7 @@ from torch import nn
 from pipeline import config as pconfig
 from pipeline.stages.extract import _batches
 from pipeline.vllm_layer_hooks import LayerCaptureExtension, _layer_output, find_decoder_layers
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
 
 
 class _Decoder(nn.Module):
@@ -86,19 +86,12 @@ def test_batches_respect_the_token_budget_and_order() -> None:
 
 
 def test_size_projection_counts_the_stored_dtype(tmp_path: Path) -> None:
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text(json.dumps(
-        {"num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100}))
-    (tmp_path / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
+    tiny_model(tmp_path)
+    tiny_dataset(tmp_path)
     for backend, dtype, fmt, size in (("hf", "float32", "0.9", 2), ("vllm", "float32", "0.3", 2),
                                       ("vllm", "float32", "0.9", 4),
                                       ("vllm", "bfloat16", "0.9", 2)):
-        (tmp_path / "pipeline.toml").write_text(
-            f'output_dir = "out"\n[target]\nmodel = "model"\n[data]\ndataset = "conv.jsonl"\n'
-            f'[extract]\nbackend = "{backend}"\ndtype = "{dtype}"\nlayer_ids = [2, 4, 5]\n'
-            "[vocab]\ndraft_vocab_size = 50\n")
-        cfg = pconfig.load(tmp_path / "pipeline.toml")
+        cfg = pconfig.load(pipeline_toml(tmp_path, extract=f'backend = "{backend}"\ndtype = "{dtype}"\n'))
         assert pconfig.bytes_per_token(cfg, fmt) == 4 * 64 * size + 16, (backend, dtype, fmt)
         assert pconfig.bytes_per_token(cfg) == 4 * 64 * 2 + 16
 

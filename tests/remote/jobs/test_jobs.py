@@ -25,6 +25,7 @@ from remote.jobs.records import JobHelperError, JobLocked, JobNotFound, RunInfo
 from remote.link.transport import LocalTransport, Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+from tests.processes import alive
 
 PY = sys.executable
 
@@ -176,20 +177,11 @@ async def test_cancel_kills_the_whole_process_group(transport: Transport, tmp_pa
     done = await jobs.cancel(info.run_id, grace=0.5)
     assert done.state == "cancelled" and done.returncode is not None
     for _ in range(100):
-        if not _alive(child):
+        if not alive(child):
             break
         await asyncio.sleep(0.05)
-    assert not _alive(child), "the grandchild survived the cancel"
+    assert not alive(child), "the grandchild survived the cancel"
     assert seen[-1].kind == ev.JOB_EXIT and seen[-1].payload["state"] == "cancelled"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
 
 
 async def test_hostile_names_arrive_verbatim(transport: Transport, tmp_path: Path) -> None:

@@ -19,34 +19,14 @@ from remote.ops.pipeline import reattach
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
-
-CONFIG = """output_dir = "out"
-[target]
-model = "model"
-[data]
-dataset = "conv.jsonl"
-max_seq_len = 64
-[extract]
-layer_ids = [2, 4, 5]
-reserve_bytes = 0
-[vocab]
-draft_vocab_size = 50
-[train]
-total_seq_len = 128
-"""
+from tests.tiny_pipeline import tiny_pipeline
 
 
 def _box(workdir: Path) -> None:
     """A box whose pipeline config is `<workdir>/pipeline.toml`, its evaluate result written,
     and no run directory left."""
     workdir.mkdir()
-    (workdir / "model").mkdir()
-    (workdir / "model" / "config.json").write_text(json.dumps({
-        "num_hidden_layers": 8, "hidden_size": 64, "vocab_size": 100,
-        "intermediate_size": 128, "num_attention_heads": 4}))
-    (workdir / "conv.jsonl").write_text(json.dumps({"conversations": [
-        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) + "\n")
-    (workdir / "pipeline.toml").write_text(CONFIG)
+    tiny_pipeline(workdir)
     evaluate = workdir / "out" / "evaluate"
     evaluate.mkdir(parents=True)
     (evaluate / "acceptance.json").write_text(json.dumps({

@@ -17,22 +17,14 @@ from remote.bench.served import offline_vs_served, sweep_acceptance
 from remote.link.errors import UsageError
 from remote.link.hosts import parse_config
 from remote.serving.serve import LOG_LINE_CHARS, default_url, read_offline, readable_tail
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
 
 
 def _pipeline(tmp_path: Path) -> Path:
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-        "num_hidden_layers": 8, "num_attention_heads": 2, "num_key_value_heads": 1,
-        "vocab_size": 64000, "intermediate_size": 128}))
-    data = tmp_path / "conv.jsonl"
-    data.write_text(json.dumps({"conversations": [{"role": "user", "content": "a"},
-                                                  {"role": "assistant", "content": "b"}]}) + "\n")
-    cfg = tmp_path / "pipeline.toml"
-    cfg.write_text('output_dir = "out"\n[target]\nmodel = "target"\n'
-                   '[data]\ndataset = "conv.jsonl"\n[extract]\nreserve_bytes = 0\n')
-    return cfg
+    tiny_model(tmp_path, "target", architectures=["LlamaForCausalLM"], model_type="llama",
+               num_attention_heads=2, num_key_value_heads=1, vocab_size=64000)
+    tiny_dataset(tmp_path)
+    return pipeline_toml(tmp_path, model="target")
 
 
 def test_server_argv_takes_trains_speculative_config(tmp_path: Path) -> None:

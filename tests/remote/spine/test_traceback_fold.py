@@ -18,7 +18,8 @@ from console.cli import main as console_main
 from pipeline.tracebacks import format_for_log
 from remote.spine import events as ev
 from remote.spine.traceback_fold import MARK, TracebackFolder
-from tests.pipeline.test_pipeline_config import _dataset, _model, _run_local, _toml
+from tests.pipeline.test_pipeline_config import _run_local
+from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
 
 FOLDED = re.compile(r"\[traceback folded: (\d+) lines, (\S+) raised( at (\S+):(\d+) in (\S+))?; "
                     r"full text in (\S+) from byte (\d+)\]")
@@ -128,12 +129,12 @@ def test_a_crashing_stage_shows_one_folded_line_in_run_tail_and_session(
     """A real stage crash: prepare on a target whose tokenizer.json is damaged raises inside
     transformers (a chained traceback). The console prints the error once and the traceback as
     one line; the job log on the box holds the full traceback where that line points."""
-    model = _model(tmp_path)
+    model = tiny_model(tmp_path)
     (model / "tokenizer_config.json").write_text(json.dumps(
         {"tokenizer_class": "PreTrainedTokenizerFast"}))
     (model / "tokenizer.json").write_text('{"version": "1.0", "truncated')
-    _dataset(tmp_path)
-    cfg = _toml(tmp_path)
+    tiny_dataset(tmp_path)
+    cfg = pipeline_toml(tmp_path)
     rc, events = _run_local(tmp_path, cfg)
     assert rc == 1
     out = capsys.readouterr().out

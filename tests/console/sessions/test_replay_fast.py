@@ -25,6 +25,13 @@ from remote.spine.sanitize import visible
 REPO = Path(__file__).resolve().parents[3]
 
 
+def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
+    """`replay --print`'s lines for a segment, joined by newlines (no final one)."""
+    from console.sessions.human import human_bytes
+
+    return human_bytes(data, first, count, bad).decode("utf-8")[:-1]
+
+
 def _awkward_events() -> list[Event]:
     t0 = utc_now()
     ts = [t0 + timedelta(milliseconds=7 * i) for i in range(40)]
@@ -238,8 +245,6 @@ def _blocks() -> dict[str, list[bytes]]:
 
 
 def test_cut_lines_equal_the_typed_printer_on_every_kind_and_bad_line() -> None:
-    from console.sessions.human_log import human_text
-
     for name, lines in _blocks().items():
         for first in (0, 1000):
             data = b"\n".join(lines) + b"\n"
@@ -300,8 +305,6 @@ def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
 def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
     """human_text (the printer's fast path) says what the per-event printer says of every
     line of every group; returns how many groups held a bad line."""
-    from console.sessions.human_log import human_text
-
     differing = 0
     for lines in mutated:
         data = b"\n".join(lines) + b"\n"

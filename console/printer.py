@@ -114,9 +114,9 @@ RULES: dict[str, Rule] = {
 }
 
 
-def head(ts: str, host: str) -> str:
-    """A line's start: the time of day (`HH:MM:SS`) and the host in brackets, if any."""
-    return f"{ts} [{host}] " if host else f"{ts} "
+def host_part(host: str) -> str:
+    """What follows a line's time of day (`HH:MM:SS`): the host in brackets, if any."""
+    return f" [{host}] " if host else " "
 
 
 def human_line(event: Event, *, show_stats: bool = False) -> str | None:
@@ -126,7 +126,7 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     if show_stats and event.kind == ev.STATS_SAMPLE:
         p = {**p, "print": True}
     text = RULES.get(event.kind, _default)(event.kind, p)
-    return None if text is None else head(event.ts.strftime("%H:%M:%S"), event.host) + text
+    return None if text is None else event.ts.strftime("%H:%M:%S") + host_part(event.host) + text
 
 
 class Printer:

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from console.printer import RULES, STAGE_RECORD_PREFIX, _default, head, human_line, job_head
+from console.printer import RULES, STAGE_RECORD_PREFIX, _default, host_part, human_line, job_head
 from console.sessions.decode import (
     BadLine,
     all_ts_ok,
@@ -97,16 +97,20 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
              blocks: dict[int, tuple[str, list[str]]]) -> None:
     """Each record by its rule; `lines` the segment's lines, or its bytes to split if needed."""
     rules, default, append, hidden = RULES, _default, out.append, STAGE_RECORD_PREFIX
+    hosts: dict[str, str] = {}  # host_part of each host met
     checked = ts_ok and valid
-    for i, rec in enumerate(recs):
-        p, kind, ts = rec.payload, rec.kind, rec.ts
+    i = -1
+    for rec in recs:
+        i += 1
+        p = rec.payload
         if type(p) is not dict or (not checked and not (
-                (ts_ok or canonical_ts(ts)) and (valid or _valid(kind, p)))):
+                (ts_ok or canonical_ts(rec.ts)) and (valid or _valid(rec.kind, p)))):
             lines = split_events(lines) if isinstance(lines, bytes) else lines
             _per_event(lines[i], first + i, bad, out)  # judged and printed as one event
             continue
+        kind = rec.kind
         if kind == JOB_LINES:  # a log block: its job.line events' lines, sharing one head
-            start = head(ts[11:19], rec.host) + job_head(p)
+            start = rec.ts[11:19] + host_part(rec.host) + job_head(p)
             texts = p["texts"]
             sep = "\n" + start
             body = sep.join(texts)
@@ -124,7 +128,11 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
             continue
         if text is not None:
-            append(head(ts[11:19], rec.host) + text)
+            host = rec.host
+            part = hosts.get(host)
+            if part is None:
+                part = hosts[host] = host_part(host)
+            append(rec.ts[11:19] + part + text)
 
 
 def _valid(kind: str, p: dict[str, Any]) -> bool:

@@ -151,7 +151,7 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
 
 
 
-# -- the cut path against the typed path, line for line -------------------------------------
+# -- the segment printer against the per-event printer, line for line -------------------------------------
 
 def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
     """What the per-event printer makes of raw session lines: decode_event + human_line +
@@ -238,7 +238,7 @@ def _blocks() -> dict[str, list[bytes]]:
         "malformed": _job_block(ts, plain[:20]) + MALFORMED + _job_block(ts, plain[20:40]),
         "malformed, quiet otherwise": MALFORMED[:3] + _job_block(ts, plain[:10]),
         # no quote, control character or escape anywhere: only the per-line shape checks
-        # stand between these and the cut path
+        # stand between these and the segment printer
         "malformed, all printable": _job_block(ts, plain[:20]) + MALFORMED[2:]
         + _job_block(ts, plain[20:40]),
     }
@@ -303,7 +303,7 @@ def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
 
 
 def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
-    """human_text (the printer's fast path) says what the per-event printer says of every
+    """human_text (the segment printer) says what the per-event printer says of every
     line of every group; returns how many groups held a bad line."""
     differing = 0
     for lines in mutated:
@@ -320,7 +320,7 @@ def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
 def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
     """Log blocks in the recorder's shape with one byte-level edit each (a character put in,
     taken out or replaced anywhere in a line) next to untouched batches: every check of the
-    cut path has to catch what it is there for, or the output differs from the typed one."""
+    segment printer has to catch what it is there for, or the output differs from the typed one."""
     import random
 
     rng = random.Random(seed)

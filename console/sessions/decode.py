@@ -25,7 +25,6 @@ from remote.spine.events import JOB_LINES, Event, RecordError, expand_record
 
 _ANY = msgspec.json.Decoder()
 _TS_LEN = 24
-UNSET = msgspec.UNSET
 
 
 class BadLine(ValueError):

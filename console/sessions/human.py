@@ -53,17 +53,16 @@ def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]])
     framed = framed_as_recorded(data, count)
     lines: list[bytes] = [] if framed else split_events(data)
     n = count if framed else len(lines)
+    array = b"" if framed else b"[" + b",".join(lines) + b"]"  # the lines as one JSON array
     try:  # every byte decoded (no unknown field skipped), so one not UTF-8 fails it here
-        recs = (_RECORD.decode_lines(data) if framed
-                else _RECORDS.decode(b"[" + b",".join(lines) + b"]"))
+        recs = _RECORD.decode_lines(data) if framed else _RECORDS.decode(array)
     except (msgspec.DecodeError, RecursionError):
         recs = []
     if len(recs) != n or not n:
         for i, line in enumerate(lines or split_events(data)):
             _per_event(line, first + i, bad, out)
     else:
-        valid = all_valid(data, n) if framed else all_valid(b"[" + b",".join(lines) + b"]", n,
-                                                            array=True)
+        valid = all_valid(data, n) if framed else all_valid(array, n, array=True)
         _records(recs, lines or data, valid, all_ts_ok(recs), first, bad, out, blocks)
     if not out:
         return b""

@@ -1,22 +1,24 @@
-"""`console replay --print` / `--json` throughput, and how fast a closed pipe ends it.
+"""`console replay --print` against `jq -r` printing the same records, on a session in each
+format this project has written, and how soon the first line of a large session shows.
 
-Writes the same day (a training log in blocks of 500 or 50 lines, 500 lines a second, plus ten
-eight-GPU stats samples a second; N events, default 1,000,000, counted as log LINES plus
-samples, the issue's unit) in two session formats, and measures in the same run:
-- the record formats side by side: "lines" (one job.line record per log line, what sessions
-  recorded before job.lines records; every such file must still replay the same) and
-  "blocks" (a log block as one job.lines record, what the recorder writes now), at 500- and
-  50-line blocks, `--print` opened with and without the index beside the file, and `--json`;
-  each is the CPU time of `print_session` (what the command runs) to /dev/null, opening
-  included, and the printed bytes of the two formats are checked equal;
-- `console replay FILE --print | head -2` as a real pipeline on the blocks file: the child's
-  CPU-seconds and exit status against the full replay's, and that stderr stays empty;
-- with `--routes`, the C-speed routes tried for --print before the format changed, alternated
-  with the current path on the same segments held in memory (benchmarks/replay_routes.py;
-  `--routes-only` prints only these).
-Target: >= 1 M events per CPU-second.
+Sessions (each N records, default 500,000; the header line apart):
+- real run, current format: the recorded demo run (benchmarks/data/demo-run.jsonl, log blocks
+  as job.lines records) repeated (benchmarks/real_session.py);
+- real run, 2026-12-02 format: the same run as the 2026-12-02 release wrote it (one job.line
+  record per log line, non-ASCII text as \\u escapes:
+  benchmarks/data/demo-run.2026-12-02-format.jsonl), repeated;
+- log day, blocks / lines: a training log at 500 lines a second in blocks of `--batch` lines
+  plus ten eight-GPU stats samples a second, written as job.lines records (now) and as one
+  job.line record per line (sessions before job.lines records).
+For each: the child CPU-seconds of `console replay F --print > /dev/null` (the whole
+command, interpreter start and open included, bytecode cached as an installed console has
+it) and of `jq -r -f JQ F > /dev/null` (JQ below: the same records, one line each as the
+printer makes them, stage records dropped), best of `--rounds` (the machine is shared: the
+best round is the least disturbed). Then the first line of the
+real-run session without its index (`| head -2`, wall and CPU seconds; target <= 0.5 s).
+Last line: `replay/jq: R`, R the smallest ratio over the formats (goal >= 2).
 
-    python benchmarks/replay_print.py [--events N] [--batch LINES ...] [--routes] [--routes-only]
+    python benchmarks/replay_print.py [--events N] [--batch LINES] [--rounds R]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,16 +34,33 @@ import time
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from _common import ROOT
+from real_session import RECORDED, write_repeated
 
-from console.commands.replay import print_session
-from console.printer import Printer
 from console.sessions import index as session_index
-from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter
 from remote.spine.events import Event, JobLines, utc_now
+
+OLDER = ROOT / "benchmarks" / "data" / "demo-run.2026-12-02-format.jsonl"
+
+# What the printer prints, in jq: a line per record (a log block's lines, a job line unless it
+# is a stage record, a progress line, a summary), header and stats samples skipped.
+JQ = r'''
+def head: .ts[11:19] + " " + (if .host != "" then "[" + .host + "] " else "" end);
+select(.kind) |
+if .kind == "job.lines" then
+  (head + (.payload.run_id[:20]) + "| ") as $h | .payload.texts[]
+  | select(startswith("@@eagle3 ") | not) | $h + .
+elif .kind == "job.line" then
+  select(.payload.text | startswith("@@eagle3 ") | not)
+  | head + (.payload.run_id[:20]) + "| " + .payload.text
+elif .kind == "stage.progress" then
+  head + .payload.stage + ": " + (.payload.done | tostring) + "/" + (.payload.total | tostring)
+  + " " + (.payload.unit // "")
+elif .kind == "stats.sample" then empty
+else head + .kind + ": " + ((.payload.summary // .payload.message // "") | tostring) end
+'''
 
 
 def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,
@@ -80,193 +100,91 @@ def _write_lines(w: SessionWriter, events: JobLines) -> None:
     w.count += len(events)
 
 
-def main_path(path: Path, as_json: bool) -> None:
-    """What main's `replay --print` did: every line through json.loads, an Event and the
-    per-event Printer (which flushes per line)."""
-    out = open(os.devnull, "w")
-    printer = Printer(as_json=as_json, out=out)
-    with open(path, "rb") as fh:
-        fh.readline()
-        for line in fh:
-            printer(Event.from_json(line))
-    out.close()
+# The children's bytecode cached, as an installed console runs (pip compiles at install time),
+# in a temporary PYTHONPYCACHEPREFIX so the tree is not written to (benchmarks/cli_startup.py
+# does the same): with PYTHONDONTWRITEBYTECODE=1 our sources were compiled on every run.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+ENV["PYTHONPATH"] = str(ROOT)
 
-
-OPEN_CPU: list[float] = []
-
-
-def fast_path(path: Path, as_json: bool) -> None:
-    t = time.process_time()
-    with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
-        OPEN_CPU.append(time.process_time() - t)  # a scan: no index is kept for this run
-        bad = print_session(r, out, as_json=as_json)
-        assert bad == [], bad[:3]
-
-
-def warm_path(path: Path) -> None:
-    """--print with the index beside the session (what the recorder leaves beside a session
-    over session_index.MIN_BYTES at a clean close)."""
-    t = time.process_time()
-    with SessionReader(path, write_index=True) as r, open(os.devnull, "wb") as out:
-        assert r.index_reused
-        OPEN_CPU.append(time.process_time() - t)
-        assert print_session(r, out, as_json=False) == []
-
-
-def floor_path(path: Path) -> None:
-    """Not a printer: every segment decoded, split into lines, joined and written back. Any
-    printer that handles a line as a Python object pays at least this."""
-    with SessionReader(path) as r, open(os.devnull, "wb") as out:
-        assert r.index_reused
-        for _first, _count, data in r.segment_data():
-            out.write("\n".join(data.decode("utf-8").split("\n")).encode("utf-8"))
-
-
-def typed_path(path: Path) -> None:
-    """The --print path before job lines were cut from their bytes: every segment decoded by
-    msgspec into typed records in one call (session_decode._human), then formatted."""
-    import gc
-
-    from console.sessions.human_log import _human
-
-    gc.disable()  # as print_session does
-    with SessionReader(path, write_index=False) as r, open(os.devnull, "wb") as out:
-        for first, _count, data in r.segment_data():
-            bad: list[tuple[int, str]] = []
-            text = _human(None, data, first, bad)
-            if text:
-                out.write(("\n".join(text) + "\n").encode("utf-8", "replace"))
-    gc.enable()
-
-
-# -- C-speed routes tried for the human printer (issue 17), each timed on the same in-memory
-# segments as the current path, alternated. The regex and msgspec ones are lower bounds: they
-# do only their core step (no fallback, no bad-line report, no sanitising), so a complete
-# printer built on them would be slower still.
 
 def child_cpu(cmd: str) -> tuple[float, int, str]:
+    """CPU seconds (user + system) of a shell pipeline's children, its exit status, stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         cwd=ROOT, env=ENV)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return used, res.returncode, res.stderr
 
 
-def replay_cpu(path: Path, *, as_json: bool, index: bool, digest: bool = False
-               ) -> tuple[float, bytes]:
-    """CPU seconds of `replay --print`/`--json` to /dev/null (open included), with or without
-    the index beside the file; with `digest`, a hash of what was printed instead (that pass
-    is not a timing: hashing is not what the command pays)."""
-    import hashlib
-
-    idx = session_index.index_path(path)
-    if index and not idx.exists():
-        SessionReader(path, write_index=True).close()  # what a first open (or the recorder) left
-    if not index:
-        idx.unlink(missing_ok=True)
-
-    class _Digest:
-        def __init__(self) -> None:
-            self.h = hashlib.sha256()
-
-        def write(self, data: bytes) -> None:
-            self.h.update(data)
-
-        def flush(self) -> None:
-            pass
-
-    out: Any = _Digest() if digest else open(os.devnull, "wb")
-    t = time.process_time()
-    with SessionReader(path, write_index=False) as r:
-        assert r.index_reused == index
-        bad = print_session(r, out, as_json=as_json)
-    used = time.process_time() - t
-    assert bad == [], bad[:3]
-    if digest:
-        return used, out.h.digest()
-    out.close()
-    return used, b""
+def compare(name: str, path: Path, jq_file: Path, rounds: int) -> float:
+    """replay --print and jq on one session, alternated, best of `rounds`: their ratio."""
+    session_index.index_path(path).unlink(missing_ok=True)
+    replay_cmd = f"{sys.executable} -m console replay '{path}' --print > /dev/null"
+    jq_cmd = f"jq -r -f '{jq_file}' '{path}' > /dev/null"
+    replay = jq = float("inf")
+    for _ in range(rounds):
+        used, rc, err = child_cpu(replay_cmd)
+        assert rc == 0 and not err, (name, rc, err[-300:])
+        replay = min(replay, used)
+        used, rc, err = child_cpu(jq_cmd)
+        assert rc == 0, (name, rc, err[-300:])
+        jq = min(jq, used)
+    print(f"{name:<32} {path.stat().st_size / 1e6:5.0f} MB   replay --print {replay:5.2f} CPU-s   "
+          f"jq -r {jq:5.2f} CPU-s   replay/jq x{jq / replay:.2f}", flush=True)
+    return jq / replay
 
 
-def formats(d: Path, n: int, batches: list[int], rounds: int) -> Path:
-    """The grid: lines vs blocks, per batch size, --print with and without the index, --json.
-    Returns the blocks session of the first batch size (for the pipe figures)."""
-    import gc
-
-    keep: Path | None = None
-    t0 = utc_now()
-    for batch in batches:
-        paths = {}
-        for fmt in ("lines", "blocks"):
-            paths[fmt] = d / f"day-{batch}-{fmt}.jsonl"
-            write_day(paths[fmt], n, batch, blocks=fmt == "blocks", t0=t0)
-        keep = keep or paths["blocks"]
-        print(f"\n{n:,} events ({n - n // 51:,} or so log lines), log blocks of {batch} lines; "
-              f"file: lines {paths['lines'].stat().st_size / 1e6:.0f} MB, blocks "
-              f"{paths['blocks'].stat().st_size / 1e6:.0f} MB")
-        modes = [("--print, index", False, True), ("--print, no index", False, False),
-                 ("--json, no index", True, False)]
-        spent: dict[tuple[str, str], float] = {}
-        digests: dict[tuple[str, str], bytes] = {}
-        gc.collect()
-        for k in range(rounds):  # alternated, the best of `rounds`: the machine is shared
-            for fmt in (("lines", "blocks") if k % 2 == 0 else ("blocks", "lines")):
-                for mode, as_json, index in modes:
-                    key = (fmt, mode)
-                    if k == 0:
-                        digests[key] = replay_cpu(paths[fmt], as_json=as_json, index=index,
-                                                  digest=True)[1]
-                    used, _ = replay_cpu(paths[fmt], as_json=as_json, index=index)
-                    spent[key] = min(spent.get(key, float("inf")), used)
-        for mode, _as_json, _index in modes:
-            old, new = spent[("lines", mode)], spent[("blocks", mode)]
-            same = digests[("lines", mode)] == digests[("blocks", mode)]
-            print(f"  {mode:<18} lines {n / old / 1e6:5.2f} M events/CPU-s ({old:.2f} CPU-s)   "
-                  f"blocks {n / new / 1e6:5.2f} M events/CPU-s ({new:.2f} CPU-s)   "
-                  f"x{old / new:.1f}   output {'identical' if same else 'records as written'}"
-                  f"   target >= 1 M: {'met' if n / new >= 1e6 else 'MISSED'}")
-            if not mode.startswith("--json"):
-                assert same, f"{mode}: the two formats printed different text"
-        for fmt in ("lines",):
-            paths[fmt].unlink()
-    assert keep is not None
-    return keep
+def first_line(path: Path, rounds: int) -> None:
+    """`replay F --print | head -2` without the index beside F: wall seconds to the exit, and
+    the CPU seconds of the pipeline (on a loaded machine the wall time measures the load)."""
+    cmd = f"{sys.executable} -m console replay '{path}' --print | head -2 > /dev/null"
+    wall, cpu = [], []
+    for _ in range(rounds):
+        session_index.index_path(path).unlink(missing_ok=True)
+        t = time.perf_counter()
+        used, rc, err = child_cpu(cmd)
+        wall.append(time.perf_counter() - t)
+        cpu.append(used)
+        assert rc == 0 and not err, err[-300:]
+    print(f"first line, {path.name} without index: {min(wall):.2f} s wall, {min(cpu):.2f} CPU-s "
+          f"(best of {rounds})   target <= 0.5 s: {'met' if min(wall) <= 0.5 else 'MISSED'}",
+          flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--batch", type=int, nargs="+", default=[500, 50],
-                    help="log lines per recorded batch (500: one a second; 50: ten a second)")
+    ap.add_argument("--events", type=int, default=500_000, help="records per session")
+    ap.add_argument("--batch", type=int, nargs="+", default=[500],
+                    help="log lines per recorded batch of the log day (the first is used)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--routes", action="store_true",
-                    help="also the C-speed routes tried against the per-line path")
-    ap.add_argument("--routes-only", action="store_true",
-                    help="only the C-speed routes tried against the per-line path")
     args = ap.parse_args()
-    if args.routes or args.routes_only:
-        with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / "day.jsonl"
-            write_day(path, args.events, args.batch[0], blocks=False)
-            from replay_routes import routes
-
-            routes(path, args.events)
-        if args.routes_only:
-            return
-    with tempfile.TemporaryDirectory() as d:
-        path = formats(Path(d), args.events, args.batch, args.rounds)
-        print()
-        for extra in ("", " --json"):
-            q = f"'{path}'"
-            full, rc_full, _ = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
-                                         " > /dev/null")
-            head, rc_head, err = child_cpu(f"{sys.executable} -m console replay {q} --print{extra}"
-                                           " | head -2 > /dev/null")
-            startup, _, _ = child_cpu(f"{sys.executable} -m console --help > /dev/null")
-            print(f"blocks file, | head -2 (--print{extra}): {head:.2f} CPU-s, exit {rc_head}, "
-                  f"stderr {'empty' if not err else repr(err[:80])}   full replay: {full:.2f} "
-                  f"CPU-s (exit {rc_full})   console --help alone: {startup:.2f} CPU-s")
+    if shutil.which("jq") is None:
+        raise SystemExit("jq is not installed: the baseline of this benchmark (apt-get install jq)")
+    n = args.events
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        ENV["PYTHONPYCACHEPREFIX"] = str(d / "pyc")
+        child_cpu(f"{sys.executable} -m console replay '{RECORDED}' --print > /dev/null")  # warm
+        jq_file = d / "print.jq"
+        jq_file.write_text(JQ)
+        sessions = {"real run, current format": d / "real-now.jsonl",
+                    "real run, 2026-12-02 format": d / "real-1202.jsonl",
+                    "log day, job.lines blocks": d / "day-blocks.jsonl",
+                    "log day, a record per line": d / "day-lines.jsonl"}
+        paths = list(sessions.values())
+        write_repeated(paths[0], n, RECORDED)
+        write_repeated(paths[1], n, OLDER)
+        t0 = utc_now()
+        write_day(paths[2], n, args.batch[0], blocks=True, t0=t0)
+        write_day(paths[3], n, args.batch[0], blocks=False, t0=t0)
+        print(f"{n:,} records a session; load average {os.getloadavg()[0]:.1f}", flush=True)
+        ratios = {name: compare(name, path, jq_file, args.rounds) for name, path in sessions.items()}
+        first_line(paths[0], args.rounds)
+        now = min(ratios[k] for k in ratios if "current" in k or "blocks" in k)
+        older = min(ratios[k] for k in ratios if "2026-12-02" in k or "per line" in k)
+        print(f"current formats x{now:.2f}, older formats x{older:.2f} (goal >= 2 each)")
+        print(f"replay/jq: {min(now, older):.2f}")
 
 
 if __name__ == "__main__":

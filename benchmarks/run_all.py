@@ -5,7 +5,7 @@ its exit status and its last line (the headline figure of most).
 Sizes are each benchmark's own defaults unless `--quick` (smaller sizes, minutes in all rather
 than an hour); the benchmarks that start a vLLM engine (served_acceptance,
 allreduce_decode_share, extract_throughput) take minutes either way. The helpers the benchmarks share (_common,
-real_session, session_day, replay_routes) are not benchmarks and are not run alone.
+real_session, session_day) are not benchmarks and are not run alone.
 
     python benchmarks/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
 """
@@ -20,12 +20,11 @@ import time
 
 from _common import ROOT
 
-HELPERS = {"_common", "real_session", "session_day", "replay_routes", "run_all"}
+HELPERS = {"_common", "real_session", "session_day", "run_all"}
 # Smaller runs of the slowest ones: same figures, fewer events or rounds.
 QUICK: dict[str, list[str]] = {
-    "replay_print": ["--events", "300000", "--batch", "500"],
+    "replay_print": ["--events", "200000", "--rounds", "1"],
     "replay_real": ["--records", "500000", "--rounds", "1"],
-    "replay_print_parts": ["--rounds", "1"],
     "replay_fold": ["--events", "300000"],
     "replay_seek": ["--events", "300000"],
     "session_io": ["--events", "200000"],

@@ -1,9 +1,18 @@
-"""Headless output: one human line per event, or the event itself as JSON (--json)."""
+"""Headless output: one human line per event, or the event itself as JSON (--json).
+
+How each kind reads is written once, here: RULES maps a kind to the function that makes the
+line's text after its time and host from the payload dict (None: not shown). The per-event
+printer (`human_line`, live commands) and `replay --print`'s segment printer
+(console/sessions/human.py, which decodes a segment's payloads in one call) both call these
+functions; tests/console/sessions/test_printer_paths.py holds the two to the same bytes on
+every kind of the schema table.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import IO, Any
 
 from console.tui.render import fmt_bytes
@@ -18,6 +27,8 @@ STAGE_RECORD_PREFIX = "@@eagle3 "
 # second or less: said by the command's result, not line by line.
 BIG_UPLOAD = 1 << 20
 
+Rule = Callable[[str, dict[str, Any]], "str | None"]
+
 
 def _fmt_num(v: Any) -> str:
     if isinstance(v, float):
@@ -25,53 +36,97 @@ def _fmt_num(v: Any) -> str:
     return str(v)
 
 
-def human_line(event: Event, *, show_stats: bool = False) -> str | None:
-    """None for events too chatty for a terminal (they stay in the session file). Stats samples
-    are shown by `console stats` (show_stats), and from sessions recorded before samples stopped
-    carrying their own text (a `print` flag)."""
-    p = event.payload
-    t = event.ts.strftime("%H:%M:%S")
-    host = f"[{event.host}] " if event.host else ""
-    k = event.kind
-    if k == ev.JOB_LINE:
-        if str(p.get("text", "")).startswith(STAGE_RECORD_PREFIX):
-            return None  # a pipeline stage record: shown as its stage.* event instead
-        return f"{t} {host}{p.get('run_id', '')[:20]}| {p.get('text', '')}"
-    if k == ev.STAGE_PROGRESS:
-        done, total = p.get("done"), p.get("total")
-        frac = f" {100 * done / total:5.1f}%" if isinstance(done, (int, float)) and total else ""
-        rate = p.get("rate")
-        unit = p.get("unit", "")
-        extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
-        return f"{t} {host}{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
-    if k == ev.STATS_SAMPLE:
-        if not (show_stats or p.get("print", False)):
-            return None
-        from remote.stats.samples import summary_line
+def job_head(p: dict[str, Any]) -> str:
+    """What a job line shows before its text; a log block's lines share it."""
+    return f"{p.get('run_id', '')[:20]}| "
 
-        return f"{t} {host}{k}: {summary_line(p)}"
-    if k in (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR):
-        level = {"console.info": "", "console.warning": "warning: ", "console.error": "error: "}[k]
-        return f"{t} {host}{level}{p.get('message', '')}"
-    if k == ev.UPLOAD_PROGRESS:
-        done, total = p.get("done"), p.get("total")
-        if type(done) is int and type(total) is int:
-            if total < BIG_UPLOAD:
-                return None
-            if done >= total:
-                return f"{t} {host}uploaded {p.get('path', '')} ({fmt_bytes(total)})"
-            return f"{t} {host}uploading {p.get('path', '')}: {100 * done // total}% of {fmt_bytes(total)}"
-    if k == ev.PATCH_VERIFIED and p.get("drift"):
+
+def _job_line(kind: str, p: dict[str, Any]) -> str | None:
+    text = str(p.get("text", ""))
+    return None if text.startswith(STAGE_RECORD_PREFIX) else job_head(p) + text
+
+
+def _progress(kind: str, p: dict[str, Any]) -> str | None:
+    done, total = p.get("done"), p.get("total")
+    frac = f" {100 * done / total:5.1f}%" if isinstance(done, (int, float)) and total else ""
+    rate = p.get("rate")
+    unit = p.get("unit", "")
+    extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
+    return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
+
+
+def _stats(kind: str, p: dict[str, Any]) -> str | None:
+    """Shown by `console stats` (show_stats), and from sessions recorded before samples
+    stopped carrying their own text (a `print` flag)."""
+    if not p.get("print", False):
+        return None
+    from remote.stats.samples import summary_line
+
+    return f"{kind}: {summary_line(p)}"
+
+
+def _leveled(level: str) -> Rule:
+    return lambda kind, p: f"{level}{p.get('message', '')}"
+
+
+def _upload(kind: str, p: dict[str, Any]) -> str | None:
+    done, total = p.get("done"), p.get("total")
+    if type(done) is int and type(total) is int:
+        if total < BIG_UPLOAD:
+            return None
+        if done >= total:
+            return f"uploaded {p.get('path', '')} ({fmt_bytes(total)})"
+        return f"uploading {p.get('path', '')}: {100 * done // total}% of {fmt_bytes(total)}"
+    return _default(kind, p)
+
+
+def _patch_verified(kind: str, p: dict[str, Any]) -> str | None:
+    if p.get("drift"):
         return None  # a recreated container: said once, as the warning that names it
-    if k == ev.MARKER:
-        return f"{t} {host}-- {p.get('label', '')} --"
+    return _default(kind, p)
+
+
+def _marker(kind: str, p: dict[str, Any]) -> str | None:
+    return f"-- {p.get('label', '')} --"
+
+
+def _default(kind: str, p: dict[str, Any]) -> str | None:
     summary = p.get("summary") or p.get("message")
     if summary:
-        return f"{t} {host}{k}: {summary}"
+        return f"{kind}: {summary}"
     short = json.dumps(p, separators=(",", ":"), default=str)
     if len(short) > 160:
         short = short[:157] + "..."
-    return f"{t} {host}{k} {short}"
+    return f"{kind} {short}"
+
+
+# How each kind reads; a kind not here reads by its summary (or message), else its payload.
+RULES: dict[str, Rule] = {
+    ev.JOB_LINE: _job_line,
+    ev.STAGE_PROGRESS: _progress,
+    ev.STATS_SAMPLE: _stats,
+    ev.CONSOLE_INFO: _leveled(""),
+    ev.CONSOLE_WARNING: _leveled("warning: "),
+    ev.CONSOLE_ERROR: _leveled("error: "),
+    ev.UPLOAD_PROGRESS: _upload,
+    ev.PATCH_VERIFIED: _patch_verified,
+    ev.MARKER: _marker,
+}
+
+
+def host_part(host: str) -> str:
+    """What follows a line's time of day (`HH:MM:SS`): the host in brackets, if any."""
+    return f" [{host}] " if host else " "
+
+
+def human_line(event: Event, *, show_stats: bool = False) -> str | None:
+    """None for events too chatty for a terminal (they stay in the session file). Stats samples
+    are shown by `console stats` (show_stats)."""
+    p = event.payload
+    if show_stats and event.kind == ev.STATS_SAMPLE:
+        p = {**p, "print": True}
+    text = RULES.get(event.kind, _default)(event.kind, p)
+    return None if text is None else event.ts.strftime("%H:%M:%S") + host_part(event.host) + text
 
 
 class Printer:

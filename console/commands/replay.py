@@ -83,7 +83,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     bad lines, or None when the reader of our output went away (stdout closed): stdout is then
     pointed at /dev/null so that the interpreter's final flush has nothing to complain about."""
     from console.sessions.decode import valid_json_block
-    from console.sessions.human_log import human_bytes
+    from console.sessions.human import human_bytes
 
     bad: list[tuple[int, str]] = []
     # Nothing printed here makes reference cycles; a million decoded records would otherwise

@@ -2,10 +2,10 @@
 
 `json.loads` plus a strptime per event was most of the cost of a replay (about 64 k events per
 CPU-second). `--json` writes lines framed as the recorder writes them through unchanged; the
-human printer (console/sessions/human_log.py, human_records.py) decodes through msgspec into
-the small typed records defined here. Anything that does not fit the fast shapes (a bad line,
-a line nested too deep, a numeric `ts`) goes down the slow path one line at a time and is
-reported as a bad line, never raised.
+human printer (console/sessions/human.py) decodes a segment in one call and asks `all_valid`
+and `all_ts_ok` here whether every record is one `decode_record` takes. Anything that does
+not fit (a bad line, a line nested too deep, a numeric `ts`) goes down the slow path one line
+at a time and is reported as a bad line, never raised.
 """
 
 from __future__ import annotations
@@ -18,57 +18,13 @@ from typing import Any, Union
 
 import msgspec
 
-from console.sessions.proof import Strict, Typed
 from console.sessions.source import split_events
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
 from remote.spine.events import JOB_LINES, Event, RecordError, expand_record
 
-STAGE_RECORD_PREFIX = "@@eagle3 "
-
-
-class _Head(msgspec.Struct):
-    """What --json needs to trust a line: a JSON object with a string ts and kind."""
-
-    ts: str
-    kind: str
-
-
-class _Payload(Typed, gc=False):
-    """The payload fields the human printer's hot kinds use; everything else is skipped by the
-    decoder without building Python objects (gc=False: a million records must not wake the
-    cyclic collector, which was half the cost)."""
-
-    text: Any = None
-    run_id: Any = msgspec.UNSET
-    print_: Any = msgspec.field(name="print", default=False)
-    # what console/sessions/human_kinds.py formats the common other kinds from (UNSET: absent)
-    stage: Strict.OptStr = msgspec.UNSET
-    done: Any = msgspec.UNSET
-    total: Any = msgspec.UNSET
-    unit: Any = msgspec.UNSET
-    rate: Any = msgspec.UNSET
-    summary: Strict.Summary = msgspec.UNSET
-    message: Any = msgspec.UNSET
-    label: Any = msgspec.UNSET
-    name: Strict.Name = msgspec.UNSET
-    offset: Strict.Offset = msgspec.UNSET
-
-
-class _Line(msgspec.Struct, gc=False):
-    ts: str
-    kind: str
-    payload: _Payload = msgspec.field(default_factory=_Payload)
-    host: str = ""
-
-
-_HEADS = msgspec.json.Decoder(list[_Head])
-_LINES = msgspec.json.Decoder(list[_Line])
-_ONE_HEAD = msgspec.json.Decoder(_Head)
-_ONE_LINE = msgspec.json.Decoder(_Line)
 _ANY = msgspec.json.Decoder()
 _TS_LEN = 24
-UNSET = msgspec.UNSET
 
 
 class BadLine(ValueError):
@@ -113,6 +69,38 @@ def _parses(text: str) -> bool:
     except BadLine:
         return False
     return True
+
+
+def canonical_ts(text: str) -> bool:
+    """The recorder's shape with a valid date: then `text[11:19]` is the time of day the
+    per-event printer's strftime would write."""
+    return _CANONICAL_TS.fullmatch(text) is not None and _date_ok(text[:10])
+
+
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"0" * 9)
+_TS_SHAPE = b"0000-00-00T00:00:00.000Z"
+_LATE_HOUR = re.compile(rb"T2[4-9]")
+
+
+def all_ts_ok(recs: Sequence[Any]) -> bool:
+    """`canonical_ts` of every record's ts in a few C calls (a regex per record was a fifth of
+    a replay): joined by `|`, their digits made zeros, they read the recorder's shape once a
+    record, hours, minutes and seconds in range by their columns, each date checked once.
+    False only sends each record to `canonical_ts` on its own."""
+    tss = [rec.ts for rec in recs]
+    n = len(tss)
+    joined = "|".join(tss)
+    if not n or not joined.isascii():
+        return False
+    raw = joined.encode("ascii")
+    if (raw.translate(_ZERO_DIGITS) != b"|".join([_TS_SHAPE] * n)
+            or raw[11::25].translate(None, b"012") or raw[14::25].translate(None, b"012345")
+            or raw[17::25].translate(None, b"012345") or _LATE_HOUR.search(raw) is not None):
+        return False
+    date = tss[0][:10]
+    if raw.count(date.encode("ascii")) == n:
+        return _date_ok(date)
+    return all(map(_date_ok, {ts[:10] for ts in tss}))
 
 
 def decode_event(line: bytes) -> Event:
@@ -234,6 +222,7 @@ def valid_json_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, st
 
 
 _LINE_START = b'{"ts":"'
+_SEP = b'}\n{"ts":"'
 
 
 def _checked_record(kind: str) -> type:
@@ -249,6 +238,28 @@ _CHECKED = {kind: _checked_record(kind) for kind in SCHEMAS}
 _CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
 
 
+_CHECKED_LIST = msgspec.json.Decoder(list[Union[tuple(_CHECKED.values())]])  # type: ignore[misc]  # noqa: UP007
+
+
+def framed_as_recorded(data: bytes, count: int) -> bool:
+    """`count` lines, each `{"ts":"...}`, none blank: then every newline ends one top-level
+    value (inside one, `}` is never followed by `{`), so `decode_lines` finding `count` values
+    means one a line, in order (it would also take `{..} {..}` on one line: one too many)."""
+    return (data.startswith(_LINE_START) and data.endswith(b"}\n")
+            and data.count(b"\n") == count and data.count(_SEP) == count - 1)
+
+
+def all_valid(data: bytes, n: int, *, array: bool = False) -> bool:
+    """Every one of `n` records (lines framed as recorded, or a JSON array) one that
+    `decode_record` takes (its payload its kind's schema, a log block's columns whole), judged
+    in one C call; False also for a kind without a schema: each record is then asked alone."""
+    try:
+        recs = _CHECKED_LIST.decode(data) if array else _CHECKED_LINES.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return len(recs) == n and all(map(_whole, recs))
+
+
 def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]
                      ) -> bytes:
     """A segment's bytes (whole lines) as `--json` prints them: the valid records, passed
@@ -258,17 +269,13 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     itself; then only the timestamps and each log block's lengths are left to check. A block
     that fails (a damaged record, a kind without a schema, a payload of `[]`) goes line by
     line through `decode_record`, and the bad lines are reported, not printed."""
-    if (data.startswith(_LINE_START) and data.endswith(b"}\n") and data.count(b"\n") == count
-            and data.count(b"}\n" + _LINE_START) == count - 1 and valid_utf8(data)):
+    if framed_as_recorded(data, count) and valid_utf8(data):
         try:
             recs = _CHECKED_LINES.decode_lines(data)
         except (msgspec.DecodeError, RecursionError):
             recs = []
-        if len(recs) == count:
-            from console.sessions.human_records import _all_ts_ok  # imports this module
-
-            if _all_ts_ok(recs) and all(map(_whole, recs)):
-                return data
+        if len(recs) == count and all_ts_ok(recs) and all(map(_whole, recs)):
+            return data
     good = valid_json_lines(split_events(data), first, bad)
     return b"\n".join(good) + b"\n" if good else b""
 
@@ -302,10 +309,3 @@ def valid_utf8(data: bytes) -> bool:
         return False
     return True
 
-
-
-def _one_line(line: bytes | str) -> _Line | None:
-    try:
-        return _ONE_LINE.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None

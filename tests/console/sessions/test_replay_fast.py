@@ -25,6 +25,13 @@ from remote.spine.sanitize import visible
 REPO = Path(__file__).resolve().parents[3]
 
 
+def human_text(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> str:
+    """`replay --print`'s lines for a segment, joined by newlines (no final one)."""
+    from console.sessions.human import human_bytes
+
+    return human_bytes(data, first, count, bad).decode("utf-8")[:-1]
+
+
 def _awkward_events() -> list[Event]:
     t0 = utc_now()
     ts = [t0 + timedelta(milliseconds=7 * i) for i in range(40)]
@@ -144,7 +151,7 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
 
 
 
-# -- the cut path against the typed path, line for line -------------------------------------
+# -- the segment printer against the per-event printer, line for line -------------------------------------
 
 def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
     """What the per-event printer makes of raw session lines: decode_event + human_line +
@@ -231,15 +238,13 @@ def _blocks() -> dict[str, list[bytes]]:
         "malformed": _job_block(ts, plain[:20]) + MALFORMED + _job_block(ts, plain[20:40]),
         "malformed, quiet otherwise": MALFORMED[:3] + _job_block(ts, plain[:10]),
         # no quote, control character or escape anywhere: only the per-line shape checks
-        # stand between these and the cut path
+        # stand between these and the segment printer
         "malformed, all printable": _job_block(ts, plain[:20]) + MALFORMED[2:]
         + _job_block(ts, plain[20:40]),
     }
 
 
 def test_cut_lines_equal_the_typed_printer_on_every_kind_and_bad_line() -> None:
-    from console.sessions.human_log import human_text
-
     for name, lines in _blocks().items():
         for first in (0, 1000):
             data = b"\n".join(lines) + b"\n"
@@ -298,10 +303,8 @@ def _edited(line: str, rng: random.Random, chars: list[str]) -> list[bytes]:
 
 
 def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
-    """human_text (the printer's fast path) says what the per-event printer says of every
+    """human_text (the segment printer) says what the per-event printer says of every
     line of every group; returns how many groups held a bad line."""
-    from console.sessions.human_log import human_text
-
     differing = 0
     for lines in mutated:
         data = b"\n".join(lines) + b"\n"
@@ -317,7 +320,7 @@ def _cut_path_against_typed(mutated: Iterable[list[bytes]]) -> int:
 def _mutated_blocks(seed: int, n: int) -> list[list[bytes]]:
     """Log blocks in the recorder's shape with one byte-level edit each (a character put in,
     taken out or replaced anywhere in a line) next to untouched batches: every check of the
-    cut path has to catch what it is there for, or the output differs from the typed one."""
+    segment printer has to catch what it is there for, or the output differs from the typed one."""
     import random
 
     rng = random.Random(seed)

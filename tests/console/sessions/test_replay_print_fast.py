@@ -1,4 +1,4 @@
-"""The record fast path (console/sessions/human_fast.py `fast_records`) against the
+"""`replay --print`'s segment printer (console/sessions/human.py `human_bytes`) against the
 per-event printer (decode_record + printer.human_line + visible) on the recorded demo run and
 on a synthetic mix of every kind with escapes, controls, bidi, unicode and redacted secrets."""
 
@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import random
 
-from console.sessions.human_fast import fast_records
-from console.sessions.human_log import human_bytes, human_text
+from console.sessions.human import human_bytes
 from remote.spine.events import Event, JobLines, parse_ts
-from tests.console.sessions.test_replay_fast import _every_kind, _typed
+from tests.console.sessions.test_replay_fast import _every_kind, _typed, human_text
 from tests.console.sessions.test_replay_real import RECORDED
 
 
 def _check(lines: list[bytes]) -> None:
     data = b"\n".join(lines) + b"\n"
     bad: list[tuple[int, str]] = []
-    got = fast_records(data, 0, len(lines), bad)
-    assert got is not None  # the fast path took it (the comparison is not vacuous)
+    got = human_bytes(data, 0, len(lines), bad)
     want, want_bad = _typed(lines, 0)
     assert got == "".join(line + "\n" for line in want).encode()
     assert [i for i, _ in bad] == want_bad
@@ -29,10 +27,9 @@ def test_the_recorded_run_through_the_fast_path_equals_the_per_event_printer() -
 
 
 def _check_general(lines: list[bytes]) -> None:
-    """The same lines through the general path (human_records.py `_human_records`): a blank
-    line makes the segment one the fast path does not take."""
+    """The same lines with a blank line after them: not framed as the recorder frames a
+    segment, so decoded as one JSON array of its lines."""
     data = b"\n".join(lines) + b"\n\n"
-    assert fast_records(data, 0, len(lines), []) is None
     bad: list[tuple[int, str]] = []
     got = human_text(data, 0, len(lines), bad)
     want, want_bad = _typed(lines, 0)

@@ -103,8 +103,8 @@ def test_markers_with_blank_lines_between_events_are_counted_right(tmp_path: Pat
 
 
 def _shapes() -> list[bytes]:
-    """Records of the kinds console/sessions/human_kinds.py formats, in every shape a field
-    can take: the ones it formats and the ones it must leave to the per-event printer."""
+    """Records of the common kinds in every shape a field can take: the ones the segment
+    printer formats and the ones it must leave to the per-event printer."""
     from remote.spine.events import Event, parse_ts
 
     when = parse_ts("2026-12-03T04:05:06.789Z")
@@ -126,8 +126,7 @@ def _shapes() -> list[bytes]:
 
 
 def test_typed_kinds_print_what_the_per_event_printer_prints() -> None:
-    from console.sessions.human_log import human_text
-    from tests.console.sessions.test_replay_fast import _typed
+    from tests.console.sessions.test_replay_fast import _typed, human_text
 
     lines = _shapes()
     # with a job.lines record in the segment (the batch path) and without (line by line)

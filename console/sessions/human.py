@@ -1,0 +1,148 @@
+"""`console replay --print`'s lines for a segment of a session, with the printer's own rules.
+
+The per-event printer (`printer.human_line` on an Event from `decode_record`) costs about 8 us
+a record: a dict decode per line, a datetime parse, a strftime. Here a segment's records are
+decoded in one msgspec call (payloads as plain dicts), judged in one more (the schema table's
+tagged union, decode.py `all_valid`) and their timestamps in one pass, then each record's
+text is made by the same rule `human_line` uses (printer.RULES), its time sliced from the
+fixed-width timestamp. A log block's lines share one head (printer.job_head) and are joined.
+Whatever does not fit (a segment that is not a JSON record per line, a record its schema
+refuses, an odd timestamp, a payload that is not an object) goes record by record through
+`decode_record` and `human_line`, which report the bad ones. Every line is made `visible`:
+one check for the segment, since nearly always nothing is there to draw.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from console.printer import RULES, STAGE_RECORD_PREFIX, _default, host_part, human_line, job_head
+from console.sessions.decode import (
+    BadLine,
+    all_ts_ok,
+    all_valid,
+    canonical_ts,
+    decode_record,
+    framed_as_recorded,
+)
+from console.sessions.source import split_events
+from remote.spine import intake
+from remote.spine.events import JOB_LINES
+from remote.spine.sanitize import visible
+
+
+class _Record(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    ts: str
+    kind: str
+    host: str = ""
+    payload: Any = None
+
+
+_RECORD = msgspec.json.Decoder(_Record)  # its decode_lines: one a line
+_RECORDS = msgspec.json.Decoder(list[_Record])
+
+
+def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> bytes:
+    """The printed lines of a segment (`count` non-blank lines) as UTF-8 (an unpaired
+    surrogate as `?`), each ending in a newline; its bad records appended to `bad`."""
+    out: list[str] = []
+    blocks: dict[int, tuple[str, list[str]]] = {}  # out[k]: a log block's head and texts, joined
+    framed = framed_as_recorded(data, count)
+    lines: list[bytes] = [] if framed else split_events(data)
+    n = count if framed else len(lines)
+    array = b"" if framed else b"[" + b",".join(lines) + b"]"  # the lines as one JSON array
+    try:  # every byte decoded (no unknown field skipped), so one not UTF-8 fails it here
+        recs = _RECORD.decode_lines(data) if framed else _RECORDS.decode(array)
+    except (msgspec.DecodeError, RecursionError):
+        recs = []
+    if len(recs) != n or not n:
+        for i, line in enumerate(lines or split_events(data)):
+            _per_event(line, first + i, bad, out)
+    else:
+        valid = all_valid(data, n) if framed else all_valid(array, n, array=True)
+        _records(recs, lines or data, valid, all_ts_ok(recs), first, bad, out, blocks)
+    if not out:
+        return b""
+    try:
+        raw = ("\n".join(out) + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        raw = b""
+    # every newline one that ends a line, and nothing `visible` would change: one check for
+    # the segment (a deleting translate, and a search only when a lead byte of what it
+    # changes is there), else each line drawn
+    inner = sum(len(texts) - 1 for _, texts in blocks.values())
+    if raw.count(b"\n") == len(out) + inner and (
+            len(raw.translate(None, _LEADS)) == len(raw) or _CHANGED.search(raw) is None):
+        return raw
+    shown = [visible(line) for k, entry in enumerate(out) for line in (
+        [blocks[k][0] + text for text in blocks[k][1]] if k in blocks else (entry,))]
+    return ("\n".join(shown) + "\n").encode("utf-8", "replace")
+
+
+# What `visible` changes, as UTF-8: C0 controls but tab and newline, and DEL (found by one
+# deleting translate, with the lead bytes of the rest), C1 controls (U+0080-009F: C2 80-9F),
+# U+061C (D8 9C) and the format characters U+200E/F, U+2028-202E (E2 80 ..), U+2066-2069
+# (E2 81 ..); tests/console/sessions/test_printer_paths.py checks this against `visible`.
+_LEADS = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F]) + b"\xc2\xd8\xe2"
+_CHANGED = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c"
+                      rb"|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok: bool,
+             first: int, bad: list[tuple[int, str]], out: list[str],
+             blocks: dict[int, tuple[str, list[str]]]) -> None:
+    """Each record by its rule; `lines` the segment's lines, or its bytes to split if needed."""
+    rules, default, append, hidden = RULES, _default, out.append, STAGE_RECORD_PREFIX
+    hosts: dict[str, str] = {}  # host_part of each host met
+    checked = ts_ok and valid
+    i = -1
+    for rec in recs:
+        i += 1
+        p = rec.payload
+        if type(p) is not dict or (not checked and not (
+                (ts_ok or canonical_ts(rec.ts)) and (valid or _valid(rec.kind, p)))):
+            lines = split_events(lines) if isinstance(lines, bytes) else lines
+            _per_event(lines[i], first + i, bad, out)  # judged and printed as one event
+            continue
+        kind = rec.kind
+        if kind == JOB_LINES:  # a log block: its job.line events' lines, sharing one head
+            start = rec.ts[11:19] + host_part(rec.host) + job_head(p)
+            texts = p["texts"]
+            sep = "\n" + start
+            body = sep.join(texts)
+            if hidden in body:
+                texts = [t for t in texts if not t.startswith(hidden)]
+                body = sep.join(texts)
+            if texts:
+                blocks[len(out)] = (start, texts)
+                append(start + body)
+            continue
+        try:
+            text = rules.get(kind, default)(kind, p)
+        except (TypeError, ValueError, AttributeError, KeyError):
+            lines = split_events(lines) if isinstance(lines, bytes) else lines
+            _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
+            continue
+        if text is not None:
+            host = rec.host
+            part = hosts.get(host)
+            if part is None:
+                part = hosts[host] = host_part(host)
+            append(rec.ts[11:19] + part + text)
+
+
+def _valid(kind: str, p: dict[str, Any]) -> bool:
+    """One record's payload as the per-event reader judges it (a log block is left to it)."""
+    return kind != JOB_LINES and intake.problem(kind, p) is None
+
+
+def _per_event(line: bytes, index: int, bad: list[tuple[int, str]], out: list[str]) -> None:
+    try:
+        shown = [human_line(e) for e in decode_record(line)]
+    except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        bad.append((index, str(exc)))
+        return
+    out.extend(text for text in shown if text is not None)

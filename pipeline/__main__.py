@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipeline import stages as stage_table
+from pipeline import state_size
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
@@ -193,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"ok": True, "model": str(cfg.model_path),
                               "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
                               "vocab_size": cfg.vocab_size, "layer_ids": cfg.all_layer_ids,
-                              "bytes_per_token": config_mod.bytes_per_token(cfg),
+                              "bytes_per_token": state_size.bytes_per_token(cfg),
                               "output_dir": str(cfg.output_dir),
                               "max_new_tokens": cfg.evaluate.max_new_tokens,
                               "train_hosts": list(cfg.train.hosts),

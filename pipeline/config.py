@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 from pipeline.conversations import check_dataset, resolve
 from pipeline.disk_space import check_free_space
 from pipeline.errors import ConfigInvalid
+from pipeline.state_size import bytes_per_token
 
 try:
     import tomllib
@@ -397,18 +398,3 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
 def default_layer_ids(num_layers: int) -> tuple[int, ...]:
     """vLLM's default auxiliary layers (2, N//2, N-3) in its own convention."""
     return (2, num_layers // 2, num_layers - 3)
-
-
-def stored_state_dtype(cfg: PipelineConfig, fmt: str | None = None) -> str:
-    """The dtype extract stores states in: bf16, except speculators 0.9 files from the `vllm`
-    backend, which keep the engine's dtype (vLLM's hidden-states connector writes them so)."""
-    if fmt == "0.9" and cfg.extract.backend == "vllm":
-        return cfg.extract.dtype
-    return "bfloat16"
-
-
-def bytes_per_token(cfg: PipelineConfig, fmt: str | None = None) -> int:
-    """Extracted bytes per token: (3 aux + last) × hidden × the stored dtype's size (bf16 unless
-    stored_state_dtype says otherwise) + ids and mask (int64)."""
-    size = 4 if stored_state_dtype(cfg, fmt) == "float32" else 2
-    return len(cfg.all_layer_ids) * cfg.hidden_size * size + 16

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline import stages as stage_table
+from pipeline import state_size
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
@@ -140,7 +141,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
     emit("info", RUNNER, message=(
         f"pipeline config {cfg.path}: target {cfg.model_path} ({cfg.num_layers} layers, hidden "
         f"{cfg.hidden_size}), layer ids {list(cfg.all_layer_ids)}, "
-        f"{config_mod.bytes_per_token(cfg)} bytes/token, output {cfg.output_dir}"),
+        f"{state_size.bytes_per_token(cfg)} bytes/token, output {cfg.output_dir}"),
         config=str(cfg.path), output_dir=str(cfg.output_dir))
     paths = {"config": str(cfg.path), "output_dir": str(cfg.output_dir)}
     order = stage_table.names()

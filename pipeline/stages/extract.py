@@ -32,16 +32,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import (
-    PipelineConfig,
-    bytes_per_token,
-    stored_state_dtype,
-)
+from pipeline.config import PipelineConfig
 from pipeline.disk_space import check_free_space, human
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
+from pipeline.state_size import bytes_per_token, stored_state_dtype
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "

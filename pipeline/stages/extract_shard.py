@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import manifest
-from pipeline.config import PipelineConfig, bytes_per_token
+from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
 from pipeline.runner import StageContext
 from pipeline.shards import SHARD_MANIFEST, shard_key, split
 from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
+from pipeline.state_size import bytes_per_token
 
 
 def _config_digest(cfg: PipelineConfig) -> str:

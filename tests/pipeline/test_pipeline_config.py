@@ -15,7 +15,7 @@ import pytest
 
 from console.cli import main as console_main
 from pipeline import config as pconfig
-from pipeline import manifest
+from pipeline import manifest, state_size
 from pipeline.errors import ConfigInvalid, NotEnoughDisk
 from remote.spine.events import Event
 from tests.local_box import local_console_toml
@@ -33,7 +33,7 @@ def test_a_good_config_resolves_layers_and_bytes_per_token(good: Path) -> None:
     cfg = pconfig.load(good)
     assert cfg.num_layers == 8 and cfg.hidden_size == 64
     assert cfg.all_layer_ids == [2, 4, 5, 8]  # the last layer's id N is always added
-    assert pconfig.bytes_per_token(cfg) == 4 * 64 * 2 + 16
+    assert state_size.bytes_per_token(cfg) == 4 * 64 * 2 + 16
     assert cfg.output_dir == good.parent / "out"
 
 
@@ -91,8 +91,8 @@ def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> N
     tiny_dataset(tmp_path)
     cfg = pconfig.load(pipeline_toml(tmp_path, layer_ids="[]"), check_disk=False)
     assert cfg.all_layer_ids == [2, 30, 58, 61]
-    assert pconfig.bytes_per_token(cfg) == 4 * 7168 * 2 + 16 == 57_344 + 16
-    assert pconfig.bytes_per_token(cfg, "0.9") == 57_360  # the hf route stores bf16 in 0.9 too
+    assert state_size.bytes_per_token(cfg) == 4 * 7168 * 2 + 16 == 57_344 + 16
+    assert state_size.bytes_per_token(cfg, "0.9") == 57_360  # the hf route stores bf16 in 0.9 too
     projected = 4096 * 50_000 * 57_360
     text = pipeline_toml(tmp_path, layer_ids="[]").read_text().replace(
         "max_seq_len = 64", "max_seq_len = 4096\nsamples = 50000").replace(

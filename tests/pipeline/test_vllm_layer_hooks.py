@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from pipeline import config as pconfig
+from pipeline import state_size
 from pipeline.stages.extract import _batches
 from pipeline.vllm_layer_hooks import LayerCaptureExtension, _layer_output, find_decoder_layers
 from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model
@@ -92,8 +93,8 @@ def test_size_projection_counts_the_stored_dtype(tmp_path: Path) -> None:
                                       ("vllm", "float32", "0.9", 4),
                                       ("vllm", "bfloat16", "0.9", 2)):
         cfg = pconfig.load(pipeline_toml(tmp_path, extract=f'backend = "{backend}"\ndtype = "{dtype}"\n'))
-        assert pconfig.bytes_per_token(cfg, fmt) == 4 * 64 * size + 16, (backend, dtype, fmt)
-        assert pconfig.bytes_per_token(cfg) == 4 * 64 * 2 + 16
+        assert state_size.bytes_per_token(cfg, fmt) == 4 * 64 * size + 16, (backend, dtype, fmt)
+        assert state_size.bytes_per_token(cfg) == 4 * 64 * 2 + 16
 
 
 # -- the worker extension driven step by step, without an engine ---------------------------------

@@ -7,11 +7,19 @@ on CPU), then the train stage runs with `train.nproc_per_node = 1` and `= 2` in 
 with torch's default threads a single rank already uses both cores of this machine, and the
 comparison would measure threads, not ranks.
 
-Throughput is read off rank 0's progress records as they arrive (the ranks step in lockstep, so
-rank 0's step count is the run's): from the first progress record to the last, the share of the
-run's steps done in between times the samples the run trains on (epochs x prepare's samples),
-over that time. Start-up (torchrun, each rank's imports, the model build) is left out: it is
-paid once per stage, not per sample. Last line: `train 2 ranks / 1 rank: R`.
+Two figures per run, both in samples/s (epochs x prepare's samples; speculators trains on nine
+tenths of them and validates on the rest, in both runs alike):
+- training (the last line's ratio): rank 0's progress records, from the first (its first step
+  done) to the one that marks the end of training (`trained`, after the last epoch's
+  validation), the share of the run's steps done in between over that time. Every step but the
+  first, every validation and checkpoint are in; start-up (torchrun, each rank's imports, the
+  model build, the first step's warm-up) and speculators' teardown (gc, destroying the process
+  group) are not: they are paid once per stage, not per sample;
+- stage: the whole `pipeline train` process, start-up and teardown included: what a user waits
+  for on a run this short.
+The 1-minute load average is printed before and after each run: two ranks on a 2-core machine
+need both cores, and lockstep ranks wait for whichever one the scheduler put aside, so other
+work on the machine costs 2 ranks more than 1. Last line: `train 2 ranks / 1 rank: R`.
 
     python benchmarks/train_scaling.py [--rounds 1] [--epochs 4] [--python PY]
 """
@@ -27,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import _common  # noqa: F401  (puts the repository root on sys.path)
 
@@ -52,31 +61,47 @@ def stage(python: str, name: str, config: Path) -> None:
         raise SystemExit(f"{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
 
-def train(python: str, config: Path, samples: int) -> tuple[float, int, float]:
-    """(samples/s, world size, stage seconds) of one train stage."""
+class Run(NamedTuple):
+    training: float  # samples/s from the first step's end to the end of training
+    stage: float  # samples/s over the whole stage process
+    world: int
+    seconds: float  # the stage process, start to end
+    window: float  # the training window
+    load: tuple[float, float]  # 1-minute load average before and after
+
+
+def train(python: str, config: Path, samples: int) -> Run:
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen([python, "-m", "pipeline", "train", "--config", str(config),
                              "--force"], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
-    marks: list[tuple[float, int, int]] = []  # (when, done, total)
+    first: tuple[float, int] | None = None
+    trained: tuple[float, int] | None = None
     end: dict[str, object] = {}
     for line in proc.stdout:
         rec = parse(line)
         if rec is None or rec.get("stage") != "train":
             continue
         if rec["type"] == "progress":
-            marks.append((time.perf_counter(), int(rec["done"]), int(rec["total"])))
+            if first is None:
+                first = (time.perf_counter(), int(rec["done"]))
+            if rec.get("trained"):
+                trained = (time.perf_counter(), int(rec["done"]))
         elif rec["type"] == "end":
             end = rec
-    if proc.wait() != 0 or not end.get("ok") or len(marks) < 2:
-        raise SystemExit(f"train failed (exit {proc.returncode}): {end}")
-    (t_a, d_a, _), (t_b, d_b, _) = marks[0], marks[-1]
+    seconds = time.perf_counter() - t0
+    if proc.wait() != 0 or not end.get("ok") or first is None or trained is None:
+        raise SystemExit(f"train failed or marked no end of training (exit {proc.returncode})"
+                         f": {end}")
+    (t_a, d_a), (t_b, d_b) = first, trained
     summary = end["summary"]
     assert isinstance(summary, dict)
-    epochs = int(summary["epochs"])
-    return (samples * epochs * (d_b - d_a) / d_b / (t_b - t_a), int(summary["world_size"]),
-            time.perf_counter() - t0)
+    total = samples * int(summary["epochs"])
+    return Run(training=total * (d_b - d_a) / d_b / (t_b - t_a), stage=total / seconds,
+               world=int(summary["world_size"]), seconds=seconds, window=t_b - t_a,
+               load=(load0, os.getloadavg()[0]))
 
 
 def main() -> int:
@@ -102,19 +127,22 @@ def main() -> int:
             stage(python, name, configs[1])
         samples = int(json.loads((demo / "out" / "manifests" / "prepare.json").read_text())
                       ["summary"]["samples"])
-        rates: dict[int, list[float]] = {1: [], 2: []}
+        runs: dict[int, list[Run]] = {1: [], 2: []}
         for r in range(args.rounds):
             for n in (1, 2):
-                rate, world, secs = train(python, configs[n], samples)
-                assert world == n, (world, n)
-                rates[n].append(rate)
-                print(f"round {r + 1}: {n} rank(s) x 1 thread: {rate:.1f} samples/s "
-                      f"(stage {secs:.1f} s, {samples} samples x {args.epochs} epochs)",
-                      flush=True)
-    one, two = statistics.median(rates[1]), statistics.median(rates[2])
-    load = os.getloadavg()
-    print(f"1 rank: {one:.1f} samples/s, 2 ranks: {two:.1f} samples/s (median of "
-          f"{args.rounds}); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+                run = train(python, configs[n], samples)
+                assert run.world == n, (run.world, n)
+                runs[n].append(run)
+                print(f"round {r + 1}: {n} rank(s) x 1 thread: training {run.training:.1f} "
+                      f"samples/s ({run.window:.2f} s), stage {run.stage:.1f} samples/s "
+                      f"({run.seconds:.1f} s); {samples} samples x {args.epochs} epochs; "
+                      f"load {run.load[0]:.2f} -> {run.load[1]:.2f}", flush=True)
+    one, two = (statistics.median(x.training for x in runs[n]) for n in (1, 2))
+    one_s, two_s = (statistics.median(x.stage for x in runs[n]) for n in (1, 2))
+    print(f"stage (start-up and teardown in): 1 rank {one_s:.1f} samples/s, 2 ranks "
+          f"{two_s:.1f} samples/s: 2 ranks / 1 rank {two_s / one_s:.2f}")
+    print(f"training: 1 rank {one:.1f} samples/s, 2 ranks {two:.1f} samples/s (median of "
+          f"{args.rounds})")
     print(f"train 2 ranks / 1 rank: {two / one:.2f}")
     return 0
 

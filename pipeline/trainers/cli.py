@@ -88,10 +88,47 @@ def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: P
 
 
 class _MetricsToProgress(MetricsToProgress):
+    """A step's metrics become a (rate-limited) progress record; an epoch's validation
+    metrics (logged once per epoch, after its checkpoint) a record of their own, always
+    printed: after the last epoch it marks the end of training (`trained`), before
+    speculators' teardown, so a rate read off the records (benchmarks/train_scaling.py) covers
+    the training, not the clean-up after it. The first epoch's step count fixes the total (the
+    estimate counts every token; speculators holds a tenth back for validation)."""
+
+    def __init__(self, progress: Progress, epochs: int) -> None:
+        super().__init__(progress)
+        self.epochs = epochs
+        self.val: dict[str, float] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        msg = record.msg
+        if isinstance(msg, dict) and isinstance(msg.get("val"), dict) and "epoch" in msg:
+            self.epoch_end(int(msg["epoch"]), msg["val"])
+
     def report(self, msg: dict[str, Any]) -> None:
         step = int(msg.get("global_step", self.progress.done)) + 1
         self.progress.update(step, epoch=msg.get("epoch"),
                              loss=self.last.get("loss", self.last.get("loss_sum")))
+
+    def epoch_end(self, epoch: int, val: dict[str, Any]) -> None:
+        self.val = {k: round(float(v), 5) for k, v in val.items() if isinstance(v, (int, float))}
+        if epoch == 0 and self.progress.done:
+            self.progress.total = self.progress.done * self.epochs
+        self.progress.update(self.progress.done, force=True, epoch=epoch,
+                             val_loss=self.val.get("loss_epoch"),
+                             trained=epoch + 1 >= self.epochs)
+
+
+class _NoStepDicts(logging.Filter):
+    """speculators' console handler (rank 0's) renders every step's metric dict through rich,
+    ~25 lines a step: most of the stage's log, and 2-3 ms of rank 0's CPU a step (measured
+    here), which the other ranks wait for at the next all-reduce. The step's loss reaches the
+    log as a progress record instead; the per-epoch validation dicts still print."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "speculators.metrics" and isinstance(record.msg, dict)
+                    and "train" in record.msg)
 
 
 def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
@@ -119,8 +156,9 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
     world = int(os.environ.get("WORLD_SIZE", "1"))
     approx_steps = max(1, -(-cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len) // world))
     progress = Progress("train", approx_steps, "steps")
-    handler = _MetricsToProgress(progress)
+    handler = _MetricsToProgress(progress, cfg.train.epochs)
     metrics = logging.getLogger("speculators.metrics")
+    quiet = _NoStepDicts()
     import speculators.train.cli as cli
 
     original_setup = cli.setup_metric_logger
@@ -130,16 +168,20 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
         original_setup(*args, **kwargs)
         metrics.setLevel(logging.INFO)
         metrics.addHandler(handler)
+        for h in logging.getLogger().handlers:  # its console handler (setup_root_logger)
+            h.filters.insert(0, quiet)  # before its FormatDictFilter turns the dict to text
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
     try:
         main(TrainConfig.resolve(argv))
     finally:
         metrics.removeHandler(handler)
+        for h in logging.getLogger().handlers:
+            h.removeFilter(quiet)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
     progress.total = max(progress.total, progress.done)
     progress.update(progress.done, force=True)
-    return {"steps": progress.done, "final": handler.last}
+    return {"steps": progress.done, "final": handler.last, "val": handler.val}
 
 
 def _prepare_model(model: Any, device: str) -> Any:

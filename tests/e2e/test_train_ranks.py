@@ -94,7 +94,15 @@ def test_two_ranks_train_a_head_that_matches_one_rank_and_serves(
             and e.payload.get("stage") == "train"]
     assert prog and all(p.get("ranks") == 2 for p in prog), prog[:3]
     assert prog[-1]["done"] == ranks[0]["steps"]
+    # Each epoch's end a record with its validation loss, the last one marking training done
+    # with the exact step total; the step dicts stay out of the log, the epoch dicts do not.
+    ends = [p for p in prog if "val_loss" in p]
+    assert [p["epoch"] for p in ends] == list(range(summary["epochs"])), ends
+    assert [p["trained"] for p in ends] == [False] * (len(ends) - 1) + [True]
+    assert ends[-1]["done"] == ends[-1]["total"] == ranks[0]["steps"]
     log = [str(e.payload.get("text", "")) for e in evs if e.kind == ev.JOB_LINE]
+    assert not [ln for ln in log if "train/loss=" in ln] and any("val/loss_epoch=" in ln
+                                                                 for ln in log)
     recs = [r for r in map(progress.parse, log) if r and r.get("rank_done")]
     assert sorted((r["rank"], r["world_size"]) for r in recs) == [(0, 2), (1, 2)]
 

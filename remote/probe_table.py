@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 Result = dict[str, Any]
 

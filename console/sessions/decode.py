@@ -18,11 +18,13 @@ from typing import Any, Union
 
 import msgspec
 
+from console.errors import BadLine
 from console.sessions.proof import Strict, Typed
 from console.sessions.source import split_events
+from remote.errors import RecordError
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
-from remote.spine.events import JOB_LINES, Event, RecordError, expand_record
+from remote.spine.events import JOB_LINES, Event, expand_record
 
 STAGE_RECORD_PREFIX = "@@eagle3 "
 
@@ -69,10 +71,6 @@ _ONE_LINE = msgspec.json.Decoder(_Line)
 _ANY = msgspec.json.Decoder()
 _TS_LEN = 24
 UNSET = msgspec.UNSET
-
-
-class BadLine(ValueError):
-    pass
 
 
 @lru_cache(maxsize=4096)

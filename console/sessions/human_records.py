@@ -25,13 +25,13 @@ from typing import Protocol
 
 import msgspec
 
+from console.errors import BadLine
 from console.printer import human_line
 from console.sessions import human_kinds as kinds
 from console.sessions.decode import (
     SCHEMAS,
     STAGE_RECORD_PREFIX,
     UNSET,
-    BadLine,
     _date_ok,
     _Line,
     _Payload,

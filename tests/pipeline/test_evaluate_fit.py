@@ -16,8 +16,8 @@ import pytest
 
 from pipeline import config as pconfig
 from pipeline import fit, progress
-from pipeline.errors import ConfigInvalid
-from pipeline.stages.evaluate import TargetTooBig, check_fit
+from pipeline.errors import ConfigInvalid, TargetTooBig
+from pipeline.stages.evaluate import check_fit
 
 REPO = Path(__file__).resolve().parents[2]
 

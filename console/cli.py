@@ -27,7 +27,7 @@ from console.commands import (
     serve,
     stats,
 )
-from remote.link.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
+from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
 from remote.spine.sanitize import visible
 
 if TYPE_CHECKING:

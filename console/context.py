@@ -134,7 +134,7 @@ class Context:
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from remote.link.errors import UsageError
+        from remote.errors import UsageError
 
         await self.aclose(discard=isinstance(exc, UsageError))
 
@@ -150,7 +150,7 @@ class Context:
         # Called from the commands' `finally`: the exception on its way out, if any, is the one
         # being handled here. A usage or config error found after the session opened (a
         # missing pipeline file) discards the session, as `discard` does: nothing was done.
-        from remote.link.errors import UsageError
+        from remote.errors import UsageError
 
         discard = discard or isinstance(sys.exc_info()[1], UsageError)
         LiveSession(self.bus, self.recorder).close(discard=discard)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from console.context import Context
-from remote.link.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ConsoleError
+from remote.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ConsoleError
 
 if TYPE_CHECKING:
     from remote.link.groups import Resolved

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context
-from remote.link.errors import ConnectionFailed, StageFailed
+from remote.errors import ConnectionFailed, StageFailed
 
 if TYPE_CHECKING:
     from remote.ops.sharded_extract import Box, Plan

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import ServedError
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -29,10 +29,6 @@ PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 _FIELD = {DRAFTS: "drafts", DRAFT_TOKENS: "draft_tokens", ACCEPTED: "accepted"}  # of Counters
 _SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-class ServedError(PipelineError):
-    """The server is unreachable, not speculating, or its counters went backwards."""
 
 
 @dataclass

@@ -35,24 +35,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import EXIT_USAGE, PipelineError
+from pipeline.errors import CopyRefused, PipelineError, Unreachable
 from pipeline.shards import SHARD_MANIFEST
 
 IDLE_TIMEOUT = 600.0  # seconds without a request before the server gives up
 CONNECT_TIMEOUT = 15.0  # seconds a fetch waits for the box to answer (a filtered port: silence)
 CHUNK = 1 << 20
 PROGRESS_EVERY = 10.0  # seconds between a fetch's progress lines
-EXIT_UNREACHABLE = 3  # shard-fetch could not connect at all: the console falls back to its refusal
-
-
-class CopyRefused(PipelineError):
-    """Bad input to a copy (a port in use, a wrong token, no shard there): nothing was copied."""
-
-    exit_code = EXIT_USAGE
-
-
-class Unreachable(PipelineError):
-    exit_code = EXIT_UNREACHABLE
 
 
 def read_token(stream: Any = None) -> str:

@@ -24,11 +24,11 @@ from typing import Any
 from pipeline import stages as stage_table
 from pipeline.progress import parse as parse_progress
 from remote.compat import advise, config_facts, pipeline_blockers
+from remote.errors import EXIT_USAGE, JobLocked, RemoteCommandError, StageFailed, UsageError
 from remote.jobs.client import Jobs
-from remote.jobs.records import JobLocked, RunInfo
+from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
 from remote.jobs.stage_records import FACTS, facts_text
-from remote.link.errors import EXIT_USAGE, RemoteCommandError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload, upload_many
@@ -371,12 +371,6 @@ class PipelineRunner:
                        summary=(f"{stage}: done" + facts_text(facts)) if done
                        else f"{stage}: not done ({reason})")
         return rows
-
-
-class PipelineFailed(StageFailed):
-    def __init__(self, message: str, outcome: RunOutcome) -> None:
-        super().__init__(message)
-        self.outcome = outcome
 
 
 def run_config(argv: list[str]) -> str:

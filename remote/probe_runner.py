@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from remote import probe_table
+from remote.errors import ConsoleError, ProbeFailed, UsageError
 from remote.link.container_identity import ContainerIdentity
-from remote.link.errors import ConsoleError, UsageError
 from remote.link.transport import Transport
 from remote.link.upload import box_path, upload_probe
 from remote.spine import events as ev
@@ -23,10 +23,6 @@ from remote.spine.bus import EventBus
 
 PROBES_DIR = Path(__file__).resolve().parent / "probes"
 DEFAULT_TIMEOUT = 600.0
-
-
-class ProbeFailed(ConsoleError):
-    """A probe ran but did not produce a usable result."""
 
 
 async def box_workdir(transport: Transport, workdir: str, python: str = "python3") -> str:

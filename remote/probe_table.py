@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.named_rows import row_named
-from remote.link.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 Result = dict[str, Any]
 

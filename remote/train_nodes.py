@@ -27,8 +27,8 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from remote.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, UsageError
 from remote.jobs.client import JobLocked, RunInfo
-from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote.link.errors import EXIT_USAGE, ConfigError
+from remote.errors import EXIT_USAGE, ConfigError
 from remote.link.hosts import parse_config
 
 

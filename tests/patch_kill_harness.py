@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import EXIT_OK
+from remote.errors import EXIT_OK
 from remote.link.hosts import default_local
 from remote.link.transport import LocalTransport
 from remote.patcher.runner import HELPER, Patcher

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.link.errors import EXIT_OK, EXIT_USAGE
-from remote.link.out_files import OutputRefused, claim, write_claimed
+from remote.errors import EXIT_OK, EXIT_USAGE, OutputRefused
+from remote.link.out_files import claim, write_claimed
 from remote.spine.redact import Redactor
 from tests.local_box import local_console_toml
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
@@ -317,7 +317,7 @@ def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureF
 async def test_a_host_key_refused_on_reconnect_is_an_event(tmp_path: Path) -> None:
     """The box comes back with another key mid-session: the reconnect is refused, and the
     session's last connection event says so (it used to end at "reconnecting")."""
-    from remote.link.errors import HostKeyError
+    from remote.errors import HostKeyError
     from remote.link.ssh import SSHTransport
     from remote.spine.bus import EventBus
     from remote.spine.events import Event

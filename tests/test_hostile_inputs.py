@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from console.errors import BadLine
 from console.printer import human_line
-from console.sessions.decode import BadLine, decode_record
+from console.sessions.decode import decode_record
 from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter
 from console.tui.model import ConsoleState
@@ -333,7 +334,7 @@ BENCH_ROWS = [
 def test_a_malformed_bench_result_is_refused_in_one_line(tmp_path: Path, field: str,
                                                          value: object, why: str) -> None:
     from remote.bench.results import BenchRun, Point, load_result, save_result
-    from remote.link.errors import UsageError
+    from remote.errors import UsageError
 
     point = Point(concurrency=1, requests=4, failed=0, output_tokens=64, duration=1.0,
                   output_tok_s=64.0, req_s=4.0, ttft_p50=None, ttft_p99=None, tpot_p50=None,

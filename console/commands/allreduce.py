@@ -13,7 +13,7 @@ from pathlib import Path
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
-from remote.link.errors import EXIT_OK, UsageError
+from remote.errors import EXIT_OK, UsageError
 
 # The sweep and the trace analysis (asyncio, the SSH transport, msgspec events) are imported in
 # the function that runs them: `console allreduce --help` loads none of it.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
-from remote.link.errors import EXIT_OK, UsageError
+from remote.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from remote.bench.prompts import PromptSet

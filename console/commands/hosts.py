@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from remote.link.errors import EXIT_OK
+from remote.errors import EXIT_OK
 
 HELP = "list configured hosts"
 

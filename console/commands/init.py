@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from remote.link.errors import EXIT_OK, UsageError
+from remote.errors import EXIT_OK, UsageError
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "console.toml.template"
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_float
 from console.context import Context
-from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 # The jobs client (asyncio, the SSH transport, msgspec events) is imported where a subcommand
 # runs: `console jobs --help` loads none of it.

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from console.context import Context, add_common_options, add_host_options
-from remote.link.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
+from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
 from remote.spine.sanitize import visible_lines
 
 # The patcher (the SSH transport, msgspec events) is imported where it runs, in _run;

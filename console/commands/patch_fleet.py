@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table, worst
-from remote.link.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, UsageError
+from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, UsageError
 from remote.spine.sanitize import visible_lines
 
 if TYPE_CHECKING:

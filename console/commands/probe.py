@@ -14,7 +14,7 @@ from typing import Any
 from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
 from remote import probe_table
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 
 # The probe route and the compat advisor (the SSH transport, packaging, msgspec events) are
 # imported where they run: `console probe --help` loads none of it.

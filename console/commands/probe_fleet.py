@@ -15,7 +15,7 @@ from typing import Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError
 
 
 def patch_state(plans: list[Any]) -> str:
@@ -48,7 +48,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
     row = probe_table.get(args.probe)
     if row.fleet_row is None:
-        from remote.link.errors import UsageError
+        from remote.errors import UsageError
 
         raise UsageError(f"probe {row.name} reads one host at a time: give one --host")
     ctx, resolved = open_fleet(args)

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
-from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 
 TORN_LAST_LINE = "last line is incomplete"  # console/sessions/source.py's warning
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from console.commands.replay import TORN_LAST_LINE
-from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.spine.sanitize import visible
 
 HELP = "write a self-contained HTML report of a recorded session"

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options
 from pipeline import stages as stage_table
-from remote.link.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
 # names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
@@ -167,8 +167,9 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     from console.commands.bench import result_path
     from remote.bench.driver import parse_concurrency
     from remote.bench.served import offline_vs_served
+    from remote.errors import EngineFailed
     from remote.ops import serve as serve_ops
-    from remote.serving.serve import EngineFailed, extra_vllm_args
+    from remote.serving.serve import extra_vllm_args
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)

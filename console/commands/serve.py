@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from console.context import Context, add_common_options, add_host_options, add_verbs
-from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import ROLES
 
 # The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
@@ -66,8 +66,9 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 async def start_command(args: argparse.Namespace) -> int:
+    from remote.errors import EngineFailed
     from remote.ops import serve as ops
-    from remote.serving.serve import EngineFailed, extra_vllm_args
+    from remote.serving.serve import extra_vllm_args
 
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")

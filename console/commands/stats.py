@@ -11,7 +11,7 @@ from typing import Any
 
 from console.argtypes import nonneg_float, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options
-from remote.link.errors import EXIT_FAILED, EXIT_OK, UsageError
+from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.stats.limits import MIN_INTERVAL
 
 # The stream (asyncio, the SSH transport, msgspec events) is imported where it runs:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from console.fleet import open_fleet, run_each, summary
-from remote.link.errors import EXIT_FAILED, EXIT_OK
+from remote.errors import EXIT_FAILED, EXIT_OK
 
 HEADER = ("HOST", "CPU", "MEM GiB", "LOAD1", "GPUS", "GPU UTIL", "GPU MEM GiB", "POWER W",
           "SAMPLES")

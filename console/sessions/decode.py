@@ -18,17 +18,15 @@ from typing import Any, Union
 
 import msgspec
 
+from console.errors import BadLine
 from console.sessions.source import split_events
+from remote.errors import RecordError
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
-from remote.spine.events import JOB_LINES, Event, RecordError, expand_record
+from remote.spine.events import JOB_LINES, Event, expand_record
 
 _ANY = msgspec.json.Decoder()
 _TS_LEN = 24
-
-
-class BadLine(ValueError):
-    pass
 
 
 @lru_cache(maxsize=4096)

@@ -1,4 +1,4 @@
-"""The session file's header and the errors both sides raise: what makes a file a session.
+"""The session file's header: what makes a file a session.
 
 A session is JSON lines: this header (format, version, start time, hosts, console version,
 whether secrets were masked), then one event per line. The writer (console/sessions/writer.py)
@@ -14,23 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from remote.link.errors import ConsoleError, UsageError
+from console.errors import SessionFormatError
 from remote.spine.events import parse_ts
 
 FORMAT = "eagle3-console-session"
 VERSION = 1
-
-
-class SessionFormatError(UsageError):
-    """Not a session file (or an unsupported version): a one-line message, exit code 2."""
-
-
-class SessionWriteError(ConsoleError):
-    pass
-
-
-class SessionPathError(UsageError):
-    """The session file cannot be created where asked: a one-line message, exit code 2."""
 
 
 @dataclass(frozen=True, slots=True)

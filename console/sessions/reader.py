@@ -17,21 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from console.errors import BadLine, FrameError, SessionFormatError
 from console.sessions import index as session_index
 from console.sessions import live_index as session_live_index
-from console.sessions.decode import BadLine, decode_events, decode_record
-from console.sessions.header import SessionFormatError, parse_header
+from console.sessions.decode import decode_events, decode_record
+from console.sessions.header import parse_header
 from console.sessions.markers import MarkerFinder
-from console.sessions.source import (
-    TS_LEN,
-    TS_PREFIX,
-    ZSTD_MAGIC,
-    FrameError,
-    Segment,
-    Source,
-    scan_plain,
-    split_events,
-)
+from console.sessions.source import TS_LEN, TS_PREFIX, ZSTD_MAGIC, Segment, Source, scan_plain, split_events
 from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
 from remote.spine.intake import corrupt, line_number

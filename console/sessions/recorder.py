@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.sessions.header import SessionWriteError
+from console.errors import SessionWriteError
 from console.sessions.write_behind import WriteBehind
 from console.sessions.writer import Encoded, SessionWriter
 from remote.spine.bus import EventBus

@@ -10,7 +10,7 @@ import asyncio
 from bisect import bisect_left
 from datetime import datetime
 
-from console.sessions.header import SessionFormatError
+from console.errors import SessionFormatError
 from console.sessions.reader import SessionReader
 from remote.link import aio
 from remote.spine.bus import EventBus

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from console.errors import FrameError
+
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PLAIN_SEGMENT = 1 << 20
 TS_PREFIX = b'{"ts":"'
@@ -102,10 +104,6 @@ def first_ts(data: bytes) -> str:
     if head.startswith(TS_PREFIX) and len(head) == len(TS_PREFIX) + TS_LEN:
         return head[len(TS_PREFIX) :].decode("ascii", "replace")
     return ""
-
-
-class FrameError(Exception):
-    pass
 
 
 def frame_end(mm: Any, pos: int, size: int) -> tuple[int, bool, list[int]]:

@@ -27,7 +27,8 @@ from typing import IO, Any
 import platformdirs
 
 from console import __version__
-from console.sessions.header import FORMAT, VERSION, SessionPathError, SessionWriteError
+from console.errors import SessionPathError, SessionWriteError
+from console.sessions.header import FORMAT, VERSION
 from console.sessions.live_index import LiveIndexWriter
 from console.sessions.writer_index import WriterIndex
 from remote.link.hosts import APP_NAME

@@ -11,17 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from console.sessions.source import (
-    TS_LEN,
-    TS_PREFIX,
-    ZSTD_MAGIC,
-    BlankLines,
-    FrameError,
-    Segment,
-    first_ts,
-    frame_end,
-    skippable,
-)
+from console.errors import FrameError
+from console.sessions.source import TS_LEN, TS_PREFIX, ZSTD_MAGIC, BlankLines, Segment, first_ts, frame_end, skippable
 
 
 class FrameCounter:

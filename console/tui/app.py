@@ -48,8 +48,8 @@ from console.tui.widgets.common import KeyBar, TopBar, View
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.tab_bar import TabBar
+from remote.errors import EXIT_OK, ConsoleError
 from remote.link import aio
-from remote.link.errors import EXIT_OK, ConsoleError
 from remote.spine.events import Event, format_ts
 from remote.spine.sanitize import visible, visible_lines
 

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from console.tui.controller import ReadOnlyReplay, Source
+from console.errors import ReadOnlyReplay
+from console.tui.controller import Source
 from console.tui.dialogs import AskScreen, ConfirmScreen, HostKeyScreen
 from console.tui.model import ConsoleState
 from console.tui.widgets.common import View
@@ -20,7 +21,7 @@ from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.pipeline import PipelineView
 from remote import probe_table
-from remote.link.errors import ConsoleError, HostKeyError, StageFailed
+from remote.errors import ConsoleError, HostKeyError, StageFailed
 from remote.spine.sanitize import visible_lines
 
 if TYPE_CHECKING:

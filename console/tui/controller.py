@@ -15,21 +15,17 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from console.errors import ReadOnlyReplay
 from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
 from console.tui import wiring
-from remote.link.errors import ConsoleError, UsageError
+from remote.errors import ConsoleError, UsageError
 from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts
 from remote.link.transport import Transport
 from remote.spine import event_types as et
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
-
-
-class ReadOnlyReplay(ConsoleError):
-    """Actions that would drive the box are refused while replaying a session."""
-
 
 # Seconds between two /metrics scrapes of the live acceptance (one window each): long enough
 # that a window holds a few hundred drafts at a CPU's decode rate, short enough to watch.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from console.sessions.live import open_session
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveController, LiveSource, ReplaySource
-from remote.link.errors import EXIT_OK
+from remote.errors import EXIT_OK
 from remote.link.hosts import Config, all_hosts, load_config
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

@@ -12,9 +12,9 @@ outside that subset, or too wide for the room it is given, is drawn by Rich itse
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
-from rich._ratio import ratio_distribute
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
@@ -39,6 +39,23 @@ def _as_text(cell: object) -> Text | None:
             return Text(cell)  # what from_markup makes of a str with no markup and no emoji code
         return Text.from_markup(cell)  # what Rich does with a str cell (markup on)
     return None
+
+
+def _shares(total: int, weights: list[int], floors: list[int] | None = None) -> list[int]:
+    """`total` split by `weights` as Rich splits a table's width between its columns: left to
+    right, each share the rounded-up part of what is left, at least its floor (a weight whose
+    floor is 0 gets no share of its own). Rich's own split is private (rich._ratio), so the
+    rule is kept here; the table tests compare the lines with Rich's."""
+    floors = floors if floors is not None else [0] * len(weights)
+    weights = [w if floor else 0 for w, floor in zip(weights, floors, strict=True)] if any(floors) else weights
+    left = sum(weights)
+    shares: list[int] = []
+    for weight, floor in zip(weights, floors, strict=True):
+        share = max(floor, math.ceil(weight * total / left)) if left > 0 else total
+        shares.append(share)
+        left -= weight
+        total -= share
+    return shares
 
 
 def simple(table: Table) -> bool:
@@ -74,7 +91,7 @@ class FastTable:
         return self.table.__rich_measure__(console, options)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        lines = self._lines(console, options) if simple(self.table) else None
+        lines = self.lines(console, options) if simple(self.table) else None
         if lines is None:
             yield self.table
             return
@@ -82,7 +99,7 @@ class FastTable:
             yield from line
             yield Segment.line()
 
-    def _lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]] | None:
+    def lines(self, console: Console, options: ConsoleOptions) -> list[list[Segment]] | None:
         table = self.table
         columns = table.columns
         if not columns:
@@ -90,7 +107,7 @@ class FastTable:
         cells: list[list[Text]] = []
         for column in columns:
             texts = []
-            for cell in column._cells:
+            for cell in column.cells:
                 text = _as_text(cell)
                 if text is None or "\n" in text.plain or "\t" in text.plain:
                     return None  # several lines, or tabs Rich expands: Rich draws it
@@ -104,15 +121,15 @@ class FastTable:
             # As Rich does: the other columns keep their width, the ratio columns share the rest
             # (at least their padding and one cell each)
             fixed = [0 if c.ratio else w for c, w in zip(columns, widths, strict=True)]
-            shares = iter(ratio_distribute(max_width - sum(fixed), [c.ratio for c in columns if c.ratio],
-                                           [3 for c in columns if c.ratio]))
+            shares = iter(_shares(max_width - sum(fixed), [c.ratio for c in columns if c.ratio],
+                                  [3 for c in columns if c.ratio]))
             widths = [next(shares) if c.ratio else w for c, w in zip(columns, widths, strict=True)]
         table_width = sum(widths)
         if table_width > max_width:
             return None  # Rich would shrink and crop columns: leave that to Rich
         if table.expand and table_width < max_width:
             widths = [w + pad for w, pad in
-                      zip(widths, ratio_distribute(max_width - table_width, widths), strict=True)]
+                      zip(widths, _shares(max_width - table_width, widths), strict=True)]
             table_width = max_width
         lines: list[list[Segment]] = []
         if table.title is not None:
@@ -147,7 +164,7 @@ def _row(cells: list[tuple[Text, Column]], widths: list[int], console: Console,
         yield _PAD
         room = width - 2
         length = cell.cell_len
-        if not cell._spans and length <= room:
+        if not cell.spans and length <= room:
             plain = cell.plain
             padded = (" " * (room - length) + plain if column.justify == "right"
                       else plain + " " * (room - length))
@@ -232,7 +249,7 @@ class TableVisual(Visual):
         lines: list[list[Segment]] | None = []
         for part in self._parts:
             if isinstance(part, FastTable):
-                drawn = part._lines(console, options) if simple(part.table) else None
+                drawn = part.lines(console, options) if simple(part.table) else None
                 if drawn is None:
                     lines = None
                     break
@@ -272,7 +289,7 @@ class TableVisual(Visual):
                 if link:
                     if seg_style is None:
                         continue
-                    if seg_style._meta is not None and "@click" in seg_style.meta:
+                    if "@click" in seg_style.meta:
                         seg_style = seg_style + link
                 if text:  # as split_and_crop_lines(pad=False): empty segments dropped
                     segments.append(Segment(text, seg_style, control))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 
 # Kept for callers of the old name; the operation lives in remote/ops/pipeline.py.
 PIPELINE_CONFIG_NAME = "pipeline.toml"

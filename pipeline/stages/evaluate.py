@@ -26,7 +26,7 @@ from typing import Any
 from pipeline import fit, served
 from pipeline.config import PipelineConfig
 from pipeline.devices import pick_device
-from pipeline.errors import ConfigInvalid
+from pipeline.errors import ConfigInvalid, TargetTooBig
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 
@@ -93,10 +93,6 @@ def _heads(cfg: PipelineConfig, ctx: StageContext, device: str) -> tuple[Any, di
     if cfg.evaluate.baseline:
         heads["untrained"] = impl.untrained(cfg, vocab, device)
     return impl.draft_tokens, heads
-
-
-class TargetTooBig(ConfigInvalid):
-    """The target cannot be loaded here; nothing was started."""
 
 
 def check_fit(cfg: PipelineConfig, device: str, free: dict[str, int] | None = None

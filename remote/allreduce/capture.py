@@ -16,9 +16,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from remote.allreduce.trace import is_frontend_trace
-from remote.link.errors import ConsoleError, Refused, UsageError
+from remote.errors import ConsoleError, OutputRefused, Refused, UsageError
 from remote.link.hosts import HostConfig
-from remote.link.out_files import OutputRefused, claim
+from remote.link.out_files import claim
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

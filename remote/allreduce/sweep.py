@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.errors import SweepFailed, UsageError
 from remote.link import aio
-from remote.link.errors import ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
@@ -26,10 +26,6 @@ SCRIPT = Path(__file__).resolve().parents[2] / "pipeline" / "allreduce_sweep.py"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_POINTS = 64
 STAGE = "allreduce-sweep"
-
-
-class SweepFailed(ConsoleError):
-    """The sweep ran but did not finish (a rank failed, torch missing, timeout)."""
 
 
 def parse_size(text: str) -> int:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import UsageError
+from remote.errors import TraceError
 
 # All-reduce kernels seen in vLLM traces (docs/design.md §2.8). Matched against the full kernel name,
 # which carries a `void ` prefix, template arguments and a parameter list.
@@ -68,11 +68,6 @@ _STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(\D*(\d+)[^)]*\)_generation
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"(?:rank|tp)[-_]?(\d+)", re.IGNORECASE)
-
-
-class TraceError(UsageError):
-    """A file that is not a Chrome trace: named, one line, exit 2."""
-
 
 
 @dataclass

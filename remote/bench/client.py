@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
-from remote.bench.errors import MetricsMalformed, NoServer
 from remote.bench.metrics import SpecScrape, parse_spec_counters
+from remote.errors import MetricsMalformed, NoServer
 
 Messages = list[dict[str, str]]
 

@@ -21,11 +21,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from remote.bench.client import RequestResult, VllmClient
-from remote.bench.errors import BenchFailed, ModelMismatch
 from remote.bench.metrics import SpecCounters, acceptance_between
 from remote.bench.prompts import PromptSet
 from remote.bench.results import DEFINITIONS, MIN_REQUESTS, BenchRun, Point
-from remote.link.errors import UsageError
+from remote.errors import BenchFailed, ModelMismatch, UsageError
 from remote.spine.events import format_ts, utc_now
 
 MAX_ERRORS_KEPT = 5

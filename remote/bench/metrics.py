@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from remote.bench.errors import CountersReset, MetricsMalformed, ModelMismatch, NoSpeculation
+from remote.errors import CountersReset, MetricsMalformed, ModelMismatch, NoSpeculation
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"

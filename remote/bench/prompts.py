@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 
 Messages = list[dict[str, str]]
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from remote.bench.client import VllmClient
-from remote.bench.errors import NoServer
-from remote.link.errors import UsageError
+from remote.errors import NoServer, UsageError
 from remote.link.transport import Transport
 
 

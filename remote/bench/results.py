@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from remote.bench.errors import ResultFileError
+from remote.errors import ResultFileError
 
 FORMAT = "eagle3-console-bench"
 VERSION = 1

@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from remote.bench.errors import ResultFileError
 from remote.bench.results import BenchRun, Point
+from remote.errors import ResultFileError
 
 SOURCE = "vllm bench serve"
 # A vLLM result object has these (serve.py writes them for every generative run).

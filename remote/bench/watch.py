@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from remote.bench.client import VllmClient
-from remote.bench.errors import CountersReset
 from remote.bench.metrics import Acceptance, acceptance_between
+from remote.errors import CountersReset
 
 
 @dataclass(frozen=True)

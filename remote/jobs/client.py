@@ -15,20 +15,20 @@ import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 
-from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, trailer
-from remote.jobs.cursors import CursorStore
-from remote.jobs.install import Dropped, install_helper
-from remote.jobs.names import launch_name
-from remote.jobs.records import (
-    EXIT_LOCKED,
+from remote.errors import (
+    ConnectionFailed,
+    Dropped,
     JobHelperError,
     JobLocked,
     JobNotFound,
-    LogLine,
-    RunInfo,
-    parse_record,
+    RemoteCommandError,
+    UsageError,
 )
-from remote.link.errors import ConnectionFailed, RemoteCommandError, UsageError
+from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, trailer
+from remote.jobs.cursors import CursorStore
+from remote.jobs.install import install_helper
+from remote.jobs.names import launch_name
+from remote.jobs.records import EXIT_LOCKED, LogLine, RunInfo, parse_record
 from remote.link.retry import Backoff, reraise_fatal
 from remote.link.transport import OutputLine, RemoteProcess, Transport
 from remote.spine import events as ev

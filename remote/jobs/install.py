@@ -8,8 +8,7 @@ import hashlib
 import posixpath
 from pathlib import Path
 
-from remote.jobs.records import JobHelperError
-from remote.link.errors import RemoteCommandError
+from remote.errors import Dropped, JobHelperError, RemoteCommandError
 from remote.link.transport import Transport
 from remote.link.upload import probe_modules, upload_probe
 from remote.spine.bus import EventBus
@@ -30,10 +29,6 @@ _RESOLVE = (
     "print(root)\n"
     "print(d)\n"
 )
-
-
-class Dropped(Exception):
-    """A command that ended with the connection instead of an exit status."""
 
 
 def helper_files() -> list[Path]:

@@ -1,5 +1,6 @@
-"""What the box-side helper reports about a run, read on the laptop: the run record (RunInfo),
-one log line with its resume offset, and the refusals and errors a job operation ends with."""
+"""What the box-side helper reports about a run, read on the laptop: the run record (RunInfo)
+and one log line with its resume offset (the refusals and errors a job operation ends with are
+in remote/errors.py)."""
 
 from __future__ import annotations
 
@@ -10,29 +11,10 @@ from typing import Any
 
 import msgspec
 
-from remote.link.errors import ConsoleError, Refused, UsageError
+from remote.errors import JobHelperError
 
 EXIT_LOCKED = 75  # remote/jobs/helper.py
 STATES = ("running", "exited", "cancelled", "lost")
-
-
-class JobLocked(Refused):
-    """A run with the same name is running on the box (exit code 4)."""
-
-    def __init__(self, name: str, run_id: str, host: str = "") -> None:
-        self.name = name
-        self.run_id = run_id
-        where = f" on {host}" if host else ""
-        super().__init__(f"a run named {name!r} is already running{where} ({run_id or 'unknown id'})"
-                         "; cancel it or wait for it to end")
-
-
-class JobNotFound(UsageError):
-    pass
-
-
-class JobHelperError(ConsoleError):
-    """The box-side helper printed something that is not a run record."""
 
 
 @dataclass(slots=True)

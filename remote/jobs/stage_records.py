@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
 from remote.compat import fix_for_error, shorten
+from remote.errors import MalformedRecord
 from remote.spine import events as ev
 from remote.spine import intake
 
@@ -108,10 +109,6 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
     return None
 
 
-class MalformedRecord(ValueError):
-    """A stage record the console cannot turn into its event (why, in one line)."""
-
-
 def record_event(text: str, run_id: str, job_name: str, offset: int
                  ) -> tuple[str, dict[str, Any]] | None:
     """The event of one `@@eagle3` log line: its stage event, None for a record type the
@@ -134,5 +131,5 @@ def record_event(text: str, run_id: str, job_name: str, offset: int
                    f"{offset}): {why}", "stage": stage, "source": "job output"}
 
 
-__all__ = ["FACTS", "PREFIX", "MalformedRecord", "default_stage", "facts_text", "parse_record",
+__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record",
            "record_event", "stage_event"]

@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from remote.errors import ContainerConfigError, ContainerError
 from remote.link.container_identity import ContainerIdentity, identity_from_inspect
-from remote.link.errors import ContainerConfigError, ContainerError
 from remote.link.transport import Forward, Progress, RemoteProcess, Transport
 
 RUNTIMES = ("docker", "podman")

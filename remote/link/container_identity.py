@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from remote.link.errors import ContainerError
+from remote.errors import ContainerError
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from remote.link.errors import ConfigError, UsageError
+from remote.errors import ConfigError, UsageError
 
 if TYPE_CHECKING:
     from remote.link.hosts import Config, HostConfig

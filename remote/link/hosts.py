@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import platformdirs
 
-from remote.link.errors import ConfigError
+from remote.errors import ConfigError
 
 APP_NAME = "eagle3-console"
 CONFIG_NAME = "console.toml"

@@ -21,17 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.link.errors import UsageError
+from remote.errors import OutputRefused
 
 #: The first bytes of a zstd frame and the format name in a session's JSON header (the names
 #: console/sessions/header.py writes; remote cannot import console, and a plain scan of the
 #: first bytes is all the warning needs).
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _SESSION_MARK = b'"eagle3-console-session"'
-
-
-class OutputRefused(UsageError):
-    """A named output that would replace a file the console did not write (exit 2)."""
 
 
 @dataclass(frozen=True)

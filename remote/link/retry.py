@@ -13,7 +13,7 @@ import asyncio
 import random
 from dataclasses import dataclass
 
-from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
+from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 
 # Errors no retry can fix: the operator has to act (check the key, the credentials, the file).
 FATAL: tuple[type[BaseException], ...] = (HostKeyError, AuthFailed, ConfigError)
@@ -67,4 +67,4 @@ def reraise_fatal(exc: BaseException) -> None:
         raise exc
 
 
-__all__ = ["FATAL", "Backoff", "ConnectionFailed", "is_fatal", "reraise_fatal"]
+__all__ = ["FATAL", "Backoff", "is_fatal", "reraise_fatal"]

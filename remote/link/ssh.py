@@ -18,9 +18,9 @@ from typing import Any
 
 import asyncssh
 
+from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link import aio
 from remote.link.argv import shell_join, with_env
-from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link.hosts import HostConfig
 from remote.link.ssh_keys import (
     HostKeyCheck,

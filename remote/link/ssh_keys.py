@@ -22,7 +22,7 @@ from pathlib import Path
 
 import asyncssh
 
-from remote.link.errors import HostKeyError
+from remote.errors import HostKeyError
 
 ACCEPT_FLAG = "--accept-new-host-key"
 

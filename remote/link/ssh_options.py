@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import ConfigError
+from remote.errors import ConfigError
 from remote.link.hosts import HostConfig
 
 # the options a jump host inherits from the box's own

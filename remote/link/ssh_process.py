@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import asyncssh
 
+from remote.errors import ConnectionFailed
 from remote.jobs.streams import merge_streams
-from remote.link.errors import ConnectionFailed
 from remote.link.transport import OutputLine, RemoteProcess
 
 # what a dropped connection raises, from asyncssh or the socket under it

@@ -11,7 +11,7 @@ import posixpath
 import time
 from pathlib import Path
 
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

@@ -24,7 +24,7 @@ from remote.bench.results import MIN_REQUESTS, BenchRun, Point, ResultFile, save
 from remote.bench.served import sweep_acceptance
 from remote.bench.watch import WatchWindow
 from remote.bench.watch import watch as watch_counters
-from remote.link.errors import ConsoleError, UsageError
+from remote.errors import ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.serving.serve import read_offline

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from remote.link.errors import Refused
+from remote.errors import Refused
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.patcher.plan import FilePlan

@@ -17,19 +17,13 @@ from contextlib import aclosing
 
 from pipeline import stages as stage_table
 from pipeline.progress import parse as parse_progress
+from remote.errors import ConsoleError, PipelineFailed, StageFailed, UsageError
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
-from remote.link.errors import ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.pipeline_runner import (
-    RUN_NAME,
-    PipelineFailed,
-    PipelineRunner,
-    RunOutcome,
-    run_config,
-)
+from remote.pipeline_runner import RUN_NAME, PipelineRunner, RunOutcome, run_config
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.train_nodes import Reach, TrainNodes

@@ -35,7 +35,7 @@ async def run(transport: Transport, host: HostConfig, bus: EventBus, name: str,
     row = probe_table.get(name)
     missing = row.needs(request)
     if missing:
-        from remote.link.errors import UsageError
+        from remote.errors import UsageError
 
         raise UsageError(missing)
     request = dataclasses.replace(request, workdir=request.workdir or host.workdir)

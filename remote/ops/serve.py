@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from remote.bench.results import BenchRun, Point, save_result
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.serving.serve import Served, ServeRunner

@@ -20,12 +20,12 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.errors import EXIT_UNREACHABLE  # shard-fetch could not connect at all
+from remote.errors import ConnectionFailed, StageFailed, UsageError
 from remote.link import aio
-from remote.link.errors import ConnectionFailed, StageFailed, UsageError
 from remote.link.transport import OutputLine, RemoteProcess
 from remote.pipeline_runner import PipelineRunner, last_error
 
-EXIT_UNREACHABLE = 3  # pipeline.shard_copy.EXIT_UNREACHABLE: shard-fetch could not connect
 READY_TIMEOUT = 120.0  # seconds for the server's python to start listening
 _HASH = "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())"
 _SSH_ADDRESS = ("import os;c=os.environ.get('SSH_CONNECTION','').split();"

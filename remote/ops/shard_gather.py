@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import RemoteCommandError, StageFailed
+from remote.errors import RemoteCommandError, StageFailed
 from remote.link.transport import Transport
 from remote.link.upload import sha256_file, upload_many
 from remote.pipeline_runner import PipelineRunner, last_error

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.link.errors import StageFailed, UsageError
+from remote.errors import StageFailed, UsageError
 from remote.link.transport import Transport
 
 MARKER_DIR = ".eagle3-shared-storage"

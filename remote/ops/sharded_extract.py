@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.progress import parse as parse_progress
+from remote.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
-from remote.link.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload

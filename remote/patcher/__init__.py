@@ -16,5 +16,5 @@ Events, one per target file (keys beyond the brief's are extra, none renamed):
   has_backup, consistent, summary}
 - patch.rolled_back {file, rel, recipes: [{name, in_effect}], sha256, changed, backup,
   kept_edited?, summary}
-Refusals raise remote.link.errors.Refused (exit 4) and, from the CLI, become console.error events.
+Refusals raise remote.errors.Refused (exit 4) and, from the CLI, become console.error events.
 """

@@ -15,11 +15,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from remote.errors import AnchorError
 from remote.patcher.recipes import RECIPES, Recipe
-
-
-class AnchorError(ValueError):
-    """An anchor is missing or ambiguous: the file is not what the recipe was written for."""
 
 
 def sha256_text(text: str) -> str:

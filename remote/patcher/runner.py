@@ -14,19 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from remote.link.errors import ConsoleError, Refused, RemoteCommandError, UsageError
+from remote.errors import AnchorError, PatchError, Refused, RemoteCommandError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload_probe
 from remote.patcher import drift
-from remote.patcher.plan import (
-    AnchorError,
-    FilePlan,
-    plan_file,
-    recipes_for,
-    rollback_target,
-    sha256_text,
-)
+from remote.patcher.plan import FilePlan, plan_file, recipes_for, rollback_target, sha256_text
 from remote.patcher.recipes import SPECULATORS, Recipe
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -35,10 +28,6 @@ HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
 # Absolute as well as expanded: a relative workdir such as `-wd` would put `-wd/probes/...`
 # right after the python, which reads it as an option.
 _EXPANDUSER = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
-
-
-class PatchError(ConsoleError):
-    """The box answered, but not with what the patcher needs (or the helper said no)."""
 
 
 def rollback_request(

@@ -8,17 +8,6 @@ the layer-path walk) imports one small vocabulary instead of the others.
 import ast
 
 
-class Stop(Exception):
-    """Resolution stopped at a known place; carries the reason and the file:line."""
-
-    def __init__(self, reason, where=None, status="unresolved", key=None):
-        Exception.__init__(self, reason)
-        self.reason = reason
-        self.where = where
-        self.status = status  # "unresolved" | "needs_config"
-        self.key = key  # the config.json key that would settle a needs_config stop
-
-
 def expr_text(node):
     """A short rendering of an expression (ast.unparse is 3.9+)."""
     if node is None:

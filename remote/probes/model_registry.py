@@ -9,11 +9,13 @@ import os
 import platform
 
 try:  # imported as remote.probes.model_registry (the console, its tests)
-    from .model_ast import ClassRef, Module, Stop, const_str
+    from .model_ast import ClassRef, Module, const_str
     from .model_classes import ClassIndex
+    from .probe_errors import Stop
 except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, Module, Stop, const_str
+    from model_ast import ClassRef, Module, const_str
     from model_classes import ClassIndex
+    from probe_errors import Stop
 
 MODELS_PKG = "vllm.model_executor.models"
 

@@ -11,15 +11,16 @@ import py_compile
 import sys
 import time
 
+try:  # imported as remote.probes.patch_files (the console's tests)
+    from .probe_errors import HelperError
+except ImportError:  # run on the box from the uploaded helper directory
+    from probe_errors import HelperError
+
 BACKUP_TAG = ".eagle3-orig-"
 TMP_TAG = ".eagle3-tmp-"
 JOURNAL_NAME = ".eagle3-patch-journal"
 EDITED_TAG = ".eagle3-edited-"
 RESTORE = "restore"  # a journal entry that puts the backup back (else: write content_b64)
-
-
-class HelperError(Exception):
-    pass
 
 
 def sha(data):

@@ -39,11 +39,13 @@ import sys
 
 try:  # imported as remote.probes.patch_helper (the console's tests)
     from . import patch_files, patch_inspect, patch_journal
+    from .probe_errors import HelperError
 except ImportError:  # run on the box from its uploaded directory, its siblings beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import patch_files
     import patch_inspect
     import patch_journal
+    from probe_errors import HelperError
 
 
 def op_inspect(req):
@@ -82,7 +84,7 @@ def op_inspect(req):
         if out["journal_pending"]:
             try:
                 out["journal_kind"] = patch_journal.read_journal(journal)[0]
-            except patch_files.HelperError:
+            except HelperError:
                 out["journal_kind"] = None
     vllm_dir = patch_inspect.package_dir("vllm", site_packages)
     vllm = {"found": vllm_dir is not None, "dir": vllm_dir}
@@ -149,7 +151,7 @@ def op_rollback_all(req):
         patch_files.clean_stale_tmp(path)
         current_sha = patch_journal.file_sha(path)
         if current_sha != e["expect_sha256"]:
-            raise patch_files.HelperError(
+            raise HelperError(
                 "%s changed since it was planned (sha256 %s, planned against %s): plan again"
                 % (path, current_sha, e["expect_sha256"]))
         backup = patch_files.good_backup(path)
@@ -192,7 +194,7 @@ def op_rollback(req):
     current_sha = patch_journal.file_sha(path)
     expect = req.get("expect_sha256")
     if expect is not None and current_sha != expect:
-        raise patch_files.HelperError(
+        raise HelperError(
             "%s changed since it was planned (sha256 %s, planned against %s): plan again"
             % (path, current_sha, expect))
     out = patch_journal.write_restore(path, backup, bool(req.get("keep_edited")))
@@ -251,7 +253,7 @@ def _journal_files(req):
     if os.path.exists(journal):
         try:
             paths += [f["file"] for f in patch_journal.read_journal(journal)[1]]
-        except patch_files.HelperError:
+        except HelperError:
             pass
     return paths
 
@@ -276,7 +278,7 @@ def main():
         return 0
     try:
         result = op(req)
-    except patch_files.HelperError as exc:
+    except HelperError as exc:
         print(json.dumps({"ok": False, "error": str(exc)}))
         return 0
     except (OSError, KeyError, ValueError) as exc:

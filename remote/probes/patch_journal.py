@@ -13,9 +13,11 @@ import sys
 
 try:  # imported as remote.probes.patch_journal (the console's tests)
     from . import patch_files
+    from .probe_errors import HelperError
 except ImportError:  # run on the box from its uploaded directory, its siblings beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import patch_files
+    from probe_errors import HelperError
 
 
 def check_apply(entry):
@@ -28,7 +30,7 @@ def check_apply(entry):
     patch_files.clean_stale_tmp(path)
     current_sha = patch_files.sha(patch_files.read(path))
     if current_sha != expect:
-        raise patch_files.HelperError(
+        raise HelperError(
             "%s changed since it was planned (sha256 %s, planned against %s): plan again"
             % (path, current_sha, expect)
         )
@@ -38,13 +40,13 @@ def check_apply(entry):
     backup = patch_files.good_backup(path)
     if backup is None:
         if current_sha != original_sha:
-            raise patch_files.HelperError(
+            raise HelperError(
                 "no backup of the original of %s exists and the file is not that original "
                 "(sha256 %s, original %s): refusing to replace it" % (path, current_sha,
                                                                        original_sha)
             )
     elif backup[1] != original_sha:
-        raise patch_files.HelperError(
+        raise HelperError(
             "the backup of %s holds sha256 %s, not the original %s this plan assumed"
             % (path, backup[1], original_sha)
         )
@@ -97,7 +99,7 @@ def read_journal(path):
         if kind not in ("apply", "rollback"):
             raise ValueError("unknown kind %r" % (kind,))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise patch_files.HelperError("patch journal %s is unreadable (%s): remove it by hand after "
+        raise HelperError("patch journal %s is unreadable (%s): remove it by hand after "
                           "checking its files" % (path, exc)) from None
     return kind, files
 
@@ -110,7 +112,7 @@ def check_restore(path, backup_sha):
     """The backup a journalled restore puts back: there, intact, and the one it planned."""
     backup = patch_files.good_backup(path)
     if backup is None or backup[1] != backup_sha:
-        raise patch_files.HelperError(
+        raise HelperError(
             "the backup of %s holding sha256 %s is gone or replaced (%s): cannot restore it"
             % (path, backup_sha, backup[0] if backup else "no backup"))
     return backup
@@ -157,7 +159,7 @@ def complete(journal, files):
             if current_sha == end_sha:
                 continue
         if current_sha != f["expect_sha256"]:
-            raise patch_files.HelperError(
+            raise HelperError(
                 "an interrupted patch (journal %s) cannot be completed: %s is neither as "
                 "planned (sha256 %s) nor as it should end (%s) but %s; fix it by hand, then "
                 "remove the journal" % (journal, path, f["expect_sha256"], end_sha, current_sha))

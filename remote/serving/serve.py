@@ -28,8 +28,8 @@ from pathlib import Path
 import httpx
 
 from remote.bench.reach import parse_vllm_url
+from remote.errors import EngineFailed, PortInUse, UsageError
 from remote.jobs.client import Jobs
-from remote.link.errors import StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner
@@ -79,11 +79,6 @@ _PORT_CHECK = (
 )
 
 
-class PortInUse(UsageError):
-    """The server's port is taken on the box (exit code 2): found before an engine start is
-    paid for, with the way to choose another port."""
-
-
 # How to choose each role's address, for the error that says its port is taken.
 PORT_FIX = {
     "speculative": "set vllm_url in the host's [hosts.NAME] table of console.toml, or pass "
@@ -114,17 +109,6 @@ async def check_port_free(transport: Transport, python: str, url: str, role: str
     raise PortInUse(f"cannot listen on {target.host}:{target.port} on {where} ({detail}): "
                     f"it is {what}, for {url}; choose another address: "
                     f"{PORT_FIX.get(role, '--url')}")
-
-
-class EngineFailed(StageFailed):
-    """The server exited or never answered while starting (exit code 1)."""
-
-    def __init__(self, message: str, log_tail: list[str]) -> None:
-        self.log_tail = log_tail
-        text = message
-        if log_tail:
-            text += "\nlast log lines:\n  " + "\n  ".join(log_tail)
-        super().__init__(text)
 
 
 @dataclass(frozen=True)

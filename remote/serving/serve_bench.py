@@ -26,7 +26,7 @@ from remote.bench.prompts import PromptSet, load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import BenchRun, Point
 from remote.bench.served import sweep_acceptance
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.serving.serve import ServeRunner, default_url, read_offline, serving
 
 

@@ -286,5 +286,3 @@ for _kind, _schema in SCHEMAS.items():
     _schema.KIND = _kind
 
 
-class PayloadError(TypeError):
-    """A producer sent fields its kind's schema does not accept: a bug in the producer."""

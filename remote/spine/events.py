@@ -13,6 +13,7 @@ from typing import Any, overload
 
 import msgspec
 
+from remote.errors import PayloadError, RecordError
 from remote.spine import event_types as et
 
 # Known kinds, grouped by producer. Kinds are open strings (new producers add their own), but the
@@ -105,7 +106,7 @@ def validate(kind: str, payload: dict[str, Any]) -> et.Payload | None:
     try:
         return msgspec.convert(payload, schema)
     except msgspec.ValidationError as exc:
-        raise et.PayloadError(f"{kind} event: {exc}") from None
+        raise PayloadError(f"{kind} event: {exc}") from None
 
 
 def typed(kind: str, payload: dict[str, Any]) -> et.Payload | None:
@@ -340,10 +341,6 @@ def _record_bounds(texts: Sequence[str]) -> list[tuple[int, int]]:
         size += len(text)
     bounds.append((start, n))
     return bounds
-
-
-class RecordError(ValueError):
-    """A session record that cannot be expanded into events (a damaged job.lines record)."""
 
 
 def expand_record(event: Event) -> Sequence[Event]:

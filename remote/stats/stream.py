@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remote.errors import ConnectionFailed, ConsoleError, StatsError
 from remote.link import aio
-from remote.link.errors import ConnectionFailed, ConsoleError
 from remote.link.hosts import HostConfig
 from remote.link.retry import reraise_fatal
 from remote.link.transport import OutputLine, RemoteProcess, Transport
@@ -32,10 +32,6 @@ from remote.stats.samples import History, sample_payload
 
 SAMPLER = Path(__file__).resolve().parents[1] / "probes" / "sampler.py"
 MAX_MALFORMED_REPORTS = 5
-
-
-class StatsError(ConsoleError):
-    """The sampler cannot run on the box (not a broken stream: restarting would not help)."""
 
 
 async def expand_remote_path(transport: Transport, python: str, path: str) -> str:

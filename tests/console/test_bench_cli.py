@@ -11,8 +11,8 @@ import pytest
 
 from console.cli import main
 from remote.bench.compare import find_crossover
-from remote.bench.errors import NoServer
 from remote.bench.results import load_result
+from remote.errors import NoServer
 from remote.link.transport import Forward, Transport
 from tests.sshd_harness import free_port
 from tests.vllm_double import DoubleConfig

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import build_parser, main
-from remote.link.errors import EXIT_USAGE
+from remote.errors import EXIT_USAGE
 
 
 def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.link.errors import EXIT_USAGE
+from remote.errors import EXIT_USAGE
 from remote.link.hosts import parse_config
 from tests.config_errors import assert_config_error
 

@@ -15,7 +15,7 @@ import pytest
 
 from console.cli import main
 from console.fleet import table, worst
-from remote.link.errors import ConfigError, UsageError
+from remote.errors import ConfigError, UsageError
 from remote.link.groups import resolve
 from remote.link.hosts import parse_config
 from tests.fleet_fixture import Fleet

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from remote.errors import EXIT_CONNECTION, HostKeyError
 from remote.link import ssh
-from remote.link.errors import EXIT_CONNECTION, HostKeyError
 from tests.sshd_harness import SSHD, Sshd, start_sshd
 
 pytestmark = pytest.mark.ssh

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from remote.errors import EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED
 from remote.jobs.client import Jobs
 from remote.link.connect import make_transport
-from remote.link.errors import EXIT_CONNECTION, EXIT_OK, EXIT_REFUSED
 from remote.link.hosts import load_config
 from tests.container_fixture import (
     PODMAN,

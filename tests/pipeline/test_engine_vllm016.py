@@ -25,7 +25,7 @@ import pytest
 
 from console.cli import main as console_main
 from remote.compat import advise
-from remote.link.errors import EXIT_OK
+from remote.errors import EXIT_OK
 from tests import box_env, tiny_targets
 from tests.local_box import local_console_toml
 

@@ -16,8 +16,8 @@ import pytest
 
 from pipeline import config as pconfig
 from pipeline import fit, progress
-from pipeline.errors import ConfigInvalid
-from pipeline.stages.evaluate import TargetTooBig, check_fit
+from pipeline.errors import ConfigInvalid, TargetTooBig
+from pipeline.stages.evaluate import check_fit
 from tests.tiny_pipeline import pipeline_toml, tiny_dataset
 
 REPO = Path(__file__).resolve().parents[2]

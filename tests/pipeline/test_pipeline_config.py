@@ -277,10 +277,11 @@ async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
     the console following it shows the same."""
     import asyncio
 
+    from remote.errors import PipelineFailed
     from remote.link.hosts import HostConfig
     from remote.link.transport import LocalTransport
     from remote.ops import pipeline as ops
-    from remote.pipeline_runner import PipelineFailed, PipelineRunner
+    from remote.pipeline_runner import PipelineRunner
     from remote.spine import events as ev
     from remote.spine.bus import EventBus
 

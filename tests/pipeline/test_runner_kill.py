@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from remote.errors import JobLocked
 from remote.jobs.client import Jobs
-from remote.jobs.records import JobLocked, RunInfo
+from remote.jobs.records import RunInfo
 from remote.link.transport import LocalTransport
 from tests.demo_fixture import Demo, wait_ended
 from tests.remote.jobs.test_job_group import group_pids

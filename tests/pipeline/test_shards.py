@@ -17,7 +17,7 @@ from pipeline.__main__ import main as pipeline_main
 from pipeline.demo import build_demo
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.shards import Shard, split
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.ops.sharded_extract import check_hosts, stack_differences
 
 

@@ -44,7 +44,7 @@ def test_each_contract_breaks_on_a_violation(tmp_path: Path) -> None:
         shutil.copytree(REPO / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__", "__snapshots__"))
     violations = {
-        "pipeline/config.py": "import remote.link.errors\n",  # layers: pipeline -> remote
+        "pipeline/config.py": "import remote.errors\n",  # layers: pipeline -> remote
         "remote/link/argv.py": "import textual\n",  # textual: outside console.tui
         "remote/probes/gpu_query.py": "from ..spine import events\n",  # probes -> remote.spine
         "remote/jobs/helper.py": "from remote.jobs import cursors\n",  # the helper -> a sibling
@@ -55,7 +55,7 @@ def test_each_contract_breaks_on_a_violation(tmp_path: Path) -> None:
     done = _lint_imports(tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in done.stdout, done.stdout[-3000:]
-    for needle in ("pipeline.config -> remote.link.errors", "remote.link.argv -> textual",
+    for needle in ("pipeline.config -> remote.errors", "remote.link.argv -> textual",
                    "remote.probes.gpu_query -> remote.spine.events",
                    "remote.jobs.helper -> remote.jobs.cursors"):
         assert needle in done.stdout, needle

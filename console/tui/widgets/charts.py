@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Self
 
 from textual.containers import Horizontal
+from textual.geometry import Region, Size
 from textual.widget import Widget
 from textual_hires_canvas import Canvas
 from textual_plot import HiResMode, PlotWidget
@@ -64,6 +65,8 @@ class Chart(PlotWidget, can_focus=False):
         self._key: object = None
         self._dirty = True  # data or style changed since the canvases were last drawn
         self._theme: object = None
+        self._drawn_sizes: list[Size] = []  # the canvases' sizes at the last draw after a layout
+        self._relaid = True  # laid out since the last draw
         self.draws = 0  # how many times the data was (re)drawn: tests and benchmarks read it
 
     def on_mount(self) -> None:
@@ -90,10 +93,6 @@ class Chart(PlotWidget, can_focus=False):
         least as many as the plot has, whatever its layout is when it is drawn."""
         return max(32, 2 * self.app.size.width)
 
-    def _rerender(self) -> None:
-        self._dirty = True
-        super()._rerender()
-
     def notify_style_update(self) -> None:
         """PlotWidget redraws on every style update, and showing a screen updates its styles
         (focus-within and the like): redraw only when the theme, which gives the plot's
@@ -101,28 +100,39 @@ class Chart(PlotWidget, can_focus=False):
         theme = (self.app.theme, self.app.current_theme.dark)
         if theme != self._theme:
             self._theme = theme
+            self._dirty = True
             super().notify_style_update()
         else:  # the widget's own style caches, which PlotWidget's override does not clear
             Widget.notify_style_update(self)
 
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if layout:  # PlotWidget redraws after a layout, at the canvases' new sizes
+            self._relaid = True
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
     def render(self) -> Any:
         """PlotWidget redraws its canvases inside its own render whenever its layout is
         refreshed, and the canvases' refreshes then cost a second screen update: a switch back
-        to a screen would paint twice. Shown again at the same size with the same data, the
-        canvases already hold the plot: nothing is redrawn."""
-        if self._needs_rerender and not self._dirty and all(
-                c.size and c.size == c._canvas_size for c in self.query(Canvas)):
-            self._needs_rerender = self._needs_canvas_resize = False
+        to a screen would paint twice. Shown again at the same size with the same data (what
+        this chart draws changes only through `update` and a new theme, which mark it dirty),
+        the canvases already hold the plot: nothing is redrawn. A redraw refreshes each canvas
+        once for the whole plot, not once per pixel set."""
+        if not (self._dirty or self._relaid):
+            return ""  # nothing PlotWidget would redraw
+        canvases = list(self.query(Canvas))
+        sizes = [c.size for c in canvases]
+        if not self._dirty and all(sizes) and sizes == self._drawn_sizes:
+            self._relaid = False
             return ""
-        self._dirty = False
-        return super().render()
-
-    def _render_plot(self) -> None:
-        # One refresh per canvas for the whole plot, not one per pixel.
         with ExitStack() as stack:
-            for canvas in self.query(Canvas):
+            for canvas in canvases:
                 stack.enter_context(canvas.batch_refresh())
-            super()._render_plot()
+            drawn = super().render()
+        if self._relaid:  # the canvases were fitted to their sizes before this draw
+            self._drawn_sizes = sizes
+        self._dirty = self._relaid = False
+        return drawn
 
     def line(self, xs: Sequence[float], ys: Sequence[float], style: str) -> None:
         if xs:

@@ -93,8 +93,9 @@ class LogView(ScrollView, can_focus=True):
             # already shown. Set it quietly and update the scrollbars and the scroll position
             # in place, so the next paint shows the new lines at the end.
             self.set_reactive(LogView.virtual_size, size)
-            self._scroll_update(size)
-            self._scrolled_for = self._scroll_key()
+            bar = self.vertical_scrollbar  # shown before and after: only its extent moves
+            bar.window_virtual_size = size.height
+            bar.window_size = self.container_size.height - self.scrollbar_size_horizontal
             if self.follow:
                 self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
         else:
@@ -112,33 +113,13 @@ class LogView(ScrollView, can_focus=True):
         return (self.is_mounted and height > 0 and old.width == size.width
                 and self.show_vertical_scrollbar and old.height > height and size.height > height)
 
-    _scrolled_for: tuple[object, ...] | None = None  # what the scrollbars were last set for
-
-    def _scroll_key(self) -> tuple[object, ...]:
-        styles = self.styles
-        return (self._size, self.virtual_size, styles.scrollbar_size_vertical,
-                styles.scrollbar_size_horizontal)
-
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size,
-                      layout: bool = True) -> bool:
-        """A layout that leaves the log's size and its own virtual size as they were leaves its
-        scrollbars as they were. ScrollView compares its virtual size with the one the layout
-        computes, which for a line-API view never matches, so every layout (each switch to
-        this screen) refreshed the vertical scrollbar after the layout had painted it: a
-        second screen update of the whole view a frame after the switch."""
-        if (self._scrolled_for == (size, *self._scroll_key()[1:])
-                and container_size == self._container_size):
-            return False
-        changed = super()._size_updated(size, virtual_size, container_size, layout)
-        self._scrolled_for = self._scroll_key()
-        return changed
-
     def set_follow(self, follow: bool) -> None:
         self.follow = follow
         self._seen = -1
         self.sync()
 
-    def _on_mouse_scroll_up(self, event: Any) -> None:
+    def on_mouse_scroll_up(self, event: Any) -> None:
+        """The wheel up pauses following (Widget's own handler scrolls: both run)."""
         if self.follow:
             self.follow = False
             self._title()

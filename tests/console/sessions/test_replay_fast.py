@@ -156,7 +156,8 @@ def test_replay_without_a_terminal_never_opens_the_tui(tmp_path: Path) -> None:
 def _typed(lines: list[bytes], first: int) -> tuple[list[str], list[int]]:
     """What the per-event printer makes of raw session lines: decode_event + human_line +
     visible, a bad line reported (the reference the fast path must equal)."""
-    from console.sessions.decode import BadLine, decode_record
+    from console.errors import BadLine
+    from console.sessions.decode import decode_record
 
     out: list[str] = []
     bad: list[int] = []
@@ -533,7 +534,7 @@ def test_a_malformed_record_is_a_bad_line_for_every_reader(tmp_path: Path) -> No
         assert bad is not None and [i for i, _ in bad] == [1, 2, 3]
         assert "2 texts but 1 offsets" in bad[0][1]
         assert out.getvalue().decode().count("| ") == 4
-        from console.sessions.header import SessionFormatError
+        from console.errors import SessionFormatError
 
         with pytest.raises(SessionFormatError, match="event 1 is corrupt"):
             r.record(1)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from console.errors import SessionFormatError, SessionPathError, SessionWriteError
 from console.sessions import writer as session_writer
-from console.sessions.header import SessionFormatError, SessionPathError, SessionWriteError
 from console.sessions.reader import SessionReader
 from console.sessions.recorder import Recorder
 from console.sessions.writer import SessionWriter

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from console.errors import SessionFormatError
 from console.sessions import source as session_source
 from console.sessions import writer as session_writer
 from console.sessions import zstd_scan as session_zstd_scan
-from console.sessions.header import SessionFormatError
 from console.sessions.index import index_path
 from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter, default_session_path

@@ -10,7 +10,7 @@ import pytest
 
 from console.cli import main
 from console.tui.launch import HostsApp
-from remote.link.errors import EXIT_OK, EXIT_USAGE
+from remote.errors import EXIT_OK, EXIT_USAGE
 from remote.link.hosts import load_config, parse_config
 from tests.tui_helpers import settle
 

@@ -14,7 +14,7 @@ from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.tab_bar import TabBar
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError
 from tests.tui_helpers import (
     SIZE,
     ScriptedController,

@@ -20,7 +20,7 @@ from console.tui.messages import HostSelected
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.pipeline import PipelineView
-from remote.link.errors import StageFailed
+from remote.errors import StageFailed
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from tests.tui_helpers import (

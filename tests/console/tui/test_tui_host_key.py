@@ -17,7 +17,7 @@ import pytest
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveController, LiveSource
 from console.tui.dialogs import HostKeyScreen
-from remote.link.errors import HostKeyError
+from remote.errors import HostKeyError
 from remote.link.hosts import Config, HostConfig
 from remote.spine.bus import EventBus
 from tests.sshd_harness import Sshd

@@ -79,7 +79,7 @@ def test_fast_table_yields_richs_own_segments(width: int) -> None:
             rich = [list(line) for line in console.render_lines(make(), options)]
             fast = [list(line) for line in console.render_lines(fast_table, options)]
             assert fast == rich  # segment for segment: text, style and boundaries
-        drawn_by_lines += fast_table._lines(console, console.options) is not None
+        drawn_by_lines += fast_table.lines(console, console.options) is not None
     # at 60 columns only the first jobs table fits (Rich shrinks the others: FastTable hands
     # them over); at 100 the non-narrow GPU tables are wider than 100; the last jobs table
     # has a tab in a line (Rich expands it: drawn by Rich)
@@ -308,46 +308,66 @@ async def _away_and_back(pilot: Any, more: Any, grown: int, reset: Callable[[], 
     await pilot.press("5")
 
 
-async def test_a_switch_back_to_a_scrolled_log_is_one_screen_update() -> None:
-    """The switch to a Pipeline screen whose log has a vertical scrollbar is drawn in one
-    update, whether lines arrived while it was hidden or not. Textual refreshes a scroll
-    view's scrollbars on every layout (its own virtual size never equals the one the layout
-    computes); after the switch's layout had already painted them, that refresh sent a second
-    update of the whole view about a frame later."""
+async def test_a_switch_back_to_a_scrolled_log_is_drawn_by_its_first_update() -> None:
+    """The switch to a Pipeline screen whose log has a vertical scrollbar is drawn by its first
+    update, whether lines arrived while it was hidden or not; what follows is the log's
+    scrollbar alone. Textual refreshes a scroll view's scrollbars on every layout (its own
+    virtual size never equals the one the layout computes): that refresh is a second, small
+    update (2 columns of the view's height), kept since issue #40 rather than skipped through
+    ScrollView's private _size_updated (measured within noise: docs/measurements.md)."""
     async with _pipeline_with_a_long_log() as (app, pilot, log, more):
         assert log.show_vertical_scrollbar
-        updates = _count_updates(app)
+        updates: list[Any] = []
+        original = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                updates.append((app.active_screen_name, renderable))
+            original(screen, renderable)
+
+        app._display = display
         for grown in (0, 30, 0):
             await _away_and_back(pilot, more, grown, updates.clear)
             for _ in range(6):
                 await pilot.pause(0.05)
             assert app.active_screen_name == "pipeline"
-            assert updates == ["pipeline"], f"{grown} lines grown while hidden: {updates}"
+            assert [name for name, _ in updates] == ["pipeline"] * len(updates) and updates
+            first = {y for y, _, _ in updates[0][1].spans}
+            assert len(first) >= SIZE[1] - 2, f"{grown} grown: the first update drew {len(first)} lines"
+            bar = log.vertical_scrollbar.region
+            for _, later in updates[1:]:
+                assert all(bar.x <= x1 and x2 <= bar.right and bar.y <= y < bar.bottom
+                           for y, x1, x2 in later.spans), f"{grown} grown: {later.spans}"
             _assert_shows_the_newest(log, more)
 
 
 async def test_a_switch_back_to_the_pipeline_rewrites_only_the_stage_rows_that_changed() -> None:
-    """The stage table is told every row on each show: unchanged rows are neither written nor
-    measured again (a rebuild re-measured every cell of every row for the column widths and
-    repainted the table on every switch); the run whose log grew is, and shows its count."""
+    """The stage table is told every row on each show: unchanged rows are not written again (a
+    rebuild re-measured every cell of every row for the column widths and repainted the table
+    on every switch); the run whose log grew is, and shows its count."""
     from console.tui.widgets.quick_table import QuickTable
 
     async with _pipeline_with_a_long_log() as (app, pilot, _log, more):
         table = app.query_one("#stages", QuickTable)
-        measured: list[list[str]] = []
-        original = table._update_dimensions
+        written: list[str] = []
+        rebuilt: list[bool] = []
+        update_cell, clear = table.update_cell, table.clear
 
-        def counting(new_rows: Any) -> None:
-            rows = list(new_rows)
-            measured.append([str(key.value) for key in rows])
-            original(rows)
+        def counting_update(row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
+            written.append(str(row_key))
+            update_cell(row_key, column_key, value, **kwargs)
 
-        table._update_dimensions = counting  # type: ignore[method-assign]
+        def counting_clear(columns: bool = False) -> Any:
+            rebuilt.append(True)
+            return clear(columns)
+
+        table.update_cell = counting_update  # type: ignore[method-assign]
+        table.clear = counting_clear  # type: ignore[method-assign]
         for grown in (0, 30):
-            await _away_and_back(pilot, more, grown, measured.clear)
+            await _away_and_back(pilot, more, grown, written.clear)
             await settle(pilot)
-            assert app.active_screen_name == "pipeline" and table.row_count > 5
-            assert measured == ([] if not grown else [["run:r-train"]]), f"{grown} grown: {measured}"
+            assert app.active_screen_name == "pipeline" and table.row_count > 5 and not rebuilt
+            assert set(written) == ({"run:r-train"} if grown else set()), f"{grown} grown: {written}"
             row = table.get_row("run:r-train")
             assert f"{more.lines} lines" in row, row
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from console.errors import ReadOnlyReplay
 from console.sessions.reader import SessionReader
 from console.tui import controller as ctl
 from console.tui import wiring
@@ -145,7 +146,7 @@ def test_registry_ids_and_keys_are_unique_and_modes_filter() -> None:
 
 
 async def test_replay_controller_refuses_actions() -> None:
-    with pytest.raises(ctl.ReadOnlyReplay):
+    with pytest.raises(ReadOnlyReplay):
         await ctl.ReplayController().start_stage(HOST, "train")
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from console.tui.model import ConsoleState
 from console.tui.widgets.stage_cells import stage_cells
+from remote.errors import ConfigError
 from remote.jobs.remembered import RememberedRuns
-from remote.link.errors import ConfigError
 from remote.link.hosts import HostConfig, parse_config
 from remote.spine import events as ev
 from remote.spine.events import Event

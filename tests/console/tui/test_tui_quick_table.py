@@ -69,10 +69,10 @@ def test_quick_table_paints_like_data_table_and_follows_restyles() -> None:
     asyncio.run(run())
 
 
-def test_quick_table_row_cache_follows_every_change() -> None:
-    """The kept row lines are never stale: after each change (a cell, a rebuild with the same
-    keys, a cursor move, focus, a theme, a width) QuickTable paints what DataTable paints, and
-    an unchanged table painted again reuses its rows instead of rendering them anew."""
+def test_quick_table_paints_like_data_table_after_every_change() -> None:
+    """The kept lines are never stale: after each change (a cell, a rebuild with the same keys,
+    a cursor move, focus, a theme, a width) QuickTable paints what DataTable paints, and an
+    unchanged table painted again reuses its lines instead of having DataTable draw them."""
     async def run() -> None:
         async with _running_pair() as (pilot, plain, quick):
 
@@ -83,26 +83,25 @@ def test_quick_table_row_cache_follows_every_change() -> None:
                 return painted
 
             await same()
-            rendered = 0
-            original = DataTable._render_line_in_row
+            drawn = 0
+            original = DataTable.render_line
 
-            def counting(self: DataTable, *args: object, **kwargs: object) -> object:
-                nonlocal rendered
+            def counting(self: DataTable, y: int) -> object:
+                nonlocal drawn
                 if self is quick:
-                    rendered += 1
-                return original(self, *args, **kwargs)  # type: ignore[arg-type]
+                    drawn += 1
+                return original(self, y)
 
-            DataTable._render_line_in_row = counting  # type: ignore[assignment,method-assign]
+            DataTable.render_line = counting  # type: ignore[assignment,method-assign]
             try:
-                quick._clear_caches()  # what a focus change or an update does to DataTable's caches
                 _paint(quick)
-                assert rendered == 0  # every row came from the kept lines
-                for table in (plain, quick):  # one cell changes: that row alone is rendered
+                assert drawn == 0  # every line came from the kept lines
+                for table in (plain, quick):  # one cell changes: that line alone is drawn
                     table.update_cell_at(Coordinate(2, 1), "changed")
                 painted = await same()
-                assert rendered == 1 and "changed" in "".join(t for t, _ in painted[3])
+                assert drawn == 1 and "changed" in "".join(t for t, _ in painted[3])
             finally:
-                DataTable._render_line_in_row = original  # type: ignore[method-assign]
+                DataTable.render_line = original  # type: ignore[method-assign]
             for table in (plain, quick):  # rebuilt with the same keys, other content
                 table.clear()
                 for i, row in enumerate(reversed(ROWS)):
@@ -116,6 +115,10 @@ def test_quick_table_row_cache_follows_every_change() -> None:
             for table in (plain, quick):
                 table.update_cell("k4", next(iter(table.columns)), Text("styled", style="bold red"))
             await same()
+            for table in (plain, quick):  # scrolled: the rows move under the header
+                table.move_cursor(row=25)
+            scrolled = await same()
+            assert quick.scroll_offset.y > 0 and "label 25" in "".join(t for t, _ in scrolled[-1])
             for table in (plain, quick):
                 table.move_cursor(row=5)
             blurred = await same()
@@ -141,19 +144,25 @@ def test_quick_table_row_cache_follows_every_change() -> None:
 def test_set_rows_paints_what_a_rebuild_paints_and_writes_only_what_changed() -> None:
     """`set_rows` against DataTable's clear() and add_row() of every row: the same paint after
     each step (nothing changed; one cell longer than its column; one cell shorter; other
-    keys), and with the same keys only the changed rows are measured again, none when
-    nothing changed (a rebuild measures every row)."""
+    keys), and with the same keys only the cells that changed are written, none when nothing
+    changed (other keys: a rebuild)."""
     async def run() -> None:
         async with _running_pair() as (pilot, plain, quick):
-            measured: list[int] = []
-            original = QuickTable._update_dimensions
+            written: list[object] = []
+            rebuilt: list[bool] = []
+            update_cell, clear = QuickTable.update_cell, QuickTable.clear
 
-            def counting(self: QuickTable, new_rows: object) -> None:
-                rows = list(new_rows)  # type: ignore[call-overload]
-                measured.append(len(rows))
-                original(self, rows)
+            def counting_update(self: QuickTable, row_key: object, column_key: object, value: object,
+                                **kwargs: object) -> None:
+                written.append(value)
+                update_cell(self, row_key, column_key, value, **kwargs)  # type: ignore[arg-type]
 
-            QuickTable._update_dimensions = counting  # type: ignore[method-assign]
+            def counting_clear(self: QuickTable, columns: bool = False) -> QuickTable:
+                rebuilt.append(True)
+                return clear(self, columns)
+
+            QuickTable.update_cell = counting_update  # type: ignore[method-assign,assignment]
+            QuickTable.clear = counting_clear  # type: ignore[method-assign]
             try:
                 async def show(rows: list[tuple[str, list[object]]]) -> list[list[tuple[str, object]]]:
                     plain.clear()
@@ -169,25 +178,26 @@ def test_set_rows_paints_what_a_rebuild_paints_and_writes_only_what_changed() ->
 
                 rows: list[tuple[str, list[object]]] = [(f"k{i}", list(row)) for i, row in enumerate(ROWS)]
                 await show(rows)
-                measured.clear()
-                assert not quick.set_rows(rows)  # the same rows: nothing written, nothing measured
+                written.clear()
+                rebuilt.clear()
+                assert not quick.set_rows(rows)  # the same rows: nothing written
                 await show(rows)
-                assert measured == [] and quick.row_count == len(ROWS)
-                rows[3] = ("k3", [rows[3][1][0], Text("a time far longer than the column", style="bold"),
-                                  "stage", "x"])
+                assert written == [] and not rebuilt and quick.row_count == len(ROWS)
+                longer = Text("a time far longer than the column", style="bold")
+                rows[3] = ("k3", [rows[3][1][0], longer, "stage", "x"])
                 painted = await show(rows)
-                assert measured == [1]  # the changed row alone
+                assert written == [longer, "x"] and not rebuilt  # the changed cells alone
                 assert "a time far longer than the column" in "".join(t for t, _ in painted[4])
-                measured.clear()
+                written.clear()
                 rows[3] = ("k3", [rows[3][1][0], "short", "stage"])  # a missing cell: blank, as add_row
                 await show(rows)
-                assert measured == [1]
-                rows.reverse()  # other keys in that order: a rebuild, every row measured
-                measured.clear()
+                assert written == ["short", None] and not rebuilt
+                rows.reverse()  # other keys in that order: a rebuild
                 assert quick.set_rows(rows)
                 await show(rows)
-                assert measured and measured[0] == len(ROWS)
+                assert rebuilt
             finally:
-                QuickTable._update_dimensions = original  # type: ignore[method-assign]
+                QuickTable.update_cell = update_cell  # type: ignore[method-assign]
+                QuickTable.clear = clear  # type: ignore[method-assign]
 
     asyncio.run(run())

@@ -15,7 +15,7 @@ from typing import Any
 from textual.widgets import Static, Tree
 
 from console.tui.app import ConsoleApp
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError
 from remote.spine import events as ev
 from tests.tui_helpers import HOST, SIZE, ScriptedController, live_app, plain, settle, wait_for
 

@@ -29,7 +29,7 @@ def _same(table: Table, width: int) -> list[list[tuple[str, Style | None]]]:
     """FastTable's lines, asserted equal to Rich's (text, style and boundaries)."""
     console = _console(width)
     assert simple(table)
-    assert FastTable(table)._lines(console, console.options) is not None  # drawn here, not by Rich
+    assert FastTable(table).lines(console, console.options) is not None  # drawn here, not by Rich
     fast = [[(s.text, s.style) for s in line]
             for line in console.render_lines(FastTable(table), console.options)]
     rich = [[(s.text, s.style) for s in line] for line in console.render_lines(table, console.options)]

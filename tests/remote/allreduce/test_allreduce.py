@@ -18,9 +18,9 @@ import pytest
 
 from console.cli import main
 from remote.allreduce.capture import capture
-from remote.allreduce.sweep import SweepFailed, parse_sizes, run_sweep
+from remote.allreduce.sweep import parse_sizes, run_sweep
 from remote.allreduce.trace import DEFAULT_KERNELS, analyse_files, short_name
-from remote.link.errors import Refused, UsageError
+from remote.errors import Refused, SweepFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
 from remote.spine import events as ev

@@ -18,7 +18,7 @@ import pytest
 
 from console.cli import main
 from remote.allreduce.trace import analyse_files, step_windows
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.spine import events as ev
 from remote.spine.events import Event
 from tests.sshd_harness import Sshd

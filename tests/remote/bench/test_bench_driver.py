@@ -10,16 +10,9 @@ import pytest
 from remote.bench.client import VllmClient
 from remote.bench.compare import compare_runs, find_crossover
 from remote.bench.driver import parse_concurrency, percentile, resolve_model, run_point, run_sweep
-from remote.bench.errors import (
-    BenchFailed,
-    CountersReset,
-    ModelMismatch,
-    NoServer,
-    NoSpeculation,
-)
 from remote.bench.prompts import BUILTIN, load_prompts, parse_prompts
 from remote.bench.results import BenchRun, Point, load_result, save_result
-from remote.link.errors import UsageError
+from remote.errors import BenchFailed, CountersReset, ModelMismatch, NoServer, NoSpeculation, UsageError
 from tests.sshd_harness import free_port
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 

@@ -9,7 +9,7 @@ import pytest
 
 from remote.bench import metrics as m
 from remote.bench.client import VllmClient
-from remote.bench.errors import CountersReset, MetricsMalformed, ModelMismatch, NoSpeculation
+from remote.errors import CountersReset, MetricsMalformed, ModelMismatch, NoSpeculation
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 
 

@@ -18,9 +18,9 @@ import pytest
 from console.cli import main as console_main
 from remote.bench.client import VllmClient
 from remote.bench.driver import point_requests, run_point, run_sweep
-from remote.bench.errors import ResultFileError
 from remote.bench.prompts import BUILTIN, load_prompts
 from remote.bench.results import DEFINITIONS, BenchRun, Point, load_result, save_result
+from remote.errors import ResultFileError
 from tests.box_env import box_env
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
 

@@ -19,9 +19,10 @@ import pytest
 from console.sessions.reader import SessionReader
 from console.sessions.recorder import Recorder
 from console.sessions.writer import SessionWriter
+from remote.errors import JobHelperError, JobLocked, JobNotFound
 from remote.jobs.client import BATCH_LINES, Jobs
 from remote.jobs.cursors import CursorStore
-from remote.jobs.records import JobHelperError, JobLocked, JobNotFound, RunInfo
+from remote.jobs.records import RunInfo
 from remote.link.transport import LocalTransport, Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

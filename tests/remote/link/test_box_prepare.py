@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from remote.errors import EXIT_OK
 from remote.jobs.client import Jobs
 from remote.link import ssh
-from remote.link.errors import EXIT_OK
 from tests.patchbox import make_site_packages
 from tests.sshd_harness import Sshd
 

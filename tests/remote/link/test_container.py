@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from remote.errors import ContainerError
 from remote.jobs.client import Jobs
 from remote.link.container import ContainerTransport, cp_into_argv, cp_out_argv, exec_argv
-from remote.link.errors import ContainerError
 from remote.link.transport import Forward, Progress, RemoteProcess, Transport
 from tests.container_fixture import DOCKER_BIN, Box
 from tests.sshd_harness import Sshd

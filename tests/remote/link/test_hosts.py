@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.link.errors import ConfigError
+from remote.errors import ConfigError
 from remote.link.hosts import LOCAL, find_config, load_config, parse_config
 from tests.config_errors import assert_config_error
 

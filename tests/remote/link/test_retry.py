@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.link.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
+from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
 from remote.link.retry import Backoff, is_fatal
 from tests.sshd_harness import start_sshd
 

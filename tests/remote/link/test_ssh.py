@@ -10,9 +10,9 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from remote.errors import AuthFailed, ConnectionFailed, HostKeyError
 from remote.jobs.client import Jobs
 from remote.link import ssh
-from remote.link.errors import AuthFailed, ConnectionFailed, HostKeyError
 from remote.link.hosts import HostConfig
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from remote.errors import RemoteCommandError
 from remote.link.argv import in_dir, shell_join, with_env
-from remote.link.errors import RemoteCommandError
 from remote.link.transport import LocalTransport
 from remote.link.upload import upload
 

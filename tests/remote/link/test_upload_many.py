@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import remote.link.upload as upload_module
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError
 from remote.link.transport import Transport
 from remote.link.upload import upload_many
 from remote.spine import events as ev

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
 from remote.ops import serve as serve_ops

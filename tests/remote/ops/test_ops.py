@@ -8,7 +8,7 @@ import pytest
 
 from console.tui import wiring
 from console.tui.controller import LiveController
-from remote.link.errors import Refused
+from remote.errors import Refused
 from remote.link.hosts import Config, default_local
 from remote.link.transport import LocalTransport
 from remote.ops import patch as ops

@@ -19,7 +19,7 @@ import pytest
 
 from pipeline import shard_copy as box_side
 from pipeline.errors import PipelineError
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import LocalTransport
 from remote.ops import shard_copy, shard_route

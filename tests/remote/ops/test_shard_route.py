@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.link.errors import EXIT_USAGE, StageFailed
+from remote.errors import EXIT_USAGE, StageFailed
 from remote.link.transport import LocalTransport
 from remote.ops import shard_route
 from remote.ops.shard_route import LinkRate

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.link.errors import EXIT_OK, EXIT_REFUSED, Refused
+from remote.errors import EXIT_OK, EXIT_REFUSED, Refused
 from remote.link.hosts import default_local
 from remote.link.transport import LocalTransport
 from remote.patcher.runner import Patcher

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.link.errors import EXIT_OK
+from remote.errors import EXIT_OK
 from remote.patcher.runner import rollback_request
 from tests import patch_kill_harness as harness
 from tests.patchbox import GENERATOR, WORKER, make_site_packages, sha256

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
+from remote.errors import EXIT_OK, Refused
 from remote.link.connect import make_transport
-from remote.link.errors import EXIT_OK, Refused
 from remote.patcher.runner import Patcher
 from remote.spine import events as ev
 from remote.spine.bus import EventBus

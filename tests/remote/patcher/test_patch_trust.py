@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main
-from remote.link.errors import EXIT_OK, EXIT_REFUSED
+from remote.errors import EXIT_OK, EXIT_REFUSED
 from remote.patcher.plan import compose, recipes_for
 from tests import patch_kill_harness as harness
 from tests.local_box import local_console_toml

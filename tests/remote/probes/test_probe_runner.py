@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from remote import probe_runner
-from remote.link.errors import ConsoleError
+from remote.errors import ConsoleError, ProbeFailed
 from remote.link.transport import LocalTransport, Transport
-from remote.probe_runner import ProbeFailed, parse_probe_output, run_probe
+from remote.probe_runner import parse_probe_output, run_probe
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event

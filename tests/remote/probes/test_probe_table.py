@@ -18,7 +18,7 @@ import pytest
 
 from console.cli import main
 from remote import probe_table
-from remote.link.errors import EXIT_USAGE, UsageError
+from remote.errors import EXIT_USAGE, UsageError
 from remote.probe_table import Probe, ProbeRequest
 
 SCRIPT = """import argparse, json, os

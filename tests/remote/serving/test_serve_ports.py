@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
+from remote.errors import PortInUse
 from remote.link.transport import Transport
-from remote.serving.serve import PortInUse, check_port_free
+from remote.serving.serve import check_port_free
 from tests.sshd_harness import Sshd, free_port
 
 

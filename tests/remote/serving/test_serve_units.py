@@ -14,7 +14,7 @@ from pipeline.errors import PipelineError
 from pipeline.serve import SERVER_MODULE, server_argv
 from remote.bench.results import Point
 from remote.bench.served import offline_vs_served, sweep_acceptance
-from remote.link.errors import UsageError
+from remote.errors import UsageError
 from remote.link.hosts import parse_config
 from remote.serving.serve import LOG_LINE_CHARS, default_url, read_offline, readable_tail
 from tests.tiny_pipeline import pipeline_toml, tiny_dataset, tiny_model

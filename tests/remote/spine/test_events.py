@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
+from remote.errors import PayloadError
 from remote.spine import event_types as et
 from remote.spine import op_types as ot
 from remote.spine.bus import EventBus
@@ -115,9 +116,9 @@ def test_job_lines_are_ordinary_events_encoded_byte_for_byte_as_each_one() -> No
 
 def test_emit_checks_fields_against_the_kind_schema() -> None:
     bus = EventBus()
-    with pytest.raises(et.PayloadError, match=r"job\.exit.*run_id"):
+    with pytest.raises(PayloadError, match=r"job\.exit.*run_id"):
         bus.emit("job.exit", "h", state="exited")  # the run it ended is required
-    with pytest.raises(et.PayloadError, match=r"stage\.progress"):
+    with pytest.raises(PayloadError, match=r"stage\.progress"):
         bus.emit("stage.progress", "h", stage="train", done="many")
     # a kind without a schema (a producer on another branch) passes as it is
     assert bus.emit("other.kind", "h", url="http://x").payload == {"url": "http://x"}

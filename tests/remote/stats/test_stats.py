@@ -16,7 +16,7 @@ import pytest
 
 from console.cli import main
 from console.printer import human_line
-from remote.link.errors import ConnectionFailed
+from remote.errors import ConnectionFailed, StatsError
 from remote.link.hosts import HostConfig, default_local
 from remote.link.transport import LocalTransport, RemoteProcess
 from remote.ops.stats import stream_stats
@@ -24,7 +24,7 @@ from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from remote.stats.samples import History, sample_payload, summary_line
-from remote.stats.stream import StatsError, StatsStream
+from remote.stats.stream import StatsStream
 from tests.local_box import local_console_toml
 
 

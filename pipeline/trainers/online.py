@@ -64,6 +64,11 @@ def refusal(cfg: PipelineConfig) -> str:
     if cfg.extract.hosts:
         return ('train.mode = "online" generates the states while training, so there is '
                 "nothing to extract across extract.hosts: leave one out")
+    if cfg.train.nproc_per_node > 1 or cfg.train.hosts:
+        return ('train.mode = "online" trains as one process beside its extraction server on '
+                "this box (ranks under torchrun would need the GPUs split between them and the "
+                "server): set train.nproc_per_node = 1 and no train.hosts, or train.mode = "
+                '"offline"')
     spec = _version("speculators")
     if speculators_path(cfg) != "0.9":
         return (f'train.mode = "online" needs speculators >= 0.5 (states generated on demand by '

@@ -137,6 +137,18 @@ def test_online_with_extract_hosts_is_refused(tmp_path: Path) -> None:
         pconfig.load(tmp_path / "sharded.toml", check_disk=False)
 
 
+@pytest.mark.parametrize("train_lines", ["nproc_per_node = 2\n", 'hosts = ["a", "b"]\n'])
+def test_online_with_ranks_is_refused(tmp_path: Path, train_lines: str) -> None:
+    """Online trains as one process beside its server: ranks are refused, not ignored."""
+    from pipeline.errors import ConfigInvalid
+
+    (tmp_path / "ranks.toml").write_text(tiny_pipeline(
+        tmp_path, f'mode = "online"\n{train_lines}').read_text())
+    with pytest.raises(ConfigInvalid, match=r'train\.mode = "online" trains as one process .*'
+                       r"nproc_per_node = 1 and no train\.hosts"):
+        pconfig.load(tmp_path / "ranks.toml", check_disk=False)
+
+
 def test_online_train_refuses_before_starting_a_server(tmp_path: Path) -> None:
     """The stage's own check (a config loaded elsewhere): here, on CPU without vLLM, the line,
     and the server double never started."""

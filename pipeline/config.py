@@ -322,11 +322,13 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if e.max_num_batched_tokens < 0:
         raise ConfigInvalid(src, "extract.max_num_batched_tokens: must be >= 0 (0: vLLM's "
                             f"default), got {e.max_num_batched_tokens}")
-    if len(set(e.hosts)) != len(e.hosts):
-        raise ConfigInvalid(src, f"extract.hosts: {list(e.hosts)} names a host twice")
-    if e.addresses and len(e.addresses) != len(e.hosts):
-        raise ConfigInvalid(src, f"extract.addresses: {len(e.addresses)} address(es) for "
-                            f"{len(e.hosts)} extract.hosts (one each, in the same order)")
+    for sec, hosts, addresses in (("extract", e.hosts, e.addresses),
+                                  ("train", cfg.train.hosts, cfg.train.addresses)):
+        if len(set(hosts)) != len(hosts):
+            raise ConfigInvalid(src, f"{sec}.hosts: {list(hosts)} names a host twice")
+        if addresses and len(addresses) != len(hosts):
+            raise ConfigInvalid(src, f"{sec}.addresses: {len(addresses)} address(es) for "
+                                f"{len(hosts)} {sec}.hosts (one each, in the same order)")
     if not 0 <= e.copy_port < 65536:
         raise ConfigInvalid(src, f"extract.copy_port: must be 0..65535 (0: any free port), got "
                             f"{e.copy_port}")
@@ -353,11 +355,6 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if t.total_seq_len < d.max_seq_len:
         raise ConfigInvalid(src, f"train.total_seq_len: {t.total_seq_len} is below "
                             f"data.max_seq_len {d.max_seq_len} (a sample must fit in a batch)")
-    if len(set(t.hosts)) != len(t.hosts):
-        raise ConfigInvalid(src, f"train.hosts: {list(t.hosts)} names a host twice")
-    if t.addresses and len(t.addresses) != len(t.hosts):
-        raise ConfigInvalid(src, f"train.addresses: {len(t.addresses)} address(es) for "
-                            f"{len(t.hosts)} train.hosts (one each, in the same order)")
     if not 0 < t.rdzv_port < 65536 or t.join_timeout < 1:
         raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
     if t.mode not in ("offline", "online"):

@@ -84,6 +84,15 @@ async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
 
 
 @pytest.fixture
+async def local_transport() -> AsyncIterator[LocalTransport]:
+    """The host `local` as the console reaches it: this machine's own transport, connected."""
+    t = LocalTransport("local")
+    await t.connect()
+    yield t
+    await t.close()
+
+
+@pytest.fixture
 def local_workdir(tmp_path: Path) -> Path:
     wd = tmp_path / "box"
     wd.mkdir()

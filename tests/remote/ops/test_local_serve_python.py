@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,28 +19,20 @@ from tests.box_env import REPO, ensure
 LOCAL = HostConfig(name="local", ssh=None, python=sys.executable, workdir="/tmp/unused")
 
 
-@pytest.fixture
-async def transport() -> AsyncIterator[LocalTransport]:
-    t = LocalTransport("local")
-    await t.connect()
-    yield t
-    await t.close()
-
-
 async def test_local_serves_with_the_box_environment_make_demo_built(
-        transport: LocalTransport) -> None:
+        local_transport: LocalTransport) -> None:
     box_python = ensure("vllm032")  # what `make demo` builds (scripts/box_env.py)
-    assert await serve_ops.local_python(transport, LOCAL) == str(box_python)
+    assert await serve_ops.local_python(local_transport, LOCAL) == str(box_python)
     # a python with vLLM set for local ([hosts.local] python) is used as it is
     own = dataclasses.replace(LOCAL, python=str(box_python))
-    assert await serve_ops.local_python(transport, own) == str(box_python)
+    assert await serve_ops.local_python(local_transport, own) == str(box_python)
 
 
 async def test_without_a_box_environment_the_error_names_the_command_that_builds_it(
-        transport: LocalTransport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        local_transport: LocalTransport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EAGLE3_TEST_CACHE", str(tmp_path / "empty-cache"))
     with pytest.raises(UsageError) as raised:
-        await serve_ops.local_python(transport, LOCAL)
+        await serve_ops.local_python(local_transport, LOCAL)
     message = str(raised.value)
     assert f"`python3 {REPO / 'scripts' / 'box_env.py'} vllm032`" in message, message
     assert "[hosts.local]" in message and sys.executable in message

@@ -12,7 +12,6 @@ import hashlib
 import json
 import socket
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -49,17 +48,9 @@ def runner(transport: LocalTransport, root: Path, python: str = sys.executable) 
     return PipelineRunner(transport, host, EventBus(), in_place=True)
 
 
-@pytest.fixture
-async def local() -> AsyncIterator[LocalTransport]:
-    t = LocalTransport("local")
-    await t.connect()
-    yield t
-    await t.close()
-
-
 async def test_the_probe_reaches_a_server_with_its_token_and_the_server_stops(
-        local: LocalTransport, tmp_path: Path) -> None:
-    box = runner(local, tmp_path)
+        local_transport: LocalTransport, tmp_path: Path) -> None:
+    box = runner(local_transport, tmp_path)
     assert await shard_copy.probe(box, box, ADDRESS, 0) == ""
     server = await shard_copy.start_server(box, None, ADDRESS, 0)
     rc, last, why = await shard_copy._fetch(
@@ -76,15 +67,15 @@ async def test_the_probe_reaches_a_server_with_its_token_and_the_server_stops(
 
 
 async def test_a_box_the_training_box_cannot_reach_falls_to_the_refusal(
-        local: LocalTransport, tmp_path: Path) -> None:
+        local_transport: LocalTransport, tmp_path: Path) -> None:
     """The shard box's python in a network namespace of its own: its server listens, but not
     where the training box can connect. The probe says why; the refusal line names it and both
     ways on."""
     wrapper = tmp_path / "python-apart"
     wrapper.write_text(f'#!/bin/sh\nexec unshare --net -- {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    box = runner(local, tmp_path, python=str(wrapper))
-    why = await shard_copy.probe(box, runner(local, tmp_path), ADDRESS, 0)
+    box = runner(local_transport, tmp_path, python=str(wrapper))
+    why = await shard_copy.probe(box, runner(local_transport, tmp_path), ADDRESS, 0)
     assert why.startswith(f"cannot reach the shard box at http://{ADDRESS}:") and "refused" in why
     line = str(shard_route.refuse_relay("box1", "/data/out", ["box3"], {"box3": why}))
     assert line.startswith("extract host box3 does not share box1's output storage (/data/out) "
@@ -93,8 +84,8 @@ async def test_a_box_the_training_box_cannot_reach_falls_to_the_refusal(
     assert "nothing started" in line and "\n" not in line
 
 
-async def test_a_port_in_use_is_one_line(local: LocalTransport, tmp_path: Path) -> None:
-    box = runner(local, tmp_path)
+async def test_a_port_in_use_is_one_line(local_transport: LocalTransport, tmp_path: Path) -> None:
+    box = runner(local_transport, tmp_path)
     with socket.socket() as held:
         held.bind((ADDRESS, 0))
         held.listen()
@@ -106,10 +97,10 @@ async def test_a_port_in_use_is_one_line(local: LocalTransport, tmp_path: Path) 
 
 
 async def test_a_file_whose_bytes_differ_is_refused_and_nothing_is_left(
-        local: LocalTransport, tmp_path: Path) -> None:
+        local_transport: LocalTransport, tmp_path: Path) -> None:
     """The manifest as the console read it must be the one served, and every file must match
     the manifest as it arrives: else the staging directory is removed, nothing to place."""
-    box = runner(local, tmp_path)
+    box = runner(local_transport, tmp_path)
     shard = tmp_path / "shard"
     make_shard(shard)
     digest = hashlib.sha256((shard / "shard.json").read_bytes()).hexdigest()

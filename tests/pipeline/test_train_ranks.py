@@ -55,31 +55,8 @@ def test_one_box_is_torchrun_with_one_node(tmp_path: Path) -> None:
 
 # torchrun's own failure summary (torch 2.13, the vllm032 box environment), as it printed it on
 # this machine for rank 1 SIGKILLed while rank 0 trained (its log lines and traceback
-# above it cut, one trailing space dropped).
-SUMMARY = """\
-torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
-=======================================================
-pipeline.nodes FAILED
--------------------------------------------------------
-Failures:
-[1]:
-  time      : 2026-12-06_06:26:01
-  host      : localhost
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 26355)  (SIGTERM)
-  error_file: <N/A>
-  traceback : Signal 15 (SIGTERM) received by PID 26355
--------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  time      : 2026-12-06_06:26:01
-  host      : localhost
-  rank      : 1 (local_rank: 1)
-  exitcode  : -9 (pid: 26356)  (SIGKILL)
-  error_file: <N/A>
-  traceback : Signal 9 (SIGKILL) received by PID 26356
-=======================================================
-"""
+# above it cut, one trailing space dropped), kept as recorded in tests/data.
+SUMMARY = (Path(__file__).parents[1] / "data" / "torchrun-rank-sigkill.txt").read_text()
 
 
 def test_a_rank_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:

@@ -89,17 +89,17 @@ class ReplayControls(_AppBase):
 
     def action_replay_toggle(self) -> None:
         r = self.replayer
-        if r is not None:
-            if r.position >= len(r.reader):
-                self.notify("at the end: 0 restarts, [ goes back a marker", title="replay", timeout=3)
-                return
-            r.toggle()
-            self._start_source()
-            self._update_chrome()
+        if r is None:
+            return
+        if r.position >= len(r.reader):
+            self.notify("at the end: 0 restarts, [ goes back a marker", title="replay", timeout=3)
+            return
+        r.toggle()
+        self._start_source()
+        self._update_chrome()
 
     def action_replay_step(self) -> None:
-        r = self.replayer
-        if r is not None:
+        if (r := self.replayer) is not None:
             r.pause()
             r.step()
             self.drain()
@@ -107,8 +107,7 @@ class ReplayControls(_AppBase):
     def action_replay_speed(self) -> None:
         from console.sessions.replay import SPEEDS
 
-        r = self.replayer
-        if r is not None:
+        if (r := self.replayer) is not None:
             i = SPEEDS.index(r.speed) if r.speed in SPEEDS else -1
             r.set_speed(SPEEDS[(i + 1) % len(SPEEDS)])
             self._update_chrome()

@@ -87,9 +87,8 @@ async def start_command(args: argparse.Namespace) -> int:
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
-        ctx.info(f"{role} server ready at {served.url} (job {served.run_id}, "
-                 f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
-                 f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
+        ctx.info(f"{served.line()}; stop it with `console serve stop --host {host.name} "
+                 f"--role {role}`", host.name, url=served.url, run_id=served.run_id)
         return EXIT_OK
 
 
@@ -101,10 +100,20 @@ async def stop_command(args: argparse.Namespace) -> int:
 
 
 async def status_command(args: argparse.Namespace) -> int:
+    """Each running server as the console that started it showed it (read from the box: its
+    URL, model, pid and start time), one line each (serve.ready / serve.starting events)."""
     from remote.ops import serve as ops
 
-    return await _serve_jobs(args, ops.running, lambda role, run_id: (
-        f"{role} server running: job {run_id}", {"role": role, "run_id": run_id}))
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host = ctx.host(args.host)
+        r = ops.runner(await ctx.transport(host.name), host, ctx.bus)
+        try:
+            found = await ops.found(r, args.role)
+        finally:
+            await r.close()
+        if not found:
+            ctx.info(f"no serve job running on {args.host}", args.host)
+        return EXIT_OK
 
 
 async def _serve_jobs(args: argparse.Namespace, act: Callable[[Any, str | None], Awaitable[dict[str, Any]]],

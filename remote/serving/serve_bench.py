@@ -87,9 +87,9 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
     for role in ("baseline", "speculative"):
         async with serving(runner, config, role, url=where[role], vllm_args=vllm_args,
                            timeout=start_timeout) as served:
-            starts[role] = served.seconds
+            starts[role] = served.seconds or 0.0  # always measured by a start
             if on_ready is not None:
-                on_ready(role, served.seconds)
+                on_ready(role, starts[role])
             async with vllm_client(runner.transport, served.url,
                                    is_local=runner.host.is_local) as client:
                 def point(run: BenchRun, p: Point, role: str = role) -> None:

@@ -140,6 +140,10 @@ def server_rows(host: HostState) -> list[tuple[str, str, str, str]]:
         if state in ("starting", "ready") and job is not None and not job.running:
             state = "exited"  # the job ended under a server we thought was up
         detail = f"job {srv.run_id}"
+        if srv.pid is not None:
+            detail += f", pid {srv.pid}"
+        if srv.model:
+            detail += f", model {srv.model}"
         if state == "ready" and srv.seconds is not None:
             detail += f", answered after {srv.seconds:.0f} s"
         elif state == "starting":

@@ -13,7 +13,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from remote.bench.results import BenchRun, Point, save_result
+from remote.bench.results import MIN_REQUESTS, BenchRun, Point, save_result
 from remote.link.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -120,8 +120,9 @@ async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, 
 
 
 async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
-                               concurrencies: list[int], max_tokens: int, rounds: int,
+                               concurrencies: list[int], max_tokens: int, rounds: int | None,
                                vllm_args: Sequence[str], out_path: Path,
+                               min_requests: int = MIN_REQUESTS,
                                point_text: PointText,
                                urls: dict[str, str] | None = None) -> tuple[ServedBench, Path]:
     """The pipeline's closing step: the baseline and then the speculative server, benched
@@ -139,6 +140,7 @@ async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
     try:
         result = await serve_and_bench(r, config, output_dir, concurrencies=concurrencies,
                                        max_tokens=max_tokens, rounds=rounds,
+                                       min_requests=min_requests,
                                        vllm_args=list(vllm_args), on_point=on_point,
                                        on_ready=on_ready, urls=urls)
     finally:

@@ -12,10 +12,9 @@ port forward the benchmarks use. A server that dies while starting (bad config, 
 model, out of memory) ends the wait at once with its last log lines, cut to a readable
 length; one that never answers is cancelled when the start timeout runs out.
 
-Once it answers, what the console knows of it (URL, model, pid, seconds to start) is written
-beside the job's own record on the box (`<run dir>/served.json`), so a console opened later
-(`console serve status`, the TUI on connect) shows the server as the console that started it
-did: the box keeps the truth, not this laptop's memory (`found`).
+Once it answers, what the console knows of it is written beside the job's own record on the
+box, so a console opened later shows the server as this one did (`found`;
+remote/serving/records.py).
 """
 
 from __future__ import annotations
@@ -23,14 +22,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import posixpath
 import shlex
-import tempfile
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -38,10 +34,18 @@ import httpx
 from remote.bench.reach import parse_vllm_url
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
-from remote.link.errors import ConsoleError, StageFailed, UsageError
+from remote.link.errors import StageFailed, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner
+from remote.serving.records import (
+    Served,
+    answering,
+    first_model,
+    read_record,
+    url_from_argv,
+    write_record,
+)
 from remote.serving.roles import ROLES
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -125,22 +129,6 @@ async def check_port_free(transport: Transport, python: str, url: str, role: str
                     f"{PORT_FIX.get(role, '--url')}")
 
 
-# Run on the box (stdlib only): a serve job's record, printed; exit 1 when there is none.
-_READ = ("import sys\n"
-         "try:\n"
-         "    sys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n"
-         "except OSError:\n"
-         "    sys.exit(1)\n")
-
-
-def _first_model(resp: httpx.Response) -> str:
-    """The first model of a /v1/models answer ("" when it is not the list vLLM answers)."""
-    try:
-        return str(resp.json()["data"][0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return ""
-
-
 class EngineFailed(StageFailed):
     """The server exited or never answered while starting (exit code 1)."""
 
@@ -150,57 +138,6 @@ class EngineFailed(StageFailed):
         if log_tail:
             text += "\nlast log lines:\n  " + "\n  ".join(log_tail)
         super().__init__(text)
-
-
-@dataclass(frozen=True)
-class Served:
-    role: str
-    url: str  # as seen from the box (what the bench forwards to)
-    run_id: str
-    seconds: float | None  # from launch until it answered (None: not known to this console)
-    model: str = ""  # the served model's name (/v1/models)
-    pid: int | None = None  # the server's pid on the box (the job's: vLLM replaces the runner)
-    ready: bool = True  # False: the job runs but no console has seen it answer yet
-
-    def event_fields(self) -> dict[str, object]:
-        return {"role": self.role, "url": self.url, "run_id": self.run_id,
-                "model": self.model, "pid": self.pid}
-
-    def line(self) -> str:
-        """One line for `serve status` and the start's message."""
-        parts = [f"job {self.run_id}"]
-        if self.pid is not None:
-            parts.append(f"pid {self.pid}")
-        if self.model:
-            parts.append(f"model {self.model}")
-        if self.seconds is not None:
-            parts.append(f"answered after {self.seconds:.0f} s")
-        state = "" if self.ready else " (starting: not answering yet)"
-        return f"{self.role} server at {self.url}{state}: {', '.join(parts)}"
-
-
-RECORD_NAME = "served.json"  # in the serve job's run directory, beside the helper's files
-
-
-def url_from_argv(argv: list[str], host: HostConfig) -> str:
-    """Where a serve job listens, from its own command line (`--bind H --port P`): the URL a
-    console without its record shows. The host's vllm_url when it names the same place (its
-    scheme and path kept), else plain http."""
-    def value(flag: str) -> str | None:
-        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
-
-    bind, port = value("--bind"), value("--port")
-    if bind is None or port is None or not port.isdigit():
-        return ""
-    with suppress(UsageError):
-        url = parse_vllm_url(host.vllm_url)
-        if (url.host, url.port) == (bind, int(port)):
-            return str(url)
-    return f"http://{bind}:{port}"
-
-
-def record_path(info: RunInfo) -> str:
-    return posixpath.join(posixpath.dirname(info.log_path), RECORD_NAME)
 
 
 def job_name(role: str) -> str:
@@ -263,25 +200,10 @@ class ServeRunner:
             raise
         served = Served(role=role, url=url, run_id=info.run_id,
                         seconds=round(time.monotonic() - t0, 1), model=model, pid=info.pid)
-        await self._write_record(info, served)
+        await write_record(self.transport, self.bus, self.host.name, info, served)
         self._emit(ev.SERVE_READY, **served.event_fields(), seconds=served.seconds,
                    summary=f"{role} server answers at {url} after {served.seconds:.0f} s")
         return served
-
-    async def _write_record(self, info: RunInfo, served: Served) -> None:
-        """served.json in the job's run directory (written whole, then renamed by put): what a
-        later console reads back. A box that refuses the write loses only that: said once."""
-        record = {"role": served.role, "url": served.url, "run_id": served.run_id,
-                  "model": served.model, "pid": served.pid, "seconds": served.seconds}
-        try:
-            with tempfile.TemporaryDirectory(prefix="eagle3-served-") as tmp:
-                local = Path(tmp) / RECORD_NAME
-                local.write_text(json.dumps(record) + "\n", encoding="utf-8")
-                await self.transport.put(local, record_path(info))
-        except (OSError, ConsoleError) as exc:
-            self._emit(ev.CONSOLE_WARNING, message=f"{served.role} server: its record "
-                       f"{record_path(info)} was not written ({exc}); a console opened later "
-                       "shows it without its model and start time")
 
     async def check_port(self, url: str, role: str) -> None:
         await check_port_free(self.transport, self.host.python, url, role, self.host.name)
@@ -307,7 +229,7 @@ class ServeRunner:
                     with suppress(httpx.HTTPError):
                         resp = await http.get("/v1/models")
                         if resp.status_code == 200:
-                            return _first_model(resp)
+                            return first_model(resp)
                     if time.monotonic() > deadline:
                         tail = await self.log_tail(run_id)
                         error = f"the {role} server did not answer at {url} in {timeout:.0f} s"
@@ -357,49 +279,15 @@ class ServeRunner:
         now, with its model, asked once."""
         found: dict[str, Served] = {}
         for role, info in (await self._running_jobs()).items():
-            record = await self._read_record(info)
+            record = await read_record(self.transport, self.host.python, info)
             if record is not None:
                 found[role] = record
                 continue
             url = url_from_argv(info.argv, self.host)
-            model = await self._answering(url) if url else None
+            model = await answering(self.transport, self.host, url) if url else None
             found[role] = Served(role=role, url=url, run_id=info.run_id, seconds=None,
                                  model=model or "", pid=info.pid, ready=model is not None)
         return found
-
-    async def _read_record(self, info: RunInfo) -> Served | None:
-        done = await self.transport.run([self.host.python, "-c", _READ, record_path(info)],
-                                        timeout=60)
-        if done.returncode != 0:
-            return None
-        try:
-            data = json.loads(done.stdout)
-            seconds = data.get("seconds")
-            pid = data.get("pid")
-            return Served(role=str(data["role"]), url=str(data["url"]), run_id=info.run_id,
-                          seconds=float(seconds) if seconds is not None else None,
-                          model=str(data.get("model") or ""),
-                          pid=int(pid) if pid is not None else info.pid)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None  # not the record this module writes: read as a job without one
-
-    async def _answering(self, url: str) -> str | None:
-        """The model the server at `url` serves, None when it does not answer (yet)."""
-        target = parse_vllm_url(url)
-        try:
-            forward = await self.transport.forward(target.port, target.host)
-        except (OSError, ConsoleError):
-            return None
-        local = (str(target) if self.host.is_local
-                 else target.with_host_port("127.0.0.1", forward.local_port))
-        try:
-            async with httpx.AsyncClient(base_url=local, timeout=5.0) as http:
-                resp = await http.get("/v1/models")
-                return _first_model(resp) if resp.status_code == 200 else None
-        except httpx.HTTPError:
-            return None
-        finally:
-            await forward.close()
 
     async def close(self) -> None:
         await self.jobs.close()
@@ -420,7 +308,6 @@ async def serving(runner: ServeRunner, config: str, role: str, *, url: str | Non
 
 def read_offline(path: Path) -> dict[str, object]:
     """evaluate's acceptance.json, as written by pipeline/stages/evaluate.py."""
-    import json
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -32,7 +32,8 @@ from remote.link.hosts import parse_config
 from remote.link.transport import LocalTransport
 from remote.ops import bench as bench_ops
 from remote.ops import serve as serve_ops
-from remote.serving.serve import RECORD_NAME, Served, ServeRunner
+from remote.serving.records import RECORD_NAME, Served, write_record
+from remote.serving.serve import ServeRunner
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
@@ -106,7 +107,7 @@ async def test_a_running_server_is_found_with_its_url_model_and_pid(
         # what a console opened later shows, the same row as the starter's.
         started = Served(role="speculative", url=url, run_id=info.run_id, seconds=42.5,
                          model="double-model", pid=info.pid)
-        await r._write_record(info, started)
+        await write_record(transport, bus, "local", info, started)
         record = tmp_path / "box" / "runs" / info.run_id / RECORD_NAME
         assert json.loads(record.read_text())["seconds"] == 42.5
         starter = ConsoleState(["local"])

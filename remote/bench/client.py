@@ -157,6 +157,8 @@ class VllmClient:
                     data = line[5:].strip()
                     if data == "[DONE]":
                         break
+                    # taken before the chunk is parsed, as vLLM's client takes it
+                    arrived = time.perf_counter() - t0
                     try:
                         chunk = json.loads(data)
                     except ValueError:
@@ -173,11 +175,10 @@ class VllmClient:
                         return result
                     finish_reason = _finish_reason(chunk) or finish_reason
                     if chunk.get("choices"):
-                        now = time.perf_counter() - t0
                         if result.ttft is None:
-                            result.ttft = now
-                        result.chunk_times.append(now)
-                        result.latency = now
+                            result.ttft = arrived
+                        result.chunk_times.append(arrived)
+                        result.latency = arrived
                         if _has_content(chunk):
                             result.text_chunks += 1
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

@@ -14,8 +14,9 @@ The method is the slow test's (tests/remote/bench/test_bench_vs_vllm.py; tests/v
 per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair, each run
 `requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept loaded
 between its runs (tests/vllm_bench_driver.py: the command's own code, imported once). Printed
-per pair its ratios, then per figure the median over the pairs of the console's value and of
-vLLM's, and their ratio; the last line is `console/vllm worst ratio: R`, the ratio furthest
+per pair its ratios, then per figure the median over the pairs of those ratios (a pair's two
+runs share the machine's moment; the machine drifts between pairs), with each client's median
+over the pairs beside it; the last line is `console/vllm worst ratio: R`, the ratio furthest
 from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and after: on shared
 cores it moves the spread of the pairs. Nothing is asserted here (the test asserts TTFT and
 TPOT p50).
@@ -94,13 +95,14 @@ def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Nam
           f"{os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     print(f"{args.pairs} alternating pairs (one client at a time, order swapped each pair), "
           f"{s.requests} requests per run at concurrency 1, max_tokens {s.max_tokens}, 1 "
-          "warm-up request; each figure: the median over the pairs of each run's own figure")
+          "warm-up request; each ratio: the median over the pairs of each pair's console/vLLM ratio")
     worst = 1.0
     for name, (c, v) in runs.figures().items():
-        ratio = c / v if v else float("inf")
+        ratio = runs.ratio(name)
         if abs(ratio - 1) > abs(worst - 1):
             worst = ratio
-        print(f"{name}: console {c:.6g} / vllm {v:.6g} = {ratio:.3f}")
+        print(f"{name}: console/vllm {ratio:.3f} (median of the pairs' ratios; medians: "
+              f"console {c:.6g}, vllm {v:.6g})")
     print(f"console/vllm worst ratio: {worst:.3f}")
     return 0
 

@@ -8,18 +8,10 @@ shared cores (measured: `vllm bench serve --help`), so alternating pairs of runs
 `vllm bench serve` parses its arguments with vllm.benchmarks.serve.add_cli_args and calls
 vllm.benchmarks.serve.main (vllm/entrypoints/cli/benchmark/serve.py, vLLM 0.32); so does this.
 Only the standard library and vLLM are imported (it runs in the box environment).
-
-Before each run the garbage collector is run and its survivors frozen (gc.freeze): importing
-vLLM leaves ~675,000 tracked objects, and a full collection of them took 370-500 ms on these
-cores. A fresh `vllm bench serve` process has collected nothing yet when its short run starts;
-a process kept across runs piles up survivors until a full collection lands inside a run
-(seen: a run whose ITL p50 read 0.01 ms, every chunk read at once after the pause, its TTFT
-twice the other runs'). Collected and frozen, each run starts as a fresh process would.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 import traceback
@@ -38,8 +30,6 @@ def main() -> int:
             continue
         parser = FlexibleArgumentParser(prog="vllm bench serve")
         add_cli_args(parser)
-        gc.collect()
-        gc.freeze()
         try:
             bench_main(parser.parse_args(json.loads(line)))
         except BaseException as exc:  # said on the pipe: the caller raises

@@ -141,7 +141,10 @@ class Alternating:
     one server share its steps and each slows the other, which read 0.7-7x when tried), the
     order swapped every pair (vLLM first, then the console first, ...), so a machine whose
     speed drifts weighs on both alike. Each run's figures are its own medians (p50 over its
-    requests); a figure's value here is the median of those over the runs of one client."""
+    requests). A figure's ratio is the median over the pairs of each pair's console/vLLM ratio:
+    a pair's two runs share the machine's moment, while the machine's speed drifts between
+    pairs (TTFT p50 of one client read 14 ms in one pair and 22 ms two pairs later), so the
+    per-client medians over the pairs would compare different moments."""
 
     console: list[dict[str, Any]] = field(default_factory=list)  # the console's runs
     vllm: list[dict[str, Any]] = field(default_factory=list)  # vLLM's result files
@@ -153,8 +156,12 @@ class Alternating:
                        statistics.median(r[name][1] for r in runs)) for name in runs[0]}
 
     def pair_ratios(self, name: str) -> list[float]:
-        return [c / v for c, v in (figures(a, b)[name]
-                                   for a, b in zip(self.console, self.vllm, strict=True))]
+        return [c / v if v else float("inf") for c, v in (
+            figures(a, b)[name] for a, b in zip(self.console, self.vllm, strict=True))]
+
+    def ratio(self, name: str) -> float:
+        """The median over the pairs of console/vLLM for `name`."""
+        return statistics.median(self.pair_ratios(name))
 
 
 def alternating(peer: VllmPeer, s: PeerSettings, prompts: Path, out_dir: Path, name: str,

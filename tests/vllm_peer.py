@@ -14,14 +14,17 @@ server, as the console does.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.cli import main as console_main
 from remote.bench.prompts import PromptSet, load_prompts
 from tests.box_env import run_env
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -82,49 +85,117 @@ def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
     return _vllm_result(done.returncode, done.stderr + done.stdout, out_dir, name)
 
 
-MAIN_RUN = "Starting main benchmark run"  # vllm/benchmarks/serve.py prints it after warm-up
+class VllmPeer:
+    """vLLM's own client kept loaded (tests/vllm_bench_driver.py, with the box environment's
+    python): each `run` is one `vllm bench serve` with the arguments `vllm_bench` passes, its
+    --save-result file read back. Importing vLLM costs 45 s here; alternating pairs pay it
+    once."""
 
+    def __init__(self, python: Path) -> None:
+        driver = Path(__file__).with_name("vllm_bench_driver.py")
+        self.proc = subprocess.Popen([str(python), str(driver)], env={**run_env(),
+                                     "PYTHONUNBUFFERED": "1"}, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self._ready = False  # it imports vLLM meanwhile: the first run waits for it
 
-def side_by_side(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
-                 name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both clients at once, each at `s.concurrency`: the console's sweep starts when vLLM's
-    measured run does. On shared cores the server's speed moves by 2x within seconds, so two
-    runs one after the other compare two moments, not two clients; run together, each
-    request of one shares its engine steps with a request of the other (same output length),
-    and both see the same server. Their timings are comparable; their acceptance is not (each
-    window holds both clients' drafts): compare that on runs made alone."""
-    argv = _vllm_argv(python, s, prompts, out_dir, name)
-    proc = subprocess.Popen(argv, env={**run_env(), "PYTHONUNBUFFERED": "1"},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen: list[str] = []
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    def _until(self, what: str) -> str:
+        seen: list[str] = []
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
             seen.append(line)
-            if MAIN_RUN in line:
-                break
-        ours = console_bench(s, prompts, out_dir, f"{name}-console")
-        rest, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return ours, _vllm_result(proc.returncode, "".join(seen) + (rest or ""), out_dir, name)
+            if line.startswith("@@peer "):
+                word = line.split()[1]
+                if word == what:
+                    return "".join(seen)
+                raise AssertionError("vllm bench serve " + line[7:].strip() + ":\n"
+                                     + "".join(seen[-30:]))
+        raise AssertionError(f"vLLM's bench client exited {self.proc.wait()}:\n"
+                             + "".join(seen[-30:]))
+
+    def run(self, s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
+        argv = _vllm_argv(Path("python"), s, prompts, out_dir, name)[3:]  # after `vllm bench serve`
+        if not self._ready:
+            self._until("ready")
+            self._ready = True
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        output = self._until("done")
+        return _vllm_result(0, output, out_dir, name)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@dataclass
+class Alternating:
+    """`pairs` runs of each client, one client at a time (never both at once: two clients on
+    one server share its steps and each slows the other, which read 0.7-7x when tried), the
+    order swapped every pair (vLLM first, then the console first, ...), so a machine whose
+    speed drifts weighs on both alike. Each run's figures are its own medians (p50 over its
+    requests). A figure's ratio is the median over the pairs of each pair's console/vLLM ratio:
+    a pair's two runs share the machine's moment, while the machine's speed drifts between
+    pairs (TTFT p50 of one client read 14 ms in one pair and 22 ms two pairs later), so the
+    per-client medians over the pairs would compare different moments."""
+
+    console: list[dict[str, Any]] = field(default_factory=list)  # the console's runs
+    vllm: list[dict[str, Any]] = field(default_factory=list)  # vLLM's result files
+
+    def figures(self) -> dict[str, tuple[float, float]]:
+        """name -> (console, vLLM): the median over the runs of each run's figure."""
+        runs = [figures(c, v) for c, v in zip(self.console, self.vllm, strict=True)]
+        return {name: (statistics.median(r[name][0] for r in runs),
+                       statistics.median(r[name][1] for r in runs)) for name in runs[0]}
+
+    def pair_ratios(self, name: str) -> list[float]:
+        return [c / v if v else float("inf") for c, v in (
+            figures(a, b)[name] for a, b in zip(self.console, self.vllm, strict=True))]
+
+    def ratio(self, name: str) -> float:
+        """The median over the pairs of console/vLLM for `name`."""
+        return statistics.median(self.pair_ratios(name))
+
+
+def alternating(peer: VllmPeer, s: PeerSettings, prompts: Path, out_dir: Path, name: str,
+                pairs: int) -> Alternating:
+    """Both clients over the same prompts, alternately (Alternating says why)."""
+    done = Alternating()
+    for i in range(pairs):
+        order = ("vllm", "console") if i % 2 == 0 else ("console", "vllm")
+        for who in order:
+            if who == "vllm":
+                done.vllm.append(peer.run(s, prompts, out_dir, f"{name}-{i}-vllm"))
+            else:
+                done.console.append(console_bench(s, prompts, out_dir, f"{name}-{i}-console"))
+    return done
 
 
 def console_bench(s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
-    """`console bench run` against `s.url` from a host without ssh; its result file's run."""
+    """`console bench run` against `s.url` from a host without ssh, in a process of its own as
+    vLLM's client is (inside pytest's process, whose heap holds the engine and demo fixtures,
+    the console's event loop was seen blocked 200-280 ms at p99: TTFT then measured the
+    blocking, TPOT read 9 µs); its result file's run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     toml = out_dir / "peer-console.toml"
-    toml.write_text(f'[hosts.peer]\nvllm_url = "{s.url}"\n')
+    toml.write_text(f'[hosts.peer]\nvllm_url = "{s.url}"\nworkdir = "{out_dir / "peer-box"}"\n')
     out = out_dir / f"{name}.json"
-    rc = console_main(["bench", "run", "--host", "peer", "--config", str(toml),
-                       "--concurrency", str(s.concurrency), "--requests", str(s.requests),
-                       "--max-tokens", str(s.max_tokens), "--warmup", str(s.warmups),
-                       "--prompts", str(prompts), "--model", s.model, "--out", str(out),
-                       "--no-record", "--json"])
-    if rc != 0:
-        raise AssertionError(f"console bench run exited {rc}")
+    done = subprocess.run(
+        [sys.executable, "-m", "console", "bench", "run", "--host", "peer", "--config", str(toml),
+         "--concurrency", str(s.concurrency), "--requests", str(s.requests),
+         "--max-tokens", str(s.max_tokens), "--warmup", str(s.warmups),
+         "--prompts", str(prompts), "--model", s.model, "--out", str(out), "--no-record",
+         "--json"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise AssertionError(f"console bench run exited {done.returncode}:\n"
+                             + "\n".join((done.stderr + done.stdout).splitlines()[-30:]))
     return dict(json.loads(out.read_text())["run"])
 
 

@@ -82,8 +82,12 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the python with vLLM on the box (default: the host's python)")
     p.add_argument("--concurrency", default="1,4",
                    help="with --serve: bench concurrencies (default 1,4)")
-    p.add_argument("--rounds", type=int, default=2,
-                   help="with --serve: requests per point = rounds x concurrency (default 2)")
+    p.add_argument("--requests", type=int, metavar="N",
+                   help="with --serve: at least N requests per point, as `console bench run` "
+                   "(default: remote/bench/results.py MIN_REQUESTS; each point reports its count)")
+    p.add_argument("--rounds", type=int,
+                   help="with --serve: exactly rounds x concurrency requests per point instead "
+                   "of --requests")
     p.add_argument("--max-tokens", type=int,
                    help="with --serve: output tokens per request (default: evaluate's "
                    "max_new_tokens)")
@@ -166,6 +170,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
     from remote.bench.driver import parse_concurrency
+    from remote.bench.results import MIN_REQUESTS
     from remote.bench.served import offline_vs_served
     from remote.errors import EngineFailed
     from remote.ops import serve as serve_ops
@@ -178,11 +183,14 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
     ctx.info(f"serve + bench on {host.name} with {server.host.python}: baseline server, then "
              f"the trained head; concurrency {','.join(map(str, concurrencies))}, "
-             f"{max_tokens} tokens per request", host.name)
+             f"{max_tokens} tokens per request, "
+             + (f"{args.rounds} x concurrency requests per point" if args.rounds is not None
+                else f"at least {args.requests or MIN_REQUESTS} requests per point"), host.name)
     try:
         result, _ = await serve_ops.serve_and_bench_step(
             server, config, out_dir, concurrencies=concurrencies, max_tokens=max_tokens,
-            rounds=args.rounds, vllm_args=vllm_args, out_path=result_path(ctx, args, "served"),
+            rounds=args.rounds, min_requests=args.requests or MIN_REQUESTS,
+            vllm_args=vllm_args, out_path=result_path(ctx, args, "served"),
             point_text=point_summary, urls=_serve_urls(args))
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)
@@ -213,8 +221,13 @@ async def run(args: argparse.Namespace) -> int:
                          f"{args.until}")
     if args.serve and not (args.demo or args.pipeline):
         raise UsageError("--serve follows a pipeline: give --demo or --pipeline")
-    if args.rounds < 1:
+    if args.rounds is not None and args.rounds < 1:
         raise UsageError("--rounds must be positive")
+    if args.requests is not None and args.requests < 1:
+        raise UsageError("--requests must be positive")
+    if args.rounds is not None and args.requests is not None:
+        raise UsageError("--rounds and --requests: give one (rounds x concurrency, or a "
+                         "minimum per point)")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError("--max-tokens must be positive")
     if args.baseline_url is not None:

@@ -4,7 +4,7 @@
     console serve start --host H --pipeline P.toml --baseline  target alone, at vllm_url's port+1
     console serve start --host local --demo --python BOXPY     the demo's target and head
     console serve start ... --vllm-args='--enforce-eager --max-model-len 4096'
-    console serve status --host H                              which serve jobs run
+    console serve status --host H                              the servers up: URL, model, pid
     console serve stop --host H [--role baseline]              cancel them (process group)
 
 Each server is a detached job on the box (`serve-speculative`, `serve-baseline`; remote/serving/serve.py)
@@ -57,7 +57,8 @@ def register(p: argparse.ArgumentParser) -> None:
     s.set_defaults(func=start_command)
 
     for name, helptext in (("stop", "cancel the serve jobs on a host"),
-                           ("status", "list the serve jobs running on a host")):
+                           ("status", "the servers running on a host, read from the box: "
+                                      "URL, model, pid, start time")):
         c = ssub.add_parser(name, help=helptext)
         add_host_options(c)
         c.add_argument("--role", choices=ROLES, help="only this server (default: both)")
@@ -88,9 +89,8 @@ async def start_command(args: argparse.Namespace) -> int:
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
-        ctx.info(f"{role} server ready at {served.url} (job {served.run_id}, "
-                 f"{served.seconds:.0f} s to start); stop it with `console serve stop --host "
-                 f"{host.name} --role {role}`", host.name, url=served.url, run_id=served.run_id)
+        ctx.info(f"{served.line()}; stop it with `console serve stop --host {host.name} "
+                 f"--role {role}`", host.name, url=served.url, run_id=served.run_id)
         return EXIT_OK
 
 
@@ -102,16 +102,26 @@ async def stop_command(args: argparse.Namespace) -> int:
 
 
 async def status_command(args: argparse.Namespace) -> int:
+    """Each running server as the console that started it showed it (read from the box: its
+    URL, model, pid and start time), one line each (serve.ready / serve.starting events)."""
     from remote.ops import serve as ops
 
-    return await _serve_jobs(args, ops.running, lambda role, run_id: (
-        f"{role} server running: job {run_id}", {"role": role, "run_id": run_id}))
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host = ctx.host(args.host)
+        r = ops.runner(await ctx.transport(host.name), host, ctx.bus)
+        try:
+            found = await ops.found(r, args.role)
+        finally:
+            await r.close()
+        if not found:
+            ctx.info(f"no serve job running on {args.host}", args.host)
+        return EXIT_OK
 
 
 async def _serve_jobs(args: argparse.Namespace, act: Callable[[Any, str | None], Awaitable[dict[str, Any]]],
                       line: Callable[[str, Any], tuple[str, dict[str, Any]]]) -> int:
-    """stop and status: the operation on the host's serve jobs (of --role, or all), then one
-    line per job it found (`line`: its text and the event's extra fields)."""
+    """stop: the operation on the host's serve jobs (of --role, or all), then one line per job
+    it found (`line`: its text and the event's extra fields)."""
     from remote.ops import serve as ops
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:

@@ -151,18 +151,28 @@ class LiveController:
             self._watch_if_serving(host), name=f"serve-check-{host}")
 
     async def _watch_if_serving(self, host: str) -> None:
-        """A speculative server already running on the box (started by `console serve` or an
-        earlier console): its live acceptance is watched from the start."""
+        """The servers already running on the box (started by `console serve` or an earlier
+        console) shown as their starter showed them (URL, model, pid: read from the box), the
+        speculative one's live acceptance watched from the start; then the bench results kept
+        on the box, in the Bench screen's table."""
         try:
-            running = await wiring.serve_running(transport=self.transports[host],
-                                                 host=self.host_config(host), bus=self.bus)
+            running = await wiring.serve_found(transport=self.transports[host],
+                                               host=self.host_config(host), bus=self.bus)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
-            return
-        if "speculative" in running:
+            running = {}
+        spec = running.get("speculative")
+        if spec is not None and spec.ready:
             self.watch_acceptance(host)
+        try:
+            await wiring.bench_found(transport=self.transports[host], host=self.host_config(host),
+                                     bus=self.bus, seen=self.seen_runs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the box said no: the rest still works
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"bench results on the box: {exc}")
 
     def watch_acceptance(self, host: str) -> None:
         """Live acceptance per window (`console bench watch`) while the server answers."""
@@ -255,7 +265,8 @@ class LiveController:
         await self._call(wiring.serve_stop, host)
 
     async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
-        await self._call(wiring.bench_run, host, options=options, baseline_url=baseline_url)
+        await self._call(wiring.bench_run, host, options=options, baseline_url=baseline_url,
+                         seen=self.seen_runs)
 
     async def aclose(self) -> None:
         for task in self._background.values():

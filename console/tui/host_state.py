@@ -120,6 +120,8 @@ class ServerState:
     url: str = ""
     run_id: str = ""
     seconds: float | None = None  # launch to first answer
+    model: str = ""  # what it serves (/v1/models)
+    pid: int | None = None  # its pid on the box
     error: str = ""
     log_tail: list[str] = field(default_factory=list)
 

@@ -225,9 +225,11 @@ def _serve(host: HostState, e: Event) -> set[str]:
     srv.run_id = data.run_id or srv.run_id
     if isinstance(data, (et.ServeStarting, et.ServeReady)):
         srv.url = data.url
+        srv.pid = data.pid if data.pid is not None else srv.pid
         srv.state = "starting" if isinstance(data, et.ServeStarting) else "ready"
         if isinstance(data, et.ServeReady):
-            srv.seconds = float(data.seconds)
+            srv.seconds = float(data.seconds) if data.seconds is not None else None
+            srv.model = data.model or srv.model
     elif isinstance(data, et.ServeFailed):
         srv.state, srv.error, srv.log_tail = "failed", data.error, list(data.log_tail)
     else:

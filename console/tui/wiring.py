@@ -131,13 +131,15 @@ async def serve_stop(*, transport: Any, host: Any, bus: Any, role: str | None = 
         bus.emit(ev.CONSOLE_INFO, host.name, message=f"no serve job running on {host.name}")
 
 
-async def serve_running(*, transport: Any, host: Any, bus: Any) -> dict[str, str]:
-    """`console serve status`: role -> run id of the servers running on the box."""
+async def serve_found(*, transport: Any, host: Any, bus: Any) -> dict[str, Any]:
+    """`console serve status`: the servers running on the box, each published (serve.ready or
+    serve.starting, read from the box) as the console that started it showed it; role ->
+    remote.serving.serve.Served."""
     from remote.ops import serve as ops
 
     r = ops.runner(transport, host, bus)
     try:
-        return dict(await ops.running(r))
+        return dict(await ops.found(r))
     finally:
         await r.close()
 
@@ -166,10 +168,21 @@ def bench_settings(options: str, host: str) -> Any:
     return parser.parse_args(["bench", "run", "--host", host, *argv])
 
 
+async def bench_found(*, transport: Any, host: Any, bus: Any,
+                      seen: set[str] | None = None) -> None:
+    """On connect: the bench results kept on the box (`<workdir>/bench/`: this console's
+    runs and `vllm bench serve --save-result` files) published as their sweeps were."""
+    from console.bench_tables import point_summary
+    from remote.ops import bench as ops
+
+    await ops.found_results(transport, host, bus, seen=seen, point_text=point_summary)
+
+
 async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
-                    baseline_url: str | None = None) -> None:
+                    baseline_url: str | None = None, seen: set[str] | None = None) -> None:
     """`console bench run OPTIONS` against the host's server; when the baseline server runs
-    (and the options name no baseline) it is measured first, as --baseline-url does."""
+    (and the options name no baseline) it is measured first, as --baseline-url does. Its
+    result is kept on the box too (noted in `seen`: a reconnect does not show it twice)."""
 
     from console.bench_tables import point_summary
     from console.commands.bench import sweep_settings
@@ -200,6 +213,8 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
                          point_text=point_summary, speculative=not args.no_speculation,
                          baseline_url=args.baseline_url, earlier=earlier,
                          offline_path=args.offline)
+    if done.box_path is not None and seen is not None:
+        seen.add(f"bench:{done.box_path}")
     if done.served is not None or done.offline is not None:
         bus.emit(ev.CONSOLE_INFO, host.name, message=offline_vs_served(done.offline, done.served),
                  offline=done.offline, served=done.served)

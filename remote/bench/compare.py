@@ -44,6 +44,16 @@ class Comparison:
         data["rows"] = [asdict(r) for r in self.rows]
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        """A comparison as to_dict wrote it (a result file's `comparison`)."""
+        fields = CompareRow.__dataclass_fields__
+        rows = [CompareRow(**{k: r.get(k) for k in fields})  # type: ignore[arg-type]
+                for r in data.get("rows") or [] if isinstance(r, dict)]
+        return cls(str(data.get("baseline_label", "")), str(data.get("spec_label", "")), rows,
+                   data.get("crossover"), data.get("last_paying"),
+                   data.get("crossover_estimate"), list(data.get("warnings") or []))
+
     def summary(self) -> str:
         parts = [
             f"x{r.speedup:.2f} at c={r.concurrency}" for r in self.rows if r.speedup is not None

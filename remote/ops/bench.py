@@ -10,6 +10,8 @@ this layer never imports the console.
 from __future__ import annotations
 
 import asyncio
+import json
+import posixpath
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,6 +60,7 @@ class BenchOutcome:
     path: Path
     served: dict[str, Any] | None  # acceptance of the speculative run, from the server
     offline: dict[str, object] | None  # the pipeline's offline estimate (--offline)
+    box_path: str | None = None  # its copy in the box's results folder (None: not kept)
 
 
 def requests_text(s: SweepSettings) -> str:
@@ -160,15 +163,121 @@ async def run(transport: Transport, host: HostConfig, bus: EventBus, s: SweepSet
     if comparison is not None:
         for w in comparison.warnings:
             _warn(bus, host.name, w)
-        bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
-                 **comparison.to_dict(), summary=comparison.summary())
-    else:
-        best = max(result.points, key=lambda p: p.output_tok_s)
-        bus.emit(ev.BENCH_SUMMARY, host.name, label=label, result_file=str(path),
-                 points=len(result.points), rows=[], crossover=None,
-                 summary=f"{label}: {len(result.points)} points, best "
-                 f"{best.output_tok_s:.1f} tok/s at c={best.concurrency}")
-    return BenchOutcome(result, measured_baseline, comparison, path, served, offline)
+    box_path = await keep_on_box(transport, host, bus, path)
+    bus.emit(ev.BENCH_SUMMARY, host.name, result_file=str(path), box_file=box_path,
+             **summary_fields(label, result, comparison))
+    return BenchOutcome(result, measured_baseline, comparison, path, served, offline, box_path)
+
+
+def summary_fields(label: str, run: BenchRun, comparison: Comparison | None) -> dict[str, Any]:
+    """A sweep's bench.summary: the comparison with its baseline, or its best point. One
+    place, so a result read back from the box (found_results) sums up as the live run did."""
+    if comparison is not None:
+        return {"label": label, **comparison.to_dict(), "summary": comparison.summary()}
+    best = max(run.points, key=lambda p: p.output_tok_s)
+    return {"label": label, "points": len(run.points), "rows": [], "crossover": None,
+            "summary": f"{label}: {len(run.points)} points, best {best.output_tok_s:.1f} tok/s "
+                       f"at c={best.concurrency}"}
+
+
+# -- results kept on the box ----------------------------------------------------------------------
+# A bench run's result file is also kept on the box, in `<workdir>/bench/` (the box's results
+# folder), so a console opened later, on this laptop or another, shows the same sweep table:
+# the box keeps the truth. `vllm bench serve --save-result --result-dir <workdir>/bench` puts
+# a user's own vLLM runs there too, and they are read alike (remote/bench/vllm_results.py).
+BOX_RESULTS_DIR = "bench"
+RESULTS_READ = 20  # the newest files read on connect: a table of every run ever is no table
+RESULT_MAX_BYTES = 4 << 20  # a result is kilobytes; anything this big is not one
+
+# Run on the box (stdlib only): the results folder's JSON files, [name, mtime, size] each,
+# oldest first; nothing when the folder does not exist.
+_LIST = ("import json, os, sys\n"
+         "d = sys.argv[1]\n"
+         "rows = []\n"
+         "for name in (os.listdir(d) if os.path.isdir(d) else []):\n"
+         "    p = os.path.join(d, name)\n"
+         "    if name.endswith('.json') and not name.startswith('.') and os.path.isfile(p):\n"
+         "        st = os.stat(p)\n"
+         "        rows.append([name, st.st_mtime, st.st_size])\n"
+         "rows.sort(key=lambda r: (r[1], r[0]))\n"
+         "print(json.dumps(rows))\n")
+
+
+async def box_results_dir(transport: Transport, host: HostConfig) -> str:
+    """`<workdir>/bench` on the box, the workdir resolved there (`~` is the box user's)."""
+    from remote.pipeline_runner import PipelineRunner
+
+    return posixpath.join(await PipelineRunner(transport, host, EventBus()).root(),
+                          BOX_RESULTS_DIR)
+
+
+async def keep_on_box(transport: Transport, host: HostConfig, bus: EventBus,
+                      path: Path) -> str | None:
+    """A copy of the result file `path` in the box's results folder (under its own name);
+    its path there, or None (said once) when the box refused it: the laptop's file stands."""
+    try:
+        dest = posixpath.join(await box_results_dir(transport, host), path.name)
+        await transport.put(path, dest)
+    except (OSError, ConsoleError) as exc:
+        _warn(bus, host.name, f"the bench result was not kept on {host.name} ({exc}): a "
+              f"console opened later shows it only from {path}")
+        return None
+    return dest
+
+
+async def found_results(transport: Transport, host: HostConfig, bus: EventBus, *,
+                        seen: set[str] | None = None,
+                        point_text: PointText | None = None) -> list[str]:
+    """On connect: the bench results kept on the box (the console's, and `vllm bench serve
+    --save-result` files put there), the newest RESULTS_READ, oldest first, each published as
+    its sweep was (bench.point per point, its baseline's first, then its bench.summary), so the
+    Bench screen's table and charts are those of the console that ran them. `seen` (the
+    caller's: `bench:<box path>`) holds what this console has shown: read once. A file that
+    is no result is said once and left. The box paths read."""
+    from remote.bench.results import load_result
+
+    seen = seen if seen is not None else set()
+    folder = await box_results_dir(transport, host)
+    done = await transport.run([host.python, "-c", _LIST, folder], timeout=60)
+    try:
+        rows = json.loads(done.stdout) if done.returncode == 0 else []
+    except ValueError:
+        rows = []
+    read: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="eagle3-results-") as tmp:
+        for name, _mtime, size in rows[-RESULTS_READ:]:
+            box_path = posixpath.join(folder, str(name))
+            if f"bench:{box_path}" in seen:
+                continue
+            seen.add(f"bench:{box_path}")
+            try:
+                if int(size) > RESULT_MAX_BYTES:
+                    raise UsageError(f"{size} bytes, not a bench result")
+                local = Path(tmp) / str(name)
+                await transport.get(box_path, local)
+                found = load_result(local)
+            except (OSError, ConsoleError) as exc:
+                bus.emit(ev.CONSOLE_INFO, host.name,
+                         message=f"bench results on {host.name}: {box_path} left out: {exc}")
+                continue
+            _publish_found(bus, host.name, found, box_path, point_text)
+            read.append(box_path)
+    return read
+
+
+def _publish_found(bus: EventBus, host: str, found: ResultFile, box_path: str,
+                   point_text: PointText | None) -> None:
+    for run in (found.baseline, found.run):
+        if run is None:
+            continue
+        for p in run.points:
+            bus.emit(ev.BENCH_POINT, host, label=run.label, url=run.url, model=run.model,
+                     source=run.source, box_file=box_path, **p.to_dict(),
+                     summary=point_text(run.label, p) if point_text else None)
+    comparison = Comparison.from_dict(found.comparison) if found.comparison else None
+    if found.run.points:
+        bus.emit(ev.BENCH_SUMMARY, host, box_file=box_path, found=True,
+                 **summary_fields(found.run.label, found.run, comparison))
 
 
 def compare(bus: EventBus, a: ResultFile, b: ResultFile,

@@ -13,10 +13,11 @@ import posixpath
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from remote.bench.results import BenchRun, Point, save_result
+from remote.bench.results import MIN_REQUESTS, BenchRun, Point, save_result
 from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
+from remote.ops.bench import keep_on_box
 from remote.serving.serve import Served, ServeRunner
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
@@ -96,6 +97,22 @@ async def running(r: ServeRunner, role: str | None = None) -> dict[str, str]:
     return {k: v for k, v in found.items() if role is None or k == role}
 
 
+async def found(r: ServeRunner, role: str | None = None) -> dict[str, Served]:
+    """The servers running on the box (only `role`'s, when given), read from the box (their
+    served.json, else their job), each published as the console that started it saw it: a
+    serve.ready (found=True), or a serve.starting for one that does not answer yet. What
+    `console serve status` prints and the TUI shows on connect."""
+    servers = {k: v for k, v in (await r.found()).items() if role is None or k == role}
+    for srv in servers.values():
+        if srv.ready:
+            r.bus.emit(ev.SERVE_READY, r.host.name, **srv.event_fields(), seconds=srv.seconds,
+                       found=True, summary=srv.line())
+        else:
+            r.bus.emit(ev.SERVE_STARTING, r.host.name, role=srv.role, url=srv.url,
+                       run_id=srv.run_id, pid=srv.pid, found=True, summary=srv.line())
+    return servers
+
+
 async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, str]]:
     """Cancel the serve jobs (their process groups); role -> (run id, the state it ended in)."""
     return {k: (run_id, await r.stop(run_id, k))
@@ -103,8 +120,9 @@ async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, 
 
 
 async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
-                               concurrencies: list[int], max_tokens: int, rounds: int,
+                               concurrencies: list[int], max_tokens: int, rounds: int | None,
                                vllm_args: Sequence[str], out_path: Path,
+                               min_requests: int = MIN_REQUESTS,
                                point_text: PointText,
                                urls: dict[str, str] | None = None) -> tuple[ServedBench, Path]:
     """The pipeline's closing step: the baseline and then the speculative server, benched
@@ -122,6 +140,7 @@ async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
     try:
         result = await serve_and_bench(r, config, output_dir, concurrencies=concurrencies,
                                        max_tokens=max_tokens, rounds=rounds,
+                                       min_requests=min_requests,
                                        vllm_args=list(vllm_args), on_point=on_point,
                                        on_ready=on_ready, urls=urls)
     finally:
@@ -129,7 +148,8 @@ async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
     comparison = result.comparison
     path = save_result(out_path, result.speculative, baseline=result.baseline,
                        comparison=comparison.to_dict())
-    r.bus.emit(ev.BENCH_SUMMARY, host, label="served", result_file=str(path),
+    box_path = await keep_on_box(r.transport, r.host, r.bus, path)
+    r.bus.emit(ev.BENCH_SUMMARY, host, label="served", result_file=str(path), box_file=box_path,
                **comparison.to_dict(), offline=result.offline, served=result.served,
                start_seconds=result.start_seconds, summary=comparison.summary())
     return result, path

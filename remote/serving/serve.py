@@ -11,18 +11,22 @@ This side launches the job and waits until the server answers `/v1/models` throu
 port forward the benchmarks use. A server that dies while starting (bad config, unsupported
 model, out of memory) ends the wait at once with its last log lines, cut to a readable
 length; one that never answers is cancelled when the start timeout runs out.
+
+Once it answers, what the console knows of it is written beside the job's own record on the
+box, so a console opened later shows the server as this one did (`found`;
+remote/serving/records.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import shlex
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -30,9 +34,18 @@ import httpx
 from remote.bench.reach import parse_vllm_url
 from remote.errors import EngineFailed, PortInUse, UsageError
 from remote.jobs.client import Jobs
+from remote.jobs.records import RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner
+from remote.serving.records import (
+    Served,
+    answering,
+    first_model,
+    read_record,
+    url_from_argv,
+    write_record,
+)
 from remote.serving.roles import ROLES
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -111,12 +124,6 @@ async def check_port_free(transport: Transport, python: str, url: str, role: str
                     f"{PORT_FIX.get(role, '--url')}")
 
 
-@dataclass(frozen=True)
-class Served:
-    role: str
-    url: str  # as seen from the box (what the bench forwards to)
-    run_id: str
-    seconds: float  # from launch until it answered
 
 
 def job_name(role: str) -> str:
@@ -169,23 +176,26 @@ class ServeRunner:
         t0 = time.monotonic()
         info = await self.jobs.launch(argv, name=job_name(role),
                                       env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
-        self._emit(ev.SERVE_STARTING, role=role, url=url, run_id=info.run_id,
-                   summary=f"{role} server starting at {url} ({info.run_id})")
+        self._emit(ev.SERVE_STARTING, role=role, url=url, run_id=info.run_id, pid=info.pid,
+                   summary=f"{role} server starting at {url} ({info.run_id}, pid {info.pid})")
         try:
-            await self._wait_ready(info.run_id, role, url, timeout)
+            model = await self._wait_ready(info.run_id, role, url, timeout)
         except BaseException:
             with suppress(Exception):
                 await asyncio.shield(self.jobs.cancel(info.run_id, grace=5.0))
             raise
-        seconds = round(time.monotonic() - t0, 1)
-        self._emit(ev.SERVE_READY, role=role, url=url, run_id=info.run_id, seconds=seconds,
-                   summary=f"{role} server answers at {url} after {seconds:.0f} s")
-        return Served(role=role, url=url, run_id=info.run_id, seconds=seconds)
+        served = Served(role=role, url=url, run_id=info.run_id,
+                        seconds=round(time.monotonic() - t0, 1), model=model, pid=info.pid)
+        await write_record(self.transport, self.bus, self.host.name, info, served)
+        self._emit(ev.SERVE_READY, **served.event_fields(), seconds=served.seconds,
+                   summary=f"{role} server answers at {url} after {served.seconds:.0f} s")
+        return served
 
     async def check_port(self, url: str, role: str) -> None:
         await check_port_free(self.transport, self.host.python, url, role, self.host.name)
 
-    async def _wait_ready(self, run_id: str, role: str, url: str, timeout: float) -> None:
+    async def _wait_ready(self, run_id: str, role: str, url: str, timeout: float) -> str:
+        """Until the server answers /v1/models: the model it serves."""
         target = parse_vllm_url(url)
         forward = await self.transport.forward(target.port, target.host)
         local = (str(target) if self.host.is_local
@@ -205,7 +215,7 @@ class ServeRunner:
                     with suppress(httpx.HTTPError):
                         resp = await http.get("/v1/models")
                         if resp.status_code == 200:
-                            return
+                            return first_model(resp)
                     if time.monotonic() > deadline:
                         tail = await self.log_tail(run_id)
                         error = f"the {role} server did not answer at {url} in {timeout:.0f} s"
@@ -238,11 +248,31 @@ class ServeRunner:
 
     async def running(self) -> dict[str, str]:
         """role -> run id of the serve jobs running on the box."""
-        found: dict[str, str] = {}
+        return {role: info.run_id for role, info in (await self._running_jobs()).items()}
+
+    async def _running_jobs(self) -> dict[str, RunInfo]:
+        found: dict[str, RunInfo] = {}
         for info in await self.jobs.list():
             for role in ROLES:
                 if info.name == job_name(role) and not info.done:
-                    found[role] = info.run_id
+                    found[role] = info
+        return found
+
+    async def found(self) -> dict[str, Served]:
+        """role -> the server running on the box, as the console that started it knew it:
+        its served.json when there is one; else (started by an older console, or one that
+        quit while it loaded) its URL from the job's command line, and whether it answers
+        now, with its model, asked once."""
+        found: dict[str, Served] = {}
+        for role, info in (await self._running_jobs()).items():
+            record = await read_record(self.transport, self.host.python, info)
+            if record is not None:
+                found[role] = record
+                continue
+            url = url_from_argv(info.argv, self.host)
+            model = await answering(self.transport, self.host, url) if url else None
+            found[role] = Served(role=role, url=url, run_id=info.run_id, seconds=None,
+                                 model=model or "", pid=info.pid, ready=model is not None)
         return found
 
     async def close(self) -> None:
@@ -264,7 +294,6 @@ async def serving(runner: ServeRunner, config: str, role: str, *, url: str | Non
 
 def read_offline(path: Path) -> dict[str, object]:
     """evaluate's acceptance.json, as written by pipeline/stages/evaluate.py."""
-    import json
 
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -24,7 +24,7 @@ from remote.bench.compare import Comparison, compare_runs
 from remote.bench.driver import run_sweep
 from remote.bench.prompts import PromptSet, load_prompts
 from remote.bench.reach import vllm_client
-from remote.bench.results import BenchRun, Point
+from remote.bench.results import MIN_REQUESTS, BenchRun, Point
 from remote.bench.served import sweep_acceptance
 from remote.errors import UsageError
 from remote.serving.serve import ServeRunner, default_url, read_offline, serving
@@ -61,15 +61,17 @@ async def offline_estimate(runner: ServeRunner, output_dir: str,
 
 
 async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
-                          concurrencies: list[int], max_tokens: int, rounds: int,
-                          prompts: PromptSet | None = None, ignore_eos: bool = False,
+                          concurrencies: list[int], max_tokens: int, rounds: int | None,
+                          min_requests: int = MIN_REQUESTS, prompts: PromptSet | None = None, ignore_eos: bool = False,
                           vllm_args: list[str] | None = None, start_timeout: float = 1800.0,
                           on_point: Callable[[str, BenchRun, Point], None] | None = None,
                           on_ready: Callable[[str, float], None] | None = None,
                           urls: dict[str, str] | None = None) -> ServedBench:
-    """`urls`: role -> address as seen from the box (default: vllm_url, and its port + 1 for
-    the baseline). Both ports are checked before the first engine starts: a taken speculative
-    port found only after the baseline's start and sweep would waste both."""
+    """`rounds`: rounds x concurrency requests per point; None: at least `min_requests` (the
+    default of `console bench run`, remote/bench/results.py). `urls`: role -> address as seen
+    from the box (default: vllm_url, and its port + 1 for the baseline). Both ports are
+    checked before the first engine starts: a taken speculative port found only after the
+    baseline's start and sweep would waste both."""
     where = {role: (urls or {}).get(role) or default_url(runner.host, role)
              for role in ("baseline", "speculative")}
     if where["baseline"] == where["speculative"]:
@@ -87,9 +89,9 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
     for role in ("baseline", "speculative"):
         async with serving(runner, config, role, url=where[role], vllm_args=vllm_args,
                            timeout=start_timeout) as served:
-            starts[role] = served.seconds
+            starts[role] = served.seconds or 0.0  # always measured by a start
             if on_ready is not None:
-                on_ready(role, served.seconds)
+                on_ready(role, starts[role])
             async with vllm_client(runner.transport, served.url,
                                    is_local=runner.host.is_local) as client:
                 def point(run: BenchRun, p: Point, role: str = role) -> None:
@@ -99,7 +101,8 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
                 runs[role] = await run_sweep(
                     client, prompts, concurrencies, label=role, model=None,
                     speculative=role == "speculative", max_tokens=max_tokens, rounds=rounds,
-                    host=runner.host.name, on_point=point, ignore_eos=ignore_eos)
+                    host=runner.host.name, on_point=point, ignore_eos=ignore_eos,
+                    min_requests=min_requests)
     spec = runs["speculative"]
     return ServedBench(baseline=runs["baseline"], speculative=spec,
                        comparison=compare_runs(runs["baseline"], spec),

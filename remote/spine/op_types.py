@@ -153,13 +153,18 @@ class ServeStarting(Payload, kw_only=True, frozen=True):
     role: str
     url: str
     run_id: str
+    pid: int | None = None  # the server's pid on the box (absent before #42)
+    found: bool = False  # read from the box on connect, not started by this console
 
 
 class ServeReady(Payload, kw_only=True, frozen=True):
     role: str
     url: str
     run_id: str
-    seconds: Num
+    seconds: Num | None = None  # launch to first answer (None: found without its record)
+    model: str = ""  # what /v1/models names (absent before #42)
+    pid: int | None = None
+    found: bool = False  # read from the box on connect (its served.json), not seen starting
 
 
 class ServeFailed(Payload, kw_only=True, frozen=True):

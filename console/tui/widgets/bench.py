@@ -21,8 +21,10 @@ from console.tui.widgets.common import View
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
 
-SWEEP_COLUMNS = ("label", "conc", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99",
-                 "accept", "mean len")
+# n: the requests the point ran (its percentiles are over that many; a p99 of four is their
+# maximum), as `console bench run` and vLLM's `completed` report it.
+SWEEP_COLUMNS = ("label", "conc", "n", "tok/s", "req/s", "ttft p50", "ttft p99", "tpot p50",
+                 "tpot p99", "accept", "mean len")
 NARROW_DROP = {"req/s", "ttft p99", "tpot p99"}  # what goes first when the screen is narrow
 
 
@@ -35,12 +37,21 @@ def sweep_table(points: list[dict[str, Any]], narrow: bool = False) -> Table:
     for p in points:
         raw = p.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        cells = (str(p.get("label", "")), str(p.get("concurrency", "")), fmt_sig(p.get("output_tok_s")),
+        cells = (str(p.get("label", "")), str(p.get("concurrency", "")), _count(p),
+                 fmt_sig(p.get("output_tok_s")),
                  fmt_sig(p.get("req_s")), fmt_sig(p.get("ttft_p50")), fmt_sig(p.get("ttft_p99")),
                  fmt_sig(p.get("tpot_p50")), fmt_sig(p.get("tpot_p99")),
                  fmt_pct(acc.get("rate")), fmt_sig(acc.get("mean_length")))
         t.add_row(*(c for c, k in zip(cells, keep, strict=True) if k))
     return t
+
+
+def _count(p: dict[str, Any]) -> str:
+    """Requests of the point, and how many failed (their timings are not in the figures)."""
+    n, failed = p.get("requests"), p.get("failed")
+    if not isinstance(n, int):
+        return "-"
+    return f"{n} ({failed} failed)" if isinstance(failed, int) and failed else str(n)
 
 
 def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | Text:
@@ -140,6 +151,10 @@ def server_rows(host: HostState) -> list[tuple[str, str, str, str]]:
         if state in ("starting", "ready") and job is not None and not job.running:
             state = "exited"  # the job ended under a server we thought was up
         detail = f"job {srv.run_id}"
+        if srv.pid is not None:
+            detail += f", pid {srv.pid}"
+        if srv.model:
+            detail += f", model {srv.model}"
         if state == "ready" and srv.seconds is not None:
             detail += f", answered after {srv.seconds:.0f} s"
         elif state == "starting":

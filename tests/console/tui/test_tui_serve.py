@@ -4,7 +4,9 @@ A real vLLM 0.32 (CPU, the box environment) behind the loopback sshd, with the d
 EAGLE-3 head (tests/engine_fixture.py, shared with test_engine_serve.py). The operator, in
 the TUI: connects, `g` starts the speculative server (the top bar says so while the engine
 loads), `b` runs a sweep with `console bench run` options, the Bench screen shows acceptance
-per /metrics window while the server runs, and `z` stops it. A server that cannot start shows
+per /metrics window while the server runs; the console is closed and opened again, and the
+server row (URL, model, pid) and the sweep table are back, read from the box (issue 42); `z`
+stops it. A server that cannot start shows
 its engine log's tail. The actions go through remote/ops/ as `console serve` and `console bench`
 do (tests/remote/ops/test_ops_routing.py keeps it so).
 
@@ -24,6 +26,7 @@ from console.tui import controller as ctl
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.dialogs import AskScreen, ConfirmScreen
+from console.tui.widgets.bench import server_rows
 from console.tui.widgets.common import TopBar
 from remote.link.hosts import load_config
 from tests.engine_fixture import HOST, EngineBox, answers
@@ -80,11 +83,14 @@ async def _drive(app: ConsoleApp, engine_box: EngineBox) -> None:
         assert host.servers["speculative"].url == engine_box.url and answers(engine_box.url)
         assert "ready" in plain(app.query_one("#servers", Static))
 
+        # Results an earlier test kept on this box were read on connect: this sweep's come after.
+        earlier, summary0 = len(host.bench_points), dict(host.bench_summary)
         await pilot.press("b")
         prompts = engine_box.out / "prepare" / "eval.jsonl"
         await _answer(app, pilot, f"--concurrency 1,2 --rounds 2 --max-tokens 24 --prompts {prompts}")
-        await wait_for(pilot, lambda: bool(host.bench_summary), timeout=600)
-        points = host.bench_points
+        await wait_for(pilot, lambda: len(host.bench_points) >= earlier + 2
+                       and host.bench_summary != summary0, timeout=600)
+        points = host.bench_points[earlier:]
         measured = sum(p["acceptance"]["drafts"] for p in points)
         # The watch spans the whole sweep (it began when the server answered), so once the
         # window after the sweep's end is in, its windows hold every draft the points counted
@@ -103,17 +109,46 @@ async def _drive(app: ConsoleApp, engine_box: EngineBox) -> None:
         shown = plain(app.query_one("#bench-watch", Static))
         assert "Live acceptance per window" in shown
         assert f"{busy[-1]['acceptance']['mean_length']:.2f}" in shown
-        sweep = plain(app.query_one("#sweep-table", Static))
+        sweep = plain(app.query_one("#sweep-table", Static), width=200)
         assert "speculative" in sweep
+        servers = plain(app.query_one("#servers", Static), width=200)
+        rows, summary = server_rows(host), dict(host.bench_summary)
+        srv = host.servers["speculative"]
+        assert srv.pid is not None and srv.model, srv
+        await app.source.controller.aclose()
+
+    # Reopened (issue 42): the server that is up and the sweep the box keeps come back from
+    # the box, as the console that started and ran them showed them.
+    again = ConsoleApp(LiveSource(load_config(str(engine_box.console_toml))), start_screen="hosts")
+    async with again.run_test(size=SIZE) as pilot:
+        await _open(again, pilot, HOST)
+        h = again.state.host(HOST)
+        everything = len(host.bench_points)
+        await wait_for(pilot, lambda: "speculative" in h.servers
+                       and len(h.bench_points) >= everything
+                       and h.bench_summary.get("summary") == summary["summary"], timeout=120)
+        await settle(pilot)
+        assert server_rows(h) == rows
+        assert h.servers["speculative"].url == engine_box.url
+        assert plain(again.query_one("#servers", Static), width=200) == servers
+
+        def row(p: dict[str, object]) -> tuple[object, ...]:
+            return (p["label"], p["concurrency"], p["requests"], p["output_tok_s"], p["ttft_p50"],
+                    p["tpot_p50"], p["acceptance"])
+
+        assert [row(p) for p in h.bench_points] == [row(p) for p in host.bench_points]
+        assert [row(p) for p in h.bench_points[earlier:]] == [row(p) for p in points]
+        assert plain(again.query_one("#sweep-table", Static), width=200) == sweep
+        assert h.bench_summary["summary"] == summary["summary"]
 
         await pilot.press("z")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(again.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: host.servers["speculative"].state == "stopped", timeout=120)
+        await wait_for(pilot, lambda: h.servers["speculative"].state == "stopped", timeout=120)
         await settle(pilot)
-        assert "stopped" in plain(app.query_one("#servers", Static))
+        assert "stopped" in plain(again.query_one("#servers", Static))
         assert not answers(engine_box.url)
-        await app.source.controller.aclose()
+        await again.source.controller.aclose()
 
 
 async def test_a_server_that_cannot_start_shows_its_log_tail(engine_box: EngineBox,

@@ -1,27 +1,33 @@
-"""`console bench run` beside `vllm bench serve` (vLLM 0.32's own client, run with the box
-environment's `vllm`) on the session's speculative server (tests/engine_fixture.py), the same
-prompts and settings (tests/vllm_peer.py). Issue #42's done-when.
+"""`console bench run` beside `vllm bench serve` (vLLM 0.32's own client, the box environment's
+vLLM: tests/vllm_bench_driver.py runs the command's own code, kept loaded) on the session's
+speculative server (tests/engine_fixture.py), the same prompts and settings
+(tests/vllm_peer.py). Issue #42's done-when.
 
 What is asserted and why it can fail:
-- `vllm` runs at all in the box environment (its CLI asks importlib.metadata for "vllm", which
-  the CPU wheel does not provide without scripts/box_env.py's alias);
-- acceptance is equal: greedy decoding of the same prompts at concurrency 1 drafts and accepts
-  the same tokens, and both clients read the same counters over their own windows, so a
-  console that counted another window (the warm-up, or a scrape at the wrong moment) differs;
+- the `vllm` command runs at all in the box environment (it asks importlib.metadata for
+  "vllm", which the CPU wheel does not provide without scripts/box_env.py's alias);
+- acceptance is equal in every pair: greedy decoding of the same prompts at concurrency 1
+  drafts and accepts the same tokens, and each client reads the same counters over its own
+  window, so a console that counted another window (the warm-up, or a scrape at the wrong
+  moment) differs;
 - the output tokens are the same (usage's completion_tokens on both sides);
 - `console bench compare` reads vLLM's --save-result file as a run, in the same table.
 
-Not asserted here: TTFT and TPOT medians within 15 % (issue #42's done-when). Tests assert no
-wall-clock figures (docs/ GUIDE: benchmarks print them as ratios), and on these shared
-cores one client's median over 16 requests moves by 2x within seconds; two runs here, both
-clients at once inside the pytest process, read TTFT 7.3x and 2.3x vLLM's, with the console's
-own loop-lag monitor reporting its event loop blocked 170-250 ms (p99), where a run alone saw
-2.5 ms. benchmarks/bench_vs_vllm.py measures the ratios over several pairs and
-docs/measurements.md keeps its figures.
+Not asserted: TTFT and TPOT medians within 15 % (the issue's done-when). The runs here are the
+benchmark's method (tests/vllm_peer.py, Alternating: the clients alternately, never at once,
+PAIRS pairs with the order swapped, the median of the pairs' ratios), and the two request
+functions agree where the machine lets them (in one process against the vLLM test double:
+TTFT 7.65 vs 8.88 ms, TPOT 1.91 vs 1.83 ms). But in six runs of this test at load 3-7 the
+TTFT ratio read 0.86, 0.98, 0.74, 1.18 and TPOT 1.01, 0.98, 0.84, 0.99, and in the last run
+the server itself sent most streams in one burst (both clients: ITL p50 0.01 ms, TTFT = E2E,
+TPOT near zero; TPOT ratio 2.03). A timing assertion would fail on these shared cores for
+reasons no client can change. benchmarks/bench_vs_vllm.py prints every ratio with the load
+(docs/measurements.md: worst 0.889 at load 2.3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -30,7 +36,8 @@ from console.cli import main as console_main
 from tests.engine_fixture import EngineBox
 from tests.vllm_peer import (
     PeerSettings,
-    console_bench,
+    VllmPeer,
+    alternating,
     figures,
     served_model,
     single_turn_prompts,
@@ -40,35 +47,48 @@ from tests.vllm_peer import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
+PAIRS = 3  # alternating pairs: acceptance equal in each (timings: the docstring)
+REQUESTS = 16  # per run, at concurrency 1
+
+
 def test_console_bench_matches_vllm_bench_serve(served_engine: EngineBox, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    s = PeerSettings(url=served_engine.url, model=served_model(served_engine.url), requests=8,
-                     max_tokens=24)
+    s = PeerSettings(url=served_engine.url, model=served_model(served_engine.url),
+                     requests=REQUESTS, max_tokens=24)
     prompts = single_turn_prompts(served_engine.out / "prepare" / "eval.jsonl",
                                   tmp_path / "prompts.jsonl")
-    # Each client alone (a window then holds only its own drafts).
-    vllm = vllm_bench(served_engine.python, s, prompts, tmp_path, "vllm-alone")
-    ours = console_bench(s, prompts, tmp_path, "console")
-    assert vllm["completed"] == s.requests and vllm["failed"] == 0, vllm.get("errors")
-    assert vllm["spec_decode_num_drafts"] > 0
-    (point,) = ours["points"]
-    assert point["requests"] == s.requests and point["failed"] == 0, point["errors"]
-    assert point["output_tokens"] == vllm["total_output_tokens"] == s.requests * s.max_tokens
-    acc = point["acceptance"]
-    assert acc["drafts"] == vllm["spec_decode_num_drafts"]
-    assert acc["accepted"] == vllm["spec_decode_accepted_tokens"]
-    f = figures(ours, vllm)
-    assert f["mean acceptance length"][0] == pytest.approx(f["mean acceptance length"][1])
-    assert f["acceptance rate"][0] == pytest.approx(f["acceptance rate"][1])
+    peer = VllmPeer(served_engine.python)  # imports vLLM while the command below runs
+    try:
+        # The `vllm` command itself works in the box environment (not timed: a few requests).
+        cli = vllm_bench(served_engine.python, dataclasses.replace(s, requests=2), prompts,
+                         tmp_path, "vllm-command")
+        assert cli["completed"] == 2 and cli["spec_decode_num_drafts"] > 0
+        runs = alternating(peer, s, prompts, tmp_path, "pair", PAIRS)
+    finally:
+        peer.close()
+    for ours, vllm in zip(runs.console, runs.vllm, strict=True):  # each client alone: equal
+        assert vllm["completed"] == s.requests and vllm["failed"] == 0, vllm.get("errors")
+        assert vllm["spec_decode_num_drafts"] > 0
+        (point,) = ours["points"]
+        assert point["requests"] == s.requests and point["failed"] == 0, point["errors"]
+        assert point["output_tokens"] == vllm["total_output_tokens"] == s.requests * s.max_tokens
+        acc = point["acceptance"]
+        assert acc["drafts"] == vllm["spec_decode_num_drafts"]
+        assert acc["accepted"] == vllm["spec_decode_accepted_tokens"]
+        f = figures(ours, vllm)
+        assert f["mean acceptance length"][0] == pytest.approx(f["mean acceptance length"][1])
+        assert f["acceptance rate"][0] == pytest.approx(f["acceptance rate"][1])
 
     # vLLM's file beside the console's own, in one comparison: the same table, both sources.
     capsys.readouterr()
-    rc = console_main(["bench", "compare", str(tmp_path / "vllm-alone.json"),
-                       str(tmp_path / "console.json")])
+    rc = console_main(["bench", "compare", str(tmp_path / "pair-0-vllm.json"),
+                       str(tmp_path / "pair-0-console.json")])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "from vllm bench serve's result file" in out, out
     assert "timings as vllm bench serve takes them" in out, out
     row = [ln for ln in out.splitlines() if ln.lstrip().startswith("1 ")][-1]
     speedup = float(row.split("x")[1].split()[0])
-    assert speedup == pytest.approx(point["output_tok_s"] / vllm["output_throughput"], abs=0.006)
+    (point,) = runs.console[0]["points"]
+    assert speedup == pytest.approx(point["output_tok_s"] / runs.vllm[0]["output_throughput"],
+                                    abs=0.006)

@@ -104,3 +104,13 @@ def test_baseline_url_flag_moves_the_baseline_and_is_checked(
         assert rc == 2
         message = _error(capsys)
         assert "--baseline-url" in message or "127.0.0.1:8001" in message
+    # The request count per point is bench run's (--requests, default MIN_REQUESTS) or exactly
+    # --rounds x concurrency: not both, and neither below 1.
+    for bad, said in ((["--requests", "8", "--rounds", "2"], "give one"),
+                      (["--requests", "0"], "--requests must be positive")):
+        session = tmp_path / f"count{len(bad)}.jsonl"
+        rc = console_main(["run", "--host", "box", "--config", str(toml), "--demo", "--serve",
+                           *bad, "--session", str(session)])
+        assert rc == 2
+        assert said in _error(capsys)
+    assert not (tmp_path / "box" / "demo").exists()

@@ -1,0 +1,146 @@
+"""A vLLM server running on the box, as the console that started it knew it, and its record.
+
+Once a server answers, what the console knows of it (URL, model, pid, seconds to start) is
+written beside the job's own record on the box (`<run dir>/served.json`), so a console opened
+later (`console serve status`, the TUI on connect) shows the server as the console that started
+it did: the box keeps the truth, not the laptop's memory. A job without the record (an older
+console, or one that quit while the engine loaded) is read from its command line instead.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import tempfile
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from remote.bench.reach import parse_vllm_url
+from remote.errors import ConsoleError, UsageError
+from remote.jobs.records import RunInfo
+from remote.link.hosts import HostConfig
+from remote.link.transport import Transport
+from remote.spine import events as ev
+from remote.spine.bus import EventBus
+
+# Run on the box (stdlib only): a serve job's record, printed; exit 1 when there is none.
+_READ = ("import sys\n"
+         "try:\n"
+         "    sys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n"
+         "except OSError:\n"
+         "    sys.exit(1)\n")
+
+
+def first_model(resp: httpx.Response) -> str:
+    """The first model of a /v1/models answer ("" when it is not the list vLLM answers)."""
+    try:
+        return str(resp.json()["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+
+
+@dataclass(frozen=True)
+class Served:
+    role: str
+    url: str  # as seen from the box (what the bench forwards to)
+    run_id: str
+    seconds: float | None  # from launch until it answered (None: not known to this console)
+    model: str = ""  # the served model's name (/v1/models)
+    pid: int | None = None  # the server's pid on the box (the job's: vLLM replaces the runner)
+    ready: bool = True  # False: the job runs but no console has seen it answer yet
+
+    def event_fields(self) -> dict[str, object]:
+        return {"role": self.role, "url": self.url, "run_id": self.run_id,
+                "model": self.model, "pid": self.pid}
+
+    def line(self) -> str:
+        """One line for `serve status` and the start's message."""
+        parts = [f"job {self.run_id}"]
+        if self.pid is not None:
+            parts.append(f"pid {self.pid}")
+        if self.model:
+            parts.append(f"model {self.model}")
+        if self.seconds is not None:
+            parts.append(f"answered after {self.seconds:.0f} s")
+        state = "" if self.ready else " (starting: not answering yet)"
+        return f"{self.role} server at {self.url}{state}: {', '.join(parts)}"
+
+
+RECORD_NAME = "served.json"  # in the serve job's run directory, beside the helper's files
+
+
+def url_from_argv(argv: list[str], host: HostConfig) -> str:
+    """Where a serve job listens, from its own command line (`--bind H --port P`): the URL a
+    console without its record shows. The host's vllm_url when it names the same place (its
+    scheme and path kept), else plain http."""
+    def value(flag: str) -> str | None:
+        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+    bind, port = value("--bind"), value("--port")
+    if bind is None or port is None or not port.isdigit():
+        return ""
+    with suppress(UsageError):
+        url = parse_vllm_url(host.vllm_url)
+        if (url.host, url.port) == (bind, int(port)):
+            return str(url)
+    return f"http://{bind}:{port}"
+
+
+def record_path(info: RunInfo) -> str:
+    return posixpath.join(posixpath.dirname(info.log_path), RECORD_NAME)
+
+
+async def write_record(transport: Transport, bus: EventBus, host: str, info: RunInfo,
+                       served: Served) -> None:
+    """served.json in the job's run directory (written whole, then renamed by put): what a
+    later console reads back. A box that refuses the write loses only that: said once."""
+    record = {"role": served.role, "url": served.url, "run_id": served.run_id,
+              "model": served.model, "pid": served.pid, "seconds": served.seconds}
+    try:
+        with tempfile.TemporaryDirectory(prefix="eagle3-served-") as tmp:
+            local = Path(tmp) / RECORD_NAME
+            local.write_text(json.dumps(record) + "\n", encoding="utf-8")
+            await transport.put(local, record_path(info))
+    except (OSError, ConsoleError) as exc:
+        bus.emit(ev.CONSOLE_WARNING, host, message=f"{served.role} server: its record "
+                 f"{record_path(info)} was not written ({exc}); a console opened later shows "
+                 "it without its model and start time")
+
+
+async def read_record(transport: Transport, python: str, info: RunInfo) -> Served | None:
+    """The served.json of a running serve job, None without one (or with another file there)."""
+    done = await transport.run([python, "-c", _READ, record_path(info)], timeout=60)
+    if done.returncode != 0:
+        return None
+    try:
+        data = json.loads(done.stdout)
+        seconds = data.get("seconds")
+        pid = data.get("pid")
+        return Served(role=str(data["role"]), url=str(data["url"]), run_id=info.run_id,
+                      seconds=float(seconds) if seconds is not None else None,
+                      model=str(data.get("model") or ""),
+                      pid=int(pid) if pid is not None else info.pid)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # not the record this module writes: read as a job without one
+
+
+async def answering(transport: Transport, host: HostConfig, url: str) -> str | None:
+    """The model the server at `url` serves, None when it does not answer (yet)."""
+    target = parse_vllm_url(url)
+    try:
+        forward = await transport.forward(target.port, target.host)
+    except (OSError, ConsoleError):
+        return None
+    local = (str(target) if host.is_local
+             else target.with_host_port("127.0.0.1", forward.local_port))
+    try:
+        async with httpx.AsyncClient(base_url=local, timeout=5.0) as http:
+            resp = await http.get("/v1/models")
+            return first_model(resp) if resp.status_code == 200 else None
+    except httpx.HTTPError:
+        return None
+    finally:
+        await forward.close()

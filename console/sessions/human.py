@@ -6,6 +6,9 @@ decoded in one msgspec call (payloads as plain dicts), judged in one more (the s
 tagged union, decode.py `all_valid`) and their timestamps in one pass, then each record's
 text is made by the same rule `human_line` uses (printer.RULES), its time sliced from the
 fixed-width timestamp. A log block's lines share one head (printer.job_head) and are joined.
+A segment of large records (a log day: blocks of 500 lines, eight-GPU samples) is printed
+from the judging decode itself plus one that leaves unread what no rule reads (a block's
+payload, a sample's beyond its gate, printer.GATES), instead of making every payload a dict.
 Whatever does not fit (a segment that is not a JSON record per line, a record its schema
 refuses, an odd timestamp, a payload that is not an object) goes record by record through
 `decode_record` and `human_line`, which report the bad ones. Every line is made `visible`:

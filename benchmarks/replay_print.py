@@ -183,7 +183,9 @@ def main() -> None:
         first_line(paths[0], args.rounds)
         now = min(ratios[k] for k in ratios if "current" in k or "blocks" in k)
         older = min(ratios[k] for k in ratios if "2026-12-02" in k or "per line" in k)
-        print(f"current formats x{now:.2f}, older formats x{older:.2f} (goal >= 2 each)")
+        print(f"current formats x{now:.2f}, older formats x{older:.2f} (goal >= 2 each); "
+              f"load average {os.getloadavg()[0]:.1f} at the end (a shared machine's rounds "
+              f"scatter: compare runs made at a similar load)")
         print(f"replay/jq: {min(now, older):.2f}")
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from console import __version__
 from console.commands import (
@@ -106,17 +106,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_command_line(argv)
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
-    import asyncio  # here, not at the top: `console --help` never starts a loop
-
     try:
         if args.command is None:
+            import asyncio
+
             from console.tui.launch import run_app
 
             return asyncio.run(run_app(args))
         if getattr(args, "tui_host", None):
             raise UsageError(f"--host before {args.command} is the TUI's: give it after "
                              f"the command (console {args.command} ... --host HOSTS)")
-        return int(asyncio.run(args.func(args)))
+        return _finish(args.func(args))
     except ConsoleError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
@@ -133,6 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal_error(group)
     except Exception as exc:  # the last line of defence: never a traceback
         return _internal_error(exc)
+
+
+def _finish(result: int | Coroutine[Any, Any, int]) -> int:
+    """A command's exit code. Most commands are coroutines (they talk to hosts); one that
+    needs no event loop (`replay --print`, a file to stdout) returns its code at once, and
+    then asyncio, ssl and their like (a tenth of a second) are never imported: asyncio is
+    imported here, when a coroutine needs it."""
+    if isinstance(result, int):
+        return result
+    import asyncio
+
+    return int(asyncio.run(result))
 
 
 def _one_line(text: str) -> str:

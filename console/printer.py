@@ -36,14 +36,14 @@ def _fmt_num(v: Any) -> str:
     return str(v)
 
 
-def job_head(p: dict[str, Any]) -> str:
+def job_head(run_id: str) -> str:
     """What a job line shows before its text; a log block's lines share it."""
-    return f"{p.get('run_id', '')[:20]}| "
+    return f"{run_id[:20]}| "
 
 
 def _job_line(kind: str, p: dict[str, Any]) -> str | None:
     text = str(p.get("text", ""))
-    return None if text.startswith(STAGE_RECORD_PREFIX) else job_head(p) + text
+    return None if text.startswith(STAGE_RECORD_PREFIX) else job_head(p.get("run_id", "")) + text
 
 
 def _progress(kind: str, p: dict[str, Any]) -> str | None:
@@ -58,7 +58,7 @@ def _progress(kind: str, p: dict[str, Any]) -> str | None:
 def _stats(kind: str, p: dict[str, Any]) -> str | None:
     """Shown by `console stats` (show_stats), and from sessions recorded before samples
     stopped carrying their own text (a `print` flag)."""
-    if not p.get("print", False):
+    if not p.get(GATES[kind], False):
         return None
     from remote.stats.samples import summary_line
 
@@ -100,6 +100,11 @@ def _default(kind: str, p: dict[str, Any]) -> str | None:
     return f"{kind} {short}"
 
 
+# Kinds whose line shows only when this payload field is true (their rule says so first): a
+# printer may read only that field of the others. Stats samples: `console stats` sets it, and
+# sessions recorded before samples stopped carrying their own text have it.
+GATES: dict[str, str] = {ev.STATS_SAMPLE: "print"}
+
 # How each kind reads; a kind not here reads by its summary (or message), else its payload.
 RULES: dict[str, Rule] = {
     ev.JOB_LINE: _job_line,
@@ -124,7 +129,7 @@ def human_line(event: Event, *, show_stats: bool = False) -> str | None:
     are shown by `console stats` (show_stats)."""
     p = event.payload
     if show_stats and event.kind == ev.STATS_SAMPLE:
-        p = {**p, "print": True}
+        p = {**p, GATES[ev.STATS_SAMPLE]: True}
     text = RULES.get(event.kind, _default)(event.kind, p)
     return None if text is None else event.ts.strftime("%H:%M:%S") + host_part(event.host) + text
 

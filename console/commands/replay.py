@@ -34,7 +34,10 @@ def _has_terminal() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-async def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Not a coroutine: printing a file needs no event loop, and without one the command never
+    imports asyncio (console/cli.py runs a coroutine only when a command returns one); the TUI
+    starts its own loop."""
     from console.sessions.reader import SessionReader
     from remote.spine.intake import corrupt
     from remote.spine.sanitize import visible
@@ -46,9 +49,11 @@ async def run(args: argparse.Namespace) -> int:
     reader = SessionReader(args.file, find_markers=not (args.print_ or args.json))
     try:
         if not args.print_ and not args.json:
+            import asyncio
+
             from console.tui.launch import run_replay_app
 
-            return await run_replay_app(reader)
+            return asyncio.run(run_replay_app(reader))
         h = reader.header
         if not args.json:
             # the header is the file's text: its host names drawn, never obeyed

@@ -232,6 +232,7 @@ def _checked_record(kind: str) -> type:
 
 
 _CHECKED = {kind: _checked_record(kind) for kind in SCHEMAS}
+CHECKED_KIND = {record: kind for kind, record in _CHECKED.items()}  # a checked record's kind
 # every kind with a schema, told apart by `kind`: one C call checks a whole segment
 _CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
 
@@ -251,11 +252,24 @@ def all_valid(data: bytes, n: int, *, array: bool = False) -> bool:
     """Every one of `n` records (lines framed as recorded, or a JSON array) one that
     `decode_record` takes (its payload its kind's schema, a log block's columns whole), judged
     in one C call; False also for a kind without a schema: each record is then asked alone."""
+    if not array:
+        return checked_lines(data, n) is not None
     try:
-        recs = _CHECKED_LIST.decode(data) if array else _CHECKED_LINES.decode_lines(data)
+        recs = _CHECKED_LIST.decode(data)
     except (msgspec.DecodeError, RecursionError):
         return False
     return len(recs) == n and all(map(_whole, recs))
+
+
+def checked_lines(data: bytes, n: int) -> list[Any] | None:
+    """`all_valid` of `n` lines framed as recorded, keeping what it decoded: each record with
+    its payload as its kind's schema (`.ts`, `.host`, `.payload`; a log block's texts and
+    run_id are the ones its job.line events get), or None when one is not valid."""
+    try:
+        recs = _CHECKED_LINES.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return recs if len(recs) == n and all(map(_whole, recs)) else None
 
 
 def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, str]]

@@ -6,6 +6,9 @@ decoded in one msgspec call (payloads as plain dicts), judged in one more (the s
 tagged union, decode.py `all_valid`) and their timestamps in one pass, then each record's
 text is made by the same rule `human_line` uses (printer.RULES), its time sliced from the
 fixed-width timestamp. A log block's lines share one head (printer.job_head) and are joined.
+A segment of large records (a log day: blocks of 500 lines, eight-GPU samples) is printed
+from the judging decode itself plus one that leaves unread what no rule reads (a block's
+payload, a sample's beyond its gate, printer.GATES), instead of making every payload a dict.
 Whatever does not fit (a segment that is not a JSON record per line, a record its schema
 refuses, an odd timestamp, a payload that is not an object) goes record by record through
 `decode_record` and `human_line`, which report the bad ones. Every line is made `visible`:
@@ -15,21 +18,33 @@ one check for the segment, since nearly always nothing is there to draw.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
-from console.printer import RULES, STAGE_RECORD_PREFIX, _default, host_part, human_line, job_head
+from console.printer import (
+    GATES,
+    RULES,
+    STAGE_RECORD_PREFIX,
+    _default,
+    host_part,
+    human_line,
+    job_head,
+)
 from console.sessions.decode import (
+    CHECKED_KIND,
     BadLine,
     all_ts_ok,
     all_valid,
     canonical_ts,
+    checked_lines,
     decode_record,
     framed_as_recorded,
+    valid_utf8,
 )
 from console.sessions.source import split_events
 from remote.spine import intake
+from remote.spine.event_types import SCHEMAS
 from remote.spine.events import JOB_LINES
 from remote.spine.sanitize import visible
 
@@ -45,12 +60,150 @@ _RECORD = msgspec.json.Decoder(_Record)  # its decode_lines: one a line
 _RECORDS = msgspec.json.Decoder(list[_Record])
 
 
+def _shown_record(kind: str) -> type:
+    """A valid session line of `kind` as the printer reads it, its payload decoded no further
+    than its rule looks: a log block's not at all (its lines are printed from the checked
+    record), a gated kind's to its gate (printer.GATES), any other's to a dict."""
+    payload: Any = Any
+    if kind == JOB_LINES:
+        payload = msgspec.Raw
+    elif kind in GATES:
+        gate = msgspec.defstruct(f"Gate_{kind.replace('.', '_')}", [(GATES[kind], Any, False)],
+                                 gc=False)
+        payload = gate | None
+    return msgspec.defstruct(f"Shown_{kind.replace('.', '_')}",
+                             [("ts", str), ("host", str, ""), ("payload", payload, None)],
+                             tag_field="kind", tag=kind, gc=False)
+
+
+class _Payload(msgspec.Struct, gc=False):
+    payload: Any = None
+
+
+_PAYLOAD = msgspec.json.Decoder(_Payload)  # a gated record's whole payload, when it is shown
+_SHOWN_LINES = msgspec.json.Decoder(Union[tuple(map(_shown_record, SCHEMAS))])  # type: ignore[arg-type]  # noqa: UP007
+# `_skipping` pays from about this many bytes a record on average: `_SHOWN_LINES` finds each
+# record's kind before its fields (a second look at the record's start, about 0.2 us) and
+# then skips what no rule reads (about 1.3 us a KB: log blocks, GPU samples), where a dict of
+# every payload costs as much as the check and holds twice the memory (a log day's segments
+# are 2-4 KB a record, a real run's 300 bytes, nearly all of them printed).
+SKIPPING_PAYS = 512
+
+
 def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> bytes:
     """The printed lines of a segment (`count` non-blank lines) as UTF-8 (an unpaired
     surrogate as `?`), each ending in a newline; its bad records appended to `bad`."""
-    out: list[str] = []
-    blocks: dict[int, tuple[str, list[str]]] = {}  # out[k]: a log block's head and texts, joined
+    out: list[str] = []  # the lines, each ending in a newline, and each log block as 3 pieces
+    blocks: dict[int, tuple[str, list[str]]] = {}  # out[k]: where a block's head and texts are
     framed = framed_as_recorded(data, count)
+    if not (framed and len(data) >= SKIPPING_PAYS * count
+            and _skipping(data, count, first, bad, out, blocks)):
+        _any_segment(data, framed, count, first, bad, out, blocks)
+    if not out:
+        return b""
+    try:
+        raw = "".join(out).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        raw = b""
+    # every newline one that ends a line, and nothing `visible` would change: one check for
+    # the segment (a deleting translate, and a search only when a lead byte of what it
+    # changes is there), else each line drawn
+    lines = len(out) - 3 * len(blocks) + sum(len(texts) for _, texts in blocks.values())
+    if raw.count(b"\n") == lines and (
+            len(raw.translate(None, _LEADS)) == len(raw) or _CHANGED.search(raw) is None):
+        return raw
+    shown: list[str] = []
+    k = 0
+    while k < len(out):
+        if k in blocks:
+            start, texts = blocks[k]
+            shown += [visible(start + text) for text in texts]
+            k += 3
+        else:
+            shown.append(visible(out[k][:-1]))
+            k += 1
+    return ("\n".join(shown) + "\n").encode("utf-8", "replace")
+
+
+# What `visible` changes, as UTF-8: C0 controls but tab and newline, and DEL (found by one
+# deleting translate, with the lead bytes of the rest), C1 controls (U+0080-009F: C2 80-9F),
+# U+061C (D8 9C) and the format characters U+200E/F, U+2028-202E (E2 80 ..), U+2066-2069
+# (E2 81 ..); tests/console/sessions/test_printer_paths.py checks this against `visible`.
+_LEADS = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F]) + b"\xc2\xd8\xe2"
+_CHANGED = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c"
+                      rb"|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
+def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], out: list[str],
+              blocks: dict[int, tuple[str, list[str]]]) -> bool:
+    """A segment of large records, lines framed as recorded, valid UTF-8, every record valid
+    (its schema decoded once, decode.checked_lines, which is the judgement) with canonical
+    times: printed from that decode and one more that reads only what the rules read (a GPU
+    sample, never printed, is not made into dicts). False, with nothing done, otherwise."""
+    if not valid_utf8(data):
+        return False
+    recs = checked_lines(data, count)
+    if recs is None or not all_ts_ok(recs):
+        return False
+    try:
+        shown = _SHOWN_LINES.decode_lines(data)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    if len(shown) != count:
+        return False
+    rules, default, append, kind_of, gates = RULES, _default, out.append, CHECKED_KIND, GATES
+    hosts: dict[str, str] = {}  # host_part of each host met
+    lines: list[bytes] = []
+    for i, rec in enumerate(recs):
+        kind = kind_of[type(rec)]
+        p = shown[i].payload
+        if kind == JOB_LINES:  # the checked record's: the texts its job.line events get
+            block = rec.payload
+            _block(rec.ts[11:19] + host_part(rec.host) + job_head(block.run_id), block.texts,
+                   out, blocks)
+            continue
+        if kind in gates:  # only its gate read
+            if p is None or not getattr(p, gates[kind]):
+                continue  # the rule shows no line: its payload need not be read
+            lines = lines or split_events(data)
+            p = _PAYLOAD.decode(lines[i]).payload  # a record already decoded once: it decodes
+        if type(p) is not dict:  # no payload: the per-event reader's to make one
+            lines = lines or split_events(data)
+            _per_event(lines[i], first + i, bad, out)
+            continue
+        try:
+            text = rules.get(kind, default)(kind, p)
+        except (TypeError, ValueError, AttributeError, KeyError):
+            lines = lines or split_events(data)
+            _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
+            continue
+        if text is not None:
+            host = rec.host
+            part = hosts.get(host)
+            if part is None:
+                part = hosts[host] = host_part(host)
+            append(f"{rec.ts[11:19]}{part}{text}\n")
+    return True
+
+
+def _block(start: str, texts: list[str], out: list[str],
+           blocks: dict[int, tuple[str, list[str]]]) -> None:
+    """A log block's lines, its stage records left out, each under their shared head `start`:
+    three pieces of `out` (the head, the lines joined, the last newline), copied once."""
+    sep = "\n" + start
+    body = sep.join(texts)
+    if STAGE_RECORD_PREFIX in body:
+        texts = [t for t in texts if not t.startswith(STAGE_RECORD_PREFIX)]
+        body = sep.join(texts)
+    if texts:
+        blocks[len(out)] = (start, texts)
+        out += (start, body, "\n")
+
+
+def _any_segment(data: bytes, framed: bool, count: int, first: int, bad: list[tuple[int, str]],
+                 out: list[str], blocks: dict[int, tuple[str, list[str]]]) -> None:
+    """Any other segment: decoded whole into dicts (a real run's records nearly all print),
+    then judged as a whole where it can be, record by record where it cannot."""
     lines: list[bytes] = [] if framed else split_events(data)
     n = count if framed else len(lines)
     array = b"" if framed else b"[" + b",".join(lines) + b"]"  # the lines as one JSON array
@@ -64,38 +217,13 @@ def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]])
     else:
         valid = all_valid(data, n) if framed else all_valid(array, n, array=True)
         _records(recs, lines or data, valid, all_ts_ok(recs), first, bad, out, blocks)
-    if not out:
-        return b""
-    try:
-        raw = ("\n".join(out) + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
-        raw = b""
-    # every newline one that ends a line, and nothing `visible` would change: one check for
-    # the segment (a deleting translate, and a search only when a lead byte of what it
-    # changes is there), else each line drawn
-    inner = sum(len(texts) - 1 for _, texts in blocks.values())
-    if raw.count(b"\n") == len(out) + inner and (
-            len(raw.translate(None, _LEADS)) == len(raw) or _CHANGED.search(raw) is None):
-        return raw
-    shown = [visible(line) for k, entry in enumerate(out) for line in (
-        [blocks[k][0] + text for text in blocks[k][1]] if k in blocks else (entry,))]
-    return ("\n".join(shown) + "\n").encode("utf-8", "replace")
-
-
-# What `visible` changes, as UTF-8: C0 controls but tab and newline, and DEL (found by one
-# deleting translate, with the lead bytes of the rest), C1 controls (U+0080-009F: C2 80-9F),
-# U+061C (D8 9C) and the format characters U+200E/F, U+2028-202E (E2 80 ..), U+2066-2069
-# (E2 81 ..); tests/console/sessions/test_printer_paths.py checks this against `visible`.
-_LEADS = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F]) + b"\xc2\xd8\xe2"
-_CHANGED = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c"
-                      rb"|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
 
 
 def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok: bool,
              first: int, bad: list[tuple[int, str]], out: list[str],
              blocks: dict[int, tuple[str, list[str]]]) -> None:
     """Each record by its rule; `lines` the segment's lines, or its bytes to split if needed."""
-    rules, default, append, hidden = RULES, _default, out.append, STAGE_RECORD_PREFIX
+    rules, default, append = RULES, _default, out.append
     hosts: dict[str, str] = {}  # host_part of each host met
     checked = ts_ok and valid
     i = -1
@@ -109,16 +237,8 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
             continue
         kind = rec.kind
         if kind == JOB_LINES:  # a log block: its job.line events' lines, sharing one head
-            start = rec.ts[11:19] + host_part(rec.host) + job_head(p)
-            texts = p["texts"]
-            sep = "\n" + start
-            body = sep.join(texts)
-            if hidden in body:
-                texts = [t for t in texts if not t.startswith(hidden)]
-                body = sep.join(texts)
-            if texts:
-                blocks[len(out)] = (start, texts)
-                append(start + body)
+            _block(rec.ts[11:19] + host_part(rec.host) + job_head(p.get("run_id", "")),
+                   p["texts"], out, blocks)
             continue
         try:
             text = rules.get(kind, default)(kind, p)
@@ -131,7 +251,7 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
             part = hosts.get(host)
             if part is None:
                 part = hosts[host] = host_part(host)
-            append(rec.ts[11:19] + part + text)
+            append(f"{rec.ts[11:19]}{part}{text}\n")
 
 
 def _valid(kind: str, p: dict[str, Any]) -> bool:
@@ -145,4 +265,4 @@ def _per_event(line: bytes, index: int, bad: list[tuple[int, str]], out: list[st
     except (BadLine, TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
         bad.append((index, str(exc)))
         return
-    out.extend(text for text in shown if text is not None)
+    out.extend(text + "\n" for text in shown if text is not None)

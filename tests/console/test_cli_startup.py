@@ -134,3 +134,28 @@ def test_refused_alike(argv: list[str], capsys: pytest.CaptureFixture[str]) -> N
         assert exc.value.code == 2
         messages.append(capsys.readouterr().err)
     assert messages[0] == messages[1] and "error:" in messages[0]
+
+
+# What printing a session never needs: an event loop (and what asyncio brings: ssl, sockets,
+# thread pools), the SSH stack, the TUI, the decompressor of a plain file.
+NOT_FOR_A_PRINT = ("asyncio", "ssl", "socket", "concurrent.futures", "asyncssh", "textual",
+                   "zstandard", "httpx", "torch", "remote.link.ssh", "remote.link.transport",
+                   "console.tui.app", "console.tui.launch")
+
+
+def test_replay_print_imports_no_event_loop_ssh_or_tui(tmp_path: Path) -> None:
+    """`console replay F --print` is a file to stdout: it runs without asyncio (console/cli.py
+    runs a coroutine only when a command returns one), which was a fifth of its start."""
+    session = tmp_path / "run.jsonl"
+    session.write_bytes((REPO / "benchmarks" / "data" / "demo-run.jsonl").read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", _PROBE,
+                           json.dumps(["replay", str(session), "--print"])],
+                          cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0, done.stderr[-2000:]
+    assert done.stdout.count("\n") > 50  # the session was printed
+    assert "console.sessions.human" in report["modules"]
+    heavy = [m for m in report["modules"]
+             if any(m == h or m.startswith(h + ".") for h in NOT_FOR_A_PRINT)]
+    assert heavy == []

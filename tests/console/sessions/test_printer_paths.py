@@ -109,8 +109,16 @@ def _hostile_lines(rng: random.Random) -> tuple[list[bytes], list[bytes]]:
     return valid, damaged
 
 
+@pytest.fixture(params=["skipping", "dicts"])
+def view(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each of the two ways a valid segment is printed (human.SKIPPING_PAYS chooses by its
+    bytes a record): from a decode that skips what no rule reads, and from dicts."""
+    monkeypatch.setattr(human, "SKIPPING_PAYS", 0 if request.param == "skipping" else 10**9)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int) -> None:
+def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int, view: str) -> None:
     rng = random.Random(seed)
     valid, damaged = _hostile_lines(rng)
     assert _same(valid) == 0
@@ -122,8 +130,9 @@ def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int) -> No
 
 
 def test_valid_records_of_every_kind_are_printed_by_the_rules_not_one_by_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not vacuous: a segment of valid records never takes the per-event way."""
+        monkeypatch: pytest.MonkeyPatch, view: str) -> None:
+    """Not vacuous: a segment of valid records, framed as recorded, is printed from its
+    checked decode, never record by record."""
     valid, _ = _hostile_lines(random.Random(9))
 
     def refuse(*args: Any) -> None:
@@ -131,11 +140,13 @@ def test_valid_records_of_every_kind_are_printed_by_the_rules_not_one_by_one(
 
     want = _per_event(valid, 0)[0]
     monkeypatch.setattr(human, "_per_event", refuse)
+    if view == "skipping":
+        monkeypatch.setattr(human, "_any_segment", refuse)
     assert human.human_bytes(b"\n".join(valid) + b"\n", 0, len(valid), []) == want
     assert len(want.splitlines()) > 3 * len(SCHEMAS)
 
 
-def test_odd_lines_timestamps_and_bytes_print_the_same() -> None:
+def test_odd_lines_timestamps_and_bytes_print_the_same(view: str) -> None:
     ok = _line("console.info", {"message": "fine"})
     odd = [
         _line("console.info", {"message": "m"}, ts="2026-12-03T04:05:06,789Z"),  # not canonical
@@ -153,6 +164,12 @@ def test_odd_lines_timestamps_and_bytes_print_the_same() -> None:
         b"[1,2]",
         b'{"ts":"' + TS.encode() + b'","kind":"marker"}',
         b"{" * 5000 + b"}" * 5000,
+        # a gated kind shown (its whole payload read) with a field no printer reads beside it
+        _line("stats.sample", {"host": {}, "gpus": [], "print": True})[:-1] + b',"extra":1}',
+        _line("stats.sample", {"host": {}, "print": True})[:-2] + b',"print":false}}',
+        _line("stats.sample", {"host": {}, "print": False})[:-2] + b',"print":1}}',
+        ok[:-1] + b',"payload":{"message":"second"}}',  # a key twice: the last one counts
+        ok.replace(b'"kind"', b'"payload":7,"kind"'),
     ]
     for n in range(len(odd)):
         _same([ok, odd[n], ok])

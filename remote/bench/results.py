@@ -99,10 +99,13 @@ class BenchRun:
 
 
 def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline: BenchRun | None = None,
-                comparison: dict[str, Any] | None = None, complete: bool = True) -> Path:
+                comparison: dict[str, Any] | None = None, complete: bool = True,
+                summary: dict[str, Any] | None = None) -> Path:
     """Written atomically: a crash mid-write never leaves half a result that compare would
     misread. Rewritten after every point (complete=False) so a sweep that fails or is
-    interrupted half-way keeps the points it measured."""
+    interrupted half-way keeps the points it measured. `summary`: the bench.summary the run
+    published, where it says more than the runs and comparison do (a served run's offline and
+    served acceptance), so a console that reads the file back publishes the same one."""
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     doc = {
@@ -113,6 +116,8 @@ def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline:
         "baseline": baseline.to_dict() if baseline else None,
         "comparison": comparison,
     }
+    if summary is not None:
+        doc["summary"] = summary
     tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
     tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, dest)
@@ -126,6 +131,7 @@ class ResultFile:
     baseline: BenchRun | None
     comparison: dict[str, Any] | None
     complete: bool = True
+    summary: dict[str, Any] | None = None  # the bench.summary as the run published it
 
 
 def load_result(path: str | os.PathLike[str]) -> ResultFile:
@@ -159,4 +165,6 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
     except msgspec.ValidationError as exc:
         raise ResultFileError(f"bench result {p}: malformed run ({exc})") from None
     comparison = doc.get("comparison") if isinstance(doc.get("comparison"), dict) else None
-    return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False)
+    summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
+    return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False,
+                      summary=summary)

@@ -275,9 +275,9 @@ def _publish_found(bus: EventBus, host: str, found: ResultFile, box_path: str,
                      source=run.source, box_file=box_path, **p.to_dict(),
                      summary=point_text(run.label, p) if point_text else None)
     comparison = Comparison.from_dict(found.comparison) if found.comparison else None
-    if found.run.points:
-        bus.emit(ev.BENCH_SUMMARY, host, box_file=box_path, found=True,
-                 **summary_fields(found.run.label, found.run, comparison))
+    if found.run.points:  # the summary the run published, where the file keeps it
+        fields = found.summary or summary_fields(found.run.label, found.run, comparison)
+        bus.emit(ev.BENCH_SUMMARY, host, **{**fields, "box_file": box_path, "found": True})
 
 
 def compare(bus: EventBus, a: ResultFile, b: ResultFile,

@@ -146,10 +146,11 @@ async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,
     finally:
         await r.close()
     comparison = result.comparison
+    summary = {"label": "served", **comparison.to_dict(), "offline": result.offline,
+               "served": result.served, "start_seconds": result.start_seconds,
+               "summary": comparison.summary()}
     path = save_result(out_path, result.speculative, baseline=result.baseline,
-                       comparison=comparison.to_dict())
+                       comparison=comparison.to_dict(), summary=summary)
     box_path = await keep_on_box(r.transport, r.host, r.bus, path)
-    r.bus.emit(ev.BENCH_SUMMARY, host, label="served", result_file=str(path), box_file=box_path,
-               **comparison.to_dict(), offline=result.offline, served=result.served,
-               start_seconds=result.start_seconds, summary=comparison.summary())
+    r.bus.emit(ev.BENCH_SUMMARY, host, result_file=str(path), box_file=box_path, **summary)
     return result, path

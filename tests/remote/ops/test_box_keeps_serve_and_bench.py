@@ -197,3 +197,39 @@ def _text(renderable: object) -> str:
     with console.capture() as cap:
         console.print(renderable)
     return cap.get()
+
+
+async def test_a_served_run_comes_back_with_the_summary_it_published(tmp_path: Path) -> None:
+    """`console run --serve` publishes a summary with more than its runs say (offline vs served
+    acceptance, the label "served"); its result file keeps it, and a console that reads the
+    file from the box publishes that summary, not one rebuilt from the runs."""
+    from remote.bench.compare import compare_runs
+    from remote.bench.results import BenchRun, save_result
+
+    point = {"concurrency": 1, "requests": 4, "failed": 0, "output_tokens": 32, "duration": 0.8,
+             "output_tok_s": 40.0, "req_s": 5.0, "ttft_p50": 0.01, "ttft_p99": 0.02,
+             "tpot_p50": 0.005, "tpot_p99": 0.006}
+    run = {"url": "u", "model": "m", "max_tokens": 8, "rounds": 1, "prompts": "p",
+           "prompts_sha256": "0" * 64, "started": "2026-12-06T12:00:00"}
+    base = BenchRun.from_dict({**run, "label": "baseline", "speculative": False,
+                               "points": [point]})
+    spec = BenchRun.from_dict({**run, "label": "speculative", "speculative": True,
+                               "points": [{**point, "output_tok_s": 60.0}]})
+    comparison = compare_runs(base, spec)
+    published = {"label": "served", **comparison.to_dict(), "offline": {"mean_length": 1.2},
+                 "served": {"mean_length": 1.19}, "start_seconds": {"speculative": 3.5},
+                 "summary": comparison.summary()}
+    _toml, host = _host(tmp_path, free_port())
+    save_result(tmp_path / "box" / "bench" / "served.json", spec, baseline=base,
+                comparison=comparison.to_dict(), summary=published)
+    transport = LocalTransport("local")
+    await transport.connect()
+    try:
+        bus = EventBus()
+        state, seen_events = _folded(bus)
+        assert len(await bench_ops.found_results(transport, host, bus)) == 1
+    finally:
+        await transport.close()
+    (summary,) = [e.payload for e in seen_events if e.kind == ev.BENCH_SUMMARY]
+    assert {k: v for k, v in summary.items() if k not in ("box_file", "found")} == published
+    assert state.host("local").bench_summary["label"] == "served"

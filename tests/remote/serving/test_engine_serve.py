@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import progress
+from remote.bench.results import load_result
 from remote.spine import events as ev
 from tests.engine_fixture import EngineBox, answers, events
 from tests.sshd_harness import free_port
@@ -229,6 +230,10 @@ def test_demo_closes_the_loop(engine_box: EngineBox, tmp_path: Path) -> None:
     assert all(row["speedup"] is not None and row["speedup"] > 0 for row in payload["rows"])
     final = [e.payload["message"] for e in evs if e.kind == ev.CONSOLE_INFO][-1]
     assert final.startswith("mean acceptance length: offline ") and " vs served " in final
+    # The result file keeps that summary as published: a console that reads it back from the
+    # box (remote/ops/bench.py found_results) publishes the same one, offline vs served.
+    kept = load_result(payload["box_file"]).summary
+    assert kept == {k: v for k, v in payload.items() if k not in ("result_file", "box_file")}
     # Stopped means stopped: nothing answers on either port any more.
     assert not answers(engine_box.url)
     assert not answers(baseline_url)

@@ -10,16 +10,19 @@ environment's vLLM (`console serve start --demo`), stopped at the end. With --ur
 already up, serving the demo target (its eval prompts under DIR's demo/out).
 
 The method is the slow test's (tests/remote/bench/test_bench_vs_vllm.py; tests/vllm_peer.py,
-`alternating`): the two clients run alternately, never at once (at once each slows the other:
-per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair, each run
-`requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept loaded
-between its runs (tests/vllm_bench_driver.py: the command's own code, imported once). Printed
-per pair its ratios, then per figure the median over the pairs of those ratios (a pair's two
-runs share the machine's moment; the machine drifts between pairs), with each client's median
-over the pairs beside it; the last line is `console/vllm worst ratio: R`, the ratio furthest
-from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and after: on shared
-cores it moves the spread of the pairs. Nothing is asserted here (the test asserts TTFT and
-TPOT p50).
+`compare` and `report`): the two clients run alternately, never at once (at once each slows
+the other: per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair,
+each run `requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept
+loaded between its runs (tests/vllm_bench_driver.py: the command's own code, imported once).
+Both result files keep every request's TTFT, latency and output tokens (vLLM's with
+--save-detailed), and request i carries the same prompt and decodes the same tokens on both
+sides, so TTFT, TPOT and E2E p50 are the median over all requests of the paired ratios
+console_i / vLLM_i, leaving out the requests either client saw arrive in one burst (a stall:
+tests/vllm_peer.py, Timed.streamed; their count is printed). The p99s, ITL and tok/s are the
+median over the pairs of each pair's ratio. Printed: per pair its ratios, then per figure its
+ratio with each client's median beside it; the last line is `console/vllm worst ratio: R`, the
+ratio furthest from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and
+after: on shared cores it sets the spread. Nothing is asserted here.
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ host without ssh), as vLLM's client is: a port forward would add its round trip 
 vLLM's custom dataset renders a prompt with the chat template unless told not to, and its chat
 backend sends the text as the user turn: `--skip-chat-template` keeps the template to the
 server, as the console does.
+
+Each client's result file keeps every request's TTFT, latency and output tokens (vLLM's with
+--save-detailed, the console's always), so request i of one run sits beside request i of the
+other (`per_request`): the same prompt, the same tokens. A figure compared request by request
+(Alternating.paired_ratio) is the median over many such pairs, where a stall moves only the
+requests it hit; a request either client saw arrive in one burst is left out and counted
+(Timed.streamed: it timed the stall, not the client).
 """
 
 from __future__ import annotations

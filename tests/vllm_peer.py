@@ -182,8 +182,8 @@ class Alternating:
                 if (cf := c.figure(name)) is not None and (vf := v.figure(name))]
 
     def paired_ratio(self, name: str) -> float:
-        """The median of request_ratios: the figure the slow test holds within 15 % (its
-        docstring says why a stall cannot move it)."""
+        """The median of request_ratios: the figure set against the issue's 15 % (the slow
+        test prints it; its docstring says what a stall can and cannot move)."""
         return statistics.median(self.request_ratios(name))
 
 

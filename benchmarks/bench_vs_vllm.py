@@ -10,16 +10,19 @@ environment's vLLM (`console serve start --demo`), stopped at the end. With --ur
 already up, serving the demo target (its eval prompts under DIR's demo/out).
 
 The method is the slow test's (tests/remote/bench/test_bench_vs_vllm.py; tests/vllm_peer.py,
-`alternating`): the two clients run alternately, never at once (at once each slows the other:
-per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair, each run
-`requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept loaded
-between its runs (tests/vllm_bench_driver.py: the command's own code, imported once). Printed
-per pair its ratios, then per figure the median over the pairs of those ratios (a pair's two
-runs share the machine's moment; the machine drifts between pairs), with each client's median
-over the pairs beside it; the last line is `console/vllm worst ratio: R`, the ratio furthest
-from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and after: on shared
-cores it moves the spread of the pairs. Nothing is asserted here (the test asserts TTFT and
-TPOT p50).
+`compare` and `report`): the two clients run alternately, never at once (at once each slows
+the other: per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair,
+each run `requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept
+loaded between its runs (tests/vllm_bench_driver.py: the command's own code, imported once).
+Both result files keep every request's TTFT, latency and output tokens (vLLM's with
+--save-detailed), and request i carries the same prompt and decodes the same tokens on both
+sides, so TTFT, TPOT and E2E p50 are the median over all requests of the paired ratios
+console_i / vLLM_i, leaving out the requests either client saw arrive in one burst (a stall:
+tests/vllm_peer.py, Timed.streamed; their count is printed). The p99s, ITL and tok/s are the
+median over the pairs of each pair's ratio. Printed: per pair its ratios, then per figure its
+ratio with each client's median beside it; the last line is `console/vllm worst ratio: R`, the
+ratio furthest from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and
+after: on shared cores it sets the spread. Nothing is asserted here.
 """
 
 from __future__ import annotations
@@ -34,14 +37,7 @@ import _common  # noqa: F401  (the repository on sys.path)
 from console.cli import main as console_main
 from tests import box_env
 from tests.sshd_harness import free_port
-from tests.vllm_peer import (
-    PeerSettings,
-    VllmPeer,
-    alternating,
-    figures,
-    served_model,
-    single_turn_prompts,
-)
+from tests.vllm_peer import PeerSettings, compare, report, served_model
 
 
 def main() -> int:
@@ -77,34 +73,22 @@ def main() -> int:
 def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> int:
     s = PeerSettings(url=url, model=served_model(url), requests=args.requests,
                      max_tokens=args.max_tokens)
-    prompts = single_turn_prompts(workdir / "demo" / "out" / "prepare" / "eval.jsonl",
-                                  tmp / "prompts.jsonl")
-    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
-          f"{os.getloadavg()[2]:.2f} (1, 5, 15 min)", flush=True)
-    peer = VllmPeer(python)
-    try:
-        runs = alternating(peer, s, prompts, tmp, "pair", args.pairs)
-    finally:
-        peer.close()
-    for i, (ours, theirs) in enumerate(zip(runs.console, runs.vllm, strict=True)):
-        pair = figures(ours, theirs)
-        print(f"pair {i} ({'vllm first' if i % 2 == 0 else 'console first'}): "
-              + ", ".join(f"{name} {c / v:.2f}" for name, (c, v) in pair.items() if v),
-              flush=True)
-    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
-          f"{os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    print(f"load before: {_load()}", flush=True)
+    runs = compare(python, s, workdir / "demo" / "out" / "prepare" / "eval.jsonl", tmp,
+                   args.pairs)
+    lines, worst = report(runs)
+    print(f"load after: {_load()}")
     print(f"{args.pairs} alternating pairs (one client at a time, order swapped each pair), "
           f"{s.requests} requests per run at concurrency 1, max_tokens {s.max_tokens}, 1 "
-          "warm-up request; each ratio: the median over the pairs of each pair's console/vLLM ratio")
-    worst = 1.0
-    for name, (c, v) in runs.figures().items():
-        ratio = runs.ratio(name)
-        if abs(ratio - 1) > abs(worst - 1):
-            worst = ratio
-        print(f"{name}: console/vllm {ratio:.3f} (median of the pairs' ratios; medians: "
-              f"console {c:.6g}, vllm {v:.6g})")
+          "warm-up request")
+    print("\n".join(lines))
     print(f"console/vllm worst ratio: {worst:.3f}")
     return 0
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min)"
 
 
 if __name__ == "__main__":

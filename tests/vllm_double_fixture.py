@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.child_process import end_process
 from tests.vllm_double import DoubleConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,15 +54,7 @@ class RunningDouble:
         httpx.post(self.url + "/_double/restart").raise_for_status()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        end_process(self.proc, grace_s=5)
 
 
 @pytest.fixture

@@ -100,7 +100,7 @@ async def run_point(
 ) -> Point:
     """`requests` requests (more while `min_seconds` have not passed), `concurrency` at once."""
     before = await _spec_counters(client, model) if speculative else None
-    results: list[RequestResult] = []
+    sent: list[tuple[int, RequestResult]] = []
     started = time.perf_counter()
     next_index = itertools.count()
 
@@ -109,8 +109,8 @@ async def run_point(
 
     async def worker() -> None:
         while more(i := next(next_index)):
-            results.append(await client.stream_chat(model, prompts.get(offset + i), max_tokens,
-                                                    ignore_eos=ignore_eos))
+            sent.append((i, await client.stream_chat(model, prompts.get(offset + i), max_tokens,
+                                                     ignore_eos=ignore_eos)))
 
     lags: list[float] = []
     monitor = asyncio.create_task(_loop_lag(lags))
@@ -126,6 +126,7 @@ async def run_point(
         after = await _spec_counters(client, model)
         acceptance = acceptance_between(before, after, client.shown_url).to_dict()
 
+    results = [r for _, r in sorted(sent, key=lambda done: done[0])]  # in the order sent
     ok = [r for r in results if r.ok]
     errors = [r.error or "?" for r in results if not r.ok]
     if not ok:
@@ -156,6 +157,9 @@ async def run_point(
         acceptance=acceptance,
         errors=errors[:MAX_ERRORS_KEPT],
         loop_lag_p99=percentile(lags, 99),
+        ttfts=[r.ttft if r.ok else None for r in results],
+        latencies=[r.latency if r.ok else None for r in results],
+        output_lens=[r.output_tokens if r.ok else 0 for r in results],
     )
 
 

@@ -26,6 +26,8 @@ DEFINITIONS = "vllm-bench-serve-0.32"
 # Requests per point when the operator names no rounds (remote/bench/driver.py): a median of a
 # few dozen samples, where four made "p99" their maximum.
 MIN_REQUESTS = 32
+# A point's per-request lists (Point): in its result file, not in its events.
+PER_REQUEST = ("ttfts", "latencies", "output_lens")
 
 
 @dataclass
@@ -50,9 +52,19 @@ class Point:
     itl_p99: float | None = None
     e2el_p50: float | None = None
     e2el_p99: float | None = None
+    # Per request, in the order sent (None where a request failed), as `vllm bench serve
+    # --save-detailed` keeps them: pairs request i with vLLM's request i over the same prompts
+    # (tests/vllm_peer.py). Kept in result files only, not in every BENCH_POINT event.
+    ttfts: list[float | None] | None = None
+    latencies: list[float | None] | None = None
+    output_lens: list[int] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not per_request:
+            for name in PER_REQUEST:
+                data.pop(name)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Point:
@@ -82,7 +94,7 @@ class BenchRun:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["points"] = [p.to_dict() for p in self.points]
+        data["points"] = [p.to_dict(per_request=True) for p in self.points]
         return data
 
     @classmethod

@@ -10,19 +10,23 @@ What is asserted and why it can fail:
   drafts and accepts the same tokens, and each client reads the same counters over its own
   window, so a console that counted another window (the warm-up, or a scrape at the wrong
   moment) differs;
-- the output tokens are the same (usage's completion_tokens on both sides);
+- the output tokens are the same, in total and request by request (usage's
+  completion_tokens on both sides): request i of each run is the same prompt and the same
+  tokens, which the per-request timing comparison relies on;
 - `console bench compare` reads vLLM's --save-result file as a run, in the same table.
 
-Not asserted: TTFT and TPOT medians within 15 % (the issue's done-when). The runs here are the
-benchmark's method (tests/vllm_peer.py, Alternating: the clients alternately, never at once,
-PAIRS pairs with the order swapped, the median of the pairs' ratios), and the two request
-functions agree where the machine lets them (in one process against the vLLM test double:
-TTFT 7.65 vs 8.88 ms, TPOT 1.91 vs 1.83 ms). But in six runs of this test at load 3-7 the
-TTFT ratio read 0.86, 0.98, 0.74, 1.18 and TPOT 1.01, 0.98, 0.84, 0.99, and in the last run
-the server itself sent most streams in one burst (both clients: ITL p50 0.01 ms, TTFT = E2E,
-TPOT near zero; TPOT ratio 2.03). A timing assertion would fail on these shared cores for
-reasons no client can change. benchmarks/bench_vs_vllm.py prints every ratio with the load
-(docs/measurements.md: worst 0.889 at load 2.3).
+Printed (pytest -rP), not asserted: TTFT and TPOT within 15 % (the issue's done-when). The
+timings are compared request by request (tests/vllm_peer.py, Alternating.paired_ratio): both
+result files keep each request's TTFT, latency and tokens, and the figure is the median over
+all requests of all pairs of console_i / vLLM_i, leaving out (and counting) the requests
+either client saw arrive in one burst, since those timed a stall, not the client. A stall
+then moves only the requests it hit; what it cannot remove is the machine's drift between
+the two runs of a pair (seconds apart). Four runs of this test at load 6-7 (2026-12-06)
+read TTFT 0.946, 1.129, 0.893, 0.901 and TPOT 0.987, 1.040, 1.026, 1.057; four runs of the
+same method against a server of its own at load 5-8 (benchmarks/bench_vs_vllm.py among
+them) read TTFT 1.167, 0.887, 0.759, 0.752 and TPOT 1.132, 1.113, 1.102, 0.955
+(docs/measurements.md). TTFT left the 15 % in 3 of 8, so an assertion would fail on these
+shared cores for reasons no client can change; TPOT held in all 8, the widest 1.132.
 """
 
 from __future__ import annotations
@@ -34,15 +38,7 @@ import pytest
 
 from console.cli import main as console_main
 from tests.engine_fixture import EngineBox
-from tests.vllm_peer import (
-    PeerSettings,
-    VllmPeer,
-    alternating,
-    figures,
-    served_model,
-    single_turn_prompts,
-    vllm_bench,
-)
+from tests.vllm_peer import PeerSettings, compare, figures, report, served_model, vllm_bench
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -55,29 +51,32 @@ def test_console_bench_matches_vllm_bench_serve(served_engine: EngineBox, tmp_pa
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     s = PeerSettings(url=served_engine.url, model=served_model(served_engine.url),
                      requests=REQUESTS, max_tokens=24)
-    prompts = single_turn_prompts(served_engine.out / "prepare" / "eval.jsonl",
-                                  tmp_path / "prompts.jsonl")
-    peer = VllmPeer(served_engine.python)  # imports vLLM while the command below runs
-    try:
-        # The `vllm` command itself works in the box environment (not timed: a few requests).
+
+    def vllm_command(prompts: Path) -> None:
+        """The `vllm` command itself works in the box environment (not timed: a few requests),
+        run while the peer imports vLLM."""
         cli = vllm_bench(served_engine.python, dataclasses.replace(s, requests=2), prompts,
                          tmp_path, "vllm-command")
         assert cli["completed"] == 2 and cli["spec_decode_num_drafts"] > 0
-        runs = alternating(peer, s, prompts, tmp_path, "pair", PAIRS)
-    finally:
-        peer.close()
+
+    runs = compare(served_engine.python, s, served_engine.out / "prepare" / "eval.jsonl",
+                   tmp_path, PAIRS, meanwhile=vllm_command)
     for ours, vllm in zip(runs.console, runs.vllm, strict=True):  # each client alone: equal
         assert vllm["completed"] == s.requests and vllm["failed"] == 0, vllm.get("errors")
         assert vllm["spec_decode_num_drafts"] > 0
         (point,) = ours["points"]
         assert point["requests"] == s.requests and point["failed"] == 0, point["errors"]
         assert point["output_tokens"] == vllm["total_output_tokens"] == s.requests * s.max_tokens
+        assert point["output_lens"] == vllm["output_lens"] == [s.max_tokens] * s.requests
         acc = point["acceptance"]
         assert acc["drafts"] == vllm["spec_decode_num_drafts"]
         assert acc["accepted"] == vllm["spec_decode_accepted_tokens"]
         f = figures(ours, vllm)
         assert f["mean acceptance length"][0] == pytest.approx(f["mean acceptance length"][1])
         assert f["acceptance rate"][0] == pytest.approx(f["acceptance rate"][1])
+    # Every request of every pair on both sides, paired by its prompt (tests/vllm_peer.py,
+    # per_request); the timings are printed, not asserted (the docstring says why).
+    assert len(runs.requests()) == PAIRS * s.requests
 
     # vLLM's file beside the console's own, in one comparison: the same table, both sources.
     capsys.readouterr()
@@ -92,3 +91,5 @@ def test_console_bench_matches_vllm_bench_serve(served_engine: EngineBox, tmp_pa
     (point,) = runs.console[0]["points"]
     assert speedup == pytest.approx(point["output_tok_s"] / runs.vllm[0]["output_throughput"],
                                     abs=0.006)
+    lines, worst = report(runs)  # shown with pytest -rP
+    print("\n".join([*lines, f"console/vllm worst ratio: {worst:.3f}"]))

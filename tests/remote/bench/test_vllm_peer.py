@@ -19,10 +19,18 @@ from console.cli import main as console_main
 from remote.bench.client import VllmClient
 from remote.bench.driver import point_requests, run_point, run_sweep
 from remote.bench.prompts import BUILTIN, load_prompts
-from remote.bench.results import DEFINITIONS, BenchRun, Point, load_result, save_result
+from remote.bench.results import (
+    DEFINITIONS,
+    PER_REQUEST,
+    BenchRun,
+    Point,
+    load_result,
+    save_result,
+)
 from remote.errors import ResultFileError
 from tests.box_env import box_env
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
+from tests.vllm_peer import Alternating, per_request
 
 FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 
@@ -86,7 +94,7 @@ async def test_timings_are_vllm_bench_serves(vllm_double) -> None:  # noqa: F811
     assert len(r.itl) == 7
 
 
-async def test_requests_per_point(vllm_double) -> None:  # noqa: F811
+async def test_requests_per_point(vllm_double, tmp_path: Path) -> None:  # noqa: F811
     assert point_requests(4, rounds=2, min_requests=32) == 8
     assert point_requests(4, rounds=None, min_requests=32) == 32
     assert point_requests(64, rounds=None, min_requests=32) == 64
@@ -97,6 +105,14 @@ async def test_requests_per_point(vllm_double) -> None:  # noqa: F811
                               speculative=False, max_tokens=4, rounds=None, warmup=2,
                               min_requests=5)
         assert [p.requests for p in run.points] == [5, 5, 8]
+        for p in run.points:  # every request's own figures, in the order sent (vllm_peer pairs them)
+            assert len(p.ttfts or []) == len(p.latencies or []) == p.requests
+            assert p.output_lens == [4] * p.requests
+            assert all(0 < t <= lat for t, lat in zip(p.ttfts or [], p.latencies or [],
+                                                      strict=True) if t and lat)
+            assert not set(PER_REQUEST) & set(p.to_dict())  # kept out of bench.point events
+        saved = load_result(save_result(tmp_path / "r.json", run)).run
+        assert [p.ttfts for p in saved.points] == [p.ttfts for p in run.points]
         assert (run.min_requests, run.warmup, run.definitions) == (5, 2, DEFINITIONS)
         assert double.state()["requests_seen"] == 2 + 5 + 5 + 8
         t0 = time.perf_counter()
@@ -213,3 +229,29 @@ def test_a_file_vllm_0_32_wrote() -> None:
     assert p.acceptance["accepted"] == sum(p.acceptance["accepted_per_pos"])
     assert p.acceptance["mean_length"] == pytest.approx(
         1 + doc["spec_decode_accepted_tokens"] / doc["spec_decode_num_drafts"])
+
+
+def _console_run(ttfts: list[float | None], latencies: list[float | None],
+                 lens: list[int]) -> dict[str, Any]:
+    return {"points": [{"ttfts": ttfts, "latencies": latencies, "output_lens": lens}]}
+
+
+def test_requests_are_paired_by_prompt_and_bursts_set_apart() -> None:
+    """tests/vllm_peer.py: request i of the console's run beside vLLM's request i; a stream
+    seen in one burst (its chunks after the first within BURST_S) on either side measures a
+    stall, not the client, and leaves the pair out of the ratios, while it still counts."""
+    ours = _console_run([0.010, 0.020, 0.100, None], [0.110, 0.120, 0.1001, None], [11] * 4)
+    theirs = {"ttfts": [0.008, 0.025, 0.012, 0.0], "latencies": [0.098, 0.115, 0.112, 0.0],
+              "output_lens": [11] * 4}
+    pairs = per_request(ours, theirs)
+    assert len(pairs) == 3  # the failed request has no figure
+    (c0, v0), (_, v1), (c2, v2) = pairs
+    assert (c0.ttft, v0.ttft, c0.tpot, v0.tpot) == pytest.approx((0.010, 0.008, 0.010, 0.009))
+    assert c0.streamed and v1.streamed and not c2.streamed and v2.streamed
+    runs = Alternating(console=[ours, ours], vllm=[theirs, theirs])
+    assert len(runs.requests()) == 6 and len(runs.streamed()) == 4
+    assert sorted(runs.request_ratios("TTFT")) == pytest.approx([0.8, 0.8, 1.25, 1.25])
+    assert runs.paired_ratio("TPOT") == pytest.approx((1.0 / 0.9 + 1.0 / 0.9) / 2)
+    with pytest.raises(AssertionError, match="requests differ"):
+        per_request(_console_run([0.01], [0.1], [11]),
+                    {"ttfts": [0.01], "latencies": [0.1], "output_lens": [12]})

@@ -170,7 +170,7 @@ def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], o
             lines = lines or split_events(data)
             _per_event(lines[i], first + i, bad, out)
             continue
-        if not _by_rule(kind, p, rec.ts, hosts[rec.host], out):
+        if not _by_rule(kind, p, rec, hosts, out):
             lines = lines or split_events(data)
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
     return True
@@ -229,21 +229,22 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
             _block(rec.ts[11:19] + hosts[rec.host] + job_head(p.get("run_id", "")),
                    p["texts"], out, blocks)
             continue
-        if not _by_rule(kind, p, rec.ts, hosts[rec.host], out):
+        if not _by_rule(kind, p, rec, hosts, out):
             lines = split_events(lines) if isinstance(lines, bytes) else lines
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
 
 
-def _by_rule(kind: str, p: dict[str, Any], ts: str, part: str, out: list[str]) -> bool:
+def _by_rule(kind: str, p: dict[str, Any], rec: Any, hosts: _HostParts,
+             out: list[str]) -> bool:
     """The record's line by its kind's rule (printer.RULES; none where the rule shows none)
-    under its time and host `part`, appended to `out`; False where the rule raised, for the
-    caller to judge and report the record as the per-event printer does."""
+    under its time and host, appended to `out`; False where the rule raised, for the caller to
+    judge and report the record as the per-event printer does."""
     try:
         text = RULES.get(kind, _default)(kind, p)
     except (TypeError, ValueError, AttributeError, KeyError):
         return False
     if text is not None:
-        out.append(f"{ts[11:19]}{part}{text}\n")
+        out.append(f"{rec.ts[11:19]}{hosts[rec.host]}{text}\n")
     return True
 
 

@@ -1,12 +1,15 @@
 """argparse types for numbers an operator types: refused at parse time (usage, exit 2) when
 they are not finite or out of range, instead of reaching a remote helper as `nan` (which then
-fails with an unrelated message) or an `int(nan)` deep in a timeout."""
+fails with an unrelated message) or an `int(nan)` deep in a timeout. And the CLI's subcommands,
+added through `add_subcommands` so that `command_lines` can list every command line: argparse
+answers that only through its private action class."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 
@@ -38,3 +41,34 @@ class Subcommands(Protocol):
     private)."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+    @property
+    def choices(self) -> Mapping[str, argparse.ArgumentParser]: ...  # name -> its parser
+
+
+_ADDED: weakref.WeakKeyDictionary[argparse.ArgumentParser, Subcommands] = (
+    weakref.WeakKeyDictionary())
+
+
+def add_subcommands(parser: argparse.ArgumentParser, **kwargs: Any) -> Subcommands:
+    """`parser.add_subparsers(**kwargs)`, kept for `subcommands(parser)`: every parser of the
+    CLI that has subcommands gets them here (console/cli.py, console/context.py add_verbs)."""
+    sub: Subcommands = parser.add_subparsers(**kwargs)
+    _ADDED[parser] = sub
+    return sub
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """`parser`'s subcommands' parsers by name, in the order they were added ({} for none)."""
+    sub = _ADDED.get(parser)
+    return dict(sub.choices) if sub is not None else {}
+
+
+def command_lines(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+                  ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command line under `parser` as (its words after `console`, its parser), `parser`
+    itself first, each command before its subcommands: what the help and bad-input tests walk."""
+    lines = [(words, parser)]
+    for name, sub in subcommands(parser).items():
+        lines += command_lines(sub, (*words, name))
+    return lines

@@ -10,9 +10,10 @@ import argparse
 import sys
 from collections.abc import Coroutine, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from console import __version__
+from console.argtypes import Subcommands, add_subcommands
 from console.commands import (
     allreduce,
     bench,
@@ -29,9 +30,6 @@ from console.commands import (
 )
 from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
 from remote.spine.sanitize import visible
-
-if TYPE_CHECKING:
-    from console.argtypes import Subcommands
 
 # The commands, in the order the top-level help lists them: a command is named as its module
 # (console/commands/), whose HELP is the line that help shows and whose `register(parser)`
@@ -98,7 +96,7 @@ def _top_level() -> tuple[argparse.ArgumentParser, Subcommands]:
     parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
     parser.add_argument("--no-redact", action="store_true",
                         help="keep secrets (tokens, Bearer, URL passwords) in the TUI session")
-    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser, add_subcommands(parser, dest="command", metavar="COMMAND")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

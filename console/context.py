@@ -10,11 +10,12 @@ import argparse
 import sys
 from typing import IO, TYPE_CHECKING
 
+from console.argtypes import Subcommands, add_subcommands, positive_int
+
 # Every command module imports this one for its options, so `console CMD --help` loads it: what
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
-    from console.argtypes import Subcommands
     from console.sessions.recorder import Recorder
     from remote.link.hosts import Config, HostConfig
     from remote.link.transport import Transport
@@ -26,7 +27,7 @@ def add_verbs(parser: argparse.ArgumentParser, *, description: str, dest: str,
     """A command made of verbs (`console NAME VERB ...`, one required): the action its verbs'
     parsers are added to."""
     parser.description = description
-    return parser.add_subparsers(dest=dest, metavar=metavar, required=True)
+    return add_subcommands(parser, dest=dest, metavar=metavar, required=True)
 
 
 def add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) -> None:
@@ -37,6 +38,20 @@ def add_host_options(parser: argparse.ArgumentParser, *, fleet: bool = False) ->
                         help=f"host name from console.toml, or 'local' (default){more}")
     parser.add_argument("--accept-new-host-key", action="store_true",
                         help="trust and store the host key of a host not yet in known_hosts")
+
+
+def add_point_size_options(parser: argparse.ArgumentParser, *, when: str = "") -> None:
+    """--requests and --rounds: how many requests each point of a bench sweep sends, for
+    `console bench run` and for `console run --serve`, which benches the served head the same
+    way (`when` starts their help: "with --serve: ")."""
+    parser.add_argument("--requests", type=positive_int, metavar="N",
+                        help=f"{when}at least N requests per point, and never fewer than its "
+                        "concurrency (default: remote/bench/results.py MIN_REQUESTS, stated when "
+                        "the sweep starts; a p99 over n < 100 requests lies between the highest "
+                        "samples)")
+    parser.add_argument("--rounds", type=positive_int,
+                        help=f"{when}exactly rounds x concurrency requests per point instead of "
+                        "--requests")
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) -> None:

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.argtypes import nonneg_int, positive_float, positive_int
-from console.context import Context, add_common_options, add_host_options, add_verbs
+from console.context import (
+    Context,
+    add_common_options,
+    add_host_options,
+    add_point_size_options,
+    add_verbs,
+)
 from remote.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -49,12 +55,7 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--prompts", metavar="FILE",
                    help="JSONL of prompts or conversations (default: the shipped prompt set)")
     r.add_argument("--max-tokens", type=positive_int, default=256, help="output tokens per request (default 256)")
-    r.add_argument("--requests", type=positive_int, metavar="N",
-                   help="at least N requests per point, and never fewer than its concurrency "
-                   "(default: remote/bench/results.py MIN_REQUESTS, stated when the sweep "
-                   "starts; a p99 over n < 100 requests lies between the highest samples)")
-    r.add_argument("--rounds", type=positive_int,
-                   help="exactly rounds x concurrency requests per point instead of --requests")
+    add_point_size_options(r)
     r.add_argument("--min-seconds", type=positive_float, metavar="S",
                    help="and keep each point going for at least S seconds")
     r.add_argument("--warmup", type=nonneg_int, default=1,
@@ -140,8 +141,6 @@ async def run_command(args: argparse.Namespace) -> int:
 
     concurrencies = parse_concurrency(args.concurrency)
     _check_positive("--max-tokens", args.max_tokens)
-    if args.rounds is not None:
-        _check_positive("--rounds", args.rounds)
     _check_positive("--timeout", args.timeout)
     if args.warmup < 0:
         raise UsageError("--warmup must not be negative")

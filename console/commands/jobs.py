@@ -12,7 +12,7 @@ import sys
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
-from console.argtypes import nonneg_float
+from console.argtypes import add_subcommands, nonneg_float
 from console.context import Context
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 
@@ -50,7 +50,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.description = ("Detached runs on a host. With no subcommand, lists them.")
     _options(p, leaf=False)
     p.set_defaults(func=run, jobs_command="list")
-    jsub = p.add_subparsers(dest="jobs_command", metavar="SUBCOMMAND")
+    jsub = add_subcommands(p, dest="jobs_command", metavar="SUBCOMMAND")
 
     ls = jsub.add_parser("list", help="list runs (the default)")
     _options(ls, leaf=True)

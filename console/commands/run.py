@@ -33,7 +33,7 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_point_size_options
 from pipeline import stages as stage_table
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
@@ -82,12 +82,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the python with vLLM on the box (default: the host's python)")
     p.add_argument("--concurrency", default="1,4",
                    help="with --serve: bench concurrencies (default 1,4)")
-    p.add_argument("--requests", type=int, metavar="N",
-                   help="with --serve: at least N requests per point, as `console bench run` "
-                   "(default: remote/bench/results.py MIN_REQUESTS; each point reports its count)")
-    p.add_argument("--rounds", type=int,
-                   help="with --serve: exactly rounds x concurrency requests per point instead "
-                   "of --requests")
+    add_point_size_options(p, when="with --serve: ")
     p.add_argument("--max-tokens", type=int,
                    help="with --serve: output tokens per request (default: evaluate's "
                    "max_new_tokens)")
@@ -221,10 +216,6 @@ async def run(args: argparse.Namespace) -> int:
                          f"{args.until}")
     if args.serve and not (args.demo or args.pipeline):
         raise UsageError("--serve follows a pipeline: give --demo or --pipeline")
-    if args.rounds is not None and args.rounds < 1:
-        raise UsageError("--rounds must be positive")
-    if args.requests is not None and args.requests < 1:
-        raise UsageError("--requests must be positive")
     if args.rounds is not None and args.requests is not None:
         raise UsageError("--rounds and --requests: give one (rounds x concurrency, or a "
                          "minimum per point)")

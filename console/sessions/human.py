@@ -151,15 +151,14 @@ def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], o
         return False
     if len(shown) != count:
         return False
-    rules, default, append, kind_of, gates = RULES, _default, out.append, CHECKED_KIND, GATES
-    hosts: dict[str, str] = {}  # host_part of each host met
+    kind_of, gates, hosts = CHECKED_KIND, GATES, _HostParts()
     lines: list[bytes] = []
     for i, rec in enumerate(recs):
         kind = kind_of[type(rec)]
         p = shown[i].payload
         if kind == JOB_LINES:  # the checked record's: the texts its job.line events get
             block = rec.payload
-            _block(rec.ts[11:19] + host_part(rec.host) + job_head(block.run_id), block.texts,
+            _block(rec.ts[11:19] + hosts[rec.host] + job_head(block.run_id), block.texts,
                    out, blocks)
             continue
         if kind in gates:  # only its gate read
@@ -171,18 +170,9 @@ def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], o
             lines = lines or split_events(data)
             _per_event(lines[i], first + i, bad, out)
             continue
-        try:
-            text = rules.get(kind, default)(kind, p)
-        except (TypeError, ValueError, AttributeError, KeyError):
+        if not _by_rule(kind, p, rec, hosts, out):
             lines = lines or split_events(data)
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
-            continue
-        if text is not None:
-            host = rec.host
-            part = hosts.get(host)
-            if part is None:
-                part = hosts[host] = host_part(host)
-            append(f"{rec.ts[11:19]}{part}{text}\n")
     return True
 
 
@@ -223,8 +213,7 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
              first: int, bad: list[tuple[int, str]], out: list[str],
              blocks: dict[int, tuple[str, list[str]]]) -> None:
     """Each record by its rule; `lines` the segment's lines, or its bytes to split if needed."""
-    rules, default, append = RULES, _default, out.append
-    hosts: dict[str, str] = {}  # host_part of each host met
+    hosts = _HostParts()
     checked = ts_ok and valid
     i = -1
     for rec in recs:
@@ -237,21 +226,34 @@ def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok
             continue
         kind = rec.kind
         if kind == JOB_LINES:  # a log block: its job.line events' lines, sharing one head
-            _block(rec.ts[11:19] + host_part(rec.host) + job_head(p.get("run_id", "")),
+            _block(rec.ts[11:19] + hosts[rec.host] + job_head(p.get("run_id", "")),
                    p["texts"], out, blocks)
             continue
-        try:
-            text = rules.get(kind, default)(kind, p)
-        except (TypeError, ValueError, AttributeError, KeyError):
+        if not _by_rule(kind, p, rec, hosts, out):
             lines = split_events(lines) if isinstance(lines, bytes) else lines
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
-            continue
-        if text is not None:
-            host = rec.host
-            part = hosts.get(host)
-            if part is None:
-                part = hosts[host] = host_part(host)
-            append(f"{rec.ts[11:19]}{part}{text}\n")
+
+
+def _by_rule(kind: str, p: dict[str, Any], rec: Any, hosts: _HostParts,
+             out: list[str]) -> bool:
+    """The record's line by its kind's rule (printer.RULES; none where the rule shows none)
+    under its time and host, appended to `out`; False where the rule raised, for the caller to
+    judge and report the record as the per-event printer does."""
+    try:
+        text = RULES.get(kind, _default)(kind, p)
+    except (TypeError, ValueError, AttributeError, KeyError):
+        return False
+    if text is not None:
+        out.append(f"{rec.ts[11:19]}{hosts[rec.host]}{text}\n")
+    return True
+
+
+class _HostParts(dict[str, str]):
+    """printer.host_part of each host a segment names, made the first time it is met."""
+
+    def __missing__(self, host: str) -> str:
+        part = self[host] = host_part(host)
+        return part
 
 
 def _valid(kind: str, p: dict[str, Any]) -> bool:

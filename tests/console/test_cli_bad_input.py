@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from console.argtypes import command_lines, subcommands
 from console.cli import build_parser, main
 from remote.errors import EXIT_USAGE
 
 
-def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return [leaf for name, sub in action.choices.items()
-                    for leaf in _leaves(sub, (*prefix, name))]
-    return [prefix]
+def _leaves(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
+    return [words for words, p in command_lines(parser) if words and not subcommands(p)]
 
 
 # (argv after the command, exit code, a fragment of the one error line)

@@ -9,7 +9,6 @@ one command's parser alone changes nothing a user sees.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from console.argtypes import command_lines
 from console.cli import build_parser, main, parse_command_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,19 +43,9 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stder
 """
 
 
-def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
-             ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
-    out = [(path, parser)]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out += _parsers(sub, (*path, name))
-    return out
-
-
 def _help_lines() -> list[tuple[str, ...]]:
     """`console --help`, every `console CMD --help` and every `console CMD SUB --help`."""
-    return [path for path, _ in _parsers(build_parser())]
+    return [path for path, _ in command_lines(build_parser())]
 
 
 def _imported(argv: tuple[str, ...]) -> tuple[object, list[str]]:
@@ -101,7 +91,7 @@ def test_a_command_line_imports_what_it_runs() -> None:
 @pytest.mark.parametrize("argv", _help_lines(), ids=lambda p: " ".join(("console", *p)))
 def test_help_built_on_demand_is_the_full_parsers_help(
         argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
-    expected = dict(_parsers(build_parser()))[argv].format_help()
+    expected = dict(command_lines(build_parser()))[argv].format_help()
     assert main([*argv, "--help"]) == 0
     assert capsys.readouterr().out == expected
 

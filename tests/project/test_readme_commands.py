@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from console.argtypes import command_lines, subcommands
 from console.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,11 +54,11 @@ def expand(line: str) -> list[list[str]]:
 def subparser(parser: argparse.ArgumentParser, words: list[str]) -> argparse.ArgumentParser:
     """The deepest (sub)command parser the leading words of a command line name."""
     for word in words:
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        subs = subcommands(parser)
         if not subs:
             break
-        if word in subs[0].choices:  # anything else: an option or its value, a positional
-            parser = subs[0].choices[word]
+        if word in subs:  # anything else: an option or its value, a positional
+            parser = subs[word]
     return parser
 
 
@@ -97,18 +98,8 @@ def test_probe_takes_accept_new_host_key() -> None:
     assert args.accept_new_host_key is True
 
 
-def _all_parsers(parser: argparse.ArgumentParser, path: str = "console"
-                 ) -> list[tuple[str, argparse.ArgumentParser]]:
-    out = [(path, parser)]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out += _all_parsers(sub, f"{path} {name}")
-    return out
-
-
 def test_every_command_that_reaches_a_host_takes_the_host_key_flag() -> None:
-    reaching = [(path, p) for path, p in _all_parsers(build_parser())
+    reaching = [(" ".join(("console", *words)), p) for words, p in command_lines(build_parser())
                 if "--host" in p._option_string_actions]
     assert len(reaching) >= 8
     lacking = [path for path, p in reaching

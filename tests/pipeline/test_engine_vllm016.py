@@ -55,9 +55,11 @@ def llava(box: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def overlay(box: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A private copy of the environment's speculators package, imported before the original."""
-    out = subprocess.run([str(box), "-c", "import speculators, os; "
-                          "print(os.path.dirname(speculators.__file__))"],
+    """A private copy of the environment's speculators package, imported before the original.
+    Found without importing it (its import pulls in torch and transformers: seconds of CPU
+    here; the engine runs below import it anyway)."""
+    out = subprocess.run([str(box), "-c", "import importlib.util as u; "
+                          "print(next(iter(u.find_spec('speculators').submodule_search_locations)))"],
                          check=True, capture_output=True, text=True)
     sp = tmp_path_factory.mktemp("overlay")
     shutil.copytree(out.stdout.strip(), sp / "speculators",

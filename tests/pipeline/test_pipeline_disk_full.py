@@ -6,7 +6,8 @@ line naming the full disk, leaves nothing half-written that a resume would trust
 sample, no partial stage directory, no manifest), and resumes once space is freed.
 
 The stages run as the box runs them (`python -m pipeline STAGE --config FILE`, a process each)
-on a tiny target built here (pipeline/demo.py with few training steps), not the whole demo.
+on a tiny target built here once for both tests (pipeline/demo.py with few training steps), not
+the whole demo.
 """
 
 from __future__ import annotations
@@ -39,13 +40,24 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
 
 
-def demo_config(tmp_path: Path, out: Path, name: str) -> tuple[Path, config_mod.PipelineConfig]:
-    """The local demo (tiny target, 160 rows, one epoch) writing to `out`: its config file and
-    the config read from it."""
-    demo = tmp_path / "demo"
+@pytest.fixture(scope="module")
+def tiny_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The local demo's inputs (tiny target, 160 rows), built once for this module's tests:
+    they only read them (each test's stages write to an output directory of its own)."""
+    demo = tmp_path_factory.mktemp("disk-full-demo")
     build_demo(demo, rows=160, target_steps=2, epochs=1)
-    cfg_path = demo / name
-    cfg_path.write_text(pipeline_toml(output_dir=str(out), epochs=1, eval_samples=2))
+    return demo
+
+
+def demo_config(demo: Path, tmp_path: Path, out: Path,
+                name: str) -> tuple[Path, config_mod.PipelineConfig]:
+    """A config of the demo `demo` (one epoch) writing to `out`, kept in `tmp_path`: its config
+    file and the config read from it."""
+    cfg_path = tmp_path / name
+    cfg_path.write_text(pipeline_toml(
+        title="# The module's tiny demo, by absolute paths.", output_dir=str(out),
+        model=str(demo / "target"), dataset=str(demo / "conversations.jsonl"), epochs=1,
+        eval_samples=2))
     return cfg_path, config_mod.load(cfg_path, check_disk=False)
 
 
@@ -91,9 +103,9 @@ def untrusted(out: Path) -> list[Path]:
 
 @pytest.mark.slow
 def test_a_disk_filling_during_extract_and_train_fails_in_one_line_and_resumes(
-        tmp_path: Path, small_disk: Path) -> None:
+        tiny_demo: Path, tmp_path: Path, small_disk: Path) -> None:
     out = small_disk / "out"
-    cfg_path, cfg = demo_config(tmp_path, out, "small-disk.toml")
+    cfg_path, cfg = demo_config(tiny_demo, tmp_path, out, "small-disk.toml")
     assert stage(cfg_path, "prepare").returncode == 0
 
     # extract: the disk fills while it runs (another writer takes the space once the first
@@ -150,12 +162,12 @@ def test_a_disk_filling_during_extract_and_train_fails_in_one_line_and_resumes(
 
 @pytest.mark.slow
 def test_a_reboot_mid_extract_is_reported_and_the_next_run_resumes(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        tiny_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     from console.cli import main
 
     out = tmp_path / "out"
-    cfg_path, cfg = demo_config(tmp_path, out, "reboot.toml")
+    cfg_path, cfg = demo_config(tiny_demo, tmp_path, out, "reboot.toml")
     box = tmp_path / "box"
     console_toml = local_console_toml(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp_path / "state"),

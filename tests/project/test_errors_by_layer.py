@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ _BUILTIN = {name for name, value in vars(builtins).items()
 _TREE_LINE = re.compile(r"^(?P<lead>[ │├└─]*?)(?P<name>[A-Za-z_][\w.]*)(?:\s|$)")
 
 
+@functools.cache  # parsed once for the module's tests (seconds here); they only read the trees
 def _sources() -> dict[str, ast.Module]:
     return {str(path.relative_to(REPO)): ast.parse(path.read_text(encoding="utf-8"))
             for package in PACKAGES for path in sorted((REPO / package).rglob("*.py"))}

@@ -61,16 +61,21 @@ class _Body(HTMLParser):
 
 
 def open_in_chromium(report: Path, tmp: Path) -> tuple[list[dict[str, object]], np.ndarray]:
-    """(each image's state and box from the DOM, the screenshot's pixels) of `report`."""
+    """(each image's state and box from the DOM, the screenshot's pixels) of `report`.
+
+    One Chromium start does both (headless runs --dump-dom and --screenshot on the same page
+    load; a start costs seconds here): the probe is the report with CHECK added before
+    </body>, a script that only writes an attribute, so the page drawn is the report's and the
+    boxes the DOM gives are those of the very pixels in the screenshot."""
     probe = tmp / f"{report.stem}-probe.html"
     probe.write_text(report.read_text().replace("</body>", CHECK + "</body>"))
-    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    shot = tmp / f"{report.stem}.png"
+    dom = chromium("--virtual-time-budget=10000", "--dump-dom", f"--screenshot={shot}",
+                   probe.as_uri())
     parser = _Body()
     parser.feed(dom.stdout)
     assert parser.images, f"no image report in the DOM: {dom.stderr[-2000:]}"
-    shot = tmp / f"{report.stem}.png"
-    result = chromium(f"--screenshot={shot}", report.as_uri())
-    assert shot.is_file(), result.stderr[-2000:]
+    assert shot.is_file(), dom.stderr[-2000:]
     import matplotlib.image
 
     return json.loads(parser.images), matplotlib.image.imread(str(shot))

@@ -14,6 +14,7 @@ has such a rule. A new one must bring that restyle back (publicly), so this test
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -65,8 +66,16 @@ def _library_classes() -> list[tuple[type, list[type]]]:
     return found
 
 
+@functools.cache
+def _source(cls: type) -> str:
+    """inspect.getsource of a class, once per class: each call re-reads and re-parses its whole
+    module, and the library bases (App, Widget, DOMNode, ...) are shared by most classes here
+    (re-reading them for each made this test take 20 s)."""
+    return inspect.getsource(cls)
+
+
 def _own_methods(cls: type) -> list[str]:
-    tree = ast.parse(inspect.getsource(cls).lstrip())
+    tree = ast.parse(_source(cls).lstrip())
     body = tree.body[0]
     assert isinstance(body, ast.ClassDef)
     return [n.name for n in body.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
@@ -77,11 +86,11 @@ def test_no_private_library_method_is_overridden_or_private_attribute_read() -> 
     assert len(classes) > 10  # not vacuous: the views, tables, charts, screens and the app
     problems = []
     for cls, bases in classes:
-        base_source = "".join(inspect.getsource(b) for b in bases)
+        base_source = "".join(_source(b) for b in bases)
         for name in _own_methods(cls):
             if name.startswith("_") and not name.startswith("__") and any(name in vars(b) for b in bases):
                 problems.append(f"{cls.__qualname__}.{name} overrides {name} of a library class")
-        used = set(re.findall(r"self\._([a-z][a-z0-9_]*)", inspect.getsource(cls)))
+        used = set(re.findall(r"self\._([a-z][a-z0-9_]*)", _source(cls)))
         for name in sorted(used):
             if re.search(rf"self\._{name}\b", base_source) or any(f"_{name}" in vars(b) for b in bases):
                 problems.append(f"{cls.__qualname__} uses self._{name}, a library class's private")

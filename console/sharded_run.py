@@ -161,6 +161,41 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
                 runner.host.name, relay_bytes=total, by_box=by_box)
 
 
+LOCAL_SHARDS = "local-shards"
+
+
+def _refuse_moves(args: argparse.Namespace) -> None:
+    """train.data = local-shards: a shard is trained where it was extracted, so it cannot move."""
+    from remote.errors import UsageError
+
+    for flag, given in (("--reassign", args.reassign), ("--reassign-lost", args.reassign_lost),
+                        ("--relay-through-console",
+                         getattr(args, "relay_through_console", False))):
+        if given:
+            raise UsageError(f"{flag}: train.data = \"local-shards\" trains each shard on the "
+                             "box that extracted it, so no shard moves to another box: bring "
+                             "the box back, or set train.data = \"gathered\"")
+
+
+async def _refuse_shared(runner: PipelineRunner, boxes: dict[str, Box], output_dir: str) -> None:
+    """train.data = local-shards builds each box's extract in its own output_dir: two boxes
+    on one storage would build theirs in the same directory."""
+    from remote.errors import UsageError
+    from remote.ops import shard_route
+
+    path, token = await shard_route.write_marker(runner.transport, output_dir)
+    try:
+        shared = [name for name, b in boxes.items() if name != runner.host.name
+                  and await shard_route.sees_marker(b.transport, path, token)]
+    finally:
+        await shard_route.remove_marker(runner.transport, path)
+    if shared:
+        raise UsageError(f"train.data = \"local-shards\": {', '.join(shared)} share(s) "
+                         f"{runner.host.name}'s output storage ({output_dir}), where every box "
+                         "would build its own extract: nothing started; set train.data = "
+                         "\"gathered\" (shared storage moves no hidden-state byte either)")
+
+
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
                       config: str, hosts: list[str], output_dir: str,
                       resolved: dict[str, Any] | None = None) -> RunOutcome:
@@ -168,6 +203,9 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
 
+    on_own = (resolved or {}).get("train_data") == LOCAL_SHARDS
+    if on_own:
+        _refuse_moves(args)
     reassign = reassigned(args)
     check_hosts(hosts, {*ctx.config.hosts, "local"}, reassign)
     boxes, down = await _connect(ctx, [h for h in hosts if h not in reassign],
@@ -175,19 +213,32 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     reassign |= set(down)
     relayed = 0
     try:
-        shared, direct = await _routes(
-            ctx, runner, boxes, output_dir, resolved or {},
-            relay=bool(getattr(args, "relay_through_console", False)))
+        if on_own:
+            await _refuse_shared(runner, boxes, output_dir)
+            shared: set[str] = set()
+            direct: dict[str, str] = {}
+            ctx.info("train.data = local-shards: each box extracts its shard into its own "
+                     "output_dir and trains on it there; nothing is copied or relayed",
+                     runner.host.name)
+        else:
+            shared, direct = await _routes(
+                ctx, runner, boxes, output_dir, resolved or {},
+                relay=bool(getattr(args, "relay_through_console", False)))
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
                  + f"; gathered on {runner.host.name}", runner.host.name, hosts=hosts)
         first = await pipeline_ops.run_pipeline(
             runner, config, until="prepare",
-            start="prepare" if args.force or args.start == "prepare" else None)
+            start="prepare" if args.force or args.start == "prepare" else None,
+            reach=ctx.reach)
         if args.until == "prepare":
             return first
         plan = await shard_plan(runner, config, force=forced)
+        if on_own:  # every box's job runs: it skips a finished shard, then builds its extract
+            plan.complete = False
+            for s in plan.shards:
+                s["gathered"] = False
         if plan.complete:
             ctx.info(f"extract is complete on {runner.host.name} (its manifest matches): no "
                      "shard to run", runner.host.name)
@@ -203,14 +254,15 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                   force=forced, shared=shared,
                                   shared_dir=posixpath.join(output_dir, "extract-shards"),
                                   direct=direct,
-                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0))
+                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0),
+                                  local=on_own)
             try:
                 outcome = await work.run(plan, rows)
             finally:
                 relayed = work.outcome.relayed
                 ctx.info(f"relayed through the console: {relayed} B", runner.host.name,
                          relayed_bytes=relayed)
-                if direct:
+                if direct or on_own:
                     ctx.info(f"copied box to box: {work.outcome.copied} B", runner.host.name,
                              copied_bytes=work.outcome.copied)
             for k, why in sorted(outcome.failed.items()):
@@ -227,13 +279,18 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                   for k, h in sorted(outcome.failed_on.items()))
                 raise StageFailed(f"{what}: {which or 'see the errors above'} failed; `console "
                                   "run` again reruns only the shards not gathered")
-            # Every shard is placed: what a lost box left on the shared storage goes too.
-            await runner.transport.run(["rm", "-rf", posixpath.join(work.shared_dir, plan.tag)],
-                                       timeout=600)
-            await runner.transport.run(["rmdir", work.shared_dir], timeout=60)
             ran = ", ".join(f"{k + 1} on {h}" for k, h in sorted(outcome.ran.items()))
-            ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
-                     runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})
+            if on_own:
+                ctx.info(f"every shard extracted and kept on its own box (ran: {ran}); each "
+                         "box's ranks train on its own", runner.host.name,
+                         shards={str(k + 1): h for k, h in outcome.ran.items()})
+            else:
+                # Every shard is placed: what a lost box left on the shared storage goes too.
+                await runner.transport.run(
+                    ["rm", "-rf", posixpath.join(work.shared_dir, plan.tag)], timeout=600)
+                await runner.transport.run(["rmdir", work.shared_dir], timeout=60)
+                ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
+                         runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})
     finally:
         for b in boxes.values():
             if b.transport is not ctx.transports.get(b.name):

@@ -22,12 +22,14 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,9 +118,9 @@ def assert_equal_to_one_box(setup: Setup, name: str) -> int:
     return len(ref)
 
 
-def session_events(path: Path) -> list[dict[str, object]]:
+def session_events(path: Path, hosts: list[str] = HOSTS) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
-    assert rows[0]["hosts"] == HOSTS  # the header: every box of the run
+    assert rows[0]["hosts"] == hosts  # the header: every box of the run
     return [r for r in rows if "kind" in r]
 
 
@@ -219,6 +221,77 @@ def test_boxes_with_disks_of_their_own_copy_box_to_box(
     assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
     assert_equal_to_one_box(setup, "direct")
     assert not list((setup.out("direct") / "extract").glob(".incoming/*"))  # staging emptied
+
+
+def _seen_by(fleet: Fleet, box: str, path: Path) -> Path:
+    """`path` as `box` sees it: through its sshd's root, in the mount namespace of a box with a
+    disk of its own (start_box_apart), where this process sees the shared disk instead."""
+    return Path(f"/proc/{fleet.sshd_pid(box)}/root") / str(path).lstrip("/")
+
+
+def test_each_box_trains_on_the_shard_it_extracted(
+        setup: Setup, fleet: Fleet, box2_box3_back: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`[train] data = "local-shards"`: box1 and box2 (box2 on a disk of its own) each extract
+    their shard into their own output_dir and train across both on it, each rank reading only
+    its own box's shard: nothing copied, nothing relayed, and the samples trained on in the
+    epoch are every training sample of the one-box extraction, once."""
+    storage = setup.root / "storage-local"
+    cfg = setup.config("local", hosts=["box1", "box2"], out=storage / "out-local")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    cfg.write_text(cfg.read_text().replace("[train]\n", (
+        '[train]\nhosts = ["box1", "box2"]\ndata = "local-shards"\n'
+        f"rdzv_port = {port}\njoin_timeout = 120\n")))
+    fleet.start_box_apart("box2", storage)
+    session = setup.root / "local.jsonl"
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train",
+                 session=session)
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert "relayed through the console: 0 B" in out and "copied box to box: 0 B" in out
+    assert "every shard extracted and kept on its own box (ran: 1 on box1, 2 on box2)" in out
+    assert "pulled from" not in out and "copied box to box from" not in out
+    out1 = setup.out("local")
+    meta = json.loads((out1 / "extract" / "meta.json").read_text())
+    shards = [tuple(r) for r in meta["shards"]]
+    assert len(shards) == 2 and meta["local_shards"] == [0]
+    ref = {p.name: p for p in setup.baseline.glob("hs_*.safetensors")}
+    n = len(ref)
+    assert shards[0][0] == 0 and shards[1][1] == n
+    # Each box holds its own shard's files, byte for byte the one-box extraction's, and no other.
+    for box, (start, end) in (("box1", shards[0]), ("box2", shards[1])):
+        hs = _seen_by(fleet, box, out1) / "extract" / "hidden_states"
+        names = sorted(p.name for p in hs.glob("hs_*.safetensors"))
+        assert names == sorted(f"hs_{i}.safetensors" for i in range(start, end)), (box, names)
+        for name in names:
+            assert (hs / name).read_bytes() == ref[name].read_bytes(), (box, name)
+    # What each rank trained on (its `rank R of 2` line, from each box's own log, as that
+    # host's event): only its box's shard, and together every training sample (speculators'
+    # split: the first 90 %) once.
+    events = session_events(session, hosts=["box1", "box2"])
+    done: dict[str, str] = {}
+    for e in events:
+        said = re.fullmatch(r"train: rank \d of 2: \d+ steps \(epoch 0: samples (.*)\)",
+                            str((e.get("payload") or {}).get("message", "")))
+        if e["kind"] == "console.info" and said:
+            assert str(e["host"]) not in done, e  # one rank a box
+            done[str(e["host"])] = said.group(1)
+    assert sorted(done) == ["box1", "box2"], done
+    train_n = int(n * 0.9)
+    seen: list[int] = []
+    for box, (start, end) in (("box1", shards[0]), ("box2", shards[1])):
+        runs = [tuple(map(int, r.split(".."))) for r in done[box].split(", ")]
+        mine = [i for a, b in runs for i in range(a, b + 1)]
+        assert mine and all(start <= i < end for i in mine), (box, runs)
+        seen += mine
+    assert sorted(seen) == list(range(train_n))
+    train = json.loads((out1 / "manifests" / "train.json").read_text())
+    assert train["summary"]["world_size"] == 2 and train["summary"]["steps"] > 0
+    kept = train["summary"]["ranks"][0]["samples"]["0"]  # box1's rank, in the manifest too
+    assert [i for a, b in kept for i in range(a, b + 1)] == sorted(
+        i for i in seen if i < shards[0][1])
 
 
 def test_a_box_with_its_own_disk_is_relayed_only_when_asked(

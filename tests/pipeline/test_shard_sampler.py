@@ -4,11 +4,16 @@ a pure function checked on tiny lengths, every rank of every node, several epoch
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 
 import pytest
 
+from pipeline import config as pconfig
+from pipeline.errors import ConfigInvalid
 from pipeline.shards import split
 from pipeline.trainers.shard_sampler import NodeShards, NodeShardSampler, pack, plan_epoch
+from tests.tiny_pipeline import tiny_pipeline
 
 
 def _shards(lengths: list[int], n: int) -> NodeShards:
@@ -83,3 +88,37 @@ def test_pack_keeps_every_index_and_the_limit() -> None:
     assert all(sum(min(lengths[i], 10) for i in b) <= 10 for b in batches)
     with pytest.raises(ValueError, match="contiguous"):
         NodeShards(((0, 2), (3, 4)))
+
+
+@pytest.mark.parametrize("extract, train, why", [
+    ('hosts = ["a", "b"]\n', 'data = "local-shards"\n', "train.hosts must equal extract.hosts"),
+    ('hosts = ["a", "b"]\n', 'data = "local-shards"\nhosts = ["b", "a"]\n',
+     "the same order"),
+    ("", 'data = "local-shards"\nhosts = ["a", "b"]\n', "extract.hosts []"),
+    ('hosts = ["a", "b"]\n', 'data = "shards"\n', "train.data: 'shards' is not one of"),
+])
+def test_local_shards_config_is_refused_in_one_line_unless_whole(
+        tmp_path: Path, extract: str, train: str, why: str) -> None:
+    with pytest.raises(ConfigInvalid, match=re.escape(why)):
+        pconfig.load(tiny_pipeline(tmp_path, train, extract=extract))
+    ok = tiny_pipeline(tmp_path, 'data = "local-shards"\nhosts = ["a", "b"]\n',
+                       extract='hosts = ["a", "b"]\n')
+    assert pconfig.load(ok).train.data == "local-shards"
+
+
+@pytest.mark.parametrize("flags, named", [
+    ({"reassign": ["box2"]}, "--reassign"), ({"reassign_lost": True}, "--reassign-lost"),
+    ({"relay_through_console": True}, "--relay-through-console")])
+def test_console_refuses_moving_a_shard_that_trains_where_it_was_made(
+        flags: dict[str, object], named: str) -> None:
+    import argparse
+
+    from console.sharded_run import _refuse_moves
+    from remote.errors import UsageError
+
+    args = argparse.Namespace(**{"reassign": None, "reassign_lost": False,
+                                 "relay_through_console": False, **flags})
+    with pytest.raises(UsageError, match=rf"^{named}: train.data = \"local-shards\""):
+        _refuse_moves(args)
+    _refuse_moves(argparse.Namespace(reassign=None, reassign_lost=False,
+                                     relay_through_console=False))

@@ -177,23 +177,40 @@ def _refuse_moves(args: argparse.Namespace) -> None:
                              "the box back, or set train.data = \"gathered\"")
 
 
-async def _refuse_shared(runner: PipelineRunner, boxes: dict[str, Box], output_dir: str) -> None:
-    """train.data = local-shards builds each box's extract in its own output_dir: two boxes
-    on one storage would build theirs in the same directory."""
+async def _check_boxes(runner: PipelineRunner, boxes: dict[str, Box], output_dir: str,
+                       local_config: Path) -> None:
+    """train.data = local-shards, before anything starts: the config as every box resolves it
+    (its dataset and model must be valid there: each box runs its own prepare), and no box
+    whose output_dir is the first box's own directory on shared storage (every box builds its
+    own extract/ in its output_dir: two on one directory would collide; the marker tells a
+    shared disk from two disks that show the same path)."""
+    import asyncio
+
     from remote.errors import UsageError
     from remote.ops import shard_route
 
+    async def resolve(box: Box) -> str:
+        await box.runner.source_dir()
+        box.config = await box.runner.remote_config(local_config)
+        return str((await box.runner.validate(box.config))["output_dir"])
+
+    others = [b for name, b in boxes.items() if name != runner.host.name]
+    dirs = await asyncio.gather(*(resolve(b) for b in others))
+    same = [b.name for b, d in zip(others, dirs, strict=True) if d == output_dir]
+    if not same:
+        return
     path, token = await shard_route.write_marker(runner.transport, output_dir)
     try:
-        shared = [name for name, b in boxes.items() if name != runner.host.name
-                  and await shard_route.sees_marker(b.transport, path, token)]
+        shared = [name for name in same
+                  if await shard_route.sees_marker(boxes[name].transport, path, token)]
     finally:
         await shard_route.remove_marker(runner.transport, path)
     if shared:
         raise UsageError(f"train.data = \"local-shards\": {', '.join(shared)} share(s) "
-                         f"{runner.host.name}'s output storage ({output_dir}), where every box "
-                         "would build its own extract: nothing started; set train.data = "
-                         "\"gathered\" (shared storage moves no hidden-state byte either)")
+                         f"{runner.host.name}'s output_dir ({output_dir}) on one storage, where "
+                         "every box would build its own extract: nothing started; give each box "
+                         "an output_dir of its own, or set train.data = \"gathered\" (shared "
+                         "storage moves no hidden-state byte either)")
 
 
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
@@ -214,7 +231,7 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     relayed = 0
     try:
         if on_own:
-            await _refuse_shared(runner, boxes, output_dir)
+            await _check_boxes(runner, boxes, output_dir, Path(args.pipeline).expanduser())
             shared: set[str] = set()
             direct: dict[str, str] = {}
             ctx.info("train.data = local-shards: each box extracts its shard into its own "
@@ -248,7 +265,8 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                 local = Path(tmp) / "train.jsonl"
                 await runner.transport.get(plan.train_jsonl, local)
                 rows = [r for r in local.read_text(encoding="utf-8").splitlines() if r.strip()]
-            await _announce_relay(ctx, runner, boxes, plan, shared | set(direct))
+            if not on_own:  # local shards relay nothing: no estimate, no link measured
+                await _announce_relay(ctx, runner, boxes, plan, shared | set(direct))
             work = ShardedExtract(runner, config, Path(args.pipeline).expanduser(), boxes,
                                   reassign=reassign, reassign_lost=args.reassign_lost,
                                   force=forced, shared=shared,

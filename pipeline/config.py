@@ -30,7 +30,6 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     hosts = ["a", "b"]                 # train across these console hosts (torchrun, c10d)
     nproc_per_node = 0                 # ranks per box (0: its GPU count; 1 on CPU)
     mode = "offline"                   # or "online": states from a live vLLM server
-    data = "gathered"                  # or "local-shards": each box trains on its own shard
     [evaluate]
     num_speculative_tokens = 3
     served_url = ""                    # a vLLM serving target + head: measure there instead
@@ -121,9 +120,7 @@ class TrainConfig:
     join_timeout: int = 900  # seconds the first box waits for the others to join
     mode: str = "offline"  # online: a live vLLM server makes the states (trainers/online.py)
     nproc_per_node: int = 0  # ranks (torchrun processes) per box; 0: one per GPU, 1 on CPU
-    # gathered: every box trains from the whole extract output; local-shards: each box's ranks
-    # read only the shard that box extracted (pipeline/trainers/shard_sampler.py)
-    data: str = "gathered"
+    data: str = "gathered"  # or local-shards: each box on its own (trainers/shard_sampler.py)
 
 
 @dataclass(frozen=True)
@@ -365,8 +362,6 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
     if t.nproc_per_node < 0:
         raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
-    if why := local_shards_refusal(cfg):
-        raise ConfigInvalid(src, why)
     if t.speculators not in SPECULATORS_PATHS:
         raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
                             f"{SPECULATORS_PATHS}")
@@ -385,10 +380,10 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
-    if t.mode == "online":  # before anything starts: this box's stack can, or one line why
-        from pipeline.trainers.online import refusal
-
-        if why := refusal(cfg):
+    from pipeline.trainers.online import refusal  # online: this box's stack can, or why
+    from pipeline.trainers.shard_sampler import local_shards_refusal
+    for why in (local_shards_refusal(cfg), refusal(cfg) if t.mode == "online" else ""):
+        if why:  # before anything starts, one line
             raise ConfigInvalid(src, why)
     if check_disk and t.mode == "offline":  # online: no states on disk
         # The floor before anything starts; extract checks its exact projection again.
@@ -396,28 +391,6 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         check_free_space(cfg, projected, what="hidden states (upper bound: samples × max_seq_len)"
                          if d.samples else "hidden states for one sample")
     return cfg
-
-
-TRAIN_DATA = ("gathered", "local-shards")
-
-
-def local_shards_refusal(cfg: PipelineConfig) -> str:
-    """Why `train.data` cannot be what it is ('' when it can): local shards need each train
-    box to be the box that extracted a shard, one shard each, in the same order."""
-    t, hosts = cfg.train, list(cfg.extract.hosts)
-    if t.data not in TRAIN_DATA:
-        return f"train.data: {t.data!r} is not one of {TRAIN_DATA}"
-    if t.data == "gathered":
-        return ""
-    if len(hosts) < 2 or list(t.hosts) != hosts:
-        return ("train.data = \"local-shards\": each box trains on the shard it extracted, so "
-                "train.hosts must equal extract.hosts (two or more, the same order); got "
-                f"train.hosts {list(t.hosts)}, extract.hosts {hosts} (or train.data = "
-                "\"gathered\": docs/pipeline.md)")
-    if t.mode != "offline":
-        return ("train.data = \"local-shards\" trains from the states each box extracted: it "
-                "needs train.mode = \"offline\"")
-    return ""
 
 
 def default_layer_ids(num_layers: int) -> tuple[int, ...]:

@@ -30,7 +30,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.config import PipelineConfig
 
 
 @dataclass(frozen=True)
@@ -137,3 +140,25 @@ class NodeShardSampler:
         if self.record is not None:
             self.record.append((self.epoch, sorted(self.offset + i for b in got for i in b)))
         return iter(got)
+
+
+TRAIN_DATA = ("gathered", "local-shards")
+
+
+def local_shards_refusal(cfg: PipelineConfig) -> str:
+    """Why `train.data` cannot be what it is ('' when it can): local shards need each train
+    box to be the box that extracted a shard, one shard each, in the same order."""
+    t, hosts = cfg.train, list(cfg.extract.hosts)
+    if t.data not in TRAIN_DATA:
+        return f"train.data: {t.data!r} is not one of {TRAIN_DATA}"
+    if t.data == "gathered":
+        return ""
+    if len(hosts) < 2 or list(t.hosts) != hosts:
+        return ("train.data = \"local-shards\": each box trains on the shard it extracted, so "
+                "train.hosts must equal extract.hosts (two or more, the same order); got "
+                f"train.hosts {list(t.hosts)}, extract.hosts {hosts} (or train.data = "
+                "\"gathered\": docs/pipeline.md)")
+    if t.mode != "offline":
+        return ("train.data = \"local-shards\" trains from the states each box extracted: it "
+                "needs train.mode = \"offline\"")
+    return ""

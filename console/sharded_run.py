@@ -14,6 +14,10 @@ itself), its shard is copied box to box (remote/ops/shard_copy.py); else it is o
 exit 2, unless `--relay-through-console`, which prints the bytes and an estimated time from the
 measured links first. The counts end the sharded part (`relayed through the console: N B`,
 and `copied box to box: N B` when a box copied).
+
+With `[train] data = "local-shards"` (train.hosts = extract.hosts) there is no route at all:
+each box extracts its shard into its own output_dir and builds its own extract and vocab
+there (`shard-extract --local`), and training across the boxes reads each shard where it is.
 """
 
 from __future__ import annotations

@@ -187,6 +187,8 @@ class PipelineConfig:
         if "train" in sections:  # where the boxes meet is not what they train
             for key in ("addresses", "rdzv_port", "join_timeout"):
                 data["train"].pop(key, None)
+            if data["train"].get("data") == "gathered":  # the default keeps earlier keys
+                data["train"].pop("data")
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 

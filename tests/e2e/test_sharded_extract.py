@@ -7,7 +7,8 @@ share this machine's disk, so no hidden-state byte crosses the console (issue #3
 a disk of their own (each sshd in a mount namespace with a tmpfs over the output storage) copy
 their shards box to box; one that box1 cannot reach either (its python in a network namespace
 of its own) is refused unless `--relay-through-console`, which prints its estimate first and
-counts the bytes.
+counts the bytes. With `[train] data = "local-shards"` box1 and box2 (on a disk of its own)
+each keep their shard and train across both on it, each rank on its own box's samples.
 Then a box lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad
 input.
 
@@ -19,6 +20,7 @@ sharded extraction is only the one-box extraction when every box runs the same s
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -35,6 +37,7 @@ import pytest
 
 from console.cli import main
 from pipeline.demo import build_demo
+from pipeline.trainers.shard_sampler import NodeShards, plan_epoch
 from tests import box_env
 from tests.fleet_fixture import Fleet
 
@@ -229,6 +232,21 @@ def _seen_by(fleet: Fleet, box: str, path: Path) -> Path:
     return Path(f"/proc/{fleet.sshd_pid(box)}/root") / str(path).lstrip("/")
 
 
+def _local_shards_config(setup: Setup, name: str, out: Path) -> Path:
+    """Extraction sharded over box1 and box2, training across them on the local shards."""
+    cfg = setup.config(name, hosts=["box1", "box2"], out=out)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    # Batches of data.max_seq_len tokens: several a box, so the box with fewer pads (runs
+    # empty batches) while the other trains.
+    text = re.sub(r"^total_seq_len = \d+$", "total_seq_len = 64", cfg.read_text(), flags=re.M)
+    cfg.write_text(text.replace("[train]\n", (
+        '[train]\nhosts = ["box1", "box2"]\ndata = "local-shards"\n'
+        f"rdzv_port = {port}\njoin_timeout = 120\n")))
+    return cfg
+
+
 def test_each_box_trains_on_the_shard_it_extracted(
         setup: Setup, fleet: Fleet, box2_box3_back: None,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -237,13 +255,7 @@ def test_each_box_trains_on_the_shard_it_extracted(
     its own box's shard: nothing copied, nothing relayed, and the samples trained on in the
     epoch are every training sample of the one-box extraction, once."""
     storage = setup.root / "storage-local"
-    cfg = setup.config("local", hosts=["box1", "box2"], out=storage / "out-local")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.2", 0))
-        port = sock.getsockname()[1]
-    cfg.write_text(cfg.read_text().replace("[train]\n", (
-        '[train]\nhosts = ["box1", "box2"]\ndata = "local-shards"\n'
-        f"rdzv_port = {port}\njoin_timeout = 120\n")))
+    cfg = _local_shards_config(setup, "local", storage / "out-local")
     fleet.start_box_apart("box2", storage)
     session = setup.root / "local.jsonl"
     rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train",
@@ -273,12 +285,14 @@ def test_each_box_trains_on_the_shard_it_extracted(
     # split: the first 90 %) once.
     events = session_events(session, hosts=["box1", "box2"])
     done: dict[str, str] = {}
+    stepped: dict[str, int] = {}
     for e in events:
-        said = re.fullmatch(r"train: rank \d of 2: \d+ steps \(epoch 0: samples (.*)\)",
+        said = re.fullmatch(r"train: rank \d of 2: (\d+) steps \(epoch 0: samples (.*)\)",
                             str((e.get("payload") or {}).get("message", "")))
         if e["kind"] == "console.info" and said:
             assert str(e["host"]) not in done, e  # one rank a box
-            done[str(e["host"])] = said.group(1)
+            done[str(e["host"])] = said.group(2)
+            stepped[str(e["host"])] = int(said.group(1))
     assert sorted(done) == ["box1", "box2"], done
     train_n = int(n * 0.9)
     seen: list[int] = []
@@ -288,8 +302,17 @@ def test_each_box_trains_on_the_shard_it_extracted(
         assert mine and all(start <= i < end for i in mine), (box, runs)
         seen += mine
     assert sorted(seen) == list(range(train_n))
+    # Both ranks stepped as many times as the longer node has batches; the shorter one padded
+    # with empty batches (loss 0), and the loss stayed finite.
+    prepared = (out1 / "prepare" / "train.jsonl").read_text().splitlines()
+    lengths = [len(json.loads(r)["input_ids"]) for r in prepared if r.strip()][:train_n]
+    plan = plan_epoch(lengths, 0, NodeShards(tuple(shards)), 64, 1, seed=0, epoch=0)
+    steps = len(plan[0][0])
+    assert any(b == [] for node in plan for b in node[0]) and steps > 1
+    assert stepped == {"box1": steps, "box2": steps}
     train = json.loads((out1 / "manifests" / "train.json").read_text())
-    assert train["summary"]["world_size"] == 2 and train["summary"]["steps"] > 0
+    assert train["summary"]["world_size"] == 2 and train["summary"]["steps"] == steps
+    assert math.isfinite(train["summary"]["final"]["loss"])
     kept = train["summary"]["ranks"][0]["samples"]["0"]  # box1's rank, in the manifest too
     assert [i for a, b in kept for i in range(a, b + 1)] == sorted(
         i for i in seen if i < shards[0][1])
@@ -447,7 +470,8 @@ def test_box_lost_without_the_flag_keeps_the_rest_and_reassign_finishes(
 def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A name console.toml does not define: exit 2, one line; a box down at start: exit 3, one
-    line naming it and `--reassign`, nothing started on the training box."""
+    line naming it and `--reassign`, nothing started on the training box; local shards with
+    two boxes on one output_dir: exit 2, one line, nothing started."""
     runs = fleet.box_dir("box1") / "workdir" / "runs"
     before = sorted(runs.glob("*")) if runs.is_dir() else []
     bad = setup.config("bad", hosts=["box1", "nosuch"])
@@ -471,6 +495,20 @@ def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
         assert not setup.out("unreachable").exists()
     finally:
         fleet.start_box("box3")
+    # train.data = "local-shards" with box2 on box1's disk and the same output_dir: both would
+    # build their extract/ in one directory.
+    out = setup.root / "out-local-shared"
+    cfg = _local_shards_config(setup, "local-shared", out)
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train")
+    _, err = capsys.readouterr()
+    assert rc == 2
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        f'error: train.data = "local-shards": box2 share(s) box1\'s output_dir ({out}) on one '
+        "storage, where every box would build its own extract: nothing started; give each box "
+        'an output_dir of its own, or set train.data = "gathered" (shared storage moves no '
+        "hidden-state byte either)"], err
+    assert (sorted(runs.glob("*")) if runs.is_dir() else []) == before
+    assert not (out / "prepare").exists()
 
 
 def test_a_failed_shard_is_rerun_alone_a_box_down_at_start_and_force(

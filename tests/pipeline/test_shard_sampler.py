@@ -122,3 +122,19 @@ def test_console_refuses_moving_a_shard_that_trains_where_it_was_made(
         _refuse_moves(args)
     _refuse_moves(argparse.Namespace(reassign=None, reassign_lost=False,
                                      relay_through_console=False))
+
+
+def test_local_shards_retrain_but_the_default_keeps_earlier_train_keys(tmp_path: Path) -> None:
+    import dataclasses
+    import hashlib
+    import json
+
+    cfg = pconfig.load(tiny_pipeline(tmp_path, 'hosts = ["a", "b"]\n',
+                                     extract='hosts = ["a", "b"]\n'))
+    train = {k: v for k, v in dataclasses.asdict(cfg.train).items()
+             if k not in ("addresses", "rdzv_port", "join_timeout", "data")}
+    before = hashlib.sha256(json.dumps({"train": pconfig._jsonable(train)},
+                                       sort_keys=True).encode()).hexdigest()
+    assert cfg.section_digest("train") == before  # as before the key existed
+    local = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, data="local-shards"))
+    assert local.section_digest("train") != before

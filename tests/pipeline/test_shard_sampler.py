@@ -96,12 +96,14 @@ def test_pack_keeps_every_index_and_the_limit() -> None:
      "the same order"),
     ("", 'data = "local-shards"\nhosts = ["a", "b"]\n', "extract.hosts []"),
     ('hosts = ["a", "b"]\n', 'data = "shards"\n', "train.data: 'shards' is not one of"),
+    ('hosts = ["a", "b"]\n', 'data = "local-shards"\nhosts = ["a", "b"]\nspeculators = "0.3"\n',
+     "needs speculators 0.9"),
 ])
 def test_local_shards_config_is_refused_in_one_line_unless_whole(
         tmp_path: Path, extract: str, train: str, why: str) -> None:
     with pytest.raises(ConfigInvalid, match=re.escape(why)):
         pconfig.load(tiny_pipeline(tmp_path, train, extract=extract))
-    ok = tiny_pipeline(tmp_path, 'data = "local-shards"\nhosts = ["a", "b"]\n',
+    ok = tiny_pipeline(tmp_path, 'data = "local-shards"\nhosts = ["a", "b"]\nspeculators = "0.9"\n',
                        extract='hosts = ["a", "b"]\n')
     assert pconfig.load(ok).train.data == "local-shards"
 

@@ -14,6 +14,10 @@ itself), its shard is copied box to box (remote/ops/shard_copy.py); else it is o
 exit 2, unless `--relay-through-console`, which prints the bytes and an estimated time from the
 measured links first. The counts end the sharded part (`relayed through the console: N B`,
 and `copied box to box: N B` when a box copied).
+
+With `[train] data = "local-shards"` (train.hosts = extract.hosts) there is no route at all:
+each box extracts its shard into its own output_dir and builds its own extract and vocab
+there (`shard-extract --local`), and training across the boxes reads each shard where it is.
 """
 
 from __future__ import annotations
@@ -161,6 +165,58 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
                 runner.host.name, relay_bytes=total, by_box=by_box)
 
 
+LOCAL_SHARDS = "local-shards"
+
+
+def _refuse_moves(args: argparse.Namespace) -> None:
+    """train.data = local-shards: a shard is trained where it was extracted, so it cannot move."""
+    from remote.errors import UsageError
+
+    for flag, given in (("--reassign", args.reassign), ("--reassign-lost", args.reassign_lost),
+                        ("--relay-through-console",
+                         getattr(args, "relay_through_console", False))):
+        if given:
+            raise UsageError(f"{flag}: train.data = \"local-shards\" trains each shard on the "
+                             "box that extracted it, so no shard moves to another box: bring "
+                             "the box back, or set train.data = \"gathered\"")
+
+
+async def _check_boxes(runner: PipelineRunner, boxes: dict[str, Box], output_dir: str,
+                       local_config: Path) -> None:
+    """train.data = local-shards, before anything starts: the config as every box resolves it
+    (its dataset and model must be valid there: each box runs its own prepare), and no box
+    whose output_dir is the first box's own directory on shared storage (every box builds its
+    own extract/ in its output_dir: two on one directory would collide; the marker tells a
+    shared disk from two disks that show the same path)."""
+    import asyncio
+
+    from remote.errors import UsageError
+    from remote.ops import shard_route
+
+    async def resolve(box: Box) -> str:
+        await box.runner.source_dir()
+        box.config = await box.runner.remote_config(local_config)
+        return str((await box.runner.validate(box.config))["output_dir"])
+
+    others = [b for name, b in boxes.items() if name != runner.host.name]
+    dirs = await asyncio.gather(*(resolve(b) for b in others))
+    same = [b.name for b, d in zip(others, dirs, strict=True) if d == output_dir]
+    if not same:
+        return
+    path, token = await shard_route.write_marker(runner.transport, output_dir)
+    try:
+        shared = [name for name in same
+                  if await shard_route.sees_marker(boxes[name].transport, path, token)]
+    finally:
+        await shard_route.remove_marker(runner.transport, path)
+    if shared:
+        raise UsageError(f"train.data = \"local-shards\": {', '.join(shared)} share(s) "
+                         f"{runner.host.name}'s output_dir ({output_dir}) on one storage, where "
+                         "every box would build its own extract: nothing started; give each box "
+                         "an output_dir of its own, or set train.data = \"gathered\" (shared "
+                         "storage moves no hidden-state byte either)")
+
+
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
                       config: str, hosts: list[str], output_dir: str,
                       resolved: dict[str, Any] | None = None) -> RunOutcome:
@@ -168,6 +224,9 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
 
+    on_own = (resolved or {}).get("train_data") == LOCAL_SHARDS
+    if on_own:
+        _refuse_moves(args)
     reassign = reassigned(args)
     check_hosts(hosts, {*ctx.config.hosts, "local"}, reassign)
     boxes, down = await _connect(ctx, [h for h in hosts if h not in reassign],
@@ -175,19 +234,32 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
     reassign |= set(down)
     relayed = 0
     try:
-        shared, direct = await _routes(
-            ctx, runner, boxes, output_dir, resolved or {},
-            relay=bool(getattr(args, "relay_through_console", False)))
+        if on_own:
+            await _check_boxes(runner, boxes, output_dir, Path(args.pipeline).expanduser())
+            shared: set[str] = set()
+            direct: dict[str, str] = {}
+            ctx.info("train.data = local-shards: each box extracts its shard into its own "
+                     "output_dir and trains on it there; nothing is copied or relayed",
+                     runner.host.name)
+        else:
+            shared, direct = await _routes(
+                ctx, runner, boxes, output_dir, resolved or {},
+                relay=bool(getattr(args, "relay_through_console", False)))
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
                  + f"; gathered on {runner.host.name}", runner.host.name, hosts=hosts)
         first = await pipeline_ops.run_pipeline(
             runner, config, until="prepare",
-            start="prepare" if args.force or args.start == "prepare" else None)
+            start="prepare" if args.force or args.start == "prepare" else None,
+            reach=ctx.reach)
         if args.until == "prepare":
             return first
         plan = await shard_plan(runner, config, force=forced)
+        if on_own:  # every box's job runs: it skips a finished shard, then builds its extract
+            plan.complete = False
+            for s in plan.shards:
+                s["gathered"] = False
         if plan.complete:
             ctx.info(f"extract is complete on {runner.host.name} (its manifest matches): no "
                      "shard to run", runner.host.name)
@@ -197,20 +269,22 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                 local = Path(tmp) / "train.jsonl"
                 await runner.transport.get(plan.train_jsonl, local)
                 rows = [r for r in local.read_text(encoding="utf-8").splitlines() if r.strip()]
-            await _announce_relay(ctx, runner, boxes, plan, shared | set(direct))
+            if not on_own:  # local shards relay nothing: no estimate, no link measured
+                await _announce_relay(ctx, runner, boxes, plan, shared | set(direct))
             work = ShardedExtract(runner, config, Path(args.pipeline).expanduser(), boxes,
                                   reassign=reassign, reassign_lost=args.reassign_lost,
                                   force=forced, shared=shared,
                                   shared_dir=posixpath.join(output_dir, "extract-shards"),
                                   direct=direct,
-                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0))
+                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0),
+                                  local=on_own)
             try:
                 outcome = await work.run(plan, rows)
             finally:
                 relayed = work.outcome.relayed
                 ctx.info(f"relayed through the console: {relayed} B", runner.host.name,
                          relayed_bytes=relayed)
-                if direct:
+                if direct or on_own:
                     ctx.info(f"copied box to box: {work.outcome.copied} B", runner.host.name,
                              copied_bytes=work.outcome.copied)
             for k, why in sorted(outcome.failed.items()):
@@ -227,13 +301,18 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                   for k, h in sorted(outcome.failed_on.items()))
                 raise StageFailed(f"{what}: {which or 'see the errors above'} failed; `console "
                                   "run` again reruns only the shards not gathered")
-            # Every shard is placed: what a lost box left on the shared storage goes too.
-            await runner.transport.run(["rm", "-rf", posixpath.join(work.shared_dir, plan.tag)],
-                                       timeout=600)
-            await runner.transport.run(["rmdir", work.shared_dir], timeout=60)
             ran = ", ".join(f"{k + 1} on {h}" for k, h in sorted(outcome.ran.items()))
-            ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
-                     runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})
+            if on_own:
+                ctx.info(f"every shard extracted and kept on its own box (ran: {ran}); each "
+                         "box's ranks train on its own", runner.host.name,
+                         shards={str(k + 1): h for k, h in outcome.ran.items()})
+            else:
+                # Every shard is placed: what a lost box left on the shared storage goes too.
+                await runner.transport.run(
+                    ["rm", "-rf", posixpath.join(work.shared_dir, plan.tag)], timeout=600)
+                await runner.transport.run(["rmdir", work.shared_dir], timeout=60)
+                ctx.info(f"every shard gathered on {runner.host.name} (ran: {ran or 'none'})",
+                         runner.host.name, shards={str(k + 1): h for k, h in outcome.ran.items()})
     finally:
         for b in boxes.values():
             if b.transport is not ctx.transports.get(b.name):

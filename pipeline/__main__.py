@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
     p.add_argument("--baseline", action="store_true", help="serve: without speculation")
     p.add_argument("--rows", help="shard-extract: the shard's samples (JSON lines)")
+    p.add_argument("--local", action="store_true",
+                   help="shard-extract --start S: train.data = local-shards: prepare, the shard, "
+                   "extract and vocab in this box's own output_dir")
     p.add_argument("--start", type=int, help="shard-gather: the shard's first sample")
     p.add_argument("--move", action="store_true",
                    help="shard-gather: move the files (a staging copy) instead of copying")
@@ -123,7 +126,8 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
         return 0
     if not args.config:
         raise PipelineError("--config FILE is required")
-    cfg = config_mod.load(args.config, check_disk=False, check_data=stage != "shard-extract")
+    cfg = config_mod.load(args.config, check_disk=False, check_data=(stage != "shard-extract"
+                           or args.local))
     if stage == "shard-fetch":
         from pipeline import shard_copy
 
@@ -136,6 +140,11 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
                "copied": got["copied"]}
     elif stage == "shard-plan":
         out = extract_shard.plan(cfg, force=args.force)
+    elif stage == "shard-extract" and args.local:
+        if not args.rows or args.start is None or args.start < 0:
+            raise PipelineError("shard-extract --local needs --rows FILE and --start N")
+        out = extract_shard.extract_local(cfg, Path(args.rows), args.start, force=args.force)
+        out = {k: out[k] for k in ("key", "format", "count", "tokens")}
     elif stage == "shard-extract":
         if not args.rows or not args.dir:
             raise PipelineError("shard-extract needs --rows FILE and --dir DIR")
@@ -202,6 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "extract_hosts": list(cfg.extract.hosts),
                               "extract_addresses": list(cfg.extract.addresses),
                               "extract_copy_port": cfg.extract.copy_port,
+                              "train_data": cfg.train.data,
                               **advisor_inputs(cfg)}))
             return 0
         if stage == "serve":

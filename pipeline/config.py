@@ -120,6 +120,7 @@ class TrainConfig:
     join_timeout: int = 900  # seconds the first box waits for the others to join
     mode: str = "offline"  # online: a live vLLM server makes the states (trainers/online.py)
     nproc_per_node: int = 0  # ranks (torchrun processes) per box; 0: one per GPU, 1 on CPU
+    data: str = "gathered"  # or local-shards: each box on its own (trainers/shard_sampler.py)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,8 @@ class PipelineConfig:
         if "train" in sections:  # where the boxes meet is not what they train
             for key in ("addresses", "rdzv_port", "join_timeout"):
                 data["train"].pop(key, None)
+            if data["train"].get("data") == "gathered":  # the default keeps earlier keys
+                data["train"].pop("data")
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -379,10 +382,10 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         num_layers=n_layers, hidden_size=hidden,
         vocab_size=vocab,
     )
-    if t.mode == "online":  # before anything starts: this box's stack can, or one line why
-        from pipeline.trainers.online import refusal
-
-        if why := refusal(cfg):
+    from pipeline.trainers.online import refusal  # online: this box's stack can, or why
+    from pipeline.trainers.shard_sampler import local_shards_refusal
+    for why in (local_shards_refusal(cfg), refusal(cfg) if t.mode == "online" else ""):
+        if why:  # before anything starts, one line
             raise ConfigInvalid(src, why)
     if check_disk and t.mode == "offline":  # online: no states on disk
         # The floor before anything starts; extract checks its exact projection again.

@@ -57,6 +57,8 @@ def data_digest(cfg: PipelineConfig) -> str:
     from pipeline import stages as stage_table
 
     rows: list[Any] = []
+    if cfg.train.data == "local-shards":
+        return _local_shards_digest(cfg)
     for stage in stage_table.get("train").inputs:
         m = read(cfg, stage)
         if m is None:
@@ -65,6 +67,26 @@ def data_digest(cfg: PipelineConfig) -> str:
                                 "extract and vocab outputs: docs/pipeline.md)")
         rows.append([stage, sorted((o["path"], o["size"], o["sha256"]) for o in m["outputs"])])
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _local_shards_digest(cfg: PipelineConfig) -> str:
+    """train.data = local-shards: each box holds its own shard, so the files differ by design;
+    what must be alike is the plan they were cut from: prepare's and vocab's outputs (token
+    ids, masks, counts, the draft vocab: path, size, sha256) and the shards' ranges (extract's
+    meta.json). Each box's extract stage checked its own shard against its manifest."""
+    rows: list[Any] = []
+    for stage in ("prepare", "vocab", "extract"):
+        m = read(cfg, stage)
+        if m is None:
+            raise ConfigInvalid(str(cfg.path), f"train.hosts: this box has no complete {stage} "
+                                f"under {cfg.output_dir} (train.data = \"local-shards\": the "
+                                "sharded run's shard job builds it on every box)")
+        if stage == "extract":
+            rows.append(["shards", m.get("summary", {}).get("shards")])
+        else:
+            rows.append([stage, sorted((o["path"], o["size"], o["sha256"])
+                                       for o in m["outputs"])])
+    return hashlib.sha256(json.dumps(["local-shards", rows]).encode()).hexdigest()
 
 
 def _addresses(cfg: PipelineConfig) -> list[str]:
@@ -120,9 +142,14 @@ def node_main(args: argparse.Namespace) -> int:
     refuse_03(cfg, device)
     mine = data_digest(cfg)
     if mine != args.data:
-        raise ConfigInvalid(str(cfg.path), f"train.hosts: this box's extract/vocab outputs "
-                            f"under {cfg.output_dir} differ from the first box's (digest "
-                            f"{mine[:12]} vs {args.data[:12]}): copy them from it (docs/pipeline.md)")
+        raise ConfigInvalid(str(cfg.path), (
+            f"train.hosts: this box's prepare/vocab outputs or shard plan under "
+            f"{cfg.output_dir} differ from the first box's (digest {mine[:12]} vs "
+            f"{args.data[:12]}): the same dataset, tokenizer and config on every box "
+            "(train.data = \"local-shards\", docs/pipeline.md)" if cfg.train.data == "local-shards"
+            else f"train.hosts: this box's extract/vocab outputs "
+            f"under {cfg.output_dir} differ from the first box's (digest "
+            f"{mine[:12]} vs {args.data[:12]}): copy them from it (docs/pipeline.md)"))
     if args.check:
         _reach(args.endpoint, deadline=time.monotonic() + args.wait)
         emit("info", "train", message=f"training data matches the first box ({mine[:12]}); "

@@ -136,7 +136,8 @@ def collect(ranks_dir: Path) -> dict[str, Any]:
         raise PipelineError(f"torchrun ended well but rank 0 left no result in {ranks_dir}")
     out: dict[str, Any] = dict(results[0])
     out.pop("rank", None)
-    out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote")}
+    out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote"),
+                     **({"samples": r["samples"]} if "samples" in r else {})}
                     for r in results]
     shutil.rmtree(ranks_dir)
     return out
@@ -240,8 +241,13 @@ def rank_main(args: argparse.Namespace) -> int:
         (ranks_dir / f"rank-{rank}.error").write_text(text[:500] + "\n")
         return 1
     wrote = sum(1 for p in save.rglob("*") if p.is_file()) if save.exists() else 0
+    read = res.get("samples")  # train.data = local-shards: the samples this rank trained on
+    said = "; ".join(f"epoch {e}: samples " + ", ".join(f"{a}..{b}" for a, b in runs)
+                     for e, runs in (read or {}).items())
     emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
-         wrote=wrote, message=f"rank {rank} of {world}: {res.get('steps')} steps")
+         wrote=wrote, **({"samples": read} if read is not None else {}),
+         message=f"rank {rank} of {world}: {res.get('steps')} steps" + (f" ({said})" if said
+                                                                         else ""))
     (ranks_dir / f"rank-{rank}.json").write_text(json.dumps(
         {**res, "world_size": world, "rank": rank, "wrote": wrote}))
     return 0

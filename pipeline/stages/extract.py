@@ -82,6 +82,21 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     online = cfg.train.mode == "online"  # the rows only: train's server makes the states
+    if cfg.train.data == "local-shards":  # this box's own shard(s) only (extract_shard.py)
+        from pipeline.stages.extract_shard import place_local
+
+        placed, local = place_local(ctx, fmt, samples, hs_dir)
+        arrow = write_arrow_dataset(ctx.workdir, samples) if fmt == "0.9" else []
+        meta = {"format": fmt, "layer_ids": cfg.all_layer_ids,
+                "aux_layer_ids": cfg.aux_layer_ids, "num_layers": cfg.num_layers,
+                "hidden_size": cfg.hidden_size, "convention": CONVENTION,
+                "backend": cfg.extract.backend, "samples": len(samples), "tokens": n_tokens,
+                "bytes_per_token": bpt, **local}
+        meta_path = ctx.workdir / "meta.json"
+        meta_path.write_text(json.dumps(meta, indent=2))
+        return [*placed, *arrow, meta_path], {k: meta[k] for k in (
+            "format", "layer_ids", "samples", "tokens", "bytes_per_token", "shards",
+            "local_shards")}
     todo = [] if online else [i for i in range(len(samples))
                               if not (hs_dir / sample_name(fmt, i)).exists()]
     if online:

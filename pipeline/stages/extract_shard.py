@@ -17,6 +17,14 @@ console runs while `[extract] hosts` spreads extract over several boxes.
 After every shard is gathered, the extract stage itself runs on the training box: it finds
 every sample on disk (its resume rule), extracts nothing and writes meta.json, the Arrow dataset
 (0.9) and its manifest, so vocab and train read a sharded extraction exactly as a one-box one.
+
+With `[train] data = "local-shards"` nothing is gathered: `shard-extract --local --start S`
+runs prepare on the box (the same dataset and config give the same samples: checked against
+the rows the console sent), extracts the shard into the box's own
+`<output_dir>/extract-local/shard-K-of-N/`, then the box's extract stage (`place_local`: its
+shard's files linked to their global numbers, the Arrow dataset of every row, meta.json naming
+the shards and the one this box holds) and vocab (prepare's token counts only). Each box then
+holds what its ranks train on and nothing else.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from pipeline.errors import PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
 from pipeline.runner import StageContext
-from pipeline.shards import SHARD_MANIFEST, shard_key, split
+from pipeline.shards import SHARD_MANIFEST, Shard, rows_digest, shard_dir_name, shard_key, split
 from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
 from pipeline.state_size import bytes_per_token
 
@@ -199,3 +207,71 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         shutil.rmtree(shard_dir, ignore_errors=True)
     return {"gathered": len(m["files"]), "start": start, "bytes": size,
             "packages": m.get("packages") or {}}
+
+
+LOCAL_DIR = "extract-local"  # under output_dir: this box's own shard (train.data = local-shards)
+
+
+def local_shard_dir(cfg: PipelineConfig, shard: Shard, n: int) -> Path:
+    return cfg.output_dir / LOCAL_DIR / shard_dir_name(shard, n)
+
+
+def place_local(ctx: StageContext, fmt: str, samples: list[dict[str, Any]],
+                hs_dir: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The extract stage with train.data = local-shards: the shards this box extracted (their
+    manifests match this config's samples, every file there at its size) linked into
+    hidden_states/ at their global numbers; the others are not here and never read. Returns
+    the placed files and what meta.json records: every shard's range and the ones held."""
+    cfg = ctx.cfg
+    shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
+    n = len(shards)
+    held: list[int] = []
+    placed: list[Path] = []
+    for s in shards:
+        d = local_shard_dir(cfg, s, n)
+        m = _complete(d, shard_key(_config_digest(cfg), fmt, samples[s.start:s.end]))
+        if m is None or s.count == 0:
+            continue
+        for j, f in enumerate(m["files"]):
+            dest = hs_dir / sample_name(fmt, s.start + j)
+            if not dest.exists():
+                tmp = dest.with_name(dest.name + ".part")
+                try:
+                    os.link(d / "hidden_states" / f["name"], tmp)
+                except OSError:
+                    shutil.copyfile(d / "hidden_states" / f["name"], tmp)
+                os.replace(tmp, dest)
+            placed.append(dest)
+        held.append(s.index)
+    if len(held) != 1:
+        what = "no shard" if not held else f"shards {[k + 1 for k in held]}"
+        raise PipelineError(
+            f"extract: train.data = \"local-shards\" and this box holds {what} of this "
+            f"config's {n} under {cfg.output_dir / LOCAL_DIR} (each box trains on the one shard "
+            "it extracted: `console run` extracts them; docs/pipeline.md)")
+    emit("info", "extract", message=f"train.data = local-shards: shard {held[0] + 1}/{n} "
+         f"(samples {shards[held[0]].start}..{shards[held[0]].end - 1}) is on this box; the "
+         "other shards stay on their boxes", local_shards=held)
+    return placed, {"shards": [[s.start, s.end] for s in shards], "local_shards": held}
+
+
+def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
+                  force: bool = False) -> dict[str, Any]:
+    """`shard-extract --local`: prepare here, the shard into this box's own output_dir, then
+    this box's extract and vocab stages (train.data = local-shards)."""
+    from pipeline.runner import run_stage
+
+    run_stage(cfg, "prepare")
+    rows = _read_rows(rows_path)
+    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
+    mine = [s for s in shards if s.start == start and s.count == len(rows)]
+    if not mine or rows_digest(samples[start:start + len(rows)]) != rows_digest(rows):
+        raise PipelineError(
+            f"shard-extract: this box's prepared samples {start}..{start + len(rows) - 1} "
+            "differ from the training box's (same dataset file, tokenizer and [data] config on "
+            "every box: data.dataset and target.model as absolute paths valid here)")
+    out = extract(cfg, rows_path, local_shard_dir(cfg, mine[0], len(shards)), force=force)
+    run_stage(cfg, "extract", force=True)  # links and the rows' dataset: cheap, always fresh
+    run_stage(cfg, "vocab")
+    return out

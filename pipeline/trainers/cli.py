@@ -87,6 +87,72 @@ def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: P
     return argv
 
 
+def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any]] | None:
+    """train.data = local-shards: speculators' dataloader module gets our per-node sampler
+    (pipeline/trainers/shard_sampler.py) in place of its global one, so this box's ranks pack
+    only the shard this box holds (extract's meta.json: every shard's range and the one held).
+    Returns (undo, record): record collects (epoch, global indices) of the train split."""
+    import json
+
+    if cfg.train.data != "local-shards":
+        return None
+    from pipeline.errors import PipelineError
+    from pipeline.trainers.shard_sampler import NodeShards, NodeShardSampler
+
+    meta = json.loads((extract_dir / "meta.json").read_text())
+    shards = NodeShards(tuple((int(a), int(b)) for a, b in meta["shards"]))
+    held = list(meta["local_shards"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != len(shards.ranges) * local_world:
+        raise PipelineError(
+            f"train.data = \"local-shards\": {world} ranks in all for {len(shards.ranges)} "
+            f"shards of {local_world} rank(s) each: every box must run the same number of ranks "
+            "(train.nproc_per_node)")
+    node, local_rank = int(held[0]), int(os.environ.get("LOCAL_RANK", "0"))
+    import speculators.train.dataloader as dataloader
+
+    original = dataloader._setup_dataloader
+    record: list[Any] = []
+
+    def setup(dataset: Any, *args: Any, **kwargs: Any) -> Any:
+        offset = int(getattr(dataset, "start_file_idx", 0))
+        train_split = offset == 0
+
+        def sampler(*, batch_max_length: int, lengths: Any, num_replicas: int, rank: int,
+                    seed: int = 0, max_batches: int | None = None) -> NodeShardSampler:
+            return NodeShardSampler(lengths=list(lengths), batch_max_length=batch_max_length,
+                                    offset=offset, shards=shards, node=node,
+                                    local_rank=local_rank, local_world=local_world, seed=seed,
+                                    max_batches=max_batches,
+                                    record=record if train_split else None)
+
+        dataloader.MultipackDistributedBatchSamplerV2 = sampler  # type: ignore[assignment,misc]
+        try:
+            return original(dataset, *args, **kwargs)
+        finally:
+            dataloader.MultipackDistributedBatchSamplerV2 = upstream
+
+    upstream = dataloader.MultipackDistributedBatchSamplerV2
+    dataloader._setup_dataloader = setup  # type: ignore[assignment]
+
+    def undo() -> None:
+        dataloader._setup_dataloader = original  # type: ignore[assignment]
+
+    return undo, record
+
+
+def _runs(indices: list[int]) -> list[list[int]]:
+    """[[first, last], ...] of consecutive indices: a shard's samples in a few numbers."""
+    out: list[list[int]] = []
+    for i in sorted(indices):
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
 class _MetricsToProgress(MetricsToProgress):
     """A step's metrics become a (rate-limited) progress record; an epoch's validation
     metrics (logged once per epoch, after its checkpoint) a record of their own, always
@@ -172,16 +238,22 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
             h.filters.insert(0, quiet)  # before its FormatDictFilter turns the dict to text
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
+    node = _node_sampler(cfg, extract_dir)
     try:
         main(TrainConfig.resolve(argv))
     finally:
+        if node is not None:
+            node[0]()
         metrics.removeHandler(handler)
         for h in logging.getLogger().handlers:
             h.removeFilter(quiet)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
     progress.total = max(progress.total, progress.done)
     progress.update(progress.done, force=True)
-    return {"steps": progress.done, "final": handler.last, "val": handler.val}
+    out = {"steps": progress.done, "final": handler.last, "val": handler.val}
+    if node is not None:  # what this rank read: its box's shard, epoch by epoch
+        out["samples"] = {str(e): _runs(ix) for e, ix in node[1]}
+    return out
 
 
 def _prepare_model(model: Any, device: str) -> Any:

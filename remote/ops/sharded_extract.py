@@ -152,6 +152,9 @@ class ShardedExtract:
     # reaches them at; the port their one-shot copy server listens on (0: any).
     direct: dict[str, str] = field(default_factory=dict)
     copy_port: int = 0
+    # train.data = local-shards: each box keeps its shard and builds its own extract and vocab
+    # (`shard-extract --local`); nothing is gathered anywhere.
+    local: bool = False
     interval: float = 1.0  # seconds between a box's liveness checks
     lost_after: int = 3  # failed checks in a row that make a box lost
     outcome: Outcome = field(default_factory=Outcome, init=False)
@@ -229,6 +232,8 @@ class ShardedExtract:
                         "--reassign-lost)")
                 return False
             self.outcome.ran[k] = box.name
+            if self.local:  # it stays on its box: the box's own ranks train on it
+                return True
             if box.name in self.direct and box.name not in self.shared:
                 got = await gather_direct(self.home, self.config, plan.extract_dir, shard=k,
                                           start=shard["start"], box=box.runner,
@@ -279,8 +284,10 @@ class ShardedExtract:
             local.write_text("".join(r + "\n" for r in rows[shard["start"]:shard["end"]]))
             await upload(box.transport, local, posixpath.join(base, f"{name}.jsonl"),
                          python=box.runner.python, bus=self.bus, host=box.name)
+        where = (["--local", "--start", str(shard["start"])] if self.local
+                 else ["--dir", shard_dir])
         argv = [box.runner.python, "-m", "pipeline", "shard-extract", "--config", box.config,
-                "--rows", posixpath.join(base, f"{name}.jsonl"), "--dir", shard_dir,
+                "--rows", posixpath.join(base, f"{name}.jsonl"), *where,
                 *(["--force"] if self.force else [])]
         jobs = box.runner.jobs
         src = await box.runner.source_dir()

@@ -7,7 +7,8 @@ share this machine's disk, so no hidden-state byte crosses the console (issue #3
 a disk of their own (each sshd in a mount namespace with a tmpfs over the output storage) copy
 their shards box to box; one that box1 cannot reach either (its python in a network namespace
 of its own) is refused unless `--relay-through-console`, which prints its estimate first and
-counts the bytes.
+counts the bytes. With `[train] data = "local-shards"` box1 and box2 (on a disk of its own)
+each keep their shard and train across both on it, each rank on its own box's samples.
 Then a box lost mid-shard (its job and its sshd killed) and its shard rerun on another box; bad
 input.
 
@@ -19,20 +20,24 @@ sharded extraction is only the one-box extraction when every box runs the same s
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from console.cli import main
 from pipeline.demo import build_demo
+from pipeline.trainers.shard_sampler import NodeShards, plan_epoch
 from tests import box_env
 from tests.fleet_fixture import Fleet
 
@@ -116,9 +121,9 @@ def assert_equal_to_one_box(setup: Setup, name: str) -> int:
     return len(ref)
 
 
-def session_events(path: Path) -> list[dict[str, object]]:
+def session_events(path: Path, hosts: list[str] = HOSTS) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
-    assert rows[0]["hosts"] == HOSTS  # the header: every box of the run
+    assert rows[0]["hosts"] == hosts  # the header: every box of the run
     return [r for r in rows if "kind" in r]
 
 
@@ -219,6 +224,98 @@ def test_boxes_with_disks_of_their_own_copy_box_to_box(
     assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
     assert_equal_to_one_box(setup, "direct")
     assert not list((setup.out("direct") / "extract").glob(".incoming/*"))  # staging emptied
+
+
+def _seen_by(fleet: Fleet, box: str, path: Path) -> Path:
+    """`path` as `box` sees it: through its sshd's root, in the mount namespace of a box with a
+    disk of its own (start_box_apart), where this process sees the shared disk instead."""
+    return Path(f"/proc/{fleet.sshd_pid(box)}/root") / str(path).lstrip("/")
+
+
+def _local_shards_config(setup: Setup, name: str, out: Path) -> Path:
+    """Extraction sharded over box1 and box2, training across them on the local shards."""
+    cfg = setup.config(name, hosts=["box1", "box2"], out=out)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    # Batches of data.max_seq_len tokens: several a box, so the box with fewer pads (runs
+    # empty batches) while the other trains.
+    text = re.sub(r"^total_seq_len = \d+$", "total_seq_len = 64", cfg.read_text(), flags=re.M)
+    cfg.write_text(text.replace("[train]\n", (
+        '[train]\nhosts = ["box1", "box2"]\ndata = "local-shards"\n'
+        f"rdzv_port = {port}\njoin_timeout = 120\n")))
+    return cfg
+
+
+def test_each_box_trains_on_the_shard_it_extracted(
+        setup: Setup, fleet: Fleet, box2_box3_back: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`[train] data = "local-shards"`: box1 and box2 (box2 on a disk of its own) each extract
+    their shard into their own output_dir and train across both on it, each rank reading only
+    its own box's shard: nothing copied, nothing relayed, and the samples trained on in the
+    epoch are every training sample of the one-box extraction, once."""
+    storage = setup.root / "storage-local"
+    cfg = _local_shards_config(setup, "local", storage / "out-local")
+    fleet.start_box_apart("box2", storage)
+    session = setup.root / "local.jsonl"
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train",
+                 session=session)
+    out, err = capsys.readouterr()
+    assert rc == 0, out[-3000:] + err[-3000:]
+    assert "relayed through the console: 0 B" in out and "copied box to box: 0 B" in out
+    assert "every shard extracted and kept on its own box (ran: 1 on box1, 2 on box2)" in out
+    assert "pulled from" not in out and "copied box to box from" not in out
+    assert "relaying through the console" not in out  # nothing to relay: no estimate either
+    out1 = setup.out("local")
+    meta = json.loads((out1 / "extract" / "meta.json").read_text())
+    shards = [tuple(r) for r in meta["shards"]]
+    assert len(shards) == 2 and meta["local_shards"] == [0]
+    ref = {p.name: p for p in setup.baseline.glob("hs_*.safetensors")}
+    n = len(ref)
+    assert shards[0][0] == 0 and shards[1][1] == n
+    # Each box holds its own shard's files, byte for byte the one-box extraction's, and no other.
+    for box, (start, end) in (("box1", shards[0]), ("box2", shards[1])):
+        hs = _seen_by(fleet, box, out1) / "extract" / "hidden_states"
+        names = sorted(p.name for p in hs.glob("hs_*.safetensors"))
+        assert names == sorted(f"hs_{i}.safetensors" for i in range(start, end)), (box, names)
+        for name in names:
+            assert (hs / name).read_bytes() == ref[name].read_bytes(), (box, name)
+    # What each rank trained on (its `rank R of 2` line, from each box's own log, as that
+    # host's event): only its box's shard, and together every training sample (speculators'
+    # split: the first 90 %) once.
+    events = session_events(session, hosts=["box1", "box2"])
+    done: dict[str, str] = {}
+    stepped: dict[str, int] = {}
+    for e in events:
+        said = re.fullmatch(r"train: rank \d of 2: (\d+) steps \(epoch 0: samples (.*)\)",
+                            str((e.get("payload") or {}).get("message", "")))
+        if e["kind"] == "console.info" and said:
+            assert str(e["host"]) not in done, e  # one rank a box
+            done[str(e["host"])] = said.group(2)
+            stepped[str(e["host"])] = int(said.group(1))
+    assert sorted(done) == ["box1", "box2"], done
+    train_n = int(n * 0.9)
+    seen: list[int] = []
+    for box, (start, end) in (("box1", shards[0]), ("box2", shards[1])):
+        runs = [tuple(map(int, r.split(".."))) for r in done[box].split(", ")]
+        mine = [i for a, b in runs for i in range(a, b + 1)]
+        assert mine and all(start <= i < end for i in mine), (box, runs)
+        seen += mine
+    assert sorted(seen) == list(range(train_n))
+    # Both ranks stepped as many times as the longer node has batches; the shorter one padded
+    # with empty batches (loss 0), and the loss stayed finite.
+    prepared = (out1 / "prepare" / "train.jsonl").read_text().splitlines()
+    lengths = [len(json.loads(r)["input_ids"]) for r in prepared if r.strip()][:train_n]
+    plan = plan_epoch(lengths, 0, NodeShards(tuple(shards)), 64, 1, seed=0, epoch=0)
+    steps = len(plan[0][0])
+    assert any(b == [] for node in plan for b in node[0]) and steps > 1
+    assert stepped == {"box1": steps, "box2": steps}
+    train = json.loads((out1 / "manifests" / "train.json").read_text())
+    assert train["summary"]["world_size"] == 2 and train["summary"]["steps"] == steps
+    assert math.isfinite(train["summary"]["final"]["loss"])
+    kept = train["summary"]["ranks"][0]["samples"]["0"]  # box1's rank, in the manifest too
+    assert [i for a, b in kept for i in range(a, b + 1)] == sorted(
+        i for i in seen if i < shards[0][1])
 
 
 def test_a_box_with_its_own_disk_is_relayed_only_when_asked(
@@ -373,7 +470,8 @@ def test_box_lost_without_the_flag_keeps_the_rest_and_reassign_finishes(
 def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A name console.toml does not define: exit 2, one line; a box down at start: exit 3, one
-    line naming it and `--reassign`, nothing started on the training box."""
+    line naming it and `--reassign`, nothing started on the training box; local shards with
+    two boxes on one output_dir: exit 2, one line, nothing started."""
     runs = fleet.box_dir("box1") / "workdir" / "runs"
     before = sorted(runs.glob("*")) if runs.is_dir() else []
     bad = setup.config("bad", hosts=["box1", "nosuch"])
@@ -397,6 +495,20 @@ def test_bad_extract_hosts_and_an_unreachable_box(setup: Setup, fleet: Fleet,
         assert not setup.out("unreachable").exists()
     finally:
         fleet.start_box("box3")
+    # train.data = "local-shards" with box2 on box1's disk and the same output_dir: both would
+    # build their extract/ in one directory.
+    out = setup.root / "out-local-shared"
+    cfg = _local_shards_config(setup, "local-shared", out)
+    rc = console(setup, "run", "--host", "box1", "--pipeline", str(cfg), "--until", "train")
+    _, err = capsys.readouterr()
+    assert rc == 2
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        f'error: train.data = "local-shards": box2 share(s) box1\'s output_dir ({out}) on one '
+        "storage, where every box would build its own extract: nothing started; give each box "
+        'an output_dir of its own, or set train.data = "gathered" (shared storage moves no '
+        "hidden-state byte either)"], err
+    assert (sorted(runs.glob("*")) if runs.is_dir() else []) == before
+    assert not (out / "prepare").exists()
 
 
 def test_a_failed_shard_is_rerun_alone_a_box_down_at_start_and_force(

@@ -237,7 +237,8 @@ async def run(args: argparse.Namespace) -> int:
     async with Context.from_args(args, hosts=hosts) as ctx:
         host = ctx.host(args.host)
         transport = await ctx.transport(host.name)
-        ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
+        if host.is_local:  # an SSH link says it itself (remote/link/ssh.py): once, not twice
+            ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
         if not args.demo and not args.pipeline:
             return await _environment_check(ctx, host.name, host.python)
         runner = PipelineRunner(transport, host, ctx.bus)

@@ -12,6 +12,7 @@ import pytest
 from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter
 from remote.spine.events import Event
+from tests.sshd_harness import Sshd
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,6 +86,21 @@ def test_run_local_records_a_session(tmp_path: Path) -> None:
         kinds = [e.kind for e in r.events()]
     assert "connection.up" in kinds
     assert f"session recorded: {session}" in res.stderr
+
+
+@pytest.mark.ssh
+def test_run_over_ssh_says_connected_once(sshd: Sshd, tmp_path: Path) -> None:
+    """The SSH link says connection.up itself; `console run` said it again (every host of a
+    run showed two "connected to" lines)."""
+    cfg = sshd.console_toml(tmp_path / "console.toml", python=sys.executable,
+                            workdir=str(tmp_path / "box"))
+    session = tmp_path / "s.jsonl"
+    res = console("run", "--host", "box", "--config", str(cfg), "--session", str(session),
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    with SessionReader(session) as r:
+        ups = [e for e in r.events() if e.kind == "connection.up"]
+    assert [e.host for e in ups] == ["box"], [e.payload for e in ups]
 
 
 def test_run_unknown_host_exits_2(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """`console bench run` against `vllm bench serve` (vLLM's own client) on one real speculative
 server, the same prompts and settings: each figure's console/vLLM ratio (issue #42).
 
-    python benchmarks/bench_vs_vllm.py [--workdir DIR] [--pairs 32] [--max-tokens 24] [--url URL]
+    python benchmarks/bench_vs_vllm.py [--workdir DIR] [--pairs 96] [--max-tokens 24] [--url URL]
 
 Without --url: the demo pipeline in DIR (`console run --host local --demo`, skipped when a
 run in the same workdir completed it), its target + trained head served by the box
@@ -45,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", help="box workdir (default: a temporary directory)")
     parser.add_argument("--url", help="a server already serving the demo (default: start one)")
-    parser.add_argument("--pairs", type=int, default=32)
+    parser.add_argument("--pairs", type=int, default=96)
     parser.add_argument("--max-tokens", type=int, default=24)
     args = parser.parse_args()
     python = box_env.ensure("vllm032")

@@ -19,8 +19,8 @@ environment's python, it reads one JSON command per stdin line and answers on st
 Why not one `vllm bench serve --num-prompts 1` per request: each invocation loads the
 tokenizer, samples the dataset, sends the initial test prompt (a whole request) and its
 warm-ups, and writes its result file. Measured (tests/vllm_peer.py, invocation_overhead,
-printed by the slow test; 2026-12-06, load 5-8): 0.56-1.10 s beyond the request, where a
-request of 24 tokens takes 0.16-0.24 s, so the two clients' requests of a pair would again be
+printed by the slow test; 2026-12-06, load 2-8): 0.47-1.32 s beyond the request, where a
+request of 24 tokens takes 0.12-0.24 s, so the two clients' requests of a pair would again be
 a second or more apart.
 
 Why not the `vllm` command each time: importing vLLM takes 45 s on this machine's loaded

@@ -195,7 +195,7 @@ class Interleaved:
     once: two clients on one server share its steps and each slows the other, which read
     0.7-7x when tried). The two timings of a pair are a request's length apart (a few hundred
     ms), where whole runs one after the other were seconds apart and the machine's speed
-    drifts over seconds (one pair of runs read median TTFT ratios 0.38-2.15 over its
+    drifts over seconds (one pair of whole runs read TTFT ratios 0.38-2.15 across its
     requests). A figure's ratio is the median over the pairs of console_i / vLLM_i, leaving
     out (and counting) the pairs either client saw arrive in one burst (Timed.streamed)."""
 
@@ -262,6 +262,7 @@ def invocation_overhead(vllm: VllmPeer, s: PeerSettings, prompts: Path, out_dir:
     """What one `vllm bench serve --num-prompts 1` (the command's code, vLLM already imported)
     costs beyond its request: the price per request of interleaving whole invocations."""
     one = dataclasses.replace(s, requests=1)
+    vllm._wait_ready()  # vLLM's import is not the invocation's
     t0 = time.perf_counter()
     result = vllm.run(one, prompts, out_dir, "one-invocation")
     return time.perf_counter() - t0 - float(result["latencies"][0])

@@ -9,8 +9,8 @@ every i, each client kept loaded in a process of its own running its own code pe
 vLLM's side calls the request function and the counter scrape `vllm bench serve` uses
 (tests/vllm_bench_driver.py: async_request_openai_chat_completions and
 fetch_spec_decode_metrics, with its initial test prompt and warm-up once at the start; a
-whole `vllm bench serve --num-prompts 1` per request costs 0.6-1.1 s beyond the request, three
-to six times the request, measured and printed each run). The console's side runs
+whole `vllm bench serve --num-prompts 1` per request costs 0.5-1.3 s beyond the request, three
+to eight times the request, measured and printed each run). The console's side runs
 `console bench run`'s driver, a point of one request (tests/console_bench_driver.py).
 
 What is asserted and why it can fail:
@@ -22,11 +22,19 @@ What is asserted and why it can fail:
   --save-result file as a run, in the same table;
 - request by request: the same output tokens and the same drafts, draft tokens and accepted
   tokens over each client's own window (the one request): greedy decoding of the same prompt
-  drafts and accepts the same tokens.
+  drafts and accepts the same tokens;
+- TTFT and TPOT within 15 % (the issue's done-when): each the median over the pairs of
+  console_i / vLLM_i, leaving out (and counting) the pairs either client saw arrive in one
+  burst (Timed.streamed: a stall, not the client). Interleaving keeps the two timings of a
+  pair one request apart, so the machine's drift over seconds, which pairs of whole runs could
+  not remove (TTFT outside 15 % in 3 of 8 runs), weighs on both. Measured
+  (docs/measurements.md, 2026-12-06): 32 pairs at load 5-8 left 15 % in 1 of 5 runs (15 pairs
+  counted); 64 and 96 pairs at load 2-4.5 held it in 10 of 10, widest TTFT 0.926, TPOT 0.935.
+  A run of this test takes 48-68 s (vLLM's import, 25-45 s, overlaps the whole commands).
 
-Printed (pytest -rP): TTFT, TPOT and E2E p50 as the median over the pairs of console_i /
-vLLM_i, leaving out (and counting) the pairs either client saw arrive in one burst
-(Timed.streamed: a stall, not the client), the p99s, acceptance, `console/vllm worst ratio`.
+Printed (pytest -rP): those figures and E2E with their spread, the p99s (one stall each at
+this count), acceptance, what a whole `vllm bench serve` per request would cost, and
+`console/vllm worst ratio`.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from tests.vllm_peer import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
-PAIRS = 64  # interleaved request pairs, at concurrency 1
+PAIRS = 96  # interleaved request pairs, at concurrency 1
 WHOLE = 2  # requests of each whole command (`vllm bench serve`, `console bench run`)
 
 
@@ -107,3 +115,6 @@ def test_console_bench_matches_vllm_bench_serve(served_engine: EngineBox, tmp_pa
 
     lines, worst = report(runs)  # shown with pytest -rP
     print("\n".join([*lines, f"console/vllm worst ratio: {worst:.3f}"]))
+    # The issue's done-when: TTFT and TPOT medians within 15 % (paired, request by request).
+    for name in ("TTFT", "TPOT"):
+        assert 0.85 <= runs.paired_ratio(name) <= 1.15, "\n".join(lines)

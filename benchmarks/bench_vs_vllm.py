@@ -1,8 +1,7 @@
 """`console bench run` against `vllm bench serve` (vLLM's own client) on one real speculative
 server, the same prompts and settings: each figure's console/vLLM ratio (issue #42).
 
-    python benchmarks/bench_vs_vllm.py [--workdir DIR] [--pairs 6] [--requests 16]
-        [--max-tokens 24] [--url URL]
+    python benchmarks/bench_vs_vllm.py [--workdir DIR] [--pairs 96] [--max-tokens 24] [--url URL]
 
 Without --url: the demo pipeline in DIR (`console run --host local --demo`, skipped when a
 run in the same workdir completed it), its target + trained head served by the box
@@ -10,17 +9,19 @@ environment's vLLM (`console serve start --demo`), stopped at the end. With --ur
 already up, serving the demo target (its eval prompts under DIR's demo/out).
 
 The method is the slow test's (tests/remote/bench/test_bench_vs_vllm.py; tests/vllm_peer.py,
-`compare` and `report`): the two clients run alternately, never at once (at once each slows
-the other: per-pair TTFT ratios read 0.7-7x), `pairs` pairs with the order swapped every pair,
-each run `requests` requests at concurrency 1 after one warm-up request; vLLM's client is kept
-loaded between its runs (tests/vllm_bench_driver.py: the command's own code, imported once).
-Both result files keep every request's TTFT, latency and output tokens (vLLM's with
---save-detailed), and request i carries the same prompt and decodes the same tokens on both
-sides, so TTFT, TPOT and E2E p50 are the median over all requests of the paired ratios
-console_i / vLLM_i, leaving out the requests either client saw arrive in one burst (a stall:
-tests/vllm_peer.py, Timed.streamed; their count is printed). The p99s, ITL and tok/s are the
-median over the pairs of each pair's ratio. Printed: per pair its ratios, then per figure its
-ratio with each client's median beside it; the last line is `console/vllm worst ratio: R`, the
+`compare` and `report`): the two clients interleaved request by request, never at once (at
+once each slows the other: per-pair TTFT ratios read 0.7-7x): request i by one client, at
+once request i by the other, the order swapped every i, `pairs` such pairs at concurrency 1
+after each client's warm-up. Each client is kept loaded in a process of its own and runs its
+own code per request: vLLM's `vllm bench serve` request function and counter scrape
+(tests/vllm_bench_driver.py), the console's `console bench run` driver
+(tests/console_bench_driver.py). Request i carries the same prompt and decodes the same
+tokens on both sides, so TTFT, TPOT and E2E p50 are the median over the pairs of console_i /
+vLLM_i, leaving out the pairs either client saw arrive in one burst (a stall:
+tests/vllm_peer.py, Timed.streamed; their count is printed); the p99s are each client's over
+the same requests; acceptance is summed over each client's own windows. Printed: what one
+whole `vllm bench serve --num-prompts 1` costs beyond its request, then per figure its ratio
+with each client's median beside it; the last line is `console/vllm worst ratio: R`, the
 ratio furthest from 1 (goal 0.85-1.15). The machine's load (`uptime`) is printed before and
 after: on shared cores it sets the spread. Nothing is asserted here.
 """
@@ -44,8 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", help="box workdir (default: a temporary directory)")
     parser.add_argument("--url", help="a server already serving the demo (default: start one)")
-    parser.add_argument("--pairs", type=int, default=6)
-    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--pairs", type=int, default=96)
     parser.add_argument("--max-tokens", type=int, default=24)
     args = parser.parse_args()
     python = box_env.ensure("vllm032")
@@ -71,16 +71,13 @@ def main() -> int:
 
 
 def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> int:
-    s = PeerSettings(url=url, model=served_model(url), requests=args.requests,
-                     max_tokens=args.max_tokens)
+    s = PeerSettings(url=url, model=served_model(url), max_tokens=args.max_tokens)
     print(f"load before: {_load()}", flush=True)
     runs = compare(python, s, workdir / "demo" / "out" / "prepare" / "eval.jsonl", tmp,
                    args.pairs)
     lines, worst = report(runs)
     print(f"load after: {_load()}")
-    print(f"{args.pairs} alternating pairs (one client at a time, order swapped each pair), "
-          f"{s.requests} requests per run at concurrency 1, max_tokens {s.max_tokens}, 1 "
-          "warm-up request")
+    print(f"max_tokens {s.max_tokens}, {s.warmups} warm-up request per client")
     print("\n".join(lines))
     print(f"console/vllm worst ratio: {worst:.3f}")
     return 0

@@ -10,20 +10,27 @@ vLLM's custom dataset renders a prompt with the chat template unless told not to
 backend sends the text as the user turn: `--skip-chat-template` keeps the template to the
 server, as the console does.
 
-Each client's result file keeps every request's TTFT, latency and output tokens (vLLM's with
---save-detailed, the console's always), so request i of one run sits beside request i of the
-other (`per_request`): the same prompt, the same tokens. A figure compared request by request
-(Alternating.paired_ratio) is the median over many such pairs, where a stall moves only the
-requests it hit; a request either client saw arrive in one burst is left out and counted
-(Timed.streamed: it timed the stall, not the client).
+The timings are compared request by request, interleaved (`interleaved`, Interleaved):
+request i by one client, at once request i by the other, the order swapped every i, so the two
+timings of a pair share the machine's moment. Each client is kept loaded in a process of its
+own and runs its own code per request: vLLM's the request function and counter scrape of
+`vllm bench serve` (tests/vllm_bench_driver.py; a whole invocation per request would cost more
+than the request, `invocation_overhead`), the console's `console bench run`'s driver, a point
+of one request (tests/console_bench_driver.py). Each reads the spec-decode counters over its
+own window (the one request), so the acceptance of each request is compared too. The whole
+commands are still run once each (the slow test: `vllm` itself, and `console bench compare`
+on their result files).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,20 +101,17 @@ def vllm_bench(python: Path, s: PeerSettings, prompts: Path, out_dir: Path,
     return _vllm_result(done.returncode, done.stderr + done.stdout, out_dir, name)
 
 
-class VllmPeer:
-    """vLLM's own client kept loaded (tests/vllm_bench_driver.py, with the box environment's
-    python): each `run` is one `vllm bench serve` with the arguments `vllm_bench` passes, its
-    --save-result file read back. Importing vLLM costs 45 s here; alternating pairs pay it
-    once."""
 
-    def __init__(self, python: Path) -> None:
-        driver = Path(__file__).with_name("vllm_bench_driver.py")
-        self.proc = subprocess.Popen([str(python), str(driver)], env={**run_env(),
+class _Peer:
+    """A client kept loaded in a process of its own that answers `@@peer WORD ...` lines."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(argv, cwd=REPO, env={**(env or os.environ),
                                      "PYTHONUNBUFFERED": "1"}, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._ready = False  # it imports vLLM meanwhile: the first run waits for it
 
     def _until(self, what: str) -> str:
+        """The output up to the line `@@peer WHAT ...` (that line last)."""
         seen: list[str] = []
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
@@ -116,21 +120,20 @@ class VllmPeer:
                 word = line.split()[1]
                 if word == what:
                     return "".join(seen)
-                raise AssertionError("vllm bench serve " + line[7:].strip() + ":\n"
-                                     + "".join(seen[-30:]))
-        raise AssertionError(f"vLLM's bench client exited {self.proc.wait()}:\n"
-                             + "".join(seen[-30:]))
+                raise AssertionError(f"{self.name} {line[7:].strip()}:\n" + "".join(seen[-30:]))
+        raise AssertionError(f"{self.name} exited {self.proc.wait()}:\n" + "".join(seen[-30:]))
 
-    def run(self, s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
-        argv = _vllm_argv(Path("python"), s, prompts, out_dir, name)[3:]  # after `vllm bench serve`
-        if not self._ready:
-            self._until("ready")
-            self._ready = True
+    name = "the peer"
+
+    def send(self, command: object, answer: str = "result") -> str:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
-        output = self._until("done")
-        return _vllm_result(0, output, out_dir, name)
+        return self._until(answer)
+
+    def result(self, command: object) -> dict[str, Any]:
+        last = self.send(command).rstrip("\n").rsplit("\n", 1)[-1]
+        return dict(json.loads(last.split(" ", 2)[2]))
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -138,38 +141,81 @@ class VllmPeer:
         end_process(self.proc, grace_s=30, terminate=False)
 
 
+class VllmPeer(_Peer):
+    """vLLM's own client kept loaded (tests/vllm_bench_driver.py, with the box environment's
+    python): `run` is one `vllm bench serve` with the arguments `vllm_bench` passes, its
+    --save-result file read back; `open` and `request` send requests one at a time through the
+    command's own request function. Importing vLLM costs 45 s here; it is paid once."""
+
+    name = "vllm bench serve"
+
+    def __init__(self, python: Path) -> None:
+        super().__init__([str(python), str(Path(__file__).with_name("vllm_bench_driver.py"))],
+                         run_env())
+        self._ready = False  # it imports vLLM meanwhile: the first command waits for it
+
+    def _wait_ready(self) -> None:
+        if not self._ready:
+            self._until("ready")
+            self._ready = True
+
+    def run(self, s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
+        argv = _vllm_argv(Path("python"), s, prompts, out_dir, name)[3:]  # after `vllm bench serve`
+        self._wait_ready()
+        return _vllm_result(0, self.send(argv, "done"), out_dir, name)
+
+    def open(self, s: PeerSettings, rows: list[str]) -> None:
+        self._wait_ready()
+        self.result({"open": {"url": s.url, "model": s.model, "prompts": rows,
+                              "max_tokens": s.max_tokens, "warmups": s.warmups}})
+
+    def request(self, i: int) -> dict[str, Any]:
+        return self.result({"request": {"i": i}})
+
+
+class ConsolePeer(_Peer):
+    """`console bench run`'s driver kept loaded (tests/console_bench_driver.py, this python):
+    check_server and the warm-up once, then run_point per request."""
+
+    name = "console bench run"
+
+    def __init__(self, s: PeerSettings, prompts: Path) -> None:
+        super().__init__([sys.executable, "-m", "tests.console_bench_driver", s.url, s.model,
+                          str(prompts), str(s.max_tokens), str(s.warmups)])
+        self._until("ready")
+
+    def request(self, i: int) -> dict[str, Any]:
+        return self.result(i)
+
+
 @dataclass
-class Alternating:
-    """`pairs` runs of each client, one client at a time (never both at once: two clients on
-    one server share its steps and each slows the other, which read 0.7-7x when tried), the
-    order swapped every pair (vLLM first, then the console first, ...), so a machine whose
-    speed drifts weighs on both alike. Each run's figures are its own medians (p50 over its
-    requests). A figure's ratio is the median over the pairs of each pair's console/vLLM ratio:
-    a pair's two runs share the machine's moment, while the machine's speed drifts between
-    pairs (TTFT p50 of one client read 14 ms in one pair and 22 ms two pairs later), so the
-    per-client medians over the pairs would compare different moments."""
+class Interleaved:
+    """Both clients request by request: request i by one client, at once request i by the
+    other, the order swapped every i (vLLM first on even i), one at a time (never both at
+    once: two clients on one server share its steps and each slows the other, which read
+    0.7-7x when tried). The two timings of a pair are a request's length apart (a few hundred
+    ms), where whole runs one after the other were seconds apart and the machine's speed
+    drifts over seconds (one pair of whole runs read TTFT ratios 0.38-2.15 across its
+    requests). A figure's ratio is the median over the pairs of console_i / vLLM_i, leaving
+    out (and counting) the pairs either client saw arrive in one burst (Timed.streamed)."""
 
-    console: list[dict[str, Any]] = field(default_factory=list)  # the console's runs
-    vllm: list[dict[str, Any]] = field(default_factory=list)  # vLLM's result files
-
-    def figures(self) -> dict[str, tuple[float, float]]:
-        """name -> (console, vLLM): the median over the runs of each run's figure."""
-        runs = [figures(c, v) for c, v in zip(self.console, self.vllm, strict=True)]
-        return {name: (statistics.median(r[name][0] for r in runs),
-                       statistics.median(r[name][1] for r in runs)) for name in runs[0]}
-
-    def pair_ratios(self, name: str) -> list[float]:
-        return [c / v if v else float("inf") for c, v in (
-            figures(a, b)[name] for a, b in zip(self.console, self.vllm, strict=True))]
-
-    def ratio(self, name: str) -> float:
-        """The median over the pairs of console/vLLM for `name`."""
-        return statistics.median(self.pair_ratios(name))
+    console: list[dict[str, Any]] = field(default_factory=list)  # each request's answer
+    vllm: list[dict[str, Any]] = field(default_factory=list)
+    overhead_s: float | None = None  # one whole `vllm bench serve --num-prompts 1`, less its request
 
     def requests(self) -> list[tuple[Timed, Timed]]:
-        """(console_i, vLLM_i) for every request i of every pair."""
-        return [both for ours, theirs in zip(self.console, self.vllm, strict=True)
-                for both in per_request(ours, theirs)]
+        """(console_i, vLLM_i) for the requests neither client failed; request i decodes the
+        same tokens on both sides (greedy, ignore_eos), which the output tokens confirm."""
+        out = []
+        for c, v in zip(self.console, self.vllm, strict=True):
+            if not (c["ok"] and v["ok"]):
+                continue  # failed: no figure
+            if c["tokens"] != v["tokens"]:
+                raise AssertionError(f"the two clients' requests differ: output tokens "
+                                     f"{c['tokens']} vs {v['tokens']}")
+            out.append((Timed(float(c["ttft"]), float(c["latency"]), int(c["tokens"])),
+                            Timed(float(v["ttft"]), float(v["latency"]), int(v["tokens"]))))
+        return out
 
     def streamed(self) -> list[tuple[Timed, Timed]]:
         """The requests both clients saw streaming (Timed.streamed, BURST_S)."""
@@ -182,14 +228,49 @@ class Alternating:
                 if (cf := c.figure(name)) is not None and (vf := v.figure(name))]
 
     def paired_ratio(self, name: str) -> float:
-        """The median of request_ratios: the figure set against the issue's 15 % (the slow
-        test prints it; its docstring says what a stall can and cannot move)."""
+        """The median of request_ratios: the figure the slow test holds within 15 %."""
         return statistics.median(self.request_ratios(name))
+
+    def acceptance(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Each client's counters summed over its own windows (one request each)."""
+        def summed(side: list[dict[str, Any]]) -> dict[str, int]:
+            return {k: sum(int((r["acceptance"] or {}).get(k) or 0) for r in side)
+                    for k in ("drafts", "draft_tokens", "accepted")}
+
+        return summed(self.console), summed(self.vllm)
+
+
+def interleaved(vllm: VllmPeer, s: PeerSettings, prompts: Path, pairs: int) -> Interleaved:
+    """`pairs` requests by each client, interleaved (Interleaved says how)."""
+    rows = [json.loads(ln)["prompt"] for ln in prompts.read_text().splitlines() if ln.strip()]
+    vllm.open(s, rows)
+    console = ConsolePeer(s, prompts)
+    try:
+        done = Interleaved()
+        for i in range(pairs):
+            for who in ("vllm", "console") if i % 2 == 0 else ("console", "vllm"):
+                if who == "vllm":
+                    done.vllm.append(vllm.request(i))
+                else:
+                    done.console.append(console.request(i))
+        return done
+    finally:
+        console.close()
+
+
+def invocation_overhead(vllm: VllmPeer, s: PeerSettings, prompts: Path, out_dir: Path) -> float:
+    """What one `vllm bench serve --num-prompts 1` (the command's code, vLLM already imported)
+    costs beyond its request: the price per request of interleaving whole invocations."""
+    one = dataclasses.replace(s, requests=1)
+    vllm._wait_ready()  # vLLM's import is not the invocation's
+    t0 = time.perf_counter()
+    result = vllm.run(one, prompts, out_dir, "one-invocation")
+    return time.perf_counter() - t0 - float(result["latencies"][0])
 
 
 def compare(python: Path, s: PeerSettings, eval_prompts: Path, out_dir: Path, pairs: int,
-            meanwhile: Callable[[Path], None] | None = None) -> Alternating:
-    """`pairs` alternating pairs of both clients over the prompt set's single-turn prompts
+            meanwhile: Callable[[Path], None] | None = None) -> Interleaved:
+    """`pairs` interleaved requests by both clients over the prompt set's single-turn prompts
     (`eval_prompts`: the demo's eval.jsonl), vLLM's client loaded once; `meanwhile(prompts)`
     runs while it imports vLLM."""
     prompts = single_turn_prompts(eval_prompts, out_dir / "prompts.jsonl")
@@ -197,61 +278,57 @@ def compare(python: Path, s: PeerSettings, eval_prompts: Path, out_dir: Path, pa
     try:
         if meanwhile is not None:
             meanwhile(prompts)
-        return alternating(peer, s, prompts, out_dir, "pair", pairs)
+        overhead = invocation_overhead(peer, s, prompts, out_dir)
+        runs = interleaved(peer, s, prompts, pairs)
+        runs.overhead_s = overhead
+        return runs
     finally:
         peer.close()
 
 
-def report(runs: Alternating) -> tuple[list[str], float]:
-    """The lines that say each pair's ratios, then each figure's console/vLLM ratio; and the
-    ratio furthest from 1. TTFT, TPOT and E2E p50: the median over all requests of the
-    paired per-request ratios (Alternating.paired_ratio); the other figures: the median over
-    the pairs of each pair's ratio (Alternating.ratio)."""
-    lines = []
-    for i, (ours, theirs) in enumerate(zip(runs.console, runs.vllm, strict=True)):
-        pair = figures(ours, theirs)
-        lines.append(f"pair {i} ({'vllm first' if i % 2 == 0 else 'console first'}): "
-                     + ", ".join(f"{name} {c / v:.2f}" for name, (c, v) in pair.items() if v))
+def report(runs: Interleaved) -> tuple[list[str], float]:
+    """The lines that say each figure's console/vLLM ratio, and the ratio furthest from 1.
+    TTFT, TPOT and E2E: the median of the paired per-request ratios (Interleaved); p99: the
+    ratio of each client's p99 over the streamed requests; acceptance: of the summed windows."""
     pairs = runs.requests()
-    lines.append(f"requests seen streaming by both clients: {len(runs.streamed())} of "
-                 f"{len(pairs)} (in one burst: console {sum(not c.streamed for c, _ in pairs)}, "
-                 f"vllm {sum(not v.streamed for _, v in pairs)}; Timed.streamed)")
+    streamed = runs.streamed()
+    lines = [f"{len(runs.console)} interleaved pairs (request i by one client, then by the "
+             "other, the order swapped every i), one at a time at concurrency 1",
+             f"requests seen streaming by both clients: {len(streamed)} of {len(pairs)} "
+             f"(in one burst: console {sum(not c.streamed for c, _ in pairs)}, vllm "
+             f"{sum(not v.streamed for _, v in pairs)}; Timed.streamed)"]
+    if runs.overhead_s is not None:
+        lines.append(f"one whole `vllm bench serve --num-prompts 1` costs {runs.overhead_s:.2f} s "
+                     "beyond its request (why requests go through its request function)")
     worst = 1.0
-    paired = {f"{name} p50": name for name in PER_REQUEST}
-    for name, (c, v) in runs.figures().items():
-        if name in paired:
-            ratios = runs.request_ratios(paired[name])
-            ratio = statistics.median(ratios)
-            how = (f"median of {len(ratios)} streamed requests' paired ratios, IQR "
-                   f"{_quantile(ratios, 0.25):.2f}-{_quantile(ratios, 0.75):.2f}; "
-                   f"median of the pairs' ratios {runs.ratio(name):.3f}")
-        else:
-            ratio = runs.ratio(name)
-            how = "median of the pairs' ratios"
-        if abs(ratio - 1) > abs(worst - 1):
-            worst = ratio
-        lines.append(f"{name}: console/vllm {ratio:.3f} ({how}; medians: console {c:.6g}, "
-                     f"vllm {v:.6g})")
+    for name in PER_REQUEST:
+        ratios = runs.request_ratios(name)
+        ratio = statistics.median(ratios)
+        ours = statistics.median(f for c, _ in streamed if (f := c.figure(name)) is not None)
+        theirs = statistics.median(f for _, v in streamed if (f := v.figure(name)) is not None)
+        worst = ratio if abs(ratio - 1) > abs(worst - 1) else worst
+        lines.append(f"{name} p50: console/vllm {ratio:.3f} (median of {len(ratios)} paired "
+                     f"ratios, IQR {_quantile(ratios, 0.25):.2f}-{_quantile(ratios, 0.75):.2f}; "
+                     f"medians: console {ours:.6g}, vllm {theirs:.6g})")
+    for name in ("TTFT", "TPOT"):
+        ours = _quantile([f for c, _ in streamed if (f := c.figure(name)) is not None], 0.99)
+        theirs = _quantile([f for _, v in streamed if (f := v.figure(name)) is not None], 0.99)
+        ratio = ours / theirs
+        worst = ratio if abs(ratio - 1) > abs(worst - 1) else worst
+        lines.append(f"{name} p99: console/vllm {ratio:.3f} (console {ours:.6g}, vllm "
+                     f"{theirs:.6g})")
+    ours_acc, theirs_acc = runs.acceptance()
+    for name, key in (("mean acceptance length", "drafts"), ("acceptance rate", "draft_tokens")):
+        c = (1.0 if key == "drafts" else 0.0) + ours_acc["accepted"] / ours_acc[key]
+        v = (1.0 if key == "drafts" else 0.0) + theirs_acc["accepted"] / theirs_acc[key]
+        worst = c / v if abs(c / v - 1) > abs(worst - 1) else worst
+        lines.append(f"{name}: console/vllm {c / v:.3f} (console {c:.4g}, vllm {v:.4g})")
     return lines, worst
 
 
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[round(q * (len(ordered) - 1))]
-
-
-def alternating(peer: VllmPeer, s: PeerSettings, prompts: Path, out_dir: Path, name: str,
-                pairs: int) -> Alternating:
-    """Both clients over the same prompts, alternately (Alternating says why)."""
-    done = Alternating()
-    for i in range(pairs):
-        order = ("vllm", "console") if i % 2 == 0 else ("console", "vllm")
-        for who in order:
-            if who == "vllm":
-                done.vllm.append(peer.run(s, prompts, out_dir, f"{name}-{i}-vllm"))
-            else:
-                done.console.append(console_bench(s, prompts, out_dir, f"{name}-{i}-console"))
-    return done
 
 
 def console_bench(s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:
@@ -280,7 +357,6 @@ def served_model(url: str) -> str:
 
     with urllib.request.urlopen(url + "/v1/models", timeout=30) as resp:
         return str(json.loads(resp.read())["data"][0]["id"])
-
 
 # Each figure: (name, the console point's key, vLLM's result key, vLLM's unit per second).
 FIGURES: tuple[tuple[str, str, str, float], ...] = (
@@ -336,22 +412,5 @@ class Timed:
         return {"TTFT": self.ttft, "TPOT": self.tpot, "E2E": self.latency}[name]
 
 
-# The figures compared request by request (Alternating.paired_ratio).
+# The figures compared request by request (Interleaved.paired_ratio).
 PER_REQUEST = ("TTFT", "TPOT", "E2E")
-
-
-def per_request(console_run: dict[str, Any], vllm: dict[str, Any]) -> list[tuple[Timed, Timed]]:
-    """(console_i, vLLM_i) for the requests in the order sent that neither failed. The
-    console's result file keeps each request's TTFT, latency and tokens (Point.ttfts, ...), as
-    `vllm bench serve --save-detailed` keeps its own (`ttfts`, `latencies`, `output_lens`). Both
-    sent prompt row i as request i (vllm_rows, --disable-shuffle), greedy with ignore_eos:
-    request i decodes the same tokens on both sides, which the output tokens confirm."""
-    (point,) = console_run["points"]
-    ours = list(zip(point["ttfts"], point["latencies"], point["output_lens"], strict=True))
-    theirs = list(zip(vllm["ttfts"], vllm["latencies"], vllm["output_lens"], strict=True))
-    if [o[2] for o in ours] != [t[2] for t in theirs]:
-        raise AssertionError(f"the two runs' requests differ: output tokens "
-                             f"{[o[2] for o in ours]} vs {[t[2] for t in theirs]}")
-    return [(Timed(float(c_ttft), float(c_lat), n), Timed(float(v_ttft), float(v_lat), n))
-            for (c_ttft, c_lat, n), (v_ttft, v_lat, _) in zip(ours, theirs, strict=True)
-            if c_ttft is not None and c_lat is not None and v_ttft]  # failed: no figure

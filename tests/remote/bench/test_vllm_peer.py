@@ -30,7 +30,7 @@ from remote.bench.results import (
 from remote.errors import ResultFileError
 from tests.box_env import box_env
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
-from tests.vllm_peer import Alternating, per_request
+from tests.vllm_peer import Interleaved
 
 FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 
@@ -231,27 +231,31 @@ def test_a_file_vllm_0_32_wrote() -> None:
         1 + doc["spec_decode_accepted_tokens"] / doc["spec_decode_num_drafts"])
 
 
-def _console_run(ttfts: list[float | None], latencies: list[float | None],
-                 lens: list[int]) -> dict[str, Any]:
-    return {"points": [{"ttfts": ttfts, "latencies": latencies, "output_lens": lens}]}
+def _answer(ttft: float | None, latency: float | None, tokens: int = 11) -> dict[str, Any]:
+    """One request as either peer driver answers it (tests/vllm_bench_driver.py,
+    tests/console_bench_driver.py)."""
+    return {"ok": ttft is not None, "error": None if ttft is not None else "HTTP 500",
+            "ttft": ttft, "latency": latency, "tokens": tokens if ttft is not None else 0,
+            "acceptance": {"drafts": 10, "draft_tokens": 30, "accepted": 3}}
 
 
-def test_requests_are_paired_by_prompt_and_bursts_set_apart() -> None:
-    """tests/vllm_peer.py: request i of the console's run beside vLLM's request i; a stream
-    seen in one burst (its chunks after the first within BURST_S) on either side measures a
-    stall, not the client, and leaves the pair out of the ratios, while it still counts."""
-    ours = _console_run([0.010, 0.020, 0.100, None], [0.110, 0.120, 0.1001, None], [11] * 4)
-    theirs = {"ttfts": [0.008, 0.025, 0.012, 0.0], "latencies": [0.098, 0.115, 0.112, 0.0],
-              "output_lens": [11] * 4}
-    pairs = per_request(ours, theirs)
-    assert len(pairs) == 3  # the failed request has no figure
-    (c0, v0), (_, v1), (c2, v2) = pairs
+def test_requests_are_paired_and_bursts_set_apart() -> None:
+    """tests/vllm_peer.py: the console's request i beside vLLM's request i; a stream seen in
+    one burst (its chunks after the first within BURST_S) on either side measures a stall, not
+    the client, and leaves the pair out of the ratios, while it still counts."""
+    ours = [_answer(0.010, 0.110), _answer(0.020, 0.120), _answer(0.100, 0.1001),
+            _answer(None, None)]
+    theirs = [_answer(0.008, 0.098), _answer(0.025, 0.115), _answer(0.012, 0.112),
+              _answer(0.01, 0.1)]
+    runs = Interleaved(console=ours * 2, vllm=theirs * 2)
+    pairs = runs.requests()
+    assert len(pairs) == 6  # the failed request has no figure
+    (c0, v0), (_, v1), (c2, v2) = pairs[:3]
     assert (c0.ttft, v0.ttft, c0.tpot, v0.tpot) == pytest.approx((0.010, 0.008, 0.010, 0.009))
     assert c0.streamed and v1.streamed and not c2.streamed and v2.streamed
-    runs = Alternating(console=[ours, ours], vllm=[theirs, theirs])
-    assert len(runs.requests()) == 6 and len(runs.streamed()) == 4
+    assert len(runs.streamed()) == 4
     assert sorted(runs.request_ratios("TTFT")) == pytest.approx([0.8, 0.8, 1.25, 1.25])
     assert runs.paired_ratio("TPOT") == pytest.approx((1.0 / 0.9 + 1.0 / 0.9) / 2)
+    assert runs.acceptance() == ({"drafts": 80, "draft_tokens": 240, "accepted": 24},) * 2
     with pytest.raises(AssertionError, match="requests differ"):
-        per_request(_console_run([0.01], [0.1], [11]),
-                    {"ttfts": [0.01], "latencies": [0.1], "output_lens": [12]})
+        Interleaved(console=[_answer(0.01, 0.1)], vllm=[_answer(0.01, 0.1, 12)]).requests()

@@ -68,9 +68,11 @@ def boxes(tmp_path_factory: pytest.TempPathFactory, console_demo: Demo) -> Itera
 def _link_demo(console_demo: Demo, demo: Path) -> None:
     """The demo's tiny target and conversations, at one path every box sees (as a model on a
     shared disk would be): the session's demo (tests/demo_fixture.py), built by the same
-    `pipeline demo-setup --dir D` this module ran itself before, linked, not built again. Read
-    only: the links are to the target and the conversations, never to the demo's out/ (other
-    modules rerun its stages); every output here goes under this module's own directories."""
+    `pipeline demo-setup --dir D` this module ran itself before, linked, not built again (in
+    the console's python: torch 2.13 as in the vllm032 box, transformers 4.57 where that box
+    has 5.19; the 0.9 trainer there loads it, as the engine box serves it). Read only: the
+    links are to the target and the conversations, never to the demo's out/ (other modules
+    rerun its stages); every output here goes under this module's own directories."""
     demo.mkdir()
     for name in ("target", "conversations.jsonl"):
         shared = console_demo.demo_dir / name

@@ -24,6 +24,7 @@ from console.cli import main
 from pipeline.demo import pipeline_toml
 from pipeline.progress import parse
 from tests import box_env
+from tests.demo_fixture import Demo
 
 REPO = Path(__file__).resolve().parents[2]
 FLEET = REPO / "scripts" / "box_fleet.py"
@@ -50,8 +51,9 @@ def _free_port(addr: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def boxes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Boxes]:
+def boxes(tmp_path_factory: pytest.TempPathFactory, console_demo: Demo) -> Iterator[Boxes]:
     root = tmp_path_factory.mktemp("nodes")
+    _link_demo(console_demo, root / "demo")
     python = str(box_env.ensure("vllm032"))
     done = subprocess.run([sys.executable, str(FLEET), "up", "2", "--dir", str(root / "fleet"),
                            "--python", python], capture_output=True, text=True)
@@ -63,16 +65,23 @@ def boxes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Boxes]:
                        capture_output=True, check=False)
 
 
-def _demo(boxes: Boxes) -> Path:
+def _link_demo(console_demo: Demo, demo: Path) -> None:
     """The demo's tiny target and conversations, at one path every box sees (as a model on a
-    shared disk would be)."""
-    demo = boxes.root.parent / "demo"
-    if not (demo / "target" / "config.json").exists():
-        done = subprocess.run([boxes.python, "-m", "pipeline", "demo-setup", "--dir", str(demo)],
-                              cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-    return demo
+    shared disk would be): the session's demo (tests/demo_fixture.py), built by the same
+    `pipeline demo-setup --dir D` this module ran itself before, linked, not built again (in
+    the console's python: torch 2.13 as in the vllm032 box, transformers 4.57 where that box
+    has 5.19; the 0.9 trainer there loads it, as the engine box serves it). Read only: the
+    links are to the target and the conversations, never to the demo's out/ (other modules
+    rerun its stages); every output here goes under this module's own directories."""
+    demo.mkdir()
+    for name in ("target", "conversations.jsonl"):
+        shared = console_demo.demo_dir / name
+        assert shared.exists(), shared
+        (demo / name).symlink_to(shared, target_is_directory=shared.is_dir())
+
+
+def _demo(boxes: Boxes) -> Path:
+    return boxes.root.parent / "demo"
 
 
 def _config(boxes: Boxes, hosts: list[str], name: str, **train: object) -> Path:

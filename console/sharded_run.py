@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context
+from pipeline.trainers.shard_sampler import LOCAL_SHARDS
 from remote.errors import ConnectionFailed, StageFailed
 
 if TYPE_CHECKING:
@@ -88,6 +89,20 @@ async def _connect(ctx: Context, names: list[str], *,
     return boxes, down
 
 
+async def _sharing(runner: PipelineRunner, boxes: dict[str, Box], names: list[str],
+                   output_dir: str) -> set[str]:
+    """Of `names`, the boxes that see a fresh marker written under the training box's
+    output_dir: the same storage (remote/ops/shard_route.py; a path alone cannot tell)."""
+    from remote.ops import shard_route
+
+    path, token = await shard_route.write_marker(runner.transport, output_dir)
+    try:
+        return {name for name in names
+                if await shard_route.sees_marker(boxes[name].transport, path, token)}
+    finally:
+        await shard_route.remove_marker(runner.transport, path)
+
+
 async def _routes(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
                   output_dir: str, resolved: dict[str, Any], *,
                   relay: bool) -> tuple[set[str], dict[str, str]]:
@@ -97,13 +112,8 @@ async def _routes(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
     line, nothing started."""
     from remote.ops import shard_copy, shard_route
 
-    path, token = await shard_route.write_marker(runner.transport, output_dir)
-    try:
-        shared = {runner.host.name} | {name for name, b in boxes.items()
-                                       if name == runner.host.name
-                                       or await shard_route.sees_marker(b.transport, path, token)}
-    finally:
-        await shard_route.remove_marker(runner.transport, path)
+    shared = {runner.host.name} | await _sharing(
+        runner, boxes, [n for n in boxes if n != runner.host.name], output_dir)
     for name in sorted(shared - {runner.host.name}):
         ctx.info(f"{name} shares {runner.host.name}'s output storage ({output_dir}): its shard "
                  "is written there, nothing through the console", name)
@@ -165,9 +175,6 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
                 runner.host.name, relay_bytes=total, by_box=by_box)
 
 
-LOCAL_SHARDS = "local-shards"
-
-
 def _refuse_moves(args: argparse.Namespace) -> None:
     """train.data = local-shards: a shard is trained where it was extracted, so it cannot move."""
     from remote.errors import UsageError
@@ -191,7 +198,6 @@ async def _check_boxes(runner: PipelineRunner, boxes: dict[str, Box], output_dir
     import asyncio
 
     from remote.errors import UsageError
-    from remote.ops import shard_route
 
     async def resolve(box: Box) -> str:
         await box.runner.source_dir()
@@ -203,12 +209,8 @@ async def _check_boxes(runner: PipelineRunner, boxes: dict[str, Box], output_dir
     same = [b.name for b, d in zip(others, dirs, strict=True) if d == output_dir]
     if not same:
         return
-    path, token = await shard_route.write_marker(runner.transport, output_dir)
-    try:
-        shared = [name for name in same
-                  if await shard_route.sees_marker(boxes[name].transport, path, token)]
-    finally:
-        await shard_route.remove_marker(runner.transport, path)
+    sharing = await _sharing(runner, boxes, same, output_dir)
+    shared = [name for name in same if name in sharing]
     if shared:
         raise UsageError(f"train.data = \"local-shards\": {', '.join(shared)} share(s) "
                          f"{runner.host.name}'s output_dir ({output_dir}) on one storage, where "
@@ -248,7 +250,8 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
-                 + f"; gathered on {runner.host.name}", runner.host.name, hosts=hosts)
+                 + ("; each box keeps its own" if on_own else f"; gathered on {runner.host.name}"),
+                 runner.host.name, hosts=hosts)
         first = await pipeline_ops.run_pipeline(
             runner, config, until="prepare",
             start="prepare" if args.force or args.start == "prepare" else None,

@@ -264,6 +264,7 @@ def test_each_box_trains_on_the_shard_it_extracted(
     assert rc == 0, out[-3000:] + err[-3000:]
     assert "relayed through the console: 0 B" in out and "copied box to box: 0 B" in out
     assert "every shard extracted and kept on its own box (ran: 1 on box1, 2 on box2)" in out
+    assert "extract sharded across box1, box2; each box keeps its own" in out  # not "gathered"
     assert "pulled from" not in out and "copied box to box from" not in out
     assert "relaying through the console" not in out  # nothing to relay: no estimate either
     out1 = setup.out("local")

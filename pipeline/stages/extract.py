@@ -39,6 +39,7 @@ from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 from pipeline.state_size import bytes_per_token, stored_state_dtype
+from pipeline.trainers.shard_sampler import LOCAL_SHARDS
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -82,21 +83,11 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     online = cfg.train.mode == "online"  # the rows only: train's server makes the states
-    if cfg.train.data == "local-shards":  # this box's own shard(s) only (extract_shard.py)
+    if cfg.train.data == LOCAL_SHARDS:  # this box's own shard(s) only (extract_shard.py)
         from pipeline.stages.extract_shard import place_local
 
         placed, local = place_local(ctx, fmt, samples, hs_dir)
-        arrow = write_arrow_dataset(ctx.workdir, samples) if fmt == "0.9" else []
-        meta = {"format": fmt, "layer_ids": cfg.all_layer_ids,
-                "aux_layer_ids": cfg.aux_layer_ids, "num_layers": cfg.num_layers,
-                "hidden_size": cfg.hidden_size, "convention": CONVENTION,
-                "backend": cfg.extract.backend, "samples": len(samples), "tokens": n_tokens,
-                "bytes_per_token": bpt, **local}
-        meta_path = ctx.workdir / "meta.json"
-        meta_path.write_text(json.dumps(meta, indent=2))
-        return [*placed, *arrow, meta_path], {k: meta[k] for k in (
-            "format", "layer_ids", "samples", "tokens", "bytes_per_token", "shards",
-            "local_shards")}
+        return _dataset_and_meta(ctx, fmt, samples, n_tokens, bpt, placed, local)
     todo = [] if online else [i for i in range(len(samples))
                               if not (hs_dir / sample_name(fmt, i)).exists()]
     if online:
@@ -114,16 +105,25 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     if missing:
         raise PipelineError(f"extract: {len(missing)} samples missing after extraction "
                             f"(first: {missing[0]})")
+    return _dataset_and_meta(ctx, fmt, samples, n_tokens, bpt, outputs, {})
+
+
+def _dataset_and_meta(ctx: StageContext, fmt: str, samples: list[dict[str, Any]], n_tokens: int,
+                      bpt: int, outputs: list[Path], extra: dict[str, Any]
+                      ) -> tuple[list[Path], dict[str, Any]]:
+    """The stage's end, whichever way the states got here: the Arrow dataset (0.9) and
+    meta.json (with `extra`: local shards' ranges), and the manifest's summary."""
+    cfg = ctx.cfg
     if fmt == "0.9":
-        outputs += write_arrow_dataset(ctx.workdir, samples)
+        outputs = [*outputs, *write_arrow_dataset(ctx.workdir, samples)]
     meta = {"format": fmt, "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
             "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
             "convention": CONVENTION, "backend": cfg.extract.backend, "samples": len(samples),
-            "tokens": n_tokens, "bytes_per_token": bpt}
+            "tokens": n_tokens, "bytes_per_token": bpt, **extra}
     meta_path = ctx.workdir / "meta.json"
     meta_path.write_text(json.dumps(meta, indent=2))
     return [*outputs, meta_path], {k: meta[k] for k in ("format", "layer_ids", "samples",
-                                                          "tokens", "bytes_per_token")}
+                                                          "tokens", "bytes_per_token", *extra)}
 
 
 def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]],

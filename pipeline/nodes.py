@@ -40,6 +40,7 @@ from pipeline.ranks import (
     run_torchrun,
     torchrun_argv,
 )
+from pipeline.trainers.shard_sampler import LOCAL_SHARDS
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"
 NODE_DIR = ".train-node"  # a box other than the first trains here (it keeps no checkpoint)
@@ -57,7 +58,7 @@ def data_digest(cfg: PipelineConfig) -> str:
     from pipeline import stages as stage_table
 
     rows: list[Any] = []
-    if cfg.train.data == "local-shards":
+    if cfg.train.data == LOCAL_SHARDS:
         return _local_shards_digest(cfg)
     for stage in stage_table.get("train").inputs:
         m = read(cfg, stage)
@@ -142,14 +143,13 @@ def node_main(args: argparse.Namespace) -> int:
     refuse_03(cfg, device)
     mine = data_digest(cfg)
     if mine != args.data:
-        raise ConfigInvalid(str(cfg.path), (
-            f"train.hosts: this box's prepare/vocab outputs or shard plan under "
-            f"{cfg.output_dir} differ from the first box's (digest {mine[:12]} vs "
-            f"{args.data[:12]}): the same dataset, tokenizer and config on every box "
-            "(train.data = \"local-shards\", docs/pipeline.md)" if cfg.train.data == "local-shards"
-            else f"train.hosts: this box's extract/vocab outputs "
-            f"under {cfg.output_dir} differ from the first box's (digest "
-            f"{mine[:12]} vs {args.data[:12]}): copy them from it (docs/pipeline.md)"))
+        what, fix = (("prepare/vocab outputs or shard plan", "the same dataset, tokenizer and "
+                      "config on every box (train.data = \"local-shards\", docs/pipeline.md)")
+                     if cfg.train.data == LOCAL_SHARDS else
+                     ("extract/vocab outputs", "copy them from it (docs/pipeline.md)"))
+        raise ConfigInvalid(str(cfg.path), f"train.hosts: this box's {what} under "
+                            f"{cfg.output_dir} differ from the first box's (digest "
+                            f"{mine[:12]} vs {args.data[:12]}): {fix}")
     if args.check:
         _reach(args.endpoint, deadline=time.monotonic() + args.wait)
         emit("info", "train", message=f"training data matches the first box ({mine[:12]}); "

@@ -94,10 +94,11 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
     Returns (undo, record): record collects (epoch, global indices) of the train split."""
     import json
 
-    if cfg.train.data != "local-shards":
+    from pipeline.trainers.shard_sampler import LOCAL_SHARDS, NodeShards, NodeShardSampler
+
+    if cfg.train.data != LOCAL_SHARDS:
         return None
     from pipeline.errors import PipelineError
-    from pipeline.trainers.shard_sampler import NodeShards, NodeShardSampler
 
     meta = json.loads((extract_dir / "meta.json").read_text())
     shards = NodeShards(tuple((int(a), int(b)) for a, b in meta["shards"]))

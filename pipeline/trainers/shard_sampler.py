@@ -142,7 +142,8 @@ class NodeShardSampler:
         return iter(got)
 
 
-TRAIN_DATA = ("gathered", "local-shards")
+LOCAL_SHARDS = "local-shards"  # train.data: each box trains on the shard it extracted
+TRAIN_DATA = ("gathered", LOCAL_SHARDS)
 
 
 def local_shards_refusal(cfg: PipelineConfig) -> str:

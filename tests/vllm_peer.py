@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from remote.bench.driver import percentile
 from remote.bench.prompts import PromptSet, load_prompts
 from tests.box_env import run_env
 from tests.child_process import end_process
@@ -308,11 +309,11 @@ def report(runs: Interleaved) -> tuple[list[str], float]:
         theirs = statistics.median(f for _, v in streamed if (f := v.figure(name)) is not None)
         worst = ratio if abs(ratio - 1) > abs(worst - 1) else worst
         lines.append(f"{name} p50: console/vllm {ratio:.3f} (median of {len(ratios)} paired "
-                     f"ratios, IQR {_quantile(ratios, 0.25):.2f}-{_quantile(ratios, 0.75):.2f}; "
+                     f"ratios, IQR {_quantile(ratios, 25):.2f}-{_quantile(ratios, 75):.2f}; "
                      f"medians: console {ours:.6g}, vllm {theirs:.6g})")
     for name in ("TTFT", "TPOT"):
-        ours = _quantile([f for c, _ in streamed if (f := c.figure(name)) is not None], 0.99)
-        theirs = _quantile([f for _, v in streamed if (f := v.figure(name)) is not None], 0.99)
+        ours = _quantile([f for c, _ in streamed if (f := c.figure(name)) is not None], 99)
+        theirs = _quantile([f for _, v in streamed if (f := v.figure(name)) is not None], 99)
         ratio = ours / theirs
         worst = ratio if abs(ratio - 1) > abs(worst - 1) else worst
         lines.append(f"{name} p99: console/vllm {ratio:.3f} (console {ours:.6g}, vllm "
@@ -327,8 +328,11 @@ def report(runs: Interleaved) -> tuple[list[str], float]:
 
 
 def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[round(q * (len(ordered) - 1))]
+    """The q-th percentile as both clients take theirs (numpy's linear: remote/bench/driver.py)."""
+    got = percentile(values, q)
+    if got is None:
+        raise AssertionError("no request both clients saw streaming: nothing to compare")
+    return got
 
 
 def console_bench(s: PeerSettings, prompts: Path, out_dir: Path, name: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 
 from console.cli import main as console_main
 from remote.bench.client import VllmClient
-from remote.bench.driver import point_requests, run_point, run_sweep
+from remote.bench.driver import percentile, point_requests, run_point, run_sweep
 from remote.bench.prompts import BUILTIN, load_prompts
 from remote.bench.results import (
     DEFINITIONS,
@@ -30,7 +30,7 @@ from remote.bench.results import (
 from remote.errors import ResultFileError
 from tests.box_env import box_env
 from tests.vllm_double_fixture import vllm_double  # noqa: F401  (fixture)
-from tests.vllm_peer import Interleaved
+from tests.vllm_peer import Interleaved, report
 
 FAST = {"step_base_s": 0.002, "step_per_seq_s": 0.0005}
 
@@ -257,5 +257,14 @@ def test_requests_are_paired_and_bursts_set_apart() -> None:
     assert sorted(runs.request_ratios("TTFT")) == pytest.approx([0.8, 0.8, 1.25, 1.25])
     assert runs.paired_ratio("TPOT") == pytest.approx((1.0 / 0.9 + 1.0 / 0.9) / 2)
     assert runs.acceptance() == ({"drafts": 80, "draft_tokens": 240, "accepted": 24},) * 2
+    # The p99s as both clients define theirs (numpy's linear percentile, not nearest rank).
+    spread = Interleaved(console=[_answer(t, t + 0.1) for t in (0.01, 0.02, 0.03)],
+                         vllm=[_answer(0.01, 0.11)] * 3)
+    lines, worst = report(spread)
+    ours = percentile([0.01, 0.02, 0.03], 99)
+    assert ours is not None and ours < 0.03
+    assert f"TTFT p99: console/vllm {ours / 0.01:.3f} " in next(ln for ln in lines
+                                                              if "TTFT p99" in ln)
+    assert worst == pytest.approx(ours / 0.01)
     with pytest.raises(AssertionError, match="requests differ"):
         Interleaved(console=[_answer(0.01, 0.1)], vllm=[_answer(0.01, 0.1, 12)]).requests()

@@ -21,34 +21,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
 from _common import ROOT, Tmux
 
+from console.sessions.reader import SessionReader
+
 GOAL = 15.0  # % of one core for the console at 10 Hz from 3 boxes
 
 
 def samples_per_host(session: Path, since: datetime, until: datetime) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for line in session.read_text().splitlines()[1:]:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue  # a torn last line
-        if e.get("kind") != "stats.sample":
-            continue
-        ts = datetime.fromisoformat(e["ts"].replace("Z", "+00:00"))
-        if since <= ts < until:
-            counts[e["host"]] = counts.get(e["host"], 0) + 1
-    return counts
+    with SessionReader(session) as reader:  # a torn last line is left out
+        return dict(Counter(e.host for e in reader.events()
+                            if e.kind == "stats.sample" and since <= e.ts < until))
 
 
 def measure(argv: list[str], ready: str, boxes: int, session: Path, warm: float,

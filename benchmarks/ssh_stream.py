@@ -61,7 +61,7 @@ async def console_rate(sshd: Sshd, root: Path, n: int) -> tuple[float, int, str,
     return elapsed, count, done.log_path, session
 
 
-def _ssh(sshd: Sshd, *command: str) -> list[str]:
+def ssh_argv(sshd: Sshd, *command: str) -> list[str]:
     return ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", sshd.alias, *command]
 
@@ -69,12 +69,12 @@ def _ssh(sshd: Sshd, *command: str) -> list[str]:
 def setup_time(sshd: Sshd) -> float:
     """`ssh host true`: connection, login and the shell's rc files, without any data."""
     t0 = time.perf_counter()
-    subprocess.run(_ssh(sshd, "true"), check=True)
+    subprocess.run(ssh_argv(sshd, "true"), check=True)
     return time.perf_counter() - t0
 
 
 def baseline_rate(sshd: Sshd, log: str) -> tuple[float, int]:
-    argv = _ssh(sshd, "cat", log)
+    argv = ssh_argv(sshd, "cat", log)
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
     assert proc.stdout is not None

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 from _common import children_cpu  # first: the repository on sys.path
+from ssh_stream import ssh_argv
 
 from console.printer import Printer
 from remote.link.connect import make_transport
@@ -76,8 +77,7 @@ async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: S
 
 
 def oneshot_side(sshd: Sshd, python: str, sampler: str, samples: int) -> dict[str, float]:
-    argv = ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
-            "-o", "BatchMode=yes", sshd.alias, python, sampler, "--once", "--interval", "0.1"]
+    argv = ssh_argv(sshd, python, sampler, "--once", "--interval", "0.1")
     subprocess.run(argv, check=True, capture_output=True, timeout=60)  # warm caches first
     t0, c0, srv0 = time.monotonic(), children_cpu(), cpu(sshd.proc.pid, children=True)
     got = 0

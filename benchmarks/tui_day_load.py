@@ -49,15 +49,13 @@ SCREENS = {"2": "GPUs (8)", "5": "metrics", "6": "GPU history", "8": "Markers"}
 
 
 def make_app(session: Path, record_to: Path, paused: bool) -> Any:
-    from console.sessions.reader import SessionReader
     from console.sessions.recorder import Recorder
     from console.sessions.writer import SessionWriter
-    from console.tui.app import ConsoleApp
-    from console.tui.controller import ReplaySource
+    from tests.tui_helpers import replay_app
 
-    source = ReplaySource(SessionReader(session), speed=1.0, paused=paused)
-    Recorder(SessionWriter(record_to, ["box"])).attach(source.bus)
-    return ConsoleApp(source, start_screen="overview")
+    app = replay_app(session, speed=1.0, paused=paused, start_screen="overview")
+    Recorder(SessionWriter(record_to, ["box"])).attach(app.source.bus)
+    return app
 
 
 def child(session: Path, record_to: Path, paused: bool) -> None:

@@ -69,6 +69,7 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
     engine, both routes in turns."""
     from pipeline import config as config_mod
     from pipeline.stages.extract import capture_and_write, read_samples
+    from pipeline.state_size import stored_state_dtype
     from pipeline.vllm_layer_capture import LayerCapture
 
     cfg = config_mod.load(config, check_disk=False)
@@ -117,7 +118,7 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
     finally:
         cap.close()
         shutil.rmtree(out, ignore_errors=True)
-    size = {"float32": 4, "bfloat16": 2, "float16": 2}[config_mod.stored_state_dtype(cfg, "0.9")]
+    size = {"float32": 4, "bfloat16": 2, "float16": 2}[stored_state_dtype(cfg, "0.9")]
     print(RESULT + json.dumps({
         "hidden": cfg.hidden_size, "layers": cfg.num_layers, "layer_ids": cfg.all_layer_ids,
         "prompts": len(prompts), "tokens": tokens, "start_s": start_s, "times": times,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import shutil
 import statistics
 import sys
@@ -29,19 +30,15 @@ from _common import Tmux, watch_paints
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
-EMPTY_APP = """
-from textual.app import App
-from textual.widgets import Static
-class Empty(App):
-    def compose(self):
-        yield Static("EMPTY-APP-READY")
-Empty().run()
-"""
-
 
 class EmptyApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Static("EMPTY-APP-READY")
+
+
+# The same app as a script of its own, for the terminal's baseline.
+EMPTY_APP = ("from textual.app import App, ComposeResult\nfrom textual.widgets import Static\n"
+             + inspect.getsource(EmptyApp) + "EmptyApp().run()\n")
 
 
 async def first_paint(make: Callable[[], App[Any]]) -> float:

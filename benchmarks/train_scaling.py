@@ -41,9 +41,7 @@ from _common import ROOT, pipeline  # first: the repository root on sys.path
 from pipeline.progress import parse
 from tests import box_env
 
-
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+ENV = box_env.run_env(OMP_NUM_THREADS="1")  # one torch thread per rank
 
 
 class Run(NamedTuple):
@@ -59,7 +57,7 @@ def train(python: str, config: Path, samples: int) -> Run:
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen([python, "-m", "pipeline", "train", "--config", str(config),
-                             "--force"], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
+                             "--force"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     first: tuple[float, int] | None = None
@@ -98,7 +96,7 @@ def main() -> int:
     python = args.python or str(box_env.ensure("vllm032"))
     with tempfile.TemporaryDirectory(prefix="train-scaling-") as tmp:
         demo = Path(tmp) / "demo"
-        pipeline(python, "demo-setup", "--dir", str(demo), env=env())
+        pipeline(python, "demo-setup", "--dir", str(demo), env=ENV)
         base = (demo / "pipeline.toml").read_text().replace(
             "epochs = 8", f"epochs = {args.epochs}")
         assert "cpu_threads = 1" in base
@@ -108,7 +106,7 @@ def main() -> int:
             configs[n].write_text(base.replace("noise_std = 0.0",
                                                f"noise_std = 0.0\nnproc_per_node = {n}"))
         for name in ("prepare", "extract", "vocab"):  # one copy of the data for both
-            pipeline(python, name, "--config", str(configs[1]), "--force", env=env())
+            pipeline(python, name, "--config", str(configs[1]), "--force", env=ENV)
         samples = int(json.loads((demo / "out" / "manifests" / "prepare.json").read_text())
                       ["summary"]["samples"])
         runs: dict[int, list[Run]] = {1: [], 2: []}

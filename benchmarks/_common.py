@@ -1,7 +1,8 @@
 """The start every benchmark shares. A benchmark runs as `python benchmarks/NAME.py` from any
 directory and imports the project's packages (console, remote, tests) and its sibling
 benchmarks; importing this first puts the repository root and benchmarks/ on sys.path, once
-here instead of in a copy at the top of each script."""
+here instead of in a copy at the top of each script. The harness several benchmarks measure
+with (a tmux terminal, paints of an app, children's CPU) is here for the same reason."""
 
 from __future__ import annotations
 

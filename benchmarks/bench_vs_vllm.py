@@ -31,11 +31,10 @@ after: on shared cores it sets the spread. Nothing is asserted here. 500 pairs b
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import load_average  # first: the repository on sys.path
 
 from console.cli import main as console_main
 from tests import box_env
@@ -74,20 +73,15 @@ def main() -> int:
 
 def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> int:
     s = PeerSettings(url=url, model=served_model(url), max_tokens=args.max_tokens)
-    print(f"load before: {_load()}", flush=True)
+    print(f"load before: {load_average()} (1, 5, 15 min)", flush=True)
     runs = compare(python, s, workdir / "demo" / "out" / "prepare" / "eval.jsonl", tmp,
                    args.pairs)
     lines, worst = report(runs)
-    print(f"load after: {_load()}")
+    print(f"load after: {load_average()} (1, 5, 15 min)")
     print(f"max_tokens {s.max_tokens}, {s.warmups} warm-up request per client")
     print("\n".join(lines))
     print(f"console/vllm worst ratio: {worst:.3f}")
     return 0
-
-
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min)"
 
 
 if __name__ == "__main__":

@@ -19,14 +19,13 @@ Three columns, each against its own `python -c pass` of the same run:
 from __future__ import annotations
 
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from _common import ROOT, int_options
+from _common import ROOT, children_cpu, int_options
 
 from console.cli import COMMANDS, command_name
 
@@ -42,13 +41,11 @@ def timed(code: str, runs: int, env: dict[str, str]) -> tuple[float, float, str]
     The CPU time holds still on a loaded machine, where the wall time measures the load."""
     times, cpus, imported = [], [], ""
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t = time.perf_counter()
+        cpu, t = children_cpu(), time.perf_counter()
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                               text=True, env=env)
         times.append(time.perf_counter() - t)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        cpus.append(children_cpu() - cpu)
         imported = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     return statistics.median(times), statistics.median(cpus), imported
 

@@ -32,12 +32,15 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _common import ROOT, pipeline  # first: the repository on sys.path
 
 RESULT = "RESULT "
 
@@ -66,6 +69,7 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
     engine, both routes in turns."""
     from pipeline import config as config_mod
     from pipeline.stages.extract import capture_and_write, read_samples
+    from pipeline.state_size import stored_state_dtype
     from pipeline.vllm_layer_capture import LayerCapture
 
     cfg = config_mod.load(config, check_disk=False)
@@ -114,7 +118,7 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
     finally:
         cap.close()
         shutil.rmtree(out, ignore_errors=True)
-    size = {"float32": 4, "bfloat16": 2, "float16": 2}[config_mod.stored_state_dtype(cfg, "0.9")]
+    size = {"float32": 4, "bfloat16": 2, "float16": 2}[stored_state_dtype(cfg, "0.9")]
     print(RESULT + json.dumps({
         "hidden": cfg.hidden_size, "layers": cfg.num_layers, "layer_ids": cfg.all_layer_ids,
         "prompts": len(prompts), "tokens": tokens, "start_s": start_s, "times": times,
@@ -160,14 +164,6 @@ def _config(demo: Path, model: Path, dtype: str) -> Path:
     return path
 
 
-def _pipeline(python: str, *args: str) -> None:
-    proc = subprocess.run([python, "-m", "pipeline", *args], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    if proc.returncode:
-        raise SystemExit(f"pipeline {' '.join(args)} exited {proc.returncode}:\n"
-                         f"{(proc.stdout + proc.stderr)[-3000:]}")
-
-
 def _measure(box_python: str, config: Path, rounds: int, pack: int,
              repeat: int) -> dict[str, Any]:
     proc = subprocess.run([box_python, __file__, "--inner", str(config), "--rounds", str(rounds),
@@ -178,10 +174,6 @@ def _measure(box_python: str, config: Path, rounds: int, pack: int,
         raise SystemExit(f"the engine run exited {proc.returncode}:\n"
                          f"{(proc.stdout + proc.stderr)[-4000:]}")
     return dict(json.loads(lines[-1][len(RESULT):]))
-
-
-def _median(xs: list[float]) -> float:
-    return sorted(xs)[len(xs) // 2]
 
 
 def main() -> int:
@@ -201,15 +193,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.inner:
         return inner(args.inner, args.rounds, args.pack, args.repeat, args.profile)
-    import _common  # noqa: F401  (the repository on sys.path)
-
     from tests import box_env
 
     box_python = str(box_env.ensure("vllm032"))
     work = Path(args.workdir or Path(tempfile.gettempdir()) / "extract-throughput").expanduser()
     demo = work / "demo"
-    _pipeline(sys.executable, "demo-setup", "--dir", str(demo))
-    _pipeline(sys.executable, "prepare", "--config", str(demo / "pipeline.toml"))
+    pipeline(sys.executable, "demo-setup", "--dir", str(demo))
+    pipeline(sys.executable, "prepare", "--config", str(demo / "pipeline.toml"))
     ratio = 0.0
     for spec in args.widths.split(","):
         w, _, n = spec.partition("x")
@@ -221,7 +211,7 @@ def main() -> int:
         r = _measure(box_python, _config(demo, model, args.dtype), args.rounds, args.pack, repeat)
         times = r["times"]
         assert isinstance(times, dict)
-        prefill, extract = _median(times["prefill"]), _median(times["extract"])
+        prefill, extract = statistics.median_high(times["prefill"]), statistics.median_high(times["extract"])
         tokens = float(str(r["tokens"]))
         ratio = prefill / extract
         print(f"hidden {r['hidden']} x {r['layers']} layers, ids {r['layer_ids']}, "
@@ -233,8 +223,6 @@ def main() -> int:
     print(f"extract/prefill: {ratio:.3f}")
     return 0
 
-
-ROOT = Path(__file__).resolve().parents[1]
 
 if __name__ == "__main__":
     sys.exit(main())

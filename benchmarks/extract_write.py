@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 HIDDEN = 7168  # Kimi-K2.5 (DeepSeek-V3 body)
 LAYERS = 4  # 3 auxiliary + the last
 CHUNK = 8 << 20  # the plain writer's write() size
+LABELS = {"writer": "extract writer", "plain": "plain write   "}
 
 
 def _writer_pass(out: Path, fmt: str, n: int, ids: Any, mask: Any,
@@ -104,34 +105,26 @@ def main(argv: list[str] | None = None) -> int:
           f"{n} samples x {args.tokens} tokens = {total} bytes ({total / (1 << 30):.2f} GiB) "
           f"per pass, format {args.format}, under {args.dir}", flush=True)
     out = Path(tempfile.mkdtemp(prefix="eagle3-extract-write-", dir=args.dir))
-    best_w = best_p = float("inf")
+    times: dict[str, list[float]] = {"writer": [], "plain": []}
     ratios: list[float] = []
     try:
         sizes: list[int] = []
         for r in range(args.rounds):
-            pair: dict[str, float] = {}
-            order = ("writer", "plain") if r % 2 == 0 else ("plain", "writer")
-            for which in order:
-                if which == "writer" or not sizes:
+            for which in ("writer", "plain") if r % 2 == 0 else ("plain", "writer"):
+                if which == "writer":  # round 1 starts with it: `sizes` are known for plain
                     took, sizes = _writer_pass(out, args.format, n, ids, mask, states)
-                    if which == "writer":
-                        best_w = min(best_w, took)
-                        pair["writer"] = took
-                        print(f"round {r + 1}: extract writer {sum(sizes) / took / 1e6:.0f} MB/s "
-                              f"({sum(sizes)} bytes in {took:.2f} s)", flush=True)
-                    _clear(out)
-                if which == "plain":
+                else:
                     took = _plain_pass(out, sizes, buf)
-                    best_p = min(best_p, took)
-                    pair["plain"] = took
-                    print(f"round {r + 1}: plain write    {sum(sizes) / took / 1e6:.0f} MB/s "
-                          f"({sum(sizes)} bytes in {took:.2f} s)", flush=True)
-                    _clear(out)
-            ratios.append(pair["plain"] / pair["writer"])
+                times[which].append(took)
+                print(f"round {r + 1}: {LABELS[which]} {sum(sizes) / took / 1e6:.0f} MB/s "
+                      f"({sum(sizes)} bytes in {took:.2f} s)", flush=True)
+                _clear(out)
+            ratios.append(times["plain"][-1] / times["writer"][-1])
             print(f"round {r + 1}: extract write / disk {ratios[-1]:.2f}", flush=True)
         written = sum(sizes)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    best_w, best_p = min(times["writer"]), min(times["plain"])
     w, p = written / best_w, written / best_p
     print(f"best: extract writer {w / 1e6:.0f} MB/s, plain sequential write {p / 1e6:.0f} MB/s "
           f"({written} bytes per pass, {written / n / args.tokens:.0f} bytes/token on disk)")

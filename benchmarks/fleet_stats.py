@@ -20,90 +20,45 @@ console's and is not counted. Goal: <= 15 % of a core for the three boxes (issue
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from _common import ROOT
+import psutil
+from _common import ROOT, Tmux
 
-TICK = os.sysconf("SC_CLK_TCK")
+from console.sessions.reader import SessionReader
+
 GOAL = 15.0  # % of one core for the console at 10 Hz from 3 boxes
 
 
-def proc_cpu(pid: int) -> float:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-class Terminal:
-    """One tmux server of its own; each console in a session of its own, exec'd in the pane."""
-
-    def __init__(self) -> None:
-        self.socket = f"fleet-bench-{uuid.uuid4().hex[:8]}"
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, timeout=20).stdout
-
-    def start(self, name: str, argv: list[str]) -> int:
-        cmd = "exec env -u COLUMNS -u LINES TERM=xterm-256color " + shlex.join(argv)
-        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", name, "-x", "80",
-                        "-y", "24", "-c", str(ROOT), cmd], check=True, timeout=20)
-        return int(self.tmux("display", "-p", "-t", name, "#{pane_pid}").strip())
-
-    def screen(self, name: str) -> str:
-        return self.tmux("capture-pane", "-p", "-t", name)
-
-    def wait(self, name: str, text: str, count: int, timeout: float = 60.0) -> str:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            screen = self.screen(name)
-            if screen.count(text) >= count:
-                return screen
-            time.sleep(0.2)
-        raise SystemExit(f"fleet_stats: {text!r} x{count} not on screen in {timeout:g}s:\n"
-                         f"{self.screen(name)}")
-
-    def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=20)
-
-
 def samples_per_host(session: Path, since: datetime, until: datetime) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for line in session.read_text().splitlines()[1:]:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue  # a torn last line
-        if e.get("kind") != "stats.sample":
-            continue
-        ts = datetime.fromisoformat(e["ts"].replace("Z", "+00:00"))
-        if since <= ts < until:
-            counts[e["host"]] = counts.get(e["host"], 0) + 1
-    return counts
+    with SessionReader(session) as reader:  # a torn last line is left out
+        return dict(Counter(e.host for e in reader.events()
+                            if e.kind == "stats.sample" and since <= e.ts < until))
 
 
-def measure(term: Terminal, name: str, argv: list[str], ready: str, boxes: int,
-            session: Path, warm: float, seconds: float, stop_key: str) -> dict[str, object]:
-    pid = term.start(name, argv)
-    term.wait(name, ready, boxes)
-    time.sleep(warm)
-    c0, t0, w0 = proc_cpu(pid), time.monotonic(), datetime.now(UTC)
-    time.sleep(seconds)
-    c1, t1, w1 = proc_cpu(pid), time.monotonic(), datetime.now(UTC)
-    shown = term.screen(name)
-    term.tmux("send-keys", "-t", name, stop_key)
-    end = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < end:
-        time.sleep(0.1)
+def measure(argv: list[str], ready: str, boxes: int, session: Path, warm: float,
+            seconds: float, stop_key: str) -> dict[str, object]:
+    term = Tmux(argv, (80, 24))
+    try:
+        term.wait_for(ready, 60, boxes)
+        time.sleep(warm)
+        c0, t0, w0 = term.cpu(), time.monotonic(), datetime.now(UTC)
+        time.sleep(seconds)
+        c1, t1, w1 = term.cpu(), time.monotonic(), datetime.now(UTC)
+        shown = term.screen()
+        term.keys(stop_key)
+        with contextlib.suppress(psutil.TimeoutExpired):
+            term.proc.wait(timeout=30)
+    finally:
+        term.close()
     counts = samples_per_host(session, w0, w1)
     return {"cpu": 100.0 * (c1 - c0) / (t1 - t0), "rate": {h: n / (t1 - t0) for h, n in counts.items()},
             "screen": shown}
@@ -122,23 +77,21 @@ def main() -> int:
     config = root / "console.toml"
     config.write_text(config.read_text() + 'one = ["box1"]\n')
     env_cfg = ["--config", str(config)]
-    term = Terminal()
     py = [sys.executable, "-m", "console"]
     results: dict[tuple[str, str], dict[str, object]] = {}
     try:
         for group, boxes in (("fleet", 3), ("one", 1)):
             session = root / f"headless-{group}.jsonl"
             results[("headless", group)] = measure(
-                term, f"h-{group}", [*py, "stats", *env_cfg, "--host", group, "--interval", "0.1",
-                                     "--session", str(session)],
+                [*py, "stats", *env_cfg, "--host", group, "--interval", "0.1",
+                 "--session", str(session)],
                 f"TOTAL ({boxes})", 1, session, args.warm, args.seconds, "C-c")
             session = root / f"tui-{group}.jsonl"
             # one box: no Fleet screen (it needs several); its Hosts screen shows the badge
             results[("tui", group)] = measure(
-                term, f"t-{group}", [*py, *env_cfg, "--host", group, "--session", str(session)],
+                [*py, *env_cfg, "--host", group, "--session", str(session)],
                 "● live", boxes, session, args.warm, args.seconds, "q")
     finally:
-        term.kill()
         subprocess.run([sys.executable, str(script), "down", "--dir", str(root)],
                        capture_output=True, timeout=60)
     print(f"console CPU over {args.seconds:g} s, % of one core (10 Hz per box; load average "

@@ -18,10 +18,12 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 from _common import ROOT
+
+from remote.spine.events import format_ts, parse_ts
 
 RECORDED = ROOT / "benchmarks" / "data" / "demo-run.jsonl"
 _TS = slice(7, 31)  # the timestamp in `{"ts":"2026-12-05T06:36:26.750Z",...`
@@ -38,19 +40,11 @@ def recorded_lines(path: Path = RECORDED) -> tuple[bytes, list[bytes]]:
     return lines[0], lines[1:]
 
 
-def _parse(ts: bytes) -> datetime:
-    return datetime.fromisoformat(ts[:-1].decode()).replace(tzinfo=UTC)
-
-
-def _fmt(when: datetime) -> bytes:
-    return (when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z").encode()
-
-
 def write_repeated(out: Path, records: int, source: Path = RECORDED) -> int:
     """`records` event lines: the recording's body again and again, each pass shifted by the
     recording's span (plus a second) so timestamps never go back. Returns the count written."""
     header, body = recorded_lines(source)
-    times = [_parse(line[_TS]) for line in body]
+    times = [parse_ts(line[_TS].decode()) for line in body]
     t0 = min(times)
     span = max(times) - t0 + timedelta(seconds=1)
     # a line's bytes around its timestamp, split once; only the timestamp changes per pass
@@ -63,7 +57,7 @@ def write_repeated(out: Path, records: int, source: Path = RECORDED) -> int:
             base = t0 + span * shift
             chunk = []
             for head, tail, offset in parts[: records - written]:
-                chunk.append(head + _fmt(base + offset) + tail)
+                chunk.append(head + format_ts(base + offset).encode() + tail)
             fh.write(b"\n".join(chunk) + b"\n")
             written += len(chunk)
             shift += 1

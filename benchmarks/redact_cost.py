@@ -20,6 +20,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from itertools import groupby
 from pathlib import Path
 
 from _common import int_options  # first: the repository on sys.path
@@ -40,17 +41,9 @@ def real_shaped(copies: int) -> list[Item]:
     """The recorded sessions' events, log lines regrouped into the blocks a tail publishes."""
     items: list[Item] = []
     for events in (demo_events(log_lines=2000), chart_events(gpus=8)):
-        block: list[Event] = []
-        for e in events:
-            if e.kind == ev.JOB_LINE:
-                block.append(e)
-                continue
-            if block:
-                items.append(_block(block))
-                block = []
-            items.append(e)
-        if block:
-            items.append(_block(block))
+        for is_line, group in groupby(events, key=lambda e: e.kind == ev.JOB_LINE):
+            run = list(group)
+            items.extend([_block(run)] if is_line else run)
     return items * copies
 
 

@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
-from _common import ROOT
+from _common import ROOT, shell
 from real_session import RECORDED, write_repeated
 
 from console.sessions import index as session_index
@@ -107,16 +104,6 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPATH"] = str(ROOT)
 
 
-def child_cpu(cmd: str) -> tuple[float, int, str]:
-    """CPU seconds (user + system) of a shell pipeline's children, its exit status, stderr."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
-                         cwd=ROOT, env=ENV)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return used, res.returncode, res.stderr
-
-
 def compare(name: str, path: Path, jq_file: Path, rounds: int) -> float:
     """replay --print and jq on one session, alternated, best of `rounds`: their ratio."""
     session_index.index_path(path).unlink(missing_ok=True)
@@ -124,10 +111,10 @@ def compare(name: str, path: Path, jq_file: Path, rounds: int) -> float:
     jq_cmd = f"jq -r -f '{jq_file}' '{path}' > /dev/null"
     replay = jq = float("inf")
     for _ in range(rounds):
-        used, rc, err = child_cpu(replay_cmd)
+        _, used, rc, err = shell(replay_cmd, ENV)
         assert rc == 0 and not err, (name, rc, err[-300:])
         replay = min(replay, used)
-        used, rc, err = child_cpu(jq_cmd)
+        _, used, rc, err = shell(jq_cmd, ENV)
         assert rc == 0, (name, rc, err[-300:])
         jq = min(jq, used)
     print(f"{name:<32} {path.stat().st_size / 1e6:5.0f} MB   replay --print {replay:5.2f} CPU-s   "
@@ -142,9 +129,8 @@ def first_line(path: Path, rounds: int) -> None:
     wall, cpu = [], []
     for _ in range(rounds):
         session_index.index_path(path).unlink(missing_ok=True)
-        t = time.perf_counter()
-        used, rc, err = child_cpu(cmd)
-        wall.append(time.perf_counter() - t)
+        took, used, rc, err = shell(cmd, ENV)
+        wall.append(took)
         cpu.append(used)
         assert rc == 0 and not err, err[-300:]
     print(f"first line, {path.name} without index: {min(wall):.2f} s wall, {min(cpu):.2f} CPU-s "
@@ -165,7 +151,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         ENV["PYTHONPYCACHEPREFIX"] = str(d / "pyc")
-        child_cpu(f"{sys.executable} -m console replay '{RECORDED}' --print > /dev/null")  # warm
+        shell(f"{sys.executable} -m console replay '{RECORDED}' --print > /dev/null", ENV)  # warm
         jq_file = d / "print.jq"
         jq_file.write_text(JQ)
         sessions = {"real run, current format": d / "real-now.jsonl",

@@ -22,28 +22,24 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, int_options
+from _common import int_options, shell
 from real_session import write_repeated
 
 from console.commands.replay import print_session
 from console.printer import Printer
 from console.sessions import index as session_index
+from console.sessions.decode import decode_record
 from console.sessions.reader import SessionReader
-from remote.spine.events import Event
 
 
 def _wall(cmd: str) -> float:
-    t = time.perf_counter()
-    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    took = time.perf_counter() - t
-    assert res.returncode == 0 and not res.stderr, (cmd, res.returncode, res.stderr[-300:])
+    took, _, rc, err = shell(cmd)
+    assert rc == 0 and not err, (cmd, rc, err[-300:])
     return took
 
 
@@ -81,15 +77,9 @@ def per_event_cpu(path: Path, records: int, as_json: bool) -> float:
         printer = Printer(as_json=as_json, out=out)
         fh.readline()
         for _, line in zip(range(records), fh, strict=False):
-            for e in _events(line):
+            for e in decode_record(line):
                 printer(e)
     return time.process_time() - t
-
-
-def _events(line: bytes) -> list[Event]:
-    from console.sessions.decode import decode_record
-
-    return list(decode_record(line))
 
 
 def main() -> None:

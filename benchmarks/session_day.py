@@ -18,61 +18,16 @@ from _common import ROOT
 from console.sessions.recorder import Recorder
 from console.sessions.writer import SessionWriter
 from remote.spine.bus import EventBus
-from remote.spine.events import Event, JobLines, format_ts, utc_now
+from remote.spine.events import Event, JobLines, format_ts, to_jsonl, utc_now
 
 HEADER = (b'{"format":"eagle3-console-session","version":1,"started":"%s","hosts":["box"],'
           b'"console_version":"bench"}\n')
 
 
-def day_writes(n: int) -> Iterator[tuple[bytes, int, str]]:
-    """The day's writes in order: (bytes of whole lines, events, "") for a block of log lines
-    or one stats sample, (bytes of the line, 1, label) for a marker."""
-    t0 = utc_now()
-    run = "20261202-120000-train-abcdef"
-    gpus = ",".join(f'{{"index":{g},"name":"NVIDIA H200","util":{{u}},"mem_used":70000,'
-                    f'"mem_total":143771,"power":512.5,"temp":61}}' for g in range(8))
-    written = 0
-    second = 0
-    while written < n:
-        ts = format_ts(t0 + timedelta(seconds=second))
-        head = f'{{"ts":"{ts}","host":"box","kind":"job.line","payload":{{"run_id":"{run}",' \
-               f'"name":"train","text":"'
-        block = min(500, n - written)
-        yield ("".join([f'{head}step {written + i} loss 0.{(written + i) % 9973:04d} '
-                        f'lr 2e-5 grad 1.{i % 97:02d}","offset":{(written + i) * 48}}}}}\n'
-                        for i in range(block)]).encode(), block, "")
-        written += block
-        for tick in range(10):
-            if written >= n:
-                break
-            tts = format_ts(t0 + timedelta(seconds=second, milliseconds=100 * tick))
-            yield ((f'{{"ts":"{tts}","host":"box","kind":"stats.sample","payload":'
-                    f'{{"host":{{}},"gpus":[{gpus.replace("{u}", str((second + tick) % 100))}]}}}}\n')
-                   .encode(), 1, "")
-            written += 1
-        if second % 600 == 0 and written < n:
-            label = f"t+{second}s"
-            yield (f'{{"ts":"{ts}","host":"box","kind":"marker","payload":{{"label":'
-                   f'"{label}"}}}}\n'.encode(), 1, label)
-            written += 1
-        second += 1
-
-
-def generate(path: Path, n: int) -> None:
-    """The bytes a line-per-event SessionWriter wrote for such a day, made directly: the old
-    format (a job.line record per log line), the worst case of a replay's load, which
-    benchmarks/tui_day_load.py and tui_switch_profile.py replay. This benchmark's day is
-    recorded by the recorder itself (`record`)."""
-    with open(path, "wb", buffering=1 << 22) as fh:
-        fh.write(HEADER % format_ts(utc_now()).encode())
-        for data, _, _ in day_writes(n):
-            fh.write(data)
-
-
 def day_batches(n: int) -> Iterator[Sequence[Event]]:
     """The day as the bus hands it to the recorder, `n` events in all: each second a block of
     500 log lines (the job tail's publish_many: a JobLines), ten 8-GPU stats samples, and a
-    marker every 10 minutes; the lines, samples and labels of `day_writes`."""
+    marker every 10 minutes."""
     t0 = utc_now()
     run = "20261202-120000-train-abcdef"
     written = 0
@@ -98,6 +53,17 @@ def day_batches(n: int) -> Iterator[Sequence[Event]]:
             yield (Event("marker", "box", {"label": f"t+{second}s"}, ts),)
             written += 1
         second += 1
+
+
+def generate(path: Path, n: int) -> None:
+    """The bytes a line-per-event SessionWriter wrote for such a day, made directly: the old
+    format (a job.line record per log line), the worst case of a replay's load, which
+    benchmarks/tui_day_load.py and tui_switch_profile.py replay. This benchmark's day is
+    recorded by the recorder itself (`record`)."""
+    with open(path, "wb", buffering=1 << 22) as fh:
+        fh.write(HEADER % format_ts(utc_now()).encode())
+        for batch in day_batches(n):
+            fh.write(to_jsonl(batch).encode())
 
 
 _RECORDER = """

@@ -38,10 +38,11 @@ import subprocess
 import tempfile
 import time
 from array import array
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-import _common  # noqa: F401 (the repository root on sys.path, before the project imports)
+from _common import children_cpu  # first: the repository root on sys.path
 from session_day import day_batches, record_and_kill
 
 from console.sessions import index as session_index
@@ -77,23 +78,24 @@ def newline_scan(path: Path) -> int:
     return n - 1
 
 
-def cpu_opens(path: Path) -> tuple[float, float, float]:
-    """CPU-seconds (time.process_time) of the newline scan and of the two cold opens, the
-    best of three each, interleaved so that a change in the machine's load hits all alike."""
-    nl, scan, cold = [], [], []
+def cpu_opens(path: Path, baseline: Callable[[], float]) -> tuple[float, float, float]:
+    """CPU-seconds of the baseline (which counts its own) and of the two cold opens, the best
+    of three each, interleaved so that a change in the machine's load hits all alike."""
+    base, scan, cold = [], [], []
     for _ in range(3):
-        t = time.process_time()
-        newline_scan(path)
-        nl.append(time.process_time() - t)
-        index_path(path).unlink(missing_ok=True)
-        t = time.process_time()
-        SessionReader(path, write_index=False).close()
-        scan.append(time.process_time() - t)
-        index_path(path).unlink(missing_ok=True)
-        t = time.process_time()
-        SessionReader(path, write_index=True).close()
-        cold.append(time.process_time() - t)
-    return min(nl), min(scan), min(cold)
+        base.append(baseline())
+        for write_index, into in ((False, scan), (True, cold)):
+            index_path(path).unlink(missing_ok=True)
+            t = time.process_time()
+            SessionReader(path, write_index=write_index).close()
+            into.append(time.process_time() - t)
+    return min(base), min(scan), min(cold)
+
+
+def newline_cpu(path: Path) -> float:
+    t = time.process_time()
+    newline_scan(path)
+    return time.process_time() - t
 
 
 def timed(fn, *args, **kw):  # type: ignore[no-untyped-def]
@@ -273,29 +275,17 @@ def zstd_part(out_dir: Path, n: int) -> None:
         assert reader.resumed_events == resumed and len(reader) <= want[0]
         assert reader.markers() == [m for m in want[1] if m < len(reader)]
     if shutil.which("zstd"):
-        import resource
-
-        def child_cpu() -> float:
-            r = resource.getrusage(resource.RUSAGE_CHILDREN)
-            return r.ru_utime + r.ru_stime
-
-        base = []
-        scan: list[float] = []
-        cold: list[float] = []
-        for _ in range(3):  # interleaved, best of three: the machine's load hits all alike
-            before = child_cpu()
+        def zstd_cpu() -> float:
+            before = children_cpu()
             subprocess.run(f"zstd -dc '{path}' | wc -l", shell=True, check=True,
                            stdout=subprocess.DEVNULL)
-            base.append(child_cpu() - before)
-            for write_index, into in ((False, scan), (True, cold)):
-                index_path(path).unlink(missing_ok=True)
-                t = time.process_time()
-                SessionReader(path, write_index=write_index).close()
-                into.append(time.process_time() - t)
+            return children_cpu() - before
+
+        base, scan, cold = cpu_opens(path, zstd_cpu)
         index_path(path).unlink(missing_ok=True)
-        print(f"compressed open, CPU-s: `zstd -dc | wc -l` {min(base):.2f}   scan only "
-              f"(replay --print) {min(scan):.2f} (x{min(scan) / min(base):.2f})   scan + "
-              f"markers + write index {min(cold):.2f} (x{min(cold) / min(base):.2f})")
+        print(f"compressed open, CPU-s: `zstd -dc | wc -l` {base:.2f}   scan only "
+              f"(replay --print) {scan:.2f} (x{scan / base:.2f})   scan + "
+              f"markers + write index {cold:.2f} (x{cold / base:.2f})")
     t_open, reader = timed(SessionReader, path, write_index=False)
     by_time, by_index = seeks(reader, random.Random(2))
     print(f"compressed open (scan, no index): {t_open:.2f} s   seek by time p50 "
@@ -347,7 +337,7 @@ def main() -> None:
     n = len(reader)
     assert n == n_nl == n_main == records, (n, n_nl, n_main, records)
     reader.close()
-    cpu_nl, cpu_scan, cpu_cold = cpu_opens(path)
+    cpu_nl, cpu_scan, cpu_cold = cpu_opens(path, lambda: newline_cpu(path))
     print(f"open, no index, CPU-s (what a loaded machine cannot hide): plain newline scan "
           f"{cpu_nl:.2f}   scan only (replay --print) {cpu_scan:.2f} (x{cpu_scan / cpu_nl:.2f})   "
           f"scan + markers + write index {cpu_cold:.2f} (x{cpu_cold / cpu_nl:.2f})")

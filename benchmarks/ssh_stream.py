@@ -13,7 +13,6 @@ Prints both rates, their ratio, and lines lost (must be 0). Target: >= 100,000 l
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from _common import int_options  # first: the repository on sys.path
 
+from console.sessions.reader import SessionReader
 from console.sessions.recorder import Recorder
 from console.sessions.writer import SessionWriter
 from remote.jobs.client import Jobs
@@ -61,7 +61,7 @@ async def console_rate(sshd: Sshd, root: Path, n: int) -> tuple[float, int, str,
     return elapsed, count, done.log_path, session
 
 
-def _ssh(sshd: Sshd, *command: str) -> list[str]:
+def ssh_argv(sshd: Sshd, *command: str) -> list[str]:
     return ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
             "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", sshd.alias, *command]
 
@@ -69,12 +69,12 @@ def _ssh(sshd: Sshd, *command: str) -> list[str]:
 def setup_time(sshd: Sshd) -> float:
     """`ssh host true`: connection, login and the shell's rc files, without any data."""
     t0 = time.perf_counter()
-    subprocess.run(_ssh(sshd, "true"), check=True)
+    subprocess.run(ssh_argv(sshd, "true"), check=True)
     return time.perf_counter() - t0
 
 
 def baseline_rate(sshd: Sshd, log: str) -> tuple[float, int]:
-    argv = _ssh(sshd, "cat", log)
+    argv = ssh_argv(sshd, "cat", log)
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE)
     assert proc.stdout is not None
@@ -89,18 +89,10 @@ def verify(session: Path, n: int) -> int:
     """Lines missing or out of order in the recorded session (0 when all N arrived in order)."""
     expected = 1
     bad = 0
-    with open(session, "rb") as fh:
-        next(fh)
-        for raw in fh:
-            event = json.loads(raw)
-            if event["kind"] == "job.line":
-                texts = [event["payload"]["text"]]
-            elif event["kind"] == "job.lines":  # a log block recorded as one record
-                texts = event["payload"]["texts"]
-            else:
-                continue
-            for text in texts:
-                if int(text.split()[1]) != expected:
+    with SessionReader(session) as reader:  # a log block's record read as its lines' events
+        for event in reader.events():
+            if event.kind == "job.line":
+                if int(event.payload["text"].split()[1]) != expected:
                     bad += 1
                 expected += 1
     return bad + abs(n - (expected - 1))

@@ -9,8 +9,8 @@ Starts the loopback OpenSSH sshd of the tests (tests/sshd_harness.py), then:
    measuring the ssh clients (RUSAGE_CHILDREN) and everything sshd spawned for them (the
    listener's reaped-children CPU: cutime + cstime).
 It prints samples per CPU-second for both and their ratio (target >= 20x, sampler < 2% of a
-core). `--via local` runs side 1 over LocalTransport instead (while remote/link/ssh.py is missing,
-or to separate SSH costs from the sampler's).
+core). `--via local` runs side 1 over LocalTransport instead (to separate SSH costs from the
+sampler's).
 
     python benchmarks/stats_stream.py [--seconds 60] [--interval 0.1] [--baseline-samples 30]
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (the repository on sys.path)
+import psutil
+from _common import children_cpu  # first: the repository on sys.path
+from ssh_stream import ssh_argv
 
 from console.printer import Printer
 from remote.link.connect import make_transport
@@ -37,39 +38,11 @@ from remote.spine.bus import EventBus
 from remote.stats.stream import StatsStream
 from tests.sshd_harness import Sshd, sshd_available, start_sshd
 
-TICK = os.sysconf("SC_CLK_TCK")
 
-
-def proc_cpu(pid: int, children: bool = False) -> float:
-    """CPU seconds of a process from /proc/<pid>/stat (utime+stime, or cutime+cstime)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
-    # fields[11..14] are utime, stime, cutime, cstime (stat(5) fields 14..17)
-    ticks = int(fields[13]) + int(fields[14]) if children else int(fields[11]) + int(fields[12])
-    return ticks / TICK
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            continue
-        out += [int(k) for k in kids]
-        todo += [int(k) for k in kids]
-    return out
-
-
-def self_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+def cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds of a process (user + system), or of the children it reaped."""
+    t = psutil.Process(pid).cpu_times()
+    return t.children_user + t.children_system if children else t.user + t.system
 
 
 async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: Sshd | None
@@ -87,12 +60,13 @@ async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: S
             raise RuntimeError("stats stream ended before it started")
         await asyncio.sleep(0.05)
     pid = stream.sampler_pid
-    session = [p for p in descendants(sshd.proc.pid) if p != pid] if sshd else []
-    t0, n0, s0, c0 = time.monotonic(), stream.samples, proc_cpu(pid), self_cpu()
-    sess0 = sum(proc_cpu(p) for p in session)
+    session = ([p.pid for p in psutil.Process(sshd.proc.pid).children(recursive=True)
+                if p.pid != pid] if sshd else [])
+    t0, n0, s0, c0 = time.monotonic(), stream.samples, cpu(pid), time.process_time()
+    sess0 = sum(cpu(p) for p in session)
     await asyncio.sleep(seconds)
-    t1, n1, s1, c1 = time.monotonic(), stream.samples, proc_cpu(pid), self_cpu()
-    sess1 = sum(proc_cpu(p) for p in session if Path(f"/proc/{p}").exists())
+    t1, n1, s1, c1 = time.monotonic(), stream.samples, cpu(pid), time.process_time()
+    sess1 = sum(cpu(p) for p in session if psutil.pid_exists(p))
     stream.stop()
     await task
     await transport.close()
@@ -103,16 +77,15 @@ async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: S
 
 
 def oneshot_side(sshd: Sshd, python: str, sampler: str, samples: int) -> dict[str, float]:
-    argv = ["ssh", "-F", str(sshd.ssh_config), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
-            "-o", "BatchMode=yes", sshd.alias, python, sampler, "--once", "--interval", "0.1"]
+    argv = ssh_argv(sshd, python, sampler, "--once", "--interval", "0.1")
     subprocess.run(argv, check=True, capture_output=True, timeout=60)  # warm caches first
-    t0, c0, srv0 = time.monotonic(), children_cpu(), proc_cpu(sshd.proc.pid, children=True)
+    t0, c0, srv0 = time.monotonic(), children_cpu(), cpu(sshd.proc.pid, children=True)
     got = 0
     for _ in range(samples):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         if done.returncode == 0 and '"type":"sample"' in done.stdout:
             got += 1
-    t1, c1, srv1 = time.monotonic(), children_cpu(), proc_cpu(sshd.proc.pid, children=True)
+    t1, c1, srv1 = time.monotonic(), children_cpu(), cpu(sshd.proc.pid, children=True)
     return {"seconds": t1 - t0, "samples": got, "client_cpu": c1 - c0, "server_cpu": srv1 - srv0}
 
 
@@ -127,14 +100,6 @@ def main() -> int:
     if why:
         print(f"cannot run: {why}", file=sys.stderr)
         return 2
-    if args.via == "ssh":
-        try:
-            import remote.link.ssh  # noqa: F401
-        except ImportError:
-            print("cannot run: remote/link/ssh.py (the SSH transport) has not landed on this branch; "
-                  "use --via local to measure the stream over LocalTransport meanwhile",
-                  file=sys.stderr)
-            return 2
     with tempfile.TemporaryDirectory(prefix="stats-bench-") as tmp:
         sshd = start_sshd(Path(tmp) / "sshd")
         try:

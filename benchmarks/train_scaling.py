@@ -31,34 +31,17 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
 
-import _common  # noqa: F401  (puts the repository root on sys.path)
+from _common import ROOT, pipeline  # first: the repository root on sys.path
 
 from pipeline.progress import parse
+from tests import box_env
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def box_python() -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "box_env.py"), "vllm032",
-                           "--quiet"], capture_output=True, text=True, check=True)
-    return done.stdout.strip().splitlines()[-1]
-
-
-def env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
-
-
-def stage(python: str, name: str, config: Path) -> None:
-    done = subprocess.run([python, "-m", "pipeline", name, "--config", str(config), "--force"],
-                          cwd=ROOT, env=env(), capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+ENV = box_env.run_env(OMP_NUM_THREADS="1")  # one torch thread per rank
 
 
 class Run(NamedTuple):
@@ -74,7 +57,7 @@ def train(python: str, config: Path, samples: int) -> Run:
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.Popen([python, "-m", "pipeline", "train", "--config", str(config),
-                             "--force"], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
+                             "--force"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     first: tuple[float, int] | None = None
@@ -110,11 +93,10 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--python", help="speculators 0.9's python (default: the vllm032 box env)")
     args = ap.parse_args()
-    python = args.python or box_python()
+    python = args.python or str(box_env.ensure("vllm032"))
     with tempfile.TemporaryDirectory(prefix="train-scaling-") as tmp:
         demo = Path(tmp) / "demo"
-        subprocess.run([python, "-m", "pipeline", "demo-setup", "--dir", str(demo)], cwd=ROOT,
-                       env=env(), capture_output=True, check=True)
+        pipeline(python, "demo-setup", "--dir", str(demo), env=ENV)
         base = (demo / "pipeline.toml").read_text().replace(
             "epochs = 8", f"epochs = {args.epochs}")
         assert "cpu_threads = 1" in base
@@ -124,7 +106,7 @@ def main() -> int:
             configs[n].write_text(base.replace("noise_std = 0.0",
                                                f"noise_std = 0.0\nnproc_per_node = {n}"))
         for name in ("prepare", "extract", "vocab"):  # one copy of the data for both
-            stage(python, name, configs[1])
+            pipeline(python, name, "--config", str(configs[1]), "--force", env=ENV)
         samples = int(json.loads((demo / "out" / "manifests" / "prepare.json").read_text())
                       ["summary"]["samples"])
         runs: dict[int, list[Run]] = {1: [], 2: []}

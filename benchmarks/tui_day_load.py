@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT, SCREEN_KEYS, shown_at
+from _common import SCREEN_KEYS, Tmux, load_average, shown_at, watch_paints
 
 # Text only that screen shows (the stage table's columns are sized to their contents, so its
 # header spacing is not a constant).
@@ -50,15 +49,13 @@ SCREENS = {"2": "GPUs (8)", "5": "metrics", "6": "GPU history", "8": "Markers"}
 
 
 def make_app(session: Path, record_to: Path, paused: bool) -> Any:
-    from console.sessions.reader import SessionReader
     from console.sessions.recorder import Recorder
     from console.sessions.writer import SessionWriter
-    from console.tui.app import ConsoleApp
-    from console.tui.controller import ReplaySource
+    from tests.tui_helpers import replay_app
 
-    source = ReplaySource(SessionReader(session), speed=1.0, paused=paused)
-    Recorder(SessionWriter(record_to, ["box"])).attach(source.bus)
-    return ConsoleApp(source, start_screen="overview")
+    app = replay_app(session, speed=1.0, paused=paused, start_screen="overview")
+    Recorder(SessionWriter(record_to, ["box"])).attach(app.source.bus)
+    return app
 
 
 def child(session: Path, record_to: Path, paused: bool) -> None:
@@ -76,96 +73,9 @@ def child(session: Path, record_to: Path, paused: bool) -> None:
     app.run()
 
 
-def load_average() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"machine load average (1, 5, 15 min): {one:.2f} {five:.2f} {fifteen:.2f}"
-
-
 def pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, int(q * len(s)))]
-
-
-class Tmux:
-    def __init__(self, argv: list[str]) -> None:
-        self.sock = f"bench-{uuid.uuid4().hex[:8]}"
-        cmd = " ".join(f"'{a}'" for a in argv)
-        subprocess.run(["tmux", "-L", self.sock, "new-session", "-d", "-x", "140", "-y", "40",
-                        f"cd '{ROOT}' && TERM=xterm-256color exec {cmd}"], check=True)
-        pid = subprocess.run(["tmux", "-L", self.sock, "display", "-p", "#{pane_pid}"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        import psutil
-
-        self.proc = psutil.Process(int(pid))
-        # One control-mode client answers every capture; its copy of the pane's output is off.
-        self.ctl = subprocess.Popen(["tmux", "-L", self.sock, "-C", "attach"], text=True,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        # The attach answers with a block of its own first; left unread, every later command
-        # would be handed the block of the one before it (a capture one poll old).
-        assert self.ctl.stdout is not None
-        for line in self.ctl.stdout:
-            if line.startswith(("%end", "%error")):
-                break
-        else:
-            raise RuntimeError("the tmux control client ended before attaching")
-        self._command("refresh-client -f no-output")
-
-    def _command(self, command: str) -> list[str]:
-        """Run one tmux command through the control client; its output lines."""
-        assert self.ctl.stdin is not None and self.ctl.stdout is not None
-        self.ctl.stdin.write(command + "\n")
-        self.ctl.stdin.flush()
-        out: list[str] = []
-        inside = False
-        for line in self.ctl.stdout:
-            if line.startswith("%begin"):
-                inside, out = True, []
-            elif line.startswith(("%end", "%error")) and inside:
-                if line.startswith("%error"):
-                    raise RuntimeError(f"tmux {command!r}: {out}")
-                return out
-            elif inside:
-                out.append(line)
-        raise RuntimeError("the tmux control client ended")
-
-    def screen(self) -> str:
-        return "".join(self._command("capture-pane -p"))
-
-    def wait_for(self, text: str, timeout: float = 30) -> float:
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < timeout:
-            if text in self.screen():
-                return time.perf_counter() - t0
-            time.sleep(0.002)
-        raise RuntimeError(f"{text!r} never appeared")
-
-    def cpu(self) -> float:
-        t = self.proc.cpu_times()
-        return t.user + t.system
-
-    def open_echo(self) -> None:
-        self.echo_pane = self._command("new-window -d -P -F '#{pane_id}' cat")[0].strip()
-
-    def send_echo(self, word: str) -> None:
-        """`word` and Enter to `cat`: `echoed` is true once it shows twice on its pane (the
-        terminal's echo, then cat's copy), a key in and text out through the same pty path a
-        switch takes, with nothing to paint."""
-        self._command(f"send-keys -t {self.echo_pane} {word} Enter")
-
-    def echoed(self, word: str) -> bool:
-        return "".join(self._command(f"capture-pane -p -t {self.echo_pane}")).count(word) >= 2
-
-    def keys(self, key: str) -> None:
-        # Through the attached control client, as a terminal hands tmux a key: a `tmux
-        # send-keys` process per key took 2-9 ms (fork, exec, connect) before tmux even had
-        # the key, all of it counted in the switch; the control client's round trip is <0.1 ms.
-        if not key.isalnum():
-            raise ValueError(f"key {key!r}: only letters and digits are sent unquoted")
-        self._command(f"send-keys {key}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
-        self.ctl.wait(timeout=10)
 
 
 def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: int,
@@ -225,15 +135,7 @@ def in_tmux(session: Path, tmp: Path, paused: bool, seconds: float, switches: in
 async def in_process(session: Path, tmp: Path, paused: bool, seconds: float, switches: int
                      ) -> tuple[float, float, list[float]]:
     app = make_app(session, tmp / f"rec-{uuid.uuid4().hex[:6]}.jsonl.zst", paused)
-    paints: list[tuple[float, str]] = []  # (when, the screen shown then)
-    original = app._display
-
-    def display(screen: Any, renderable: Any) -> None:
-        if renderable is not None:
-            paints.append((time.perf_counter(), app.active_screen_name))
-        original(screen, renderable)
-
-    app._display = display
+    paints = watch_paints(app)
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause(1)
         while app.checkpoints is not None and not app.checkpoints.complete:
@@ -298,7 +200,7 @@ def main() -> None:
         session = tmp / "slice.jsonl"
         seconds_needed = int(args.seconds + args.switches + 15) * 2
         generate(session, 511 * seconds_needed)
-        print(load_average())
+        print(f"machine load average (1, 5, 15 min): {load_average()}")
         print(f"load: replay at 1x of {511 * seconds_needed:,} events (500 log lines/s, 10 "
               f"8-GPU samples/s), recorder to .jsonl.zst")
         if not args.no_tmux:
@@ -317,7 +219,7 @@ def main() -> None:
             load = asyncio.run(in_process(session, tmp, False, args.seconds, args.switches))
             base = asyncio.run(in_process(session, tmp, True, args.seconds, args.switches))
             report("in process", load, base)
-        print(load_average())
+        print(f"machine load average (1, 5, 15 min): {load_average()}")
 
 
 if __name__ == "__main__":

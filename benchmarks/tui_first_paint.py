@@ -16,29 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT
+from _common import Tmux, watch_paints
 from textual.app import App, ComposeResult
 from textual.widgets import Static
-
-EMPTY_APP = """
-from textual.app import App
-from textual.widgets import Static
-class Empty(App):
-    def compose(self):
-        yield Static("EMPTY-APP-READY")
-Empty().run()
-"""
 
 
 class EmptyApp(App[None]):
@@ -46,39 +36,29 @@ class EmptyApp(App[None]):
         yield Static("EMPTY-APP-READY")
 
 
+# The same app as a script of its own, for the terminal's baseline.
+EMPTY_APP = ("from textual.app import App, ComposeResult\nfrom textual.widgets import Static\n"
+             + inspect.getsource(EmptyApp) + "EmptyApp().run()\n")
+
+
 async def first_paint(make: Callable[[], App[Any]]) -> float:
     t0 = time.perf_counter()
     app = make()
-    painted: list[float] = []
-    original = app._display
-
-    def display(screen: Any, renderable: Any) -> None:
-        if renderable is not None and not painted:
-            painted.append(time.perf_counter())
-        original(screen, renderable)
-
-    app._display = display  # type: ignore[method-assign]
+    paints = watch_paints(app)
     async with app.run_test(size=(120, 36)) as pilot:
-        while not painted:
+        while not paints:
             await pilot.pause(0.005)
-    return painted[0] - t0
+    return paints[0][0] - t0
 
 
 def tmux_first_paint(argv: list[str], text: str) -> float:
-    sock = f"bench-{uuid.uuid4().hex[:8]}"
-    cmd = " ".join(f"'{a}'" for a in argv)
     t0 = time.perf_counter()
-    subprocess.run(["tmux", "-L", sock, "new-session", "-d", "-x", "120", "-y", "36",
-                    f"cd '{ROOT}' && TERM=xterm-256color {cmd}"], check=True)
+    term = Tmux(argv, (120, 36))
     try:
-        while time.perf_counter() - t0 < 30:
-            out = subprocess.run(["tmux", "-L", sock, "capture-pane", "-p"], capture_output=True, text=True).stdout
-            if text in out:
-                return time.perf_counter() - t0
-            time.sleep(0.005)
-        raise RuntimeError(f"{text!r} never appeared")
+        term.wait_for(text)
+        return time.perf_counter() - t0
     finally:
-        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+        term.close()
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ import statistics
 import time
 from typing import Any
 
-import _common  # noqa: F401  (the repository on sys.path)
+from _common import watch_paints  # first: the repository on sys.path
 from textual import events
 
 from console.tui.app import ConsoleApp
@@ -37,15 +37,7 @@ PREFILL = 5_000
 async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[float], float, int, int]:
     """mode "switch": alternate Overview/Pipeline; "scroll": page up/down in the visible log."""
     app = ConsoleApp(LiveSource(Config(hosts={}, path=None)), start_screen="pipeline")
-    displays: list[float] = []
-    original = app._display
-
-    def display(screen: Any, renderable: Any) -> None:
-        if renderable is not None:
-            displays.append(time.perf_counter())
-        original(screen, renderable)
-
-    app._display = display  # type: ignore[method-assign]
+    paints = watch_paints(app)
     handled: list[float] = []
     original_show = app.action_show
 
@@ -54,9 +46,7 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
         original_show(name)
 
     app.action_show = show  # type: ignore[method-assign]
-    from console.tui.widgets.pipeline import LogView as _LogView
-
-    page_up, page_down = _LogView.action_page_up, _LogView.action_page_down
+    page_up, page_down = LogView.action_page_up, LogView.action_page_down
 
     def wrap(fn: Any) -> Any:
         def action(self: Any) -> None:
@@ -64,8 +54,8 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
             fn(self)
         return action
 
-    _LogView.action_page_up = wrap(page_up)  # type: ignore[method-assign]
-    _LogView.action_page_down = wrap(page_down)  # type: ignore[method-assign]
+    LogView.action_page_up = wrap(page_up)  # type: ignore[method-assign]
+    LogView.action_page_down = wrap(page_down)  # type: ignore[method-assign]
     produced = 0
     async with app.run_test(size=(120, 36)) as pilot:
         bus = app.source.bus
@@ -104,9 +94,9 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
             deadline = t0 + 5
             while time.perf_counter() < deadline:
                 await asyncio.sleep(0.001)
-                if handled and any(d >= handled[0] for d in displays):
+                if handled and any(d >= handled[0] for d, _ in paints):
                     break
-            after = [d for d in displays if handled and d >= handled[0]]
+            after = [d for d, _ in paints if handled and d >= handled[0]]
             latencies.append((after[0] if after else time.perf_counter()) - t0)
             await asyncio.sleep(0.1)
         elapsed = time.perf_counter() - t_start
@@ -119,7 +109,7 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
             await pilot.pause(0.01)
         log = app.query_one(LogView)
         kept = log.tail.total if log.tail is not None else 0
-    _LogView.action_page_up, _LogView.action_page_down = page_up, page_down  # type: ignore[method-assign]
+    LogView.action_page_up, LogView.action_page_down = page_up, page_down  # type: ignore[method-assign]
     return latencies, delivered_rate, produced, kept
 
 

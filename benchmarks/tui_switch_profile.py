@@ -26,9 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import SCREEN_KEYS, shown_at
+from _common import SCREEN_KEYS, shown_at, watch_paints
 
-NAMES = SCREEN_KEYS
 SETTLE_S = 0.3  # what follows the first paint (focus, late layouts) counts to the switch
 
 
@@ -37,6 +36,9 @@ class Counts:
 
     def __init__(self) -> None:
         self.on = False
+        self.reset()
+
+    def reset(self) -> None:
         self.layouts = 0
         self.painted: Counter[str] = Counter()
         self.updates: list[tuple[str, int]] = []
@@ -44,21 +46,10 @@ class Counts:
         self.dirty: list[str] = []  # repaints asked (widget:cells) since the last update
         self.since: list[str] = []  # widgets painted since the last update was sent
         self.trace: list[str] = []  # per update: when, kind, lines, what was painted
-
-    t0 = 0.0
-
-    def reset(self) -> None:
-        self.layouts = 0
-        self.painted = Counter()
-        self.updates = []
-        self.since = []
-        self.dirty = []
-        self.phases = Counter()
-        self.trace = []
         self.t0 = time.perf_counter()
 
 
-def instrument(app: Any, counts: Counts, paints: list[tuple[float, str]]) -> None:
+def instrument(app: Any, counts: Counts) -> None:
     from textual.screen import Screen
     from textual.widget import Widget
 
@@ -136,19 +127,17 @@ def instrument(app: Any, counts: Counts, paints: list[tuple[float, str]]) -> Non
     display = app._display
 
     def counted_display(screen: Any, renderable: Any) -> None:
-        if renderable is not None:
-            paints.append((time.perf_counter(), app.active_screen_name))
-            if counts.on:
-                lines = len(getattr(renderable, "strips", None) or getattr(renderable, "chops", []))
-                counts.updates.append((type(renderable).__name__, lines))
-                counts.trace.append(f"{(time.perf_counter() - counts.t0) * 1e3:6.0f} ms "
-                                    f"{type(renderable).__name__} {lines} lines: "
-                                    + " ".join(sorted(set(counts.since)))
-                                    + "\n            asked: " + " ".join(counts.dirty)
-                                    + "\n            from: " + " < ".join(
-                                        f"{f.name}" for f in traceback.extract_stack()[-9:-2][::-1]))
-                counts.since = []
-                counts.dirty = []
+        if renderable is not None and counts.on:
+            lines = len(getattr(renderable, "strips", None) or getattr(renderable, "chops", []))
+            counts.updates.append((type(renderable).__name__, lines))
+            counts.trace.append(f"{(time.perf_counter() - counts.t0) * 1e3:6.0f} ms "
+                                f"{type(renderable).__name__} {lines} lines: "
+                                + " ".join(sorted(set(counts.since)))
+                                + "\n            asked: " + " ".join(counts.dirty)
+                                + "\n            from: " + " < ".join(
+                                    f"{f.name}" for f in traceback.extract_stack()[-9:-2][::-1]))
+            counts.since = []
+            counts.dirty = []
         display(screen, renderable)
 
     app._display = counted_display
@@ -186,8 +175,8 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
 
     app = make_app(session, tmp / "rec.jsonl.zst", paused=paused)  # imports every widget class
     counts = Counts()
-    paints: list[tuple[float, str]] = []
-    instrument(app, counts, paints)
+    instrument(app, counts)
+    paints = watch_paints(app)
     per_key: dict[str, list[tuple[float, int, Counter[str], list[tuple[str, int]]]]] = {}
     phases: dict[str, Counter[str]] = {}
     profiler = cProfile.Profile() if profile else None
@@ -211,7 +200,7 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
             t0 = time.perf_counter()
             cpu0 = time.thread_time()
             await pilot.press(key)
-            shown = await shown_at(paints, NAMES[key], t0)
+            shown = await shown_at(paints, SCREEN_KEYS[key], t0)
             await asyncio.sleep(SETTLE_S)
             counts.phases["all (UI thread)"] += time.thread_time() - cpu0
             if profiler:
@@ -222,7 +211,7 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
                                                     counts.updates))
                 phases.setdefault(key, Counter()).update(counts.phases)
                 if trace and k >= switches - 4:
-                    print(f"switch to {NAMES[key]}: {(shown - t0) * 1e3:.0f} ms")
+                    print(f"switch to {SCREEN_KEYS[key]}: {(shown - t0) * 1e3:.0f} ms")
                     for line in counts.trace:
                         print("   ", line)
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
@@ -249,7 +238,7 @@ async def run(session: Path, tmp: Path, switches: int, profile: Path | None, tra
                 updates[kind] += 1
                 lines += n
         n = len(samples)
-        print(f"to {NAMES[key]:9s} ({n}): latency median {statistics.median(lat):.0f} ms; per "
+        print(f"to {SCREEN_KEYS[key]:9s} ({n}): latency median {statistics.median(lat):.0f} ms; per "
               f"switch + {SETTLE_S:g} s: {sum(layouts) / n:.1f} layouts, "
               f"{sum(painted.values()) / n:.1f} widget paints, "
               + ", ".join(f"{c / n:.1f} {k}" for k, c in updates.items())

@@ -18,19 +18,14 @@ from typing import Any
 
 from rich.console import Group
 from rich.text import Text
-from textual.app import App, ComposeResult
 from textual.visual import RichVisual, Visual
 from textual.widgets import Static
+from tui_first_paint import EmptyApp
 from tui_table_paint import _host
 
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.overview import SPARK, gpu_table
 from console.tui.widgets.stats import history_table, host_history
-
-
-class _One(App[None]):
-    def compose(self) -> ComposeResult:
-        yield Static(id="block")
 
 
 async def _run(width: int) -> None:
@@ -40,9 +35,9 @@ async def _run(width: int) -> None:
         "overview gpus": lambda: [Text("GPUs (8)", style="bold underline"),
                                   FastTable(gpu_table(host, SPARK))],
     }
-    app = _One()
+    app = EmptyApp()  # one Static, whose paint is measured with the blocks' visuals
     async with app.run_test(size=(width + 2, 40)):
-        widget = app.query_one("#block", Static)
+        widget = app.query_one(Static)
         for name, parts in blocks.items():
             best = {"rich": float("inf"), "table": float("inf")}
             for _ in range(10):

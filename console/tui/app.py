@@ -33,11 +33,7 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import (
-    ConfirmScreen,
-    HelpScreen,
-    NotesScreen,
-)
+from console.tui.dialogs import HelpScreen, NotesScreen
 from console.tui.main_screen import MainScreen
 from console.tui.messages import HostSelected, StateChanged
 from console.tui.model import ConsoleState
@@ -475,15 +471,11 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             return
         names = ", ".join(f"{j.name} on {host}" for host, j in running[:3])
         more = f" and {len(running) - 3} more" if len(running) > 3 else ""
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.exit(EXIT_OK)
-
-        self.push_screen(ConfirmScreen(
+        self._confirm(
             f"{len(running)} job{'s' if len(running) != 1 else ''} still running ({names}{more}). "
             "They keep running on the box (a pipeline run through evaluate); the next start "
-            "reattaches to a pipeline run started here by itself, c to the rest. Quit now?"), answered)
+            "reattaches to a pipeline run started here by itself, c to the rest. Quit now?",
+            lambda: self.exit(EXIT_OK))
 
     def action_show(self, name: str) -> None:
         if name not in self.screens:

@@ -3,8 +3,8 @@ Textual here.
 
 Each reducer mutates a HostState (console/tui/host_state.py) in place and returns the domains
 it changed; payloads come from other machines, so every field is read defensively. REDUCERS maps
-an event kind to its reducer, chained with what folds after it (stage metrics, host history,
-chart series); the stages' own reducers are console/tui/stage_reducers.py.
+an event kind to its reducer, which also folds what the charts draw from it (chart_data.fold);
+the stages' own reducers are console/tui/stage_reducers.py.
 """
 
 from __future__ import annotations
@@ -45,12 +45,8 @@ BENCH_WATCH_KIND = "bench.watch"  # `console bench watch`: acceptance over one s
 def _num(value: Any, default: float = 0.0) -> float:
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
+    number = _opt_num(value)
+    return default if number is None else number
 
 
 def _opt_num(value: Any) -> float | None:
@@ -107,16 +103,28 @@ def _stats(host: HostState, e: Event) -> set[str]:
         gpu.mem.append(100.0 * _num(g.get("mem_used")) / total if total > 0 else 0.0)
         gpu.power.append(_num(g.get("power")))
         gpu.last = dict(g)
+    # CPU and memory history next to load: the Stats screen of a host without GPUs.
+    if host.cpu is not None:
+        host.cpu_history.append(host.cpu)
+    if host.mem_used is not None and host.mem_total:
+        host.mem_history.append(100.0 * host.mem_used / host.mem_total)
+    fold_charts(host.charts, e)
     return {STATS}
 
 
-def _job(host: HostState, e: Event) -> set[str]:
-    p = e.payload
+def job_of(host: HostState, p: dict[str, Any]) -> JobState:
+    """The job an event's payload names, made on its first event."""
     run_id = visible(str(p.get("run_id") or p.get("name") or "?"))  # job.line is not sanitised
     job = host.jobs.get(run_id)
     if job is None:
         job = JobState(run_id=run_id, name=visible(str(p.get("name") or run_id)))
         host.jobs[run_id] = job
+    return job
+
+
+def _job(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    job = job_of(host, p)
     if e.kind == ev.JOB_LINE:
         offset = p.get("offset")
         text = str(p.get("text", ""))
@@ -208,6 +216,7 @@ def _bench(host: HostState, e: Event) -> set[str]:
 
 def _bench_watch(host: HostState, e: Event) -> set[str]:
     host.bench_watch.append(dict(e.payload))
+    fold_charts(host.charts, e)
     return {BENCH}
 
 
@@ -244,10 +253,13 @@ def _allreduce(host: HostState, e: Event) -> set[str]:
     return {ALLREDUCE}
 
 
-def note(host: HostState, e: Event) -> set[str]:
-    level = e.kind.rsplit(".", 1)[-1]
+def note_of(e: Event) -> Note:
     text = str(e.payload.get("message") or e.payload.get("summary") or "")
-    host.notes.append(Note(e.ts, level, text))
+    return Note(e.ts, e.kind.rsplit(".", 1)[-1], text)
+
+
+def note(host: HostState, e: Event) -> set[str]:
+    host.notes.append(note_of(e))
     return {NOTES_DOMAIN}
 
 
@@ -285,39 +297,3 @@ REDUCERS: dict[str, Reducer] = {
     ev.CONSOLE_ERROR: note,
 }
 
-
-for _kind in (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED):
-    REDUCERS[_kind] = stages.with_metrics(REDUCERS[_kind])
-
-
-def _with_host_history(reducer: Reducer) -> Reducer:
-    """CPU and memory history next to load: the Stats screen of a host without GPUs."""
-    def fold(host: HostState, e: Event) -> set[str]:
-        changed = reducer(host, e)
-        if STATS in changed:
-            if host.cpu is not None:
-                host.cpu_history.append(host.cpu)
-            if host.mem_used is not None and host.mem_total:
-                host.mem_history.append(100.0 * host.mem_used / host.mem_total)
-        return changed
-
-    return fold
-
-
-REDUCERS[ev.STATS_SAMPLE] = _with_host_history(REDUCERS[ev.STATS_SAMPLE])
-
-
-def _with_charts(reducer: Reducer) -> Reducer:
-    """The series the charts draw beyond the state (console/tui/chart_data.py), folded from the
-    same events, after the reducer accepted them."""
-    def fold(host: HostState, e: Event) -> set[str]:
-        changed = reducer(host, e)
-        if changed and NOTES_DOMAIN not in changed:
-            fold_charts(host.charts, e)
-        return changed
-
-    return fold
-
-
-for _kind in (ev.STATS_SAMPLE, ev.STAGE_START, ev.STAGE_PROGRESS, BENCH_WATCH_KIND):
-    REDUCERS[_kind] = _with_charts(REDUCERS[_kind])

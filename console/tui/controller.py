@@ -114,20 +114,17 @@ class LiveController:
             self.transports[name] = t
             return t
 
-    async def connect(self, host: str, **ssh_kwargs: Any) -> None:
-        """Connect (or reconnect after a drop). The SSH transport announces its own connection
-        events; for the local transport this says it. `ssh_kwargs`: as `transport`'s."""
-        await self._connect(host, **ssh_kwargs)
-
     async def accept_host_key(self, host: str, fingerprint: str) -> None:
         """Connect, trusting the host's new key if it is the one with `fingerprint` (what the
         operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
         stores it (remote/link/ssh.py). Another new key is refused again; a changed key always."""
         if not fingerprint:
             raise UsageError("no fingerprint to trust: connect first (c)")
-        await self._connect(host, accept_new_host_key=fingerprint)
+        await self.connect(host, accept_new_host_key=fingerprint)
 
-    async def _connect(self, host: str, **ssh_kwargs: Any) -> None:
+    async def connect(self, host: str, **ssh_kwargs: Any) -> None:
+        """Connect (or reconnect after a drop). The SSH transport announces its own connection
+        events; for the local transport this says it. `ssh_kwargs`: as `transport`'s."""
         existing = self.transports.get(host)
         if existing is not None:
             if not existing.connected:
@@ -158,8 +155,6 @@ class LiveController:
         try:
             running = await wiring.serve_found(transport=self.transports[host],
                                                host=self.host_config(host), bus=self.bus)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
             running = {}
@@ -169,8 +164,6 @@ class LiveController:
         try:
             await wiring.bench_found(transport=self.transports[host], host=self.host_config(host),
                                      bus=self.bus, seen=self.seen_runs)
-        except asyncio.CancelledError:
-            raise
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"bench results on the box: {exc}")
 
@@ -192,14 +185,10 @@ class LiveController:
         async def stream() -> None:
             try:
                 await fn(transport=transport, host=self.host_config(host), bus=self.bus, **kwargs)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # it failed: say so once, keep the console up
                 self.bus.emit(ev.CONSOLE_ERROR, host, message=f"{label} stopped: {exc}")
 
-        old = self._background.pop(f"{action}:{host}", None)
-        if old is not None:
-            old.cancel()
+        self._stop_background(host, action)
         self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
 
     async def _call(self, fn: Callable[..., Awaitable[Any]], host: str, **kwargs: Any) -> None:
@@ -221,7 +210,7 @@ class LiveController:
         await self._call(wiring.patch_verify, host, file=file)
 
     async def rollback_patch(self, host: str, file: str) -> None:
-        await self._call(wiring.patch_rollback, host, file=file)
+        await self._call(wiring.patch_verify, host, file=file, rollback=True)
 
     async def start_stage(self, host: str, stage: str) -> None:
         await self._call(wiring.start_stage, host, stage=stage, following=self.following)

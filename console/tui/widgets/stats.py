@@ -135,7 +135,6 @@ class StatsView(View):
                     "No stats yet: " + ("they start when the host connects (1, c)" if live
                                         else "none in this recording"), style="dim"),
                     shape=("no stats", live, width))
-        if not domains or STATS in domains:
             row = self.query_one("#chart-gpus", ChartRow)
             shown = draw_gpus(self.query_one("#chart-gpu-util", Chart), self.query_one("#chart-gpu-mem", Chart), host)
             if row.display != shown:

@@ -110,7 +110,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         self._markers: list[int] = []
         self.checkpoints: StateCheckpoints | None = None  # replay: state copies for seeks
         self._stopping = threading.Event()
-        self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
         self.probe_targets: dict[str, str] = {}  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
@@ -311,7 +310,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             self._update_chrome()
 
     def _post_state(self, domains: frozenset[str]) -> None:
-        self.refreshes += 1
         view = self.active_view
         if view is not None:
             view.post_message(StateChanged(self.state, self.current_host, domains))

@@ -214,14 +214,13 @@ class BenchView(View):
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points
         width = 16 if self.app.size.width < 100 else 30
-        live = getattr(self.app, "mode", "live") == "live"
         servers = self.query_one("#servers", Static)
-        servers.display = live or bool(server_rows(host))
-        servers.update(servers_panel(host, live))
+        servers.display = self.live or bool(server_rows(host))
+        servers.update(servers_panel(host, self.live))
         self.query_one("#offline", Static).update(offline_acceptance(host, width))
         self.query_one("#sweep-table", Static).update(
             sweep_table(pts, width < 30) if pts else Text(
-                "No benchmark points yet (b runs a sweep against the server)" if live
+                "No benchmark points yet (b runs a sweep against the server)" if self.live
                 else "No benchmark points in this recording", style="dim"))
         self.query_one("#acceptance", Static).update(acceptance_chart(pts, width))
         self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary, width))

@@ -53,6 +53,11 @@ class View(Vertical):
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         raise NotImplementedError
 
+    @property
+    def live(self) -> bool:
+        """A live console, not a replay: what a view offers the operator differs."""
+        return getattr(self.app, "mode", "live") == "live"
+
 
 BADGE_STYLE = {
     "live": ("● live", "bold green"),

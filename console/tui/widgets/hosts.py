@@ -65,10 +65,9 @@ class HostsView(View):
         self.describe = describe
 
     def compose(self) -> ComposeResult:
-        live = getattr(self.app, "mode", "live") == "live"
-        yield Static("Hosts — enter selects, c connects" if live
+        yield Static("Hosts — enter selects, c connects" if self.live
                      else "Hosts in this recording — enter selects", classes="title")
-        note = first_run_note(getattr(self.app, "source", None), self.app.size.width) if live else ""
+        note = first_run_note(getattr(self.app, "source", None), self.app.size.width) if self.live else ""
         if note:  # above the table: the first thing a first start reads
             yield Static(note, id="first-run", classes="hint", markup=False)
         yield QuickTable(id="hosts-table", cursor_type="row")

@@ -184,7 +184,7 @@ class PipelineView(View):
             text.append(f"{name}: not run: {st.reason}", style="dim")
         elif name is not None:
             text.append(f"{name}: no run yet", style="dim")
-            if self.app_mode() == "live":
+            if self.live:
                 text.append(" (s starts it, u resumes the pipeline)", style="dim")
         if st is not None and st.outputs:
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
@@ -197,9 +197,6 @@ class PipelineView(View):
             set_content(self.query_one("#artifacts", Static), lambda: text,
                         shape=text_shape(text.plain, self.app.size.width))
         log.show_job(job)
-
-    def app_mode(self) -> str:
-        return str(getattr(self.app, "mode", "live"))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """Read the cursor as it is now (a highlight posted before a rebuild is stale): a row

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import events
@@ -197,7 +198,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             self._markers = self.source.replayer.markers()
             # Seeks start from the nearest state copy instead of the session's first event.
             self.checkpoints = StateCheckpoints(self.source.reader.path, self.source.host_names())
-            self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
+            self.run_worker(partial(self.checkpoints.build, self._stopping), thread=True, name="checkpoints",
                             group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
         self.call_after_refresh(self._activated)  # focus in the first view, its keys
@@ -214,10 +215,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         if worker is None or worker.is_finished:
             self._source_worker = self.run_worker(self.source.run(), name="source", group="source",
                                                   exit_on_error=False)
-
-    def _build_checkpoints(self) -> None:
-        if self.checkpoints is not None:
-            self.checkpoints.build(self._stopping)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.name == "checkpoints" and event.state == WorkerState.SUCCESS:

@@ -27,14 +27,14 @@ from remote.spine.sanitize import visible_lines
 if TYPE_CHECKING:
     from textual.app import App
 
-    _AppBase = App[int]
+    AppBase = App[int]  # the mixins' base: the app itself for the type checker, nothing at run time
 else:
-    _AppBase = object
+    AppBase = object
 
 DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --requests 32"
 
 
-class BoxActions(_AppBase):
+class BoxActions(AppBase):
     """What ConsoleApp's box actions use of the app (declared for the type checker)."""
 
     if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from console.errors import ReadOnlyReplay
 from console.tui.controller import Source
 from console.tui.dialogs import AskScreen, ConfirmScreen, HostKeyScreen
-from console.tui.model import ConsoleState
+from console.tui.model import ConsoleState, Note
 from console.tui.widgets.common import View
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
@@ -85,8 +85,6 @@ class BoxActions(AppBase):
 
     def _failed(self, host: str, message: str, title: str, severity: str) -> None:
         """A toast, and a line in the host's notification log (n) that outlives it."""
-        from console.tui.model import Note
-
         message = visible_lines(message)  # an exception's text: often the box's own words
         self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
                                                 f"{title}: {message}"))
@@ -107,8 +105,6 @@ class BoxActions(AppBase):
             self._ask_host_key(host, exc)
 
     def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
-        from console.tui.model import Note
-
         fingerprint = exc.fingerprint
         self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
 

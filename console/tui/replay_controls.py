@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from console.sessions.replay import SPEEDS
 from console.tui.box_actions import AppBase
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.controller import ReplaySource, Source
@@ -99,8 +100,6 @@ class ReplayControls(AppBase):
             self.drain()
 
     def action_replay_speed(self) -> None:
-        from console.sessions.replay import SPEEDS
-
         if (r := self.replayer) is not None:
             i = SPEEDS.index(r.speed) if r.speed in SPEEDS else -1
             r.set_speed(SPEEDS[(i + 1) % len(SPEEDS)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -36,8 +38,6 @@ class View(Vertical):
                 self._error = None
 
     def show_error(self, exc: Exception) -> None:
-        import traceback
-
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         text = f"this screen failed to draw: {type(exc).__name__}: {exc}"
         if where is not None:

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from typing import Any, ClassVar
 
 from textual import events
@@ -33,11 +34,7 @@ from console.tui.controller import (
     ReplaySource,
     Source,
 )
-from console.tui.dialogs import (
-    ConfirmScreen,
-    HelpScreen,
-    NotesScreen,
-)
+from console.tui.dialogs import HelpScreen, NotesScreen
 from console.tui.main_screen import MainScreen
 from console.tui.messages import HostSelected, StateChanged
 from console.tui.model import ConsoleState
@@ -114,7 +111,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         self._markers: list[int] = []
         self.checkpoints: StateCheckpoints | None = None  # replay: state copies for seeks
         self._stopping = threading.Event()
-        self.refreshes = 0  # state refreshes posted (benchmarks read it)
         self.seeking = 0  # seeks whose state is still being rebuilt
         self.probe_targets: dict[str, str] = {}  # host -> model path or architecture last probed
         self._known_hosts: set[str] = set(self.state.hosts)
@@ -202,7 +198,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             self._markers = self.source.replayer.markers()
             # Seeks start from the nearest state copy instead of the session's first event.
             self.checkpoints = StateCheckpoints(self.source.reader.path, self.source.host_names())
-            self.run_worker(self._build_checkpoints, thread=True, name="checkpoints",
+            self.run_worker(partial(self.checkpoints.build, self._stopping), thread=True, name="checkpoints",
                             group="checkpoints", exit_on_error=False)
         self.ensure_view(self.start_screen)
         self.call_after_refresh(self._activated)  # focus in the first view, its keys
@@ -219,10 +215,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         if worker is None or worker.is_finished:
             self._source_worker = self.run_worker(self.source.run(), name="source", group="source",
                                                   exit_on_error=False)
-
-    def _build_checkpoints(self) -> None:
-        if self.checkpoints is not None:
-            self.checkpoints.build(self._stopping)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.name == "checkpoints" and event.state == WorkerState.SUCCESS:
@@ -315,7 +307,6 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             self._update_chrome()
 
     def _post_state(self, domains: frozenset[str]) -> None:
-        self.refreshes += 1
         view = self.active_view
         if view is not None:
             view.post_message(StateChanged(self.state, self.current_host, domains))
@@ -475,15 +466,11 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             return
         names = ", ".join(f"{j.name} on {host}" for host, j in running[:3])
         more = f" and {len(running) - 3} more" if len(running) > 3 else ""
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.exit(EXIT_OK)
-
-        self.push_screen(ConfirmScreen(
+        self._confirm(
             f"{len(running)} job{'s' if len(running) != 1 else ''} still running ({names}{more}). "
             "They keep running on the box (a pipeline run through evaluate); the next start "
-            "reattaches to a pipeline run started here by itself, c to the rest. Quit now?"), answered)
+            "reattaches to a pipeline run started here by itself, c to the rest. Quit now?",
+            lambda: self.exit(EXIT_OK))
 
     def action_show(self, name: str) -> None:
         if name not in self.screens:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from console.errors import ReadOnlyReplay
 from console.tui.controller import Source
 from console.tui.dialogs import AskScreen, ConfirmScreen, HostKeyScreen
-from console.tui.model import ConsoleState
+from console.tui.model import ConsoleState, Note
 from console.tui.widgets.common import View
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
@@ -27,14 +27,14 @@ from remote.spine.sanitize import visible_lines
 if TYPE_CHECKING:
     from textual.app import App
 
-    _AppBase = App[int]
+    AppBase = App[int]  # the mixins' base: the app itself for the type checker, nothing at run time
 else:
-    _AppBase = object
+    AppBase = object
 
 DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --requests 32"
 
 
-class BoxActions(_AppBase):
+class BoxActions(AppBase):
     """What ConsoleApp's box actions use of the app (declared for the type checker)."""
 
     if TYPE_CHECKING:
@@ -85,8 +85,6 @@ class BoxActions(_AppBase):
 
     def _failed(self, host: str, message: str, title: str, severity: str) -> None:
         """A toast, and a line in the host's notification log (n) that outlives it."""
-        from console.tui.model import Note
-
         message = visible_lines(message)  # an exception's text: often the box's own words
         self.state.host(host).notes.append(Note(datetime.now(UTC), "error" if severity == "error" else "warning",
                                                 f"{title}: {message}"))
@@ -107,8 +105,6 @@ class BoxActions(_AppBase):
             self._ask_host_key(host, exc)
 
     def _ask_host_key(self, host: str, exc: HostKeyError) -> None:
-        from console.tui.model import Note
-
         fingerprint = exc.fingerprint
         self.state.host(host).notes.append(Note(datetime.now(UTC), "warning", visible_lines(str(exc))))
 
@@ -140,39 +136,41 @@ class BoxActions(_AppBase):
         host = self.current_host
         self._act("patch plan", lambda: self.source.controller.plan_patch(host))
 
-    def _selected_patch(self) -> str | None:
-        view = self.view("patch")
-        name = view.selected_file if isinstance(view, PatchView) else None
-        if name is None:
-            self.notify("plan a patch first (p)", severity="warning")
-        return name
-
     def action_patch_apply(self) -> None:
-        self._confirmed_patch("apply", "Apply the planned patch to {file} on {host}?",
-                              self.source.controller.apply_patch)
+        self._patch_action("apply", self.source.controller.apply_patch,
+                           "Apply the planned patch to {file} on {host}?")
 
     def action_patch_rollback(self) -> None:
-        self._confirmed_patch("rollback", "Roll {file} on {host} back to the original?",
-                              self.source.controller.rollback_patch)
-
-    def _confirmed_patch(self, label: str, question: str,
-                         call: Callable[[str, str], Awaitable[None]]) -> None:
-        file, host = self._selected_patch(), self.current_host
-        if file is None:
-            return
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act(f"patch {label}", lambda: call(host, file))
-            else:
-                self.notify(f"patch {label} cancelled", timeout=2)
-
-        self.push_screen(ConfirmScreen(question.format(file=file, host=host)), answered)
+        self._patch_action("rollback", self.source.controller.rollback_patch,
+                           "Roll {file} on {host} back to the original?")
 
     def action_patch_verify(self) -> None:
-        file, host = self._selected_patch(), self.current_host
-        if file is not None:
-            self._act("patch verify", lambda: self.source.controller.verify_patch(host, file))
+        self._patch_action("verify", self.source.controller.verify_patch)
+
+    def _patch_action(self, label: str, call: Callable[[str, str], Awaitable[None]],
+                      question: str | None = None) -> None:
+        """On the selected file; asking `question` first where there is one."""
+        view, host = self.view("patch"), self.current_host
+        file = view.selected_file if isinstance(view, PatchView) else None
+        if file is None:
+            self.notify("plan a patch first (p)", severity="warning")
+            return
+        if question is None:
+            self._act(f"patch {label}", lambda: call(host, file))
+        else:
+            self._confirm(question.format(file=file, host=host),
+                          lambda: self._act(f"patch {label}", lambda: call(host, file)),
+                          no=f"patch {label} cancelled")
+
+    def _confirm(self, question: str, then: Callable[[], None], no: str | None = None) -> None:
+        """Ask `question`; on yes do `then`, on no say `no` (if any)."""
+        def answered(yes: bool | None) -> None:
+            if yes:
+                then()
+            elif no is not None:
+                self.notify(no, timeout=2)
+
+        self.push_screen(ConfirmScreen(question), answered)
 
     def _pipeline_view(self) -> PipelineView | None:
         view = self.view("pipeline")
@@ -203,12 +201,8 @@ class BoxActions(_AppBase):
             self.notify(f"nothing to cancel: {what}", title="cancel", severity="warning")
             return
         stage = (view.selected_stage if view is not None else None) or job.name
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act(f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id))
-
-        self.push_screen(ConfirmScreen(f"Cancel {stage} (run {job.run_id}) on {host}?"), answered)
+        self._confirm(f"Cancel {stage} (run {job.run_id}) on {host}?", lambda: self._act(
+            f"cancel {stage}", lambda: self.source.controller.cancel_stage(host, stage, job.run_id)))
 
     # -- serve and bench (the Bench screen) -----------------------------------------------------
     def action_serve_start(self, role: str) -> None:
@@ -237,13 +231,8 @@ class BoxActions(_AppBase):
 
     def action_serve_stop(self) -> None:
         host = self.current_host
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._act("stop servers", lambda: self.source.controller.serve_stop(host))
-
-        self.push_screen(ConfirmScreen(f"Stop the vLLM servers (speculative and baseline) on {host}?"),
-                         answered)
+        self._confirm(f"Stop the vLLM servers (speculative and baseline) on {host}?",
+                      lambda: self._act("stop servers", lambda: self.source.controller.serve_stop(host)))
 
     def action_bench_run(self) -> None:
         host = self.current_host
@@ -262,16 +251,14 @@ class BoxActions(_AppBase):
                                    "--concurrency 1,4,16 --max-tokens 256 --requests 32",
                                    self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
 
-    def action_log_records(self) -> None:
+    def _log_view(self) -> LogView | None:
         view = self._pipeline_view()
-        if view is None:
-            return
-        log = view.query_one(LogView)
-        log.set_records(not log.records)
+        return view.query_one(LogView) if view is not None else None
+
+    def action_log_records(self) -> None:
+        if (log := self._log_view()) is not None:
+            log.set_records(not log.records)
 
     def action_follow(self) -> None:
-        view = self.view("pipeline")
-        if view is None:
-            return
-        log = view.query_one(LogView)
-        log.set_follow(not log.follow)  # the log's border says which
+        if (log := self._log_view()) is not None:
+            log.set_follow(not log.follow)  # the log's border says which

@@ -125,8 +125,8 @@ class StateCheckpoints:
                         continue
                     key = (host_name, run_id, attr)
                     lines = self._lines.setdefault(key, [])
-                    # Lines appended since the last copy: one version step each (a clear is a
-                    # step too, and leaves fewer lines than steps), never more than the window.
+                    # Lines appended since the last copy: one version step each, never more
+                    # than the window.
                     new = min(tail.version - self._versions.get(key, 0), len(tail))
                     lines.extend(tail.newest(new))
                     self._versions[key] = tail.version

@@ -94,16 +94,13 @@ class LiveController:
             if isinstance(data, et.PatchPlanned):
                 self._shown.setdefault(event.host, {})[data.file] = data
 
-    def host_config(self, name: str) -> HostConfig:
-        return self.config.host(name)
-
     async def transport(self, name: str, **ssh_kwargs: Any) -> Transport:
         """The host's transport, connected on first use. `ssh_kwargs` (accept_new_host_key=)
         go to the SSH transport, as `console`'s --accept-new-host-key does."""
         async with self._lock:
             if name in self.transports:
                 return self.transports[name]
-            hc = self.host_config(name)
+            hc = self.config.host(name)
             if self._factory is not None and not ssh_kwargs:
                 t = self._factory(hc, self.bus)
             else:
@@ -114,25 +111,22 @@ class LiveController:
             self.transports[name] = t
             return t
 
-    async def connect(self, host: str, **ssh_kwargs: Any) -> None:
-        """Connect (or reconnect after a drop). The SSH transport announces its own connection
-        events; for the local transport this says it. `ssh_kwargs`: as `transport`'s."""
-        await self._connect(host, **ssh_kwargs)
-
     async def accept_host_key(self, host: str, fingerprint: str) -> None:
         """Connect, trusting the host's new key if it is the one with `fingerprint` (what the
         operator was shown): stored in known_hosts as `console probe --accept-new-host-key`
         stores it (remote/link/ssh.py). Another new key is refused again; a changed key always."""
         if not fingerprint:
             raise UsageError("no fingerprint to trust: connect first (c)")
-        await self._connect(host, accept_new_host_key=fingerprint)
+        await self.connect(host, accept_new_host_key=fingerprint)
 
-    async def _connect(self, host: str, **ssh_kwargs: Any) -> None:
+    async def connect(self, host: str, **ssh_kwargs: Any) -> None:
+        """Connect (or reconnect after a drop). The SSH transport announces its own connection
+        events; for the local transport this says it. `ssh_kwargs`: as `transport`'s."""
         existing = self.transports.get(host)
         if existing is not None:
             if not existing.connected:
                 await existing.connect()
-                if self.host_config(host).is_local:
+                if self.config.host(host).is_local:
                     self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
             return
         try:
@@ -140,11 +134,11 @@ class LiveController:
         except Exception as exc:
             self.bus.emit(ev.CONNECTION_DOWN, host, error=str(exc), summary=f"{host}: {exc}")
             raise
-        if self.host_config(host).is_local:
+        if self.config.host(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         # 10 samples a second unless the host's `stats_interval` says otherwise
         self._start_background(host, "stats", "live stats", wiring.stream_stats,
-                               interval=self.host_config(host).stats_interval)
+                               interval=self.config.host(host).stats_interval)
         self._start_background(host, "jobs.reattach", "job tails", wiring.jobs_reattach,
                                following=self.following, seen=self.seen_runs)
         self._background[f"serve.check:{host}"] = asyncio.create_task(
@@ -156,10 +150,7 @@ class LiveController:
         speculative one's live acceptance watched from the start; then the bench results kept
         on the box, in the Bench screen's table."""
         try:
-            running = await wiring.serve_found(transport=self.transports[host],
-                                               host=self.host_config(host), bus=self.bus)
-        except asyncio.CancelledError:
-            raise
+            running = await self._call(wiring.serve_found, host)
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
             running = {}
@@ -167,10 +158,7 @@ class LiveController:
         if spec is not None and spec.ready:
             self.watch_acceptance(host)
         try:
-            await wiring.bench_found(transport=self.transports[host], host=self.host_config(host),
-                                     bus=self.bus, seen=self.seen_runs)
-        except asyncio.CancelledError:
-            raise
+            await self._call(wiring.bench_found, host, seen=self.seen_runs)
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"bench results on the box: {exc}")
 
@@ -191,21 +179,17 @@ class LiveController:
 
         async def stream() -> None:
             try:
-                await fn(transport=transport, host=self.host_config(host), bus=self.bus, **kwargs)
-            except asyncio.CancelledError:
-                raise
+                await fn(transport=transport, host=self.config.host(host), bus=self.bus, **kwargs)
             except Exception as exc:  # it failed: say so once, keep the console up
                 self.bus.emit(ev.CONSOLE_ERROR, host, message=f"{label} stopped: {exc}")
 
-        old = self._background.pop(f"{action}:{host}", None)
-        if old is not None:
-            old.cancel()
+        self._stop_background(host, action)
         self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
 
-    async def _call(self, fn: Callable[..., Awaitable[Any]], host: str, **kwargs: Any) -> None:
+    async def _call(self, fn: Callable[..., Awaitable[Any]], host: str, **kwargs: Any) -> Any:
         """`fn` (an adapter in wiring.py) with the host's transport, config and the bus."""
         t = await self.transport(host)
-        await fn(transport=t, host=self.host_config(host), bus=self.bus, **kwargs)
+        return await fn(transport=t, host=self.config.host(host), bus=self.bus, **kwargs)
 
     async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
         await self._call(wiring.probe, host, probe=probe, target=target)
@@ -221,7 +205,7 @@ class LiveController:
         await self._call(wiring.patch_verify, host, file=file)
 
     async def rollback_patch(self, host: str, file: str) -> None:
-        await self._call(wiring.patch_rollback, host, file=file)
+        await self._call(wiring.patch_verify, host, file=file, rollback=True)
 
     async def start_stage(self, host: str, stage: str) -> None:
         await self._call(wiring.start_stage, host, stage=stage, following=self.following)
@@ -240,7 +224,7 @@ class LiveController:
         remembered = []
         for name in hosts:
             try:
-                run = memory.recall(self.host_config(name))
+                run = memory.recall(self.config.host(name))
             except ConsoleError:
                 continue
             if run is not None:

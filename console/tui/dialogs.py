@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,8 +15,36 @@ from textual.widgets import Input, Static
 
 from console.tui.registry import commands_for, key_label
 
+T = TypeVar("T")
 
-class HelpScreen(ModalScreen[None]):
+
+class _Dialog(ModalScreen[T]):
+    """The app's footer lists the keys of the dialog on top, not those of the screen behind."""
+
+    def on_screen_resume(self, event: ScreenResume) -> None:
+        update = getattr(self.app, "_update_keys", None)
+        if update is not None:
+            self.call_after_refresh(update)
+
+
+class _YesNo(_Dialog[bool]):
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class _OneLine(_Dialog[str | None]):
+    """One line of input: enter gives it (None when blank), escape none."""
+
+    AUTO_FOCUS = "Input"  # the app turns auto-focus off for its own screens
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HelpScreen(_Dialog[None]):
     AUTO_FOCUS = "#help-box"  # the keys scroll it (the app turns auto-focus off for its screens)
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close", id="help.close")]
 
@@ -39,7 +69,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static("escape closes, up/down/pgup/pgdn scroll", classes="hint")
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(_YesNo):
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm.yes"),
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
@@ -55,12 +85,8 @@ class ConfirmScreen(ModalScreen[bool]):
             yield Static(Text(self.question), id="question")
             yield Static("y: yes   n / escape: no", classes="hint")
 
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
 
-
-class SeekScreen(ModalScreen[str | None]):
-    AUTO_FOCUS = "Input"  # the app turns auto-focus off for its own screens
+class SeekScreen(_OneLine):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="seek.cancel")]
 
     def compose(self) -> ComposeResult:
@@ -68,17 +94,10 @@ class SeekScreen(ModalScreen[str | None]):
             yield Static("Seek to a time: HH:MM:SS (UTC, the session's day) or +SECONDS from the start")
             yield Input(placeholder="14:03:20 or +90", id="seek-input")
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class AskScreen(ModalScreen[str | None]):
+class AskScreen(_OneLine):
     """One line of input (e.g. the model path the model/compat probes need)."""
 
-    AUTO_FOCUS = "Input"
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="ask.cancel")]
 
     def __init__(self, question: str, placeholder: str = "", value: str = "") -> None:
@@ -90,14 +109,8 @@ class AskScreen(ModalScreen[str | None]):
             yield Static(self.question)
             yield Input(value=self.value, placeholder=self.placeholder, id="ask-input")
 
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
 
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class NotesScreen(ModalScreen[None]):
+class NotesScreen(_Dialog[None]):
     """One host's notification log (k9s/lazygit style): every info, warning and error the
     console and the box said about it, newest last; toasts fade, this stays."""
 
@@ -109,8 +122,6 @@ class NotesScreen(ModalScreen[None]):
         self.host, self.lines = host, lines
 
     def compose(self) -> ComposeResult:
-        from rich.text import Text
-
         text = Text()
         style = {"error": "bold red", "warning": "yellow", "info": "cyan"}
         for when, level, message in self.lines:
@@ -128,21 +139,7 @@ class NotesScreen(ModalScreen[None]):
         self.query_one("#notes-box").scroll_end(animate=False)
 
 
-def _footer_follows(screen: type[ModalScreen]) -> None:  # type: ignore[type-arg]
-    """The app's footer lists the keys of the dialog on top, not those of the screen behind."""
-    def on_screen_resume(self: ModalScreen, event: ScreenResume) -> None:  # type: ignore[type-arg]
-        update = getattr(self.app, "_update_keys", None)
-        if update is not None:
-            self.call_after_refresh(update)
-
-    screen.on_screen_resume = on_screen_resume  # type: ignore[attr-defined]
-
-
-for _screen in (HelpScreen, ConfirmScreen, SeekScreen, AskScreen, NotesScreen):
-    _footer_follows(_screen)
-
-
-class HostKeyScreen(ModalScreen[bool]):
+class HostKeyScreen(_YesNo):
     """A host whose key is not in known_hosts: its fingerprint, and the operator's choice to
     trust that key (stored as `console probe --accept-new-host-key` stores it) or not. Only an
     unknown key is ever offered here: a changed key is refused with HOST KEY CHANGED."""
@@ -166,9 +163,3 @@ class HostKeyScreen(ModalScreen[bool]):
         with Vertical(id="hostkey-box"):
             yield Static(text, id="hostkey-text")
             yield Static("a: accept and store   n / escape: cancel", classes="hint")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
-
-
-_footer_follows(HostKeyScreen)

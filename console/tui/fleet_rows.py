@@ -36,10 +36,6 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}%"
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def patch_word(host: HostState) -> str:
     """One word for the host's worker patch, from its patch.* events, as `console probe env
     --host GROUP` says it: patched, unpatched, refused, drift, rolled back, clean."""
@@ -94,7 +90,8 @@ def fleet_row(host: HostState, mode: str = "live") -> FleetRow:
     if host.connection == "reconnecting" and host.attempt:
         label += f" {host.attempt}"
     gpus = [g.last for g in host.gpus.values()]
-    util = _mean([float(g["util"]) for g in gpus if isinstance(g.get("util"), (int, float))])
+    utils = [float(g["util"]) for g in gpus if isinstance(g.get("util"), (int, float))]
+    util = sum(utils) / len(utils) if utils else None
     used = sum(float(g.get("mem_used") or 0) for g in gpus)
     total = sum(float(g.get("mem_total") or 0) for g in gpus)
     mem = (100.0 * host.mem_used / host.mem_total

@@ -179,13 +179,6 @@ class HostState:
     def running_jobs(self) -> list[JobState]:
         return [j for j in self.jobs.values() if j.running]
 
-    def jobs_without_stage(self) -> list[JobState]:
-        """Runs no stage event claims (reattached on connect, or launched by other tools)."""
-        claimed = {s.run_id for s in self.stages.values() if s.run_id}
-        claimed.update(r for s in self.stages.values() for r in s.runs)
-        names = set(self.stages) | {f"pipeline-{n}" for n in self.stages}
-        return [j for j in self.jobs.values() if j.run_id not in claimed and j.name not in names]
-
     def job_for_stage(self, stage: str) -> JobState | None:
         """The run whose log a stage's tail shows: by run_id when the stage said, else the latest
         job with the stage's name. `job:<run_id>` names a run directly."""

@@ -67,17 +67,6 @@ class HostsApp(ConsoleApp):
         super().__init__(LiveSource(config, bus=bus), describe=describe_hosts(config))
 
 
-class ReplayApp(ConsoleApp):
-    """The console fed from a session file (the placeholder's name and signature)."""
-
-    def __init__(self, reader: SessionReader) -> None:
-        super().__init__(ReplaySource(reader))
-
-
-def live_app(config_path: str | None = None, bus: EventBus | None = None) -> ConsoleApp:
-    return HostsApp(config_path, bus)
-
-
 def fleet_app(config: Config, resolved: Resolved, bus: EventBus | None = None, *,
               accept_new_host_key: bool = False) -> ConsoleApp:
     """The console on the named hosts, connecting them at start; the Fleet screen first when
@@ -106,7 +95,7 @@ async def run_app(args: argparse.Namespace) -> int:
                            redact=not getattr(args, "no_redact", False))
     accept = bool(getattr(args, "tui_accept_new_host_key", False))
     app = (fleet_app(config, resolved, session.bus, accept_new_host_key=accept) if resolved is not None
-           else live_app(config_path, session.bus))
+           else HostsApp(config_path, session.bus))
     try:
         await app.run_async()
     finally:
@@ -125,6 +114,6 @@ def exit_code(app: ConsoleApp) -> int:
 
 
 async def run_replay_app(reader: SessionReader) -> int:
-    app = ReplayApp(reader)
+    app = ConsoleApp(ReplaySource(reader))
     await app.run_async()
     return exit_code(app)

@@ -38,12 +38,11 @@ from console.tui.host_state import (
     StageState,
     stage_order,
 )
-from console.tui.reducers import REDUCERS, note
+from console.tui.reducers import REDUCERS, job_of, note, note_of
 from console.tui.shown import shown_event
 from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote.spine import events as ev
 from remote.spine.events import Event
-from remote.spine.sanitize import visible
 
 # What the screens import from here with ConsoleState (console/tui/widgets/).
 __all__ = ["ALLREDUCE", "BENCH", "CONNECTION", "HISTORY", "JOBS", "LOG", "MARKERS", "NOTES_DOMAIN",
@@ -82,8 +81,7 @@ class ConsoleState:
         if reducer is None:
             return set()
         if not event.host and reducer is note:
-            self.notes.append(Note(event.ts, event.kind.rsplit(".", 1)[-1],
-                                   str(event.payload.get("message") or event.payload.get("summary") or "")))
+            self.notes.append(note_of(event))
             return {NOTES_DOMAIN}
         host = self.host(event.host or "local")
         host.last_event = event.ts
@@ -111,12 +109,7 @@ class ConsoleState:
         self.last_ts = last.ts
         host = self.host(first.host or "local")
         host.last_event = last.ts
-        p = first.payload
-        run_id = visible(str(p.get("run_id") or p.get("name") or "?"))
-        job = host.jobs.get(run_id)
-        if job is None:
-            job = JobState(run_id=run_id, name=visible(str(p.get("name") or run_id)))
-            host.jobs[run_id] = job
+        job = job_of(host, first.payload)
         append, text_append = job.tail.append, job.text.append
         for text, offset in zip(events.texts, events.offsets, strict=True):
             append(text, offset)

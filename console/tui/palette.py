@@ -10,8 +10,6 @@ from console.tui.registry import Command, commands_for, key_label
 
 
 class RegistryCommands(Provider):
-    """The command palette: the same registry as the key bindings, filtered to the mode."""
-
     def _commands(self) -> list[Command]:
         mode = getattr(self.app, "mode", "live")
         return [c for c in commands_for(mode) if c.id != "palette"]

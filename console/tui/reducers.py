@@ -3,8 +3,8 @@ Textual here.
 
 Each reducer mutates a HostState (console/tui/host_state.py) in place and returns the domains
 it changed; payloads come from other machines, so every field is read defensively. REDUCERS maps
-an event kind to its reducer, chained with what folds after it (stage metrics, host history,
-chart series); the stages' own reducers are console/tui/stage_reducers.py.
+an event kind to its reducer, which also folds what the charts draw from it (chart_data.fold);
+the stages' own reducers are console/tui/stage_reducers.py.
 """
 
 from __future__ import annotations
@@ -45,12 +45,8 @@ BENCH_WATCH_KIND = "bench.watch"  # `console bench watch`: acceptance over one s
 def _num(value: Any, default: float = 0.0) -> float:
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return default
+    number = _opt_num(value)
+    return default if number is None else number
 
 
 def _opt_num(value: Any) -> float | None:
@@ -107,16 +103,28 @@ def _stats(host: HostState, e: Event) -> set[str]:
         gpu.mem.append(100.0 * _num(g.get("mem_used")) / total if total > 0 else 0.0)
         gpu.power.append(_num(g.get("power")))
         gpu.last = dict(g)
+    # CPU and memory history next to load: the Stats screen of a host without GPUs.
+    if host.cpu is not None:
+        host.cpu_history.append(host.cpu)
+    if host.mem_used is not None and host.mem_total:
+        host.mem_history.append(100.0 * host.mem_used / host.mem_total)
+    fold_charts(host.charts, e)
     return {STATS}
 
 
-def _job(host: HostState, e: Event) -> set[str]:
-    p = e.payload
+def job_of(host: HostState, p: dict[str, Any]) -> JobState:
+    """The job an event's payload names, made on its first event."""
     run_id = visible(str(p.get("run_id") or p.get("name") or "?"))  # job.line is not sanitised
     job = host.jobs.get(run_id)
     if job is None:
         job = JobState(run_id=run_id, name=visible(str(p.get("name") or run_id)))
         host.jobs[run_id] = job
+    return job
+
+
+def _job(host: HostState, e: Event) -> set[str]:
+    p = e.payload
+    job = job_of(host, p)
     if e.kind == ev.JOB_LINE:
         offset = p.get("offset")
         text = str(p.get("text", ""))
@@ -208,6 +216,7 @@ def _bench(host: HostState, e: Event) -> set[str]:
 
 def _bench_watch(host: HostState, e: Event) -> set[str]:
     host.bench_watch.append(dict(e.payload))
+    fold_charts(host.charts, e)
     return {BENCH}
 
 
@@ -244,80 +253,29 @@ def _allreduce(host: HostState, e: Event) -> set[str]:
     return {ALLREDUCE}
 
 
-def note(host: HostState, e: Event) -> set[str]:
-    level = e.kind.rsplit(".", 1)[-1]
+def note_of(e: Event) -> Note:
     text = str(e.payload.get("message") or e.payload.get("summary") or "")
-    host.notes.append(Note(e.ts, level, text))
+    return Note(e.ts, e.kind.rsplit(".", 1)[-1], text)
+
+
+def note(host: HostState, e: Event) -> set[str]:
+    host.notes.append(note_of(e))
     return {NOTES_DOMAIN}
 
 
-REDUCERS: dict[str, Reducer] = {
-    ev.CONNECTION_UP: _connection,
-    ev.CONNECTION_DOWN: _connection,
-    ev.CONNECTION_RETRY: _connection,
-    ev.STATS_SAMPLE: _stats,
-    ev.JOB_STARTED: _job,
-    ev.JOB_LINE: _job,
-    ev.JOB_EXIT: _job,
-    ev.STAGE_START: stages.stage,
-    ev.STAGE_PROGRESS: stages.stage,
-    ev.STAGE_END: stages.stage,
-    ev.STAGE_SKIPPED: stages.stage,
-    ev.STAGE_NOT_RUN: stages.stage_box,
-    ev.STAGE_MANIFEST: stages.stage_box,
-    ev.PIPELINE_RUN: stages.pipeline_run,
-    ev.PROBE_RESULT: _probe,
-    ev.PROBE_ERROR: _probe,
-    ev.PATCH_PLANNED: _patch,
-    ev.PATCH_APPLIED: _patch,
-    ev.PATCH_VERIFIED: _patch,
-    ev.PATCH_ROLLED_BACK: _patch,
-    ev.BENCH_POINT: _bench,
-    ev.BENCH_SUMMARY: _bench,
-    BENCH_WATCH_KIND: _bench_watch,
-    ev.ALLREDUCE_RESULT: _allreduce,
-    ev.SERVE_STARTING: _serve,
-    ev.SERVE_READY: _serve,
-    ev.SERVE_FAILED: _serve,
-    ev.SERVE_STOPPED: _serve,
-    ev.CONSOLE_INFO: note,
-    ev.CONSOLE_WARNING: note,
-    ev.CONSOLE_ERROR: note,
-}
-
-
-for _kind in (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED):
-    REDUCERS[_kind] = stages.with_metrics(REDUCERS[_kind])
-
-
-def _with_host_history(reducer: Reducer) -> Reducer:
-    """CPU and memory history next to load: the Stats screen of a host without GPUs."""
-    def fold(host: HostState, e: Event) -> set[str]:
-        changed = reducer(host, e)
-        if STATS in changed:
-            if host.cpu is not None:
-                host.cpu_history.append(host.cpu)
-            if host.mem_used is not None and host.mem_total:
-                host.mem_history.append(100.0 * host.mem_used / host.mem_total)
-        return changed
-
-    return fold
-
-
-REDUCERS[ev.STATS_SAMPLE] = _with_host_history(REDUCERS[ev.STATS_SAMPLE])
-
-
-def _with_charts(reducer: Reducer) -> Reducer:
-    """The series the charts draw beyond the state (console/tui/chart_data.py), folded from the
-    same events, after the reducer accepted them."""
-    def fold(host: HostState, e: Event) -> set[str]:
-        changed = reducer(host, e)
-        if changed and NOTES_DOMAIN not in changed:
-            fold_charts(host.charts, e)
-        return changed
-
-    return fold
-
-
-for _kind in (ev.STATS_SAMPLE, ev.STAGE_START, ev.STAGE_PROGRESS, BENCH_WATCH_KIND):
-    REDUCERS[_kind] = _with_charts(REDUCERS[_kind])
+# A row per reducer: the event kinds it folds.
+REDUCERS: dict[str, Reducer] = {kind: reducer for reducer, kinds in (
+    (_connection, (ev.CONNECTION_UP, ev.CONNECTION_DOWN, ev.CONNECTION_RETRY)),
+    (_stats, (ev.STATS_SAMPLE,)),
+    (_job, (ev.JOB_STARTED, ev.JOB_LINE, ev.JOB_EXIT)),
+    (stages.stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED)),
+    (stages.stage_box, (ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),
+    (stages.pipeline_run, (ev.PIPELINE_RUN,)),
+    (_probe, (ev.PROBE_RESULT, ev.PROBE_ERROR)),
+    (_patch, tuple(_PATCH_STATUS)),
+    (_bench, (ev.BENCH_POINT, ev.BENCH_SUMMARY)),
+    (_bench_watch, (BENCH_WATCH_KIND,)),
+    (_allreduce, (ev.ALLREDUCE_RESULT,)),
+    (_serve, (ev.SERVE_STARTING, ev.SERVE_READY, ev.SERVE_FAILED, ev.SERVE_STOPPED)),
+    (note, (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR)),
+) for kind in kinds}

@@ -94,13 +94,6 @@ def commands_for(mode: str) -> list[Command]:
     return [c for c in COMMANDS if not (c.replay_only and mode != "replay") and not (c.live_only and mode != "live")]
 
 
-def by_id(command_id: str) -> Command:
-    for c in COMMANDS:
-        if c.id == command_id:
-            return c
-    raise KeyError(command_id)
-
-
 def key_label(key: str) -> str:
     names = {"question_mark": "?", "full_stop": ".", "greater_than_sign": ">", "space": "space",
              "right_square_bracket": "]", "left_square_bracket": "[", "ctrl+p": "ctrl+p"}

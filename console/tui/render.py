@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from rich.cells import cell_len
+
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
@@ -133,8 +135,6 @@ def elide_middle(text: str, width: int) -> str:
 def cut_at_word(text: str, width: int) -> tuple[int, bool]:
     """Where to cut `text` so it fits `width` cells with a trailing " …": at the last space
     before the limit (never inside a word). (cut index, whether a cut is needed)."""
-    from rich.cells import cell_len
-
     if cell_len(text) <= width:
         return len(text), False
     room = max(0, width - 2)

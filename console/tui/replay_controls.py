@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
+from console.sessions.replay import SPEEDS
+from console.tui.box_actions import AppBase
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.controller import ReplaySource, Source
 from console.tui.dialogs import SeekScreen
@@ -23,15 +25,8 @@ from console.tui.messages import MarkerChosen
 from console.tui.model import ConsoleState
 from remote.spine.events import Event
 
-if TYPE_CHECKING:
-    from textual.app import App
 
-    _AppBase = App[int]
-else:
-    _AppBase = object
-
-
-class ReplayControls(_AppBase):
+class ReplayControls(AppBase):
     """What ConsoleApp's replay controls use of the app (declared for the type checker)."""
 
     if TYPE_CHECKING:
@@ -105,8 +100,6 @@ class ReplayControls(_AppBase):
             self.drain()
 
     def action_replay_speed(self) -> None:
-        from console.sessions.replay import SPEEDS
-
         if (r := self.replayer) is not None:
             i = SPEEDS.index(r.speed) if r.speed in SPEEDS else -1
             r.set_speed(SPEEDS[(i + 1) % len(SPEEDS)])

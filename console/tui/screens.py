@@ -23,63 +23,60 @@ if TYPE_CHECKING:
     from console.tui.widgets.tab_bar import TabTitle
 
 
-@dataclass(frozen=True)
-class ViewArgs:
-    """What a view may need from the app when it is built."""
-
-    describe: dict[str, str]  # host -> its one-line description (the Hosts screen)
-    markers: Callable[[], list[MarkerRow]]  # the replay's markers (the Replay screen)
+# What a view may need from the app when it is built: the hosts' one-line descriptions (the
+# Hosts screen) and the replay's markers (the Replay screen).
+Markers = Callable[[], "list[MarkerRow]"]
 
 
-def _hosts(a: ViewArgs) -> View:
+def _hosts(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.hosts import HostsView
 
-    return HostsView(a.describe, id="view-hosts")
+    return HostsView(describe, id="view-hosts")
 
 
-def _overview(a: ViewArgs) -> View:
+def _overview(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.overview import OverviewView
 
     return OverviewView(id="view-overview")
 
 
-def _probes(a: ViewArgs) -> View:
+def _probes(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.probes import ProbesView
 
     return ProbesView(id="view-probes")
 
 
-def _patch(a: ViewArgs) -> View:
+def _patch(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.patch import PatchView
 
     return PatchView(id="view-patch")
 
 
-def _pipeline(a: ViewArgs) -> View:
+def _pipeline(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.pipeline import PipelineView
 
     return PipelineView(id="view-pipeline")
 
 
-def _stats(a: ViewArgs) -> View:
+def _stats(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.stats import StatsView
 
     return StatsView(id="view-stats")
 
 
-def _bench(a: ViewArgs) -> View:
+def _bench(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.bench import BenchView
 
     return BenchView(id="view-bench")
 
 
-def _replay(a: ViewArgs) -> View:
+def _replay(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.replay import ReplayView
 
-    return ReplayView(a.markers(), id="view-replay")
+    return ReplayView(markers(), id="view-replay")
 
 
-def _fleet(a: ViewArgs) -> View:
+def _fleet(describe: dict[str, str], markers: Markers) -> View:
     from console.tui.widgets.fleet import FleetView
 
     return FleetView(id="view-fleet")
@@ -91,7 +88,7 @@ class Screen:
     key: str  # the key that shows it (and its number on the tab)
     title: str  # the tab's title
     help: str  # one line in the palette and the help screen
-    view: Callable[[ViewArgs], View]
+    view: Callable[[dict[str, str], Markers], View]
     # The title under NARROW columns, where the bar would overflow with the full ones: whole
     # words, never a cut one ("2 Over 3 Probe" read as cut labels at 80 columns).
     short: str = ""
@@ -137,7 +134,6 @@ def tab_titles(names: list[str]) -> list[TabTitle]:
             for s in map(get, names)]
 
 
-def make_view(name: str, describe: dict[str, str],
-              markers: Callable[[], list[MarkerRow]]) -> View:
+def make_view(name: str, describe: dict[str, str], markers: Markers) -> View:
     """The view of screen `name`, built when it is first shown."""
-    return get(name).view(ViewArgs(describe, markers))
+    return get(name).view(describe, markers)

@@ -9,7 +9,8 @@ epoch, acceptance, its runs) is folded after them.
 
 from __future__ import annotations
 
-from console.tui.host_state import STAGES, HostState, Reducer, StageState, malformed
+from console.tui.chart_data import fold as fold_charts
+from console.tui.host_state import STAGES, HostState, StageState, malformed
 from remote.spine import event_types as et
 from remote.spine import events as ev
 from remote.spine.events import Event
@@ -46,6 +47,8 @@ def stage(host: HostState, e: Event) -> set[str]:
     else:
         st.status, st.reason = "skipped", data.reason
         _manifest_facts(st, data)
+    _stage_metrics(st, e)
+    fold_charts(host.charts, e)  # the series only the charts draw (the training loss)
     return {STAGES}
 
 
@@ -94,18 +97,15 @@ def pipeline_run(host: HostState, e: Event) -> set[str]:
 
 
 # -- what the stage records carry beyond progress ------------------------------------------------
-# Kept apart from `stage` (which folds status and progress): loss, epoch, the evaluated head's
+# Folded after `stage` (which folds status and progress): loss, epoch, the evaluated head's
 # acceptance and the runs a stage's events name, for the Pipeline screen's columns and the Bench
 # screen's offline acceptance.
 METRIC_KEYS = ("loss", "epoch", "head", "tokens", "acc_0")
 RESULT_KEYS = ("mean_length", "rate", "per_position", "untrained_mean_length")
 
 
-def _stage_metrics(host: HostState, e: Event) -> None:
+def _stage_metrics(st: StageState, e: Event) -> None:
     p = e.payload
-    st = host.stages.get(str(p.get("stage") or "?"))
-    if st is None:
-        return
     run_id = p.get("run_id")
     if isinstance(run_id, str) and run_id and run_id not in st.runs:
         st.runs.append(run_id)
@@ -125,12 +125,3 @@ def _stage_metrics(host: HostState, e: Event) -> None:
                 if k in result:
                     st.metrics[k] = result[k]
 
-
-def with_metrics(reducer: Reducer) -> Reducer:
-    def fold(host: HostState, e: Event) -> set[str]:
-        changed = reducer(host, e)
-        if STAGES in changed:
-            _stage_metrics(host, e)
-        return changed
-
-    return fold

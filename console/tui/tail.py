@@ -10,7 +10,7 @@ from. No Textual here: it is unit-tested on its own and benchmarked without a te
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import islice
 
 DEFAULT_MAX_LINES = 100_000
@@ -71,10 +71,6 @@ class LogTail:
             self.offset = offset
         self.version += 1
 
-    def extend(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.append(line)
-
     def line(self, index: int) -> str:
         """Line `index` of the in-memory window (0 is the oldest kept)."""
         return self._lines[index]
@@ -92,10 +88,3 @@ class LogTail:
     def tail_start(self, height: int) -> int:
         """Top row that shows the last `height` lines (what "follow" scrolls to)."""
         return max(0, len(self._lines) - height)
-
-    def clear(self) -> None:
-        self._lines.clear()
-        self.dropped = 0
-        self.offset = 0
-        self.longest = 0
-        self.version += 1

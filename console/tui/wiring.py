@@ -14,9 +14,6 @@ from typing import Any, NoReturn
 
 from remote.errors import UsageError
 
-# Kept for callers of the old name; the operation lives in remote/ops/pipeline.py.
-PIPELINE_CONFIG_NAME = "pipeline.toml"
-
 
 async def patch_plan(*, transport: Any, host: Any, bus: Any) -> None:
     from remote.ops import patch as ops
@@ -33,16 +30,11 @@ async def patch_apply(*, transport: Any, host: Any, bus: Any, file: str,
     await ops.apply(ops.patcher(transport, host, bus), shown=shown)
 
 
-async def patch_verify(*, transport: Any, host: Any, bus: Any, file: str) -> None:
+async def patch_verify(*, transport: Any, host: Any, bus: Any, file: str, rollback: bool = False) -> None:
+    """Check which recipes are in effect, or (`rollback`) put the original file back."""
     from remote.ops import patch as ops
 
-    await ops.verify(ops.patcher(transport, host, bus))
-
-
-async def patch_rollback(*, transport: Any, host: Any, bus: Any, file: str) -> None:
-    from remote.ops import patch as ops
-
-    await ops.rollback(ops.patcher(transport, host, bus))
+    await (ops.rollback if rollback else ops.verify)(ops.patcher(transport, host, bus))
 
 
 async def jobs_reattach(*, transport: Any, host: Any, bus: Any,

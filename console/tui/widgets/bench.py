@@ -60,16 +60,21 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
     if latest is None:
         return Text("Acceptance per position: no speculative points yet", style="dim")
     per = [float(x) if isinstance(x, (int, float)) else None for x in latest["acceptance"]["per_position"]]
-    t = Table(box=None, title=f"Acceptance per position ({latest.get('label')}, conc {latest.get('concurrency')})",
-              title_justify="left", header_style="bold")
+    return position_table(list(enumerate(per)), width,
+                          f"Acceptance per position ({latest.get('label')}, conc {latest.get('concurrency')})")
+
+
+def position_table(rates: list[tuple[int, Any]], width: int, title: str | None = None) -> Table:
+    """(position, rate) rows as bars; a rate of None is a position with nothing measured."""
+    t = Table(box=None, title=title, title_justify="left", header_style="bold")
     t.add_column("pos", justify="right")
     t.add_column("rate", no_wrap=True)
     t.add_column("", justify="right")
-    for i, v in enumerate(per):
+    for i, v in rates:
         if v is None:
             t.add_row(str(i), "", "-")
         else:
-            t.add_row(str(i), Text(hbar(v, 1.0, width), style="green"), fmt_pct(v))
+            t.add_row(str(i), Text(hbar(float(v), 1.0, width), style="green"), fmt_pct(v))
     return t
 
 
@@ -90,22 +95,6 @@ def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None =
     return t
 
 
-def watch_line(windows: list[dict[str, Any]]) -> Text:
-    """`console bench watch` windows: acceptance rate history and the latest window."""
-    if not windows:
-        return Text("")
-    rates = [float(w["acceptance"]["rate"]) for w in windows
-             if isinstance(w.get("acceptance"), dict) and isinstance(w["acceptance"].get("rate"), (int, float))]
-    last = windows[-1]
-    raw = last.get("acceptance")
-    acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    text = Text("live acceptance (bench watch) ", style="bold")
-    text.append(spark(rates, 40, 0, 1), style="green")
-    text.append(f"  rate {fmt_pct(acc.get('rate'))}  mean length {fmt_sig(acc.get('mean_length'))}"
-                f"  accepted {fmt_sig(last.get('accepted_tok_s'))} tok/s")
-    return text
-
-
 def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     """The evaluate stage's acceptance (speculative decoding of held-out prompts with the trained
     head, the same definitions as vLLM's counters): what to expect before serving."""
@@ -120,14 +109,8 @@ def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     if isinstance(m.get("untrained_mean_length"), (int, float)):
         title += f" (untrained head {fmt_sig(float(m['untrained_mean_length']))})"
     per = m.get("per_position")
-    t = Table(box=None, header_style="bold")
-    t.add_column("pos", justify="right")
-    t.add_column("rate", no_wrap=True)
-    t.add_column("", justify="right")
-    for i, v in enumerate(per if isinstance(per, list) else []):
-        if isinstance(v, (int, float)):
-            t.add_row(str(i), Text(hbar(float(v), 1.0, width), style="green"), fmt_pct(v))
-    return Group(Text(title, style="bold"), t)
+    rates = [(i, v) for i, v in enumerate(per if isinstance(per, list) else []) if isinstance(v, (int, float))]
+    return Group(Text(title, style="bold"), position_table(rates, width))
 
 
 SERVER_STYLE = {"starting": "bold yellow", "ready": "bold green", "failed": "bold red", "stopped": "dim",
@@ -231,14 +214,13 @@ class BenchView(View):
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points
         width = 16 if self.app.size.width < 100 else 30
-        live = getattr(self.app, "mode", "live") == "live"
         servers = self.query_one("#servers", Static)
-        servers.display = live or bool(server_rows(host))
-        servers.update(servers_panel(host, live))
+        servers.display = self.live or bool(server_rows(host))
+        servers.update(servers_panel(host, self.live))
         self.query_one("#offline", Static).update(offline_acceptance(host, width))
         self.query_one("#sweep-table", Static).update(
             sweep_table(pts, width < 30) if pts else Text(
-                "No benchmark points yet (b runs a sweep against the server)" if live
+                "No benchmark points yet (b runs a sweep against the server)" if self.live
                 else "No benchmark points in this recording", style="dim"))
         self.query_one("#acceptance", Static).update(acceptance_chart(pts, width))
         self.query_one("#speedup", Static).update(speedup_chart(pts, host.bench_summary, width))

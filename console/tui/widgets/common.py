@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -36,8 +38,6 @@ class View(Vertical):
                 self._error = None
 
     def show_error(self, exc: Exception) -> None:
-        import traceback
-
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         text = f"this screen failed to draw: {type(exc).__name__}: {exc}"
         if where is not None:
@@ -52,6 +52,11 @@ class View(Vertical):
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         raise NotImplementedError
+
+    @property
+    def live(self) -> bool:
+        """A live console, not a replay: what a view offers the operator differs."""
+        return getattr(self.app, "mode", "live") == "live"
 
 
 BADGE_STYLE = {

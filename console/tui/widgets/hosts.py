@@ -13,6 +13,7 @@ from console.tui.render import cut_at_word, elide_middle
 from console.tui.shown import plain
 from console.tui.widgets.common import BADGE_STYLE, View
 from console.tui.widgets.quick_table import QuickTable
+from remote.link.hosts import config_search_path
 
 
 def env_summary(env: dict[str, Any]) -> str:
@@ -43,8 +44,6 @@ def env_summary(env: dict[str, Any]) -> str:
 def first_run_note(source: object, width: int = 200) -> str:
     """What a first start needs to read: no console.toml was found, where the console looked,
     and how to add a box. Empty when a config was loaded (or in a replay: no config there)."""
-    from remote.link.hosts import config_search_path
-
     config = getattr(source, "config", None)
     if config is None or getattr(config, "path", None) is not None:
         return ""
@@ -65,10 +64,9 @@ class HostsView(View):
         self.describe = describe
 
     def compose(self) -> ComposeResult:
-        live = getattr(self.app, "mode", "live") == "live"
-        yield Static("Hosts — enter selects, c connects" if live
+        yield Static("Hosts — enter selects, c connects" if self.live
                      else "Hosts in this recording — enter selects", classes="title")
-        note = first_run_note(getattr(self.app, "source", None), self.app.size.width) if live else ""
+        note = first_run_note(getattr(self.app, "source", None), self.app.size.width) if self.live else ""
         if note:  # above the table: the first thing a first start reads
             yield Static(note, id="first-run", classes="hint", markup=False)
         yield QuickTable(id="hosts-table", cursor_type="row")

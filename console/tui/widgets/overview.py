@@ -151,7 +151,6 @@ class OverviewView(View):
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         n = len(host.gpus)
         narrow = self.app.size.width < 100
-        live = getattr(self.app, "mode", "live") == "live"
         width = self.app.size.width
         procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
                     for g in host.gpus.values())
@@ -160,7 +159,7 @@ class OverviewView(View):
             TableVisual(gpus, Text(f"GPUs ({n})", style="bold underline"),
                         FastTable(gpu_table(host, SPARK, narrow))) if n
             else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
-                                               if live and not host.stats_source else ""), style="bold")),
+                                               if self.live and not host.stats_source else ""), style="bold")),
             shape=(n, procs, narrow, width))
         hostline = host_line(host)
         set_content(self.query_one("#hostline", Static), lambda: hostline,
@@ -174,8 +173,8 @@ class OverviewView(View):
         set_content(self.query_one("#findings", Static), lambda: (
             Group(Text("Last compat findings", style="bold underline"), findings_table(findings, 5, narrow))
             if findings else Text("No compat findings yet (run the compat probe: 3, k)"
-                                  if live else "No compat findings in this recording", style="dim")),
-            shape=(repr(findings[:5]), narrow, live, width), key=(repr(findings[:5]), narrow, live, width))
+                                  if self.live else "No compat findings in this recording", style="dim")),
+            shape=(repr(findings[:5]), narrow, self.live, width), key=(repr(findings[:5]), narrow, self.live, width))
         notes = [n for n in host.notes if n.level in ("warning", "error")][-3:]
         text = Text()
         for note in notes:

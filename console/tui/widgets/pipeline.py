@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Static
 
-from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, StageState
+from console.tui.model import JOBS, LOG, STAGES, ConsoleState, HostState, JobState, StageState
 from console.tui.quiet import set_content, text_shape
 from console.tui.render import elide_middle
 from console.tui.shown import plain
@@ -29,6 +29,11 @@ from console.tui.widgets.stage_cells import (
 
 STAGE_KEY = "stage:"
 RUN_KEY = "run:"
+
+
+def _run_row(job: JobState, label: str, status: str) -> tuple[str, list[Any]]:
+    return (RUN_KEY + job.run_id, [plain(label), plain(run_label(job), STATUS_STYLE.get(status, "")), "",
+                                   f"{job.tail.total} lines", "", "-"])
 
 
 class PipelineView(View):
@@ -106,19 +111,15 @@ class PipelineView(View):
                 if job.run_id in shown:
                     continue
                 shown.add(job.run_id)
-                style = STATUS_STYLE.get("running" if job.running else
-                                         ("done" if job.returncode == 0 else "failed"), "")
-                rows.append((RUN_KEY + job.run_id, [plain(f" └ {short_run(job.run_id)}"), plain(run_label(job), style),
-                                                    "", f"{job.tail.total} lines", "", "-"]))
+                rows.append(_run_row(job, f" └ {short_run(job.run_id)}",
+                                     "running" if job.running else ("done" if job.returncode == 0 else "failed")))
                 if job.running and st.status != "running":
                     running_runs.append(RUN_KEY + job.run_id)
         for job in host.jobs.values():
             if job.run_id in shown:
                 continue
-            style = STATUS_STYLE.get("running" if job.running else "done", "")
             label = f"{job.name.removeprefix('pipeline-')} (run)"[:24]
-            rows.append((RUN_KEY + job.run_id, [plain(label), plain(run_label(job), style), "",
-                                                f"{job.tail.total} lines", "", "-"]))
+            rows.append(_run_row(job, label, "running" if job.running else "done"))
             if job.running:
                 running_runs.append(RUN_KEY + job.run_id)
         if self._narrow:
@@ -183,7 +184,7 @@ class PipelineView(View):
             text.append(f"{name}: not run: {st.reason}", style="dim")
         elif name is not None:
             text.append(f"{name}: no run yet", style="dim")
-            if self.app_mode() == "live":
+            if self.live:
                 text.append(" (s starts it, u resumes the pipeline)", style="dim")
         if st is not None and st.outputs:
             outs = st.outputs if isinstance(st.outputs, list) else [st.outputs]
@@ -196,9 +197,6 @@ class PipelineView(View):
             set_content(self.query_one("#artifacts", Static), lambda: text,
                         shape=text_shape(text.plain, self.app.size.width))
         log.show_job(job)
-
-    def app_mode(self) -> str:
-        return str(getattr(self.app, "mode", "live"))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """Read the cursor as it is now (a highlight posted before a rebuild is stale): a row

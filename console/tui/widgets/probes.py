@@ -87,8 +87,7 @@ class ProbesView(View):
         # marks ran off its edge: under 110 columns the tree sits above the findings, full width.
         stacked = self.app.size.width < 110
         with Vertical(id="probe-panes", classes="stacked") if stacked else Horizontal(id="probe-panes"):
-            live = getattr(self.app, "mode", "live") == "live"
-            tree: Tree[Any] = Tree("model structure (run the model probe: m)" if live
+            tree: Tree[Any] = Tree("model structure (run the model probe: m)" if self.live
                                    else "model structure: no model probe in this recording", id="model-tree")
             yield tree
             with VerticalScroll(id="findings-pane"):
@@ -113,5 +112,5 @@ class ProbesView(View):
         findings = host.compat_findings()
         self.query_one("#compat", Static).update(
             findings_table(findings, narrow=self.app.size.width < 110) if findings
-            else Text("No compat findings (k runs the advisor)" if getattr(self.app, "mode", "live") == "live"
+            else Text("No compat findings (k runs the advisor)" if self.live
                       else "No compat findings in this recording", style="dim"))

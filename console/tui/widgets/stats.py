@@ -130,12 +130,10 @@ class StatsView(View):
                     history, Text(f"No GPUs{reason}", style="yellow"), FastTable(host_history(host, narrow))),
                     shape=("no gpus", reason, narrow, width))
             else:
-                live = getattr(self.app, "mode", "live") == "live"
                 set_content(self.query_one("#history", Static), lambda: Text(
-                    "No stats yet: " + ("they start when the host connects (1, c)" if live
+                    "No stats yet: " + ("they start when the host connects (1, c)" if self.live
                                         else "none in this recording"), style="dim"),
-                    shape=("no stats", live, width))
-        if not domains or STATS in domains:
+                    shape=("no stats", self.live, width))
             row = self.query_one("#chart-gpus", ChartRow)
             shown = draw_gpus(self.query_one("#chart-gpu-util", Chart), self.query_one("#chart-gpu-mem", Chart), host)
             if row.display != shown:

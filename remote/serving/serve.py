@@ -239,11 +239,8 @@ class ServeRunner:
                    summary=f"{role or 'server'} {run_id} stopped ({info.state})")
         return info.state
 
-    async def running(self) -> dict[str, str]:
-        """role -> run id of the serve jobs running on the box."""
-        return {role: info.run_id for role, info in (await self._running_jobs()).items()}
-
-    async def _running_jobs(self) -> dict[str, RunInfo]:
+    async def running_jobs(self) -> dict[str, RunInfo]:
+        """role -> the serve job running on the box."""
         found: dict[str, RunInfo] = {}
         for info in await self.jobs.list():
             for role in ROLES:
@@ -257,7 +254,7 @@ class ServeRunner:
         quit while it loaded) its URL from the job's command line, and whether it answers
         now, with its model, asked once."""
         found: dict[str, Served] = {}
-        for role, info in (await self._running_jobs()).items():
+        for role, info in (await self.running_jobs()).items():
             record = await read_record(self.transport, info)
             if record is not None:
                 found[role] = record

@@ -21,14 +21,11 @@ from remote.ops.bench import keep_on_box
 from remote.serving.serve import Served, ServeRunner
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
-from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 
 
-def runner(transport: Transport, host: HostConfig, bus: EventBus, *,
-           python: str | None = None) -> ServeRunner:
-    return ServeRunner(transport, host, bus, python=python)
+runner = ServeRunner  # what the front ends build, here: they reach the server through this layer
 
 
 # The box environment `make demo` serves with (scripts/box_env.py: vLLM 0.32 CPU + speculators

@@ -285,19 +285,14 @@ class Jobs:
                     await _close_quietly(proc)
                 end = trailer(bytes(control))
                 if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
-                    last: LogLine | None = None
-                    shown, shown_ends = [], []
                     if buf:  # the job's last line had no newline
                         offset += len(buf)
                         last = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
-                        shown, shown_ends = folder.feed([last.text], [offset])
-                    more, more_ends = folder.flush()
-                    for text, at in zip([*shown, *more], [*shown_ends, *more_ends], strict=True):
-                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
-                    if last is not None:
+                        for text, at in zip(*folder.feed([last.text], [offset]), strict=True):
+                            self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
                         published = offset
                         yield last
-                    return
+                    return  # what the folder still holds is said below
                 if "ERROR" in control.decode("utf-8", "replace") and not dropped:
                     raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
                 if not dropped and rc is not None and rc != 0 and self.transport.connected:

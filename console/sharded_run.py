@@ -123,7 +123,7 @@ async def _routes(ctx: Context, runner: PipelineRunner, boxes: dict[str, Box],
     for name in [n for n in boxes if n not in shared]:
         box = boxes[name].runner
         address = (shard_copy.configured_address(name, resolved)
-                   or await shard_copy.ssh_address(box))
+                   or await box.ssh_address())
         if not address:
             unreachable[name] = ("its address is unknown (no SSH_CONNECTION there): set "
                                  "extract.addresses")

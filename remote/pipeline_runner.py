@@ -31,7 +31,7 @@ from remote.jobs.remembered import RememberedRuns
 from remote.jobs.stage_records import FACTS, facts_text
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.link.upload import upload, upload_many
+from remote.link.upload import box_path, upload, upload_many
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
@@ -48,7 +48,8 @@ QUIET_ENV = {
     "EAGLE3_STAGE_RECORDS_READ": "1",
 }
 
-_RESOLVE = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
+_SSH_ADDRESS = ("import os;c=os.environ.get('SSH_CONNECTION','').split();"
+                "print(c[2] if len(c)==4 else '')")
 
 
 def local_source_root() -> Path:
@@ -128,13 +129,13 @@ class PipelineRunner:
 
     async def root(self) -> str:
         if self._root is None:
-            done = await self.transport.run([self.python, "-c", _RESOLVE, self.host.workdir],
-                                            timeout=60)
-            if done.returncode != 0 or not done.stdout.strip().startswith("/"):
-                raise RemoteCommandError([self.python, "-c", "<resolve workdir>"],
-                                         done.returncode, done.stderr or done.stdout)
-            self._root = done.stdout.strip()
+            self._root = await box_path(self.transport, self.host.workdir, self.python)
         return self._root
+
+    async def ssh_address(self) -> str:
+        """The address the box's sshd was reached on ('' on a local host or behind a container)."""
+        done = await self.transport.run([self.python, "-c", _SSH_ADDRESS], timeout=60)
+        return done.stdout.strip() if done.returncode == 0 else ""
 
     async def source_dir(self) -> str:
         """Where `python -m pipeline` runs from on the box (uploaded, content-hashed)."""

@@ -36,8 +36,6 @@ from remote.spine import events as ev
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"  # pipeline/nodes.py
 NODE_JOB = "train-node"
-_ADDRESS = ("import os;c=os.environ.get('SSH_CONNECTION','').split();"
-            "print(c[2] if len(c)==4 else '')")
 
 Reach = Callable[[str], Awaitable[tuple[HostConfig, Transport]]]
 
@@ -83,9 +81,8 @@ class TrainNodes:
                               f"{', '.join(addresses)} (torchrun, c10d)")
 
     async def _address(self, host: HostConfig, transport: Transport) -> str:
-        done = await transport.run([host.python, "-c", _ADDRESS], timeout=60)
-        addr = done.stdout.strip()
-        if done.returncode != 0 or not addr:
+        addr = await PipelineRunner(transport, host, self.bus).ssh_address()
+        if not addr:
             raise UsageError(f"train.hosts: cannot tell {host.name}'s address (no SSH_CONNECTION "
                              "there: a local host or a container): set train.addresses")
         return addr

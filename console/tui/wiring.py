@@ -224,4 +224,4 @@ async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float) 
     """Live stats for as long as the console runs (`console stats`'s stream)."""
     from remote.ops import stats as ops
 
-    await ops.stream_stats(transport=transport, host=host, bus=bus, interval=interval)
+    await ops.stream(transport, host, bus, interval=interval)

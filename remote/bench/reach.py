@@ -42,19 +42,26 @@ def parse_vllm_url(url: str) -> VllmUrl:
 
 
 @asynccontextmanager
-async def vllm_client(transport: Transport, url: str, *, is_local: bool,
-                      timeout: float = 600.0) -> AsyncIterator[VllmClient]:
-    """A client for the server at `url` on the box, through a forward held while it is open."""
+async def forwarded(transport: Transport, url: str, *,
+                    is_local: bool) -> AsyncIterator[tuple[VllmUrl, str]]:
+    """`url` (as seen from the box) parsed, and where this machine reaches it: the local end of
+    a forward held while the block runs (`url` itself on `local`)."""
     target = parse_vllm_url(url)
     try:
         forward = await transport.forward(target.port, target.host)
     except OSError as exc:
         raise NoServer(f"cannot forward to {target} on {transport.name}: {exc}") from None
-    local_url = (str(target) if is_local
-                 else target.with_host_port("127.0.0.1", forward.local_port))
-    client = VllmClient(local_url, shown_url=str(target), timeout=timeout)
     try:
-        yield client
+        yield target, (str(target) if is_local
+                       else target.with_host_port("127.0.0.1", forward.local_port))
     finally:
-        await client.aclose()
         await forward.close()
+
+
+@asynccontextmanager
+async def vllm_client(transport: Transport, url: str, *, is_local: bool,
+                      timeout: float = 600.0) -> AsyncIterator[VllmClient]:
+    """A client for the server at `url` on the box, through a forward held while it is open."""
+    async with forwarded(transport, url, is_local=is_local) as (target, local_url), \
+            VllmClient(local_url, shown_url=str(target), timeout=timeout) as client:
+        yield client

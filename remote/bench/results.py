@@ -66,11 +66,6 @@ class Point:
                 data.pop(name)
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Point:
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 @dataclass
 class BenchRun:
@@ -96,12 +91,6 @@ class BenchRun:
         data = asdict(self)
         data["points"] = [p.to_dict(per_request=True) for p in self.points]
         return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchRun:
-        names = cls.__dataclass_fields__
-        values = {k: v for k, v in data.items() if k in names and k != "points"}
-        return cls(**values, points=[Point.from_dict(p) for p in data.get("points", [])])
 
     def point(self, concurrency: int) -> Point | None:
         for p in self.points:

@@ -135,11 +135,7 @@ class Jobs:
 
     async def _close_serve(self) -> None:
         serve, self._serve = self._serve, None
-        if serve is not None:
-            try:
-                await serve[0].close()
-            except Exception:  # the channel may already be gone
-                pass
+        await _close_quietly(serve[0] if serve is not None else None)
 
     async def close(self) -> None:
         """End the helper session on the box (it also ends by itself when the transport closes)."""
@@ -192,10 +188,7 @@ class Jobs:
         lines = out.strip().splitlines()
         if rc != 0 or not lines:
             raise RemoteCommandError(["job_helper", "status"], rc, out)
-        data = parse_record(lines[-1], "status")
-        if data.get("error") == "unknown":
-            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
-        info = RunInfo.from_dict(data)
+        info = self._run_info(lines[-1], "status", run_id)
         self._names[info.run_id] = info.name
         return info
 
@@ -218,14 +211,11 @@ class Jobs:
             await self.status(run_id)
         return self._names[run_id]
 
-    def tail(self, run_id: str, *, offset: int = 0,
-             follow: bool = True) -> AsyncGenerator[LogLine, None]:
+    async def tail(self, run_id: str, *, offset: int = 0,
+                   follow: bool = True) -> AsyncGenerator[LogLine, None]:
         """Lines from `offset` on; with follow, until the job ended and its log is drained.
 
         An async generator: close it (contextlib.aclosing) to save the cursor at once."""
-        return self._tail(run_id, offset, follow)
-
-    async def _tail(self, run_id: str, offset: int, follow: bool) -> AsyncGenerator[LogLine, None]:
         root, helper = await self._ready()
         run_dir = self._run_dir(root, run_id)
         name = await self._name(run_id)
@@ -295,19 +285,14 @@ class Jobs:
                     await _close_quietly(proc)
                 end = trailer(bytes(control))
                 if end is not None and not dropped and int(end.get("end", -1)) == offset + len(buf):
-                    last: LogLine | None = None
-                    shown, shown_ends = [], []
                     if buf:  # the job's last line had no newline
                         offset += len(buf)
                         last = LogLine(bytes(buf).decode("utf-8", "replace"), offset)
-                        shown, shown_ends = folder.feed([last.text], [offset])
-                    more, more_ends = folder.flush()
-                    for text, at in zip([*shown, *more], [*shown_ends, *more_ends], strict=True):
-                        self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
-                    if last is not None:
+                        for text, at in zip(*folder.feed([last.text], [offset]), strict=True):
+                            self._emit(ev.JOB_LINE, run_id=run_id, name=name, text=text, offset=at)
                         published = offset
                         yield last
-                    return
+                    return  # what the folder still holds is said below
                 if "ERROR" in control.decode("utf-8", "replace") and not dropped:
                     raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
                 if not dropped and rc is not None and rc != 0 and self.transport.connected:
@@ -362,10 +347,7 @@ class Jobs:
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
         lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
-        data = parse_record(lines[-1], "wait")
-        if data.get("error") == "unknown":
-            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
-        info = RunInfo.from_dict(data)
+        info = self._run_info(lines[-1], "wait", run_id)
         self._emit_exit(info)
         return info
 
@@ -373,13 +355,16 @@ class Jobs:
         root, _ = await self._ready()
         lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
                                             str(float(grace)))
-        data = parse_record(lines[-1], "cancel")
-        if data.get("error") == "unknown":
-            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
-        info = RunInfo.from_dict(data)
+        info = self._run_info(lines[-1], "cancel", run_id)
         if info.done:
             self._emit_exit(info)
         return info
+
+    def _run_info(self, line: str, what: str, run_id: str) -> RunInfo:
+        data = parse_record(line, what)
+        if data.get("error") == "unknown":
+            raise JobNotFound(f"no run {run_id!r} on {self.host or 'the box'}")
+        return RunInfo.from_dict(data)
 
     def _emit_exit(self, info: RunInfo) -> None:
         rc = "" if info.returncode is None else f", returncode {info.returncode}"

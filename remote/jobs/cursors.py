@@ -25,9 +25,20 @@ def default_cursor_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME)) / "cursors"
 
 
-def _safe(part: str) -> str:
+def safe_part(part: str) -> str:
+    """A host name or run id as one path component (no separator, no `..`)."""
     out = "".join(c if c.isalnum() or c in "-_." else "_" for c in part).strip(".")
     return out or "_"
+
+
+def write_private_json(path: Path, data: object) -> None:
+    """Written whole, then renamed into place; 0600: it names the operator's session files,
+    runs and configs, nobody else's business."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write(json.dumps(data))
+    os.replace(tmp, path)
 
 
 class CursorStore:
@@ -46,7 +57,7 @@ class CursorStore:
         self._failed: OSError | None = None
 
     def path(self, host: str, run_id: str) -> Path:
-        return self.root / _safe(host or "local") / f"{_safe(run_id)}.json"
+        return self.root / safe_part(host or "local") / f"{safe_part(run_id)}.json"
 
     def save(self, host: str, run_id: str, offset: int) -> None:
         if self._failed is not None:  # a deferred save failed: said here, where a save can fail
@@ -65,21 +76,15 @@ class CursorStore:
             self._failed = exc
 
     def _save_now(self, host: str, run_id: str, offset: int) -> None:
-        path = self.path(host, run_id)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         pos = 0
         if self.session is not None and not self.session.name.endswith(".zst"):
             try:
                 pos = self.session.stat().st_size
             except OSError:
                 pos = 0
-        data = {"offset": offset, "session": str(self.session) if self.session else None,
-                "session_pos": pos}
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        # 0600: a cursor names the session file and the run; nobody else's business.
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-            fh.write(json.dumps(data))
-        os.replace(tmp, path)
+        write_private_json(self.path(host, run_id), {
+            "offset": offset, "session": str(self.session) if self.session else None,
+            "session_pos": pos})
 
     def load(self, host: str, run_id: str) -> int:
         """The offset to resume from (0 when this run was never tailed here)."""

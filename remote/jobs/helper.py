@@ -114,7 +114,7 @@ def stdin_closed(timeout):
     return False
 
 
-def cmd_launch(runs, locks, name, cwd, env_json, argv):
+def cmd_launch(runs, locks, name, cwd, env_json, *argv):
     runs = os.path.expanduser(runs)
     locks = os.path.expanduser(locks)
     os.makedirs(runs, mode=0o700, exist_ok=True)
@@ -217,12 +217,9 @@ def cmd_supervise(run_dir, wfd, envfd=None):
     return 0
 
 
-def cmd_status(run_dirs):
-    for run_dir in run_dirs:
-        run_dir = os.path.expanduser(run_dir)
-        if not os.path.isdir(run_dir):
-            emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
-        else:
+def cmd_status(*run_dirs):
+    for run_dir in map(os.path.expanduser, run_dirs):
+        if not unknown(run_dir):
             emit(runs_io.record(run_dir))
     return 0
 
@@ -286,10 +283,17 @@ def cmd_tail(run_dir, offset, follow):
             return 0
 
 
+def unknown(run_dir):
+    """True (said as a record) when there is no such run directory."""
+    if os.path.isdir(run_dir):
+        return False
+    emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+    return True
+
+
 def cmd_wait(run_dir):
     run_dir = os.path.expanduser(run_dir)
-    if not os.path.isdir(run_dir):
-        emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+    if unknown(run_dir):
         return 2
     while True:
         final = runs_io.ended(run_dir)
@@ -302,8 +306,7 @@ def cmd_wait(run_dir):
 
 def cmd_cancel(run_dir, grace):
     run_dir = os.path.expanduser(run_dir)
-    if not os.path.isdir(run_dir):
-        emit({"error": "unknown", "run_id": os.path.basename(run_dir)})
+    if unknown(run_dir):
         return 2
     grace = float(grace)
     if runs_io.ended(run_dir) is None:
@@ -327,29 +330,19 @@ def cmd_cancel(run_dir, grace):
     return 0
 
 
+COMMANDS = {"launch": cmd_launch, "supervise": cmd_supervise, "status": cmd_status,
+            "list": cmd_list, "tail": cmd_tail, "wait": cmd_wait, "cancel": cmd_cancel,
+            "serve": cmd_serve}
+
+
 def main(argv):
     if not argv:
         sys.stderr.write("usage: job_helper.py COMMAND ...\n")
         return 2
-    cmd, args = argv[0], argv[1:]
-    if cmd == "launch":
-        return cmd_launch(args[0], args[1], args[2], args[3], args[4], args[5:])
-    if cmd == "supervise":
-        return cmd_supervise(args[0], args[1], args[2] if len(args) > 2 else None)
-    if cmd == "status":
-        return cmd_status(args)
-    if cmd == "list":
-        return cmd_list(args[0])
-    if cmd == "tail":
-        return cmd_tail(args[0], args[1], args[2])
-    if cmd == "wait":
-        return cmd_wait(args[0])
-    if cmd == "cancel":
-        return cmd_cancel(args[0], args[1])
-    if cmd == "serve":
-        return cmd_serve()
-    sys.stderr.write(f"unknown command {cmd!r}\n")
-    return 2
+    if argv[0] not in COMMANDS:
+        sys.stderr.write(f"unknown command {argv[0]!r}\n")
+        return 2
+    return COMMANDS[argv[0]](*argv[1:])  # type: ignore[operator]
 
 
 if __name__ == "__main__":

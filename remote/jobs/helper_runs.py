@@ -81,19 +81,14 @@ def record(run_dir):
         size = os.stat(log).st_size
     except OSError:
         size = 0
-    if done is not None:
-        state, rc, ended = done.get("state", "exited"), done.get("returncode"), done.get("ended")
-    elif alive(sup) or alive(pid):
-        state, rc, ended = "running", None, None
-    elif not meta:
-        state, rc, ended = "lost", None, None
-    else:
+    running = done is None and (alive(sup) or alive(pid))
+    if done is None and not running and meta:
         # Recheck: the supervisor may have written exit.json between our reads.
         done = read_json(os.path.join(run_dir, "exit.json"))
-        if done is not None:
-            state, rc, ended = done.get("state", "exited"), done.get("returncode"), done.get("ended")
-        else:
-            state, rc, ended = "lost", None, None
+    if done is not None:
+        state, rc, ended = done.get("state", "exited"), done.get("returncode"), done.get("ended")
+    else:
+        state, rc, ended = "running" if running else "lost", None, None
     return {
         "run_id": os.path.basename(run_dir.rstrip("/")),
         "name": meta.get("name", ""),

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from remote.errors import JobHelperError
 
 EXIT_LOCKED = 75  # remote/jobs/helper.py
-STATES = ("running", "exited", "cancelled", "lost")
+State = Literal["running", "exited", "cancelled", "lost"]
 
 
 @dataclass(slots=True)
@@ -24,7 +24,7 @@ class RunInfo:
     argv: list[str]
     pid: int | None
     started: str
-    state: str  # "running" | "exited" | "cancelled" | "lost"
+    state: State
     returncode: int | None
     ended: str | None
     log_path: str
@@ -39,28 +39,11 @@ class RunInfo:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunInfo:
+        """Checked against the fields' types (msgspec): a record the helper did not write
+        whole is one line here, not a crash further on."""
         try:
-            state = str(data["state"])
-            if state not in STATES:
-                raise ValueError(f"unknown state {state!r}")
-            argv = data.get("argv") or []
-            if not isinstance(argv, list):
-                raise ValueError("argv is not a list")
-            pid = data.get("pid")
-            rc = data.get("returncode")
-            return cls(
-                run_id=str(data["run_id"]),
-                name=str(data.get("name", "")),
-                argv=[str(a) for a in argv],
-                pid=int(pid) if pid is not None else None,
-                started=str(data.get("started", "")),
-                state=state,
-                returncode=int(rc) if rc is not None else None,
-                ended=str(data["ended"]) if data.get("ended") else None,
-                log_path=str(data.get("log_path", "")),
-                log_size=int(data.get("log_size", 0)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError as exc:
             raise JobHelperError(f"malformed run record from the box: {exc}") from None
 
 

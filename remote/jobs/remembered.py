@@ -14,21 +14,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from remote.jobs.cursors import safe_part, write_private_json
 from remote.link.hosts import APP_NAME, HostConfig
 
 
 def default_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME)) / "pipelines"
-
-
-def _safe(part: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in part).strip(".") or "_"
 
 
 class RememberedRuns:
@@ -37,7 +33,7 @@ class RememberedRuns:
 
     def path(self, host: HostConfig) -> Path:
         where = hashlib.sha256(f"{host.ssh or ''}|{host.workdir}".encode()).hexdigest()[:12]
-        return self.root / f"{_safe(host.name)}-{where}.json"
+        return self.root / f"{safe_part(host.name)}-{where}.json"
 
     def remember(self, host: HostConfig, run_id: str, *, config: str = "",
                  started: str = "") -> None:
@@ -46,14 +42,8 @@ class RememberedRuns:
 
         record = {"run_id": run_id, "config": config, "workdir": host.workdir,
                   "host": host.name, "started": started, "remembered": format_ts(utc_now())}
-        path = self.path(host)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh)
-            os.replace(tmp, path)
+            write_private_json(self.path(host), record)
         except OSError:
             pass
 

@@ -29,6 +29,7 @@ from remote.bench.watch import watch as watch_counters
 from remote.errors import ConsoleError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
+from remote.link.upload import box_path
 from remote.serving.serve import read_offline
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -205,10 +206,7 @@ _LIST = ("import json, os, sys\n"
 
 async def box_results_dir(transport: Transport, host: HostConfig) -> str:
     """`<workdir>/bench` on the box, the workdir resolved there (`~` is the box user's)."""
-    from remote.pipeline_runner import PipelineRunner
-
-    return posixpath.join(await PipelineRunner(transport, host, EventBus()).root(),
-                          BOX_RESULTS_DIR)
+    return posixpath.join(await box_path(transport, host.workdir, host.python), BOX_RESULTS_DIR)
 
 
 async def keep_on_box(transport: Transport, host: HostConfig, bus: EventBus,

@@ -21,14 +21,11 @@ from remote.ops.bench import keep_on_box
 from remote.serving.serve import Served, ServeRunner
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
-from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 
 
-def runner(transport: Transport, host: HostConfig, bus: EventBus, *,
-           python: str | None = None) -> ServeRunner:
-    return ServeRunner(transport, host, bus, python=python)
+runner = ServeRunner  # what the front ends build, here: they reach the server through this layer
 
 
 # The box environment `make demo` serves with (scripts/box_env.py: vLLM 0.32 CPU + speculators
@@ -64,9 +61,7 @@ async def local_python(transport: Transport, host: HostConfig) -> str:
 async def demo_config(r: ServeRunner) -> str:
     """The demo's pipeline.toml on the box; it must have been built by `console run --demo`."""
     path = posixpath.join(await r.pipeline.root(), "demo", "pipeline.toml")
-    done = await r.transport.run([r.host.python, "-c",
-                                  "import os,sys;sys.exit(0 if os.path.isfile(sys.argv[1]) "
-                                  "else 1)", path], timeout=60)
+    done = await r.transport.run(["test", "-f", path], timeout=60)
     if done.returncode != 0:
         raise UsageError(f"no demo on {r.host.name} ({path}): run `console run --host "
                          f"{r.host.name} --demo` first")
@@ -91,12 +86,6 @@ async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url:
         raise
 
 
-async def running(r: ServeRunner, role: str | None = None) -> dict[str, str]:
-    """role -> run id of the serve jobs running on the box (only `role`'s, when given)."""
-    found = await r.running()
-    return {k: v for k, v in found.items() if role is None or k == role}
-
-
 async def found(r: ServeRunner, role: str | None = None) -> dict[str, Served]:
     """The servers running on the box (only `role`'s, when given), read from the box (their
     served.json, else their job), each published as the console that started it saw it: a
@@ -115,8 +104,8 @@ async def found(r: ServeRunner, role: str | None = None) -> dict[str, Served]:
 
 async def stop(r: ServeRunner, role: str | None = None) -> dict[str, tuple[str, str]]:
     """Cancel the serve jobs (their process groups); role -> (run id, the state it ended in)."""
-    return {k: (run_id, await r.stop(run_id, k))
-            for k, run_id in (await running(r, role)).items()}
+    return {k: (info.run_id, await r.stop(info.run_id, k))
+            for k, info in (await r.running_jobs()).items() if role is None or k == role}
 
 
 async def serve_and_bench_step(r: ServeRunner, config: str, output_dir: str, *,

@@ -28,8 +28,6 @@ from remote.pipeline_runner import PipelineRunner, last_error
 
 READY_TIMEOUT = 120.0  # seconds for the server's python to start listening
 _HASH = "import hashlib,sys;print(hashlib.sha256(open(sys.argv[1],'rb').read()).hexdigest())"
-_SSH_ADDRESS = ("import os;c=os.environ.get('SSH_CONNECTION','').split();"
-                "print(c[2] if len(c)==4 else '')")
 
 
 def configured_address(name: str, resolved: dict[str, Any]) -> str:
@@ -42,12 +40,6 @@ def configured_address(name: str, resolved: dict[str, Any]) -> str:
         if given and name in names:
             return given[names.index(name)]
     return ""
-
-
-async def ssh_address(box: PipelineRunner) -> str:
-    """The address the box's sshd was reached on ('' on a local host or behind a container)."""
-    done = await box.transport.run([box.python, "-c", _SSH_ADDRESS], timeout=60)
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def url(address: str, port: int) -> str:

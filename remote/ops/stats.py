@@ -38,11 +38,3 @@ async def sample_once(transport: Transport, host: HostConfig, bus: EventBus, *,
         remove()
     return last[-1] if got and last else None
 
-
-async def stream_stats(*, transport: Transport, host: HostConfig, bus: EventBus,
-                       interval: float = 1.0, source: str = "auto",
-                       duration: float | None = None, count: int | None = None) -> int:
-    """The TUI's entry point (console/tui/controller.py calls it with transport=, host=, bus=):
-    live stats until cancelled."""
-    return await stream(transport, host, bus, interval=interval, source=source,
-                        duration=duration, count=count)

@@ -18,20 +18,13 @@ from pathlib import Path
 
 import httpx
 
-from remote.bench.reach import parse_vllm_url
+from remote.bench.reach import forwarded, parse_vllm_url
 from remote.errors import ConsoleError, UsageError
 from remote.jobs.records import RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
-
-# Run on the box (stdlib only): a serve job's record, printed; exit 1 when there is none.
-_READ = ("import sys\n"
-         "try:\n"
-         "    sys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n"
-         "except OSError:\n"
-         "    sys.exit(1)\n")
 
 
 def first_model(resp: httpx.Response) -> str:
@@ -110,9 +103,9 @@ async def write_record(transport: Transport, bus: EventBus, host: str, info: Run
                  "it without its model and start time")
 
 
-async def read_record(transport: Transport, python: str, info: RunInfo) -> Served | None:
+async def read_record(transport: Transport, info: RunInfo) -> Served | None:
     """The served.json of a running serve job, None without one (or with another file there)."""
-    done = await transport.run([python, "-c", _READ, record_path(info)], timeout=60)
+    done = await transport.run(["cat", record_path(info)], timeout=60)
     if done.returncode != 0:
         return None
     try:
@@ -129,18 +122,11 @@ async def read_record(transport: Transport, python: str, info: RunInfo) -> Serve
 
 async def answering(transport: Transport, host: HostConfig, url: str) -> str | None:
     """The model the server at `url` serves, None when it does not answer (yet)."""
-    target = parse_vllm_url(url)
+    parse_vllm_url(url)  # a URL that is not one is the caller's error, not a silent server
     try:
-        forward = await transport.forward(target.port, target.host)
-    except (OSError, ConsoleError):
-        return None
-    local = (str(target) if host.is_local
-             else target.with_host_port("127.0.0.1", forward.local_port))
-    try:
-        async with httpx.AsyncClient(base_url=local, timeout=5.0) as http:
+        async with forwarded(transport, url, is_local=host.is_local) as (_, local), \
+                httpx.AsyncClient(base_url=local, timeout=5.0) as http:
             resp = await http.get("/v1/models")
             return first_model(resp) if resp.status_code == 200 else None
-    except httpx.HTTPError:
+    except (OSError, ConsoleError, httpx.HTTPError):
         return None
-    finally:
-        await forward.close()

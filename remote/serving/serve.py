@@ -28,12 +28,12 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager, suppress
 from pathlib import Path
+from typing import NoReturn
 
 import httpx
 
-from remote.bench.reach import parse_vllm_url
+from remote.bench.reach import forwarded, parse_vllm_url
 from remote.errors import EngineFailed, PortInUse, UsageError
-from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -152,8 +152,7 @@ class ServeRunner:
         self.host = dataclasses.replace(host, python=python) if python else host
         self.bus = bus
         self.pipeline = PipelineRunner(transport, self.host, bus)
-        self.jobs = Jobs(transport, host.workdir, host=host.name, bus=bus,
-                         python=self.host.python)
+        self.jobs = self.pipeline.jobs
 
     def _emit(self, kind: str, **payload: object) -> None:
         self.bus.emit(kind, self.host.name, **payload)
@@ -196,35 +195,29 @@ class ServeRunner:
 
     async def _wait_ready(self, run_id: str, role: str, url: str, timeout: float) -> str:
         """Until the server answers /v1/models: the model it serves."""
-        target = parse_vllm_url(url)
-        forward = await self.transport.forward(target.port, target.host)
-        local = (str(target) if self.host.is_local
-                 else target.with_host_port("127.0.0.1", forward.local_port))
         deadline = time.monotonic() + timeout
-        try:
-            async with httpx.AsyncClient(base_url=local, timeout=5.0) as http:
-                while True:
-                    status = await self.jobs.status(run_id)
-                    if status.done:
-                        tail = await self.log_tail(run_id)
-                        rc = "" if status.returncode is None else f" {status.returncode}"
-                        error = f"the {role} server exited{rc} ({status.state}) while starting"
-                        self._emit(ev.SERVE_FAILED, role=role, run_id=run_id, error=error,
-                                   log_tail=tail, summary=error)
-                        raise EngineFailed(error, tail)
-                    with suppress(httpx.HTTPError):
-                        resp = await http.get("/v1/models")
-                        if resp.status_code == 200:
-                            return first_model(resp)
-                    if time.monotonic() > deadline:
-                        tail = await self.log_tail(run_id)
-                        error = f"the {role} server did not answer at {url} in {timeout:.0f} s"
-                        self._emit(ev.SERVE_FAILED, role=role, run_id=run_id, error=error,
-                                   log_tail=tail, summary=error)
-                        raise EngineFailed(error + " (cancelled)", tail)
-                    await asyncio.sleep(POLL_S)
-        finally:
-            await forward.close()
+        async with forwarded(self.transport, url, is_local=self.host.is_local) as (_, local), \
+                httpx.AsyncClient(base_url=local, timeout=5.0) as http:
+            while True:
+                status = await self.jobs.status(run_id)
+                if status.done:
+                    rc = "" if status.returncode is None else f" {status.returncode}"
+                    await self._failed(run_id, role, f"the {role} server exited{rc} "
+                                       f"({status.state}) while starting")
+                with suppress(httpx.HTTPError):
+                    resp = await http.get("/v1/models")
+                    if resp.status_code == 200:
+                        return first_model(resp)
+                if time.monotonic() > deadline:
+                    await self._failed(run_id, role, f"the {role} server did not answer at "
+                                       f"{url} in {timeout:.0f} s", " (cancelled)")
+                await asyncio.sleep(POLL_S)
+
+    async def _failed(self, run_id: str, role: str, error: str, more: str = "") -> NoReturn:
+        tail = await self.log_tail(run_id)
+        self._emit(ev.SERVE_FAILED, role=role, run_id=run_id, error=error, log_tail=tail,
+                   summary=error)
+        raise EngineFailed(error + more, tail)
 
     async def log_tail(self, run_id: str) -> list[str]:
         """The end of the engine's log, each traceback folded to one line that keeps the
@@ -246,11 +239,8 @@ class ServeRunner:
                    summary=f"{role or 'server'} {run_id} stopped ({info.state})")
         return info.state
 
-    async def running(self) -> dict[str, str]:
-        """role -> run id of the serve jobs running on the box."""
-        return {role: info.run_id for role, info in (await self._running_jobs()).items()}
-
-    async def _running_jobs(self) -> dict[str, RunInfo]:
+    async def running_jobs(self) -> dict[str, RunInfo]:
+        """role -> the serve job running on the box."""
         found: dict[str, RunInfo] = {}
         for info in await self.jobs.list():
             for role in ROLES:
@@ -264,8 +254,8 @@ class ServeRunner:
         quit while it loaded) its URL from the job's command line, and whether it answers
         now, with its model, asked once."""
         found: dict[str, Served] = {}
-        for role, info in (await self._running_jobs()).items():
-            record = await read_record(self.transport, self.host.python, info)
+        for role, info in (await self.running_jobs()).items():
+            record = await read_record(self.transport, info)
             if record is not None:
                 found[role] = record
                 continue
@@ -277,7 +267,6 @@ class ServeRunner:
 
     async def close(self) -> None:
         await self.jobs.close()
-        await self.pipeline.jobs.close()
 
 
 @asynccontextmanager

@@ -40,26 +40,6 @@ class ServedBench:
     start_seconds: dict[str, float]  # role -> engine start (launch to first answer)
 
 
-async def fetch_box_file(runner: ServeRunner, remote: str, local: Path) -> Path:
-    await runner.transport.get(remote, local)
-    return local
-
-
-async def pipeline_prompts(runner: ServeRunner, output_dir: str, workdir: Path) -> PromptSet:
-    """prepare/eval.jsonl from the box, as a prompt set (its rows carry `messages`)."""
-    local = await fetch_box_file(runner, posixpath.join(output_dir, "prepare", "eval.jsonl"),
-                                 workdir / "eval.jsonl")
-    return load_prompts(local)
-
-
-async def offline_estimate(runner: ServeRunner, output_dir: str,
-                           workdir: Path) -> dict[str, object]:
-    local = await fetch_box_file(runner,
-                                 posixpath.join(output_dir, "evaluate", "acceptance.json"),
-                                 workdir / "acceptance.json")
-    return read_offline(local)
-
-
 async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
                           concurrencies: list[int], max_tokens: int, rounds: int | None,
                           min_requests: int = MIN_REQUESTS, prompts: PromptSet | None = None, ignore_eos: bool = False,
@@ -80,10 +60,14 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
     for role, url in where.items():
         await runner.check_port(url, role)
     with tempfile.TemporaryDirectory(prefix="eagle3-serve-") as tmp:
-        work = Path(tmp)
-        offline = await offline_estimate(runner, output_dir, work)
-        if prompts is None:
-            prompts = await pipeline_prompts(runner, output_dir, work)
+
+        async def fetched(stage: str, name: str) -> Path:
+            await runner.transport.get(posixpath.join(output_dir, stage, name), Path(tmp) / name)
+            return Path(tmp) / name
+
+        offline = read_offline(await fetched("evaluate", "acceptance.json"))  # the trained head
+        if prompts is None:  # the pipeline's held-out prompts (their rows carry `messages`)
+            prompts = load_prompts(await fetched("prepare", "eval.jsonl"))
     runs: dict[str, BenchRun] = {}
     starts: dict[str, float] = {}
     for role in ("baseline", "speculative"):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from console.cli import main
@@ -211,10 +212,10 @@ async def test_a_served_run_comes_back_with_the_summary_it_published(tmp_path: P
              "tpot_p50": 0.005, "tpot_p99": 0.006}
     run = {"url": "u", "model": "m", "max_tokens": 8, "rounds": 1, "prompts": "p",
            "prompts_sha256": "0" * 64, "started": "2026-12-06T12:00:00"}
-    base = BenchRun.from_dict({**run, "label": "baseline", "speculative": False,
-                               "points": [point]})
-    spec = BenchRun.from_dict({**run, "label": "speculative", "speculative": True,
-                               "points": [{**point, "output_tok_s": 60.0}]})
+    base = msgspec.convert({**run, "label": "baseline", "speculative": False,
+                            "points": [point]}, BenchRun)
+    spec = msgspec.convert({**run, "label": "speculative", "speculative": True,
+                            "points": [{**point, "output_tok_s": 60.0}]}, BenchRun)
     comparison = compare_runs(base, spec)
     published = {"label": "served", **comparison.to_dict(), "offline": {"mean_length": 1.2},
                  "served": {"mean_length": 1.19}, "start_seconds": {"speculative": 3.5},

@@ -116,13 +116,13 @@ async def test_tui_stats_action_streams_real_samples(tmp_path: Path,
     bus.add_callback(lambda e: samples.append(e) if e.kind == ev.STATS_SAMPLE else None)
     t = LocalTransport()
     calls: list[float] = []
-    real = stats_ops.stream_stats
+    real = stats_ops.stream
 
-    async def counted(**kwargs: Any) -> int:
+    async def counted(*args: Any, **kwargs: Any) -> int:
         calls.append(kwargs["interval"])
-        return await real(**kwargs)
+        return await real(*args, **kwargs)
 
-    monkeypatch.setattr(stats_ops, "stream_stats", counted)
+    monkeypatch.setattr(stats_ops, "stream", counted)
     task = asyncio.create_task(wiring.stream_stats(transport=t, host=host, bus=bus, interval=0.1))
 
     async def two() -> None:

@@ -439,7 +439,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         those of the screen behind it."""
         if len(self.screen_stack) > 1:
             bindings = [b for b in self.screen.BINDINGS if isinstance(b, Binding)]
-            pairs = [(key_label(b.key.replace(",", ",")).replace("escape", "esc"), b.description)
+            pairs = [(key_label(b.key).replace("escape", "esc"), b.description)
                      for b in bindings]
             if any(isinstance(w, Input) for w in self.screen.query("*")):
                 pairs.insert(0, ("enter", "OK"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import TYPE_CHECKING
 
 from console.context import Context
@@ -89,6 +89,15 @@ def summary(ctx: Context, codes: dict[str, int], what: str = "") -> int:
     return code
 
 
+def aligned(rows: Sequence[Sequence[str]], right: Container[int] = ()) -> str:
+    """Columns padded to their widest cell, two spaces apart; the columns numbered in `right`
+    (numbers) right-aligned: every plain-text table the commands print."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                     for r in rows)
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, compare_from: int = 1) -> str:
     """Rows under a header; in each column from `compare_from` on, a cell that differs from the
     column's most common value is marked with `*`, and a last line names those columns."""
@@ -102,9 +111,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, compare_from:
             for r in marked:
                 if r[col] != common:
                     r[col] = f"{r[col]} *"
-    grid = [list(header), *marked]
-    widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in grid]
+    lines = [aligned([header, *marked])]
     if differ:
         lines.append(f"* differs from the other hosts: {', '.join(differ)}")
     elif len(rows) > 1:

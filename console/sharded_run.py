@@ -66,7 +66,7 @@ async def _connect(ctx: Context, names: list[str], *,
     boxes: dict[str, Box] = {}
     down: list[str] = []
     for name in names:
-        host = ctx.host(name)
+        host = ctx.config.host(name)
         t = make_transport(host, bus=ctx.bus, reconnect_attempts=RECONNECT_ATTEMPTS,
                            **ctx.ssh_kwargs()) if not host.is_local else await ctx.transport(name)
         try:

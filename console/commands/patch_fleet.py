@@ -39,7 +39,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
         def patcher(name: str) -> Any:
             from remote.ops import patch as ops
 
-            host = ctx.host(name)
+            host = ctx.config.host(name)
             return ops.patcher(ctx.transports[name], host, ctx.bus,
                                site_packages=args.site_packages, recipes=args.recipe)
 

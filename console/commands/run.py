@@ -122,24 +122,24 @@ async def _environment_check(ctx: Context, host: str, python: str) -> int:
     return EXIT_OK
 
 
-def _is_pipeline_toml(path: str) -> bool:
+def _toml(path: str) -> dict[str, Any]:
+    """A local TOML file as written ({} where it cannot be read): the box validates it again."""
     import tomllib
 
     try:
-        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return {}
+
+
+def _is_pipeline_toml(path: str) -> bool:
+    data = _toml(path)
     return "output_dir" in data or "target" in data
 
 
 def _extract_hosts(path: str) -> list[str]:
-    """`[extract] hosts` as written in the local pipeline TOML (the box validates it again)."""
-    import tomllib
-
-    try:
-        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []
+    """`[extract] hosts` as written in the local pipeline TOML."""
+    data = _toml(path)
     hosts = (data.get("extract") or {}).get("hosts") if isinstance(data.get("extract"), dict) \
         else None
     return [h for h in hosts if isinstance(h, str)] if isinstance(hosts, list) else []
@@ -235,8 +235,7 @@ async def run(args: argparse.Namespace) -> int:
     # The shard boxes are the session's hosts too: a replay lists every box of the run.
     hosts = list(dict.fromkeys([args.host, *shard_hosts]))
     async with Context.from_args(args, hosts=hosts) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         if host.is_local:  # an SSH link says it itself (remote/link/ssh.py): once, not twice
             ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
         if not args.demo and not args.pipeline:

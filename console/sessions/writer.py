@@ -138,9 +138,6 @@ class SessionWriter:
                                    f"{exc.strerror or exc}") from None
         return open(fd, "wb", buffering=0)
 
-    def _write_line(self, line: str) -> None:
-        self._write_bytes(line.encode("utf-8") + b"\n", 1)
-
     def _write_bytes(self, data: bytes, events: int) -> None:
         try:
             if self._zw is not None:

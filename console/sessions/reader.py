@@ -23,7 +23,7 @@ from console.sessions import live_index as session_live_index
 from console.sessions.decode import decode_events, decode_record
 from console.sessions.header import parse_header
 from console.sessions.markers import MarkerFinder
-from console.sessions.source import TS_LEN, TS_PREFIX, ZSTD_MAGIC, Segment, Source, scan_plain, split_events
+from console.sessions.source import ZSTD_MAGIC, Segment, Source, first_ts, scan_plain, split_events
 from console.sessions.zstd_scan import scan_zstd
 from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
 from remote.spine.intake import corrupt, line_number
@@ -100,7 +100,7 @@ class SessionReader:
             if self._markers is None:  # kept by a printer: saved again once they are found
                 self._fp = fp
             for w in cached["warnings"]:
-                self._warn(w)
+                self.warn(w)
             self._end = cached["end"]
             self.index_reused = True
         else:
@@ -156,7 +156,7 @@ class SessionReader:
                                                    finder.feed if finder is not None else None)
         self._header_line = bytes(header_line)
         for w in scan_warnings:
-            self._warn(w)
+            self.warn(w)
 
     def _resume(self, size: int, live: session_live_index.Resumed, finder: MarkerFinder
                 ) -> None:
@@ -174,7 +174,7 @@ class SessionReader:
         self._segments = live.segments + tail
         self._header_line = live.header
         for w in scan_warnings:
-            self._warn(w)
+            self.warn(w)
 
     def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
         """Events worth seeking to, found by one regex pass per segment (kept in the index)."""
@@ -189,14 +189,12 @@ class SessionReader:
         try:
             return self._source.data(seg)
         except FrameError as exc:
-            self._warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
+            self.warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
             return None
 
     def warn(self, message: str) -> None:
-        """A problem found by a consumer of this session (a corrupt record it skipped)."""
-        self._warn(message)
-
-    def _warn(self, message: str) -> None:
+        """A problem found here or by a consumer of this session (a corrupt record it skipped):
+        the first MAX_WARNINGS kept, the rest counted."""
         if len(self.warnings) < self.MAX_WARNINGS:
             self.warnings.append(message)
         else:
@@ -304,7 +302,7 @@ class SessionReader:
             bad: list[tuple[int, str]] = []
             yield from decode_events(lines, first, bad)
             for i, why in bad:
-                self._warn(corrupt(i, why))
+                self.warn(corrupt(i, why))
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
         """The events of each record from `start` up to `stop`, one sequence per position (a
@@ -321,7 +319,7 @@ class SessionReader:
                 try:
                     yield decode_record(line)
                 except BadLine as exc:
-                    self._warn(corrupt(at, str(exc)))
+                    self.warn(corrupt(at, str(exc)))
                     yield ()
                 at += 1
         while at < stop:
@@ -329,10 +327,7 @@ class SessionReader:
             yield ()
 
     def ts_at(self, i: int) -> str:
-        head = self.line(i)[: len(TS_PREFIX) + TS_LEN]
-        if head.startswith(TS_PREFIX) and len(head) == len(TS_PREFIX) + TS_LEN:
-            return head[len(TS_PREFIX) :].decode("ascii", "replace")
-        return format_ts(self.event(i).ts)
+        return first_ts(self.line(i)) or format_ts(self.event(i).ts)
 
     def time_of(self, i: int) -> datetime:
         return parse_ts(self.ts_at(i))

@@ -183,18 +183,6 @@ def decode_record(line: bytes) -> Sequence[Event]:
         raise BadLine(str(exc)) from None
 
 
-def decode_events(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]) -> list[Event]:
-    """The events of records `first`, `first + 1`, ...: a bad record is reported by its
-    record index and skipped whole."""
-    out: list[Event] = []
-    for i, line in enumerate(lines):
-        try:
-            out += decode_record(line)
-        except BadLine as exc:
-            bad.append((first + i, str(exc)))
-    return out
-
-
 def _join(lines: Sequence[bytes]) -> bytes:
     return b"[" + b",".join(lines) + b"]"
 

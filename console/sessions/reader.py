@@ -20,12 +20,12 @@ from typing import Any
 from console.errors import BadLine, FrameError, SessionFormatError
 from console.sessions import index as session_index
 from console.sessions import live_index as session_live_index
-from console.sessions.decode import decode_events, decode_record
+from console.sessions.decode import decode_record
 from console.sessions.header import parse_header
 from console.sessions.markers import MarkerFinder
 from console.sessions.source import ZSTD_MAGIC, Segment, Source, first_ts, scan_plain, split_events
 from console.sessions.zstd_scan import scan_zstd
-from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
+from remote.spine.events import Event, format_ts, parse_ts
 from remote.spine.intake import corrupt, line_number
 
 HEADER_MAX = 64 << 20  # the longest first line taken as a header
@@ -176,9 +176,9 @@ class SessionReader:
         for w in scan_warnings:
             self.warn(w)
 
-    def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
+    def _find_markers(self) -> list[int]:
         """Events worth seeking to, found by one regex pass per segment (kept in the index)."""
-        finder = MarkerFinder(kinds)
+        finder = MarkerFinder()
         for seg in self._segments:
             data = self._segment_bytes(seg)
             if data is not None:
@@ -298,11 +298,8 @@ class SessionReader:
 
     def events(self, start: int = 0, stop: int | None = None) -> Iterator[Event]:
         """Complete events in order; a corrupt line in the middle is reported and skipped."""
-        for first, lines in self.segments(start, stop):
-            bad: list[tuple[int, str]] = []
-            yield from decode_events(lines, first, bad)
-            for i, why in bad:
-                self.warn(corrupt(i, why))
+        for record in self.records(start, stop):
+            yield from record
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
         """The events of each record from `start` up to `stop`, one sequence per position (a
@@ -358,17 +355,16 @@ class SessionReader:
         except SessionFormatError:
             return ""
 
-    def markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
-        """Indices of events worth seeking to (found at open, kept in the index)."""
-        if kinds == SEEKABLE_KINDS:
-            if self._markers is None:
-                self._markers = self._find_markers()
-                fp, self._fp = self._fp, None
-                if fp is not None:
-                    session_index.save(self.path, fp, self._segments, self._markers,
-                                       self._index_warnings, self._header_line, self._end)
-            return list(self._markers)
-        return self._find_markers(kinds)
+    def markers(self) -> list[int]:
+        """Indices of events worth seeking to (SEEKABLE_KINDS: found at open, kept in the
+        index)."""
+        if self._markers is None:
+            self._markers = self._find_markers()
+            fp, self._fp = self._fp, None
+            if fp is not None:
+                session_index.save(self.path, fp, self._segments, self._markers,
+                                   self._index_warnings, self._header_line, self._end)
+        return list(self._markers)
 
     def close(self) -> None:
         mm = self._mm

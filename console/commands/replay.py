@@ -70,16 +70,22 @@ def run(args: argparse.Namespace) -> int:
             reader.warnings.append(corrupt(i, why))
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
-        warnings = reader.warning_summary()
-        for warning in warnings:
-            print(visible(f"warning: {args.file}: {warning}"), file=sys.stderr)
-        # Exit 1 when events were lost to damage (corrupt lines, a damaged compressed frame): a
-        # script must not take a partial replay for the session. A torn last line alone is
-        # what every killed recorder leaves: warned about, exit 0 (docs/sessions.md, Damage).
-        lost = [w for w in warnings if not w.startswith(TORN_LAST_LINE)]
-        return EXIT_FAILED if lost else EXIT_OK
+        return warned(args.file, reader.warning_summary())
     finally:
         reader.close()
+
+
+def warned(path: str | os.PathLike[str], warnings: list[str]) -> int:
+    """The warnings on stderr, and the exit code they make (replay and report alike). Exit 1
+    when events were lost to damage (corrupt lines, a damaged compressed frame, for the report
+    a chart left out): a script must not take a partial replay for the session. A torn last
+    line alone is what every killed recorder leaves: warned about, exit 0 (docs/sessions.md,
+    Damage)."""
+    from remote.spine.sanitize import visible
+
+    for warning in warnings:
+        print(visible(f"warning: {path}: {warning}"), file=sys.stderr)
+    return EXIT_FAILED if [w for w in warnings if not w.startswith(TORN_LAST_LINE)] else EXIT_OK
 
 
 def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool

@@ -62,7 +62,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
     from remote.ops import stats as ops
     from remote.spine import events as ev
 
-    ctx, resolved = open_fleet(args, show_stats=False)
+    ctx, resolved = open_fleet(args)
     async with ctx:
         latest: dict[str, dict[str, Any]] = {}
         counts: dict[str, int] = {}

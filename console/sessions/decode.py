@@ -156,7 +156,7 @@ def event_kinds(lines: Sequence[bytes]) -> list[str | None]:
     decode_event): one decode call for all of them when all are events, which is what
     finding markers at open needs (a decode_event per candidate was half a cold open)."""
     try:
-        events = _EVENTS.decode(_join(lines))
+        events = _EVENTS.decode(b"[" + b",".join(lines) + b"]")
     except (msgspec.DecodeError, RecursionError):
         events = None
     if events is not None and len(events) == len(lines):
@@ -181,10 +181,6 @@ def decode_record(line: bytes) -> Sequence[Event]:
         return expand_record(event)
     except RecordError as exc:
         raise BadLine(str(exc)) from None
-
-
-def _join(lines: Sequence[bytes]) -> bytes:
-    return b"[" + b",".join(lines) + b"]"
 
 
 _LINE_START = b'{"ts":"'

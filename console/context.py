@@ -124,6 +124,11 @@ class Context:
             return {"accept_new_host_key": True}
         return {}
 
+    def show(self, text: str) -> None:
+        """A table or a summary for the operator, unless --json: the events carry it there."""
+        if not self.args.json:
+            print(text, file=self.out, flush=True)
+
     def info(self, message: str, host: str = "", **extra: object) -> None:
         from remote.spine import events as ev
         self.bus.emit(ev.CONSOLE_INFO, host, message=message, **extra)

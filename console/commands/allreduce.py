@@ -102,8 +102,7 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
         payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
                                   iters=args.iters, warmup=args.warmup, backend=args.backend,
                                   dtype=args.dtype, timeout=args.timeout)
-        if not args.json:
-            print(format_sweep_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_sweep_table(payload))
         return EXIT_OK
 
 
@@ -114,8 +113,7 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
     patterns = _patterns(args)
     async with Context.from_args(args, hosts=[]) as ctx:
         payload = ops.trace(ctx.bus, args.files, patterns)
-        if not args.json:
-            print(format_trace_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_trace_table(payload))
         return EXIT_OK
 
 
@@ -133,6 +131,5 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
                                     seconds=args.seconds, url=args.url,
                                     requests=args.requests, max_tokens=args.max_tokens,
                                     force=args.force)
-        if not args.json:
-            print(format_trace_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_trace_table(payload))
         return EXIT_OK

@@ -172,9 +172,7 @@ async def compare_command(args: argparse.Namespace) -> int:
     b = load_result(args.spec_file)
     async with Context.from_args(args) as ctx:
         comparison = ops.compare(ctx.bus, a, b, point_summary)
-        if not args.json:
-            ctx.out.write(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n")
-            ctx.out.write(compare_table(comparison) + "\n")
+        ctx.show(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n" + compare_table(comparison))
         return EXIT_OK
 
 
@@ -190,8 +188,8 @@ async def watch_command(args: argparse.Namespace) -> int:
             await ops.watch(t, host, ctx.bus, interval=args.interval, count=args.count,
                             model=args.model, windows=windows)
         finally:
-            if windows and not args.json:
-                ctx.out.write(watch_table(windows) + "\n")
+            if windows:
+                ctx.show(watch_table(windows))
         return EXIT_OK
     finally:
         await ctx.aclose()

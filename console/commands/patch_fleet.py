@@ -80,10 +80,8 @@ async def run_fleet(args: argparse.Namespace) -> int:
                 _print_diffs(ctx, plans)
             if args.action == "apply":
                 codes = await _apply(ctx, args, resolved.names, codes, plans, results, patcher)
-        if not args.json:
-            rows = [[h, results.get(h, "failed (see above)")] for h in codes]
-            ctx.out.write(table(("HOST", f"PATCH {args.action.upper()}"), rows) + "\n")
-            ctx.out.flush()
+        ctx.show(table(("HOST", f"PATCH {args.action.upper()}"),
+                       [[h, results.get(h, "failed (see above)")] for h in codes]))
         return summary(ctx, codes, f"patch {args.action}")
 
 

@@ -190,9 +190,8 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)
         return EXIT_FAILED
-    if not args.json:
-        ctx.out.write(run_table(result.baseline) + "\n\n" + run_table(result.speculative)
-                      + "\n\n" + compare_table(result.comparison) + "\n")
+    ctx.show(run_table(result.baseline) + "\n\n" + run_table(result.speculative) + "\n\n"
+             + compare_table(result.comparison))
     ctx.info(offline_vs_served(result.offline, result.served), host.name,
              offline=result.offline, served=result.served)
     return EXIT_OK

@@ -58,8 +58,7 @@ async def run(args: argparse.Namespace) -> int:
             if sample is None:
                 ctx.error(f"no sample from {host.name}", host.name)
                 return EXIT_FAILED
-            if not args.json:
-                print(format_table(host.name, sample), file=ctx.out, flush=True)
+            ctx.show(format_table(host.name, sample))
             return EXIT_OK
         got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
                                source=args.source, duration=args.duration, count=args.count)

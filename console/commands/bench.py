@@ -180,9 +180,8 @@ async def watch_command(args: argparse.Namespace) -> int:
     from console.bench_tables import watch_table
     from remote.ops import bench as ops
 
-    ctx = Context.from_args(args, hosts=[args.host])
     windows: list[dict[str, object]] = []
-    try:
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
         host, t = await ctx.reach(args.host)
         try:
             await ops.watch(t, host, ctx.bus, interval=args.interval, count=args.count,
@@ -191,5 +190,3 @@ async def watch_command(args: argparse.Namespace) -> int:
             if windows:
                 ctx.show(watch_table(windows))
         return EXIT_OK
-    finally:
-        await ctx.aclose()

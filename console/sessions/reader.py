@@ -113,11 +113,7 @@ class SessionReader:
             # compressed one); a printer never asks for them.
             finder = (MarkerFinder() if (keep and self._find_at_open) or live is not None
                       else None)
-            if live is not None:
-                assert finder is not None
-                self._resume(size, live, finder)
-            else:
-                self._scan(size, finder)
+            self._scan(size, finder, live)
             self._markers = None
             if finder is not None:
                 self._markers = (live.markers if live is not None else []) + finder.result()
@@ -128,51 +124,41 @@ class SessionReader:
         self._firsts = [s.first for s in self._segments]
         self._len = self._segments[-1].first + self._segments[-1].count if self._segments else 0
 
-    def _scan(self, size: int, finder: MarkerFinder | None = None) -> None:
+    def _scan(self, size: int, finder: MarkerFinder | None,
+              live: session_live_index.Resumed | None) -> None:
+        """The segments, found by one pass over the file. With `live` (the recorder's journal
+        after a kill -9) the events it covers are taken from it: only the tail written after
+        its last row (the segment the recorder was filling when killed) is scanned."""
         mm = self._mm
+        feed, forget = (finder.feed, finder.forget) if finder is not None else (None, None)
+        start, first, header = (live.end, live.count, live.header) if live else (0, 0, None)
         scan_warnings: list[str] = []
-        if self.compressed:
-            try:
-                header_line, self._segments = scan_zstd(
-                    mm, size, scan_warnings, finder.feed if finder is not None else None,
-                    finder.forget if finder is not None else None)
-            except FrameError as exc:
-                raise SessionFormatError(
-                    f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None
-            if header_line is None:
-                raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable "
-                                         "session (no complete first line)")
-            self.header = parse_header(self.path, header_line, complete=True)
-            self._end = size
-        else:
+        if not self.compressed and header is None:  # said before the scan, if not a session
             # a header padded with whitespace is a header: its newline is looked for that far
             end = mm.find(b"\n", 0, min(size, HEADER_MAX))
             if end < 0 and size > HEADER_MAX:
                 raise SessionFormatError(f"{self.path}: not a console session file (its first "
                                          f"line is longer than {HEADER_MAX >> 20} MiB)")
-            header_line = mm[: end if end >= 0 else size]
-            self.header = parse_header(self.path, header_line, complete=end >= 0)
-            self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
-                                                   finder.feed if finder is not None else None)
-        self._header_line = bytes(header_line)
-        for w in scan_warnings:
-            self.warn(w)
-
-    def _resume(self, size: int, live: session_live_index.Resumed, finder: MarkerFinder
-                ) -> None:
-        """The events the recorder's journal covers are taken from it; only the tail written
-        after its last row (the segment the recorder was filling when killed) is scanned."""
-        scan_warnings: list[str] = []
-        self.header = parse_header(self.path, live.header, complete=True)
+            header, start = mm[: end if end >= 0 else size], end + 1
+            self.header = parse_header(self.path, header, complete=end >= 0)
         if self.compressed:
-            _, tail = scan_zstd(self._mm, size, scan_warnings, finder.feed, finder.forget,
-                                start=live.end, first=live.count, header=live.header)
+            try:
+                header, segments = scan_zstd(mm, size, scan_warnings, feed, forget, start=start,
+                                             first=first, header=header)
+            except FrameError as exc:
+                raise SessionFormatError(
+                    f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None
+            if header is None:
+                raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable "
+                                         "session (no complete first line)")
             self._end = size
         else:
-            tail, self._end = scan_plain(self._mm, live.end, size, live.count, scan_warnings,
-                                         finder.feed)
-        self._segments = live.segments + tail
-        self._header_line = live.header
+            segments, self._end = scan_plain(mm, start, size, first, scan_warnings, feed)
+        assert header is not None  # the journal's, or found above
+        if self.compressed or live is not None:
+            self.header = parse_header(self.path, header, complete=True)
+        self._segments = (live.segments if live is not None else []) + segments
+        self._header_line = bytes(header)
         for w in scan_warnings:
             self.warn(w)
 

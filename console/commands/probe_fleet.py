@@ -63,7 +63,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
         patch: dict[str, str] = {}
 
         async def one(name: str) -> int:
-            code, _ = await run_one(ctx, args, name)
+            code = await run_one(ctx, args, name)
             if row.fleet_patch:
                 patch[name] = await _patch_state(ctx, name)
             return code

@@ -102,12 +102,9 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if as_json:
-            for first, count, data in reader.segment_data():
-                out.write(valid_json_block(data, first, count, bad))
-        else:
-            for first, count, data in reader.segment_data():
-                out.write(human_bytes(data, first, count, bad))
+        lines = valid_json_block if as_json else human_bytes
+        for first, count, data in reader.segment_data():
+            out.write(lines(data, first, count, bad))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()

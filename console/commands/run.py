@@ -251,13 +251,10 @@ async def run(args: argparse.Namespace) -> int:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
             checked = await runner.validate(config) if config else {}
-            resolved_hosts = checked.get("extract_hosts")
-            if resolved_hosts:
+            if checked.get("extract_hosts"):
                 from console.sharded_run import run_sharded
 
-                outcome = await run_sharded(ctx, args, runner, config or "",
-                                            list(resolved_hosts), str(checked["output_dir"]),
-                                            resolved=checked)
+                outcome = await run_sharded(ctx, args, runner, config or "", checked)
             else:
                 if args.reassign or args.reassign_lost or args.relay_through_console:
                     raise UsageError("--reassign, --reassign-lost and --relay-through-console "

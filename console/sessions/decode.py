@@ -51,9 +51,7 @@ def _ts_ok(text: str) -> bool:
     is a corrupt line for every printer, not only for the typed one. The usual shape is
     checked by one regex and its date looked up (every sample has its own second and every
     marker too: a parse each was a tenth of a replay's time); anything else is parsed."""
-    if _CANONICAL_TS.fullmatch(text) is not None:
-        return _date_ok(text[:10])
-    return _parses(text)
+    return canonical_ts(text) or _parses(text)
 
 
 @lru_cache(maxsize=1024)

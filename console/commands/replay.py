@@ -30,10 +30,6 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _has_terminal() -> bool:
-    return sys.stdin.isatty() and sys.stdout.isatty()
-
-
 def run(args: argparse.Namespace) -> int:
     """Not a coroutine: printing a file needs no event loop, and without one the command never
     imports asyncio (console/cli.py runs a coroutine only when a command returns one); the TUI
@@ -42,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from remote.spine.intake import corrupt
     from remote.spine.sanitize import visible
 
-    if not args.print_ and not args.json and not _has_terminal():
+    if not args.print_ and not args.json and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
                          "the session instead")
     # a printer never seeks: a cold open need not look for markers (console/sessions/reader.py)

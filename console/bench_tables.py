@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from console.fleet import aligned
 from remote.bench.compare import Comparison
 from remote.bench.results import BenchRun, Point
 from remote.bench.vllm_results import SOURCE
@@ -26,18 +27,6 @@ def per_position_text(values: Sequence[float | None] | None) -> str:
     if not values:
         return "-"
     return " ".join(_f(v) for v in values)
-
-
-def render(rows: list[list[str]], right: set[int] | None = None) -> str:
-    """Columns padded to their widest cell; numeric columns (index in `right`) right-aligned."""
-    right = right or set()
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for r in rows:
-        cells = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(r, widths, strict=True))]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
 
 
 def acceptance_cells(acc: dict[str, Any] | None) -> list[str]:
@@ -87,7 +76,7 @@ def run_table(run: BenchRun) -> str:
                      f"{p.req_s:.2f}", _ms(p.ttft_p50), _ms(p.ttft_p99), _ms(p.tpot_p50),
                      _ms(p.tpot_p99), _ms(p.itl_p50), _ms(p.e2el_p50), str(p.failed),
                      *acceptance_cells(p.acceptance)])
-    return head + "\n" + render(rows, right=set(range(11)))
+    return head + "\n" + aligned(rows, right=set(range(11)))
 
 
 def compare_table(cmp: Comparison) -> str:
@@ -98,7 +87,7 @@ def compare_table(cmp: Comparison) -> str:
                      "-" if r.speedup is None else f"x{r.speedup:.2f}",
                      _ms(r.baseline_tpot_p50), _ms(r.spec_tpot_p50), _pct(r.acceptance_rate),
                      _f(r.mean_length)])
-    lines = [render(rows, right=set(range(8)))]
+    lines = [aligned(rows, right=set(range(8)))]
     if cmp.crossover is None:
         lines.append("crossover: none (speculation pays at every measured concurrency)"
                      if cmp.rows else "crossover: no common concurrency")
@@ -120,4 +109,4 @@ def watch_table(windows: Sequence[dict[str, Any]]) -> str:
                      f"{acc.get('drafts', 0):.0f}", _pct(acc.get("rate")),
                      _f(acc.get("mean_length")), f"{w.get('accepted_tok_s', 0):.1f}",
                      per_position_text(acc.get("per_position"))])
-    return render(rows, right=set(range(6)))
+    return aligned(rows, right=set(range(6)))

@@ -1,8 +1,5 @@
-"""`console`: the TUI with no subcommand; headless subcommands otherwise.
-
-Exit codes (also in README): 0 ok, 1 a stage/probe/bench failed, 2 usage or config error,
-3 connection/auth/host-key error, 4 compat/patch refused, 130 interrupted.
-"""
+"""`console`: the TUI with no subcommand; headless subcommands otherwise. Exit codes: EPILOG
+(the help says them; the README too)."""
 
 from __future__ import annotations
 

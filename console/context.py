@@ -16,6 +16,7 @@ from console.argtypes import Subcommands, add_subcommands, positive_int
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
+    from console.sessions.live import LiveSession
     from console.sessions.recorder import Recorder
     from remote.link.hosts import Config, HostConfig
     from remote.link.transport import Transport
@@ -70,17 +71,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) 
 class Context:
     # A plain class, not a dataclass: importing dataclasses (and inspect with it) costs more than
     # the rest of `console CMD --help`, which imports this module for its options.
-    def __init__(self, args: argparse.Namespace, config: Config, bus: EventBus | None = None,
-                 recorder: Recorder | None = None, out: IO[str] | None = None) -> None:
-        if bus is None:
-            from remote.spine.bus import EventBus
-
-            bus = EventBus()
+    def __init__(self, args: argparse.Namespace, config: Config, session: LiveSession) -> None:
         self.args = args
         self.config = config
-        self.bus = bus
-        self.recorder = recorder
-        self.out: IO[str] = out if out is not None else sys.stdout
+        self.session = session
+        self.bus: EventBus = session.bus
+        self.recorder: Recorder | None = session.recorder
+        self.out: IO[str] = sys.stdout
         self.transports: dict[str, Transport] = {}
 
     @classmethod
@@ -96,24 +93,18 @@ class Context:
         # resolved before the session file exists (`console stats --host nosuch` left one).
         for name in hosts or []:
             config.host(name)
-        out = sys.stdout
         session = open_session(
             hosts or [],
             record=hasattr(args, "no_record") and not args.no_record,
             redact=not getattr(args, "no_redact", False),
             path=getattr(args, "session", None),
-            printer=Printer(as_json=getattr(args, "json", False), out=out,
-                            show_stats=show_stats),
+            printer=Printer(as_json=getattr(args, "json", False), show_stats=show_stats),
         )
-        return cls(args=args, config=config, bus=session.bus, recorder=session.recorder,
-                   out=out)
-
-    def host(self, name: str) -> HostConfig:
-        return self.config.host(name)
+        return cls(args, config, session)
 
     async def reach(self, name: str) -> tuple[HostConfig, Transport]:
         """The host's config and its one transport, connected: what a command on one host needs."""
-        host = self.host(name)
+        host = self.config.host(name)
         return host, await self.transport(host.name)
 
     async def transport(self, name: str) -> Transport:
@@ -121,7 +112,7 @@ class Context:
         if name not in self.transports:
             from remote.link.connect import make_transport
 
-            t = make_transport(self.host(name), bus=self.bus, **self.ssh_kwargs())
+            t = make_transport(self.config.host(name), bus=self.bus, **self.ssh_kwargs())
             await t.connect()
             self.transports[name] = t
         return self.transports[name]
@@ -132,6 +123,11 @@ class Context:
         if self.args.accept_new_host_key:
             return {"accept_new_host_key": True}
         return {}
+
+    def show(self, text: str) -> None:
+        """A table or a summary for the operator, unless --json: the events carry it there."""
+        if not self.args.json:
+            print(text, file=self.out, flush=True)
 
     def info(self, message: str, host: str = "", **extra: object) -> None:
         from remote.spine import events as ev
@@ -148,14 +144,10 @@ class Context:
     async def __aenter__(self) -> Context:
         return self
 
-    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        from remote.errors import UsageError
-
-        await self.aclose(discard=isinstance(exc, UsageError))
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()  # a UsageError on its way out discards the session (aclose)
 
     async def aclose(self, *, discard: bool = False) -> None:
-        from console.sessions.live import LiveSession
-
         for t in self.transports.values():
             try:
                 await t.close()
@@ -168,4 +160,4 @@ class Context:
         from remote.errors import UsageError
 
         discard = discard or isinstance(sys.exc_info()[1], UsageError)
-        LiveSession(self.bus, self.recorder).close(discard=discard)
+        self.session.close(discard=discard)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import TYPE_CHECKING
 
 from console.context import Context
@@ -42,8 +42,7 @@ def names_several(args: argparse.Namespace) -> bool:
     return args.host in load_config(getattr(args, "config", None)).groups
 
 
-def open_fleet(args: argparse.Namespace, *, show_stats: bool = False,
-               record: bool | None = None) -> tuple[Context, Resolved]:
+def open_fleet(args: argparse.Namespace) -> tuple[Context, Resolved]:
     """The Context of a command over `args.host` (one host, a list or a group) and what the
     value named. Bad members are reported by `run_each` as rows of their own."""
     from remote.link.groups import resolve
@@ -51,10 +50,7 @@ def open_fleet(args: argparse.Namespace, *, show_stats: bool = False,
 
     config = load_config(getattr(args, "config", None))
     resolved = resolve(config, args.host)
-    if record is False:
-        args.no_record = True
-    ctx = Context.from_args(args, hosts=resolved.names, show_stats=show_stats, config=config)
-    return ctx, resolved
+    return Context.from_args(args, hosts=resolved.names, config=config), resolved
 
 
 async def run_each(ctx: Context, resolved: Resolved,
@@ -89,12 +85,21 @@ def summary(ctx: Context, codes: dict[str, int], what: str = "") -> int:
     return code
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, compare_from: int = 1) -> str:
-    """Rows under a header; in each column from `compare_from` on, a cell that differs from the
+def aligned(rows: Sequence[Sequence[str]], right: Container[int] = ()) -> str:
+    """Columns padded to their widest cell, two spaces apart; the columns numbered in `right`
+    (numbers) right-aligned: every plain-text table the commands print."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                     for r in rows)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows under a header; in each column but the first (the host), a cell that differs from the
     column's most common value is marked with `*`, and a last line names those columns."""
     marked: list[list[str]] = [list(r) for r in rows]
     differ: list[str] = []
-    for col in range(compare_from, len(header)):
+    for col in range(1, len(header)):
         values = [r[col] for r in rows]
         common, _ = Counter(values).most_common(1)[0] if values else ("", 0)
         if len(set(values)) > 1:
@@ -102,9 +107,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, compare_from:
             for r in marked:
                 if r[col] != common:
                     r[col] = f"{r[col]} *"
-    grid = [list(header), *marked]
-    widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in grid]
+    lines = [aligned([header, *marked])]
     if differ:
         lines.append(f"* differs from the other hosts: {', '.join(differ)}")
     elif len(rows) > 1:

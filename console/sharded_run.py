@@ -66,7 +66,7 @@ async def _connect(ctx: Context, names: list[str], *,
     boxes: dict[str, Box] = {}
     down: list[str] = []
     for name in names:
-        host = ctx.host(name)
+        host = ctx.config.host(name)
         t = make_transport(host, bus=ctx.bus, reconnect_attempts=RECONNECT_ATTEMPTS,
                            **ctx.ssh_kwargs()) if not host.is_local else await ctx.transport(name)
         try:
@@ -180,8 +180,7 @@ def _refuse_moves(args: argparse.Namespace) -> None:
     from remote.errors import UsageError
 
     for flag, given in (("--reassign", args.reassign), ("--reassign-lost", args.reassign_lost),
-                        ("--relay-through-console",
-                         getattr(args, "relay_through_console", False))):
+                        ("--relay-through-console", args.relay_through_console)):
         if given:
             raise UsageError(f"{flag}: train.data = \"local-shards\" trains each shard on the "
                              "box that extracted it, so no shard moves to another box: bring "
@@ -220,13 +219,14 @@ async def _check_boxes(runner: PipelineRunner, boxes: dict[str, Box], output_dir
 
 
 async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRunner,
-                      config: str, hosts: list[str], output_dir: str,
-                      resolved: dict[str, Any] | None = None) -> RunOutcome:
+                      config: str, resolved: dict[str, Any]) -> RunOutcome:
+    """`resolved`: the config as the training box validated it (extract hosts, output_dir)."""
     from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.ops.sharded_extract import ShardedExtract, check_hosts, shard_plan
 
-    on_own = (resolved or {}).get("train_data") == LOCAL_SHARDS
+    hosts, output_dir = list(resolved["extract_hosts"]), str(resolved["output_dir"])
+    on_own = resolved.get("train_data") == LOCAL_SHARDS
     if on_own:
         _refuse_moves(args)
     reassign = reassigned(args)
@@ -245,8 +245,7 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                      runner.host.name)
         else:
             shared, direct = await _routes(
-                ctx, runner, boxes, output_dir, resolved or {},
-                relay=bool(getattr(args, "relay_through_console", False)))
+                ctx, runner, boxes, output_dir, resolved, relay=args.relay_through_console)
         forced = bool(args.force) or args.start in stage_table.through("extract")
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
@@ -279,7 +278,7 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
                                   force=forced, shared=shared,
                                   shared_dir=posixpath.join(output_dir, "extract-shards"),
                                   direct=direct,
-                                  copy_port=int((resolved or {}).get("extract_copy_port") or 0),
+                                  copy_port=int(resolved.get("extract_copy_port") or 0),
                                   local=on_own)
             try:
                 outcome = await work.run(plan, rows)

@@ -97,17 +97,12 @@ async def run_sweep_cmd(args: argparse.Namespace) -> int:
     from remote.ops import allreduce as ops
 
     sizes = parse_sizes(args.sizes)
-    if args.ranks < 1:
-        raise UsageError(f"--ranks must be at least 1 (got {args.ranks})")
-    if args.iters < 1 or args.warmup < 0:
-        raise UsageError("--iters must be >= 1 and --warmup >= 0")
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host, transport = await ctx.reach(args.host)
         payload = await ops.sweep(transport, host, ctx.bus, ranks=args.ranks, sizes=sizes,
                                   iters=args.iters, warmup=args.warmup, backend=args.backend,
                                   dtype=args.dtype, timeout=args.timeout)
-        if not args.json:
-            print(format_sweep_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_sweep_table(payload))
         return EXIT_OK
 
 
@@ -118,8 +113,7 @@ async def run_trace_cmd(args: argparse.Namespace) -> int:
     patterns = _patterns(args)
     async with Context.from_args(args, hosts=[]) as ctx:
         payload = ops.trace(ctx.bus, args.files, patterns)
-        if not args.json:
-            print(format_trace_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_trace_table(payload))
         return EXIT_OK
 
 
@@ -128,8 +122,6 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
-    if not args.seconds > 0:
-        raise UsageError(f"--seconds must be positive (got {args.seconds})")
     if args.requests < 0 or args.max_tokens < 1:
         raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
     async with Context.from_args(args, hosts=[args.host]) as ctx:
@@ -139,6 +131,5 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
                                     seconds=args.seconds, url=args.url,
                                     requests=args.requests, max_tokens=args.max_tokens,
                                     force=args.force)
-        if not args.json:
-            print(format_trace_table(payload), file=ctx.out, flush=True)
+        ctx.show(format_trace_table(payload))
         return EXIT_OK

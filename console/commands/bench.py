@@ -95,11 +95,6 @@ def register(p: argparse.ArgumentParser) -> None:
     w.set_defaults(func=watch_command)
 
 
-def _check_positive(name: str, value: float) -> None:
-    if value <= 0:
-        raise UsageError(f"{name} must be positive (got {value})")
-
-
 def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     from console.sessions.writer import default_session_dir
     from remote.link.out_files import claim, fresh
@@ -140,10 +135,6 @@ async def run_command(args: argparse.Namespace) -> int:
     from remote.ops import bench as ops
 
     concurrencies = parse_concurrency(args.concurrency)
-    _check_positive("--max-tokens", args.max_tokens)
-    _check_positive("--timeout", args.timeout)
-    if args.warmup < 0:
-        raise UsageError("--warmup must not be negative")
     if args.no_speculation and (args.baseline or args.baseline_url):
         raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
     prompts = load_prompts(args.prompts or BUILTIN)
@@ -151,7 +142,7 @@ async def run_command(args: argparse.Namespace) -> int:
     label = args.label or ("baseline" if args.no_speculation else "speculative")
     settings = sweep_settings(args, prompts, concurrencies)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
+        host = ctx.config.host(args.host)
         out_path = result_path(ctx, args, label)  # refused before the box is reached
         t = await ctx.transport(host.name)
         done = await ops.run(t, host, ctx.bus, settings, label=label,
@@ -181,9 +172,7 @@ async def compare_command(args: argparse.Namespace) -> int:
     b = load_result(args.spec_file)
     async with Context.from_args(args) as ctx:
         comparison = ops.compare(ctx.bus, a, b, point_summary)
-        if not args.json:
-            ctx.out.write(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n")
-            ctx.out.write(compare_table(comparison) + "\n")
+        ctx.show(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n" + compare_table(comparison))
         return EXIT_OK
 
 
@@ -191,20 +180,13 @@ async def watch_command(args: argparse.Namespace) -> int:
     from console.bench_tables import watch_table
     from remote.ops import bench as ops
 
-    _check_positive("--interval", args.interval)
-    if args.count is not None:
-        _check_positive("--count", args.count)
-    ctx = Context.from_args(args, hosts=[args.host])
     windows: list[dict[str, object]] = []
-    try:
-        host = ctx.host(args.host)
-        t = await ctx.transport(host.name)
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host, t = await ctx.reach(args.host)
         try:
             await ops.watch(t, host, ctx.bus, interval=args.interval, count=args.count,
                             model=args.model, windows=windows)
         finally:
-            if windows and not args.json:
-                ctx.out.write(watch_table(windows) + "\n")
+            if windows:
+                ctx.show(watch_table(windows))
         return EXIT_OK
-    finally:
-        await ctx.aclose()

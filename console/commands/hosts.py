@@ -19,6 +19,7 @@ def register(p: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> int:
     import json
 
+    from console.fleet import aligned
     from remote.link.hosts import all_hosts, config_search_path, load_config  # not for --help
     from remote.spine.sanitize import visible
 
@@ -42,7 +43,5 @@ async def run(args: argparse.Namespace) -> int:
         # every cell is config text: drawn, never obeyed (a name may hold ESC ] 0; ... BEL)
         rows.append(tuple(visible(str(c)) for c in (
             h.name, h.ssh or "(this machine)", container, h.python, h.workdir, h.vllm_url)))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    print(aligned(rows))
     return EXIT_OK

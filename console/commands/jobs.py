@@ -96,8 +96,7 @@ async def run(args: argparse.Namespace) -> int:
             raise UsageError(f"jobs {command} acts on one run on one host: give one --host")
         return await _list_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         session = ctx.recorder.writer.path if ctx.recorder is not None else None
         jobs = Jobs(transport, host.workdir, host=host.name, bus=ctx.bus, python=host.python,
                     cursors=CursorStore(session=session, after_recorded=(
@@ -197,11 +196,9 @@ def _print_rows(header: tuple[str, ...], rows: list[tuple[str, ...]], ctx: Conte
     if not rows:
         print("no runs", file=ctx.out)
         return
-    grid = [header, *rows]
-    widths = [max(len(row[i]) for row in grid) for i in range(len(header))]
-    for row in grid:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(),
-              file=ctx.out)
+    from console.fleet import aligned
+
+    print(aligned([header, *rows]), file=ctx.out)
 
 
 def _print_runs(ctx: Context, runs: list[RunInfo], as_json: bool) -> int:

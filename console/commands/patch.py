@@ -69,8 +69,7 @@ async def run(args: argparse.Namespace) -> int:
 async def _run(ctx: Context, args: argparse.Namespace) -> int:
     from remote.ops import patch as ops
 
-    host = ctx.host(args.host)
-    transport = await ctx.transport(host.name)
+    host, transport = await ctx.reach(args.host)
     patcher = ops.patcher(transport, host, ctx.bus, site_packages=args.site_packages,
                           recipes=args.recipe)
     if args.action == "plan":

@@ -31,31 +31,25 @@ def _word(plans: list[FilePlan]) -> str:
 
 
 async def run_fleet(args: argparse.Namespace) -> int:
+    from remote.ops import patch as ops
+
     ctx, resolved = open_fleet(args)
     async with ctx:
         results: dict[str, str] = {}
         plans: dict[str, list[FilePlan]] = {}
 
-        def patcher(name: str) -> Any:
-            from remote.ops import patch as ops
-
-            host = ctx.host(name)
-            return ops.patcher(ctx.transports[name], host, ctx.bus,
-                               site_packages=args.site_packages, recipes=args.recipe)
+        async def patcher(name: str) -> Any:
+            host, transport = await ctx.reach(name)
+            return ops.patcher(transport, host, ctx.bus, site_packages=args.site_packages,
+                               recipes=args.recipe)
 
         async def plan_one(name: str) -> int:
-            from remote.ops import patch as ops
-
-            await ctx.transport(name)
-            p = plans[name] = await ops.plan(patcher(name), force=args.force)
+            p = plans[name] = await ops.plan(await patcher(name), force=args.force)
             results[name] = _word(p)
             return EXIT_REFUSED if ops.refused(p) else EXIT_OK
 
         async def verify_one(name: str) -> int:
-            from remote.ops import patch as ops
-
-            await ctx.transport(name)
-            p = await ops.verify(patcher(name))
+            p = await ops.verify(await patcher(name))
             ok = all(x.in_effect is not None for x in p)
             active = sorted({r for x in p for r in (x.in_effect or ())})
             results[name] = (f"in effect: {', '.join(active) or 'none'}" if ok
@@ -63,10 +57,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
             return EXIT_OK if ok else EXIT_REFUSED
 
         async def rollback_one(name: str) -> int:
-            from remote.ops import patch as ops
-
-            await ctx.transport(name)
-            await ops.rollback(patcher(name), force=args.force)
+            await ops.rollback(await patcher(name), force=args.force)
             results[name] = "rolled back"
             return EXIT_OK
 
@@ -80,10 +71,8 @@ async def run_fleet(args: argparse.Namespace) -> int:
                 _print_diffs(ctx, plans)
             if args.action == "apply":
                 codes = await _apply(ctx, args, resolved.names, codes, plans, results, patcher)
-        if not args.json:
-            rows = [[h, results.get(h, "failed (see above)")] for h in codes]
-            ctx.out.write(table(("HOST", f"PATCH {args.action.upper()}"), rows) + "\n")
-            ctx.out.flush()
+        ctx.show(table(("HOST", f"PATCH {args.action.upper()}"),
+                       [[h, results.get(h, "failed (see above)")] for h in codes]))
         return summary(ctx, codes, f"patch {args.action}")
 
 
@@ -120,7 +109,7 @@ async def _apply(ctx: Context, args: argparse.Namespace, names: list[str], codes
     applied: list[str] = []
 
     async def apply_one(name: str) -> int:
-        await ops.apply(patcher(name), shown=plans[name], force=args.force)
+        await ops.apply(await patcher(name), shown=plans[name], force=args.force)
         if name in changing:
             applied.append(name)
         results[name] = "applied" if name in changing else "already as planned"
@@ -134,7 +123,7 @@ async def _apply(ctx: Context, args: argparse.Namespace, names: list[str], codes
         ctx.warning(f"{', '.join(failed)} failed to apply: rolling back {', '.join(applied)}")
         for name in applied:
             try:
-                await ops.rollback(patcher(name))
+                await ops.rollback(await patcher(name))
                 results[name] = f"rolled back ({', '.join(failed)} failed)"
             except ConsoleError as exc:
                 ctx.error(f"rollback after a failed fleet apply: {exc}", name,

@@ -9,7 +9,6 @@ as things stand.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from console.argtypes import positive_float
 from console.context import Context, add_common_options, add_host_options
@@ -55,13 +54,12 @@ async def run(args: argparse.Namespace) -> int:
 
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        code, _ = await run_one(ctx, args, args.host)
-        return code
+        return await run_one(ctx, args, args.host)
 
 
-async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> tuple[int, list[Any]]:
+async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
     """The probe on one host (alone, or one of a fleet): its exit code, having said what its
-    results mean, and its results."""
+    results mean (the results themselves are probe.result events)."""
     from remote.ops import probes as ops
 
     host, transport = await ctx.reach(name)
@@ -70,4 +68,4 @@ async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> tuple[in
     say = {"error": ctx.error, "warning": ctx.warning}
     for level, text, fields in done.verdict.lines:
         say.get(level, ctx.info)(text, host.name, **fields)
-    return done.verdict.code, done.results
+    return done.verdict.code

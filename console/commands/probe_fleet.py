@@ -63,7 +63,7 @@ async def run_fleet(args: argparse.Namespace) -> int:
         patch: dict[str, str] = {}
 
         async def one(name: str) -> int:
-            code, _ = await run_one(ctx, args, name)
+            code = await run_one(ctx, args, name)
             if row.fleet_patch:
                 patch[name] = await _patch_state(ctx, name)
             return code
@@ -79,7 +79,6 @@ async def run_fleet(args: argparse.Namespace) -> int:
             rows += [[name, *row.fleet_row(r), *([patch.get(name, "-")] if row.fleet_patch else [])]
                      for r in got[name][row.name]]
         header = ("HOST", *row.fleet_header, *(["PATCH"] if row.fleet_patch else []))
-        if rows and not args.json:
-            ctx.out.write(table(header, rows) + "\n")
-            ctx.out.flush()
+        if rows:
+            ctx.show(table(header, rows))
         return summary(ctx, codes, f"probe {args.probe}")

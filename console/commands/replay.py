@@ -30,10 +30,6 @@ def register(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _has_terminal() -> bool:
-    return sys.stdin.isatty() and sys.stdout.isatty()
-
-
 def run(args: argparse.Namespace) -> int:
     """Not a coroutine: printing a file needs no event loop, and without one the command never
     imports asyncio (console/cli.py runs a coroutine only when a command returns one); the TUI
@@ -42,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from remote.spine.intake import corrupt
     from remote.spine.sanitize import visible
 
-    if not args.print_ and not args.json and not _has_terminal():
+    if not args.print_ and not args.json and not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise UsageError("replay needs a terminal for the TUI; use --print (or --json) to print "
                          "the session instead")
     # a printer never seeks: a cold open need not look for markers (console/sessions/reader.py)
@@ -70,16 +66,22 @@ def run(args: argparse.Namespace) -> int:
             reader.warnings.append(corrupt(i, why))
         if len(bad) > 20:
             reader.warnings.append(f"... and {len(bad) - 20:,} more corrupt events skipped")
-        warnings = reader.warning_summary()
-        for warning in warnings:
-            print(visible(f"warning: {args.file}: {warning}"), file=sys.stderr)
-        # Exit 1 when events were lost to damage (corrupt lines, a damaged compressed frame): a
-        # script must not take a partial replay for the session. A torn last line alone is
-        # what every killed recorder leaves: warned about, exit 0 (docs/sessions.md, Damage).
-        lost = [w for w in warnings if not w.startswith(TORN_LAST_LINE)]
-        return EXIT_FAILED if lost else EXIT_OK
+        return warned(args.file, reader.warning_summary())
     finally:
         reader.close()
+
+
+def warned(path: str | os.PathLike[str], warnings: list[str]) -> int:
+    """The warnings on stderr, and the exit code they make (replay and report alike). Exit 1
+    when events were lost to damage (corrupt lines, a damaged compressed frame, for the report
+    a chart left out): a script must not take a partial replay for the session. A torn last
+    line alone is what every killed recorder leaves: warned about, exit 0 (docs/sessions.md,
+    Damage)."""
+    from remote.spine.sanitize import visible
+
+    for warning in warnings:
+        print(visible(f"warning: {path}: {warning}"), file=sys.stderr)
+    return EXIT_FAILED if [w for w in warnings if not w.startswith(TORN_LAST_LINE)] else EXIT_OK
 
 
 def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
@@ -96,12 +98,9 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if as_json:
-            for first, count, data in reader.segment_data():
-                out.write(valid_json_block(data, first, count, bad))
-        else:
-            for first, count, data in reader.segment_data():
-                out.write(human_bytes(data, first, count, bad))
+        lines = valid_json_block if as_json else human_bytes
+        for first, count, data in reader.segment_data():
+            out.write(lines(data, first, count, bad))
         out.flush()
     except BrokenPipeError:
         _silence_stdout()

@@ -7,12 +7,10 @@ Charts are drawn with matplotlib (the optional extra `report`: pip install
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from console.commands.replay import TORN_LAST_LINE
-from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.spine.sanitize import visible
+from console.commands.replay import warned
+from remote.errors import UsageError
 
 HELP = "write a self-contained HTML report of a recorded session"
 
@@ -48,12 +46,8 @@ async def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
-    for warning in warnings:
-        print(visible(f"warning: {session}: {warning}"), file=sys.stderr)
-    # The rule of every reader (docs/sessions.md, Damage): records lost to damage, or a chart
-    # left out, exit 1 (the page is written, but it is not the whole session); a torn last
-    # line alone is what every killed recorder leaves.
-    return EXIT_FAILED if [w for w in warnings if not w.startswith(TORN_LAST_LINE)] else EXIT_OK
+    # The rule of every reader: the page is written, but it is not the whole session.
+    return warned(session, warnings)
 
 
 def _is_report(path: Path) -> bool:

@@ -122,24 +122,24 @@ async def _environment_check(ctx: Context, host: str, python: str) -> int:
     return EXIT_OK
 
 
-def _is_pipeline_toml(path: str) -> bool:
+def _toml(path: str) -> dict[str, Any]:
+    """A local TOML file as written ({} where it cannot be read): the box validates it again."""
     import tomllib
 
     try:
-        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+        return tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return False
+        return {}
+
+
+def _is_pipeline_toml(path: str) -> bool:
+    data = _toml(path)
     return "output_dir" in data or "target" in data
 
 
 def _extract_hosts(path: str) -> list[str]:
-    """`[extract] hosts` as written in the local pipeline TOML (the box validates it again)."""
-    import tomllib
-
-    try:
-        data = tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return []
+    """`[extract] hosts` as written in the local pipeline TOML."""
+    data = _toml(path)
     hosts = (data.get("extract") or {}).get("hosts") if isinstance(data.get("extract"), dict) \
         else None
     return [h for h in hosts if isinstance(h, str)] if isinstance(hosts, list) else []
@@ -190,9 +190,8 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)
         return EXIT_FAILED
-    if not args.json:
-        ctx.out.write(run_table(result.baseline) + "\n\n" + run_table(result.speculative)
-                      + "\n\n" + compare_table(result.comparison) + "\n")
+    ctx.show(run_table(result.baseline) + "\n\n" + run_table(result.speculative) + "\n\n"
+             + compare_table(result.comparison))
     ctx.info(offline_vs_served(result.offline, result.served), host.name,
              offline=result.offline, served=result.served)
     return EXIT_OK
@@ -235,8 +234,7 @@ async def run(args: argparse.Namespace) -> int:
     # The shard boxes are the session's hosts too: a replay lists every box of the run.
     hosts = list(dict.fromkeys([args.host, *shard_hosts]))
     async with Context.from_args(args, hosts=hosts) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         if host.is_local:  # an SSH link says it itself (remote/link/ssh.py): once, not twice
             ctx.bus.emit(ev.CONNECTION_UP, host.name, summary=f"connected to {host.name}")
         if not args.demo and not args.pipeline:
@@ -253,13 +251,10 @@ async def run(args: argparse.Namespace) -> int:
             config = await runner.remote_config(Path(args.pipeline).expanduser())
         try:
             checked = await runner.validate(config) if config else {}
-            resolved_hosts = checked.get("extract_hosts")
-            if resolved_hosts:
+            if checked.get("extract_hosts"):
                 from console.sharded_run import run_sharded
 
-                outcome = await run_sharded(ctx, args, runner, config or "",
-                                            list(resolved_hosts), str(checked["output_dir"]),
-                                            resolved=checked)
+                outcome = await run_sharded(ctx, args, runner, config or "", checked)
             else:
                 if args.reassign or args.reassign_lost or args.relay_through_console:
                     raise UsageError("--reassign, --reassign-lost and --relay-through-console "

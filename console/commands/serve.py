@@ -16,9 +16,7 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -80,7 +78,7 @@ async def start_command(args: argparse.Namespace) -> int:
     role = "baseline" if args.baseline else "speculative"
     vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
+        host = ctx.config.host(args.host)
         runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
             served = await ops.start(
@@ -95,41 +93,29 @@ async def start_command(args: argparse.Namespace) -> int:
 
 
 async def stop_command(args: argparse.Namespace) -> int:
-    from remote.ops import serve as ops
-
-    return await _serve_jobs(args, ops.stop,
-                             lambda role, found: (f"{role} server {found[0]}: {found[1]}", {}))
+    return await _servers(args, stop=True)
 
 
 async def status_command(args: argparse.Namespace) -> int:
-    """Each running server as the console that started it showed it (read from the box: its
-    URL, model, pid and start time), one line each (serve.ready / serve.starting events)."""
+    return await _servers(args, stop=False)
+
+
+async def _servers(args: argparse.Namespace, *, stop: bool) -> int:
+    """The host's servers (of --role, or all): stopped, a line each with the state it ended
+    in; or each running one as the console that started it showed it (read from the box: its
+    URL, model, pid and start time; serve.ready / serve.starting events)."""
     from remote.ops import serve as ops
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
+        host = ctx.config.host(args.host)
         r = ops.runner(await ctx.transport(host.name), host, ctx.bus)
         try:
-            found = await ops.found(r, args.role)
+            stopped = await ops.stop(r, args.role) if stop else {}
+            found = stopped or (await ops.found(r, args.role) if not stop else {})
         finally:
             await r.close()
         if not found:
             ctx.info(f"no serve job running on {args.host}", args.host)
-        return EXIT_OK
-
-
-async def _serve_jobs(args: argparse.Namespace, act: Callable[[Any, str | None], Awaitable[dict[str, Any]]],
-                      line: Callable[[str, Any], tuple[str, dict[str, Any]]]) -> int:
-    """stop: the operation on the host's serve jobs (of --role, or all), then one line per job
-    it found (`line`: its text and the event's extra fields)."""
-    from remote.ops import serve as ops
-
-    async with Context.from_args(args, hosts=[args.host]) as ctx:
-        host = ctx.host(args.host)
-        found = await act(ops.runner(await ctx.transport(host.name), host, ctx.bus), args.role)
-        if not found:
-            ctx.info(f"no serve job running on {args.host}", args.host)
-        for role, value in found.items():
-            text, extra = line(role, value)
-            ctx.info(text, args.host, **extra)
+        for role, (run_id, state) in stopped.items():
+            ctx.info(f"{role} server {run_id}: {state}", args.host)
         return EXIT_OK

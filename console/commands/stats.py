@@ -44,10 +44,6 @@ async def run(args: argparse.Namespace) -> int:
 
     if not args.interval >= MIN_INTERVAL:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
-    if args.duration is not None and not args.duration > 0:
-        raise UsageError(f"--duration must be positive (got {args.duration})")
-    if args.count is not None and args.count < 1:
-        raise UsageError(f"--count must be at least 1 (got {args.count})")
     from console.fleet import names_several
 
     if names_several(args):
@@ -55,16 +51,14 @@ async def run(args: argparse.Namespace) -> int:
 
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
-        host = ctx.host(args.host)
-        transport = await ctx.transport(host.name)
+        host, transport = await ctx.reach(args.host)
         if args.once:
             sample = await ops.sample_once(transport, host, ctx.bus, interval=args.interval,
                                            source=args.source)
             if sample is None:
                 ctx.error(f"no sample from {host.name}", host.name)
                 return EXIT_FAILED
-            if not args.json:
-                print(format_table(host.name, sample), file=ctx.out, flush=True)
+            ctx.show(format_table(host.name, sample))
             return EXIT_OK
         got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
                                source=args.source, duration=args.duration, count=args.count)
@@ -74,18 +68,20 @@ async def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _fmt(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
+def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
     if v is None:
         return "-"
     return f"{v / scale:.{digits}f}{unit}"
 
 
 def format_table(host: str, payload: dict[str, Any]) -> str:
+    from console.fleet import aligned
+
     h = payload.get("host", {})
     lines = [
-        f"{host}: cpu {_fmt(h.get('cpu'), digits=1, unit='%')}  "
-        f"mem {_fmt(h.get('mem_used'), 2**30, 1)}/{_fmt(h.get('mem_total'), 2**30, 1)} GiB  "
-        f"load1 {_fmt(h.get('load1'), digits=2)}  gpu source: {payload.get('source', 'none')}"
+        f"{host}: cpu {num(h.get('cpu'), digits=1, unit='%')}  "
+        f"mem {num(h.get('mem_used'), 2**30, 1)}/{num(h.get('mem_total'), 2**30, 1)} GiB  "
+        f"load1 {num(h.get('load1'), digits=2)}  gpu source: {payload.get('source', 'none')}"
     ]
     if payload.get("reason"):
         lines.append(f"  ({payload['reason']})")
@@ -95,14 +91,12 @@ def format_table(host: str, payload: dict[str, Any]) -> str:
                  "PROCS")]
         for g in gpus:
             rows.append((
-                str(g.get("index")), str(g.get("name", "")), _fmt(g.get("util"), unit="%"),
-                f"{_fmt(g.get('mem_used'), 2**30, 1)}/{_fmt(g.get('mem_total'), 2**30, 1)}",
-                f"{_fmt(g.get('power'))}/{_fmt(g.get('power_limit'))}",
-                _fmt(g.get("temp"), unit="C"), _fmt(g.get("sm_clock")),
-                f"{_fmt(g.get('pcie_tx'), 1e6, 1)}/{_fmt(g.get('pcie_rx'), 1e6, 1)}",
+                str(g.get("index")), str(g.get("name", "")), num(g.get("util"), unit="%"),
+                f"{num(g.get('mem_used'), 2**30, 1)}/{num(g.get('mem_total'), 2**30, 1)}",
+                f"{num(g.get('power'))}/{num(g.get('power_limit'))}",
+                num(g.get("temp"), unit="C"), num(g.get("sm_clock")),
+                f"{num(g.get('pcie_tx'), 1e6, 1)}/{num(g.get('pcie_rx'), 1e6, 1)}",
                 ",".join(str(p.get("pid")) for p in g.get("procs") or []) or "-",
             ))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                  for r in rows]
+        lines.append(aligned(rows))
     return "\n".join(lines)

@@ -13,15 +13,12 @@ import asyncio
 import time
 from typing import Any
 
-from console.fleet import open_fleet, run_each, summary
+from console.commands.stats import num
+from console.fleet import aligned, open_fleet, run_each, summary
 from remote.errors import EXIT_FAILED, EXIT_OK
 
 HEADER = ("HOST", "CPU", "MEM GiB", "LOAD1", "GPUS", "GPU UTIL", "GPU MEM GiB", "POWER W",
           "SAMPLES")
-
-
-def _num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
-    return "-" if v is None else f"{v / scale:.{digits}f}{unit}"
 
 
 def _sum(values: list[Any]) -> float | None:
@@ -34,46 +31,38 @@ def _mean(values: list[Any]) -> float | None:
     return sum(got) / len(got) if got else None
 
 
+def _cells(name: str, hs: list[dict[str, Any]], gpus: list[dict[str, Any]], count: int
+           ) -> list[str]:
+    """A row of the table: one host's latest sample (hs of one), or the totals (hs of all):
+    CPU averaged, memory and load summed, over the hosts; the GPUs' figures over all of them."""
+    return [name, num(_mean([h.get("cpu") for h in hs]), digits=1, unit="%"),
+            f"{num(_sum([h.get('mem_used') for h in hs]), 2**30, 1)}/"
+            f"{num(_sum([h.get('mem_total') for h in hs]), 2**30, 1)}",
+            num(_sum([h.get("load1") for h in hs]), digits=2), str(len(gpus)),
+            num(_mean([g.get("util") for g in gpus]), unit="%"),
+            f"{num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
+            f"{num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
+            num(_sum([g.get("power") for g in gpus])), str(count)]
+
+
 def row(name: str, p: dict[str, Any] | None, count: int) -> list[str]:
     if p is None:
         return [name, "-", "-", "-", "-", "-", "-", "-", "0"]
-    h = p.get("host") or {}
-    gpus = p.get("gpus") or []
-    return [name, _num(h.get("cpu"), digits=1, unit="%"),
-            f"{_num(h.get('mem_used'), 2**30, 1)}/{_num(h.get('mem_total'), 2**30, 1)}",
-            _num(h.get("load1"), digits=2), str(len(gpus)),
-            _num(_mean([g.get("util") for g in gpus]), unit="%"),
-            f"{_num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
-            f"{_num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
-            _num(_sum([g.get("power") for g in gpus])), str(count)]
-
-
-def totals(latest: dict[str, dict[str, Any]], counts: dict[str, int]) -> list[str]:
-    hs = [p.get("host") or {} for p in latest.values()]
-    gpus = [g for p in latest.values() for g in p.get("gpus") or []]
-    return [f"TOTAL ({len(latest)})", _num(_mean([h.get("cpu") for h in hs]), digits=1, unit="%"),
-            f"{_num(_sum([h.get('mem_used') for h in hs]), 2**30, 1)}/"
-            f"{_num(_sum([h.get('mem_total') for h in hs]), 2**30, 1)}",
-            _num(_sum([h.get("load1") for h in hs]), digits=2), str(len(gpus)),
-            _num(_mean([g.get("util") for g in gpus]), unit="%"),
-            f"{_num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
-            f"{_num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
-            _num(_sum([g.get("power") for g in gpus])), str(sum(counts.values()))]
+    return _cells(name, [p.get("host") or {}], p.get("gpus") or [], count)
 
 
 def render(names: list[str], latest: dict[str, dict[str, Any]], counts: dict[str, int]) -> str:
-    rows = [list(HEADER), *(row(n, latest.get(n), counts.get(n, 0)) for n in names),
-            totals(latest, counts)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in rows)
+    totals = _cells(f"TOTAL ({len(latest)})", [p.get("host") or {} for p in latest.values()],
+                    [g for p in latest.values() for g in p.get("gpus") or []],
+                    sum(counts.values()))
+    return aligned([HEADER, *(row(n, latest.get(n), counts.get(n, 0)) for n in names), totals])
 
 
 async def run_fleet(args: argparse.Namespace) -> int:
     from remote.ops import stats as ops
     from remote.spine import events as ev
 
-    ctx, resolved = open_fleet(args, show_stats=False)
+    ctx, resolved = open_fleet(args)
     async with ctx:
         latest: dict[str, dict[str, Any]] = {}
         counts: dict[str, int] = {}

@@ -2,7 +2,7 @@
 
 `json.loads` plus a strptime per event was most of the cost of a replay (about 64 k events per
 CPU-second). `--json` writes lines framed as the recorder writes them through unchanged; the
-human printer (console/sessions/human.py) decodes a segment in one call and asks `all_valid`
+human printer (console/sessions/human.py) decodes a segment in one call and asks `checked_lines`
 and `all_ts_ok` here whether every record is one `decode_record` takes. Anything that does
 not fit (a bad line, a line nested too deep, a numeric `ts`) goes down the slow path one line
 at a time and is reported as a bad line, never raised.
@@ -51,9 +51,7 @@ def _ts_ok(text: str) -> bool:
     is a corrupt line for every printer, not only for the typed one. The usual shape is
     checked by one regex and its date looked up (every sample has its own second and every
     marker too: a parse each was a tenth of a replay's time); anything else is parsed."""
-    if _CANONICAL_TS.fullmatch(text) is not None:
-        return _date_ok(text[:10])
-    return _parses(text)
+    return canonical_ts(text) or _parses(text)
 
 
 @lru_cache(maxsize=1024)
@@ -156,7 +154,7 @@ def event_kinds(lines: Sequence[bytes]) -> list[str | None]:
     decode_event): one decode call for all of them when all are events, which is what
     finding markers at open needs (a decode_event per candidate was half a cold open)."""
     try:
-        events = _EVENTS.decode(_join(lines))
+        events = _EVENTS.decode(b"[" + b",".join(lines) + b"]")
     except (msgspec.DecodeError, RecursionError):
         events = None
     if events is not None and len(events) == len(lines):
@@ -183,42 +181,6 @@ def decode_record(line: bytes) -> Sequence[Event]:
         raise BadLine(str(exc)) from None
 
 
-def decode_events(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]) -> list[Event]:
-    """The events of records `first`, `first + 1`, ...: a bad record is reported by its
-    record index and skipped whole."""
-    out: list[Event] = []
-    append = out.append
-    for i, line in enumerate(lines):
-        try:
-            event = decode_event(line)
-            if event.kind == JOB_LINES:
-                out.extend(expand_record(event))
-            else:
-                append(event)
-        except (BadLine, RecordError) as exc:
-            bad.append((first + i, str(exc)))
-    return out
-
-
-def _join(lines: Sequence[bytes]) -> bytes:
-    return b"[" + b",".join(lines) + b"]"
-
-
-def valid_json_lines(lines: Sequence[bytes], first: int, bad: list[tuple[int, str]]
-                     ) -> list[bytes]:
-    """The lines that are valid records, unchanged, each judged by `decode_record` (the
-    per-event reader's judgement, a log block's expansion included)."""
-    good: list[bytes] = []
-    for i, line in enumerate(lines):
-        try:
-            decode_record(line)
-        except BadLine as exc:
-            bad.append((first + i, str(exc)))
-        else:
-            good.append(line)
-    return good
-
-
 _LINE_START = b'{"ts":"'
 _SEP = b'}\n{"ts":"'
 
@@ -237,9 +199,6 @@ CHECKED_KIND = {record: kind for kind, record in _CHECKED.items()}  # a checked 
 _CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
 
 
-_CHECKED_LIST = msgspec.json.Decoder(list[Union[tuple(_CHECKED.values())]])  # type: ignore[misc]  # noqa: UP007
-
-
 def framed_as_recorded(data: bytes, count: int) -> bool:
     """`count` lines, each `{"ts":"...}`, none blank: then every newline ends one top-level
     value (inside one, `}` is never followed by `{`), so `decode_lines` finding `count` values
@@ -248,23 +207,13 @@ def framed_as_recorded(data: bytes, count: int) -> bool:
             and data.count(b"\n") == count and data.count(_SEP) == count - 1)
 
 
-def all_valid(data: bytes, n: int, *, array: bool = False) -> bool:
-    """Every one of `n` records (lines framed as recorded, or a JSON array) one that
-    `decode_record` takes (its payload its kind's schema, a log block's columns whole), judged
-    in one C call; False also for a kind without a schema: each record is then asked alone."""
-    if not array:
-        return checked_lines(data, n) is not None
-    try:
-        recs = _CHECKED_LIST.decode(data)
-    except (msgspec.DecodeError, RecursionError):
-        return False
-    return len(recs) == n and all(map(_whole, recs))
-
-
 def checked_lines(data: bytes, n: int) -> list[Any] | None:
-    """`all_valid` of `n` lines framed as recorded, keeping what it decoded: each record with
-    its payload as its kind's schema (`.ts`, `.host`, `.payload`; a log block's texts and
-    run_id are the ones its job.line events get), or None when one is not valid."""
+    """Every one of `n` lines framed as recorded a record that `decode_record` takes (its
+    payload its kind's schema, a log block's columns whole), judged in one C call, keeping
+    what it decoded: each record with its payload as its kind's schema (`.ts`, `.host`,
+    `.payload`; a log block's texts and run_id are the ones its job.line events get), or
+    None when one is not valid (also for a kind without a schema: each record is then asked
+    alone)."""
     try:
         recs = _CHECKED_LINES.decode_lines(data)
     except (msgspec.DecodeError, RecursionError):
@@ -282,13 +231,17 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     that fails (a damaged record, a kind without a schema, a payload of `[]`) goes line by
     line through `decode_record`, and the bad lines are reported, not printed."""
     if framed_as_recorded(data, count) and valid_utf8(data):
-        try:
-            recs = _CHECKED_LINES.decode_lines(data)
-        except (msgspec.DecodeError, RecursionError):
-            recs = []
-        if len(recs) == count and all_ts_ok(recs) and all(map(_whole, recs)):
+        recs = checked_lines(data, count)
+        if recs is not None and all_ts_ok(recs):
             return data
-    good = valid_json_lines(split_events(data), first, bad)
+    good: list[bytes] = []
+    for i, line in enumerate(split_events(data)):
+        try:  # the per-event reader's judgement, a log block's expansion included
+            decode_record(line)
+        except BadLine as exc:
+            bad.append((first + i, str(exc)))
+        else:
+            good.append(line)
     return b"\n".join(good) + b"\n" if good else b""
 
 

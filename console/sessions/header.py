@@ -26,7 +26,6 @@ class SessionHeader:
     started: datetime
     hosts: list[str]
     console_version: str
-    version: int
     redact: bool | None = None  # None: a session from before redaction (issue 33)
 
 
@@ -55,6 +54,5 @@ def parse_header(path: Path, first: bytes, *, complete: bool) -> SessionHeader:
         started=started,
         hosts=[str(h) for h in hosts] if isinstance(hosts, list) else [],
         console_version=str(data.get("console_version", "?")),
-        version=VERSION,
         redact=data["redact"] if isinstance(data.get("redact"), bool) else None,
     )

@@ -3,7 +3,7 @@
 The per-event printer (`printer.human_line` on an Event from `decode_record`) costs about 8 us
 a record: a dict decode per line, a datetime parse, a strftime. Here a segment's records are
 decoded in one msgspec call (payloads as plain dicts), judged in one more (the schema table's
-tagged union, decode.py `all_valid`) and their timestamps in one pass, then each record's
+tagged union, decode.py `checked_lines`) and their timestamps in one pass, then each record's
 text is made by the same rule `human_line` uses (printer.RULES), its time sliced from the
 fixed-width timestamp. A log block's lines share one head (printer.job_head) and are joined.
 A segment of large records (a log day: blocks of 500 lines, eight-GPU samples) is printed
@@ -35,7 +35,6 @@ from console.sessions.decode import (
     CHECKED_KIND,
     BadLine,
     all_ts_ok,
-    all_valid,
     canonical_ts,
     checked_lines,
     decode_record,
@@ -57,7 +56,6 @@ class _Record(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 
 _RECORD = msgspec.json.Decoder(_Record)  # its decode_lines: one a line
-_RECORDS = msgspec.json.Decoder(list[_Record])
 
 
 def _shown_record(kind: str) -> type:
@@ -193,26 +191,25 @@ def _block(start: str, texts: list[str], out: list[str],
 def _any_segment(data: bytes, framed: bool, count: int, first: int, bad: list[tuple[int, str]],
                  out: list[str], blocks: dict[int, tuple[str, list[str]]]) -> None:
     """Any other segment: decoded whole into dicts (a real run's records nearly all print),
-    then judged as a whole where it can be, record by record where it cannot."""
-    lines: list[bytes] = [] if framed else split_events(data)
-    n = count if framed else len(lines)
-    array = b"" if framed else b"[" + b",".join(lines) + b"]"  # the lines as one JSON array
+    then judged as a whole where it can be, record by record where it cannot. A segment not
+    framed as the recorder frames every one it writes (a blank line, a line that does not
+    start with its ts) is a damaged or edited file: record by record."""
     try:  # every byte decoded (no unknown field skipped), so one not UTF-8 fails it here
-        recs = _RECORD.decode_lines(data) if framed else _RECORDS.decode(array)
+        recs = _RECORD.decode_lines(data) if framed else []
     except (msgspec.DecodeError, RecursionError):
         recs = []
-    if len(recs) != n or not n:
-        for i, line in enumerate(lines or split_events(data)):
+    if len(recs) != count or not count:
+        for i, line in enumerate(split_events(data)):
             _per_event(line, first + i, bad, out)
     else:
-        valid = all_valid(data, n) if framed else all_valid(array, n, array=True)
-        _records(recs, lines or data, valid, all_ts_ok(recs), first, bad, out, blocks)
+        valid = checked_lines(data, count) is not None
+        _records(recs, data, valid, all_ts_ok(recs), first, bad, out, blocks)
 
 
 def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok: bool,
              first: int, bad: list[tuple[int, str]], out: list[str],
              blocks: dict[int, tuple[str, list[str]]]) -> None:
-    """Each record by its rule; `lines` the segment's lines, or its bytes to split if needed."""
+    """Each record by its rule; `lines` the segment's bytes, split into lines if needed."""
     hosts = _HostParts()
     checked = ts_ok and valid
     i = -1

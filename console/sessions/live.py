@@ -26,10 +26,6 @@ class LiveSession:
     bus: EventBus
     recorder: Recorder | None = None
 
-    @property
-    def path(self) -> Path | None:
-        return self.recorder.writer.path if self.recorder is not None else None
-
     def close(self, *, report: IO[str] | None = None, discard: bool = False) -> None:
         """Stop recording (the file is complete) and say where it is, or why it stopped.
         `discard`: the command ended on bad input before doing anything; its file and index go."""

@@ -76,7 +76,7 @@ class LiveIndexWriter:
             if self._jfd is None:
                 self._start(header, segments, markers)
             else:
-                self._append(self._rows(segments[self._sent :], markers))
+                _write_all(self._jfd, self._rows(segments[self._sent :], markers))
             self._sent = len(segments)
         except (OSError, ValueError):
             self.dead = True
@@ -119,10 +119,6 @@ class LiveIndexWriter:
             raise
         self._jfd = fd
         os.lseek(fd, 0, os.SEEK_END)
-
-    def _append(self, rows: bytes) -> None:
-        assert self._jfd is not None
-        _write_all(self._jfd, rows)
 
     def close(self) -> None:
         if self._jfd is not None:

@@ -13,17 +13,17 @@ from console.sessions.decode import event_kinds
 from console.sessions.source import count_events
 from remote.spine.events import SEEKABLE_KINDS
 
+# `kind":"`, not `"kind":"`: the regex engine's literal-prefix search stops at every candidate
+# first character, and `"` is every few bytes of JSON while `k` is rare.
+_PATTERN = re.compile(b'kind":"(?:' + b"|".join(re.escape(k.encode())
+                                                for k in sorted(SEEKABLE_KINDS)) + b')"')
+
 
 class MarkerFinder:
-    """Events of the given kinds in segments' bytes: one regex pass per segment, each hit
-    confirmed on its parsed line (a payload may hold a nested "kind" key)."""
+    """Seekable events (SEEKABLE_KINDS) in segments' bytes: one regex pass per segment, each
+    hit confirmed on its parsed line (a payload may hold a nested "kind" key)."""
 
-    def __init__(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> None:
-        self.kinds = kinds
-        # `kind":"`, not `"kind":"`: the regex engine's literal-prefix search stops at every
-        # candidate first character, and `"` is every few bytes of JSON while `k` is rare.
-        self.pattern = re.compile(b'kind":"(?:' + b"|".join(re.escape(k.encode())
-                                                            for k in sorted(kinds)) + b')"')
+    def __init__(self) -> None:
         self.found: set[int] = set()
 
     def feed(self, first: int, data: bytes) -> None:
@@ -36,7 +36,7 @@ class MarkerFinder:
         counted_to, index = 0, first
         at: list[int] = []
         lines: list[bytes] = []
-        for m in self.pattern.finditer(data):
+        for m in _PATTERN.finditer(data):
             start = data.rfind(b"\n", 0, m.start()) + 1
             if lines and start == counted_to:
                 continue  # a second hit inside a line already taken
@@ -50,7 +50,7 @@ class MarkerFinder:
             # confirmed on the parsed lines, all in one call: a payload may hold a nested
             # "kind" key, and a corrupt line is no marker
             for i, kind in zip(at, event_kinds(lines), strict=True):
-                if kind in self.kinds:
+                if kind in SEEKABLE_KINDS:
                     self.found.add(i)
 
     def forget(self, index: int) -> None:

@@ -20,12 +20,12 @@ from typing import Any
 from console.errors import BadLine, FrameError, SessionFormatError
 from console.sessions import index as session_index
 from console.sessions import live_index as session_live_index
-from console.sessions.decode import decode_events, decode_record
+from console.sessions.decode import decode_record
 from console.sessions.header import parse_header
 from console.sessions.markers import MarkerFinder
-from console.sessions.source import TS_LEN, TS_PREFIX, ZSTD_MAGIC, Segment, Source, scan_plain, split_events
+from console.sessions.source import ZSTD_MAGIC, Segment, Source, first_ts, scan_plain, split_events
 from console.sessions.zstd_scan import scan_zstd
-from remote.spine.events import SEEKABLE_KINDS, Event, format_ts, parse_ts
+from remote.spine.events import Event, format_ts, parse_ts
 from remote.spine.intake import corrupt, line_number
 
 HEADER_MAX = 64 << 20  # the longest first line taken as a header
@@ -100,7 +100,7 @@ class SessionReader:
             if self._markers is None:  # kept by a printer: saved again once they are found
                 self._fp = fp
             for w in cached["warnings"]:
-                self._warn(w)
+                self.warn(w)
             self._end = cached["end"]
             self.index_reused = True
         else:
@@ -113,11 +113,7 @@ class SessionReader:
             # compressed one); a printer never asks for them.
             finder = (MarkerFinder() if (keep and self._find_at_open) or live is not None
                       else None)
-            if live is not None:
-                assert finder is not None
-                self._resume(size, live, finder)
-            else:
-                self._scan(size, finder)
+            self._scan(size, finder, live)
             self._markers = None
             if finder is not None:
                 self._markers = (live.markers if live is not None else []) + finder.result()
@@ -128,57 +124,47 @@ class SessionReader:
         self._firsts = [s.first for s in self._segments]
         self._len = self._segments[-1].first + self._segments[-1].count if self._segments else 0
 
-    def _scan(self, size: int, finder: MarkerFinder | None = None) -> None:
+    def _scan(self, size: int, finder: MarkerFinder | None,
+              live: session_live_index.Resumed | None) -> None:
+        """The segments, found by one pass over the file. With `live` (the recorder's journal
+        after a kill -9) the events it covers are taken from it: only the tail written after
+        its last row (the segment the recorder was filling when killed) is scanned."""
         mm = self._mm
+        feed, forget = (finder.feed, finder.forget) if finder is not None else (None, None)
+        start, first, header = (live.end, live.count, live.header) if live else (0, 0, None)
         scan_warnings: list[str] = []
-        if self.compressed:
-            try:
-                header_line, self._segments = scan_zstd(
-                    mm, size, scan_warnings, finder.feed if finder is not None else None,
-                    finder.forget if finder is not None else None)
-            except FrameError as exc:
-                raise SessionFormatError(
-                    f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None
-            if header_line is None:
-                raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable "
-                                         "session (no complete first line)")
-            self.header = parse_header(self.path, header_line, complete=True)
-            self._end = size
-        else:
+        if not self.compressed and header is None:  # said before the scan, if not a session
             # a header padded with whitespace is a header: its newline is looked for that far
             end = mm.find(b"\n", 0, min(size, HEADER_MAX))
             if end < 0 and size > HEADER_MAX:
                 raise SessionFormatError(f"{self.path}: not a console session file (its first "
                                          f"line is longer than {HEADER_MAX >> 20} MiB)")
-            header_line = mm[: end if end >= 0 else size]
-            self.header = parse_header(self.path, header_line, complete=end >= 0)
-            self._segments, self._end = scan_plain(mm, end + 1, size, 0, scan_warnings,
-                                                   finder.feed if finder is not None else None)
-        self._header_line = bytes(header_line)
-        for w in scan_warnings:
-            self._warn(w)
-
-    def _resume(self, size: int, live: session_live_index.Resumed, finder: MarkerFinder
-                ) -> None:
-        """The events the recorder's journal covers are taken from it; only the tail written
-        after its last row (the segment the recorder was filling when killed) is scanned."""
-        scan_warnings: list[str] = []
-        self.header = parse_header(self.path, live.header, complete=True)
+            header, start = mm[: end if end >= 0 else size], end + 1
+            self.header = parse_header(self.path, header, complete=end >= 0)
         if self.compressed:
-            _, tail = scan_zstd(self._mm, size, scan_warnings, finder.feed, finder.forget,
-                                start=live.end, first=live.count, header=live.header)
+            try:
+                header, segments = scan_zstd(mm, size, scan_warnings, feed, forget, start=start,
+                                             first=first, header=header)
+            except FrameError as exc:
+                raise SessionFormatError(
+                    f"{self.path}: corrupt zstd data, not a readable session ({exc})") from None
+            if header is None:
+                raise SessionFormatError(f"{self.path}: corrupt zstd data, not a readable "
+                                         "session (no complete first line)")
             self._end = size
         else:
-            tail, self._end = scan_plain(self._mm, live.end, size, live.count, scan_warnings,
-                                         finder.feed)
-        self._segments = live.segments + tail
-        self._header_line = live.header
+            segments, self._end = scan_plain(mm, start, size, first, scan_warnings, feed)
+        assert header is not None  # the journal's, or found above
+        if self.compressed or live is not None:
+            self.header = parse_header(self.path, header, complete=True)
+        self._segments = (live.segments if live is not None else []) + segments
+        self._header_line = bytes(header)
         for w in scan_warnings:
-            self._warn(w)
+            self.warn(w)
 
-    def _find_markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
+    def _find_markers(self) -> list[int]:
         """Events worth seeking to, found by one regex pass per segment (kept in the index)."""
-        finder = MarkerFinder(kinds)
+        finder = MarkerFinder()
         for seg in self._segments:
             data = self._segment_bytes(seg)
             if data is not None:
@@ -189,14 +175,12 @@ class SessionReader:
         try:
             return self._source.data(seg)
         except FrameError as exc:
-            self._warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
+            self.warn(f"{exc}; events {seg.first}-{seg.first + seg.count - 1} skipped")
             return None
 
     def warn(self, message: str) -> None:
-        """A problem found by a consumer of this session (a corrupt record it skipped)."""
-        self._warn(message)
-
-    def _warn(self, message: str) -> None:
+        """A problem found here or by a consumer of this session (a corrupt record it skipped):
+        the first MAX_WARNINGS kept, the rest counted."""
         if len(self.warnings) < self.MAX_WARNINGS:
             self.warnings.append(message)
         else:
@@ -300,11 +284,8 @@ class SessionReader:
 
     def events(self, start: int = 0, stop: int | None = None) -> Iterator[Event]:
         """Complete events in order; a corrupt line in the middle is reported and skipped."""
-        for first, lines in self.segments(start, stop):
-            bad: list[tuple[int, str]] = []
-            yield from decode_events(lines, first, bad)
-            for i, why in bad:
-                self._warn(corrupt(i, why))
+        for record in self.records(start, stop):
+            yield from record
 
     def records(self, start: int = 0, stop: int | None = None) -> Iterator[Sequence[Event]]:
         """The events of each record from `start` up to `stop`, one sequence per position (a
@@ -321,7 +302,7 @@ class SessionReader:
                 try:
                     yield decode_record(line)
                 except BadLine as exc:
-                    self._warn(corrupt(at, str(exc)))
+                    self.warn(corrupt(at, str(exc)))
                     yield ()
                 at += 1
         while at < stop:
@@ -329,10 +310,7 @@ class SessionReader:
             yield ()
 
     def ts_at(self, i: int) -> str:
-        head = self.line(i)[: len(TS_PREFIX) + TS_LEN]
-        if head.startswith(TS_PREFIX) and len(head) == len(TS_PREFIX) + TS_LEN:
-            return head[len(TS_PREFIX) :].decode("ascii", "replace")
-        return format_ts(self.event(i).ts)
+        return first_ts(self.line(i)) or format_ts(self.event(i).ts)
 
     def time_of(self, i: int) -> datetime:
         return parse_ts(self.ts_at(i))
@@ -363,17 +341,16 @@ class SessionReader:
         except SessionFormatError:
             return ""
 
-    def markers(self, kinds: frozenset[str] = SEEKABLE_KINDS) -> list[int]:
-        """Indices of events worth seeking to (found at open, kept in the index)."""
-        if kinds == SEEKABLE_KINDS:
-            if self._markers is None:
-                self._markers = self._find_markers()
-                fp, self._fp = self._fp, None
-                if fp is not None:
-                    session_index.save(self.path, fp, self._segments, self._markers,
-                                       self._index_warnings, self._header_line, self._end)
-            return list(self._markers)
-        return self._find_markers(kinds)
+    def markers(self) -> list[int]:
+        """Indices of events worth seeking to (SEEKABLE_KINDS: found at open, kept in the
+        index)."""
+        if self._markers is None:
+            self._markers = self._find_markers()
+            fp, self._fp = self._fp, None
+            if fp is not None:
+                session_index.save(self.path, fp, self._segments, self._markers,
+                                   self._index_warnings, self._header_line, self._end)
+        return list(self._markers)
 
     def close(self) -> None:
         mm = self._mm

@@ -86,9 +86,6 @@ class Replayer:
         self.finished = self.position >= len(self.reader)
         self._moved.set()
 
-    def seek_time(self, when: datetime) -> None:
-        self.seek_index(self.reader.index_at_time(when))
-
     def next_marker(self) -> int | None:
         markers = self.markers()
         k = bisect_left(markers, self.position)

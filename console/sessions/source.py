@@ -15,7 +15,6 @@ expands to gigabytes of newlines costs time in proportion, not memory.
 
 from __future__ import annotations
 
-import mmap
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -221,7 +220,3 @@ def scan_plain(mm: Any, start: int, size: int, first: int, warnings: list[str],
             first += n
         pos = end + 1
     return segments, pos
-
-
-def open_mmap(fileno: int) -> mmap.mmap:
-    return mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)

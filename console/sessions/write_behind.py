@@ -44,10 +44,6 @@ class WriteBehind:
             self._bytes += size
             self._cond.notify_all()
 
-    def pending(self) -> int:
-        with self._cond:
-            return len(self._items)
-
     def drain(self) -> None:
         """Wait until everything queued so far has run."""
         if threading.current_thread() is self._thread:

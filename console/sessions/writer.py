@@ -46,18 +46,17 @@ def default_session_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME)) / "sessions"
 
 
-def default_session_path(host: str, *, compress: bool = False) -> Path:
+def default_session_path(host: str) -> Path:
     """`<second>-<host>-<pid>.jsonl`: the process id keeps two commands for one host started in
     the same second apart; a number is added when this process already used the name."""
     stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in host) or "session"
-    ext = f".jsonl{'.zst' if compress else ''}"
     base = default_session_dir() / f"{stamp}-{safe}-{os.getpid()}"
-    path = base.with_name(base.name + ext)
+    path = base.with_name(base.name + ".jsonl")
     n = 1
     while path.exists():
         n += 1
-        path = base.with_name(f"{base.name}-{n}{ext}")
+        path = base.with_name(f"{base.name}-{n}.jsonl")
     return path
 
 
@@ -137,9 +136,6 @@ class SessionWriter:
             raise SessionPathError(f"cannot create session file {self.path}: "
                                    f"{exc.strerror or exc}") from None
         return open(fd, "wb", buffering=0)
-
-    def _write_line(self, line: str) -> None:
-        self._write_bytes(line.encode("utf-8") + b"\n", 1)
 
     def _write_bytes(self, data: bytes, events: int) -> None:
         try:

@@ -39,9 +39,7 @@ class FrameCounter:
         self.whole = 0  # bytes up to the end of the last whole line
         self.count = 0
         self.ts = ""
-        self._ts_buf = bytearray()
-        self._ts_open = False
-        self._prev_nl = True  # at a line start
+        self._ts_buf = bytearray()  # the start of the first event's line
         self._blanks = BlankLines()
 
     def feed(self, raw: bytes) -> None:
@@ -72,7 +70,6 @@ class FrameCounter:
         if nl_count:
             self.count += nl_count
             self.whole = base + piece.rfind(b"\n") + 1
-        self._prev_nl = piece[-1:] == b"\n"
 
     def _see_lines(self, piece: bytes) -> None:
         """The whole lines completed by `piece`, with the index of the first, to `visit`: the
@@ -96,13 +93,9 @@ class FrameCounter:
             self._visit(index, data)  # type: ignore[misc]
 
     def _track_ts(self, piece: bytes) -> None:
+        """`piece` never starts with a newline here: BlankLines drops those at a line start,
+        and the header's own newline is cut off with it."""
         want = len(TS_PREFIX) + TS_LEN
-        if not self._ts_open:
-            stripped = piece.lstrip(b"\n") if self._prev_nl else b""
-            if not stripped:
-                return
-            self._ts_open = True
-            piece = stripped
         self._ts_buf += piece[: want - len(self._ts_buf)]
         if len(self._ts_buf) >= want or b"\n" in self._ts_buf:
             self.ts = first_ts(bytes(self._ts_buf)) or "?"

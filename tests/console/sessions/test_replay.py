@@ -58,7 +58,7 @@ async def test_pause_step_seek_and_markers(tmp_path: Path) -> None:
         assert seen == [0, 1, 3]
         assert rp.next_marker() == 7
         assert rp.previous_marker() is None  # nothing before the marker just shown
-        rp.seek_time(rp.reader.time_of(8))
+        rp.seek_index(rp.reader.index_at_time(rp.reader.time_of(8)))
         rp.play()
         await asyncio.wait_for(task, 5)
         assert seen == [0, 1, 3, 8, 9]

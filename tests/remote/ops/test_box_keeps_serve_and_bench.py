@@ -132,6 +132,12 @@ async def test_a_running_server_is_found_with_its_url_model_and_pid(
         out = capsys.readouterr().out
         assert (f"speculative server at {url}: job {info.run_id}, pid {info.pid}, "
                 "model double-model, answered after 42 s") in out, out
+
+        # `console serve stop` cancels it: one line each, with the state it ended in.
+        assert await asyncio.to_thread(main, ["serve", "stop", "--host", "local", "--config",
+                                              str(toml), "--no-record"]) == 0
+        out = capsys.readouterr().out
+        assert f"speculative server {info.run_id}: " in out, out
     finally:
         await r.stop(info.run_id, "speculative")
         await r.close()

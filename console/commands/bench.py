@@ -22,7 +22,7 @@ from console.context import (
 from remote.errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
-    from remote.bench.prompts import PromptSet
+    from remote.bench.results import ResultFile
     from remote.ops.bench import SweepSettings
 
 # What a command runs on (httpx, prometheus_client, the bench driver, the tables) is imported in
@@ -113,34 +113,33 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
     return fresh(default_session_dir() / f"{stamp}-bench-{safe}.json")
 
 
-def sweep_settings(args: argparse.Namespace, prompts: PromptSet,
-                   concurrencies: list[int]) -> SweepSettings:
-    """`bench run`'s options as the sweep's settings: the CLI's and the TUI's (wiring.bench_run
-    parses the same options) in one place."""
-    from remote.bench.results import MIN_REQUESTS
-    from remote.ops.bench import SweepSettings
-
-    return SweepSettings(prompts, concurrencies, model=args.model, max_tokens=args.max_tokens,
-                         rounds=args.rounds, min_requests=args.requests or MIN_REQUESTS,
-                         min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
-                         timeout=args.timeout, ignore_eos=not args.stop_at_eos)
-
-
-async def run_command(args: argparse.Namespace) -> int:
-    from console.bench_tables import compare_table, point_summary, run_table
+def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile | None]:
+    """`bench run`'s options checked and read as the sweep's settings, its label and the earlier
+    result to compare with: the CLI's and the TUI's (wiring.bench_run parses the same options)
+    in one place."""
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
-    from remote.bench.results import load_result
-    from remote.bench.served import offline_vs_served
-    from remote.ops import bench as ops
+    from remote.bench.results import MIN_REQUESTS, load_result
+    from remote.ops.bench import SweepSettings
 
     concurrencies = parse_concurrency(args.concurrency)
     if args.no_speculation and (args.baseline or args.baseline_url):
         raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
-    prompts = load_prompts(args.prompts or BUILTIN)
+    settings = SweepSettings(load_prompts(args.prompts or BUILTIN), concurrencies, model=args.model,
+                             max_tokens=args.max_tokens, rounds=args.rounds,
+                             min_requests=args.requests or MIN_REQUESTS,
+                             min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
+                             timeout=args.timeout, ignore_eos=not args.stop_at_eos)
     earlier = load_result(args.baseline) if args.baseline else None
-    label = args.label or ("baseline" if args.no_speculation else "speculative")
-    settings = sweep_settings(args, prompts, concurrencies)
+    return settings, args.label or ("baseline" if args.no_speculation else "speculative"), earlier
+
+
+async def run_command(args: argparse.Namespace) -> int:
+    from console.bench_tables import compare_table, point_summary, run_table
+    from remote.bench.served import offline_vs_served
+    from remote.ops import bench as ops
+
+    settings, label, earlier = run_plan(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
         out_path = result_path(ctx, args, label)  # refused before the box is reached

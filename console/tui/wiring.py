@@ -177,23 +177,15 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     result is kept on the box too (noted in `seen`: a reconnect does not show it twice)."""
 
     from console.bench_tables import point_summary
-    from console.commands.bench import sweep_settings
+    from console.commands.bench import run_plan
     from console.sessions.writer import default_session_dir
-    from remote.bench.driver import parse_concurrency
-    from remote.bench.prompts import BUILTIN, load_prompts
-    from remote.bench.results import load_result
     from remote.bench.served import offline_vs_served
     from remote.ops import bench as ops
     from remote.spine import events as ev
     from remote.spine.events import utc_now
 
     args = bench_settings(options, host.name)
-    if args.no_speculation and (args.baseline or args.baseline_url):
-        raise UsageError("--no-speculation measures a baseline: it takes no other baseline")
-    settings = sweep_settings(args, load_prompts(args.prompts or BUILTIN),
-                              parse_concurrency(args.concurrency))
-    label = args.label or ("baseline" if args.no_speculation else "speculative")
-    earlier = load_result(args.baseline) if args.baseline else None
+    settings, label, earlier = run_plan(args)
     if not (args.baseline or args.baseline_url or args.no_speculation):
         args.baseline_url = baseline_url
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)

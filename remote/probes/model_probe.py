@@ -199,26 +199,6 @@ def source_report(src, family):
             "architectures": archs}
 
 
-def find_vllm_root():
-    return find_package_root("vllm")
-
-
-def config_only_main(args, why):
-    try:
-        hf = load_hf(args.model)
-    except (OSError, ValueError) as exc:
-        emit({"kind": "error", "probe": "model", "message": "cannot read HF config: %s" % exc})
-        return 1
-    archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
-    if not archs:
-        emit({"kind": "error", "probe": "model",
-              "message": "no architecture: config.json has no `architectures` (give --arch)"})
-        return 1
-    for arch in archs:
-        emit({"kind": "result", "probe": "model", "result": config_only(hf, arch, why)})
-    return 0
-
-
 def emit(obj):
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -240,18 +220,19 @@ def main(argv=None):
     if args.deadline > 0 and hasattr(signal, "alarm"):
         signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     probe = "source" if args.family else "model"
-    root = args.vllm_root or find_vllm_root()
+    root = args.vllm_root or find_package_root("vllm")
+    src = why = None
     if not root or not os.path.isdir(root):
         why = "vLLM is not installed for %s (no vllm package found)" % sys.executable
-        if probe == "model" and args.model and not args.all:
-            return config_only_main(args, why)
-        emit({"kind": "error", "probe": probe,
-              "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
-        return 1
-    src = Source(root, args.transformers_root or find_package_root("transformers"))
-    if args.family:
-        emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
-        return 0
+        if probe == "source" or not args.model or args.all:
+            emit({"kind": "error", "probe": probe,
+                  "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
+            return 1
+    else:
+        src = Source(root, args.transformers_root or find_package_root("transformers"))
+        if args.family:
+            emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
+            return 0
     hf = {}
     if args.model:
         try:
@@ -265,13 +246,14 @@ def main(argv=None):
         return 0
     archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
     if not archs:
-        emit({"kind": "error", "probe": probe,
-              "message": "no architecture: give --arch, or --model with `architectures` in config.json"})
+        emit({"kind": "error", "probe": probe, "message": "no architecture: " + (
+            "config.json has no `architectures` (give --arch)" if src is None else
+            "give --arch, or --model with `architectures` in config.json")})
         return 1
-    for arch in archs:
-        emit({"kind": "result", "probe": "model", "result": describe(src, arch, hf)})
+    for arch in archs:  # without vLLM's source, what config.json alone says
+        result = describe(src, arch, hf) if src is not None else config_only(hf, arch, why)
+        emit({"kind": "result", "probe": "model", "result": result})
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,8 +45,6 @@ class ValueResolver(ArchitectureChoice):
             r = self.src.resolve_expr_class(mod_of, value)
             if isinstance(r, ClassRef):
                 return [r]
-            if isinstance(r, tuple) and r[0] == "adapter":
-                return [r[2]]
             raise Stop("%s is not a vLLM class (%s)" % (value.id, r[1] if isinstance(r, tuple) else r), where)
         if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
             c, v = self.src.class_attr(cls, value.attr)
@@ -83,8 +81,6 @@ class ValueResolver(ArchitectureChoice):
                 inner = self.src.resolve_expr_class(r[1], r[2])
                 if isinstance(inner, ClassRef):
                     return [inner]
-                if isinstance(inner, tuple) and inner[0] == "adapter":
-                    return [inner[2]]
             raise Stop("%s(...) is not a vLLM class or helper it can read (%s)"
                        % (func.id, r[1] if isinstance(r, tuple) else "unknown name"), where)
         if isinstance(func, ast.Attribute) and func.attr in ("from_config", "_from_config"):
@@ -159,14 +155,10 @@ class ValueResolver(ArchitectureChoice):
             return None
         _, meth = self.src.method(cls, node.attr)
         for ret in ast.walk(meth) if meth is not None else []:
-            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call) and expr_text(ret.value.func) == "dict":
-                for kw in ret.value.keywords:
-                    if kw.arg == key:
-                        return kw.value
-            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
-                for k, v in zip(ret.value.keys, ret.value.values):  # noqa: B905
-                    if const_str(k) == key:
-                        return v
+            if isinstance(ret, ast.Return) and isinstance(ret.value, (ast.Call, ast.Dict)):
+                found = self._dict_entry(ret.value, cls, key)
+                if found is not None:
+                    return found
         return None
 
     CLASS_KEYWORDS = ("model_class", "model_cls", "cls", "module_class", "model_type", "klass")

@@ -22,13 +22,13 @@ import signal
 import subprocess
 import sys
 
-try:
-    from . import container_id, find_package, gpu_query  # imported as remote.probes.env_probe (the tests)
-except ImportError:  # run as a script on the box: these are uploaded beside this file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import container_id
-    import find_package
-    import gpu_query
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import container_id, find_package, gpu_query
 
 PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
             "safetensors", "accelerate", "flashinfer-python", "triton")

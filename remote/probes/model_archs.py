@@ -6,16 +6,10 @@ runtime — and the registry entry to the class (model_probe.py's sibling; stdli
 
 import ast
 
-try:  # imported as remote.probes.model_archs (the console, its tests)
-    from .model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
-    from .model_config import config_lookup, config_path, eval_condition, path_text
-    from .model_registry import MODELS_PKG
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
-    from model_config import config_lookup, config_path, eval_condition, path_text
-    from model_registry import MODELS_PKG
-    from probe_errors import Stop
+from .model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
+from .model_config import config_lookup, config_path, eval_condition, path_text
+from .model_registry import MODELS_PKG
+from .probe_errors import Stop
 
 
 class ArchitectureChoice(object):

@@ -8,10 +8,7 @@ their modules are parsed; it uses only `self.module(name)` and `self.parse_error
 
 import ast
 
-try:  # imported as remote.probes.model_classes (the console, its tests)
-    from .model_ast import ClassRef, expr_text
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, expr_text
+from .model_ast import ClassRef, expr_text
 
 
 class ClassIndex(object):

@@ -8,10 +8,7 @@ import ast
 import json
 import os
 
-try:  # imported as remote.probes.model_config (the console, its tests)
-    from .model_ast import const_str, expr_text, literal, local_value, self_attr_targets
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import const_str, expr_text, literal, local_value, self_attr_targets
+from .model_ast import const_str, expr_text, literal, local_value, self_attr_targets
 
 # -- reading the HF config the way vLLM's model code does -------------------------------------
 CONFIG_ROOT_TEXTS = ("config", "hf_config", "self.config", "self.hf_config")

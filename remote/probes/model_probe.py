@@ -27,21 +27,18 @@ import signal
 import sys
 import traceback
 
-try:  # imported as remote.probes.model_probe (the console, its tests)
-    from .find_package import package_dir as find_package_root
-    from .model_ast import ClassRef, const_str, expr_text
-    from .model_config import config_only, layer_count, load_hf, remap_config
-    from .model_registry import MODELS_PKG, Source
-    from .model_walk import LAYER_ATTRS, Resolver
-    from .probe_errors import Partial, Stop
-except ImportError:  # run on the box: the phases are uploaded beside this file (upload_probe)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from find_package import package_dir as find_package_root
-    from model_ast import ClassRef, const_str, expr_text
-    from model_config import config_only, layer_count, load_hf, remap_config
-    from model_registry import MODELS_PKG, Source
-    from model_walk import LAYER_ATTRS, Resolver
-    from probe_errors import Partial, Stop
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from .find_package import package_dir as find_package_root
+from .model_ast import ClassRef, const_str, expr_text
+from .model_config import config_only, layer_count, load_hf, remap_config
+from .model_registry import MODELS_PKG, Source
+from .model_walk import LAYER_ATTRS, Resolver
+from .probe_errors import Partial, Stop
 
 # The phases live in sibling modules (the layer-path walk, class resolution, the registry, config
 # reading); these are the names the console and its tests use from here.

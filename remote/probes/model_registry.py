@@ -8,16 +8,10 @@ import ast
 import os
 import platform
 
-try:  # imported as remote.probes.model_registry (the console, its tests)
-    from . import find_package
-    from .model_ast import ClassRef, Module, const_str
-    from .model_classes import ClassIndex
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    import find_package
-    from model_ast import ClassRef, Module, const_str
-    from model_classes import ClassIndex
-    from probe_errors import Stop
+from . import find_package
+from .model_ast import ClassRef, Module, const_str
+from .model_classes import ClassIndex
+from .probe_errors import Stop
 
 MODELS_PKG = "vllm.model_executor.models"
 

@@ -6,16 +6,10 @@ Python >= 3.8). Anything it cannot follow raises Stop with the file:line where i
 
 import ast
 
-try:  # imported as remote.probes.model_values (the console, its tests)
-    from .model_archs import ArchitectureChoice
-    from .model_ast import ClassRef, const_str, expr_text, local_value
-    from .model_config import config_lookup, config_path, path_text
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_archs import ArchitectureChoice
-    from model_ast import ClassRef, const_str, expr_text, local_value
-    from model_config import config_lookup, config_path, path_text
-    from probe_errors import Stop
+from .model_archs import ArchitectureChoice
+from .model_ast import ClassRef, const_str, expr_text, local_value
+from .model_config import config_lookup, config_path, path_text
+from .probe_errors import Stop
 
 
 class ValueResolver(ArchitectureChoice):

@@ -6,16 +6,10 @@ sibling; stdlib only, Python >= 3.8).
 
 import ast
 
-try:  # imported as remote.probes.model_walk (the console, its tests)
-    from .model_ast import expr_text, self_attr_targets
-    from .model_registry import MODELS_PKG
-    from .model_values import ValueResolver
-    from .probe_errors import Partial, Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import expr_text, self_attr_targets
-    from model_registry import MODELS_PKG
-    from model_values import ValueResolver
-    from probe_errors import Partial, Stop
+from .model_ast import expr_text, self_attr_targets
+from .model_registry import MODELS_PKG
+from .model_values import ValueResolver
+from .probe_errors import Partial, Stop
 
 # Attributes through which a wrapper holds its text model, in the order they are tried when the
 # source does not say it explicitly (init_vllm_registered_model says it explicitly).

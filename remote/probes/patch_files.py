@@ -11,10 +11,7 @@ import py_compile
 import sys
 import time
 
-try:  # imported as remote.probes.patch_files (the console's tests)
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from the uploaded helper directory
-    from probe_errors import HelperError
+from .probe_errors import HelperError
 
 BACKUP_TAG = ".eagle3-orig-"
 TMP_TAG = ".eagle3-tmp-"

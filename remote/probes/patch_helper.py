@@ -38,15 +38,14 @@ import json
 import os
 import sys
 
-try:  # imported as remote.probes.patch_helper (the console's tests)
-    from . import find_package, patch_files, patch_journal
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from its uploaded directory, its siblings beside it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import find_package
-    import patch_files
-    import patch_journal
-    from probe_errors import HelperError
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import find_package, patch_files, patch_journal
+from .probe_errors import HelperError
 
 
 def op_inspect(req):

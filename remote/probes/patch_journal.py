@@ -9,15 +9,9 @@ Box side: stdlib only, Python >= 3.8, uploaded beside the patch helper.
 import base64
 import json
 import os
-import sys
 
-try:  # imported as remote.probes.patch_journal (the console's tests)
-    from . import patch_files
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from its uploaded directory, its siblings beside it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import patch_files
-    from probe_errors import HelperError
+from . import patch_files
+from .probe_errors import HelperError
 
 
 def check_apply(entry):

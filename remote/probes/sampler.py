@@ -30,13 +30,14 @@ import sys
 import threading
 import time
 
-try:
-    from . import gpu_query  # imported as remote.probes.sampler (the console's tests)
-    from .host_stats import HostReader, process_cpu_seconds, process_name
-except ImportError:  # run as a script on the box: its modules are uploaded beside this file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import gpu_query
-    from host_stats import HostReader, process_cpu_seconds, process_name
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import gpu_query
+from .host_stats import HostReader, process_cpu_seconds, process_name
 
 MIN_INTERVAL = 0.1
 # NVML's PCIe throughput call samples a byte counter for 20 ms per direction and GPU: at 8 GPUs

@@ -111,10 +111,6 @@ class RecipeDecision:
     reason: str
     in_effect: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "applies": self.applies, "reason": self.reason,
-                "in_effect": self.in_effect}
-
 
 @dataclass(slots=True)
 class FilePlan:

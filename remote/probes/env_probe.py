@@ -85,12 +85,6 @@ def torch_build():
     return info
 
 
-def parse_smi_csv(text, fields=SMI_FIELDS):
-    """Rows of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` into GPU dicts
-    (gpu_query.parse_gpus: units of the event conventions, a comma in a name kept)."""
-    return gpu_query.parse_gpus(text, fields)
-
-
 def parse_topo(text):
     """`nvidia-smi topo -m`: the GPU-to-GPU link matrix and whether the GPUs talk over NVLink.
 
@@ -178,7 +172,7 @@ def gpus_from_smi():
     if out is None:
         return None, err
     try:
-        return {"gpus": parse_smi_csv(out)}, None
+        return {"gpus": gpu_query.parse_gpus(out, SMI_FIELDS)}, None
     except ValueError as exc:
         return None, "cannot parse nvidia-smi output: %s" % exc
 

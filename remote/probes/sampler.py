@@ -60,7 +60,6 @@ SMI_FIELDS = (
     "temperature.gpu",
     "clocks.sm",
 )
-SMI_APPS_FIELDS = gpu_query.APPS_FIELDS
 
 
 # ----------------------------------------------------------------------------------------- NVML
@@ -180,8 +179,8 @@ class SmiSource:
         if now - self._procs_at >= SMI_PROCS_REFRESH_S:
             self._procs_at = now
             try:
-                self._procs = parse_smi_apps(self._run(["--query-compute-apps=" + ",".join(SMI_APPS_FIELDS),
-                                                        "--format=csv,noheader,nounits"]))
+                self._procs = gpu_query.parse_apps(self._run([
+                    "--query-compute-apps=" + ",".join(gpu_query.APPS_FIELDS), "--format=csv,noheader,nounits"]))
             except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
                 self._procs = {}
         for g in gpus:
@@ -206,11 +205,6 @@ def parse_smi_gpus(text):
             raise ValueError("nvidia-smi row without a GPU index: %r" % (g,))
         g["pcie_tx"] = g["pcie_rx"] = None
     return gpus
-
-
-def parse_smi_apps(text):
-    """{gpu_uuid: [proc]} from `--query-compute-apps=<SMI_APPS_FIELDS>` (gpu_query.parse_apps)."""
-    return gpu_query.parse_apps(text)
 
 
 # ---------------------------------------------------------------------------------- selection

@@ -122,17 +122,15 @@ def _describe(src, arch, hf=None):
     try:
         top = resolver.class_of(arch)
         hops = resolver.walk(top)
-    except Partial as part:
-        res.update(hops=part.hops, status=part.stop.status, reason=part.stop.reason, stopped_at=part.stop.where)
-        if part.stop.key:
-            res["config_key"] = part.stop.key
-        if part.hops:
-            res["supports_eagle3"] = part.hops[0]["supports_eagle3"]
-        return res
-    except Stop as exc:
-        res.update(status=exc.status, reason=exc.reason, stopped_at=exc.where)
-        if exc.key:
-            res["config_key"] = exc.key
+    except (Partial, Stop) as exc:
+        stop = exc.stop if isinstance(exc, Partial) else exc
+        if isinstance(exc, Partial):  # the hops walked before it stopped
+            res["hops"] = exc.hops
+            if exc.hops:
+                res["supports_eagle3"] = exc.hops[0]["supports_eagle3"]
+        res.update(status=stop.status, reason=stop.reason, stopped_at=stop.where)
+        if stop.key:
+            res["config_key"] = stop.key
         return res
     except (SyntaxError, OSError) as exc:
         res.update(status="unresolved", reason="cannot read vLLM source: %s" % exc, stopped_at=None)

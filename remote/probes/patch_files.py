@@ -80,15 +80,12 @@ def clean_stale_tmp(path):
     directory = os.path.dirname(path) or "."
     prefix = "." + os.path.basename(path)  # its own temp files and those of its backup
     journal_tmp = "." + JOURNAL_NAME + TMP_TAG  # a journal never renamed into place
-    removed = []
     for name in os.listdir(directory):
         if (name.startswith(prefix) and TMP_TAG in name) or name.startswith(journal_tmp):
             try:
                 os.unlink(os.path.join(directory, name))
-                removed.append(name)
             except OSError:
                 pass
-    return removed
 
 
 def list_backups(path):

@@ -124,41 +124,11 @@ def scheduler_is_encoder_decoder(vllm_dir):
     return {"state": "unknown", "source": None, "line": None}
 
 
-def op_apply(req):
-    """Replace `file` with `content_b64`, keeping the original (sha `original_sha256`) first."""
-    stale = patch_files.clean_stale_tmp(req["file"])
-    patch_files.step("checked")
-    checked = patch_journal.check_apply(req)
-    if checked is None:
-        return {"file": req["file"], "changed": False, "sha256": req["expect_sha256"],
-                "stale_removed": stale}
-    patch_files.step("compiled")
-    out = patch_journal.write_apply(checked[0], checked[1], checked[2], req["original_sha256"])
-    out["stale_removed"] = stale
-    return out
-
-
-def op_apply_all(req):
-    """Several files as one: all checked, journalled, written, journal dropped."""
-    entries = req["files"]
-    if not entries:
-        return {"files": [], "recovered": []}
-    journal = patch_journal.journal_path([e["file"] for e in entries])
-    recovered = patch_journal.recover_pending(journal)
-    checked = [(e, patch_journal.check_apply(e)) for e in entries]
-    patch_files.step("checked")
-    pending = [(patch_journal.apply_entry(e), c) for e, c in checked if c is not None]
-    answers = [{"file": e["file"], "changed": False, "sha256": e["expect_sha256"]}
-               for e, c in checked if c is None]
-    answers += patch_journal.run_journalled(journal, "apply", pending, lambda e, c: patch_journal.write_apply(
-        c[0], c[1], c[2], e["original_sha256"]))
-    return {"files": answers, "recovered": recovered}
-
-
-def op_rollback_all(req):
-    """Several files rolled back as one, through the journal apply uses. Each entry either
-    restores its backup (`"action": "restore"`, optionally keeping an edit) or writes a text that
-    keeps only some recipes (`content_b64`, checked as an apply)."""
+def op_all(req, kind):
+    """Several files as one apply or rollback (`kind`): all checked, journalled, written, journal
+    dropped. Each entry either writes `content_b64` (checked as an apply; a rollback that keeps
+    only some recipes writes such a text) or restores its backup (`"action": "restore"`,
+    optionally keeping an edit)."""
     entries = req["files"]
     if not entries:
         return {"files": [], "recovered": []}
@@ -193,7 +163,7 @@ def op_rollback_all(req):
             return patch_journal.write_restore(entry["file"], checked, entry["keep_edited"])
         return patch_journal.write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
 
-    answers += patch_journal.run_journalled(journal, "rollback", pending, write)
+    answers += patch_journal.run_journalled(journal, kind, pending, write)
     return {"files": answers, "recovered": recovered}
 
 
@@ -205,22 +175,6 @@ def op_recover(req):
         return {"journal": journal, "recovered": [], "kind": None}
     kind, files = patch_journal.read_journal(journal)
     return {"journal": journal, "recovered": patch_journal.complete(journal, files), "kind": kind}
-
-
-def op_rollback(req):
-    """Put the backed-up original back byte for byte, then drop the backup."""
-    path = req["file"]
-    stale = patch_files.clean_stale_tmp(path)
-    backup = patch_files.good_backup(path)
-    if backup is None:
-        return {"file": path, "changed": False, "sha256": patch_journal.file_sha(path), "backup": None,
-                "stale_removed": stale}
-    current_sha = patch_journal.file_sha(path)
-    if req.get("expect_sha256") is not None:
-        patch_journal.check_planned(path, current_sha, req["expect_sha256"])
-    out = patch_journal.write_restore(path, backup, bool(req.get("keep_edited")))
-    out["stale_removed"] = stale
-    return out
 
 
 class _DirLock(object):
@@ -243,8 +197,8 @@ class _DirLock(object):
 
 
 def _locked_all(paths_of, op):
-    """Every directory involved, locked in sorted order (the order single-file ops share), so
-    a multi-file op and a single-file op never interleave nor deadlock."""
+    """Every directory involved, locked in sorted order, so two ops over the same directories
+    never interleave nor deadlock."""
 
     def run(req):
         dirs = sorted({os.path.dirname(p) or "." for p in paths_of(req)})
@@ -273,11 +227,10 @@ def _journal_files(req):
 
 OPS = {
     "inspect": op_inspect,
-    "apply": _locked_all(lambda req: [req["file"]], op_apply),
-    "rollback": _locked_all(lambda req: [req["file"]], op_rollback),
-    "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]], op_apply_all),
+    "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
+                             lambda req: op_all(req, "apply")),
     "rollback_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
-                                op_rollback_all),
+                                lambda req: op_all(req, "rollback")),
     "recover": _locked_all(_journal_files, op_recover),
 }
 

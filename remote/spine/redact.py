@@ -108,17 +108,14 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
     text, before = m.group(0), m.string[m.start() - 1] if m.start() else ""
     if kind == "hf_token":
         return None if before in _WORD else "hf_" + MASK
-    if kind == "bearer":  # the scheme's first letter is the char before the literal
-        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD):
+    if kind in ("bearer", "basic"):  # the scheme's first letter is the char before the literal;
+        # what Basic holds is base64 of `user:password`
+        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD) \
+                or (kind == "basic" and not _is_basic_credential(text.split(None, 1)[1])):
             return None
         return text.split(None, 1)[0] + " " + MASK
     if kind == "url_userinfo":
         return None if before not in _WORD else "://" + MASK + "@"
-    if kind == "basic":  # as bearer, and what it holds is base64 of `user:password`
-        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD) \
-                or not _is_basic_credential(text.split(None, 1)[1]):
-            return None
-        return text.split(None, 1)[0] + " " + MASK
     if kind == "api_key_header":  # the header's name and spacing stay
         colon = text.index(":") + 1
         return text[:colon] + text[colon:][: len(text[colon:]) - len(text[colon:].lstrip())] + MASK

@@ -11,9 +11,10 @@ import base64
 import json
 import posixpath
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from remote.errors import AnchorError, PatchError, Refused, RemoteCommandError, UsageError
 from remote.link.hosts import HostConfig
@@ -188,7 +189,7 @@ class Patcher:
             summary = f"{p.rel}: nothing to do"
         self.bus.emit(
             ev.PATCH_PLANNED, self.host.name, file=p.path, rel=p.rel, version=p.version,
-            recipes=[asdict(d) for d in p.decisions], diff=p.diff, sha256=p.current_sha256,
+            recipes=msgspec.to_builtins(p.decisions), diff=p.diff, sha256=p.current_sha256,
             original_sha256=p.original_sha256, original_known=p.original_known,
             refused=p.refused, forceable=p.forceable, notes=p.notes, summary=summary,
         )

@@ -233,12 +233,12 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            out = {self._walk(k): self._secret_value(k, v) for k, v in value.items()}
+            out = {self._walk(k): self._masked_whole(k, v, "json_secret") for k, v in value.items()}
             same = all(a is b and ka is kb for (ka, a), (kb, b) in zip(value.items(), out.items(),
                                                                         strict=True))
             return value if same else out
         if isinstance(value, list | tuple):
-            items = [self._after_flag(value[i - 1], v) if i else self._walk(v)
+            items = [self._masked_whole(value[i - 1], v, "secret_flag") if i else self._walk(v)
                      for i, v in enumerate(value)]
             if all(a is b for a, b in zip(value, items, strict=True)):
                 return value
@@ -246,22 +246,15 @@ class Redactor:
         return value
 
 
-    def _secret_value(self, key: Any, value: Any) -> Any:
-        """A dict's value, masked whole when its key names a secret (`{"password": "x"}`)."""
+    def _masked_whole(self, name: Any, value: Any, kind: str) -> Any:
+        """A dict's value whose key names a secret (`{"password": "x"}`, kind json_secret), or an
+        argv element after a flag that takes one (`--password X`, kind secret_flag): masked whole."""
         walked = self._walk(value)
-        if isinstance(walked, str) and walked and MASK not in walked and isinstance(key, str) \
-                and secret_name(key):
-            self.counts["json_secret"] += 1
-            return MASK
-        return walked
-
-    def _after_flag(self, flag: Any, value: Any) -> Any:
-        """An argv element, masked whole after a flag that takes a secret (`--password X`)."""
-        walked = self._walk(value)
-        if isinstance(walked, str) and isinstance(flag, str) and walked and MASK not in walked \
-                and not walked.startswith("-") and flag.startswith("-") \
-                and secret_name(flag):
-            self.counts["secret_flag"] += 1
+        after_flag = kind == "secret_flag"
+        if isinstance(walked, str) and isinstance(name, str) and walked and MASK not in walked \
+                and not (after_flag and (walked.startswith("-") or not name.startswith("-"))) \
+                and secret_name(name):
+            self.counts[kind] += 1
             return MASK
         return walked
 

@@ -157,13 +157,7 @@ def op_all(req, kind):
                          "backup_sha256": backup[1],
                          "keep_edited": bool(e.get("keep_edited"))}, backup))
     patch_files.step("checked")
-
-    def write(entry, checked):
-        if patch_journal.is_restore(entry):
-            return patch_journal.write_restore(entry["file"], checked, entry["keep_edited"])
-        return patch_journal.write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
-
-    answers += patch_journal.run_journalled(journal, kind, pending, write)
+    answers += patch_journal.run_journalled(journal, kind, pending)
     return {"files": answers, "recovered": recovered}
 
 

@@ -169,11 +169,8 @@ def complete(journal, files):
         todo.append((f, check_restore(path, end_sha) if is_restore(f) else check_apply(f)))
     done = []
     for f, c in todo:
-        if is_restore(f):
-            write_restore(f["file"], c, bool(f.get("keep_edited")))
-            done.append(f["file"])
-        elif c is not None:
-            write_apply(c[0], c[1], c[2], f["original_sha256"])
+        if is_restore(f) or c is not None:
+            write_entry(f, c)
             done.append(f["file"])
     os.unlink(journal)
     patch_files.fsync_dir(os.path.dirname(journal) or ".")
@@ -187,7 +184,14 @@ def recover_pending(journal):
     return complete(journal, read_journal(journal)[1])
 
 
-def run_journalled(journal, kind, pending, write):
+def write_entry(entry, checked):
+    """The writes of one checked journal entry: a restore, or an apply."""
+    if is_restore(entry):
+        return write_restore(entry["file"], checked, bool(entry.get("keep_edited")))
+    return write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
+
+
+def run_journalled(journal, kind, pending):
     """Write the journal of `pending` entries, do each entry's writes, drop the journal."""
     answers = []
     if pending:
@@ -195,7 +199,7 @@ def run_journalled(journal, kind, pending, write):
         patch_files.write_atomic(journal, json.dumps(record).encode("utf-8"), 0o600)
         patch_files.step("journal-written")
         for entry, checked in pending:
-            answers.append(write(entry, checked))
+            answers.append(write_entry(entry, checked))
         os.unlink(journal)
         patch_files.fsync_dir(os.path.dirname(journal) or ".")
         patch_files.step("journal-removed")

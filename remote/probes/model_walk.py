@@ -5,6 +5,7 @@ sibling; stdlib only, Python >= 3.8).
 """
 
 import ast
+import operator
 
 from .model_ast import expr_text, self_attr_targets
 from .model_registry import MODELS_PKG
@@ -254,6 +255,10 @@ class Resolver(ValueResolver):
         return None
 
 
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.FloorDiv: operator.floordiv}
+
+
 def eval_layer_tuple(fn, n):
     """Evaluate `return (2, num_layers // 2, num_layers - 3)` with num_layers = n. None if the
     returned expression uses anything but constants, + - * // and one layer-count name."""
@@ -267,16 +272,8 @@ def eval_layer_tuple(fn, n):
             return e.value
         if isinstance(e, ast.Name) and e.id in counts:
             return n
-        if isinstance(e, ast.BinOp):
-            a, b = ev(e.left), ev(e.right)
-            if isinstance(e.op, ast.Add):
-                return a + b
-            if isinstance(e.op, ast.Sub):
-                return a - b
-            if isinstance(e.op, ast.Mult):
-                return a * b
-            if isinstance(e.op, ast.FloorDiv):
-                return a // b
+        if isinstance(e, ast.BinOp) and type(e.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(e.op)](ev(e.left), ev(e.right))
         raise ValueError(ast.dump(e))
 
     for node in ast.walk(fn):

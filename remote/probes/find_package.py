@@ -29,10 +29,8 @@ def dist_version(name, site_packages=None):
     """The installed version of distribution `name` (only one installed under `site_packages`
     when given), or None."""
     try:
-        import importlib.metadata as md
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return None
-    try:
+        import importlib.metadata as md  # 3.8+, the oldest python a box may have
+
         if site_packages:
             for dist in md.distributions(path=[site_packages]):
                 found = (dist.metadata.get("Name") or "").lower().replace("_", "-")

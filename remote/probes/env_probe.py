@@ -10,8 +10,6 @@ Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
   env_probe.py [--workdir DIR]
 """
 
-from __future__ import print_function
-
 import argparse
 import json
 import os

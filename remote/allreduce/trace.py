@@ -66,7 +66,6 @@ HOST_WRAPPER_OPS: tuple[str, ...] = ("vllm::all_reduce", "c10d::allreduce_")
 FRONTEND_MARK = ".async_llm."
 _STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(\D*(\d+)[^)]*\)_generation_(\d+)\(\D*(\d+)")
 DEVICE_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-TRACE_SUFFIXES = (".json", ".json.gz")
 _RANK_IN_NAME = re.compile(r"(?:rank|tp)[-_]?(\d+)", re.IGNORECASE)
 
 

@@ -31,13 +31,6 @@ class ContainerIdentity:
     def short_id(self) -> str:
         return self.id[:12]
 
-    @property
-    def source(self) -> str:
-        """What its filesystem comes from, as a line can say it."""
-        if self.image:
-            return f"image {self.image}"
-        return f"rootfs {self.rootfs}" if self.rootfs else "unknown image"
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -137,7 +137,7 @@ class SSHTransport(Transport):
                 # itself): learn the offered key's fingerprint for the one line.
                 check.verdict = "revoked"
                 check.revoked_ca = "CA key is revoked" in str(exc)
-                check.fingerprint = await self._offered_fingerprint(target, kwargs)
+                check.fingerprint = (await self._probe(target, kwargs)).fingerprint
             raise host_key_error(check, box, self.known_hosts) from None
         except asyncssh.PermissionDenied as exc:
             raise AuthFailed(f"authentication to {box} failed as user "
@@ -181,9 +181,6 @@ class SSHTransport(Transport):
         except (asyncssh.Error, OSError, TimeoutError, ValueError):
             pass
         return probe
-
-    async def _offered_fingerprint(self, target: str, kwargs: dict[str, Any]) -> str:
-        return (await self._probe(target, kwargs)).fingerprint
 
     async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
                                 check: HostKeyCheck) -> None:

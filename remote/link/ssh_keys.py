@@ -111,8 +111,7 @@ class HostKeyCheck:
                                    and self.accept_new != self.fingerprint):
             self.verdict = "unknown"
             return False
-        line = f"{name} {key.export_public_key('openssh').decode().split()[0]} " \
-               f"{key.export_public_key('openssh').decode().split()[1]}\n"
+        line = f"{name} {' '.join(key.export_public_key('openssh').decode().split()[:2])}\n"
         self.known_hosts.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as fh:
@@ -133,10 +132,7 @@ class KeyTypeProbe(HostKeyCheck):
     def __call__(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         self.fingerprint = key.get_fingerprint("sha256")
         self.where = host if port == 22 else f"[{host}]:{port}"
-        try:
-            known = list(asyncssh.match_known_hosts(str(self.known_hosts), host, addr, port)[0])
-        except (OSError, ValueError):
-            known = []
+        known = known_keys(self.known_hosts, host, addr, port)[0]
         if any(k.public_data == key.public_data for k in known):
             self.verdict = "same"
         else:

@@ -41,19 +41,13 @@ def connect_options(host: HostConfig, known_hosts: Path, keepalive_interval: flo
         kwargs["username"] = str(user)
     if opts.get("port"):
         kwargs["port"] = int(opts["port"])
-    if opts.get("identity_file"):
-        key_path = os.path.expanduser(str(opts["identity_file"]))
-        if not os.path.isfile(key_path):  # a config error (exit 2), not a failed connect
-            raise ConfigError(host.source, f"hosts.{host.name}.identity_file",
-                              f"identity file {key_path} not found")
-        kwargs["client_keys"] = [key_path]
-    config = opts.get("ssh_config")
-    if config:
-        path = os.path.expanduser(str(config))
-        if not os.path.isfile(path):
-            raise ConfigError(host.source, f"hosts.{host.name}.ssh_config",
-                              f"ssh config file {path} not found")
-        kwargs["config"] = [path]
+    for key, kwarg, what in (("identity_file", "client_keys", "identity file"),
+                             ("ssh_config", "config", "ssh config file")):
+        if opts.get(key):
+            path = os.path.expanduser(str(opts[key]))
+            if not os.path.isfile(path):  # a config error (exit 2), not a failed connect
+                raise ConfigError(host.source, f"hosts.{host.name}.{key}", f"{what} {path} not found")
+            kwargs[kwarg] = [path]
     return target, kwargs
 
 

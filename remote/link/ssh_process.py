@@ -9,7 +9,7 @@ import asyncssh
 
 from remote.errors import ConnectionFailed
 from remote.jobs.streams import merge_streams
-from remote.link.transport import OutputLine, RemoteProcess
+from remote.link.transport import RemoteProcess
 
 # what a dropped connection raises, from asyncssh or the socket under it
 LOST = (asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError,
@@ -33,20 +33,6 @@ class SSHProcess(RemoteProcess):
                                    f"{one_line(exc)}") from None
         finally:
             await merged.aclose()
-
-    async def lines(self) -> AsyncIterator[OutputLine]:
-        bufs = {"stdout": bytearray(), "stderr": bytearray()}
-        async for stream, data in self.chunks():
-            buf = bufs[stream]
-            buf += data
-            cut = buf.rfind(b"\n") + 1
-            if cut:
-                for raw in bytes(buf[: cut - 1]).split(b"\n"):
-                    yield OutputLine(stream, raw.decode("utf-8", "replace"))
-                del buf[:cut]
-        for stream, buf in bufs.items():
-            if buf:
-                yield OutputLine(stream, bytes(buf).decode("utf-8", "replace"))
 
     async def wait(self) -> int:
         try:

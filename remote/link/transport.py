@@ -11,7 +11,7 @@ import abc
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,18 +51,27 @@ class RemoteProcess(abc.ABC):
     """A running command. Closing it does not kill the process on the far side (sshd does not
     forward signals to root sessions): long work is launched detached through remote.jobs.client."""
 
-    @abc.abstractmethod
-    def lines(self) -> AsyncIterator[OutputLine]:
+    async def lines(self) -> AsyncIterator[OutputLine]:
         """stdout and stderr lines interleaved in arrival order; ends when both close."""
+        bufs = {"stdout": bytearray(), "stderr": bytearray()}
+        async for stream, data in self.chunks():
+            buf = bufs[stream]
+            buf += data
+            cut = buf.rfind(b"\n") + 1
+            if cut:
+                for raw in bytes(buf[: cut - 1]).split(b"\n"):
+                    yield OutputLine(stream, raw.decode("utf-8", "replace"))
+                del buf[:cut]
+        for stream, buf in bufs.items():
+            if buf:
+                yield OutputLine(stream, bytes(buf).decode("utf-8", "replace"))
 
-    async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
+    @abc.abstractmethod
+    def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
         """(stream, raw bytes) in arrival order, ends when both streams close.
 
         Byte-exact (no decoding, newlines kept): what a log tail needs to count offsets, and
-        far cheaper than one object per line. The fallback re-encodes lines(); transports
-        override it."""
-        async for line in self.lines():
-            yield line.stream, line.text.encode("utf-8") + b"\n"
+        far cheaper than one object per line."""
 
     @abc.abstractmethod
     async def wait(self) -> int: ...
@@ -169,19 +178,11 @@ class _LocalProcess(RemoteProcess):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
 
-    async def lines(self) -> AsyncIterator[OutputLine]:
-        async for name, raw in self._merged(lambda stream: stream.readline):
-            yield OutputLine(name, raw.decode("utf-8", "replace").rstrip("\n"))
-
     def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
-        return self._merged(lambda stream: lambda: stream.read(1 << 18))
-
-    def _merged(self, reader: Callable[[asyncio.StreamReader], Callable[[], Awaitable[bytes]]]
-                ) -> AsyncIterator[tuple[str, bytes]]:
         """stdout and stderr read concurrently, items in arrival order, until both close."""
         out, err = self._proc.stdout, self._proc.stderr
-        return merge_streams({"stdout": reader(out) if out is not None else None,
-                              "stderr": reader(err) if err is not None else None})
+        return merge_streams({"stdout": (lambda: out.read(1 << 18)) if out is not None else None,
+                              "stderr": (lambda: err.read(1 << 18)) if err is not None else None})
 
     async def wait(self) -> int:
         return await self._proc.wait()
@@ -251,18 +252,12 @@ class LocalTransport(Transport):
         return _LocalProcess(proc)
 
     async def put(self, local: Path, remote: str, progress: Progress | None = None) -> None:
-        dest = Path(os.path.expanduser(remote))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        size = Path(local).stat().st_size
-        await asyncio.to_thread(_copy_atomic, Path(local), dest)
+        size = await asyncio.to_thread(_copy_atomic, Path(local), Path(os.path.expanduser(remote)))
         if progress:
             progress(size, size)
 
     async def get(self, remote: str, local: Path, progress: Progress | None = None) -> None:
-        src = Path(os.path.expanduser(remote))
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
-        size = src.stat().st_size
-        await asyncio.to_thread(_copy_atomic, src, Path(local))
+        size = await asyncio.to_thread(_copy_atomic, Path(os.path.expanduser(remote)), Path(local))
         if progress:
             progress(size, size)
 
@@ -271,7 +266,10 @@ class LocalTransport(Transport):
         return Forward(local_port=remote_port, remote_host=remote_host, remote_port=remote_port)
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
+def _copy_atomic(src: Path, dest: Path) -> int:
+    size = src.stat().st_size
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.part-{os.getpid()}")
     shutil.copyfile(src, tmp)
     os.replace(tmp, dest)
+    return size

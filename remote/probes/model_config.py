@@ -8,10 +8,7 @@ import ast
 import json
 import os
 
-try:  # imported as remote.probes.model_config (the console, its tests)
-    from .model_ast import const_str, expr_text, literal, local_value, self_attr_targets
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import const_str, expr_text, literal, local_value, self_attr_targets
+from .model_ast import const_str, expr_text, literal, local_value, self_attr_targets
 
 # -- reading the HF config the way vLLM's model code does -------------------------------------
 CONFIG_ROOT_TEXTS = ("config", "hf_config", "self.config", "self.hf_config")
@@ -104,12 +101,16 @@ def eval_condition(test, fn, hf):
 
 
 def layer_count(hf):
-    for cfg, prefix in ((hf.get("text_config"), "text_config."), (hf, "")):
-        if not isinstance(cfg, dict):
-            continue
-        for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
-            if isinstance(cfg.get(key), int):
-                return cfg[key], prefix + key
+    text = hf.get("text_config")
+    found = _layers_in(text, "text_config.") if isinstance(text, dict) else (None, None)
+    return found if found[0] is not None else _layers_in(hf, "")
+
+
+def _layers_in(cfg, prefix):
+    """(count, the key that holds it) of one config dict, not looking into its sub-configs."""
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        if isinstance(cfg.get(key), int):
+            return cfg[key], prefix + key
     return None, None
 
 
@@ -136,12 +137,7 @@ def config_nesting(hf, prefix="", depth=0):
             continue
         entry = {"key": prefix + key, "model_type": sub.get("model_type"),
                  "architectures": sub.get("architectures") if isinstance(sub.get("architectures"), list) else None}
-        n, n_key = None, None
-        for k in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
-            if isinstance(sub.get(k), int):
-                n, n_key = sub[k], prefix + key + "." + k
-                break
-        entry["num_layers"], entry["num_layers_from"] = n, n_key
+        entry["num_layers"], entry["num_layers_from"] = _layers_in(sub, prefix + key + ".")
         out.append(entry)
         out.extend(config_nesting(sub, prefix + key + ".", depth + 1))
     return out

@@ -27,21 +27,18 @@ import signal
 import sys
 import traceback
 
-try:  # imported as remote.probes.model_probe (the console, its tests)
-    from .find_package import package_dir as find_package_root
-    from .model_ast import ClassRef, const_str, expr_text
-    from .model_config import config_only, layer_count, load_hf, remap_config
-    from .model_registry import MODELS_PKG, Source
-    from .model_walk import LAYER_ATTRS, Resolver
-    from .probe_errors import Partial, Stop
-except ImportError:  # run on the box: the phases are uploaded beside this file (upload_probe)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from find_package import package_dir as find_package_root
-    from model_ast import ClassRef, const_str, expr_text
-    from model_config import config_only, layer_count, load_hf, remap_config
-    from model_registry import MODELS_PKG, Source
-    from model_walk import LAYER_ATTRS, Resolver
-    from probe_errors import Partial, Stop
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from .find_package import package_dir as find_package_root
+from .model_ast import ClassRef, const_str, expr_text
+from .model_config import config_only, layer_count, load_hf, remap_config
+from .model_registry import MODELS_PKG, Source
+from .model_walk import LAYER_ATTRS, Resolver
+from .probe_errors import Partial, Stop
 
 # The phases live in sibling modules (the layer-path walk, class resolution, the registry, config
 # reading); these are the names the console and its tests use from here.
@@ -125,17 +122,15 @@ def _describe(src, arch, hf=None):
     try:
         top = resolver.class_of(arch)
         hops = resolver.walk(top)
-    except Partial as part:
-        res.update(hops=part.hops, status=part.stop.status, reason=part.stop.reason, stopped_at=part.stop.where)
-        if part.stop.key:
-            res["config_key"] = part.stop.key
-        if part.hops:
-            res["supports_eagle3"] = part.hops[0]["supports_eagle3"]
-        return res
-    except Stop as exc:
-        res.update(status=exc.status, reason=exc.reason, stopped_at=exc.where)
-        if exc.key:
-            res["config_key"] = exc.key
+    except (Partial, Stop) as exc:
+        stop = exc.stop if isinstance(exc, Partial) else exc
+        if isinstance(exc, Partial):  # the hops walked before it stopped
+            res["hops"] = exc.hops
+            if exc.hops:
+                res["supports_eagle3"] = exc.hops[0]["supports_eagle3"]
+        res.update(status=stop.status, reason=stop.reason, stopped_at=stop.where)
+        if stop.key:
+            res["config_key"] = stop.key
         return res
     except (SyntaxError, OSError) as exc:
         res.update(status="unresolved", reason="cannot read vLLM source: %s" % exc, stopped_at=None)
@@ -199,26 +194,6 @@ def source_report(src, family):
             "architectures": archs}
 
 
-def find_vllm_root():
-    return find_package_root("vllm")
-
-
-def config_only_main(args, why):
-    try:
-        hf = load_hf(args.model)
-    except (OSError, ValueError) as exc:
-        emit({"kind": "error", "probe": "model", "message": "cannot read HF config: %s" % exc})
-        return 1
-    archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
-    if not archs:
-        emit({"kind": "error", "probe": "model",
-              "message": "no architecture: config.json has no `architectures` (give --arch)"})
-        return 1
-    for arch in archs:
-        emit({"kind": "result", "probe": "model", "result": config_only(hf, arch, why)})
-    return 0
-
-
 def emit(obj):
     sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -240,18 +215,19 @@ def main(argv=None):
     if args.deadline > 0 and hasattr(signal, "alarm"):
         signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     probe = "source" if args.family else "model"
-    root = args.vllm_root or find_vllm_root()
+    root = args.vllm_root or find_package_root("vllm")
+    src = why = None
     if not root or not os.path.isdir(root):
         why = "vLLM is not installed for %s (no vllm package found)" % sys.executable
-        if probe == "model" and args.model and not args.all:
-            return config_only_main(args, why)
-        emit({"kind": "error", "probe": probe,
-              "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
-        return 1
-    src = Source(root, args.transformers_root or find_package_root("transformers"))
-    if args.family:
-        emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
-        return 0
+        if probe == "source" or not args.model or args.all:
+            emit({"kind": "error", "probe": probe,
+                  "message": why + ("; give --model for a config-only answer" if probe == "model" else "")})
+            return 1
+    else:
+        src = Source(root, args.transformers_root or find_package_root("transformers"))
+        if args.family:
+            emit({"kind": "result", "probe": "source", "result": source_report(src, args.family)})
+            return 0
     hf = {}
     if args.model:
         try:
@@ -265,13 +241,14 @@ def main(argv=None):
         return 0
     archs = [args.arch] if args.arch else list(hf.get("architectures") or [])
     if not archs:
-        emit({"kind": "error", "probe": probe,
-              "message": "no architecture: give --arch, or --model with `architectures` in config.json"})
+        emit({"kind": "error", "probe": probe, "message": "no architecture: " + (
+            "config.json has no `architectures` (give --arch)" if src is None else
+            "give --arch, or --model with `architectures` in config.json")})
         return 1
-    for arch in archs:
-        emit({"kind": "result", "probe": "model", "result": describe(src, arch, hf)})
+    for arch in archs:  # without vLLM's source, what config.json alone says
+        result = describe(src, arch, hf) if src is not None else config_only(hf, arch, why)
+        emit({"kind": "result", "probe": "model", "result": result})
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

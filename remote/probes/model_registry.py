@@ -8,14 +8,10 @@ import ast
 import os
 import platform
 
-try:  # imported as remote.probes.model_registry (the console, its tests)
-    from .model_ast import ClassRef, Module, const_str
-    from .model_classes import ClassIndex
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import ClassRef, Module, const_str
-    from model_classes import ClassIndex
-    from probe_errors import Stop
+from . import find_package
+from .model_ast import ClassRef, Module, const_str
+from .model_classes import ClassIndex
+from .probe_errors import Stop
 
 MODELS_PKG = "vllm.model_executor.models"
 
@@ -183,22 +179,8 @@ class Source(ClassIndex):
 
 def read_version(root):
     for name in ("_version.py", "version.py"):
-        path = os.path.join(root, name)
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, "rb") as fh:
-                tree = ast.parse(fh.read(), path)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and const_str(node.value):
-                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-                if "__version__" in names or "version" in names:
-                    return node.value.value
-    try:
-        import importlib.metadata as md  # 3.8+
-
-        return md.version("vllm")
-    except Exception:
-        return None
+        found = find_package.read_assignments(os.path.join(root, name))
+        version = found.get("__version__", found.get("version"))
+        if isinstance(version, str):
+            return version
+    return find_package.dist_version("vllm")

@@ -6,16 +6,10 @@ Python >= 3.8). Anything it cannot follow raises Stop with the file:line where i
 
 import ast
 
-try:  # imported as remote.probes.model_values (the console, its tests)
-    from .model_archs import ArchitectureChoice
-    from .model_ast import ClassRef, const_str, expr_text, local_value
-    from .model_config import config_lookup, config_path, path_text
-    from .probe_errors import Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_archs import ArchitectureChoice
-    from model_ast import ClassRef, const_str, expr_text, local_value
-    from model_config import config_lookup, config_path, path_text
-    from probe_errors import Stop
+from .model_archs import ArchitectureChoice
+from .model_ast import ClassRef, const_str, expr_text, local_value
+from .model_config import config_lookup, config_path, path_text
+from .probe_errors import Stop
 
 
 class ValueResolver(ArchitectureChoice):
@@ -45,8 +39,6 @@ class ValueResolver(ArchitectureChoice):
             r = self.src.resolve_expr_class(mod_of, value)
             if isinstance(r, ClassRef):
                 return [r]
-            if isinstance(r, tuple) and r[0] == "adapter":
-                return [r[2]]
             raise Stop("%s is not a vLLM class (%s)" % (value.id, r[1] if isinstance(r, tuple) else r), where)
         if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
             c, v = self.src.class_attr(cls, value.attr)
@@ -83,8 +75,6 @@ class ValueResolver(ArchitectureChoice):
                 inner = self.src.resolve_expr_class(r[1], r[2])
                 if isinstance(inner, ClassRef):
                     return [inner]
-                if isinstance(inner, tuple) and inner[0] == "adapter":
-                    return [inner[2]]
             raise Stop("%s(...) is not a vLLM class or helper it can read (%s)"
                        % (func.id, r[1] if isinstance(r, tuple) else "unknown name"), where)
         if isinstance(func, ast.Attribute) and func.attr in ("from_config", "_from_config"):
@@ -159,14 +149,10 @@ class ValueResolver(ArchitectureChoice):
             return None
         _, meth = self.src.method(cls, node.attr)
         for ret in ast.walk(meth) if meth is not None else []:
-            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call) and expr_text(ret.value.func) == "dict":
-                for kw in ret.value.keywords:
-                    if kw.arg == key:
-                        return kw.value
-            if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
-                for k, v in zip(ret.value.keys, ret.value.values):  # noqa: B905
-                    if const_str(k) == key:
-                        return v
+            if isinstance(ret, ast.Return) and isinstance(ret.value, (ast.Call, ast.Dict)):
+                found = self._dict_entry(ret.value, cls, key)
+                if found is not None:
+                    return found
         return None
 
     CLASS_KEYWORDS = ("model_class", "model_cls", "cls", "module_class", "model_type", "klass")

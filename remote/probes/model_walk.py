@@ -5,17 +5,12 @@ sibling; stdlib only, Python >= 3.8).
 """
 
 import ast
+import operator
 
-try:  # imported as remote.probes.model_walk (the console, its tests)
-    from .model_ast import expr_text, self_attr_targets
-    from .model_registry import MODELS_PKG
-    from .model_values import ValueResolver
-    from .probe_errors import Partial, Stop
-except ImportError:  # run on the box from the uploaded probe directory
-    from model_ast import expr_text, self_attr_targets
-    from model_registry import MODELS_PKG
-    from model_values import ValueResolver
-    from probe_errors import Partial, Stop
+from .model_ast import expr_text, self_attr_targets
+from .model_registry import MODELS_PKG
+from .model_values import ValueResolver
+from .probe_errors import Partial, Stop
 
 # Attributes through which a wrapper holds its text model, in the order they are tried when the
 # source does not say it explicitly (init_vllm_registered_model says it explicitly).
@@ -260,6 +255,10 @@ class Resolver(ValueResolver):
         return None
 
 
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.FloorDiv: operator.floordiv}
+
+
 def eval_layer_tuple(fn, n):
     """Evaluate `return (2, num_layers // 2, num_layers - 3)` with num_layers = n. None if the
     returned expression uses anything but constants, + - * // and one layer-count name."""
@@ -273,16 +272,8 @@ def eval_layer_tuple(fn, n):
             return e.value
         if isinstance(e, ast.Name) and e.id in counts:
             return n
-        if isinstance(e, ast.BinOp):
-            a, b = ev(e.left), ev(e.right)
-            if isinstance(e.op, ast.Add):
-                return a + b
-            if isinstance(e.op, ast.Sub):
-                return a - b
-            if isinstance(e.op, ast.Mult):
-                return a * b
-            if isinstance(e.op, ast.FloorDiv):
-                return a // b
+        if isinstance(e, ast.BinOp) and type(e.op) in _ARITHMETIC:
+            return _ARITHMETIC[type(e.op)](ev(e.left), ev(e.right))
         raise ValueError(ast.dump(e))
 
     for node in ast.walk(fn):

@@ -11,10 +11,7 @@ import py_compile
 import sys
 import time
 
-try:  # imported as remote.probes.patch_files (the console's tests)
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from the uploaded helper directory
-    from probe_errors import HelperError
+from .probe_errors import HelperError
 
 BACKUP_TAG = ".eagle3-orig-"
 TMP_TAG = ".eagle3-tmp-"
@@ -83,15 +80,12 @@ def clean_stale_tmp(path):
     directory = os.path.dirname(path) or "."
     prefix = "." + os.path.basename(path)  # its own temp files and those of its backup
     journal_tmp = "." + JOURNAL_NAME + TMP_TAG  # a journal never renamed into place
-    removed = []
     for name in os.listdir(directory):
         if (name.startswith(prefix) and TMP_TAG in name) or name.startswith(journal_tmp):
             try:
                 os.unlink(os.path.join(directory, name))
-                removed.append(name)
             except OSError:
                 pass
-    return removed
 
 
 def list_backups(path):

@@ -28,36 +28,36 @@ Protocol: one JSON request on stdin, one JSON object on stdout ({"ok": true, ...
 {"ok": false, "error": "..."}); exit status 0 either way unless the script itself broke.
 Stdlib only, Python >= 3.8; never imports `console` or `remote`. Its parts (patch_files: atomic
 writes and backups; patch_journal: the checks, writes and journal of several files;
-patch_inspect: a package read without importing it) are uploaded beside it.
+find_package: a package found without importing it) are uploaded beside it.
 """
 
+import ast
 import base64
 import fcntl
 import json
 import os
 import sys
 
-try:  # imported as remote.probes.patch_helper (the console's tests)
-    from . import patch_files, patch_inspect, patch_journal
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from its uploaded directory, its siblings beside it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import patch_files
-    import patch_inspect
-    import patch_journal
-    from probe_errors import HelperError
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import find_package, patch_files, patch_journal
+from .probe_errors import HelperError
 
 
 def op_inspect(req):
     package = req["package"]
     site_packages = req.get("site_packages")
-    pkg_dir = patch_inspect.package_dir(package, site_packages)
+    pkg_dir = find_package.package_dir(package, site_packages)
     out = {
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "package": package,
         "package_dir": pkg_dir,
-        "version": patch_inspect.dist_version(package, site_packages) if pkg_dir else None,
+        "version": find_package.dist_version(package, site_packages) if pkg_dir else None,
         "files": {},
     }
     if pkg_dir is not None:
@@ -86,51 +86,49 @@ def op_inspect(req):
                 out["journal_kind"] = patch_journal.read_journal(journal)[0]
             except HelperError:
                 out["journal_kind"] = None
-    vllm_dir = patch_inspect.package_dir("vllm", site_packages)
+    vllm_dir = find_package.package_dir("vllm", site_packages)
     vllm = {"found": vllm_dir is not None, "dir": vllm_dir}
     if vllm_dir is not None:
-        vllm["version"] = patch_inspect.dist_version("vllm", site_packages)
-        vllm["scheduler_is_encoder_decoder"] = patch_inspect.scheduler_is_encoder_decoder(vllm_dir)
+        vllm["version"] = find_package.dist_version("vllm", site_packages)
+        vllm["scheduler_is_encoder_decoder"] = scheduler_is_encoder_decoder(vllm_dir)
     out["vllm"] = vllm
     return out
 
 
-def op_apply(req):
-    """Replace `file` with `content_b64`, keeping the original (sha `original_sha256`) first."""
-    stale = patch_files.clean_stale_tmp(req["file"])
-    patch_files.step("checked")
-    checked = patch_journal.check_apply(req)
-    if checked is None:
-        return {"file": req["file"], "changed": False, "sha256": req["expect_sha256"],
-                "stale_removed": stale}
-    patch_files.step("compiled")
-    out = patch_journal.write_apply(checked[0], checked[1], checked[2], req["original_sha256"])
-    out["stale_removed"] = stale
-    return out
+def scheduler_is_encoder_decoder(vllm_dir):
+    """How vLLM's SchedulerConfig takes `is_encoder_decoder`, read from its source with ast:
+    "required" (a field or InitVar without default), "optional", "absent" or "unknown"."""
+    candidates = [
+        os.path.join(vllm_dir, "config", "scheduler.py"),
+        os.path.join(vllm_dir, "config", "__init__.py"),
+        os.path.join(vllm_dir, "config.py"),
+    ]
+    for source in candidates:
+        if not os.path.isfile(source):
+            continue
+        try:
+            tree = ast.parse(patch_files.read(source).decode("utf-8"), source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == "SchedulerConfig":
+                for item in node.body:
+                    if (
+                        isinstance(item, ast.AnnAssign)
+                        and isinstance(item.target, ast.Name)
+                        and item.target.id == "is_encoder_decoder"
+                    ):
+                        state = "required" if item.value is None else "optional"
+                        return {"state": state, "source": source, "line": item.lineno}
+                return {"state": "absent", "source": source, "line": node.lineno}
+    return {"state": "unknown", "source": None, "line": None}
 
 
-def op_apply_all(req):
-    """Several files as one: all checked, journalled, written, journal dropped."""
-    entries = req["files"]
-    if not entries:
-        return {"files": [], "recovered": []}
-    journal = patch_journal.journal_path([e["file"] for e in entries])
-    recovered = patch_journal.recover_pending(journal)
-    checked = [(e, patch_journal.check_apply(e)) for e in entries]
-    patch_files.step("checked")
-    pending = [({k: e[k] for k in ("file", "expect_sha256", "original_sha256", "content_b64")}, c)
-               for e, c in checked if c is not None]
-    answers = [{"file": e["file"], "changed": False, "sha256": e["expect_sha256"]}
-               for e, c in checked if c is None]
-    answers += patch_journal.run_journalled(journal, "apply", pending, lambda e, c: patch_journal.write_apply(
-        c[0], c[1], c[2], e["original_sha256"]))
-    return {"files": answers, "recovered": recovered}
-
-
-def op_rollback_all(req):
-    """Several files rolled back as one, through the journal apply uses. Each entry either
-    restores its backup (`"action": "restore"`, optionally keeping an edit) or writes a text that
-    keeps only some recipes (`content_b64`, checked as an apply)."""
+def op_all(req, kind):
+    """Several files as one apply or rollback (`kind`): all checked, journalled, written, journal
+    dropped. Each entry either writes `content_b64` (checked as an apply; a rollback that keeps
+    only some recipes writes such a text) or restores its backup (`"action": "restore"`,
+    optionally keeping an edit)."""
     entries = req["files"]
     if not entries:
         return {"files": [], "recovered": []}
@@ -145,15 +143,11 @@ def op_rollback_all(req):
             if c is None:
                 answers.append({"file": path, "changed": False, "sha256": e["expect_sha256"]})
             else:
-                pending.append(({k: e[k] for k in ("file", "expect_sha256", "original_sha256",
-                                                   "content_b64")}, c))
+                pending.append((patch_journal.apply_entry(e), c))
             continue
         patch_files.clean_stale_tmp(path)
         current_sha = patch_journal.file_sha(path)
-        if current_sha != e["expect_sha256"]:
-            raise HelperError(
-                "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-                % (path, current_sha, e["expect_sha256"]))
+        patch_journal.check_planned(path, current_sha, e["expect_sha256"])
         backup = patch_files.good_backup(path)
         if backup is None:
             answers.append({"file": path, "changed": False, "sha256": current_sha,
@@ -163,13 +157,7 @@ def op_rollback_all(req):
                          "backup_sha256": backup[1],
                          "keep_edited": bool(e.get("keep_edited"))}, backup))
     patch_files.step("checked")
-
-    def write(entry, checked):
-        if patch_journal.is_restore(entry):
-            return patch_journal.write_restore(entry["file"], checked, entry["keep_edited"])
-        return patch_journal.write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
-
-    answers += patch_journal.run_journalled(journal, "rollback", pending, write)
+    answers += patch_journal.run_journalled(journal, kind, pending)
     return {"files": answers, "recovered": recovered}
 
 
@@ -181,25 +169,6 @@ def op_recover(req):
         return {"journal": journal, "recovered": [], "kind": None}
     kind, files = patch_journal.read_journal(journal)
     return {"journal": journal, "recovered": patch_journal.complete(journal, files), "kind": kind}
-
-
-def op_rollback(req):
-    """Put the backed-up original back byte for byte, then drop the backup."""
-    path = req["file"]
-    stale = patch_files.clean_stale_tmp(path)
-    backup = patch_files.good_backup(path)
-    if backup is None:
-        return {"file": path, "changed": False, "sha256": patch_journal.file_sha(path), "backup": None,
-                "stale_removed": stale}
-    current_sha = patch_journal.file_sha(path)
-    expect = req.get("expect_sha256")
-    if expect is not None and current_sha != expect:
-        raise HelperError(
-            "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-            % (path, current_sha, expect))
-    out = patch_journal.write_restore(path, backup, bool(req.get("keep_edited")))
-    out["stale_removed"] = stale
-    return out
 
 
 class _DirLock(object):
@@ -221,17 +190,9 @@ class _DirLock(object):
         return False
 
 
-def _locked(op):
-    def run(req):
-        with _DirLock(req["file"]):
-            return op(req)
-
-    return run
-
-
 def _locked_all(paths_of, op):
-    """Every directory involved, locked in sorted order (the order single-file ops share), so
-    a multi-file op and a single-file op never interleave nor deadlock."""
+    """Every directory involved, locked in sorted order, so two ops over the same directories
+    never interleave nor deadlock."""
 
     def run(req):
         dirs = sorted({os.path.dirname(p) or "." for p in paths_of(req)})
@@ -260,11 +221,10 @@ def _journal_files(req):
 
 OPS = {
     "inspect": op_inspect,
-    "apply": _locked(op_apply),
-    "rollback": _locked(op_rollback),
-    "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]], op_apply_all),
+    "apply_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
+                             lambda req: op_all(req, "apply")),
     "rollback_all": _locked_all(lambda req: [e["file"] for e in req["files"]],
-                                op_rollback_all),
+                                lambda req: op_all(req, "rollback")),
     "recover": _locked_all(_journal_files, op_recover),
 }
 

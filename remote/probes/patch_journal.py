@@ -9,15 +9,9 @@ Box side: stdlib only, Python >= 3.8, uploaded beside the patch helper.
 import base64
 import json
 import os
-import sys
 
-try:  # imported as remote.probes.patch_journal (the console's tests)
-    from . import patch_files
-    from .probe_errors import HelperError
-except ImportError:  # run on the box from its uploaded directory, its siblings beside it
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import patch_files
-    from probe_errors import HelperError
+from . import patch_files
+from .probe_errors import HelperError
 
 
 def check_apply(entry):
@@ -29,11 +23,7 @@ def check_apply(entry):
     original_sha = entry["original_sha256"]
     patch_files.clean_stale_tmp(path)
     current_sha = patch_files.sha(patch_files.read(path))
-    if current_sha != expect:
-        raise HelperError(
-            "%s changed since it was planned (sha256 %s, planned against %s): plan again"
-            % (path, current_sha, expect)
-        )
+    check_planned(path, current_sha, expect)
     if patch_files.sha(new) == current_sha:
         return None
     patch_files.compile_check(new, path)
@@ -51,6 +41,20 @@ def check_apply(entry):
             % (path, backup[1], original_sha)
         )
     return path, new, backup
+
+
+def check_planned(path, current_sha, expect):
+    if current_sha != expect:
+        raise HelperError("%s changed since it was planned (sha256 %s, planned against %s): "
+                          "plan again" % (path, current_sha, expect))
+
+
+_APPLY_KEYS = ("file", "expect_sha256", "original_sha256", "content_b64")
+
+
+def apply_entry(entry):
+    """The journal entry of one apply: what `complete` needs to finish it."""
+    return {k: entry[k] for k in _APPLY_KEYS}
 
 
 def write_apply(path, new, backup, original_sha):
@@ -92,8 +96,7 @@ def read_journal(path):
         for f in files:
             if not isinstance(f, dict):
                 raise ValueError("an entry is not an object")
-            keys = (("file", "expect_sha256", "backup_sha256") if is_restore(f) else
-                    ("file", "expect_sha256", "original_sha256", "content_b64"))
+            keys = ("file", "expect_sha256", "backup_sha256") if is_restore(f) else _APPLY_KEYS
             if not all(k in f for k in keys):
                 raise ValueError("an entry lacks one of %s" % ", ".join(keys))
         if kind not in ("apply", "rollback"):
@@ -166,11 +169,8 @@ def complete(journal, files):
         todo.append((f, check_restore(path, end_sha) if is_restore(f) else check_apply(f)))
     done = []
     for f, c in todo:
-        if is_restore(f):
-            write_restore(f["file"], c, bool(f.get("keep_edited")))
-            done.append(f["file"])
-        elif c is not None:
-            write_apply(c[0], c[1], c[2], f["original_sha256"])
+        if is_restore(f) or c is not None:
+            write_entry(f, c)
             done.append(f["file"])
     os.unlink(journal)
     patch_files.fsync_dir(os.path.dirname(journal) or ".")
@@ -184,7 +184,14 @@ def recover_pending(journal):
     return complete(journal, read_journal(journal)[1])
 
 
-def run_journalled(journal, kind, pending, write):
+def write_entry(entry, checked):
+    """The writes of one checked journal entry: a restore, or an apply."""
+    if is_restore(entry):
+        return write_restore(entry["file"], checked, bool(entry.get("keep_edited")))
+    return write_apply(checked[0], checked[1], checked[2], entry["original_sha256"])
+
+
+def run_journalled(journal, kind, pending):
     """Write the journal of `pending` entries, do each entry's writes, drop the journal."""
     answers = []
     if pending:
@@ -192,7 +199,7 @@ def run_journalled(journal, kind, pending, write):
         patch_files.write_atomic(journal, json.dumps(record).encode("utf-8"), 0o600)
         patch_files.step("journal-written")
         for entry, checked in pending:
-            answers.append(write(entry, checked))
+            answers.append(write_entry(entry, checked))
         os.unlink(journal)
         patch_files.fsync_dir(os.path.dirname(journal) or ".")
         patch_files.step("journal-removed")

@@ -30,13 +30,14 @@ import sys
 import threading
 import time
 
-try:
-    from . import gpu_query  # imported as remote.probes.sampler (the console's tests)
-    from .host_stats import HostReader, process_cpu_seconds, process_name
-except ImportError:  # run as a script on the box: its modules are uploaded beside this file
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import gpu_query
-    from host_stats import HostReader, process_cpu_seconds, process_name
+if not __package__:  # run as a script on the box: the siblings uploaded beside it are its package
+    import types
+
+    __package__ = "eagle3_probes"
+    sys.modules[__package__] = types.ModuleType(__package__)
+    sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
+from . import gpu_query
+from .host_stats import HostReader, process_cpu_seconds, process_name
 
 MIN_INTERVAL = 0.1
 # NVML's PCIe throughput call samples a byte counter for 20 ms per direction and GPU: at 8 GPUs
@@ -59,7 +60,6 @@ SMI_FIELDS = (
     "temperature.gpu",
     "clocks.sm",
 )
-SMI_APPS_FIELDS = gpu_query.APPS_FIELDS
 
 
 # ----------------------------------------------------------------------------------------- NVML
@@ -179,8 +179,8 @@ class SmiSource:
         if now - self._procs_at >= SMI_PROCS_REFRESH_S:
             self._procs_at = now
             try:
-                self._procs = parse_smi_apps(self._run(["--query-compute-apps=" + ",".join(SMI_APPS_FIELDS),
-                                                        "--format=csv,noheader,nounits"]))
+                self._procs = gpu_query.parse_apps(self._run([
+                    "--query-compute-apps=" + ",".join(gpu_query.APPS_FIELDS), "--format=csv,noheader,nounits"]))
             except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
                 self._procs = {}
         for g in gpus:
@@ -205,11 +205,6 @@ def parse_smi_gpus(text):
             raise ValueError("nvidia-smi row without a GPU index: %r" % (g,))
         g["pcie_tx"] = g["pcie_rx"] = None
     return gpus
-
-
-def parse_smi_apps(text):
-    """{gpu_uuid: [proc]} from `--query-compute-apps=<SMI_APPS_FIELDS>` (gpu_query.parse_apps)."""
-    return gpu_query.parse_apps(text)
 
 
 # ---------------------------------------------------------------------------------- selection

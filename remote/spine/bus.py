@@ -26,8 +26,7 @@ _CLOSED = object()
 
 
 class Subscription:
-    def __init__(self, bus: EventBus, kinds: frozenset[str] | None) -> None:
-        self._bus = bus
+    def __init__(self, kinds: frozenset[str] | None) -> None:
         self._kinds = kinds
         self._queue: asyncio.Queue[object] = asyncio.Queue()
 
@@ -57,10 +56,6 @@ class Subscription:
     async def _iter(self) -> AsyncIterator[Event]:
         while (event := await self.get()) is not None:
             yield event
-
-    def unsubscribe(self) -> None:
-        self._bus._subs.discard(self)
-        self._close()
 
 
 class EventBus:
@@ -94,7 +89,7 @@ class EventBus:
 
     def subscribe(self, kinds: set[str] | frozenset[str] | None = None) -> Subscription:
         """kinds: exact kinds or prefixes ("job" matches "job.line"); None for everything."""
-        sub = Subscription(self, frozenset(kinds) if kinds is not None else None)
+        sub = Subscription(frozenset(kinds) if kinds is not None else None)
         self._subs.add(sub)
         if self.closed:
             sub._close()

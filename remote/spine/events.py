@@ -111,12 +111,9 @@ def validate(kind: str, payload: dict[str, Any]) -> et.Payload | None:
 
 def typed(kind: str, payload: dict[str, Any]) -> et.Payload | None:
     """Like validate, but None for a payload that does not match (old or damaged sessions)."""
-    schema = et.SCHEMAS.get(kind)
-    if schema is None:
-        return None
     try:
-        return msgspec.convert(payload, schema)
-    except msgspec.ValidationError:
+        return validate(kind, payload)
+    except PayloadError:
         return None
 
 

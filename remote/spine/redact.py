@@ -108,17 +108,14 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
     text, before = m.group(0), m.string[m.start() - 1] if m.start() else ""
     if kind == "hf_token":
         return None if before in _WORD else "hf_" + MASK
-    if kind == "bearer":  # the scheme's first letter is the char before the literal
-        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD):
+    if kind in ("bearer", "basic"):  # the scheme's first letter is the char before the literal;
+        # what Basic holds is base64 of `user:password`
+        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD) \
+                or (kind == "basic" and not _is_basic_credential(text.split(None, 1)[1])):
             return None
         return text.split(None, 1)[0] + " " + MASK
     if kind == "url_userinfo":
         return None if before not in _WORD else "://" + MASK + "@"
-    if kind == "basic":  # as bearer, and what it holds is base64 of `user:password`
-        if before not in ("B", "b") or (m.start() > 1 and m.string[m.start() - 2] in _WORD) \
-                or not _is_basic_credential(text.split(None, 1)[1]):
-            return None
-        return text.split(None, 1)[0] + " " + MASK
     if kind == "api_key_header":  # the header's name and spacing stay
         colon = text.index(":") + 1
         return text[:colon] + text[colon:][: len(text[colon:]) - len(text[colon:].lstrip())] + MASK
@@ -236,12 +233,12 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            out = {self._walk(k): self._secret_value(k, v) for k, v in value.items()}
+            out = {self._walk(k): self._masked_whole(k, v, "json_secret") for k, v in value.items()}
             same = all(a is b and ka is kb for (ka, a), (kb, b) in zip(value.items(), out.items(),
                                                                         strict=True))
             return value if same else out
         if isinstance(value, list | tuple):
-            items = [self._after_flag(value[i - 1], v) if i else self._walk(v)
+            items = [self._masked_whole(value[i - 1], v, "secret_flag") if i else self._walk(v)
                      for i, v in enumerate(value)]
             if all(a is b for a, b in zip(value, items, strict=True)):
                 return value
@@ -249,22 +246,15 @@ class Redactor:
         return value
 
 
-    def _secret_value(self, key: Any, value: Any) -> Any:
-        """A dict's value, masked whole when its key names a secret (`{"password": "x"}`)."""
+    def _masked_whole(self, name: Any, value: Any, kind: str) -> Any:
+        """A dict's value whose key names a secret (`{"password": "x"}`, kind json_secret), or an
+        argv element after a flag that takes one (`--password X`, kind secret_flag): masked whole."""
         walked = self._walk(value)
-        if isinstance(walked, str) and walked and MASK not in walked and isinstance(key, str) \
-                and secret_name(key):
-            self.counts["json_secret"] += 1
-            return MASK
-        return walked
-
-    def _after_flag(self, flag: Any, value: Any) -> Any:
-        """An argv element, masked whole after a flag that takes a secret (`--password X`)."""
-        walked = self._walk(value)
-        if isinstance(walked, str) and isinstance(flag, str) and walked and MASK not in walked \
-                and not walked.startswith("-") and flag.startswith("-") \
-                and secret_name(flag):
-            self.counts["secret_flag"] += 1
+        after_flag = kind == "secret_flag"
+        if isinstance(walked, str) and isinstance(name, str) and walked and MASK not in walked \
+                and not (after_flag and (walked.startswith("-") or not name.startswith("-"))) \
+                and secret_name(name):
+            self.counts[kind] += 1
             return MASK
         return walked
 

@@ -43,10 +43,6 @@ class History:
     def values(self, metric: str) -> list[float]:
         return [v for _, v in self.series.get(metric, ())]
 
-    def latest(self, metric: str) -> float | None:
-        s = self.series.get(metric)
-        return s[-1][1] if s else None
-
     def points(self) -> int:
         return sum(len(s) for s in self.series.values())
 

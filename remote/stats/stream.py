@@ -64,7 +64,6 @@ class StatsStream:
     samples: int = 0
     restarts: int = 0
     sampler_pid: int | None = None
-    last_source: str | None = None
     _reason_told: str | None = None
     _reason_sent: str | None = None  # the reason the last sample carried (sent once per change)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -246,7 +245,6 @@ class StatsStream:
         if self.restarts:
             self.bus.emit(ev.CONSOLE_INFO, self.name,
                           message=f"stats stream from {self.name} restarted (sampler pid {pid})")
-        self.last_source = source
         if reason and reason != self._reason_told:
             self._reason_told = str(reason)
             what = "no GPU stats" if source == "none" else f"GPU stats from {source}"

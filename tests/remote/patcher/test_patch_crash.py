@@ -16,8 +16,18 @@ import pytest
 from remote.patcher.plan import compose, recipes_for
 from remote.patcher.recipes import CUSTOM_WORKER
 from remote.patcher.runner import HELPER
-from tests.patch_kill_harness import kill_at_step, spawn_helper
+from tests.patch_kill_harness import JOURNAL, kill_at_step, spawn_helper
 from tests.patchbox import WORKER, make_site_packages, sha256
+
+
+def _apply(target: Path, current: str, orig_sha: str, content_b64: str) -> dict:
+    return {"op": "apply_all", "files": [{"file": str(target), "expect_sha256": current,
+                                          "original_sha256": orig_sha, "content_b64": content_b64}]}
+
+
+def _rollback(target: Path, current: str) -> dict:
+    return {"op": "rollback_all", "files": [{"file": str(target), "action": "restore",
+                                             "expect_sha256": current}]}
 
 
 def _run(request: dict) -> dict:
@@ -45,13 +55,13 @@ def test_sigkill_at_every_step_keeps_target_whole_and_rollback_possible(tmp_path
         current = sha256(target)
         if current == orig_sha:
             op = "apply"
-            request = {"op": "apply", "file": str(target), "expect_sha256": current,
-                       "original_sha256": orig_sha, "content_b64": patched_b64}
+            request = _apply(target, current, orig_sha, patched_b64)
         else:
             op = "rollback"
-            request = {"op": "rollback", "file": str(target)}
-        # apply announces 6 steps, rollback 2; a step past the last lets the run finish.
-        step = rng.randint(0, 6 if op == "apply" else 3)
+            request = _rollback(target, current)
+        # apply announces 7 steps, rollback 5 (a journal a kill left is completed first, its
+        # steps announced before them); a step past the last lets the run finish.
+        step = rng.randint(0, 8 if op == "apply" else 6)
         rc, seen = kill_at_step(request, step, rng)
         if rc == -signal.SIGKILL:
             killed_after.add((op, seen[-1] if seen else "start-up"))
@@ -71,16 +81,16 @@ def test_sigkill_at_every_step_keeps_target_whole_and_rollback_possible(tmp_path
     assert {("apply", "backed-up"), ("apply", "tmp-written"), ("apply", "replaced"),
             ("rollback", "tmp-written"), ("rollback", "restored")} <= killed_after
 
-    # A clean rollback from whatever state the loop ended in restores the wheel's bytes and
-    # leaves no temp file or backup behind.
-    _run({"op": "rollback", "file": str(target)})
+    # A clean rollback from whatever state the loop ended in (an interrupted one completed
+    # first, as the console does) restores the wheel's bytes and leaves nothing behind.
+    _run({"op": "recover", "journal": str(target.parent / JOURNAL)})
+    _run(_rollback(target, sha256(target)))
     assert sha256(target) == orig_sha
     leftovers = [p.name for p in target.parent.iterdir() if "eagle3-" in p.name]
     assert leftovers == []
     # And a clean apply after all that still works.
-    answer = _run({"op": "apply", "file": str(target), "expect_sha256": orig_sha,
-                   "original_sha256": orig_sha, "content_b64": patched_b64})
-    assert answer["changed"] and target.read_text() == patched
+    answer = _run(_apply(target, orig_sha, orig_sha, patched_b64))
+    assert answer["files"][0]["changed"] and target.read_text() == patched
 
 
 def test_two_concurrent_applies_take_turns(tmp_path: Path) -> None:
@@ -90,9 +100,7 @@ def test_two_concurrent_applies_take_turns(tmp_path: Path) -> None:
     target = sp / WORKER
     orig_sha = sha256(target)
     patched = compose(target.read_text(), recipes_for("speculators")[CUSTOM_WORKER])
-    request = {"op": "apply", "file": str(target), "expect_sha256": orig_sha,
-               "original_sha256": orig_sha,
-               "content_b64": base64.b64encode(patched.encode()).decode()}
+    request = _apply(target, orig_sha, orig_sha, base64.b64encode(patched.encode()).decode())
     first = spawn_helper(request, 0.1)
     assert first.stderr is not None
     assert first.stderr.readline().decode().startswith("step checked")  # first holds the lock
@@ -100,7 +108,7 @@ def test_two_concurrent_applies_take_turns(tmp_path: Path) -> None:
                             capture_output=True, timeout=60, check=True)
     assert first.wait(timeout=60) == 0
     assert first.stdout is not None
-    assert json.loads(first.stdout.read())["changed"] is True
+    assert json.loads(first.stdout.read())["files"][0]["changed"] is True
     first.stdout.close()
     first.stderr.close()
     answer = json.loads(second.stdout)

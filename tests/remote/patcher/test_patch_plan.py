@@ -18,7 +18,7 @@ from remote.patcher.plan import (
     sha256_text,
 )
 from remote.patcher.recipes import CUSTOM_WORKER, GENERATOR, RECIPES
-from remote.probes import patch_inspect
+from remote.probes import patch_helper
 from tests.patchbox import sha256, wheel_file
 from tests.wheels import unpacked
 
@@ -58,7 +58,7 @@ def test_every_subset_composes_compiles_and_is_recognised() -> None:
 def test_scheduler_condition_read_from_real_vllm_016_source() -> None:
     vllm_dir = unpacked("vllm", "0.16.0", ["vllm/config/scheduler.py",
                                            "vllm-0.16.0.dist-info/METADATA"]) / "vllm"
-    info = patch_inspect.scheduler_is_encoder_decoder(str(vllm_dir))
+    info = patch_helper.scheduler_is_encoder_decoder(str(vllm_dir))
     assert info["state"] == "required"
     assert info["source"].endswith("config/scheduler.py")
 
@@ -75,7 +75,7 @@ def test_scheduler_condition_states(tmp_path: Path, body: str, state: str) -> No
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "scheduler.py").write_text(
         "from dataclasses import InitVar\n\nclass SchedulerConfig:\n" + body)
-    assert patch_inspect.scheduler_is_encoder_decoder(str(tmp_path))["state"] == state
+    assert patch_helper.scheduler_is_encoder_decoder(str(tmp_path))["state"] == state
 
 
 @pytest.mark.parametrize(("state", "applies"), [("required", True), ("optional", False),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.probes import env_probe
+from remote.probes import env_probe, gpu_query
 
 PROBE = Path(env_probe.__file__)
 
@@ -51,7 +51,7 @@ TOPO_PCIE = (
 
 
 def test_parse_smi_csv_in_event_units() -> None:
-    gpus = env_probe.parse_smi_csv(SMI_CSV_H200)
+    gpus = gpu_query.parse_gpus(SMI_CSV_H200, env_probe.SMI_FIELDS)
     assert [g["index"] for g in gpus] == [0, 1]
     g1 = gpus[1]
     assert g1["name"] == "NVIDIA H200"
@@ -62,14 +62,14 @@ def test_parse_smi_csv_in_event_units() -> None:
 
 
 def test_parse_smi_csv_not_available_fields_become_none() -> None:
-    (g,) = env_probe.parse_smi_csv(SMI_CSV_NA)
+    (g,) = gpu_query.parse_gpus(SMI_CSV_NA, env_probe.SMI_FIELDS)
     assert g["util"] is None and g["power"] is None and g["power_limit"] is None
     assert g["temp"] == 40
 
 
 def test_parse_smi_csv_rejects_a_row_of_the_wrong_shape() -> None:
     with pytest.raises(ValueError, match="fields"):
-        env_probe.parse_smi_csv("0, NVIDIA H200, 143771\n")
+        gpu_query.parse_gpus("0, NVIDIA H200, 143771\n", env_probe.SMI_FIELDS)
 
 
 def test_parse_topo_nvswitch_node_is_nvlink() -> None:

@@ -128,7 +128,7 @@ def test_split_row_keeps_the_comma_in_the_free_text_field() -> None:
 
 
 def test_both_probes_read_the_same_rows_alike(fake_smi: Path) -> None:
-    from_env = env_probe.parse_smi_csv(_smi(env_probe.SMI_FIELDS, fake_smi))
+    from_env = gpu_query.parse_gpus(_smi(env_probe.SMI_FIELDS, fake_smi), env_probe.SMI_FIELDS)
     from_sampler = sampler.parse_smi_gpus(_smi(sampler.SMI_FIELDS, fake_smi))
     assert [g["name"] for g in from_env] == [g["name"] for g in from_sampler] == [
         "NVIDIA H200", COMMA_NAME]

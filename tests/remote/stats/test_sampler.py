@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from remote.probes import host_stats
+from remote.probes import gpu_query, host_stats
 from remote.probes import sampler as sampler_mod
 from remote.stats.stream import SAMPLER
 
@@ -81,7 +81,7 @@ def test_nvidia_smi_csv_parsing() -> None:
     assert g0["temp"] == 64 and g0["sm_clock"] == 1980 and g0["pcie_tx"] is None
     assert g1["util"] is None and g1["power"] is None and g1["power_limit"] is None
     assert g2["name"] == "Tesla, Inc. Board" and g2["mem_total"] == 16384 * 2**20
-    apps = sampler_mod.parse_smi_apps(SMI_APPS)
+    apps = gpu_query.parse_apps(SMI_APPS)
     assert apps["GPU-aaaa"] == [
         {"pid": 4242, "name": "/usr/bin/python3", "mem_used": 70000 * 2**20},
         {"pid": 4243, "name": "vllm", "mem_used": None},

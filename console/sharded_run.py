@@ -67,8 +67,12 @@ async def _connect(ctx: Context, names: list[str], *,
     down: list[str] = []
     for name in names:
         host = ctx.config.host(name)
-        t = make_transport(host, bus=ctx.bus, reconnect_attempts=RECONNECT_ATTEMPTS,
-                           **ctx.ssh_kwargs()) if not host.is_local else await ctx.transport(name)
+        # One connection per host: the training box is reached through the command's own link.
+        if host.is_local or name in ctx.transports:
+            t = await ctx.transport(name)
+        else:
+            t = make_transport(host, bus=ctx.bus, reconnect_attempts=RECONNECT_ATTEMPTS,
+                               **ctx.ssh_kwargs())
         try:
             await t.connect()
         except ConnectionFailed as exc:
@@ -78,7 +82,8 @@ async def _connect(ctx: Context, names: list[str], *,
                 down.append(name)
                 continue
             for b in boxes.values():
-                await b.transport.close()
+                if b.transport is not ctx.transports.get(b.name):
+                    await b.transport.close()
             raise ConnectionFailed(f"extract host {name} cannot be reached, nothing started: "
                                    f"{exc} (`--reassign {name}` runs its shard on another box; "
                                    "`--reassign-lost` does that for any box down)") from None

@@ -157,6 +157,10 @@ def test_sharded_extraction_then_training_relays_nothing(
     placed = {h for h, m in messages if "on storage box1 shares" in m and "no transfer" in m}
     assert placed == {"box2", "box3"}
     assert "relayed through the console: 0 B" in [m for _, m in messages]
+    # One SSH connection per host: box1, the training box, is not connected twice.
+    ups = [e["host"] for e in events if e["kind"] == "connection.up"
+           and (e.get("payload") or {}).get("attempt") == 0]  # a reconnect says its attempt
+    assert sorted(ups) == sorted(HOSTS), ups
     assert "every shard gathered on box1 (ran: 1 on box1, 2 on box2, 3 on box3)" in out
     assert "different stacks" not in out  # one environment on every box
     assert not (setup.out("sharded") / "extract-shards").exists()  # nothing left beside

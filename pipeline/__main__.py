@@ -78,7 +78,7 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
     """What the console's compat advisor needs to predict training-stage failures without vLLM:
     config.json, the embedding tensors' names (not all names: a large model has 100k+), the
     trust_remote_code setting and the installed speculators version."""
-    from importlib import metadata
+    from pipeline.formats import installed
 
     raw = json.loads((cfg.model_path / "config.json").read_text())
     names: list[str] = []
@@ -93,13 +93,9 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
                 names = list(f.keys())
     except (ImportError, OSError, ValueError):
         names = []
-    try:
-        spec = metadata.version("speculators")
-    except metadata.PackageNotFoundError:
-        spec = None
     return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
             "trust_remote_code": cfg.target.trust_remote_code,
-            "packages": {"speculators": spec}}
+            "packages": {"speculators": installed()}}
 
 
 def _shard(args: argparse.Namespace, stage: str) -> int:

@@ -18,12 +18,12 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pipeline import stages as stage_table
 from pipeline.config import PipelineConfig
+from pipeline.formats import installed
 
 FORMAT = 1
 FULL_HASH_LIMIT = 16 << 20
@@ -131,13 +131,8 @@ def file_digest(path: Path) -> tuple[str, str]:
 
 
 def package_versions() -> dict[str, str]:
-    out = {}
-    for name in ("torch", "transformers", "speculators", "vllm", "datasets", "safetensors"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    names = ("torch", "transformers", "speculators", "vllm", "datasets", "safetensors")
+    return {name: v for name in names if (v := installed(name)) is not None}
 
 
 def invalidate(cfg: PipelineConfig, stage: str) -> None:

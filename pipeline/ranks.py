@@ -66,11 +66,11 @@ def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
 
 
 def refuse_03(cfg: PipelineConfig, device: str, key: str = "train.hosts") -> None:
-    from pipeline.formats import installed_speculators, speculators_path
+    from pipeline.formats import installed, speculators_path
 
     if speculators_path(cfg) == "0.3" and device == "cpu":
         raise ConfigInvalid(str(cfg.path), REFUSED_03.format(
-            key=key, version=installed_speculators(), fix=_FIX[key]))
+            key=key, version=installed(), fix=_FIX[key]))
 
 
 def torchrun_argv(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,

@@ -19,6 +19,7 @@ from pathlib import Path
 from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress, emit
+from pipeline.ranks import free_port
 from pipeline.runner import StageContext
 from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
@@ -77,14 +78,6 @@ def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log
             time.sleep(every)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
                      hs_dir: Path, progress: Progress, port: int = 0,
                      ready_timeout: float = 1800) -> None:
@@ -103,7 +96,7 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     staging.mkdir(exist_ok=True)
     import torch
 
-    port = port or _free_port()
+    port = port or free_port()
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     log = open(ctx.workdir / "vllm_server.log", "ab")

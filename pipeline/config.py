@@ -59,6 +59,10 @@ BACKENDS = ("hf", "vllm")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("bfloat16", "float16", "float32")
 SPECULATORS_PATHS = ("auto", "0.3", "0.9")
+# The keys with a fixed set of values, each refused as `SECTION.KEY: 'x' is not one of (...)`.
+CHOICES = {("extract", "backend"): BACKENDS, ("extract", "device"): DEVICES,
+           ("train", "device"): DEVICES, ("evaluate", "device"): DEVICES,
+           ("extract", "dtype"): DTYPES, ("train", "speculators"): SPECULATORS_PATHS}
 
 
 @dataclass(frozen=True)
@@ -313,15 +317,11 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if check_data:
         check_dataset(cfg)
 
+    for (sec, key), allowed in CHOICES.items():
+        val = getattr(getattr(cfg, sec), key)
+        if val not in allowed:
+            raise ConfigInvalid(src, f"{sec}.{key}: {val!r} is not one of {allowed}")
     e = cfg.extract
-    if e.backend not in BACKENDS:
-        raise ConfigInvalid(src, f"extract.backend: {e.backend!r} is not one of {BACKENDS}")
-    for sec, dev in (("extract", e.device), ("train", cfg.train.device),
-                     ("evaluate", cfg.evaluate.device)):
-        if dev not in DEVICES:
-            raise ConfigInvalid(src, f"{sec}.device: {dev!r} is not one of {DEVICES}")
-    if e.dtype not in DTYPES:
-        raise ConfigInvalid(src, f"extract.dtype: {e.dtype!r} is not one of {DTYPES}")
     if e.max_num_batched_tokens < 0:
         raise ConfigInvalid(src, "extract.max_num_batched_tokens: must be >= 0 (0: vLLM's "
                             f"default), got {e.max_num_batched_tokens}")
@@ -364,9 +364,6 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
     if t.nproc_per_node < 0:
         raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
-    if t.speculators not in SPECULATORS_PATHS:
-        raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
-                            f"{SPECULATORS_PATHS}")
     if cfg.evaluate.num_speculative_tokens < 1:
         raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
     url = cfg.evaluate.served_url

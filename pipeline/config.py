@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -175,7 +175,7 @@ class PipelineConfig:
 
     def section_digest(self, *sections: str) -> str:
         """Hash of the config sections a stage's outputs depend on (manifest matching)."""
-        data = {s: _jsonable(asdict(getattr(self, s))) for s in sections}
+        data = {s: asdict(getattr(self, s)) for s in sections}  # json writes tuples as lists
         # Where extraction ran is not what it produced: a sharded extraction equals the
         # one-box one, so the host list is left out of every key.
         if "extract" in sections:
@@ -195,14 +195,6 @@ class PipelineConfig:
                 data["train"].pop("data")
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 _SECTIONS: dict[str, type] = {
@@ -372,13 +364,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if cfg.evaluate.served_concurrency < 1:
         raise ConfigInvalid(src, "evaluate.served_concurrency: must be >= 1")
 
-    cfg = PipelineConfig(
-        path=cfg.path, output_dir=cfg.output_dir, target=cfg.target, data=cfg.data,
-        extract=ExtractConfig(**{**asdict(e), "layer_ids": tuple(ids)}), vocab=cfg.vocab,
-        train=cfg.train, evaluate=cfg.evaluate, cpu_threads=cfg.cpu_threads,
-        num_layers=n_layers, hidden_size=hidden,
-        vocab_size=vocab,
-    )
+    cfg = replace(cfg, extract=replace(e, layer_ids=tuple(ids)), num_layers=n_layers,
+                  hidden_size=hidden, vocab_size=vocab)
     from pipeline.trainers.online import refusal  # online: this box's stack can, or why
     from pipeline.trainers.shard_sampler import local_shards_refusal
     for why in (local_shards_refusal(cfg), refusal(cfg) if t.mode == "online" else ""):

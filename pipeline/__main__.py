@@ -79,20 +79,13 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
     config.json, the embedding tensors' names (not all names: a large model has 100k+), the
     trust_remote_code setting and the installed speculators version."""
     from pipeline.formats import installed
+    from pipeline.verifier_view import weight_names
 
     raw = json.loads((cfg.model_path / "config.json").read_text())
-    names: list[str] = []
-    index = cfg.model_path / "model.safetensors.index.json"
     try:
-        if index.exists():
-            names = list(json.loads(index.read_text()).get("weight_map") or {})
-        elif (cfg.model_path / "model.safetensors").exists():
-            from safetensors import safe_open
-
-            with safe_open(str(cfg.model_path / "model.safetensors"), framework="pt") as f:
-                names = list(f.keys())
-    except (ImportError, OSError, ValueError):
-        names = []
+        names = list(weight_names(cfg.model_path))
+    except (ImportError, OSError, ValueError, KeyError, TypeError, PipelineError):
+        names = []  # the advisor goes without them
     return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
             "trust_remote_code": cfg.target.trust_remote_code,
             "packages": {"speculators": installed()}}

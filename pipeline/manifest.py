@@ -29,12 +29,8 @@ FORMAT = 1
 FULL_HASH_LIMIT = 16 << 20
 
 
-def manifest_dir(cfg: PipelineConfig) -> Path:
-    return cfg.output_dir / "manifests"
-
-
 def manifest_path(cfg: PipelineConfig, stage: str) -> Path:
-    return manifest_dir(cfg) / f"{stage}.json"
+    return cfg.output_dir / "manifests" / f"{stage}.json"
 
 
 def stage_dir(cfg: PipelineConfig, stage: str) -> Path:

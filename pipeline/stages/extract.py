@@ -149,6 +149,7 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
         route = vllm_09_route()
         emit("info", "extract", message=f"vLLM extraction route: {route} "
              f"({VLLM_09_ROUTES[route]})", route=route)
+        _require_vllm(cfg)
         if route == "server":
             from pipeline.stages.extract_server import extract_vllm_09
 
@@ -190,8 +191,9 @@ def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
 
 
 def _require_vllm(cfg: PipelineConfig) -> None:
-    """vLLM importable here, and the preflight's notes said, before either capture engine starts
-    (a missing vLLM is a config error: the backend was chosen for a python without it)."""
+    """vLLM importable here, and the preflight's notes said, before a capture engine or the
+    extraction server starts (a missing vLLM is a config error: the backend was chosen for a
+    python without it)."""
     try:
         import vllm  # noqa: F401
     except ImportError as exc:
@@ -270,7 +272,6 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                         todo: list[int], hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9's files without CUDA (VLLM_09_ROUTES): batches of samples through
     pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
-    _require_vllm(cfg)
     from pipeline.vllm_layer_capture import LayerCapture
 
     cap = LayerCapture(str(cfg.model_path), cfg.all_layer_ids,

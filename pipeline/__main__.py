@@ -97,18 +97,15 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
     from pathlib import Path
 
     from pipeline import config as config_mod
+    from pipeline import shard_copy
     from pipeline.stages import extract_shard
 
     if stage == "shard-serve":  # no config: the shard's own manifest says what it serves
-        from pipeline import shard_copy
-
         token = shard_copy.read_token()
         print(json.dumps(shard_copy.serve(Path(args.dir) if args.dir else None, args.bind,
                                           args.port or 0, token)))
         return 0
     if stage == "shard-fetch" and args.probe:
-        from pipeline import shard_copy
-
         if not args.url:
             raise PipelineError("shard-fetch needs --url")
         print(json.dumps(shard_copy.probe(args.url, shard_copy.read_token())))
@@ -118,8 +115,6 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
     cfg = config_mod.load(args.config, check_disk=False, check_data=(stage != "shard-extract"
                            or args.local))
     if stage == "shard-fetch":
-        from pipeline import shard_copy
-
         if not (args.url and args.dir and args.manifest_sha256) or args.start is None \
                 or args.start < 0:
             raise PipelineError("shard-fetch needs --url, --dir, --manifest-sha256 and --start")

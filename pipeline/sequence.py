@@ -60,22 +60,25 @@ def _stage_argv(stage: str, *args: str) -> list[str]:
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with(runner: int) -> Callable[[], None] | None:
-    """Linux: the stage asks the kernel for SIGKILL when the runner that started it dies, so a
+def die_with(parent: int, sig: int = signal.SIGKILL, *,
+             session: bool = False) -> Callable[[], None]:
+    """A child's preexec_fn. Linux: the child asks the kernel for `sig` when `parent` dies, so a
     `kill -9` of the runner never leaves its stage writing on alone. The job helper's supervisor
     ends the runner's whole process group as well (remote/jobs/helper_runs.py: end_group) and is the
     main guard (it also reaches a stage's own children); this one holds where that supervisor
-    is gone too. Elsewhere None: the supervisor alone."""
-    if not sys.platform.startswith("linux"):
-        return None
-
+    is gone too (elsewhere: the supervisor alone). `session`: a session of its own first, so a
+    server's workers are stopped with it as a group (pipeline.trainers.online)."""
     def arm() -> None:  # in the child, between fork and exec
+        if session:
+            os.setsid()
+        if not sys.platform.startswith("linux"):
+            return
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except (OSError, AttributeError):
             return
-        if os.getppid() != runner:  # the runner died before the request was made
-            os.kill(os.getpid(), signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the request was made
+            os.kill(os.getpid(), sig)
 
     return arm
 
@@ -84,7 +87,7 @@ def _child(argv: list[str]) -> int:
     """Run one stage with the runner's stdout and stderr (the job log); its exit code."""
     sys.stdout.flush()
     try:
-        return subprocess.call(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with(os.getpid()))
+        return subprocess.call(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with(os.getpid()))
     except OSError as exc:
         emit("error", argv[3] if len(argv) > 3 else RUNNER, message=f"cannot start {argv}: {exc}")
         return 127

@@ -89,19 +89,6 @@ def train_argv(base: Sequence[str], endpoint: str) -> list[str]:
     return [*argv, "--vllm-endpoint", endpoint]
 
 
-def _die_with_parent() -> None:
-    """In the server's child before exec: a session of its own (so its workers are stopped
-    with it), and SIGTERM when the stage dies, even by SIGKILL (Linux; elsewhere the stage's
-    own cleanup is all)."""
-    os.setsid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     """SIGTERM to the server's process group, SIGKILL to what is left after `grace`."""
     with contextlib.suppress(ProcessLookupError):
@@ -125,12 +112,14 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
                   ) -> Iterator[subprocess.Popen[bytes]]:
     """The server started, answered on `endpoint`, yielded; stopped on every way out: the body
     returning, raising, or the stage receiving SIGTERM."""
+    from pipeline.sequence import die_with
     from pipeline.stages.extract_server import wait_ready
 
     sink: IO[bytes] = open(log, "ab")
     proc = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=env,
-                            preexec_fn=_die_with_parent)
+                            # SIGTERM when the stage dies, even by SIGKILL
+                            preexec_fn=die_with(os.getpid(), signal.SIGTERM, session=True))
 
     def on_term(_sig: int, _frame: Any) -> None:
         raise _Terminated(128 + signal.SIGTERM)

@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,18 +40,6 @@ from pipeline.progress import emit
 
 RUNNER = "pipeline"  # the stage name of the runner's own records
 EXIT_CANCELLED = 128 + signal.SIGTERM
-
-
-class _Cancelled:
-    """SIGTERM (the console's cancel TERMs the whole process group): the running stage gets the
-    same signal and ends; the runner then records what did not run instead of dying silently."""
-
-    def __init__(self) -> None:
-        self.seen = False
-        signal.signal(signal.SIGTERM, self._on_term)
-
-    def _on_term(self, signum: int, frame: Any) -> None:
-        self.seen = True
 
 
 def _stage_argv(stage: str, *args: str) -> list[str]:
@@ -101,11 +90,14 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         rerun: str | None = None, demo_dir: str | None = None, until: str | None = None) -> int:
     """Every stage in order from `config` (or the demo built in `demo_dir` first); with `until`,
     none after that one (the console's sharded extraction runs prepare first, alone)."""
-    cancel = _Cancelled()
+    # SIGTERM (the console's cancel TERMs the whole process group): the running stage gets the
+    # same signal and ends; the runner then records what did not run instead of dying silently.
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: cancel.set())
     outcome: dict[str, Any] = {"ran": [], "skipped": [], "failed": None, "not_run": []}
 
     def finish(ok: bool, rc: int, **extra: Any) -> int:
-        emit("finished", RUNNER, ok=ok, returncode=rc, cancelled=cancel.seen, **outcome,
+        emit("finished", RUNNER, ok=ok, returncode=rc, cancelled=cancel.is_set(), **outcome,
              **extra)
         return rc
 
@@ -151,7 +143,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
     first_forced = order.index(start) if start else (0 if force else len(order))
     last = order.index(until) + 1 if until else len(order)
     for i, stage in enumerate(order[:last]):
-        if cancel.seen:
+        if cancel.is_set():
             not_run(order[i:], "the run was cancelled")
             return finish(False, EXIT_CANCELLED, **paths)
         forced = i >= first_forced or stage == rerun
@@ -167,11 +159,11 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
             outcome["ran"].append(stage)
             continue
         outcome["failed"] = stage
-        why = "cancelled" if cancel.seen else f"exited {rc}"
+        why = "cancelled" if cancel.is_set() else f"exited {rc}"
         emit("end", stage, ok=False, seconds=round(time.monotonic() - t0, 3), returncode=rc,
              error=f"{stage} {why}")
-        not_run(order[i + 1:], "the run was cancelled" if cancel.seen
+        not_run(order[i + 1:], "the run was cancelled" if cancel.is_set()
                 else f"{stage} failed (exit {rc}): the runner stopped there")
-        return finish(False, EXIT_CANCELLED if cancel.seen else _failed_rc(rc), **paths)
+        return finish(False, EXIT_CANCELLED if cancel.is_set() else _failed_rc(rc), **paths)
     return finish(True, 0, **paths)
 

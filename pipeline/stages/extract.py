@@ -146,7 +146,9 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
     elif fmt == "0.3":
         _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
     elif todo:
-        route = vllm_09_route()
+        import torch
+
+        route = "server" if torch.cuda.is_available() else "hooks"  # the module docstring: why
         emit("info", "extract", message=f"vLLM extraction route: {route} "
              f"({VLLM_09_ROUTES[route]})", route=route)
         _require_vllm(cfg)
@@ -240,13 +242,6 @@ VLLM_09_ROUTES = {
     "hooks": "no CUDA here, and vLLM's ExampleHiddenStatesConnector needs it: our worker "
              "extension's layer hooks in vllm.LLM (pipeline.vllm_layer_capture)",
 }
-
-
-def vllm_09_route() -> str:
-    """'server' where torch sees CUDA, else 'hooks' (the module docstring says why)."""
-    import torch
-
-    return "server" if torch.cuda.is_available() else "hooks"
 
 
 def _batches(samples: list[dict[str, list[int]]], todo: list[int],

@@ -79,8 +79,7 @@ def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log
 
 
 def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress, port: int = 0,
-                     ready_timeout: float = 1800) -> None:
+                     hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
     re-run resumes), then stop the server (the stage checked vLLM and the GPUs first)."""
@@ -91,7 +90,7 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     staging.mkdir(exist_ok=True)
     import torch
 
-    port = port or free_port()
+    port = free_port()
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     endpoint = f"http://127.0.0.1:{port}/v1"
@@ -99,7 +98,7 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
 
     try:
         with server_beside(server_argv, endpoint, ctx.workdir / "vllm_server.log",
-                           ready_timeout=ready_timeout, env=with_cpu_kv_cache(os.environ)):
+                           env=with_cpu_kv_cache(os.environ)):
             argv = [sys.executable, "-m", "speculators", "generate-offline-data",
                     "--model", str(cfg.model_path), "--endpoint", endpoint,
                     "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),

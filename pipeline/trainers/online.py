@@ -93,10 +93,8 @@ def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     """SIGTERM to the server's process group, SIGKILL to what is left after `grace`."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # the leader gone, its workers may not be
     proc.wait()

@@ -78,28 +78,17 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
     """What the console's compat advisor needs to predict training-stage failures without vLLM:
     config.json, the embedding tensors' names (not all names: a large model has 100k+), the
     trust_remote_code setting and the installed speculators version."""
-    from importlib import metadata
+    from pipeline.formats import installed
+    from pipeline.verifier_view import weight_names
 
     raw = json.loads((cfg.model_path / "config.json").read_text())
-    names: list[str] = []
-    index = cfg.model_path / "model.safetensors.index.json"
     try:
-        if index.exists():
-            names = list(json.loads(index.read_text()).get("weight_map") or {})
-        elif (cfg.model_path / "model.safetensors").exists():
-            from safetensors import safe_open
-
-            with safe_open(str(cfg.model_path / "model.safetensors"), framework="pt") as f:
-                names = list(f.keys())
-    except (ImportError, OSError, ValueError):
-        names = []
-    try:
-        spec = metadata.version("speculators")
-    except metadata.PackageNotFoundError:
-        spec = None
+        names = list(weight_names(cfg.model_path))
+    except (ImportError, OSError, ValueError, KeyError, TypeError, PipelineError):
+        names = []  # the advisor goes without them
     return {"hf_config": raw, "embed_names": [n for n in names if n.endswith("embed_tokens.weight")],
             "trust_remote_code": cfg.target.trust_remote_code,
-            "packages": {"speculators": spec}}
+            "packages": {"speculators": installed()}}
 
 
 def _shard(args: argparse.Namespace, stage: str) -> int:
@@ -108,18 +97,15 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
     from pathlib import Path
 
     from pipeline import config as config_mod
+    from pipeline import shard_copy
     from pipeline.stages import extract_shard
 
     if stage == "shard-serve":  # no config: the shard's own manifest says what it serves
-        from pipeline import shard_copy
-
         token = shard_copy.read_token()
         print(json.dumps(shard_copy.serve(Path(args.dir) if args.dir else None, args.bind,
                                           args.port or 0, token)))
         return 0
     if stage == "shard-fetch" and args.probe:
-        from pipeline import shard_copy
-
         if not args.url:
             raise PipelineError("shard-fetch needs --url")
         print(json.dumps(shard_copy.probe(args.url, shard_copy.read_token())))
@@ -129,8 +115,6 @@ def _shard(args: argparse.Namespace, stage: str) -> int:
     cfg = config_mod.load(args.config, check_disk=False, check_data=(stage != "shard-extract"
                            or args.local))
     if stage == "shard-fetch":
-        from pipeline import shard_copy
-
         if not (args.url and args.dir and args.manifest_sha256) or args.start is None \
                 or args.start < 0:
             raise PipelineError("shard-fetch needs --url, --dir, --manifest-sha256 and --start")

@@ -32,6 +32,7 @@ import time
 UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 WORKER_FLAG = "--worker"
+DEFAULT_SIZES = [(4 << 10) << i for i in range(17)]  # 4K..256M, doubling
 
 
 def parse_size(text):
@@ -48,14 +49,6 @@ def parse_size(text):
     if value <= 0:
         raise ValueError(f"size must be positive: {text!r}")
     return value
-
-
-def default_sizes():
-    out, size = [], 4 << 10
-    while size <= 256 << 20:
-        out.append(size)
-        size *= 2
-    return out
 
 
 def emit(obj):
@@ -95,18 +88,13 @@ def launch(args, argv):
     relayer = threading.Thread(target=relay, daemon=True)
     relayer.start()
     deadline = time.monotonic() + args.timeout
-    failed = None
     try:
-        while any(p.poll() is None for p in procs):
-            for rank, p in enumerate(procs):
-                if p.poll() not in (None, 0) and failed is None:
-                    failed = rank
-            if failed is not None or time.monotonic() > deadline:
+        while True:  # until a rank fails, all are done, or the deadline
+            failed = next((r for r, p in enumerate(procs) if p.poll() not in (None, 0)), None)
+            if failed is not None or all(p.poll() is not None for p in procs) \
+                    or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        for rank, p in enumerate(procs):
-            if p.poll() not in (None, 0) and failed is None:
-                failed = rank
     finally:
         for p in procs:
             if p.poll() is None:
@@ -210,7 +198,7 @@ def parse_args(argv):
     p.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole sweep")
     args = p.parse_args(argv)
     try:
-        args.sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else default_sizes()
+        args.sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else DEFAULT_SIZES
     except ValueError as exc:
         p.error(f"--sizes: {exc}")
     if args.ranks < 1 or args.iters < 1 or args.warmup < 0:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,6 +59,10 @@ BACKENDS = ("hf", "vllm")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("bfloat16", "float16", "float32")
 SPECULATORS_PATHS = ("auto", "0.3", "0.9")
+# The keys with a fixed set of values, each refused as `SECTION.KEY: 'x' is not one of (...)`.
+CHOICES = {("extract", "backend"): BACKENDS, ("extract", "device"): DEVICES,
+           ("train", "device"): DEVICES, ("evaluate", "device"): DEVICES,
+           ("extract", "dtype"): DTYPES, ("train", "speculators"): SPECULATORS_PATHS}
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class PipelineConfig:
 
     def section_digest(self, *sections: str) -> str:
         """Hash of the config sections a stage's outputs depend on (manifest matching)."""
-        data = {s: _jsonable(asdict(getattr(self, s))) for s in sections}
+        data = {s: asdict(getattr(self, s)) for s in sections}  # json writes tuples as lists
         # Where extraction ran is not what it produced: a sharded extraction equals the
         # one-box one, so the host list is left out of every key.
         if "extract" in sections:
@@ -191,14 +195,6 @@ class PipelineConfig:
                 data["train"].pop("data")
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 _SECTIONS: dict[str, type] = {
@@ -313,15 +309,11 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if check_data:
         check_dataset(cfg)
 
+    for (sec, key), allowed in CHOICES.items():
+        val = getattr(getattr(cfg, sec), key)
+        if val not in allowed:
+            raise ConfigInvalid(src, f"{sec}.{key}: {val!r} is not one of {allowed}")
     e = cfg.extract
-    if e.backend not in BACKENDS:
-        raise ConfigInvalid(src, f"extract.backend: {e.backend!r} is not one of {BACKENDS}")
-    for sec, dev in (("extract", e.device), ("train", cfg.train.device),
-                     ("evaluate", cfg.evaluate.device)):
-        if dev not in DEVICES:
-            raise ConfigInvalid(src, f"{sec}.device: {dev!r} is not one of {DEVICES}")
-    if e.dtype not in DTYPES:
-        raise ConfigInvalid(src, f"extract.dtype: {e.dtype!r} is not one of {DTYPES}")
     if e.max_num_batched_tokens < 0:
         raise ConfigInvalid(src, "extract.max_num_batched_tokens: must be >= 0 (0: vLLM's "
                             f"default), got {e.max_num_batched_tokens}")
@@ -364,9 +356,6 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
     if t.nproc_per_node < 0:
         raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
-    if t.speculators not in SPECULATORS_PATHS:
-        raise ConfigInvalid(src, f"train.speculators: {t.speculators!r} is not one of "
-                            f"{SPECULATORS_PATHS}")
     if cfg.evaluate.num_speculative_tokens < 1:
         raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
     url = cfg.evaluate.served_url
@@ -375,13 +364,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
     if cfg.evaluate.served_concurrency < 1:
         raise ConfigInvalid(src, "evaluate.served_concurrency: must be >= 1")
 
-    cfg = PipelineConfig(
-        path=cfg.path, output_dir=cfg.output_dir, target=cfg.target, data=cfg.data,
-        extract=ExtractConfig(**{**asdict(e), "layer_ids": tuple(ids)}), vocab=cfg.vocab,
-        train=cfg.train, evaluate=cfg.evaluate, cpu_threads=cfg.cpu_threads,
-        num_layers=n_layers, hidden_size=hidden,
-        vocab_size=vocab,
-    )
+    cfg = replace(cfg, extract=replace(e, layer_ids=tuple(ids)), num_layers=n_layers,
+                  hidden_size=hidden, vocab_size=vocab)
     from pipeline.trainers.online import refusal  # online: this box's stack can, or why
     from pipeline.trainers.shard_sampler import local_shards_refusal
     for why in (local_shards_refusal(cfg), refusal(cfg) if t.mode == "online" else ""):

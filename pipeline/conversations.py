@@ -47,12 +47,13 @@ def check_dataset(cfg: PipelineConfig) -> None:
                                 f"'messages'; found keys {keys})")
 
 
-def first_rows(path: Path, n: int) -> Any:
-    """The first `n` rows of a .jsonl file, or of a .json list (or its "data"/"rows")."""
+def first_rows(path: Path, n: int | None = None) -> Any:
+    """The first `n` rows (None: all) of a .jsonl file, or of a .json list (or its
+    "data"/"rows"): what validate samples is what prepare reads."""
     if path.suffix == ".jsonl":
         with open(path, encoding="utf-8") as fh:
             for i, line in enumerate(fh):
-                if i >= n:
+                if n is not None and i >= n:
                     return
                 if line.strip():
                     yield json.loads(line)

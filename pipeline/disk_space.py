@@ -3,24 +3,17 @@ start with the figures (needed, reserve, free) instead of dying half-way through
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.diskfull import mount_point
 from pipeline.errors import NotEnoughDisk
 
 if TYPE_CHECKING:
     from pipeline.config import PipelineConfig
 
 
-def free_bytes(path: Path) -> int:
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    return shutil.disk_usage(probe).free
-
-
 def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:
-    free = free_bytes(cfg.output_dir)
+    free = shutil.disk_usage(mount_point(cfg.output_dir)).free
     reserve = cfg.extract.reserve_bytes
     if needed + reserve > free:
         raise NotEnoughDisk(

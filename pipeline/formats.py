@@ -21,9 +21,9 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigInvalid
 
 
-def installed_speculators() -> str | None:
+def installed(package: str = "speculators") -> str | None:
     try:
-        return metadata.version("speculators")
+        return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
 
@@ -32,7 +32,7 @@ def speculators_path(cfg: PipelineConfig) -> str:
     """'0.3' or '0.9': the training path (and so the extract format) for this environment."""
     if cfg.train.speculators != "auto":
         return cfg.train.speculators
-    v = installed_speculators()
+    v = installed()
     if v is None:
         raise ConfigInvalid(str(cfg.path), "speculators is not installed in this python "
                             "(0.3.x or 0.9.x is needed for extract and train)")

@@ -18,23 +18,19 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pipeline import stages as stage_table
 from pipeline.config import PipelineConfig
+from pipeline.formats import installed
 
 FORMAT = 1
 FULL_HASH_LIMIT = 16 << 20
 
 
-def manifest_dir(cfg: PipelineConfig) -> Path:
-    return cfg.output_dir / "manifests"
-
-
 def manifest_path(cfg: PipelineConfig, stage: str) -> Path:
-    return manifest_dir(cfg) / f"{stage}.json"
+    return cfg.output_dir / "manifests" / f"{stage}.json"
 
 
 def stage_dir(cfg: PipelineConfig, stage: str) -> Path:
@@ -131,13 +127,8 @@ def file_digest(path: Path) -> tuple[str, str]:
 
 
 def package_versions() -> dict[str, str]:
-    out = {}
-    for name in ("torch", "transformers", "speculators", "vllm", "datasets", "safetensors"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    names = ("torch", "transformers", "speculators", "vllm", "datasets", "safetensors")
+    return {name: v for name in names if (v := installed(name)) is not None}
 
 
 def invalidate(cfg: PipelineConfig, stage: str) -> None:

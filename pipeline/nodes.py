@@ -32,14 +32,7 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import read
 from pipeline.progress import emit
-from pipeline.ranks import (
-    collect,
-    fresh_ranks_dir,
-    ranks_per_node,
-    refuse_03,
-    run_torchrun,
-    torchrun_argv,
-)
+from pipeline.ranks import collect, ranks_per_node, refuse_03, run_id, run_torchrun
 from pipeline.trainers.shard_sampler import LOCAL_SHARDS
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"
@@ -54,40 +47,31 @@ def across(cfg: PipelineConfig) -> bool:
 def data_digest(cfg: PipelineConfig) -> str:
     """What every box must hold alike: the extract and vocab outputs, as their manifests list
     them (relative path, size, sha256). Keys are not compared: they include each box's own
-    resolved paths."""
-    from pipeline import stages as stage_table
+    resolved paths.
 
-    rows: list[Any] = []
-    if cfg.train.data == LOCAL_SHARDS:
-        return _local_shards_digest(cfg)
-    for stage in stage_table.get("train").inputs:
-        m = read(cfg, stage)
-        if m is None:
-            raise ConfigInvalid(str(cfg.path), f"train.hosts: this box has no complete {stage} "
-                                f"under {cfg.output_dir} (every train host needs the same "
-                                "extract and vocab outputs: docs/pipeline.md)")
-        rows.append([stage, sorted((o["path"], o["size"], o["sha256"]) for o in m["outputs"])])
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
-def _local_shards_digest(cfg: PipelineConfig) -> str:
-    """train.data = local-shards: each box holds its own shard, so the files differ by design;
+    train.data = local-shards: each box holds its own shard, so the files differ by design;
     what must be alike is the plan they were cut from: prepare's and vocab's outputs (token
     ids, masks, counts, the draft vocab: path, size, sha256) and the shards' ranges (extract's
     meta.json). Each box's extract stage checked its own shard against its manifest."""
+    from pipeline import stages as stage_table
+
+    local = cfg.train.data == LOCAL_SHARDS
     rows: list[Any] = []
-    for stage in ("prepare", "vocab", "extract"):
+    for stage in ("prepare", "vocab", "extract") if local else stage_table.get("train").inputs:
         m = read(cfg, stage)
         if m is None:
             raise ConfigInvalid(str(cfg.path), f"train.hosts: this box has no complete {stage} "
-                                f"under {cfg.output_dir} (train.data = \"local-shards\": the "
-                                "sharded run's shard job builds it on every box)")
-        if stage == "extract":
+                                f"under {cfg.output_dir} " + (
+                                    "(train.data = \"local-shards\": the sharded run's shard job "
+                                    "builds it on every box)" if local else "(every train host "
+                                    "needs the same extract and vocab outputs: docs/pipeline.md)"))
+        if local and stage == "extract":
             rows.append(["shards", m.get("summary", {}).get("shards")])
         else:
             rows.append([stage, sorted((o["path"], o["size"], o["sha256"])
                                        for o in m["outputs"])])
-    return hashlib.sha256(json.dumps(["local-shards", rows]).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(["local-shards", rows] if local else rows).encode()
+                          ).hexdigest()
 
 
 def _addresses(cfg: PipelineConfig) -> list[str]:
@@ -111,18 +95,16 @@ def train_across(cfg: PipelineConfig, save_dir: Path, device: str) -> dict[str, 
     refuse_03(cfg, device)
     addresses = _addresses(cfg)
     endpoint = f"{addresses[0]}:{cfg.train.rdzv_port}"
-    run_id = f"eagle3-train-{os.getpid()}-{int(time.time())}"
+    rdzv_id = run_id()
     nproc = ranks_per_node(cfg, device)
     emit("info", "train", nodes=True, hosts=list(cfg.train.hosts), addresses=addresses, endpoint=endpoint,
-         run_id=run_id, data=data_digest(cfg), device=device, nproc_per_node=nproc,
+         run_id=rdzv_id, data=data_digest(cfg), device=device, nproc_per_node=nproc,
          message=f"training across {len(addresses)} boxes ({', '.join(cfg.train.hosts)}), "
          f"{nproc} rank(s) on this one: rendezvous at {endpoint}, waiting up to "
          f"{cfg.train.join_timeout} s for the others")
-    ranks_dir = fresh_ranks_dir(save_dir)
-    argv = torchrun_argv(cfg, nnodes=len(cfg.train.hosts), nproc=nproc, endpoint=endpoint,
-                         local_addr=addresses[0], run_id=run_id, save_dir=save_dir,
-                         ranks_dir=ranks_dir, device=device)
-    failure = run_torchrun(argv, ranks_dir, None)
+    failure, ranks_dir = run_torchrun(cfg, nnodes=len(cfg.train.hosts), nproc=nproc,
+                                      endpoint=endpoint, local_addr=addresses[0],
+                                      save_dir=save_dir, device=device, rdzv_id=rdzv_id)
     if failure or not (ranks_dir / "rank-0.json").is_file():
         raise PipelineError(
             f"training across {', '.join(cfg.train.hosts)} failed: "
@@ -155,12 +137,10 @@ def node_main(args: argparse.Namespace) -> int:
         emit("info", "train", message=f"training data matches the first box ({mine[:12]}); "
              f"the rendezvous at {args.endpoint} answers")
         return 0
-    work = cfg.output_dir / NODE_DIR
-    ranks_dir = fresh_ranks_dir(work / "checkpoints")
-    argv = torchrun_argv(cfg, nnodes=len(cfg.train.hosts), nproc=ranks_per_node(cfg, device),
-                         endpoint=args.endpoint, local_addr=args.local_addr, run_id=args.run_id,
-                         save_dir=work / "checkpoints", ranks_dir=ranks_dir, device=device)
-    failure = run_torchrun(argv, ranks_dir, None)
+    failure, _ = run_torchrun(cfg, nnodes=len(cfg.train.hosts), nproc=ranks_per_node(cfg, device),
+                              endpoint=args.endpoint, local_addr=args.local_addr,
+                              save_dir=cfg.output_dir / NODE_DIR / "checkpoints", device=device,
+                              rdzv_id=args.run_id)
     if failure:
         raise PipelineError(f"this box's ranks failed: {failure}")
     return 0

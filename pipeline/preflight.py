@@ -84,7 +84,6 @@ def _gib(n: float) -> str:
 def check(model_dir: Path, tensor_parallel_size: int,
           devices: list[dict[str, Any]] | None = None, *, own_pid: int | None = None) -> list[str]:
     """Notes on what was checked; raises PipelineError with the cause and the fix."""
-    notes: list[str] = []
     if devices is None:
         devices, why = gpus()
         if why:
@@ -114,6 +113,5 @@ def check(model_dir: Path, tensor_parallel_size: int,
                 else "use a box with more or larger GPUs")
         raise PipelineError(f"the weights ({_gib(need)}) do not fit {tp} × {use[0]['name']} "
                             f"({_gib(per_rank)} usable each for weights): {hint}")
-    notes.append(f"GPU preflight: {tp} × {use[0]['name']} free; weights {_gib(need)} ≤ "
-                 f"{_gib(per_rank * tp)}")
-    return notes
+    return [f"GPU preflight: {tp} × {use[0]['name']} free; weights {_gib(need)} ≤ "
+            f"{_gib(per_rank * tp)}"]

@@ -66,11 +66,11 @@ def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
 
 
 def refuse_03(cfg: PipelineConfig, device: str, key: str = "train.hosts") -> None:
-    from pipeline.formats import installed_speculators, speculators_path
+    from pipeline.formats import installed, speculators_path
 
     if speculators_path(cfg) == "0.3" and device == "cpu":
         raise ConfigInvalid(str(cfg.path), REFUSED_03.format(
-            key=key, version=installed_speculators(), fix=_FIX[key]))
+            key=key, version=installed(), fix=_FIX[key]))
 
 
 def torchrun_argv(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
@@ -105,24 +105,17 @@ def train_local(cfg: PipelineConfig, save_dir: Path, device: str, nproc: int) ->
     emit("info", "train", ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
          f"on this box (torchrun, {backend}; train.nproc_per_node "
          f"{cfg.train.nproc_per_node or 'auto'})")
-    ranks_dir = fresh_ranks_dir(save_dir)
-    argv = torchrun_argv(cfg, nnodes=1, nproc=nproc, endpoint=endpoint, local_addr=None,
-                         run_id=f"eagle3-train-{os.getpid()}-{int(time.time())}",
-                         save_dir=save_dir, ranks_dir=ranks_dir, device=device)
-    failure = run_torchrun(argv, ranks_dir, nproc)
+    failure, ranks_dir = run_torchrun(cfg, nnodes=1, nproc=nproc, endpoint=endpoint,
+                                      local_addr=None, save_dir=save_dir, device=device,
+                                      world=nproc)
     if failure:
         raise PipelineError(f"training with {nproc} ranks failed: {failure}")
     return collect(ranks_dir)
 
 
-def fresh_ranks_dir(save_dir: Path) -> Path:
-    ranks_dir = save_dir.parent / RANKS_DIR
-    if ranks_dir.exists():
-        import shutil
-
-        shutil.rmtree(ranks_dir)
-    ranks_dir.mkdir(parents=True)
-    return ranks_dir
+def run_id() -> str:
+    """The rendezvous id of a run started here."""
+    return f"eagle3-train-{os.getpid()}-{int(time.time())}"
 
 
 def collect(ranks_dir: Path) -> dict[str, Any]:
@@ -148,10 +141,22 @@ _RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:.*?\)\s*\(?(SIG[A-Z0-9]+))?")
 
 
-def run_torchrun(argv: list[str], ranks_dir: Path, world: int | None) -> str:
-    """Run torchrun (stdout to ours: the ranks' records reach the log), its stderr relayed line
-    by line and read for its failure summary. '' when it succeeded, else one line: the first
-    rank that failed and its error."""
+def run_torchrun(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
+                 local_addr: str | None, save_dir: Path, device: str, world: int | None = None,
+                 rdzv_id: str | None = None) -> tuple[str, Path]:
+    """Run this box's torchrun (torchrun_argv) with a fresh ranks directory beside `save_dir`
+    (stdout to ours: the ranks' records reach the log), its stderr relayed line by line and
+    read for its failure summary. ('' when it succeeded, else one line: the first rank that
+    failed and its error; the ranks directory)."""
+    import shutil
+
+    ranks_dir = save_dir.parent / RANKS_DIR
+    if ranks_dir.exists():
+        shutil.rmtree(ranks_dir)
+    ranks_dir.mkdir(parents=True)
+    argv = torchrun_argv(cfg, nnodes=nnodes, nproc=nproc, endpoint=endpoint,
+                         local_addr=local_addr, run_id=rdzv_id or run_id(), save_dir=save_dir,
+                         ranks_dir=ranks_dir, device=device)
     sys.stdout.flush()
     tail: deque[str] = deque(maxlen=400)
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -169,9 +174,7 @@ def run_torchrun(argv: list[str], ranks_dir: Path, world: int | None) -> str:
     reader.start()
     rc = proc.wait()
     reader.join(timeout=30)
-    if rc == 0:
-        return ""
-    return rank_failure(list(tail), ranks_dir, world, rc)
+    return ("" if rc == 0 else rank_failure(list(tail), ranks_dir, world, rc)), ranks_dir
 
 
 def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int) -> str:

@@ -39,20 +39,6 @@ class StageContext:
         return manifest.stage_dir(self.cfg, stage)
 
 
-StageFn = Callable[[StageContext], tuple[list[Path], dict[str, Any]]]
-
-
-def stage_function(stage: str) -> StageFn:
-    """The `run` of the module the stage's row names, imported now: each pulls torch or
-    transformers, which `plan` and the console must not pay for."""
-    try:
-        row = stage_table.get(stage)
-    except ValueError as exc:
-        raise PipelineError(str(exc)) from None
-    fn: StageFn = importlib.import_module(row.entry).run
-    return fn
-
-
 def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
     """Run (or skip) one stage. True if it ran, False if skipped; raises on failure."""
     st = manifest.status(cfg, stage)
@@ -64,7 +50,10 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         missing = [u for u in stage_table.get(stage).inputs if manifest.read(cfg, u) is None]
         raise PipelineError(f"{stage}: input stage(s) {', '.join(missing)} not complete: "
                             f"run them first")
-    fn = stage_function(stage)
+    # The `run` of the module the stage's row names, imported now: each pulls torch or
+    # transformers, which `plan` and the console must not pay for.
+    fn: Callable[[StageContext], tuple[list[Path], dict[str, Any]]] = importlib.import_module(
+        stage_table.get(stage).entry).run
     # evaluate through a server (evaluate.served_url) is stdlib-only by design: it must run
     # where torch is missing or the target cannot be loaded, so it never imports torch.
     served = stage == "evaluate" and bool(cfg.evaluate.served_url)

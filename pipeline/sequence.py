@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,18 +42,6 @@ RUNNER = "pipeline"  # the stage name of the runner's own records
 EXIT_CANCELLED = 128 + signal.SIGTERM
 
 
-class _Cancelled:
-    """SIGTERM (the console's cancel TERMs the whole process group): the running stage gets the
-    same signal and ends; the runner then records what did not run instead of dying silently."""
-
-    def __init__(self) -> None:
-        self.seen = False
-        signal.signal(signal.SIGTERM, self._on_term)
-
-    def _on_term(self, signum: int, frame: Any) -> None:
-        self.seen = True
-
-
 def _stage_argv(stage: str, *args: str) -> list[str]:
     return [sys.executable, "-m", "pipeline", stage, *args]
 
@@ -60,22 +49,25 @@ def _stage_argv(stage: str, *args: str) -> list[str]:
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with(runner: int) -> Callable[[], None] | None:
-    """Linux: the stage asks the kernel for SIGKILL when the runner that started it dies, so a
+def die_with(parent: int, sig: int = signal.SIGKILL, *,
+             session: bool = False) -> Callable[[], None]:
+    """A child's preexec_fn. Linux: the child asks the kernel for `sig` when `parent` dies, so a
     `kill -9` of the runner never leaves its stage writing on alone. The job helper's supervisor
     ends the runner's whole process group as well (remote/jobs/helper_runs.py: end_group) and is the
     main guard (it also reaches a stage's own children); this one holds where that supervisor
-    is gone too. Elsewhere None: the supervisor alone."""
-    if not sys.platform.startswith("linux"):
-        return None
-
+    is gone too (elsewhere: the supervisor alone). `session`: a session of its own first, so a
+    server's workers are stopped with it as a group (pipeline.trainers.online)."""
     def arm() -> None:  # in the child, between fork and exec
+        if session:
+            os.setsid()
+        if not sys.platform.startswith("linux"):
+            return
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except (OSError, AttributeError):
             return
-        if os.getppid() != runner:  # the runner died before the request was made
-            os.kill(os.getpid(), signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the request was made
+            os.kill(os.getpid(), sig)
 
     return arm
 
@@ -84,7 +76,7 @@ def _child(argv: list[str]) -> int:
     """Run one stage with the runner's stdout and stderr (the job log); its exit code."""
     sys.stdout.flush()
     try:
-        return subprocess.call(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with(os.getpid()))
+        return subprocess.call(argv, stdin=subprocess.DEVNULL, preexec_fn=die_with(os.getpid()))
     except OSError as exc:
         emit("error", argv[3] if len(argv) > 3 else RUNNER, message=f"cannot start {argv}: {exc}")
         return 127
@@ -98,11 +90,14 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
         rerun: str | None = None, demo_dir: str | None = None, until: str | None = None) -> int:
     """Every stage in order from `config` (or the demo built in `demo_dir` first); with `until`,
     none after that one (the console's sharded extraction runs prepare first, alone)."""
-    cancel = _Cancelled()
+    # SIGTERM (the console's cancel TERMs the whole process group): the running stage gets the
+    # same signal and ends; the runner then records what did not run instead of dying silently.
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: cancel.set())
     outcome: dict[str, Any] = {"ran": [], "skipped": [], "failed": None, "not_run": []}
 
     def finish(ok: bool, rc: int, **extra: Any) -> int:
-        emit("finished", RUNNER, ok=ok, returncode=rc, cancelled=cancel.seen, **outcome,
+        emit("finished", RUNNER, ok=ok, returncode=rc, cancelled=cancel.is_set(), **outcome,
              **extra)
         return rc
 
@@ -148,7 +143,7 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
     first_forced = order.index(start) if start else (0 if force else len(order))
     last = order.index(until) + 1 if until else len(order)
     for i, stage in enumerate(order[:last]):
-        if cancel.seen:
+        if cancel.is_set():
             not_run(order[i:], "the run was cancelled")
             return finish(False, EXIT_CANCELLED, **paths)
         forced = i >= first_forced or stage == rerun
@@ -164,11 +159,11 @@ def run(config: str | None, *, start: str | None = None, force: bool = False,
             outcome["ran"].append(stage)
             continue
         outcome["failed"] = stage
-        why = "cancelled" if cancel.seen else f"exited {rc}"
+        why = "cancelled" if cancel.is_set() else f"exited {rc}"
         emit("end", stage, ok=False, seconds=round(time.monotonic() - t0, 3), returncode=rc,
              error=f"{stage} {why}")
-        not_run(order[i + 1:], "the run was cancelled" if cancel.seen
+        not_run(order[i + 1:], "the run was cancelled" if cancel.is_set()
                 else f"{stage} failed (exit {rc}): the runner stopped there")
-        return finish(False, EXIT_CANCELLED if cancel.seen else _failed_rc(rc), **paths)
+        return finish(False, EXIT_CANCELLED if cancel.is_set() else _failed_rc(rc), **paths)
     return finish(True, 0, **paths)
 

@@ -99,55 +99,52 @@ def _post(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         raise ServedError(f"POST {url}: HTTP {exc.code}: {detail}") from None
 
 
-class Server:
-    def __init__(self, url: str, timeout: float = 600.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
+def _model(base: str) -> str:
+    try:
+        data = json.loads(_get(base + "/v1/models", 30))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ServedError(f"no vLLM server answers at {base} ({exc}): start the serve "
+                          "step, or clear evaluate.served_url") from None
+    models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    if not models:
+        raise ServedError(f"{base}/v1/models lists no model")
+    return str(models[0])
 
-    def model(self) -> str:
-        try:
-            data = json.loads(_get(self.url + "/v1/models", 30))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise ServedError(f"no vLLM server answers at {self.url} ({exc}): start the serve "
-                              "step, or clear evaluate.served_url") from None
-        models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
-        if not models:
-            raise ServedError(f"{self.url}/v1/models lists no model")
-        return str(models[0])
 
-    def counters(self, model: str) -> Counters:
-        try:
-            text = _get(self.url + "/metrics", 30).decode()
-        except (urllib.error.URLError, OSError) as exc:
-            raise ServedError(f"cannot read {self.url}/metrics: {exc}") from None
-        return parse_counters(text, model)
+def _counters(base: str, model: str) -> Counters:
+    try:
+        text = _get(base + "/metrics", 30).decode()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ServedError(f"cannot read {base}/metrics: {exc}") from None
+    return parse_counters(text, model)
 
-    def complete(self, model: str, prompt_ids: list[int], max_tokens: int) -> int:
-        """Greedy completion of one token-id prompt; returns the generated token count."""
-        out = _post(self.url + "/v1/completions",
-                    {"model": model, "prompt": prompt_ids, "max_tokens": max_tokens,
-                     "temperature": 0.0, "ignore_eos": False}, self.timeout)
-        usage = out.get("usage") or {}
-        return int(usage.get("completion_tokens", 0))
+
+def _complete(base: str, model: str, prompt_ids: list[int], max_tokens: int) -> int:
+    """Greedy completion of one token-id prompt; returns the generated token count."""
+    out = _post(base + "/v1/completions",
+                {"model": model, "prompt": prompt_ids, "max_tokens": max_tokens,
+                 "temperature": 0.0, "ignore_eos": False}, 600.0)
+    usage = out.get("usage") or {}
+    return int(usage.get("completion_tokens", 0))
 
 
 def measure(url: str, prompts: list[list[int]], k: int, max_new_tokens: int,
             concurrency: int = 4, on_prompt: Any = None) -> dict[str, Any]:
     """Acceptance of the served head on these prompts, from the counters' window."""
-    server = Server(url)
-    model = server.model()
-    before = server.counters(model)
+    base = url.rstrip("/")
+    model = _model(base)
+    before = _counters(base, model)
     if not before.seen:
         raise ServedError(f"{url}/metrics has no spec-decode counters ({DRAFTS}): the server "
                           "is not speculating; start it with the pipeline's "
                           "speculative_config.json")
     generated = 0
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for n in pool.map(lambda p: server.complete(model, p, max_new_tokens), prompts):
+        for n in pool.map(lambda p: _complete(base, model, p, max_new_tokens), prompts):
             generated += n
             if on_prompt is not None:
                 on_prompt()
-    after = server.counters(model)
+    after = _counters(base, model)
     result = window(before, after, k)
     if result["num_drafts"] == 0:
         raise ServedError(f"{url} generated {generated} tokens but drafted nothing: is it "

@@ -15,6 +15,7 @@ extracts exactly the samples the lost box had.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,9 +50,7 @@ def split(lengths: Sequence[int], n: int) -> list[Shard]:
     if any(x < 0 for x in lengths):
         raise ValueError("sample lengths must be >= 0")
     count = len(lengths)
-    prefix = [0]
-    for x in lengths:
-        prefix.append(prefix[-1] + x)
+    prefix = [0, *itertools.accumulate(lengths)]
     total = prefix[-1]
     cuts = [0]
     for k in range(1, n):

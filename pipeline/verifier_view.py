@@ -27,7 +27,7 @@ EMBED = "model.embed_tokens.weight"
 LM_HEAD = "lm_head.weight"
 
 
-def _weight_names(model_dir: Path) -> dict[str, str]:
+def weight_names(model_dir: Path) -> dict[str, str]:
     """tensor name -> shard file, from the index or the single model.safetensors."""
     index = model_dir / "model.safetensors.index.json"
     if index.exists():
@@ -52,7 +52,7 @@ def needs_view(model_dir: Path) -> bool:
     raw = json.loads((model_dir / "config.json").read_text())
     if raw.get("auto_map") or "hidden_size" not in raw or "vocab_size" not in raw:
         return True
-    names = _weight_names(model_dir)
+    names = weight_names(model_dir)
     return EMBED not in names or (LM_HEAD not in names and not raw.get("tie_word_embeddings"))
 
 
@@ -67,7 +67,7 @@ def verifier_dir(model_dir: Path, cache_dir: Path) -> Path:
         if key not in text:
             raise PipelineError(f"{model_dir}/config.json: no {key} at the top level or in "
                                 "text_config")
-    names = _weight_names(model_dir)
+    names = weight_names(model_dir)
     avoid = ("vision", "visual", "mm_projector", "multi_modal", "audio")
     embed = _pick(list(names), "embed_tokens.weight", avoid)
     head = _pick(list(names), "lm_head.weight", avoid)

@@ -146,9 +146,12 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
     elif fmt == "0.3":
         _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
     elif todo:
-        route = vllm_09_route()
+        import torch
+
+        route = "server" if torch.cuda.is_available() else "hooks"  # the module docstring: why
         emit("info", "extract", message=f"vLLM extraction route: {route} "
              f"({VLLM_09_ROUTES[route]})", route=route)
+        _require_vllm(cfg)
         if route == "server":
             from pipeline.stages.extract_server import extract_vllm_09
 
@@ -190,8 +193,9 @@ def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
 
 
 def _require_vllm(cfg: PipelineConfig) -> None:
-    """vLLM importable here, and the preflight's notes said, before either capture engine starts
-    (a missing vLLM is a config error: the backend was chosen for a python without it)."""
+    """vLLM importable here, and the preflight's notes said, before a capture engine or the
+    extraction server starts (a missing vLLM is a config error: the backend was chosen for a
+    python without it)."""
     try:
         import vllm  # noqa: F401
     except ImportError as exc:
@@ -240,13 +244,6 @@ VLLM_09_ROUTES = {
 }
 
 
-def vllm_09_route() -> str:
-    """'server' where torch sees CUDA, else 'hooks' (the module docstring says why)."""
-    import torch
-
-    return "server" if torch.cuda.is_available() else "hooks"
-
-
 def _batches(samples: list[dict[str, list[int]]], todo: list[int],
              budget: int) -> list[list[int]]:
     """`todo` cut into runs of at most `budget` prompt tokens (at least one sample each): one
@@ -270,7 +267,6 @@ def _extract_vllm_hooks(cfg: PipelineConfig, samples: list[dict[str, list[int]]]
                         todo: list[int], hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9's files without CUDA (VLLM_09_ROUTES): batches of samples through
     pipeline.vllm_layer_capture, each sample written as soon as its batch is back."""
-    _require_vllm(cfg)
     from pipeline.vllm_layer_capture import LayerCapture
 
     cap = LayerCapture(str(cfg.model_path), cfg.all_layer_ids,

@@ -1,8 +1,9 @@
 """extract through speculators 0.9's own route, where the box has CUDA: the target served with
 the extract_hidden_states speculative method and vLLM's ExampleHiddenStatesConnector writing the
 files, then `speculators generate-offline-data` against it (pipeline.stages.extract says when
-this route is taken and why not without CUDA). Its own module: a server's lifecycle and a
-subprocess's logs, nothing the in-process routes share.
+this route is taken and why not without CUDA). Its own module: a server (started, awaited and
+stopped as online training's, pipeline.trainers.online.server_beside) and a subprocess's logs,
+nothing the in-process routes share.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from pipeline.config import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress, emit
+from pipeline.ranks import free_port
 from pipeline.runner import StageContext
 from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
@@ -58,8 +60,7 @@ def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
     return argv
 
 
-def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log: Path, *,
-               every: float = 0.5) -> None:
+def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log: Path) -> None:
     """Until the extraction server answers on `endpoint` (this stage's route and online
     training's, pipeline.trainers.online), or one line saying why it never will."""
     deadline = time.monotonic() + timeout
@@ -74,28 +75,14 @@ def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log
             if time.monotonic() > deadline:
                 raise PipelineError(f"the extraction server did not answer within {timeout:.0f}"
                                     f" s (see {log})") from None
-            time.sleep(every)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+            time.sleep(0.5)
 
 
 def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[str, list[int]]],
-                     hs_dir: Path, progress: Progress, port: int = 0,
-                     ready_timeout: float = 1800) -> None:
+                     hs_dir: Path, progress: Progress) -> None:
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
-    re-run resumes), then stop the server."""
-
-    from pipeline.preflight import check
-
-    for note in check(cfg.model_path, cfg.extract.tensor_parallel_size):
-        emit("info", "extract", message=note)
+    re-run resumes), then stop the server (the stage checked vLLM and the GPUs first)."""
     from pipeline.stages.extract import write_arrow_dataset
 
     write_arrow_dataset(ctx.workdir, samples)
@@ -103,37 +90,31 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     staging.mkdir(exist_ok=True)
     import torch
 
-    port = port or _free_port()
+    port = free_port()
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
-    log = open(ctx.workdir / "vllm_server.log", "ab")
-    env = with_cpu_kv_cache(os.environ)
-    server = subprocess.Popen(server_argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}/v1"
+    from pipeline.trainers.online import server_beside  # online training's server, the same
+
     try:
-        wait_ready(server, endpoint, ready_timeout, ctx.workdir / "vllm_server.log", every=5)
-        argv = [sys.executable, "-m", "speculators", "generate-offline-data",
-                "--model", str(cfg.model_path), "--endpoint", endpoint,
-                "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
-                "--validate-outputs", "--fail-on-error"]
-        emit("info", "extract", message="running " + " ".join(argv))
-        # Its own log file, like the server's: typer/rich print a failure as a boxed traceback
-        # hundreds of lines long, which would flood the job log the console shows.
-        gen_log = ctx.workdir / "generate_offline_data.log"
-        with open(gen_log, "ab") as fh:
-            proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
-                                  env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
-        if proc.returncode != 0:
-            raise PipelineError(f"speculators generate-offline-data exited {proc.returncode}: "
-                                f"{_last_error_line(gen_log)} (see {gen_log} and "
-                                f"{ctx.workdir / 'vllm_server.log'})")
+        with server_beside(server_argv, endpoint, ctx.workdir / "vllm_server.log",
+                           env=with_cpu_kv_cache(os.environ)):
+            argv = [sys.executable, "-m", "speculators", "generate-offline-data",
+                    "--model", str(cfg.model_path), "--endpoint", endpoint,
+                    "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
+                    "--validate-outputs", "--fail-on-error"]
+            emit("info", "extract", message="running " + " ".join(argv))
+            # Its own log file, like the server's: typer/rich print a failure as a boxed
+            # traceback hundreds of lines long, which would flood the job log the console shows.
+            gen_log = ctx.workdir / "generate_offline_data.log"
+            with open(gen_log, "ab") as fh:
+                proc = subprocess.run(argv, check=False, stdout=fh, stderr=subprocess.STDOUT,
+                                      env={**os.environ, "_TYPER_STANDARD_TRACEBACK": "1"})
+            if proc.returncode != 0:
+                raise PipelineError(f"speculators generate-offline-data exited "
+                                    f"{proc.returncode}: {_last_error_line(gen_log)} (see "
+                                    f"{gen_log} and {ctx.workdir / 'vllm_server.log'})")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
         shutil.rmtree(staging, ignore_errors=True)
 
 

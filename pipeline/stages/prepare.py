@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.conversations import conversation_of
+from pipeline.conversations import conversation_of, first_rows
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
@@ -33,14 +33,7 @@ def load_conversations(cfg: PipelineConfig) -> list[list[dict[str, str]]]:
     local = cfg.dataset_path()
     rows: list[Any]
     if local is not None:
-        if local.suffix == ".jsonl":
-            with open(local, encoding="utf-8") as fh:
-                rows = [json.loads(line) for line in fh if line.strip()]
-        else:
-            data = json.loads(local.read_text(encoding="utf-8"))
-            if isinstance(data, dict):
-                data = data.get("data") or data.get("rows") or [data]
-            rows = list(data)
+        rows = list(first_rows(local))
     else:
         try:
             import datasets

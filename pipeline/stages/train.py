@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.devices import pick_device
-from pipeline.formats import installed_speculators, speculators_path
+from pipeline.formats import installed, speculators_path
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
 from pipeline.runner import StageContext
@@ -33,7 +33,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
                            f", train expects {cfg.all_layer_ids} in {fmt}: re-run extract")
     device = pick_device(cfg.train.device)
     save_dir = ctx.workdir / "checkpoints"
-    emit("info", "train", message=f"speculators {installed_speculators()} ({fmt} path) on "
+    emit("info", "train", message=f"speculators {installed()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
     from pipeline import nodes, ranks, trainers
 
@@ -64,7 +64,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     conf["eagle3_console"] = {
         "layer_ids": cfg.all_layer_ids, "aux_layer_ids": cfg.aux_layer_ids,
         "layer_id_convention": CONVENTION, "target_num_layers": cfg.num_layers,
-        "speculators": installed_speculators(), "format": fmt, "epochs": cfg.train.epochs,
+        "speculators": installed(), "format": fmt, "epochs": cfg.train.epochs,
     }
     (serve / "config.json").write_text(json.dumps(conf, indent=2))
     final_serve = stage_dir(cfg, "train") / "checkpoint"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
+from pipeline.fit import text_config
 from pipeline.progress import Progress
 from pipeline.trainers.common import MetricsToProgress, load_vocab
 
@@ -58,11 +59,6 @@ def register_dense_attention() -> None:
     AttentionInterface.register(DENSE_ATTN, dense_attention_forward)
 
 
-def _verifier_text_config(cfg: PipelineConfig) -> dict[str, Any]:
-    raw = json.loads((cfg.model_path / "config.json").read_text())
-    return raw.get("text_config") or raw
-
-
 def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
     """An untrained Eagle3DraftModel for this target, as speculators' own train script builds
     it, with the layer ids and their convention recorded in its config."""
@@ -73,7 +69,7 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
 
     from pipeline.verifier_view import verifier_dir
 
-    v = _verifier_text_config(cfg)
+    v = text_config(json.loads((cfg.model_path / "config.json").read_text()))
     layer_cfg = LlamaConfig(
         vocab_size=v["vocab_size"], hidden_size=v["hidden_size"],
         intermediate_size=v["intermediate_size"], num_hidden_layers=cfg.train.num_layers,

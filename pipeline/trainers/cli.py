@@ -87,11 +87,12 @@ def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: P
     return argv
 
 
-def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any]] | None:
+def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any], list[Any]] | None:
     """train.data = local-shards: speculators' dataloader module gets our per-node sampler
     (pipeline/trainers/shard_sampler.py) in place of its global one, so this box's ranks pack
     only the shard this box holds (extract's meta.json: every shard's range and the one held).
-    Returns (undo, record): record collects (epoch, global indices) of the train split."""
+    Returns (undo, record, val): record collects (epoch, global indices) of the train split,
+    val the validation split's samplers."""
     import json
 
     from pipeline.trainers.shard_sampler import LOCAL_SHARDS, NodeShards, NodeShardSampler
@@ -115,6 +116,7 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
 
     original = dataloader._setup_dataloader
     record: list[Any] = []
+    val: list[NodeShardSampler] = []
 
     def setup(dataset: Any, *args: Any, **kwargs: Any) -> Any:
         offset = int(getattr(dataset, "start_file_idx", 0))
@@ -122,11 +124,14 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
 
         def sampler(*, batch_max_length: int, lengths: Any, num_replicas: int, rank: int,
                     seed: int = 0, max_batches: int | None = None) -> NodeShardSampler:
-            return NodeShardSampler(lengths=list(lengths), batch_max_length=batch_max_length,
+            made = NodeShardSampler(lengths=list(lengths), batch_max_length=batch_max_length,
                                     offset=offset, shards=shards, node=node,
                                     local_rank=local_rank, local_world=local_world, seed=seed,
                                     max_batches=max_batches,
                                     record=record if train_split else None)
+            if not train_split:
+                val.append(made)
+            return made
 
         dataloader.MultipackDistributedBatchSamplerV2 = sampler  # type: ignore[assignment,misc]
         try:
@@ -140,7 +145,7 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
     def undo() -> None:
         dataloader._setup_dataloader = original  # type: ignore[assignment]
 
-    return undo, record
+    return undo, record, val
 
 
 def _runs(indices: list[int]) -> list[list[int]]:
@@ -166,6 +171,7 @@ class _MetricsToProgress(MetricsToProgress):
         super().__init__(progress)
         self.epochs = epochs
         self.val: dict[str, float] = {}
+        self.val_samplers: list[Any] = []  # local shards: pad batches to leave out of the loss
 
     def emit(self, record: logging.LogRecord) -> None:
         super().emit(record)
@@ -179,7 +185,12 @@ class _MetricsToProgress(MetricsToProgress):
                              loss=self.last.get("loss", self.last.get("loss_sum")))
 
     def epoch_end(self, epoch: int, val: dict[str, Any]) -> None:
-        self.val = {k: round(float(v), 5) for k, v in val.items() if isinstance(v, (int, float))}
+        # speculators' loss figures are means over every rank's batches, a pad (local shards)
+        # counting as loss 0: scaled to the mean over the real ones (shard_sampler.py).
+        every, real = self.val_samplers[-1].filled if self.val_samplers else (1, 1)
+        scale = every / real if real else 1.0
+        self.val = {k: round(float(v) * (scale if "loss" in k else 1.0), 5)
+                    for k, v in val.items() if isinstance(v, (int, float))}
         if epoch == 0 and self.progress.done:
             self.progress.total = self.progress.done * self.epochs
         self.progress.update(self.progress.done, force=True, epoch=epoch,
@@ -240,6 +251,8 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
 
     cli.setup_metric_logger = setup_then_attach  # type: ignore[attr-defined]
     node = _node_sampler(cfg, extract_dir)
+    if node is not None:
+        handler.val_samplers = node[2]
     try:
         main(TrainConfig.resolve(argv))
     finally:

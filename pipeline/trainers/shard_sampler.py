@@ -17,7 +17,9 @@ sample (docs/pipeline.md). `plan_epoch` replaces that packing with one per node:
   turns an empty batch into its own "locally empty" sample, whose loss mask is empty, so the
   pad adds zero loss and zero gradient (its rank's share of DDP's gradient average is zero,
   so that step's gradient is the real ranks' sum / world size: the same scaling as a short
-  final batch gets), and validation's reported loss counts a pad batch as a batch of loss 0.
+  final batch gets). speculators' validation loss is a mean over batches, so it counts a pad
+  as a batch of loss 0: the adapter scales the loss figures it reports by every rank's
+  batches over the real ones (`filled`), which gives the mean over the real batches.
 - nothing is dropped or repeated: every sample of the split is in exactly one batch of exactly
   one rank each epoch (speculators' own sampler drops up to world size - 1 samples an epoch).
 
@@ -118,6 +120,7 @@ class NodeShardSampler:
         self.epoch = 0
         self.record = record  # (epoch, global indices) appended per epoch iterated
         self._cache: tuple[int, list[list[int]]] = (-1, [])
+        self.filled = (1, 1)  # (batches of every rank, the real ones among them): the last epoch's
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -126,10 +129,11 @@ class NodeShardSampler:
         if self._cache[0] != self.epoch:
             plan = plan_epoch(self.lengths, self.offset, self.shards, self.batch_max_length,
                               self.local_world, self.seed, self.epoch)
-            mine: list[list[int]] = plan[self.node][self.local_rank]
-            if self.max_batches is not None:
-                mine = mine[:self.max_batches]
-            self._cache = (self.epoch, mine)
+            cut = plan if self.max_batches is None else [
+                [b[:self.max_batches] for b in node] for node in plan]
+            ranks = [b for node in cut for b in node]
+            self.filled = (sum(map(len, ranks)), sum(1 for b in ranks for x in b if x))
+            self._cache = (self.epoch, cut[self.node][self.local_rank])
         return self._cache[1]
 
     def __len__(self) -> int:

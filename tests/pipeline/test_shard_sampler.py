@@ -3,6 +3,7 @@ a pure function checked on tiny lengths, every rank of every node, several epoch
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 from pathlib import Path
@@ -140,3 +141,45 @@ def test_local_shards_retrain_but_the_default_keeps_earlier_train_keys(tmp_path:
     assert cfg.section_digest("train") == before  # as before the key existed
     local = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, data="local-shards"))
     assert local.section_digest("train") != before
+
+
+def test_reported_validation_loss_leaves_the_pad_batches_out(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """speculators 0.9's validation (trainer.val_epoch): each rank sums its batches' metrics
+    (loss_sum = the batch's loss, loss_total = 1, a pad batch included with loss 0), the ranks'
+    sums are added, divided by the batch count, and normalize_counted_metrics takes sum / total.
+    With local shards the validation tail lies on the last box, so the other box's ranks only
+    pad: the figure the stage reports must be the mean over the real batches."""
+    from pipeline import progress
+    from pipeline.trainers import cli
+
+    lengths = [5] * 40
+    shards = NodeShards(((0, 20), (20, 40)))
+    offset = 34  # validation: the tail, all on node 1
+    samplers = [NodeShardSampler(lengths=lengths[offset:], batch_max_length=10, offset=offset,
+                                 shards=shards, node=n, local_rank=r, local_world=2, seed=3)
+                for n in range(2) for r in range(2)]
+    batch_loss = {i: 1.0 + i / 10 for i in range(len(lengths) - offset)}  # a batch: its samples'
+    loss_sum = loss_total = 0.0
+    real: list[float] = []
+    for s in samplers:  # every rank, as speculators' collective sums them
+        s.set_epoch(0)
+        for batch in s:
+            loss = sum(batch_loss[i] for i in batch) / len(batch) if batch else 0.0
+            loss_sum, loss_total = loss_sum + loss, loss_total + 1
+            if batch:
+                real.append(loss)
+    reported = loss_sum / loss_total  # speculators' loss_epoch
+    assert 0 < len(real) < loss_total  # the other node padded: the raw figure is too low
+    assert samplers[0].filled == (loss_total, len(real))
+    handler = cli._MetricsToProgress(progress.Progress("train", 4, "steps"), epochs=1)
+    handler.val_samplers = samplers[:1]  # this rank's, as the adapter keeps it
+    handler.handle(logging.LogRecord("speculators.metrics", logging.INFO, __file__, 1,
+                                     {"val": {"loss_epoch": reported, "full_acc_0_epoch": 0.5,
+                                              "kl_loss_0_epoch": reported}, "epoch": 0},
+                                     None, None))
+    mean = round(sum(real) / len(real), 5)
+    assert handler.val == {"loss_epoch": mean, "full_acc_0_epoch": 0.5, "kl_loss_0_epoch": mean}
+    assert round(reported, 5) < mean  # what the stage reported before
+    recs = [r for r in map(progress.parse, capsys.readouterr().out.splitlines()) if r]
+    assert recs[-1]["val_loss"] == mean

@@ -108,15 +108,34 @@ def whole_words(screen: str) -> set[str]:
     return {m.group() for m in WORD.finditer(screen)}
 
 
+def settled(tmux: Tmux, name: str, before: str, patience: float) -> str:
+    """The screen once it differs from `before` (a key for the screen already shown changes
+    nothing: waited `patience` s) and two reads 0.4 s apart agree. A fixed pause read the
+    previous screen when a loaded machine (two pytest workers) painted the switch late."""
+    deadline = time.monotonic() + patience
+    text = tmux.screen(name)
+    while text == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+        text = tmux.screen(name)
+    for _ in range(25):
+        time.sleep(0.4)
+        again = tmux.screen(name)
+        if again == text:
+            break
+        text = again
+    return text
+
+
 def read_screens(tmux: Tmux, name: str, keys: list[str]) -> list[str]:
     shown = []
+    text = tmux.screen(name)
     for key in keys:
         tmux.keys(name, key)
-        time.sleep(0.8)
+        text = settled(tmux, name, text, 3 if key == "1" else 20)  # a console opens on Hosts (1)
         if key == "5":  # the train stage: its long artifact paths
             tmux.keys(name, "down", "down", "down")
-            time.sleep(0.5)
-        shown.append(tmux.screen(name))
+            text = settled(tmux, name, text, 3)
+        shown.append(text)
     return shown
 
 

@@ -95,7 +95,11 @@ def register(p: argparse.ArgumentParser) -> None:
     w.set_defaults(func=watch_command)
 
 
-def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
+def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,
+                kind: str = "bench") -> Path:
+    """Where a result goes: --out (refused if it exists, unless --force), else a new file beside
+    the session that records the command, else in the session folder (`kind` names the
+    front end: the TUI's are `tui-bench`)."""
     from console.sessions.writer import default_session_dir
     from remote.link.out_files import claim, fresh
     from remote.spine.events import utc_now
@@ -105,12 +109,11 @@ def result_path(ctx: Context, args: argparse.Namespace, label: str) -> Path:
         # included) is replaced only with --force.
         return claim(args.out, force=args.force, what="bench result").path
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
-    if ctx.recorder is not None:
-        session = ctx.recorder.writer.path
+    if session is not None:
         stem = session.name.removesuffix(".zst").removesuffix(".jsonl")
-        return fresh(session.with_name(f"{stem}.bench-{safe}.json"))
+        return fresh(session.with_name(f"{stem}.{kind}-{safe}.json"))
     stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
-    return fresh(default_session_dir() / f"{stamp}-bench-{safe}.json")
+    return fresh(default_session_dir() / f"{stamp}-{kind}-{safe}.json")
 
 
 def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile | None]:
@@ -142,7 +145,8 @@ async def run_command(args: argparse.Namespace) -> int:
     settings, label, earlier = run_plan(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
-        out_path = result_path(ctx, args, label)  # refused before the box is reached
+        session = ctx.recorder.writer.path if ctx.recorder else None
+        out_path = result_path(args, label, session)  # refused before the box is reached
         t = await ctx.transport(host.name)
         done = await ops.run(t, host, ctx.bus, settings, label=label,
                              out_path=out_path, point_text=point_summary,

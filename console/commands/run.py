@@ -185,7 +185,8 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
         result, _ = await serve_ops.serve_and_bench_step(
             server, config, out_dir, concurrencies=concurrencies, max_tokens=max_tokens,
             rounds=args.rounds, min_requests=args.requests or MIN_REQUESTS,
-            vllm_args=vllm_args, out_path=result_path(ctx, args, "served"),
+            vllm_args=vllm_args,
+            out_path=result_path(args, "served", ctx.recorder.writer.path if ctx.recorder else None),
             point_text=point_summary, urls=_serve_urls(args))
     except EngineFailed as exc:
         ctx.error(str(exc), host.name)

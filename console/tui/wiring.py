@@ -177,23 +177,17 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     result is kept on the box too (noted in `seen`: a reconnect does not show it twice)."""
 
     from console.bench_tables import point_summary
-    from console.commands.bench import run_plan
-    from console.sessions.writer import default_session_dir
+    from console.commands.bench import result_path, run_plan
     from remote.bench.served import offline_vs_served
     from remote.ops import bench as ops
     from remote.spine import events as ev
-    from remote.spine.events import utc_now
 
     args = bench_settings(options, host.name)
     settings, label, earlier = run_plan(args)
     if not (args.baseline or args.baseline_url or args.no_speculation):
         args.baseline_url = baseline_url
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
-    from remote.link.out_files import claim, fresh
-
-    out = (claim(args.out, force=args.force, what="bench result").path if args.out
-           else fresh(default_session_dir() / f"{utc_now():%Y%m%dT%H%M%SZ}-tui-bench-{safe}.json"))
-    done = await ops.run(transport, host, bus, settings, label=label, out_path=out,
+    done = await ops.run(transport, host, bus, settings, label=label,
+                         out_path=result_path(args, label, kind="tui-bench"),
                          point_text=point_summary, speculative=not args.no_speculation,
                          baseline_url=args.baseline_url, earlier=earlier,
                          offline_path=args.offline)

@@ -46,6 +46,22 @@ def _wait_inside(box: Box, what: str, probe: list[str], timeout: float) -> str:
     raise AssertionError(f"{what} did not happen inside {box.name} in {timeout:.0f} s")
 
 
+def _signal_group(box: Box, sig: str, pgid: str) -> subprocess.CompletedProcess[str]:
+    """`--` before the group: procps-ng 4.0.2's kill reads `kill -STOP -1000` as kill(-1, ...),
+    every process of the container, and exits 1 (seen with strace on this machine)."""
+    return inside(box.name, "kill", "-s", sig, "--", f"-{pgid}")
+
+
+def _stopped(box: Box, pid: str, timeout: float = 30) -> bool:
+    """Whether `pid` reaches state T (a signal is delivered once the process leaves the kernel)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if box.read_inside(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0] == "T":
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def test_the_box_runner_in_the_container_outlives_an_ssh_drop_and_a_killed_console(
         console_demo: Demo, container_box: Box, sshd: Sshd, tmp_path: Path) -> None:
     workdir = f"/tmp/eagle3-in-container-{tmp_path.name}"
@@ -65,14 +81,15 @@ def test_the_box_runner_in_the_container_outlives_an_ssh_drop_and_a_killed_conso
         _wait_inside(container_box, "evaluate's start", [
             "grep", "-q", '"type":"start","stage":"evaluate"', f"{run_dir}/log"], 300)
         pgid = container_box.read_inside(f"{run_dir}/pid").strip()
-        assert inside(container_box.name, "kill", "-STOP", f"-{pgid}").returncode == 0
+        assert _signal_group(container_box, "STOP", pgid).returncode == 0
+        assert _stopped(container_box, pgid)  # the runner itself is held
         try:
             assert sshd.drop_connections() >= 1
             console.send_signal(signal.SIGKILL)
             assert console.wait(30) == -signal.SIGKILL
             assert not container_box.exists_inside(f"{run_dir}/exit.json")  # still going
         finally:
-            inside(container_box.name, "kill", "-CONT", f"-{pgid}")
+            _signal_group(container_box, "CONT", pgid)
     finally:
         console.kill()
         console.wait()

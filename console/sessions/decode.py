@@ -152,21 +152,30 @@ def _object_or_falsy(raw: msgspec.Raw) -> bool:
 def event_kinds(lines: Sequence[bytes]) -> list[str | None]:
     """The kind of each line's event, None for a line that is not one (a BadLine for
     decode_event): one decode call for all of them when all are events, which is what
-    finding markers at open needs (a decode_event per candidate was half a cold open)."""
+    finding markers at open needs (a decode_event per candidate was half a cold open), and
+    one more for the payloads of the kinds that have a schema, judged as decode_event judges
+    them (a stage.start whose stage is a number is no marker)."""
+    joined = b"[" + b",".join(lines) + b"]"
     try:
-        events = _EVENTS.decode(b"[" + b",".join(lines) + b"]")
+        events = _EVENTS.decode(joined) if valid_utf8(joined) else None
     except (msgspec.DecodeError, RecursionError):
         events = None
-    if events is not None and len(events) == len(lines):
-        return [e.kind if _ts_ok(e.ts) and _object_or_falsy(e.payload) else None
-                for e in events]
-    kinds: list[str | None] = []
-    for line in lines:
-        try:
-            kinds.append(decode_event(line).kind)
-        except BadLine:
-            kinds.append(None)
+    if events is None or len(events) != len(lines):
+        return [_kind_or_none(line) for line in lines]
+    kinds = [e.kind if _ts_ok(e.ts) and _object_or_falsy(e.payload) else None for e in events]
+    judged = [i for i, kind in enumerate(kinds) if kind in SCHEMAS]
+    block = b"\n".join([lines[i] for i in judged]) + b"\n"
+    if judged and checked_lines(block, len(judged)) is None:
+        for i in judged:  # one of them is not valid: each is judged alone
+            kinds[i] = _kind_or_none(lines[i])
     return kinds
+
+
+def _kind_or_none(line: bytes) -> str | None:
+    try:
+        return decode_event(line).kind
+    except BadLine:
+        return None
 
 
 def decode_record(line: bytes) -> Sequence[Event]:

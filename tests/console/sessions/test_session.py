@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from console.errors import SessionFormatError, SessionPathError, SessionWriteError
+from console.errors import BadLine, SessionFormatError, SessionPathError, SessionWriteError
 from console.sessions import writer as session_writer
+from console.sessions.decode import decode_event, event_kinds
 from console.sessions.reader import SessionReader
 from console.sessions.recorder import Recorder
 from console.sessions.writer import SessionWriter
@@ -87,6 +88,54 @@ def test_nested_kind_in_payload_is_not_a_marker(tmp_path: Path) -> None:
         w.write(Event("marker", "h", {"label": "here"}))
     with SessionReader(path) as r:
         assert r.markers() == [1]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])
+def test_a_marker_whose_payload_breaks_its_schema_is_no_marker(tmp_path: Path,
+                                                               suffix: str) -> None:
+    """The markers found at open are judged as every reader judges a line (decode_event): a
+    stage.start whose stage is a number is a corrupt record, not a place to seek to."""
+    path = tmp_path / f"s{suffix}"
+    with SessionWriter(path) as w:
+        w.write(Event("stage.start", "h", {"stage": 5}))  # schema: stage is a string
+        w.write(Event("stage.start", "h", {"stage": "train"}))
+        w.write(Event("marker", "h", {"label": "here"}))
+        w.write(Event("stage.end", "h", {"stage": "train", "ok": "yes"}))  # ok: a bool
+    with SessionReader(path) as r:
+        assert r.markers() == [1, 2]
+        assert [e.payload for e in r.events()] == [{"stage": "train"}, {"label": "here"}]
+
+
+def test_event_kinds_judges_a_batch_as_decode_event_judges_each_line() -> None:
+    """The batch path of marker finding against the per-line reader, on hostile lines: each
+    mixed with good ones, so a bad line cannot hide behind the fallback of its batch."""
+    ts = '"ts":"2026-12-02T10:00:00.000Z"'
+    good = [f'{{{ts},"kind":"marker","payload":{{"label":"a"}}}}',
+            f'{{{ts},"kind":"stage.start","payload":{{"stage":"train"}}}}',
+            f'{{{ts},"kind":"probe.result","payload":{{"probe":"p","x":{{"kind":"marker"}}}}}}',
+            f'{{{ts},"kind":"a.kind.of.tomorrow","payload":{{"any":1}}}}']
+    hostile = [f'{{{ts},"kind":"stage.start","payload":{{"stage":5}}}}',
+               f'{{{ts},"kind":"stage.start","payload":null}}',
+               f'{{{ts},"kind":"stage.start","payload":[]}}',
+               f'{{{ts},"kind":"marker","payload":[]}}',
+               f'{{{ts},"kind":"stage.end","payload":{{"stage":"t","ok":"yes"}}}}',
+               f'{{{ts},"kind":"marker","payload":{{"label":"\xff"}}}}',
+               '{"ts":"yesterday","kind":"marker","payload":{}}',
+               f'{{{ts},"kind":"marker","payload":{{}}}} {{{ts},"kind":"marker"}}',
+               f'[{{{ts},"kind":"marker"}}]',
+               f'{{{ts},"kind":"job.exit","payload":{{"run_id":7}}}}']
+    for bad in hostile:
+        lines = [g.encode("latin-1") for g in good[:2]] + [bad.encode("latin-1")] + [
+            g.encode() for g in good[2:]]
+        want = []
+        for line in lines:
+            try:
+                want.append(decode_event(line).kind)
+            except BadLine:
+                want.append(None)
+        assert event_kinds(lines) == want, bad
+        # each is a bad line, but a marker's falsy payload, which reads as `{}`
+        assert want[2] == ("marker" if '"marker","payload":[]' in bad else None), bad
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst"])

@@ -87,8 +87,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "real.jsonl"
         n = write_repeated(path, args.records)
+        size = path.stat().st_size
+        if size < session_index.MIN_BYTES:  # no index is kept: no cold and warm open to compare
+            need = -(-n * session_index.MIN_BYTES // size)
+            raise SystemExit(f"{n:,} records make {size / 1e6:.0f} MB, under the "
+                             f"{session_index.MIN_BYTES >> 20} MiB from which a reader keeps an "
+                             f"index (console/sessions/index.py): use --records {need:,} or more")
         print(f"a recorded demo run repeated to {n:,} records "
-              f"({path.stat().st_size / 1e6:.0f} MB); machine load average "
+              f"({size / 1e6:.0f} MB); machine load average "
               f"{os.getloadavg()[0]:.2f}")
         cold_open(path, args.rounds)
         base_n = min(args.baseline, n)

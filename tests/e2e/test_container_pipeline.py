@@ -52,16 +52,6 @@ def _signal_group(box: Box, sig: str, pgid: str) -> subprocess.CompletedProcess[
     return inside(box.name, "kill", "-s", sig, "--", f"-{pgid}")
 
 
-def _stopped(box: Box, pid: str, timeout: float = 30) -> bool:
-    """Whether `pid` reaches state T (a signal is delivered once the process leaves the kernel)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if box.read_inside(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[0] == "T":
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_the_box_runner_in_the_container_outlives_an_ssh_drop_and_a_killed_console(
         console_demo: Demo, container_box: Box, sshd: Sshd, tmp_path: Path) -> None:
     workdir = f"/tmp/eagle3-in-container-{tmp_path.name}"
@@ -82,7 +72,9 @@ def test_the_box_runner_in_the_container_outlives_an_ssh_drop_and_a_killed_conso
             "grep", "-q", '"type":"start","stage":"evaluate"', f"{run_dir}/log"], 300)
         pgid = container_box.read_inside(f"{run_dir}/pid").strip()
         assert _signal_group(container_box, "STOP", pgid).returncode == 0
-        assert _stopped(container_box, pgid)  # the runner itself is held
+        # the runner itself is held (state T: a signal lands once the process leaves the kernel)
+        _wait_inside(container_box, "the runner's stop", [
+            "grep", "-q", ") T ", f"/proc/{pgid}/stat"], 30)
         try:
             assert sshd.drop_connections() >= 1
             console.send_signal(signal.SIGKILL)

@@ -164,8 +164,8 @@ def event_kinds(lines: Sequence[bytes]) -> list[str | None]:
         return [_kind_or_none(line) for line in lines]
     kinds = [e.kind if _ts_ok(e.ts) and _object_or_falsy(e.payload) else None for e in events]
     judged = [i for i, kind in enumerate(kinds) if kind in SCHEMAS]
-    block = b"\n".join([lines[i] for i in judged]) + b"\n"
-    if judged and checked_lines(block, len(judged)) is None:
+    if judged and checked_lines(b"\n".join([lines[i] for i in judged]) + b"\n",
+                                len(judged)) is None:
         for i in judged:  # one of them is not valid: each is judged alone
             kinds[i] = _kind_or_none(lines[i])
     return kinds

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
 from console.context import (
     Context,
     add_common_options,
@@ -68,6 +68,7 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--offline", metavar="BOX_PATH",
                    help="the pipeline's evaluate/acceptance.json on the box: its offline "
                    "estimate is printed beside the served acceptance")
+    add_sampling_options(r)
     r.add_argument("--stop-at-eos", action="store_true",
                    help="end requests at the model's end token (as the offline evaluate does) "
                    "instead of a fixed length")
@@ -93,6 +94,20 @@ def register(p: argparse.ArgumentParser) -> None:
     w.add_argument("--model", help="served model name (default: the one the server lists)")
     add_common_options(w)
     w.set_defaults(func=watch_command)
+
+
+def add_sampling_options(p: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """--temperature and --seed, for `bench run` (one temperature) and `bench matrix` (a
+    comma-separated list)."""
+    if several:
+        p.add_argument("--temperature", default="0", metavar="T,T",
+                       help="comma-separated sampling temperatures (default 0: greedy)")
+    else:
+        p.add_argument("--temperature", type=nonneg_float, default=0.0, metavar="T",
+                       help="sampling temperature (default 0: greedy); above 0 each request "
+                       "carries its own seed, so a rerun samples the same tokens")
+    p.add_argument("--seed", type=nonneg_int, default=0,
+                   help="request i of a sweep samples with seed SEED+i when T > 0 (default 0)")
 
 
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,
@@ -132,7 +147,9 @@ def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile |
                              max_tokens=args.max_tokens, rounds=args.rounds,
                              min_requests=args.requests or MIN_REQUESTS,
                              min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
-                             timeout=args.timeout, ignore_eos=not args.stop_at_eos)
+                             timeout=args.timeout, ignore_eos=not args.stop_at_eos,
+                             temperature=args.temperature,
+                             seed=args.seed)
     earlier = load_result(args.baseline) if args.baseline else None
     return settings, args.label or ("baseline" if args.no_speculation else "speculative"), earlier
 

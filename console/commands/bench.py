@@ -80,10 +80,15 @@ def register(p: argparse.ArgumentParser) -> None:
                         "files: A is the baseline, B the speculative run. Either may be the "
                         "console's own or one written by `vllm bench serve --save-result` "
                         "(--append-result: one run per --max-concurrency).")
-    c.add_argument("baseline_file", metavar="A.json")
-    c.add_argument("spec_file", metavar="B.json")
+    c.add_argument("baseline_file", metavar="A.json",
+                   help="a baseline result, or a `bench matrix` result (read alone)")
+    c.add_argument("spec_file", metavar="B.json", nargs="?")
     add_common_options(c, record=False)
     c.set_defaults(func=compare_command)
+
+    from console.commands.bench_matrix import register_matrix
+
+    register_matrix(bsub)
 
     w = bsub.add_parser("watch", help="acceptance per scrape interval while the server runs",
                         description="Scrape the spec-decode counters every interval and show "
@@ -185,14 +190,47 @@ async def run_command(args: argparse.Namespace) -> int:
 
 async def compare_command(args: argparse.Namespace) -> int:
     from console.bench_tables import compare_table, point_summary, run_table
+    from remote.bench.matrix import FORMAT as MATRIX
     from remote.bench.results import load_result
     from remote.ops import bench as ops
 
+    if _format_of(args.baseline_file) == MATRIX:
+        return await _show_matrix(args)
+    if args.spec_file is None:
+        raise UsageError("bench compare: give A.json and B.json (or one `bench matrix` result)")
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
     async with Context.from_args(args) as ctx:
         comparison = ops.compare(ctx.bus, a, b, point_summary)
         ctx.show(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n" + compare_table(comparison))
+        return EXIT_OK
+
+
+def _format_of(path: str) -> str | None:
+    """The file's `format` when it is one JSON object (a `vllm bench serve` file may be JSON
+    lines: load_result reads it and says what is wrong)."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
+
+
+async def _show_matrix(args: argparse.Namespace) -> int:
+    """A matrix result read back: its table, recommendations and time split, and the same
+    bench.matrix events a live matrix publishes (the TUI and a replay show it)."""
+    from console.matrix_tables import matrix_report
+    from remote.bench.matrix import load_matrix
+    from remote.ops.matrix import publish_found
+
+    if args.spec_file is not None:
+        raise UsageError(f"{args.baseline_file} is a bench matrix: compare reads it alone")
+    m = load_matrix(args.baseline_file)
+    async with Context.from_args(args) as ctx:
+        publish_found(ctx.bus, m)
+        ctx.show(matrix_report(m))
         return EXIT_OK
 
 

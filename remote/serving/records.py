@@ -44,10 +44,26 @@ class Served:
     model: str = ""  # the served model's name (/v1/models)
     pid: int | None = None  # the server's pid on the box (the job's: vLLM replaces the runner)
     ready: bool = True  # False: the job runs but no console has seen it answer yet
+    # What it speculates with (`serve start --draft`): pipeline, none, ngram or a head
+    # directory on the box; "" when not known (a server started before drafts, or found
+    # without its record). k: num_speculative_tokens asked for (None: the draft's own).
+    draft: str = ""
+    k: int | None = None
 
     def event_fields(self) -> dict[str, object]:
-        return {"role": self.role, "url": self.url, "run_id": self.run_id,
-                "model": self.model, "pid": self.pid}
+        fields: dict[str, object] = {"role": self.role, "url": self.url, "run_id": self.run_id,
+                                     "model": self.model, "pid": self.pid}
+        if self.draft:
+            fields["draft"] = self.draft
+        if self.k is not None:
+            fields["k"] = self.k
+        return fields
+
+    def draft_text(self) -> str:
+        """`draft ngram, K=3`, or "" when not known."""
+        if not self.draft:
+            return ""
+        return f"draft {self.draft}" + (f", K={self.k}" if self.k is not None else "")
 
     def line(self) -> str:
         """One line for `serve status` and the start's message."""
@@ -56,6 +72,8 @@ class Served:
             parts.append(f"pid {self.pid}")
         if self.model:
             parts.append(f"model {self.model}")
+        if self.draft_text():
+            parts.append(self.draft_text())
         if self.seconds is not None:
             parts.append(f"answered after {self.seconds:.0f} s")
         state = "" if self.ready else " (starting: not answering yet)"
@@ -82,6 +100,22 @@ def url_from_argv(argv: list[str], host: HostConfig) -> str:
     return f"http://{bind}:{port}"
 
 
+def draft_from_argv(argv: list[str]) -> tuple[str, int | None]:
+    """What a serve job speculates with, from its own command line (`--draft=D`, `--k=K`,
+    `--baseline`): ("", None) for a job started before drafts (no --draft: the pipeline's)."""
+    if "--baseline" in argv:
+        return "none", None
+    draft, k = "", None
+    for word in argv:
+        if word == "--":
+            break
+        if word.startswith("--draft="):
+            draft = word[len("--draft="):]
+        elif word.startswith("--k=") and word[4:].isdigit():
+            k = int(word[4:])
+    return draft, k
+
+
 def record_path(info: RunInfo) -> str:
     return posixpath.join(posixpath.dirname(info.log_path), RECORD_NAME)
 
@@ -91,7 +125,8 @@ async def write_record(transport: Transport, bus: EventBus, host: str, info: Run
     """served.json in the job's run directory (written whole, then renamed by put): what a
     later console reads back. A box that refuses the write loses only that: said once."""
     record = {"role": served.role, "url": served.url, "run_id": served.run_id,
-              "model": served.model, "pid": served.pid, "seconds": served.seconds}
+              "model": served.model, "pid": served.pid, "seconds": served.seconds,
+              "draft": served.draft, "k": served.k}
     try:
         with tempfile.TemporaryDirectory(prefix="eagle3-served-") as tmp:
             local = Path(tmp) / RECORD_NAME
@@ -112,10 +147,13 @@ async def read_record(transport: Transport, info: RunInfo) -> Served | None:
         data = json.loads(done.stdout)
         seconds = data.get("seconds")
         pid = data.get("pid")
+        k = data.get("k")  # draft and k: absent from a record written before drafts
         return Served(role=str(data["role"]), url=str(data["url"]), run_id=info.run_id,
                       seconds=float(seconds) if seconds is not None else None,
                       model=str(data.get("model") or ""),
-                      pid=int(pid) if pid is not None else info.pid)
+                      pid=int(pid) if pid is not None else info.pid,
+                      draft=str(data.get("draft") or ""),
+                      k=int(k) if k is not None else None)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None  # not the record this module writes: read as a job without one
 

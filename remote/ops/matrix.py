@@ -36,7 +36,7 @@ from remote.bench.matrix import (
 )
 from remote.bench.prompts import PromptSet
 from remote.bench.reach import vllm_client
-from remote.errors import ConsoleError
+from remote.errors import ConsoleError, UsageError
 from remote.ops import serve as serve_ops
 from remote.serving.serve import Served, ServeRunner, default_url
 from remote.spine import events as ev
@@ -99,6 +99,8 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
             plan, left, start_s=sum(starts) / len(starts) if starts else GUESS_START_S,
             tok_s_per_stream=sum(rates) / len(rates) if rates else GUESS_TOK_S_PER_STREAM)
 
+    if todo:
+        await preflight(r, plan, {d for d, _, _, _ in todo}, pipeline)
     emit("plan", f"measuring {total} cells ({len(m.cells)} kept), "
          f"estimate {eta() / 60:.0f} min", total=total, kept=len(m.cells), eta_s=eta(), result_file=str(out_path))
     for draft, k in plan.servers():
@@ -110,6 +112,8 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
         try:
             served = await _start(r, draft, k, pipeline=pipeline, url=url,
                                   vllm_args=vllm_args, timeout=start_timeout)
+        except UsageError:
+            raise  # the same for every server (a taken port, a bad option): stop here
         except ConsoleError as exc:
             clock.engine_start += time.monotonic() - started
             failed[name] = str(exc).splitlines()[0]
@@ -154,6 +158,25 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
          time_split=m.time_split, complete=m.complete, failed_servers=failed,
          result_file=str(out_path))
     return m
+
+
+async def preflight(r: ServeRunner, plan: MatrixPlan, drafts: set[str],
+                    pipeline: Path | None) -> None:
+    """Every draft still to serve checked against the target and the box's vLLM (the head
+    probe `serve start` runs) before the first engine starts: a head that does not fit, or a
+    method this build lacks, is refused (DraftRefused, one line per mismatch) now, not after
+    the engines before it have been paid for."""
+    from remote.ops import heads
+
+    drafts = {d for d in drafts if d != NONE}
+    if not drafts:
+        return
+    config = await r.pipeline.remote_config(pipeline) if pipeline else \
+        await serve_ops.demo_config(r)
+    target = heads.target_from(config, await r.pipeline.validate(config))
+    for draft in sorted(drafts):
+        await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,
+                          pipeline_head=target.head)
 
 
 async def measure_cells(client: VllmClient, model: str, plan: MatrixPlan, prompts: PromptSet,

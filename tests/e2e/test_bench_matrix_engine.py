@@ -19,6 +19,7 @@ same prompts and requests.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from pathlib import Path
@@ -28,7 +29,7 @@ import pytest
 from remote.bench.client import VllmClient
 from remote.bench.driver import resolve_model
 from remote.bench.matrix import Cell, MatrixPlan, load_matrix
-from remote.bench.prompts import load_prompts
+from remote.bench.prompts import PromptSet, load_prompts
 from remote.bench.results import load_result
 from remote.ops.matrix import measure_cells
 from remote.spine import events as ev
@@ -39,7 +40,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 UNTRAINED = 1.0  # mean acceptance length of a head that never agrees with the target
 
 
-async def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
+async def _matrix_cell(url: str, plan: MatrixPlan, prompts: PromptSet) -> Cell:
+    cells: list[Cell] = []
+    async with VllmClient(url) as client:
+        model = await resolve_model(client, None)
+        await measure_cells(client, model, plan, prompts, [("pipeline", 3, 0.0, 1)],
+                            on_cell=cells.append)
+    return cells[0]
+
+
+def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
         engine_box: EngineBox, tmp_path: Path) -> None:
     engine_box.use("speculative")  # the demo's head, K=3 (its train/speculative_config.json)
     prompts_file = engine_box.out / "prepare" / "eval.jsonl"
@@ -47,17 +57,13 @@ async def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
     plan = MatrixPlan(drafts=["none", "pipeline"], ks=[3], temperatures=[0.0],
                       concurrencies=[1], max_tokens=16, requests=6, rounds=2,
                       prompts=prompts.name, prompts_sha256=prompts.sha256, ignore_eos=False)
-    cells: list[Cell] = []
-    async with VllmClient(engine_box.url) as client:
-        model = await resolve_model(client, None)
-        await measure_cells(client, model, plan, prompts, [("pipeline", 3, 0.0, 1)],
-                            on_cell=cells.append)
+    cell = asyncio.run(_matrix_cell(engine_box.url, plan, prompts))
     out = tmp_path / "run.json"
     assert engine_box.cli("bench", "run", "--concurrency", "1", "--requests", "6",
                           "--max-tokens", "16", "--stop-at-eos", "--warmup", "0",
                           "--prompts", str(prompts_file), "--out", str(out)) == 0
     point = load_result(out).run.points[0]
-    f = cells[0].figures()
+    f = cell.figures()
     # the same six requests (prompts 0-5, greedy) in the same order, one at a time
     assert f["requests"] == point.requests == 6
     assert f["output_tokens"] == point.output_tokens > 0

@@ -22,6 +22,10 @@ def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def _len(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
 def plan_text(plan: MatrixPlan, m: MatrixResult, estimate_s: float, path: Path) -> str:
     servers = [draft_name(d, k) for d, k in plan.servers()]
     todo = m.missing()
@@ -66,6 +70,14 @@ def matrix_report(m: MatrixResult) -> str:
     """The table, the recommendations, the missing cells and (when measured) the time split."""
     lines = [f"matrix on {m.host or '?'}: {m.model or '?'}, prompts {m.plan.prompts}, "
              f"max_tokens {m.plan.max_tokens}", matrix_table(m), ""]
+    cats = m.category_rows()
+    if cats:
+        lines.append("by prompt category (speedup, acceptance length):")
+        for cell, figs in cats:
+            lines.append(f"  {cell.name} T={cell.temperature:g} c={cell.concurrency}: " + ", ".join(
+                f"{cat} {_x(f['speedup'])} ({_len(f['acceptance_length'])})"
+                for cat, f in figs.items()))
+        lines.append("")
     lines += m.recommendations()
     missing = m.missing()
     if missing:

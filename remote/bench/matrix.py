@@ -181,6 +181,20 @@ class Cell:
             "acceptance": acc,
         }
 
+    def categories(self) -> dict[str, dict[str, Any]]:
+        """Per prompt category (the prompt file named some): tokens/s and acceptance over the
+        category's windows of every round; {} otherwise."""
+        out: dict[str, dict[str, Any]] = {}
+        for p in self.rounds:
+            for cat, f in (p.categories or {}).items():
+                acc = out.setdefault(cat, {"output_tokens": 0, "duration": 0.0, "acc": []})
+                acc["output_tokens"] += int(f.get("output_tokens") or 0)
+                acc["duration"] += float(f.get("duration") or 0.0)
+                if f.get("acceptance"):
+                    acc["acc"].append(f["acceptance"])
+        return {cat: {"tok_s": a["output_tokens"] / a["duration"] if a["duration"] > 0 else 0.0,
+                      "acceptance": sum_acceptance(a["acc"])} for cat, a in out.items()}
+
     def to_dict(self) -> dict[str, Any]:
         return {"draft": self.draft, "k": self.k, "temperature": self.temperature,
                 "concurrency": self.concurrency,
@@ -214,6 +228,25 @@ class MatrixResult:
         f = cell.figures()
         rounds = [r / b for r in f["round_tok_s"]]
         return f["tok_s"] / b, min(rounds, default=None), max(rounds, default=None)
+
+    def category_rows(self) -> list[tuple[Cell, dict[str, dict[str, Any]]]]:
+        """Per cell of a draft, per prompt category: its speedup over the baseline's same
+        category (same temperature and concurrency) and its acceptance length."""
+        out = []
+        for cell in self.cells.values():
+            if cell.draft == NONE:
+                continue
+            cats = cell.categories()
+            if not cats:
+                continue
+            base = self.baseline(cell.temperature, cell.concurrency)
+            base_cats = base.categories() if base is not None else {}
+            out.append((cell, {
+                cat: {"speedup": f["tok_s"] / b["tok_s"]
+                      if (b := base_cats.get(cat)) and b["tok_s"] > 0 else None,
+                      "acceptance_length": (f["acceptance"] or {}).get("mean_length")}
+                for cat, f in cats.items()}))
+        return out
 
     def rows(self) -> list[dict[str, Any]]:
         """Every cell in plan order, with its figures and speedup: what tables and charts show."""

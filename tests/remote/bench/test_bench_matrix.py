@@ -151,3 +151,28 @@ def test_matrix_cli_refuses_bad_input_in_one_line(tmp_path: Path,
         assert rc == 2, (extra, err)
         assert message in err and len(err.strip().splitlines()) == 1, err
     assert json.loads(other.read_text()) == {"format": "something"}  # nothing lost
+
+
+def test_category_speedup_per_cell() -> None:
+    """Rounds measured by category: each draft cell's category speedup is over the baseline's
+    same category, its acceptance length that category's own."""
+    plan = _plan(drafts=["none", "pipeline"], ks=[3], temperatures=[0.0], concurrencies=[1])
+    m = _filled(plan, {("pipeline", 3): 1.2})
+
+    def cats(chat: float, code: float, acc: bool) -> dict[str, dict[str, object]]:
+        a = {"drafts": 10.0, "draft_tokens": 30.0, "accepted": 10.0, "accepted_per_pos": [10.0]}
+        return {"chat": {"output_tokens": 10, "duration": 10 / chat,
+                         "acceptance": a if acc else None},
+                "code": {"output_tokens": 10, "duration": 10 / code,
+                         "acceptance": a if acc else None}}
+
+    for p in m.cells[("none", 0, 0.0, 1)].rounds:
+        p.categories = cats(100.0, 100.0, False)
+    for p in m.cells[("pipeline", 3, 0.0, 1)].rounds:
+        p.categories = cats(150.0, 90.0, True)
+    ((cell, figs),) = m.category_rows()
+    assert cell.name == "eagle3 K=3"
+    assert figs["chat"]["speedup"] == pytest.approx(1.5)
+    assert figs["code"]["speedup"] == pytest.approx(0.9)
+    assert figs["code"]["acceptance_length"] == pytest.approx(2.0)
+    assert "eagle3 K=3 T=0 c=1: chat 1.50x (2.00), code 0.90x (2.00)" in matrix_report(m)

@@ -177,11 +177,12 @@ def test_console_probe_head_exits_4_with_a_line_per_mismatch(tmp_path: Path) -> 
     bad = console_probe(tmp_path, str(heads.head(tmp_path, "bad", hidden=128, d2t_len=7)),
                         "--target", str(t))
     assert bad.returncode == 4, bad.stderr
-    errors = [ln for ln in bad.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 2, bad.stderr
-    assert errors[0].startswith("error: hidden size: the head expects a target of hidden "
-                                "size 128"), errors
-    assert errors[1] == "error: d2t has 7 entries (shape [7]), the head's draft_vocab_size " \
-        "is 128", errors
+    errors = [ln.split("] error: ", 1)[1] for ln in (bad.stdout + bad.stderr).splitlines()
+              if "] error: " in ln]
+    assert len(errors) == 2, bad.stdout + bad.stderr
+    assert errors[0].startswith("hidden size: the head expects a target of hidden size 128"), \
+        errors
+    assert errors[1] == "d2t has 7 entries (shape [7]), the head's draft_vocab_size is 128", \
+        errors
     usage = console_probe(tmp_path, str(heads.head(tmp_path)))
     assert usage.returncode == 2 and "needs one target" in usage.stderr, usage.stderr

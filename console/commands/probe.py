@@ -26,7 +26,8 @@ HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + "
 def register(p: argparse.ArgumentParser) -> None:
     """One verb per probe row, each with the same options (head adds its DIR, --target, --demo
     and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
-    optional positional beside the probe's name would have been taken, empty, before --host."""
+    optional positional beside the probe's name would have been taken, empty, before --host.
+    As with every command made of verbs, the options follow the probe's name."""
     psub = add_verbs(p, dest="probe", metavar="PROBE", description=(
         "Upload a stdlib-only probe to the host and run it with the host's python. "
         + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE)))

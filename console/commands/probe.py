@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from console.argtypes import positive_float
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote import probe_table
 from remote.errors import UsageError
 
@@ -24,27 +24,41 @@ HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + "
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.description = ("Upload a stdlib-only probe to the host and run it with the host's python. "
-                     + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE))
-    p.add_argument("probe", choices=probe_table.names())
-    p.add_argument("head_dir", nargs="?", metavar="DIR",
-                   help="head: the EAGLE-3 head directory on the host (default with --demo or "
-                   "--pipeline: that pipeline's own head)")
+    """One verb per probe row, each with the same options (head adds its DIR, --target, --demo
+    and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
+    optional positional beside the probe's name would have been taken, empty, before --host.
+    As with every command made of verbs, the options follow the probe's name."""
+    psub = add_verbs(p, dest="probe", metavar="PROBE", description=(
+        "Upload a stdlib-only probe to the host and run it with the host's python. "
+        + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE)))
+    for row in probe_table.TABLE:
+        v = psub.add_parser(row.name, help=row.help)
+        if row.name == "head":
+            v.add_argument("head_dir", nargs="?", metavar="DIR",
+                           help="the EAGLE-3 head directory on the host (default with --demo or "
+                           "--pipeline: that pipeline's own head)")
+        _options(v, head=row.name == "head")
+        v.set_defaults(func=run)
+
+
+def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
     add_host_options(p, fleet=True)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
     p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
     p.add_argument("--all", action="store_true", help="model: every architecture in vLLM's registry")
     p.add_argument("--vllm-root", metavar="DIR", help="the vllm package directory on the host (default: installed)")
-    p.add_argument("--target", metavar="DIR",
-                   help="head: the target's HF directory on the host (or --demo, --pipeline)")
-    p.add_argument("--demo", action="store_true",
-                   help="head: the target of the demo built by `console run --demo`")
-    p.add_argument("--pipeline", metavar="FILE",
-                   help="head: the target of this pipeline config (TOML on this machine)")
+    if head:
+        p.add_argument("--target", metavar="DIR",
+                       help="the target's HF directory on the host (or --demo, --pipeline)")
+        p.add_argument("--demo", action="store_true",
+                       help="the target of the demo built by `console run --demo`")
+        p.add_argument("--pipeline", metavar="FILE",
+                       help="the target of this pipeline config (TOML on this machine)")
+    else:
+        p.set_defaults(head_dir=None, target=None, demo=False, pipeline=None)
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds to wait for a probe (default 600)")
     add_common_options(p)
-    p.set_defaults(func=run)
 
 
 def request(args: argparse.Namespace) -> probe_table.ProbeRequest:

@@ -71,6 +71,10 @@ async def check(transport: Transport, host: HostConfig, bus: EventBus, *, draft:
     for warning in result.get("warnings") or []:
         bus.emit(ev.CONSOLE_WARNING, host.name, message=str(warning))
     mismatches = [str(m) for m in result.get("mismatches") or []]
+    if draft == "pipeline":  # the pipeline's own head not there yet: say what makes it
+        mismatches = [f"no head at {head}: run the pipeline through train first (serve start "
+                      "serves the head train wrote)" if m == f"{head}: no such head directory"
+                      else m for m in mismatches]
     if mismatches:
         raise DraftRefused(mismatches)
     return dict(result)

@@ -116,7 +116,8 @@ def head_facts(conf):
              "vocab_size": _int(layer.get("vocab_size")),
              "draft_vocab_size": _int(conf.get("draft_vocab_size")),
              "target_hidden_size": _int(conf.get("target_hidden_size")),
-             "dtype": layer.get("torch_dtype") or layer.get("dtype") or conf.get("torch_dtype")}
+             "dtype": (layer.get("torch_dtype") or layer.get("dtype") or conf.get("torch_dtype")
+                       or conf.get("dtype"))}
     prefix = "transformer_layer_config." if fmt == "speculators" else ""
     facts["hidden_size_key"] = prefix + "hidden_size"
     ids, key = conf.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids"

@@ -177,11 +177,55 @@ def test_console_probe_head_exits_4_with_a_line_per_mismatch(tmp_path: Path) -> 
     bad = console_probe(tmp_path, str(heads.head(tmp_path, "bad", hidden=128, d2t_len=7)),
                         "--target", str(t))
     assert bad.returncode == 4, bad.stderr
-    errors = [ln for ln in bad.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 2, bad.stderr
-    assert errors[0].startswith("error: hidden size: the head expects a target of hidden "
-                                "size 128"), errors
-    assert errors[1] == "error: d2t has 7 entries (shape [7]), the head's draft_vocab_size " \
-        "is 128", errors
+    errors = [ln.split("] error: ", 1)[1] for ln in (bad.stdout + bad.stderr).splitlines()
+              if "] error: " in ln]
+    assert len(errors) == 2, bad.stdout + bad.stderr
+    assert errors[0].startswith("hidden size: the head expects a target of hidden size 128"), \
+        errors
+    assert errors[1] == "d2t has 7 entries (shape [7]), the head's draft_vocab_size is 128", \
+        errors
     usage = console_probe(tmp_path, str(heads.head(tmp_path)))
     assert usage.returncode == 2 and "needs one target" in usage.stderr, usage.stderr
+
+
+def test_serve_starts_check_names_each_draft(tmp_path: Path) -> None:
+    """remote/ops/heads.check, as `serve start` runs it before launching: through the real probe
+    route (uploaded, run with the serving python) on this machine."""
+    import asyncio
+
+    from remote.errors import DraftRefused
+    from remote.link.hosts import HostConfig
+    from remote.link.transport import LocalTransport
+    from remote.ops import heads as ops_heads
+    from remote.spine import events as ev
+    from remote.spine.bus import EventBus
+
+    host = HostConfig(name="local", python=str(box_env.ensure("vllm032")),
+                      workdir=str(tmp_path / "box"))
+    target = str(heads.target(tmp_path))
+    good = str(heads.head(tmp_path))
+    missing = str(tmp_path / "out" / "train" / "checkpoint")
+
+    async def go() -> tuple[list[dict[str, Any]], list[str], list[ev.Event]]:
+        transport = LocalTransport("local")
+        await transport.connect()
+        bus = EventBus()
+        seen: list[ev.Event] = []
+        bus.add_callback(seen.append)
+        try:
+            ok = [await ops_heads.check(transport, host, bus, draft=d, target=target,
+                                        pipeline_head=p)
+                  for d, p in (("ngram", missing), (good, missing), ("pipeline", good))]
+            with pytest.raises(DraftRefused) as refused:
+                await ops_heads.check(transport, host, bus, draft="pipeline", target=target,
+                                      pipeline_head=missing)
+            return ok, refused.value.lines, seen
+        finally:
+            await transport.close()
+
+    ok, lines, seen = asyncio.run(go())
+    assert [r["method"] for r in ok] == ["ngram", "eagle3", "eagle3"]
+    assert [r["head_dir"] for r in ok] == [None, good, good]
+    assert lines == [f"no head at {missing}: run the pipeline through train first (serve start "
+                     "serves the head train wrote)"]
+    assert [e.payload["probe"] for e in seen if e.kind == ev.PROBE_RESULT] == ["head"] * 4

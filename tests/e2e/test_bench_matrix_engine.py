@@ -14,7 +14,8 @@ What is asserted and why it can fail:
 - run again, the same command keeps every cell and starts no engine.
 And, on the session's shared server (no engine of its own): the matrix's cell for the demo head
 at K=3, T=0 measures the same output tokens and acceptance as `console bench run` with the
-same prompts and requests.
+same prompts and requests; and `bench run` with a prompt file of two categories gives each
+its own acceptance window.
 """
 
 from __future__ import annotations
@@ -73,6 +74,31 @@ def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
     assert f["acceptance_length"] == pytest.approx(acc["mean_length"], abs=0.05)
     assert f["acceptance_rate"] == pytest.approx(acc["rate"], abs=0.03)
     assert f["acceptance_length"] > UNTRAINED
+
+
+def test_acceptance_per_category_on_the_real_server(engine_box: EngineBox, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A prompt file with two categories: `bench run` measures a window per category on the
+    real server; each has its own acceptance from vLLM's counters, and the two add up to the
+    point's."""
+    engine_box.use("speculative")
+    rows = [json.loads(line) for line in
+            (engine_box.out / "prepare" / "eval.jsonl").read_text().splitlines() if line.strip()]
+    prompts = tmp_path / "cats.jsonl"
+    prompts.write_text("".join(json.dumps({**row, "category": ("chat", "code")[i % 2]}) + "\n"
+                               for i, row in enumerate(rows[:8])))
+    out = tmp_path / "cats.json"
+    capsys.readouterr()
+    assert engine_box.cli("bench", "run", "--concurrency", "1", "--requests", "4",
+                          "--max-tokens", "16", "--warmup", "0", "--prompts", str(prompts),
+                          "--out", str(out)) == 0
+    text = capsys.readouterr().out
+    point = load_result(out).run.points[0]
+    assert point.categories is not None and set(point.categories) == {"chat", "code"}
+    drafts = [point.categories[c]["acceptance"]["drafts"] for c in ("chat", "code")]
+    assert all(d > 0 for d in drafts) and point.acceptance is not None
+    assert sum(drafts) == point.acceptance["drafts"]
+    assert "by category:" in text and "c=1 chat:" in text and "c=1 code:" in text
 
 
 def test_matrix_over_drafts_k_temperature_and_concurrency(engine_box: EngineBox,

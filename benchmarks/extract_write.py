@@ -145,8 +145,10 @@ def _row(where: Path, args: argparse.Namespace, n: int, ids: Any, mask: Any,
         # a process's first pass into a directory pays for its first page allocations (seen
         # 1.5-2x the CPU of later passes, whichever pass it was): one small untimed pass each
         warm = min(n, 2)
-        for paths in (_writer_pass(out, args.format, warm, args.threads, ids, mask, states),
-                      _plain_pass(out, warm, size, whole), _plain_pass(out, warm, size, hot)):
+        for which in PASSES:
+            paths = (_writer_pass(out, args.format, warm, args.threads, ids, mask, states)
+                     if which == "writer" else
+                     _plain_pass(out, warm, size, whole if which == "plain" else hot))
             for p in paths:
                 p.unlink()
         for r in range(args.rounds):

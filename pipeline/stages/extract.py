@@ -161,7 +161,8 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
             extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
         else:
             _extract_vllm_hooks(cfg, samples, todo, hs_dir, progress)
-    progress.update(len(samples), force=True)
+    if progress.emitted != len(samples):  # the routes' own last line, with the writer's figures
+        progress.update(len(samples), force=True)
 
 
 def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]]],

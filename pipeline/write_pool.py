@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline.progress import rate_means_something
+from pipeline.progress import Progress, rate_means_something
 
 MAX_THREADS = 4  # ~4 page-cache copies in parallel outrun a several-GB/s array; more buys nothing
 
@@ -135,3 +135,51 @@ class WritePool:
             self.close()
         else:  # the stage failed: let the started writes end, report the first error only
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class CaptureFeed:
+    """One route's captures handed to the stage's writer pool (pipeline.write_pool), with the
+    progress it reports: written samples (a sample is done when its file is: a resume trusts
+    only whole files), the capture's and the writer's rates, the captures that waited on the
+    writer. `in_flight`: how many handed-over samples may be unwritten when the next is handed
+    over (the pool's size unless said: no more samples in memory than the pool writes)."""
+
+    def __init__(self, progress: Progress | None, threads: int | None = None) -> None:
+        self.pool = WritePool(threads)
+        self.progress = progress
+        self.base = progress.done if progress is not None else 0
+        self.captured = 0
+        self.capture_s = 0.0
+
+    def capturing(self, tokens: int) -> _Timed:
+        """`with feed.capturing(tokens):` around a capture: its time and tokens counted."""
+        return _Timed(self, tokens)
+
+    def hand_over(self, path: Path, tokens: int, write: Any, in_flight: int | None = None) -> None:
+        self.pool.wait(self.pool.threads - 1 if in_flight is None else in_flight)
+        self.report()
+        self.pool.submit(path, tokens, write)
+
+    def report(self, *, force: bool = False) -> None:
+        if self.progress is not None:
+            self.progress.update(self.base + self.pool.samples, force=force,
+                                 tokens=self.pool.tokens,
+                                 **self.pool.fields(self.captured, self.capture_s))
+
+    def finish(self) -> int:
+        """Every file written (a failed write raises); the tokens written."""
+        self.pool.wait(0, count=False)
+        self.report(force=True)
+        return self.pool.tokens
+
+
+class _Timed:
+    def __init__(self, feed: CaptureFeed, tokens: int) -> None:
+        self.feed, self.tokens, self.t0 = feed, tokens, 0.0
+
+    def __enter__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.feed.capture_s += time.monotonic() - self.t0
+        self.feed.captured += self.tokens

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 from pipeline.state_size import bytes_per_token, stored_state_dtype
 from pipeline.trainers.shard_sampler import LOCAL_SHARDS
-from pipeline.write_pool import WritePool
+from pipeline.write_pool import CaptureFeed
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -178,7 +177,7 @@ def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]
     model = load_target(cfg, device, torch_dtype(cfg.extract.dtype, device))
     capture = HiddenStateCapture(model, cfg.num_layers)
     ids_all = cfg.all_layer_ids
-    feed = _Feed(progress)
+    feed = CaptureFeed(progress)
     with feed.pool:
         for i in todo:
             s = samples[i]
@@ -190,53 +189,6 @@ def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]
                 write_sample, fmt, path, ids[0], torch.tensor(s["loss_mask"], dtype=torch.long),
                 [states[lid] for lid in ids_all]))
         feed.finish()
-
-
-class _Feed:
-    """One route's captures handed to the stage's writer pool (pipeline.write_pool), with the
-    progress it reports: written samples (a sample is done when its file is: a resume trusts
-    only whole files), the capture's and the writer's rates, the captures that waited on the
-    writer. `in_flight`: how many handed-over samples may be unwritten when the next is handed
-    over (the pool's size unless said: no more samples in memory than the pool writes)."""
-
-    def __init__(self, progress: Progress | None, threads: int | None = None) -> None:
-        self.pool = WritePool(threads)
-        self.progress = progress
-        self.base = progress.done if progress is not None else 0
-        self.captured = 0
-        self.capture_s = 0.0
-
-    def capturing(self, tokens: int) -> _Timed:
-        return _Timed(self, tokens)
-
-    def hand_over(self, path: Path, tokens: int, write: Any, in_flight: int | None = None) -> None:
-        self.pool.wait(self.pool.threads - 1 if in_flight is None else in_flight)
-        self.report()
-        self.pool.submit(path, tokens, write)
-
-    def report(self, *, force: bool = False) -> None:
-        if self.progress is not None:
-            self.progress.update(self.base + self.pool.samples, force=force,
-                                 tokens=self.pool.tokens,
-                                 **self.pool.fields(self.captured, self.capture_s))
-
-    def finish(self) -> int:
-        """Every file written (a failed write raises); the tokens written."""
-        self.pool.wait(0, count=False)
-        self.report(force=True)
-        return self.pool.tokens
-
-
-class _Timed:
-    def __init__(self, feed: _Feed, tokens: int) -> None:
-        self.feed, self.tokens, self.t0 = feed, tokens, 0.0
-
-    def __enter__(self) -> None:
-        self.t0 = time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        self.feed.capture_s += time.monotonic() - self.t0
-        self.feed.captured += self.tokens
 
 
 def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
@@ -276,7 +228,7 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
                       tensor_parallel_size=cfg.extract.tensor_parallel_size,
                       dtype=cfg.extract.dtype, trust_remote_code=cfg.target.trust_remote_code)
     try:
-        feed = _Feed(progress)
+        feed = CaptureFeed(progress)
         with feed.pool:
             for i in todo:
                 ids = samples[i]["input_ids"]
@@ -355,7 +307,7 @@ def capture_and_write(cap: Any, cfg: PipelineConfig, samples: list[dict[str, lis
     import torch
 
     dtype = getattr(torch, stored_state_dtype(cfg, "0.9"))
-    feed = _Feed(progress)
+    feed = CaptureFeed(progress)
     with feed.pool:
         for run in _batches(samples, todo, BATCH_TOKENS):
             with feed.capturing(sum(len(samples[i]["input_ids"]) for i in run)):

@@ -5,13 +5,15 @@ a capture that has to wait for the writer counted, for the progress line."""
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
 from pipeline.formats import read_sample, write_sample
-from pipeline.write_pool import WritePool, default_threads
+from pipeline.progress import Progress, parse
+from pipeline.write_pool import CaptureFeed, WritePool, default_threads
 
 
 def _sample(seed: int, seq: int = 30, hidden: int = 16) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -74,3 +76,25 @@ def test_a_failed_write_is_raised_before_more_is_handed_over(tmp_path: Path) -> 
         pool.wait(0)
     pool.close()
     assert pool.samples == 0 and not list(tmp_path.rglob("*.part"))
+
+
+def test_the_feed_reports_written_samples_with_the_writer_figures(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the extract routes print: samples done when their files are (after the resumed
+    ones), the tokens written, the writer's figures on every line, the last line the total."""
+    progress = Progress("extract", 5, "samples", interval=0)
+    progress.resume_at(1)
+    feed = CaptureFeed(progress, threads=2)
+    with feed.pool:
+        for i in range(4):
+            with feed.capturing(30):
+                ids, states = _sample(i)
+            path = tmp_path / f"hs_{i + 1}.safetensors"
+            feed.hand_over(path, len(ids), partial(
+                write_sample, "0.9", path, ids, torch.ones(len(ids), dtype=torch.long), states))
+        assert feed.finish() == 120
+    records = [r for r in map(parse, capsys.readouterr().out.splitlines()) if r is not None]
+    assert records and all(r["type"] == "progress" and "writer_waits" in r for r in records)
+    assert [r["done"] for r in records] == sorted(r["done"] for r in records)
+    assert records[0]["done"] >= 1 and records[-1]["done"] == 5 and records[-1]["tokens"] == 120
+    assert progress.emitted == 5 and len(list(tmp_path.glob("hs_*.safetensors"))) == 4

@@ -29,9 +29,10 @@ MAX_THREADS = 4  # ~4 page-cache copies in parallel outrun a several-GB/s array;
 
 
 def default_threads() -> int:
-    """Writer threads for this machine: one per core up to MAX_THREADS (a thread a core keeps
-    the capture's own driver work running beside them)."""
-    return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+    """Writer threads for this machine: one per two cores, 1 to MAX_THREADS. Half the cores
+    leave the capture (the hf route's model, the vLLM driver's unpacking) its own; on 2 cores
+    a second writer thread cost ~25 % more CPU per byte than one (docs/measurements.md)."""
+    return max(1, min(MAX_THREADS, (os.cpu_count() or 1) // 2))
 
 
 class WritePool:

@@ -214,14 +214,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from pipeline.write_pool import default_threads
 
-    args.threads = args.threads or default_threads()
+    args.threads = default_threads() if args.threads == 0 else args.threads
     dirs = args.dir or [Path(tempfile.gettempdir())] + (
         [Path("/dev/shm")] if Path("/dev/shm").is_dir() else [])
     per_token = LAYERS * HIDDEN * 2
     per_sample = per_token * args.tokens
     n = max(1, int(-(-args.gib * (1 << 30) // per_sample)))
     total = n * per_sample
+    if args.rounds < 1 or args.gib <= 0 or args.tokens < 1 or args.threads < 1:
+        print("error: --rounds, --gib, --tokens and --threads must be positive", file=sys.stderr)
+        return 2
     for d in dirs:
+        if not d.is_dir():
+            print(f"error: --dir {d} is not a directory", file=sys.stderr)
+            return 2
         free = shutil.disk_usage(d).free
         if free < 1.1 * total:
             print(f"error: {d} has {free} bytes free; a pass needs {total} (--gib)",

@@ -223,9 +223,11 @@ def head_summary(r: Result) -> str:
     if not r.get("head_dir"):
         return f"method {r.get('method')}{on}: {'can serve' if not bad else 'refused'}"
     dtypes = "/".join(h.get("tensor_dtypes") or []) or "dtype unread"
-    head = (f"head {r.get('head_dir')} ({h.get('format') or 'format unknown'}, {dtypes}; hidden "
-            f"{h.get('target_hidden_size') or h.get('hidden_size')}, draft vocab "
-            f"{h.get('draft_vocab_size')}, aux ids {h.get('aux_layer_ids')})")
+    head = f"head {r.get('head_dir')}"
+    if h.get("format"):  # a config was read
+        head += (f" ({h['format']}, {dtypes}; hidden "
+                 f"{h.get('target_hidden_size') or h.get('hidden_size')}, draft vocab "
+                 f"{h.get('draft_vocab_size')}, aux ids {h.get('aux_layer_ids')})")
     target = (f" for target {r.get('target_dir')} (hidden {t.get('hidden_size')}, "
               f"{t.get('num_layers')} layers, vocab {t.get('vocab_size')})"
               if r.get("target_dir") else "")

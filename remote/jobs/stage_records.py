@@ -101,9 +101,11 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
             ended["summary"] = f"{stage} failed: {ended['error']}"
         return ev.STAGE_END, ended
     if kind == "skipped":
-        # A fact that is not a plausible count or time is left out (the event is kept).
+        # A number that is no plausible count or time (1e400, NaN, -5) is left out and the
+        # event kept; a value of the wrong type goes on to the schema, which refuses it.
         facts = {k: rec[k] for k in FACTS if rec.get(k) is not None
-                 and (k == "completed" or plausible(rec[k]))}
+                 and (not isinstance(rec[k], (int, float)) or isinstance(rec[k], bool)
+                      or plausible(rec[k]))}
         said = "up to date" + facts_text(facts) if facts else rec.get("reason", "")
         return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""), **facts,
                                   "summary": f"{stage} skipped: {said}"}

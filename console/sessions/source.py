@@ -224,7 +224,9 @@ class Source:
             raise FrameError(f"compressed data changed since it was indexed: {exc}") from None
         dobj = zstandard.ZstdDecompressor().decompressobj()
         blanks = BlankLines()
-        bound = LineBound()
+        out: list[bytes] = []
+        bound: LineBound | None = None  # only once a line passes MAX_LINE (rare: damage)
+        line = 0  # bytes of the line not yet ended
         got = 0
         fed = seg.src_start
         try:
@@ -233,8 +235,20 @@ class Source:
                     break
                 if stop > fed:
                     piece = blanks.feed(dobj.decompress(self.mm[fed:stop]))
-                    piece = piece[: seg.size - got]  # up to the indexed size, whole lines
-                    bound.feed(piece)
+                    if bound is None:
+                        nl = piece.find(b"\n")
+                        if line + (len(piece) if nl < 0 else nl) > MAX_LINE:
+                            bound = LineBound()
+                            for held in out:
+                                bound.feed(held)
+                            out = []
+                        else:
+                            line = line + len(piece) if nl < 0 else \
+                                len(piece) - piece.rfind(b"\n") - 1
+                    if bound is not None:
+                        bound.feed(piece[: seg.size - got])  # whole lines, the indexed size
+                    else:
+                        out.append(piece)
                     got += len(piece)
                     fed = stop
         except zstandard.ZstdError as exc:
@@ -242,7 +256,7 @@ class Source:
                 raise FrameError(f"compressed data changed since it was indexed: {exc}") from None
         if got < seg.size:
             raise FrameError("compressed data changed since it was indexed")
-        return bytes(bound.out)
+        return bytes(bound.out) if bound is not None else b"".join(out)[: seg.size]
 
 
 def scan_plain(mm: Any, start: int, size: int, first: int, warnings: list[str],

@@ -25,7 +25,8 @@ alone, stdlib only) keep theirs in remote/probes/probe_errors.py.
     │   │   └── ContainerConfigError    exit 2: its runtime or name cannot be used as written
     │   ├── Refused                 exit 4: a compatibility check or a precondition said no
     │   │   ├── JobLocked               a run of the same name is running
-    │   │   └── CancelRefused           the run's pid file names a process that is not its job
+    │   │   ├── CancelRefused           the run's pid file names a process that is not its job
+    │   │   └── DraftRefused            a draft does not fit its target or the box's vLLM
     │   ├── StageFailed             exit 1
     │   │   ├── PipelineFailed          the box runner ended with a failed stage
     │   │   └── EngineFailed            vLLM's server exited or never answered
@@ -164,6 +165,15 @@ class JobLocked(Refused):
         where = f" on {host}" if host else ""
         super().__init__(f"a run named {name!r} is already running{where} ({run_id or 'unknown id'})"
                          "; cancel it or wait for it to end")
+
+
+class DraftRefused(Refused):
+    """The draft cannot be served on this box (remote/ops/heads.py): one line per mismatch,
+    each naming both values (exit code 4); no engine was started."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
 
 
 class StageFailed(ConsoleError):

@@ -84,6 +84,19 @@ class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
     mem_used: int | None = None
 
 
+class NvLinkSample(msgspec.Struct, kw_only=True, frozen=True):
+    """One NVLink link: data throughput (bytes/s) and its error counters, each absent (None)
+    where the driver does not answer it."""
+
+    link: int
+    tx: Num | None = None
+    rx: Num | None = None
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+    crc_flit_errors: int | None = None
+    crc_data_errors: int | None = None
+
+
 class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
     index: int
     name: str = ""
@@ -97,6 +110,24 @@ class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
     pcie_tx: Num | None = None
     pcie_rx: Num | None = None
     procs: list[GpuProc] = []
+    # health (remote/stats/samples.py HEALTH_COUNTERS): None where the driver lacks the call,
+    # and in every session recorded before they existed
+    clock_reasons: list[str] | None = None
+    clock_reasons_mask: int | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: int | None = None
+    remapped_rows_corrected: int | None = None
+    remapped_rows_uncorrected: int | None = None
+    remapped_rows_pending: int | None = None
+    remapped_rows_failure: int | None = None
+    pcie_replay: int | None = None
+    nvlink: list[NvLinkSample] | None = None
+    xid: list[int] | None = None
 
 
 class StatsSample(Payload, kw_only=True, frozen=True):

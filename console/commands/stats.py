@@ -61,7 +61,8 @@ async def run(args: argparse.Namespace) -> int:
             ctx.show(format_table(host.name, sample))
             return EXIT_OK
         got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
-                               source=args.source, duration=args.duration, count=args.count)
+                               source=args.source, duration=args.duration, count=args.count,
+                               alerts=ctx.config.alerts)
         if args.duration is not None and not got:
             ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
             return EXIT_FAILED

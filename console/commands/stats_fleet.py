@@ -100,7 +100,8 @@ async def run_fleet(args: argparse.Namespace) -> int:
             count = 1 if args.once else args.count
             duration = max(30.0, 10 * args.interval) if args.once else args.duration
             got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
-                                   source=args.source, duration=duration, count=count)
+                                   source=args.source, duration=duration, count=count,
+                                   alerts=ctx.config.alerts)
             if not got and (args.once or args.duration is not None):
                 ctx.error(f"no sample from {name}", name)
                 return EXIT_FAILED

@@ -12,15 +12,18 @@ from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+from remote.stats.alerts import AlertConfig
 from remote.stats.stream import StatsStream
 
 
 async def stream(transport: Transport, host: HostConfig, bus: EventBus, *,
                  interval: float = 1.0, source: str = "auto", duration: float | None = None,
-                 count: int | None = None) -> int:
-    """Samples until `duration`/`count` (or cancelled); returns how many were published.
+                 count: int | None = None, alerts: dict[str, float] | None = None) -> int:
+    """Samples until `duration`/`count` (or cancelled); returns how many were published, with
+    the alerts the thresholds `alerts` (console.toml's [alerts], Config.alerts) raise.
     Cancelling closes the sampler's stdin, so the sampler on the box exits too."""
-    s = StatsStream(transport, host, bus, interval=interval, source=source)
+    s = StatsStream(transport, host, bus, interval=interval, source=source,
+                    alerts=AlertConfig.of(alerts))
     return await s.run(duration=duration, count=count)
 
 

@@ -54,6 +54,10 @@ PROCS_REFRESH_S = 2.0
 # With nvidia-smi a process list costs a whole nvidia-smi run.
 SMI_PROCS_REFRESH_S = 5.0
 
+# A GPU none of these answer is not there any more (fallen off the bus: every call answers
+# NVMLError_GpuIsLost): it is left out of the sample, which the console's gpu_missing alert sees.
+LOST_WHEN_NONE = ("util", "mem_used", "power", "temp")
+
 SMI_FIELDS = (
     "index",
     "name",
@@ -107,8 +111,11 @@ class NvmlSource:
             ]
         gpus = []
         for i in range(count):
+            metrics = r.metrics(i)
+            if all(metrics[k] is None for k in LOST_WHEN_NONE):
+                continue  # a GPU fallen off the bus answers nothing (NVMLError_GpuIsLost): missing
             gpu = {"index": i, "name": self.names[i]}
-            gpu.update(r.metrics(i))
+            gpu.update(metrics)
             gpu["pcie_tx"], gpu["pcie_rx"] = self._pcie[i]
             gpu["procs"] = self._procs[i]
             gpu.update(self.health.reasons(i))

@@ -84,7 +84,7 @@ class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
     mem_used: int | None = None
 
 
-class NvLinkSample(msgspec.Struct, kw_only=True, frozen=True):
+class NvLinkSample(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """One NVLink link: data throughput (bytes/s) and its error counters, each absent (None)
     where the driver does not answer it."""
 
@@ -97,7 +97,10 @@ class NvLinkSample(msgspec.Struct, kw_only=True, frozen=True):
     crc_data_errors: int | None = None
 
 
-class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
+class GpuSample(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One GPU of a sample. Written without its unset fields (omit_defaults): a driver without
+    the health calls costs no bytes for them, and a field it lacks stays absent on the wire."""
+
     index: int
     name: str = ""
     util: Num | None = None
@@ -142,6 +145,19 @@ class StatsSample(Payload, kw_only=True, frozen=True):
     t: Num | None = None
     self_cpu: Num | None = None
     interval: Num | None = None
+
+
+class StatsAlert(Payload, kw_only=True, frozen=True):
+    """One incident a rule of remote/stats/alerts.py saw in a host's samples: the rule's name,
+    what happened, what the rule means and what to do; the GPU or the stage it is about."""
+
+    rule: str
+    message: str
+    meaning: str = ""
+    advice: str = ""
+    gpu: int | None = None
+    stage: str | None = None
+    value: Any = None
 
 
 # -- allreduce, bench ---------------------------------------------------------------------------

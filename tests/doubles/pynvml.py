@@ -176,6 +176,8 @@ def _dev(handle: int) -> dict[str, Any]:
     _reload()
     if not isinstance(handle, int) or not 0 <= handle < len(_state["devices"]):
         raise NVMLError_InvalidArgument()
+    if _state["devices"][handle].get("lost"):  # fallen off the bus: every call says so
+        raise NVMLError_GpuIsLost()
     return dict(_state["devices"][handle])
 
 

@@ -109,8 +109,11 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
         painter = None if (args.json or args.once) else asyncio.create_task(redraw())
         started = time.monotonic()
+        from console.commands.stats import prometheus
+
         try:
-            codes = await run_each(ctx, resolved, one)
+            with prometheus(ctx, args):
+                codes = await run_each(ctx, resolved, one)
         finally:
             remove()
             if painter is not None:

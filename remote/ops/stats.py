@@ -27,6 +27,21 @@ async def stream(transport: Transport, host: HostConfig, bus: EventBus, *,
     return await s.run(duration=duration, count=count)
 
 
+def serve_prometheus(bus: EventBus, port: int, addr: str = "127.0.0.1") -> Any:
+    """The bus's live samples as Prometheus text at http://addr:port/metrics (a thread of
+    prometheus_client's; port 0: a free one), until its close(). No second connection and no
+    sampler of its own: it reads the stats.sample events the streams publish. A port that
+    cannot be listened on is a UsageError naming it."""
+    from remote.errors import UsageError
+    from remote.stats.exporter import PrometheusEndpoint
+
+    try:
+        return PrometheusEndpoint(bus, port, addr)
+    except OSError as exc:
+        raise UsageError(f"--prometheus {port}: cannot listen on {addr}:{port} "
+                         f"({exc.strerror or exc})") from None
+
+
 async def sample_once(transport: Transport, host: HostConfig, bus: EventBus, *,
                       interval: float = 1.0, source: str = "auto") -> dict[str, Any] | None:
     """One sample's payload (also published as a stats.sample event), or None when the box

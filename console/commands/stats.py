@@ -108,6 +108,7 @@ def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
 
 def format_table(host: str, payload: dict[str, Any]) -> str:
     from console.fleet import aligned
+    from remote.stats.samples import health_text
 
     h = payload.get("host", {})
     lines = [
@@ -120,7 +121,7 @@ def format_table(host: str, payload: dict[str, Any]) -> str:
     gpus = payload.get("gpus") or []
     if gpus:
         rows = [("GPU", "NAME", "UTIL", "MEM GiB", "POWER W", "TEMP", "SM MHz", "PCIe tx/rx MB/s",
-                 "PROCS")]
+                 "PROCS", "HEALTH")]
         for g in gpus:
             rows.append((
                 str(g.get("index")), str(g.get("name", "")), num(g.get("util"), unit="%"),
@@ -129,6 +130,7 @@ def format_table(host: str, payload: dict[str, Any]) -> str:
                 num(g.get("temp"), unit="C"), num(g.get("sm_clock")),
                 f"{num(g.get('pcie_tx'), 1e6, 1)}/{num(g.get('pcie_rx'), 1e6, 1)}",
                 ",".join(str(p.get("pid")) for p in g.get("procs") or []) or "-",
+                health_text(g) or ("ok" if "clock_reasons" in g else "-"),
             ))
         lines.append(aligned(rows))
     return "\n".join(lines)

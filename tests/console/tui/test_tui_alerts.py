@@ -67,3 +67,32 @@ async def test_each_alert_is_one_banner_line_and_a_mark(tmp_path: Path, monkeypa
         history = plain(stats.query_one("#history", Static))
         assert any(line.strip().startswith(f"0 {ALERT_MARK}") for line in history.splitlines())
         await app.source.controller.aclose()
+
+
+async def test_the_tui_stream_feeds_the_prometheus_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`console --prometheus PORT`: the endpoint reads the TUI's own bus (console/tui/launch.py),
+    so a scrape while the TUI runs shows the samples its screens draw, from the one stream."""
+    import asyncio
+
+    from remote.ops.stats import serve_prometheus
+    from tests.remote.stats.test_prometheus import _scrape
+
+    box = Box(tmp_path / "nvml.json")
+    for k, v in box.env().items():
+        monkeypatch.setenv(k, v)
+    hc = HostConfig(name="local", python=sys.executable, workdir=str(tmp_path / "box"))
+    app = ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen="stats")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        endpoint = serve_prometheus(app.source.bus, 0)
+        try:
+            await app.source.controller.connect("local")
+            host = app.state.hosts["local"]
+            await wait_for(pilot, lambda: len(host.gpus) == 2, timeout=60)
+            seen = await asyncio.to_thread(_scrape, endpoint.url)
+        finally:
+            endpoint.close()
+            await app.source.controller.aclose()
+    util = {(lb["Hostname"], lb["gpu"]): v for lb, v in seen["DCGM_FI_DEV_GPU_UTIL"]}
+    assert util == {("local", "0"): 87.0, ("local", "1"): 12.0}
+    assert [lb["gpu"] for lb, _ in seen["DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"]] == ["0"]  # GPU 1 lacks ECC

@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from console import __version__
-from console.argtypes import Subcommands, add_subcommands
+from console.argtypes import Subcommands, add_subcommands, tcp_port
 from console.commands import (
     allreduce,
     bench,
@@ -97,6 +97,9 @@ def _top_level() -> tuple[argparse.ArgumentParser, Subcommands]:
     parser.add_argument("--no-redact", dest="top_no_redact", action="store_true",
                         help="keep secrets (tokens, Bearer, URL passwords) in the TUI session "
                         "(or the command's)")
+    parser.add_argument("--prometheus", dest="tui_prometheus", type=tcp_port, metavar="PORT",
+                        help="TUI: also serve the live samples as Prometheus text at "
+                        "http://127.0.0.1:PORT/metrics (as `console stats --prometheus`)")
     return parser, add_subcommands(parser, dest="command", metavar="COMMAND")
 
 

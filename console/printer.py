@@ -106,6 +106,12 @@ def _patch_verified(kind: str, p: dict[str, Any]) -> str | None:
     return _default(kind, p)
 
 
+def _alert(kind: str, p: dict[str, Any]) -> str | None:
+    """An incident, loud: what happened and what to do (remote/stats/alerts.py RULES)."""
+    advice = p.get("advice")
+    return f"ALERT {p.get('rule', '?')}: {p.get('message', '')}" + (f" -- {advice}" if advice else "")
+
+
 def _marker(kind: str, p: dict[str, Any]) -> str | None:
     return f"-- {p.get('label', '')} --"
 
@@ -130,6 +136,7 @@ RULES: dict[str, Rule] = {
     ev.JOB_LINE: _job_line,
     ev.STAGE_PROGRESS: _progress,
     ev.STATS_SAMPLE: _stats,
+    ev.STATS_ALERT: _alert,
     ev.CONSOLE_INFO: _leveled(""),
     ev.CONSOLE_WARNING: _leveled("warning: "),
     ev.CONSOLE_ERROR: _leveled("error: "),

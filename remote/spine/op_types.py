@@ -80,7 +80,9 @@ class HostSample(msgspec.Struct, kw_only=True, frozen=True):
 
 class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
     pid: int
-    name: str = ""
+    # None where the box cannot read /proc/PID/comm: a host pid seen from inside a container
+    # (remote/probes/host_stats.py process_name); the sample is still the sample
+    name: str | None = ""
     mem_used: int | None = None
 
 

@@ -130,6 +130,7 @@ def collect(ranks_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = dict(results[0])
     out.pop("rank", None)
     out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote"),
+                     "resumed_from": r.get("resumed_from"),
                      **({"samples": r["samples"]} if "samples" in r else {})}
                     for r in results]
     shutil.rmtree(ranks_dir)
@@ -247,10 +248,12 @@ def rank_main(args: argparse.Namespace) -> int:
     read = res.get("samples")  # train.data = local-shards: the samples this rank trained on
     said = "; ".join(f"epoch {e}: samples " + ", ".join(f"{a}..{b}" for a, b in runs)
                      for e, runs in (read or {}).items())
+    back = res.get("resumed_from")  # every rank resumed from rank 0's one checkpoint
     emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
-         wrote=wrote, **({"samples": read} if read is not None else {}),
-         message=f"rank {rank} of {world}: {res.get('steps')} steps" + (f" ({said})" if said
-                                                                         else ""))
+         wrote=wrote, resumed_from=back, **({"samples": read} if read is not None else {}),
+         message=f"rank {rank} of {world}: {res.get('steps')} steps"
+         + (f", resumed from step {back}" if back is not None else "")
+         + (f" ({said})" if said else ""))
     (ranks_dir / f"rank-{rank}.json").write_text(json.dumps(
         {**res, "world_size": world, "rank": rank, "wrote": wrote}))
     return 0

@@ -1,0 +1,155 @@
+"""Resumable training through speculators' own checkpoints, for both adapters.
+
+- Saves: the trainer's save call runs with its checkpointer pointed at a staging directory and
+  the result is published whole (pipeline/checkpoints.py: marker last, rename into place), so a
+  process killed mid-save leaves the previous checkpoint as it was.
+- Resume: the newest checkpoint that checks (pipeline/checkpoints.py `newest`) is the one the
+  trainer finds; every other is removed first. Under torchrun every rank must load the same one
+  (each loads the optimizer state itself, 0.9's DDP path), so rank 0 chooses it and tells the
+  others, which link it into their own save directory (hard links: the same files, no space) or,
+  on a box that does not see rank 0's disk, receive its bytes from rank 0.
+- The steps: each published checkpoint's marker keeps the optimizer steps done (`global_step`)
+  and the steps of an epoch, so a rerun says `resumed from step S of T` before it trains.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import checkpoints
+from pipeline.progress import emit
+
+
+@dataclass
+class Resumed:
+    """What this rank resumed from (None fields: a fresh start)."""
+
+    step: int = 0  # optimizer steps done before this run
+    total: int = 0  # steps of the whole training (epochs x steps per epoch), 0 when unknown
+    epoch: int | None = None
+    local_step: int = 0
+    received: list[Path] = field(default_factory=list)  # copies a rank > 0 holds, not its own
+
+    @property
+    def resumed(self) -> bool:
+        return self.epoch is not None
+
+
+def choose(save: Path, *, rank: int = 0) -> tuple[Path, dict[str, Any]] | None:
+    """Rank 0 (or the one process): the newest complete checkpoint, every other removed, each
+    removal said in one info line."""
+    return checkpoints.newest(save, lambda m: emit("info", "train", message=m)
+                              if rank == 0 else None)
+
+
+def announce(found: tuple[Path, dict[str, Any]] | None, epochs: int) -> Resumed:
+    """The `resumed from step S of T` line (rank 0 only prints it) and what it says."""
+    if found is None:
+        return Resumed()
+    d, marker = found
+    per_epoch = int(marker.get("steps_per_epoch") or 0)
+    got = Resumed(step=int(marker.get("global_step") or 0), total=per_epoch * epochs,
+                  epoch=int(marker.get("epoch", d.name)),
+                  local_step=int(marker.get("local_step") or 0))
+    where = (f"epoch {got.epoch}, step {got.local_step} of {per_epoch}" if got.local_step
+             else f"the end of epoch {got.epoch}")
+    emit("info", "train", resumed_from=got.step, total=got.total, checkpoint=str(d),
+         message=f"resumed from step {got.step} of {got.total or '?'} (checkpoint {d.name}: "
+         f"{where}, sealed {marker.get('sealed', '?')})")
+    return got
+
+
+def sync_ranks(save: Path, epochs: int) -> Resumed:
+    """Under torchrun, after the process group is up and before the trainer looks at `save`:
+    rank 0 chooses, every other rank gets that same checkpoint into its own `save`."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    found = choose(save, rank=rank) if rank == 0 else None
+    desc: list[Any] = [None]
+    if found is not None:
+        desc = [{"path": str(found[0]), "name": found[0].name, "marker": found[1]}]
+    dist.broadcast_object_list(desc, src=0)
+    d = desc[0]
+    if rank != 0:  # nothing of an earlier run of its own: only what rank 0 chose
+        shutil.rmtree(save, ignore_errors=True)
+    if d is None:
+        return Resumed()
+    src, target = Path(d["path"]), save / d["name"]
+    seen = rank == 0 or (src.is_dir() and checkpoints.check(src)[0] == d["marker"])
+    if rank != 0 and seen:  # the same disk (this box, or shared storage): linked, no copy
+        save.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(src, target, copy_function=os.link)
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, seen)
+    if not all(every):  # a box that does not see rank 0's disk: the files' bytes from rank 0
+        blob: list[Any] = [None]
+        if rank == 0:
+            blob = [{name: (src / name).read_bytes()
+                     for name in [*d["marker"]["files"], checkpoints.MARKER]}]
+        dist.broadcast_object_list(blob, src=0)
+        if not seen:
+            for name, data in blob[0].items():
+                (target / name).parent.mkdir(parents=True, exist_ok=True)
+                (target / name).write_bytes(data)
+    if rank == 0:
+        return announce(found, epochs)
+    marker = d["marker"]
+    return Resumed(step=int(marker.get("global_step") or 0),
+                   total=int(marker.get("steps_per_epoch") or 0) * epochs,
+                   epoch=int(marker.get("epoch", d["name"])),
+                   local_step=int(marker.get("local_step") or 0), received=[target])
+
+
+class Saves:
+    """The trainer's checkpoint saves made whole (staged, sealed, renamed into place) on rank 0,
+    and the time of the last one (for the time-based saves)."""
+
+    def __init__(self, epochs: int) -> None:
+        import time
+
+        self.epochs = epochs
+        self.last = time.monotonic()
+        self.interrupted = False  # speculators' graceful-shutdown save was asked (SIGTERM)
+
+    def around(self, checkpointer: Any, rank: int, epoch: int, save: Callable[[], None],
+               info: dict[str, Any]) -> None:
+        """Run `save` (the trainer's own, writing under checkpointer.path/<epoch>) staged."""
+        import time
+
+        real = Path(checkpointer.path)
+        staging = real / checkpoints.WRITING
+        if rank == 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            checkpointer.path = staging
+        try:
+            save()
+        finally:
+            checkpointer.path = real
+        self.last = time.monotonic()
+        if rank != 0:
+            return
+        written = staging / str(epoch)
+        if (written / "model.safetensors").is_file():
+            m = checkpoints.publish(written, real / str(epoch), info)
+            per = m["steps_per_epoch"]
+            emit("info", "train", checkpoint_step=m["global_step"], message=(
+                f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
+                f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
+                                   else ", its end)")))
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def summary(got: Resumed, done: int) -> dict[str, Any]:
+    """The manifest's word on resuming: the steps run before it (by the earlier runs) and after
+    it (by this one); a fresh run resumed from nothing."""
+    if not got.resumed:
+        return {"resumed_from": None}
+    return {"resumed_from": got.step, "steps_before_resume": got.step,
+            "steps_after_resume": max(0, done - got.step)}

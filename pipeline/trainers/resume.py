@@ -106,6 +106,20 @@ def sync_ranks(save: Path, epochs: int) -> Resumed:
                    local_step=int(marker.get("local_step") or 0), received=[target])
 
 
+STALL_ENV = "EAGLE3_CHECKPOINT_STALL_AT"  # a test's hook (below)
+
+
+def _stall(info: dict[str, Any]) -> None:
+    """For the test that kills a process while it writes a checkpoint: with STALL_ENV set to a
+    step, the save of that step says so and waits between its files and its seal."""
+    import time
+
+    if os.environ.get(STALL_ENV) == str(info.get("global_step")):
+        emit("info", "train", stalled_at=info["global_step"],
+             message=f"checkpoint at step {info['global_step']} held unsealed ({STALL_ENV})")
+        time.sleep(600)
+
+
 class Saves:
     """The trainer's checkpoint saves made whole (staged, sealed, renamed into place) on rank 0,
     and the time of the last one (for the time-based saves)."""
@@ -136,6 +150,7 @@ class Saves:
         if rank != 0:
             return
         written = staging / str(epoch)
+        _stall(info)
         if (written / "model.safetensors").is_file():
             m = checkpoints.publish(written, real / str(epoch), info)
             per = m["steps_per_epoch"]

@@ -168,3 +168,96 @@ def summary(got: Resumed, done: int) -> dict[str, Any]:
         return {"resumed_from": None}
     return {"resumed_from": got.step, "steps_before_resume": got.step,
             "steps_after_resume": max(0, done - got.step)}
+
+
+TIME_SYNC_STEPS = 8  # under torchrun, rank 0's clock is asked every this many steps
+
+
+def patch_09(cfg: Any, save_dir: Path, handler: Any
+             ) -> tuple[Callable[[], None], Saves, list[Resumed]]:
+    """Resume and whole saves in speculators 0.9's own trainer (this module):
+    the checkpoint chosen (and shared between ranks) right after its distributed setup, the
+    step frequency set once its loader is built, each save staged and sealed, the time-based
+    saves from its per-step callback. Returns (undo, saves, [what was resumed])."""
+    import time
+
+    import speculators.train.cli as cli
+    from speculators.train import trainer as trainer_mod
+
+    t = cfg.train
+    got: list[Resumed] = []
+    original_setup = cli.maybe_setup_distributed
+
+    def setup_then_choose(*args: Any, **kwargs: Any) -> None:
+        original_setup(*args, **kwargs)
+        if "LOCAL_RANK" in os.environ:
+            got.append(sync_ranks(save_dir, t.epochs))
+        else:
+            got.append(announce(choose(save_dir), t.epochs))
+        if got[-1].resumed:
+            handler.resumed(got[-1])
+
+    Trainer = trainer_mod.Trainer
+    init, save, epoch_fn = Trainer.__init__, Trainer.maybe_save_checkpoint, Trainer.train_epoch
+
+    saves = Saves(t.epochs)
+
+    def init_with_freq(self: Any, model: Any, config: Any, train_loader: Any,
+                       *args: Any, **kwargs: Any) -> None:
+        n = len(train_loader)
+        if t.checkpoint_every_steps and n:  # its checkpoint_freq is in epochs
+            config = config._replace(checkpoint_freq=min(1.0, t.checkpoint_every_steps / n))
+        init(self, model, config, train_loader, *args, **kwargs)
+
+    def whole_save(self: Any, epoch: Any, local_step: int = 0) -> None:
+        if not isinstance(epoch, int):  # its graceful-shutdown save ("interrupted"): this
+            saves.interrupted = True    # run stops; the last sealed checkpoint is the resume
+            return
+        n = len(self.train_loader)
+        info = {"epoch": epoch, "local_step": local_step, "global_step": self.global_step,
+                "steps_per_epoch": n, "epochs": t.epochs}
+        saves.around(self.checkpointer, self.rank, epoch,
+                     lambda: save(self, epoch, local_step=local_step), info)
+
+    def epoch_with_timer(self: Any, epoch: int, *, step_callback: Any = None) -> None:
+        if not t.checkpoint_every_minutes:
+            return epoch_fn(self, epoch, step_callback=step_callback)
+        import torch
+
+        n = len(self.train_loader)
+        local = [int(getattr(self, "_resume_local_step", 0))
+                 if epoch == getattr(self, "current_epoch", epoch) else 0]
+        every = (max(1, round(n * self.config.checkpoint_freq))
+                 if self.config.checkpoint_freq < 1 else 0)
+
+        def step_done() -> None:
+            if step_callback is not None:
+                step_callback()
+            local[0] += 1
+            due = time.monotonic() - saves.last >= t.checkpoint_every_minutes * 60
+            if self.is_distributed:  # every rank saves together: rank 0's clock decides
+                if local[0] % TIME_SYNC_STEPS:
+                    return
+                import torch.distributed as dist
+
+                flag = torch.tensor([1 if due else 0],
+                                    device=next(self.model.parameters()).device)
+                dist.broadcast(flag, src=0)
+                due = bool(flag.item())
+            if due and local[0] < n and not (every and local[0] % every == 0):
+                self.maybe_save_checkpoint(epoch, local_step=local[0])
+
+        return epoch_fn(self, epoch, step_callback=step_done)
+
+    cli.maybe_setup_distributed = setup_then_choose  # type: ignore[attr-defined]
+    Trainer.__init__ = init_with_freq  # type: ignore[method-assign]
+    Trainer.maybe_save_checkpoint = whole_save  # type: ignore[method-assign]
+    Trainer.train_epoch = epoch_with_timer  # type: ignore[method-assign]
+
+    def undo() -> None:
+        cli.maybe_setup_distributed = original_setup  # type: ignore[attr-defined]
+        Trainer.__init__ = init  # type: ignore[method-assign]
+        Trainer.maybe_save_checkpoint = save  # type: ignore[method-assign]
+        Trainer.train_epoch = epoch_fn  # type: ignore[method-assign]
+
+    return undo, saves, got

@@ -287,7 +287,7 @@ def test_two_ranks_resume_after_one_rank_is_killed_from_the_same_step(
     assert [e["message"] for e in recs if e["type"] == "error"] == [
         "training with 2 ranks failed: rank 1 of 2 died: killed by SIGKILL; torchrun stopped "
         "the other ranks"], recs[-3:]
-    step = [r["checkpoint_step"] for r in recs if "checkpoint_step" in r][0]
+    step = next(r["checkpoint_step"] for r in recs if "checkpoint_step" in r)
     assert step > 0
     recs, rc = _train_until(engine_box, cfg, _never)
     assert rc == 0, [r for r in recs if r["type"] == "error"]

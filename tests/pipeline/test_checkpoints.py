@@ -68,6 +68,7 @@ def test_a_torn_checkpoint_is_never_taken(tmp_path: Path) -> None:
     data[:8] = struct.pack("<Q", len(data))  # a header longer than the file
     st.write_bytes(bytes(data))
     assert "safetensors header" in checkpoints.check(tmp_path / "1")[1]
+    _publish(tmp_path, 1, 8)
     _publish_over(tmp_path / "1", "optimizer_state_dict.pt", b"x" * 300)
     assert "torch archive" in checkpoints.check(tmp_path / "1")[1]
     # A save killed before its seal: its staging directory, never read, removed.

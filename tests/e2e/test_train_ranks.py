@@ -252,9 +252,9 @@ def test_a_killed_train_resumes_from_its_checkpoint(engine_box: EngineBox,
     evs = events(session)
     assert rc == 0, [e.payload.get("message") for e in evs if e.kind == ev.CONSOLE_ERROR]
     said = [str(e.payload.get("message", "")) for e in evs if e.kind == ev.CONSOLE_INFO]
-    resumed = [m for m in said if m.startswith("resumed from step ")]
-    assert len(resumed) == 1 and resumed[0].startswith("resumed from step 3 of "), said
-    total = int(resumed[0].split()[5])
+    resumed = [m for m in said if m.startswith("train: resumed from step ")]
+    assert len(resumed) == 1 and resumed[0].startswith("train: resumed from step 3 of "), said
+    total = int(resumed[0].split()[6])
     prog = [e.payload for e in evs if e.kind == ev.STAGE_PROGRESS
             and e.payload.get("stage") == "train"]
     assert prog and prog[0]["done"] > 3 and all(p.get("resumed_from") == 3 for p in prog)

@@ -8,8 +8,10 @@
     run                 every remaining stage in order, each in its own process: what the
                         console launches as one detached job (pipeline/sequence.py)
     demo-setup --dir D  build the tiny local demo (target, tokenizer, conversations, config)
-    serve --port P [--bind H] [--baseline] [-- VLLM_ARGS]   vLLM's OpenAI server for the
-                        target with train's head (or without: --baseline); pipeline/serve.py
+    serve --port P [--bind H] [--baseline] [--draft D] [--k K] [-- VLLM_ARGS]   vLLM's
+                        OpenAI server for the target with train's head, or another draft
+                        (none, ngram, a head directory), or without (--baseline);
+                        pipeline/serve.py
     shard-plan|shard-extract --rows R --dir D|shard-gather --dir D --start S
                         sharded extraction (extract.hosts): pipeline/stages/extract_shard.py
     shard-serve [--dir D] --bind A --port P | shard-fetch --url U [--dir D --start S
@@ -58,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="serve: the server's port")
     p.add_argument("--bind", default="127.0.0.1", help="serve: address to listen on")
     p.add_argument("--baseline", action="store_true", help="serve: without speculation")
+    p.add_argument("--draft", default="pipeline", help="serve: pipeline (train's head, the "
+                   "default), none, ngram, or a head directory on this box")
+    p.add_argument("--k", type=int, help="serve: num_speculative_tokens (default: the draft's)")
     p.add_argument("--rows", help="shard-extract: the shard's samples (JSON lines)")
     p.add_argument("--local", action="store_true",
                    help="shard-extract --start S: train.data = local-shards: prepare, the shard, "
@@ -204,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.port is None or not 0 < args.port < 65536:
                 raise PipelineError("serve needs --port (1..65535)")
             return serve.main(cfg, host=args.bind, port=args.port, baseline=args.baseline,
-                              extra=vllm_args)
+                              extra=vllm_args, draft=args.draft, k=args.k)
         if stage == "plan":
             for row in plan(cfg, start=args.start, force=args.force):
                 print(json.dumps(row))

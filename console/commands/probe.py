@@ -9,9 +9,10 @@ as things stand.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from console.argtypes import positive_float
-from console.context import Context, add_common_options, add_host_options
+from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote import probe_table
 from remote.errors import UsageError
 
@@ -23,27 +24,73 @@ HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + "
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    p.description = ("Upload a stdlib-only probe to the host and run it with the host's python. "
-                     + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE))
-    p.add_argument("probe", choices=probe_table.names())
+    """One verb per probe row, each with the same options (head adds its DIR, --target, --demo
+    and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
+    optional positional beside the probe's name would have been taken, empty, before --host.
+    As with every command made of verbs, the options follow the probe's name."""
+    psub = add_verbs(p, dest="probe", metavar="PROBE", description=(
+        "Upload a stdlib-only probe to the host and run it with the host's python. "
+        + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE)))
+    for row in probe_table.TABLE:
+        v = psub.add_parser(row.name, help=row.help)
+        if row.name == "head":
+            v.add_argument("head_dir", nargs="?", metavar="DIR",
+                           help="the EAGLE-3 head directory on the host (default with --demo or "
+                           "--pipeline: that pipeline's own head)")
+        _options(v, head=row.name == "head")
+        v.set_defaults(func=run)
+
+
+def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
     add_host_options(p, fleet=True)
     p.add_argument("--model", metavar="PATH", help="HF model directory or config.json on the host")
     p.add_argument("--arch", metavar="NAME", help="architecture name (instead of, or overriding, --model)")
     p.add_argument("--family", metavar="NAME", help="model family for `source` (e.g. kimi)")
     p.add_argument("--all", action="store_true", help="model: every architecture in vLLM's registry")
     p.add_argument("--vllm-root", metavar="DIR", help="the vllm package directory on the host (default: installed)")
+    if head:
+        p.add_argument("--target", metavar="DIR",
+                       help="the target's HF directory on the host (or --demo, --pipeline)")
+        p.add_argument("--demo", action="store_true",
+                       help="the target of the demo built by `console run --demo`")
+        p.add_argument("--pipeline", metavar="FILE",
+                       help="the target of this pipeline config (TOML on this machine)")
+    else:
+        p.set_defaults(head_dir=None, target=None, demo=False, pipeline=None)
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds to wait for a probe (default 600)")
     add_common_options(p)
-    p.set_defaults(func=run)
 
 
 def request(args: argparse.Namespace) -> probe_table.ProbeRequest:
-    """The operator's options as the probes' rows read them."""
-    return probe_table.ProbeRequest(model=args.model, arch=args.arch, family=args.family,
-                                    vllm_root=args.vllm_root, all=args.all)
+    """The operator's options as the probes' rows read them (head: --target is the model)."""
+    return probe_table.ProbeRequest(model=args.target or args.model, arch=args.arch,
+                                    family=args.family, vllm_root=args.vllm_root, all=args.all,
+                                    head=args.head_dir)
+
+
+def _head_usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with the head probe's own options (DIR, --target, --demo, --pipeline)."""
+    given = [o for o, v in (("DIR", args.head_dir), ("--target", args.target),
+                            ("--demo", args.demo), ("--pipeline", args.pipeline)) if v]
+    if args.probe != "head":
+        return f"{', '.join(given)}: for probe head only" if given else None
+    targets = [o for o in given if o != "DIR"] + (["--model"] if args.model else [])
+    if len(targets) != 1:
+        return ("probe head needs one target: --target DIR, --demo or --pipeline FILE"
+                + (f" (got {', '.join(targets)})" if targets else ""))
+    if not args.head_dir and not (args.demo or args.pipeline):
+        return "probe head needs the head directory: console probe head --host H DIR --target DIR"
+    if args.pipeline and not Path(args.pipeline).expanduser().is_file():
+        return f"{args.pipeline}: pipeline config not found"
+    return None
 
 
 async def run(args: argparse.Namespace) -> int:
+    bad = _head_usage(args)
+    if bad:
+        raise UsageError(bad)
+    if args.probe == "head" and (args.demo or args.pipeline):
+        return await _head_of_pipeline(args)
     missing = probe_table.get(args.probe).needs(request(args))
     if missing:
         raise UsageError(missing)
@@ -57,12 +104,30 @@ async def run(args: argparse.Namespace) -> int:
         return await run_one(ctx, args, args.host)
 
 
+async def _head_of_pipeline(args: argparse.Namespace) -> int:
+    """probe head --demo | --pipeline FILE: the target (and, without DIR, the head) that
+    pipeline config names, resolved on the box, then the probe."""
+    from remote.ops import heads
+
+    async with Context.from_args(args, hosts=[args.host]) as ctx:
+        host, transport = await ctx.reach(args.host)
+        pipeline = Path(args.pipeline).expanduser() if args.pipeline else None
+        target = await heads.pipeline_target(transport, await heads.probe_python(transport, host),
+                                             ctx.bus, pipeline=pipeline)
+        args.target, args.head_dir = target.model, args.head_dir or target.head
+        return await run_one(ctx, args, args.host)
+
+
 async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
     """The probe on one host (alone, or one of a fleet): its exit code, having said what its
     results mean (the results themselves are probe.result events)."""
     from remote.ops import probes as ops
 
     host, transport = await ctx.reach(name)
+    if args.probe == "head":  # with the python that serves (on `local`: the box environment)
+        from remote.ops import heads
+
+        host = await heads.probe_python(transport, host)
     done = await ops.run(transport, host, ctx.bus, args.probe, request(args),
                          timeout=args.timeout)
     say = {"error": ctx.error, "warning": ctx.warning}

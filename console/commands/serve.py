@@ -3,6 +3,9 @@
     console serve start --host H --pipeline P.toml            target + train's head, at vllm_url
     console serve start --host H --pipeline P.toml --baseline  target alone, at vllm_url's port+1
     console serve start --host local --demo --python BOXPY     the demo's target and head
+    console serve start --host H --demo --draft ngram --k 3     vLLM's n-gram (prompt lookup)
+    console serve start --host H --demo --draft /heads/h1       a head directory on the box
+    console serve start --host H --demo --draft none            the target alone, at vllm_url
     console serve start ... --vllm-args='--enforce-eager --max-model-len 4096'
     console serve status --host H                              the servers up: URL, model, pid
     console serve stop --host H [--role baseline]              cancel them (process group)
@@ -18,9 +21,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
-from remote.serving.roles import ROLES
+from remote.serving.roles import DRAFTS, ROLES
 
 # The server runner (httpx, asyncio, the SSH transport) is imported where it runs:
 # `console serve --help` loads none of it.
@@ -42,6 +46,14 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the demo built by `console run --demo` on this host")
     s.add_argument("--baseline", action="store_true",
                    help="serve the target without speculation (default port: vllm_url's + 1)")
+    s.add_argument("--draft", default="pipeline", metavar="{" + ",".join(DRAFTS) + ",DIR}",
+                   help="what the server speculates with: the pipeline's head (default), none "
+                   "(the target alone), ngram (vLLM's prompt lookup, prompt_lookup_min 1 / max "
+                   "3), or an EAGLE-3 head directory on the box (speculators or HF format), "
+                   "checked against the target before the engine starts")
+    s.add_argument("--k", type=positive_int, metavar="N",
+                   help="num_speculative_tokens (default: the head's or train's value; "
+                   "3 for ngram)")
     s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
                    "vllm_url; for --baseline the next port)")
     s.add_argument("--python", metavar="PATH",
@@ -65,7 +77,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
 
 async def start_command(args: argparse.Namespace) -> int:
-    from remote.errors import EngineFailed
+    from remote.errors import EXIT_REFUSED, DraftRefused, EngineFailed
     from remote.ops import serve as ops
     from remote.serving.serve import extra_vllm_args
 
@@ -83,10 +95,15 @@ async def start_command(args: argparse.Namespace) -> int:
         try:
             served = await ops.start(
                 runner, role, pipeline=Path(args.pipeline).expanduser() if args.pipeline else None,
-                url=args.url, vllm_args=vllm_args, timeout=args.start_timeout)
+                url=args.url, vllm_args=vllm_args, timeout=args.start_timeout,
+                draft=args.draft, k=args.k)
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
+        except DraftRefused as exc:  # one line per mismatch; no engine was started
+            for line in exc.lines:
+                ctx.error(line, host.name)
+            return EXIT_REFUSED
         ctx.info(f"{served.line()}; stop it with `console serve stop --host {host.name} "
                  f"--role {role}`", host.name, url=served.url, run_id=served.run_id)
         return EXIT_OK

@@ -18,7 +18,7 @@ from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.ops.bench import keep_on_box
-from remote.serving.serve import Served, ServeRunner
+from remote.serving.serve import Served, ServeRunner, check_draft
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
 
@@ -69,17 +69,30 @@ async def demo_config(r: ServeRunner) -> str:
 
 
 async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url: str | None = None,
-                vllm_args: Sequence[str] = (), timeout: float = 1800.0) -> Served:
-    """Start the `role` server with `pipeline`'s target and head (the demo's without one) and
-    wait until it answers; EngineFailed (with its last log lines) when it dies while starting.
-    Cancelled while starting: the server is cancelled too."""
+                vllm_args: Sequence[str] = (), timeout: float = 1800.0,
+                draft: str = "pipeline", k: int | None = None) -> Served:
+    """Start the `role` server with `pipeline`'s target (the demo's without one) and `draft`:
+    the pipeline's head (default), none (the target alone), ngram (vLLM's prompt lookup) or a
+    head directory on the box; `k` overrides num_speculative_tokens (None: the draft's own).
+    Waits until it answers; EngineFailed (with its last log lines) when it dies while
+    starting. Cancelled while starting: the server is cancelled too."""
+    draft, k = check_draft(role, draft, k)
     config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
-    await r.pipeline.validate(config)
+    resolved = await r.pipeline.validate(config)
+    if draft != "none":  # the draft against its target and this vLLM: DraftRefused, no engine
+        from remote.ops import heads
+
+        target = heads.target_from(config, resolved)
+        await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,
+                          pipeline_head=target.head)
+    what = "" if draft == "pipeline" and k is None else \
+        f", draft {draft}" + (f" K={k}" if k is not None else "")
     r.bus.emit(ev.CONSOLE_INFO, r.host.name,
                message=f"starting the {role} server on {r.host.name} (vLLM with "
-               f"{r.host.python}); the engine takes a while to load")
+               f"{r.host.python}{what}); the engine takes a while to load")
     try:
-        return await r.start(config, role, url=url, vllm_args=list(vllm_args), timeout=timeout)
+        return await r.start(config, role, url=url, vllm_args=list(vllm_args), timeout=timeout,
+                             draft=draft, k=k)
     except asyncio.CancelledError:
         r.bus.emit(ev.CONSOLE_WARNING, r.host.name,
                    message=f"interrupted: the {role} server was cancelled")
@@ -98,7 +111,8 @@ async def found(r: ServeRunner, role: str | None = None) -> dict[str, Served]:
                        found=True, summary=srv.line())
         else:
             r.bus.emit(ev.SERVE_STARTING, r.host.name, role=srv.role, url=srv.url,
-                       run_id=srv.run_id, pid=srv.pid, found=True, summary=srv.line())
+                       run_id=srv.run_id, pid=srv.pid, found=True, summary=srv.line(),
+                       draft=srv.draft, k=srv.k)
     return servers
 
 

@@ -249,9 +249,13 @@ class Resolver(ValueResolver):
             if layer_at is None or aux_at is None:
                 continue
             where = owner.module.where(loop.body[aux_at])
-            if aux_at < layer_at or plus_one:
-                return {"id_means": "input_of_layer", "evidence": where}
-            return {"id_means": "output_of_layer", "evidence": where}
+            # recorded: before the layer's call under its own id (ids 0..N-1), or after it under
+            # idx + 1 (ids 1..N, and 0 before the loop: id N is the last layer's output)
+            if aux_at < layer_at:
+                return {"id_means": "input_of_layer", "evidence": where, "recorded": "before_call"}
+            if plus_one:
+                return {"id_means": "input_of_layer", "evidence": where, "recorded": "after_call"}
+            return {"id_means": "output_of_layer", "evidence": where, "recorded": "after_call"}
         return None
 
 

@@ -6,6 +6,7 @@ they raise stays on the box (a probe prints it as its result, the helper as its 
     Exception
     ├── Stop            the model probe's resolution stopped at a known place (reason, file:line)
     ├── Partial         the layer-path walk stopped after some hops (the hops and the Stop)
+    ├── HeadFileError   a head's file is not what it claims (a cut-short safetensors file)
     └── HelperError     the patch helper refuses an operation (its one-line answer)
 """
 
@@ -30,3 +31,7 @@ class Partial(Exception):
 
 class HelperError(Exception):
     pass
+
+
+class HeadFileError(Exception):
+    """A head's file cannot be read as what it claims to be (its one-line reason)."""

@@ -41,6 +41,7 @@ from remote.pipeline_runner import QUIET_ENV, PipelineRunner
 from remote.serving.records import (
     Served,
     answering,
+    draft_from_argv,
     first_model,
     read_record,
     url_from_argv,
@@ -126,6 +127,25 @@ async def check_port_free(transport: Transport, python: str, url: str, role: str
 
 
 
+def check_draft(role: str, draft: str, k: int | None) -> tuple[str, int | None]:
+    """(draft, k) as the box side takes them, or UsageError: the baseline serves the target
+    alone (draft none, no K), K is at least 1, and `none` drafts nothing to count."""
+    draft = draft.strip() if isinstance(draft, str) else ""
+    if not draft:
+        raise UsageError("--draft: expected pipeline, none, ngram or a head directory on the "
+                         "box")
+    if k is not None and k < 1:
+        raise UsageError(f"--k {k}: num_speculative_tokens must be at least 1")
+    if role == "baseline":
+        if draft not in ("pipeline", "none") or k is not None:
+            raise UsageError("the baseline serves the target alone: not with --draft "
+                             f"{draft}" + (f" --k {k}" if k is not None else ""))
+        return "none", None
+    if draft == "none" and k is not None:
+        raise UsageError(f"--k {k} with --draft none: the target alone drafts nothing")
+    return draft, k
+
+
 def job_name(role: str) -> str:
     return f"serve-{role}"
 
@@ -158,10 +178,15 @@ class ServeRunner:
         self.bus.emit(kind, self.host.name, **payload)
 
     async def start(self, config: str, role: str, *, url: str | None = None,
-                    vllm_args: list[str] | None = None, timeout: float = 1800.0) -> Served:
-        """Launch the server job and return once it answers; EngineFailed otherwise."""
+                    vllm_args: list[str] | None = None, timeout: float = 1800.0,
+                    draft: str = "pipeline", k: int | None = None) -> Served:
+        """Launch the server job and return once it answers; EngineFailed otherwise. `draft`
+        (pipeline, none, ngram or a head directory on the box) and `k` go to the box side,
+        which builds the --speculative-config (pipeline/serve.py); the baseline role serves
+        the target alone."""
         if role not in ROLES:
             raise UsageError(f"serve role {role!r}: expected one of {', '.join(ROLES)}")
+        draft, k = check_draft(role, draft, k)
         url = url or default_url(self.host, role)
         target = parse_vllm_url(url)
         await self.check_port(url, role)
@@ -170,13 +195,21 @@ class ServeRunner:
                 "--bind", target.host, "--port", str(target.port)]
         if role == "baseline":
             argv.append("--baseline")
+        else:  # `--draft=VALUE`, one word: a directory named `-x` is not read as an option
+            argv.append(f"--draft={draft}")
+            if k is not None:
+                argv.append(f"--k={k}")
         if vllm_args:
             argv += ["--", *vllm_args]
         t0 = time.monotonic()
         info = await self.jobs.launch(argv, name=job_name(role),
                                       env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
+        what = "" if draft == "pipeline" and k is None else \
+            f" with draft {draft}" + (f", K={k}" if k is not None else "")
         self._emit(ev.SERVE_STARTING, role=role, url=url, run_id=info.run_id, pid=info.pid,
-                   summary=f"{role} server starting at {url} ({info.run_id}, pid {info.pid})")
+                   draft=draft, k=k,
+                   summary=f"{role} server starting at {url}{what} ({info.run_id}, "
+                           f"pid {info.pid})")
         try:
             model = await self._wait_ready(info.run_id, role, url, timeout)
         except BaseException:
@@ -184,7 +217,8 @@ class ServeRunner:
                 await asyncio.shield(self.jobs.cancel(info.run_id, grace=5.0))
             raise
         served = Served(role=role, url=url, run_id=info.run_id,
-                        seconds=round(time.monotonic() - t0, 1), model=model, pid=info.pid)
+                        seconds=round(time.monotonic() - t0, 1), model=model, pid=info.pid,
+                        draft=draft, k=k)
         await write_record(self.transport, self.bus, self.host.name, info, served)
         self._emit(ev.SERVE_READY, **served.event_fields(), seconds=served.seconds,
                    summary=f"{role} server answers at {url} after {served.seconds:.0f} s")
@@ -261,8 +295,10 @@ class ServeRunner:
                 continue
             url = url_from_argv(info.argv, self.host)
             model = await answering(self.transport, self.host, url) if url else None
+            draft, k = draft_from_argv(info.argv)
             found[role] = Served(role=role, url=url, run_id=info.run_id, seconds=None,
-                                 model=model or "", pid=info.pid, ready=model is not None)
+                                 model=model or "", pid=info.pid, ready=model is not None,
+                                 draft=draft, k=k)
         return found
 
     async def close(self) -> None:
@@ -271,10 +307,11 @@ class ServeRunner:
 
 @asynccontextmanager
 async def serving(runner: ServeRunner, config: str, role: str, *, url: str | None = None,
-                  vllm_args: list[str] | None = None,
-                  timeout: float = 1800.0) -> AsyncIterator[Served]:
+                  vllm_args: list[str] | None = None, timeout: float = 1800.0,
+                  draft: str = "pipeline", k: int | None = None) -> AsyncIterator[Served]:
     """A server for the duration of the block: stopped on exit, on error and on cancel."""
-    served = await runner.start(config, role, url=url, vllm_args=vllm_args, timeout=timeout)
+    served = await runner.start(config, role, url=url, vllm_args=vllm_args, timeout=timeout,
+                                draft=draft, k=k)
     try:
         yield served
     finally:

@@ -155,6 +155,8 @@ class ServeStarting(Payload, kw_only=True, frozen=True):
     run_id: str
     pid: int | None = None  # the server's pid on the box (absent before #42)
     found: bool = False  # read from the box on connect, not started by this console
+    draft: str = ""  # pipeline, none, ngram or a head directory (absent before #49)
+    k: int | None = None  # num_speculative_tokens asked for (None: the draft's own)
 
 
 class ServeReady(Payload, kw_only=True, frozen=True):
@@ -165,6 +167,8 @@ class ServeReady(Payload, kw_only=True, frozen=True):
     model: str = ""  # what /v1/models names (absent before #42)
     pid: int | None = None
     found: bool = False  # read from the box on connect (its served.json), not seen starting
+    draft: str = ""  # pipeline, none, ngram or a head directory (absent before #49)
+    k: int | None = None  # num_speculative_tokens asked for (None: the draft's own)
 
 
 class ServeFailed(Payload, kw_only=True, frozen=True):

@@ -26,7 +26,10 @@ BOXES = ["box1", "box2", "box3"]
 
 def run(capsys: pytest.CaptureFixture[str], fleet: Fleet, *argv: str,
         config: Path | None = None) -> tuple[int, str, str]:
-    code = main([argv[0], "--config", str(config or fleet.config), "--no-record", *argv[1:]])
+    # After the command and its verb (probe's are verbs), before any `--` (a job's own argv).
+    cut = argv.index("--") if "--" in argv else len(argv)
+    code = main([*argv[:cut], "--config", str(config or fleet.config), "--no-record",
+                 *argv[cut:]])
     out, err = capsys.readouterr()
     return code, out, err
 

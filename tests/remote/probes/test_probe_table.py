@@ -113,6 +113,6 @@ def test_an_unknown_probe_is_refused_naming_the_probes(tmp_path: Path,
             await transport.close()
         return said
 
-    assert asyncio.run(both()) == ["unknown probe 'nope' (probes: env, model, compat, source)"] * 2
+    assert asyncio.run(both()) == ["unknown probe 'nope' (probes: env, model, compat, head, source)"] * 2
     assert main(["probe", "nope", "--host", "local"]) == EXIT_USAGE
-    assert "invalid choice: 'nope' (choose from 'env', 'model', 'compat', 'source')" in capsys.readouterr().err
+    assert "invalid choice: 'nope' (choose from 'env', 'model', 'compat', 'head', 'source')" in capsys.readouterr().err

@@ -135,3 +135,38 @@ def test_speculators_03_refuses_several_ranks_on_cpu_with_the_evidence(tmp_path:
     assert "trainer.py:104" in msg and "No accelerator found" in msg
     assert "train.nproc_per_node = 1" in msg
     assert not (tmp_path / "ranks").exists()  # nothing started
+
+
+def test_a_rank_killed_from_outside_is_named_when_torchrun_ties_it_with_its_peer(
+        tmp_path: Path) -> None:
+    """torchrun's root cause is the smallest timestamp in whole seconds: rank 0, whose
+    collective failed when rank 1 was SIGKILLed, can share rank 1's second and be listed as the
+    root cause (issue 51). The rank killed from outside is the one named."""
+    (tmp_path / "rank-0.error").write_text("RuntimeError: Connection closed by peer\n")
+    lines = SUMMARY.splitlines(keepends=True)
+    root = next(i for i, ln in enumerate(lines) if "Root Cause" in ln)
+    # Listed under "Failures:": rank 1, SIGKILLed; the root cause: rank 0, exit 1.
+    tied = [ln.replace("rank      : 0 (local_rank: 0)", "rank      : 1 (local_rank: 1)")
+            .replace("exitcode  : -15 (pid: 26355)  (SIGTERM)",
+                     "exitcode  : -9 (pid: 26356)  (SIGKILL)") for ln in lines[:root]]
+    tied += [ln.replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
+             .replace("exitcode  : -9 (pid: 26356)  (SIGKILL)",
+                      "exitcode  : 1 (pid: 26355)  (<N/A>)") for ln in lines[root:]]
+    assert "".join(tied) != SUMMARY
+    assert ranks.rank_failure(tied[root:], tmp_path, 2, 1).startswith("rank 0 of 2 died: "
+                                                                       "RuntimeError")
+    line = ranks.rank_failure(tied, tmp_path, 2, 1)
+    assert line == "rank 1 of 2 died: killed by SIGKILL; torchrun stopped the other ranks"
+
+
+def test_a_line_a_killed_rank_left_unended_is_ended_before_the_stage_writes() -> None:
+    """The ranks' output is relayed line by line: a rank killed mid-line leaves no half line
+    for the stage's own error record to be glued to."""
+    import io
+    from collections import deque
+
+    src = io.BytesIO(b'@@eagle3 {"type":"progress"}\nEpoch 0  25% \xe2\x94\x81\xe2\x94\x81')
+    dst = io.BytesIO()
+    tail: deque[str] = deque()
+    ranks.relay_lines(src, dst, tail)
+    assert dst.getvalue().endswith(b"\xe2\x94\x81\n") and len(tail) == 2

@@ -12,7 +12,15 @@ It prints samples per CPU-second for both and their ratio (target >= 20x, sample
 core). `--via local` runs side 1 over LocalTransport instead (to separate SSH costs from the
 sampler's).
 
+`--prometheus S` (issue 53) runs side 1 twice in the same run: without the Prometheus endpoint,
+then with it (remote/stats/exporter.py on the same bus) scraped every S seconds by a thread that
+parses each scrape with prometheus_client's text parser; it prints both sample rates, their
+ratio, the scrapes and their latency. `--nvml-double` puts the NVML test double
+(tests/doubles/pynvml.py) in the sampler's path (with `--via local`: the environment reaches
+it), so samples carry two GPUs with their health fields, as a GPU box's do.
+
     python benchmarks/stats_stream.py [--seconds 60] [--interval 0.1] [--baseline-samples 30]
+    python benchmarks/stats_stream.py --via local --nvml-double --prometheus 1 --seconds 30
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -45,11 +55,43 @@ def cpu(pid: int, children: bool = False) -> float:
     return t.children_user + t.children_system if children else t.user + t.system
 
 
-async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: Sshd | None
-                      ) -> dict[str, float]:
+class Scraper:
+    """Scrapes the endpoint every `every` seconds in a thread, each parsed as Prometheus text."""
+
+    def __init__(self, url: str, every: float) -> None:
+        self.url, self.every = url, every
+        self.scrapes: list[float] = []  # seconds each scrape and parse took
+        self.samples = 0  # metric samples in the last scrape
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        while not self._stop.wait(self.every):
+            t0 = time.perf_counter()
+            with urllib.request.urlopen(self.url, timeout=10) as r:
+                text = r.read().decode()
+            self.samples = sum(len(f.samples) for f in text_string_to_metric_families(text))
+            self.scrapes.append(time.perf_counter() - t0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: Sshd | None,
+                      scrape_every: float | None = None) -> dict[str, float]:
     bus = EventBus()
     devnull = open(os.devnull, "w")
     bus.add_callback(Printer(out=devnull))
+    endpoint = scraper = None
+    if scrape_every is not None:
+        from remote.stats.exporter import PrometheusEndpoint
+
+        endpoint = PrometheusEndpoint(bus, 0)
+        scraper = Scraper(endpoint.url, scrape_every)
     transport = make_transport(host, bus)
     await transport.connect()
     stream = StatsStream(transport, host, bus, interval=interval, printable=True)
@@ -71,9 +113,15 @@ async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: S
     await task
     await transport.close()
     devnull.close()
-    return {"seconds": t1 - t0, "samples": n1 - n0, "sampler_cpu": s1 - s0,
-            "session_cpu": max(0.0, sess1 - sess0), "console_cpu": c1 - c0,
-            "restarts": stream.restarts}
+    out = {"seconds": t1 - t0, "samples": n1 - n0, "sampler_cpu": s1 - s0,
+           "session_cpu": max(0.0, sess1 - sess0), "console_cpu": c1 - c0,
+           "restarts": stream.restarts}
+    if scraper is not None and endpoint is not None:
+        scraper.stop()
+        endpoint.close()
+        out.update(scrapes=len(scraper.scrapes), scrape_ms=1000 * sum(scraper.scrapes) / max(1, len(scraper.scrapes)),
+                   scrape_max_ms=1000 * max(scraper.scrapes, default=0.0), metric_samples=scraper.samples)
+    return out
 
 
 def oneshot_side(sshd: Sshd, python: str, sampler: str, samples: int) -> dict[str, float]:
@@ -95,7 +143,14 @@ def main() -> int:
     p.add_argument("--interval", type=float, default=0.1)
     p.add_argument("--baseline-samples", type=int, default=30)
     p.add_argument("--via", choices=("ssh", "local"), default="ssh")
+    p.add_argument("--prometheus", type=float, default=None, metavar="S",
+                   help="also run the stream with the Prometheus endpoint scraped every S seconds")
+    p.add_argument("--nvml-double", action="store_true",
+                   help="the NVML test double in the sampler's path (with --via local)")
     args = p.parse_args()
+    if args.nvml_double:
+        doubles = str(Path(__file__).resolve().parents[1] / "tests" / "doubles")
+        os.environ["PYTHONPATH"] = doubles + os.pathsep + os.environ.get("PYTHONPATH", "")
     why = sshd_available()
     if why:
         print(f"cannot run: {why}", file=sys.stderr)
@@ -111,6 +166,10 @@ def main() -> int:
                 host = HostConfig(name="local", ssh=None, python=python, workdir=workdir)
             s = asyncio.run(stream_side(host, args.seconds, args.interval,
                                         sshd if args.via == "ssh" else None))
+            scraped = None
+            if args.prometheus is not None:
+                scraped = asyncio.run(stream_side(host, args.seconds, args.interval,
+                                                  sshd if args.via == "ssh" else None, args.prometheus))
             sampler = str(Path(workdir) / "probes" / "sampler.py")
             b = oneshot_side(sshd, python, sampler, args.baseline_samples)
         finally:
@@ -145,6 +204,17 @@ def main() -> int:
           f"(target >= 20x, sampler < 2% of a core)")
     met = ratio >= 20 and core_pct < 2
     print("target met" if met else "target MISSED")
+    if scraped is not None:
+        base_hz = s["samples"] / s["seconds"]
+        hz = scraped["samples"] / scraped["seconds"]
+        print(f"with the Prometheus endpoint scraped every {args.prometheus:g}s: {scraped['samples']:.0f} "
+              f"samples in {scraped['seconds']:.1f}s ({hz:.2f}/s) vs {base_hz:.2f}/s without, ratio "
+              f"{hz / max(base_hz, 1e-9):.3f}; {scraped['scrapes']:.0f} scrapes of "
+              f"{scraped['metric_samples']:.0f} metric samples, {scraped['scrape_ms']:.1f} ms mean, "
+              f"{scraped['scrape_max_ms']:.1f} ms max; console CPU per sample "
+              f"{1000 * scraped['console_cpu'] / max(1, scraped['samples']):.2f} ms vs "
+              f"{1000 * s['console_cpu'] / max(1, s['samples']):.2f} ms without")
+        print("rate held (>= 0.95 of the rate without)" if hz >= 0.95 * base_hz else "rate NOT held")
     return 0
 
 

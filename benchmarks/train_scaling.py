@@ -125,6 +125,15 @@ def main() -> int:
           f"{two_s:.1f} samples/s: 2 ranks / 1 rank {two_s / one_s:.2f}")
     print(f"training: 1 rank {one:.1f} samples/s, 2 ranks {two:.1f} samples/s (median of "
           f"{args.rounds})")
+    # The spread (issue 51): each round's own ratio (its 1-rank and 2-rank runs back to back,
+    # under the same load) and the range of each figure, with the load seen around them.
+    ratios = [b.training / a.training for a, b in zip(runs[1], runs[2], strict=True)]
+    loads = [x for n in (1, 2) for r in runs[n] for x in r.load]
+    print("spread: per-round ratio " + ", ".join(f"{r:.2f}" for r in ratios)
+          + f" (min {min(ratios):.2f}, max {max(ratios):.2f}); 1 rank "
+          f"{min(x.training for x in runs[1]):.1f}-{max(x.training for x in runs[1]):.1f}, "
+          f"2 ranks {min(x.training for x in runs[2]):.1f}-{max(x.training for x in runs[2]):.1f}"
+          f" samples/s; load average {min(loads):.2f}-{max(loads):.2f}")
     print(f"train 2 ranks / 1 rank: {two / one:.2f}")
     return 0
 

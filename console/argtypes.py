@@ -35,6 +35,14 @@ positive_int = _number(int, 0, strict=True, what="a positive integer")
 nonneg_int = _number(int, 0, strict=False, what="an integer >= 0")
 
 
+def tcp_port(text: str) -> int:
+    """A TCP port to listen on: 0 (any free one) to 65535."""
+    value = nonneg_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(value)
+
+
 class Subcommands(Protocol):
     """What `ArgumentParser.add_subparsers()` returns, as a command with verbs uses it
     (console/context.py: add_verbs): the public face of argparse's action (its class is

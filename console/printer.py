@@ -52,7 +52,27 @@ def _progress(kind: str, p: dict[str, Any]) -> str | None:
     rate = p.get("rate")
     unit = p.get("unit", "")
     extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
-    return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
+    return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}{_pace(p)}"
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _pace(p: dict[str, Any]) -> str:
+    """The extract stage's capture and writer rates and the captures that waited on the writer
+    (pipeline/write_pool.py), where the record has them: records of other stages and of older
+    boxes have none and read as before."""
+    parts = []
+    if _num(p.get("capture_tok_s")):
+        parts.append(f"capture {_fmt_num(p['capture_tok_s'])} tok/s")
+    if _num(p.get("write_tok_s")):
+        mb = f" ({_fmt_num(p['write_mb_s'])} MB/s)" if _num(p.get("write_mb_s")) else ""
+        parts.append(f"write {_fmt_num(p['write_tok_s'])} tok/s{mb}")
+    if _num(p.get("writer_waits")) and p["writer_waits"]:
+        secs = f" {_fmt_num(p['writer_wait_s'])} s" if _num(p.get("writer_wait_s")) else ""
+        parts.append(f"waited on the writer {_fmt_num(p['writer_waits'])}x{secs}")
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _stats(kind: str, p: dict[str, Any]) -> str | None:
@@ -86,6 +106,12 @@ def _patch_verified(kind: str, p: dict[str, Any]) -> str | None:
     return _default(kind, p)
 
 
+def _alert(kind: str, p: dict[str, Any]) -> str | None:
+    """An incident, loud: what happened and what to do (remote/stats/alerts.py RULES)."""
+    advice = p.get("advice")
+    return f"ALERT {p.get('rule', '?')}: {p.get('message', '')}" + (f" -- {advice}" if advice else "")
+
+
 def _marker(kind: str, p: dict[str, Any]) -> str | None:
     return f"-- {p.get('label', '')} --"
 
@@ -110,6 +136,7 @@ RULES: dict[str, Rule] = {
     ev.JOB_LINE: _job_line,
     ev.STAGE_PROGRESS: _progress,
     ev.STATS_SAMPLE: _stats,
+    ev.STATS_ALERT: _alert,
     ev.CONSOLE_INFO: _leveled(""),
     ev.CONSOLE_WARNING: _leveled("warning: "),
     ev.CONSOLE_ERROR: _leveled("error: "),

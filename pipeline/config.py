@@ -29,6 +29,8 @@ Example (every key but target.model, data.dataset and output_dir has a default):
     lr = 1e-4
     hosts = ["a", "b"]                 # train across these console hosts (torchrun, c10d)
     nproc_per_node = 0                 # ranks per box (0: its GPU count; 1 on CPU)
+    checkpoint_every_minutes = 30      # a resumable checkpoint this often (0: off)
+    checkpoint_every_steps = 0         # and/or every N optimizer steps (0: off)
     mode = "offline"                   # or "online": states from a live vLLM server
     [evaluate]
     num_speculative_tokens = 3
@@ -125,6 +127,10 @@ class TrainConfig:
     mode: str = "offline"  # online: a live vLLM server makes the states (trainers/online.py)
     nproc_per_node: int = 0  # ranks (torchrun processes) per box; 0: one per GPU, 1 on CPU
     data: str = "gathered"  # or local-shards: each box on its own (trainers/shard_sampler.py)
+    # Resumable checkpoints (pipeline/trainers/resume.py): every N optimizer steps (0: off), and
+    # every M minutes of training (0: off); each epoch's end always. Neither is in the key.
+    checkpoint_every_steps: int = 0
+    checkpoint_every_minutes: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,8 @@ class PipelineConfig:
             ds = self.dataset_path()
             data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
         if "train" in sections:  # where the boxes meet is not what they train
-            for key in ("addresses", "rdzv_port", "join_timeout"):
+            for key in ("addresses", "rdzv_port", "join_timeout", "checkpoint_every_steps",
+                        "checkpoint_every_minutes"):  # how often it saves is not what it trains
                 data["train"].pop(key, None)
             if data["train"].get("data") == "gathered":  # the default keeps earlier keys
                 data["train"].pop("data")
@@ -356,6 +363,10 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
     if t.nproc_per_node < 0:
         raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
+    if t.checkpoint_every_steps < 0 or t.checkpoint_every_minutes < 0:
+        raise ConfigInvalid(src, "train.checkpoint_every_steps / checkpoint_every_minutes: must "
+                            f"be >= 0 (0: off), got {t.checkpoint_every_steps} / "
+                            f"{t.checkpoint_every_minutes}")
     if cfg.evaluate.num_speculative_tokens < 1:
         raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
     url = cfg.evaluate.served_url

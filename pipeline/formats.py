@@ -108,25 +108,37 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     views = [memoryview(s.reshape(-1).view(torch.uint8).numpy()).cast("B") for s in states]
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _writev_all(fd, [memoryview(struct.pack("<Q", len(header)) + header),
-                         memoryview(ids.view(torch.uint8).numpy()).cast("B")])
+        head = [memoryview(struct.pack("<Q", len(header)) + header),
+                memoryview(ids.view(torch.uint8).numpy()).cast("B")]
+        _writev_all(fd, head, 8 + len(header) + n_ids)
         step = _IOV // len(states)
         for r0 in range(0, seq, step):
-            _writev_all(fd, [v[r * row:(r + 1) * row]
-                             for r in range(r0, min(seq, r0 + step)) for v in views])
+            r1 = min(seq, r0 + step)
+            _writev_all(fd, [v[r * row:(r + 1) * row] for r in range(r0, r1) for v in views],
+                        (r1 - r0) * len(views) * row)
     finally:
         os.close(fd)
     return True
 
 
-def _writev_all(fd: int, bufs: list[memoryview]) -> None:
-    while bufs:
-        n = os.writev(fd, bufs)
-        while bufs and n >= len(bufs[0]):
-            n -= len(bufs[0])
-            bufs = bufs[1:]
-        if bufs and n:
-            bufs = [bufs[0][n:], *bufs[1:]]
+def _writev_all(fd: int, bufs: list[memoryview], left: int) -> None:
+    """All of `bufs` written. A regular file takes a whole writev at once (short writes only
+    on a full disk or a signal), so the common case is one call and no list work: trimming
+    the list buffer by buffer was O(n²) in the 1,024 buffers of a call, about a fifth of the
+    writer's CPU (docs/measurements.md, issue #54). `left`: the buffers' total length."""
+    first = 0
+    while left:
+        n = os.writev(fd, bufs[first:first + _IOV] if first else bufs)
+        left -= n
+        if not left:
+            return
+        if n == 0:
+            raise OSError(f"writev wrote nothing with {left} bytes left")
+        while n >= len(bufs[first]):
+            n -= len(bufs[first])
+            first += 1
+        if n:
+            bufs[first] = bufs[first][n:]
 
 
 def read_sample(fmt: str, path: Path) -> dict[str, Any]:

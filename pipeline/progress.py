@@ -36,7 +36,7 @@ def parse(line: str) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(line[len(PREFIX):])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return None
@@ -64,6 +64,7 @@ class Progress:
         self.unit = unit
         self.interval = interval
         self.done = 0
+        self.emitted: int | None = None  # `done` of the last line printed
         self._start = time.monotonic()
         self._last = 0.0
         self._base = 0
@@ -88,5 +89,6 @@ class Progress:
         elapsed = now - self._start
         units = done - self._base
         rate = {"rate": round(units / elapsed, 3)} if rate_means_something(units, elapsed) else {}
+        self.emitted = done
         emit("progress", self.stage, done=done, total=self.total, unit=self.unit,
              elapsed=round(elapsed, 3), **rate, **extra)

@@ -54,10 +54,33 @@ _FIX = {"train.hosts": "train on one box (remove train.hosts)",
         "train.nproc_per_node": "train with one rank (train.nproc_per_node = 1)"}
 
 
+def slots(device: str) -> tuple[int, str]:
+    """How many ranks this box can give one each of, and of what: its GPUs on CUDA, else the
+    CPU cores this process may run on."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.device_count(), "GPU"
+    try:
+        return len(os.sched_getaffinity(0)), "CPU core"
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1, "CPU core"
+
+
 def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
-    """torchrun processes on this box: train.nproc_per_node, else one per GPU, 1 on CPU."""
+    """torchrun processes on this box: train.nproc_per_node, else one per GPU, 1 on CPU.
+
+    A count above the box's GPUs (CPU cores on CPU) is refused in one line before torchrun
+    starts: `nproc_per_node = 10000` was handed to it (issue 48 row 9)."""
     if cfg.train.nproc_per_node:
-        return cfg.train.nproc_per_node
+        n = cfg.train.nproc_per_node
+        have, what = slots(device)
+        if n > have:
+            raise ConfigInvalid(str(cfg.path), (
+                f"train.nproc_per_node: {n} ranks, but this box has {have} {what}"
+                f"{'' if have == 1 else 's'} ({device}): at most one rank per {what}; set it "
+                f"to {have} or fewer (0: one per GPU, 1 on CPU)"))
+        return n
     if device == "cuda":
         import torch
 
@@ -130,6 +153,7 @@ def collect(ranks_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = dict(results[0])
     out.pop("rank", None)
     out["ranks"] = [{"rank": r["rank"], "steps": r.get("steps"), "wrote": r.get("wrote"),
+                     "resumed_from": r.get("resumed_from"),
                      **({"samples": r["samples"]} if "samples" in r else {})}
                     for r in results]
     shutil.rmtree(ranks_dir)
@@ -159,45 +183,71 @@ def run_torchrun(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
                          ranks_dir=ranks_dir, device=device)
     sys.stdout.flush()
     tail: deque[str] = deque(maxlen=400)
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            errors="replace")
-    assert proc.stderr is not None
+    # The ranks' stdout comes through this process too, line by line: a rank killed in the
+    # middle of a line (SIGKILL, or torchrun's SIGKILL after its grace) leaves it unended, and
+    # this stage's own error record written after it would be glued to it, lost to every
+    # reader of the log (issue 51: "the stage exited 1 but emitted no error record").
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stderr is not None and proc.stdout is not None
 
-    def relay() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            tail.append(line)
-            sys.stderr.write(line)
-        sys.stderr.flush()
-
-    reader = threading.Thread(target=relay, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=relay_lines, args=(proc.stdout, sys.stdout.buffer, None),
+                                daemon=True),
+               threading.Thread(target=relay_lines, args=(proc.stderr, sys.stderr.buffer, tail),
+                                daemon=True)]
+    for r in readers:
+        r.start()
     rc = proc.wait()
-    reader.join(timeout=30)
+    for r in readers:  # every line the ranks wrote is out before the stage's own records
+        r.join(timeout=30)
     return ("" if rc == 0 else rank_failure(list(tail), ranks_dir, world, rc)), ranks_dir
+
+
+def relay_lines(src: Any, dst: Any, tail: deque[str] | None) -> None:
+    """Copy `src` to `dst` a line at a time, each line ended (an unended last line, a process
+    killed mid-write, gets its newline), kept in `tail` when given."""
+    for line in src:
+        if tail is not None:
+            tail.append(line.decode("utf-8", "replace"))
+        dst.write(line if line.endswith(b"\n") else line + b"\n")
+        dst.flush()
 
 
 def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int) -> str:
     """One line for a failed torchrun: the first failed rank (torchrun's "Root Cause" block, else
     the oldest rank-R.error) and its error (its own message, else its exit code or signal)."""
     errors = {int(p.name[5:-6]): p for p in ranks_dir.glob("rank-*.error")}
-    rank: int | None = None
-    code: str | None = None
-    signame: str | None = None
+    # Every failure torchrun lists (its "Failures:" then its "Root Cause" block): rank, exit
+    # code, signal. Its root cause is the smallest timestamp, in whole seconds: a rank that died
+    # by a signal and the rank whose collective then failed ("Connection closed by peer") can
+    # share a second, and the tie goes to dict order. A rank killed from outside (any signal
+    # but torchrun's own SIGTERM/SIGINT stop) is the cause whenever there is one.
+    listed: list[tuple[int, str | None, str | None, bool]] = []
     in_root = False
     for line in stderr:
         if _ROOT.search(line):
-            in_root, rank, code, signame = True, None, None, None
-        elif in_root and (m := _RANK.match(line)):
-            rank = int(m.group(1))
-        elif in_root and (m := _EXIT.match(line)):
-            code, signame = m.group(1), m.group(2)
+            in_root = True
+        elif line.strip().startswith("Failures:"):
+            in_root = False
+        elif m := _RANK.match(line):
+            listed.append((int(m.group(1)), None, None, in_root))
+        elif (m := _EXIT.match(line)) and listed:
+            r, _c, _s, root = listed[-1]
+            listed[-1] = (r, m.group(1), m.group(2), root)
+    outside = [f for f in listed if f[1] is not None and int(f[1]) < 0
+               and (f[2] or _signal(f[1])) not in ("SIGTERM", "SIGINT")]
+    roots = [f for f in listed if f[3]]
+    pick = outside[0] if outside else (roots[-1] if roots else None)
+    rank, code, signame = (pick[0], pick[1], pick[2]) if pick else (None, None, None)
     if rank is None and errors:
         rank = min(errors, key=lambda r: errors[r].stat().st_mtime)
     of = f" of {world}" if world else ""
     if rank is None:
         return f"torchrun exit {rc}, no rank named (its output above)"
-    if rank in errors:
+    if code is not None and int(code) < 0 and (signame or _signal(code)) not in ("SIGTERM",
+                                                                               "SIGINT"):
+        what = f"killed by {signame or _signal(code)}"
+    elif rank in errors:
         what = errors[rank].read_text(errors="replace").strip()
     elif code is not None and int(code) < 0:
         what = f"killed by {signame or _signal(code)}"
@@ -247,10 +297,12 @@ def rank_main(args: argparse.Namespace) -> int:
     read = res.get("samples")  # train.data = local-shards: the samples this rank trained on
     said = "; ".join(f"epoch {e}: samples " + ", ".join(f"{a}..{b}" for a, b in runs)
                      for e, runs in (read or {}).items())
+    back = res.get("resumed_from")  # every rank resumed from rank 0's one checkpoint
     emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
-         wrote=wrote, **({"samples": read} if read is not None else {}),
-         message=f"rank {rank} of {world}: {res.get('steps')} steps" + (f" ({said})" if said
-                                                                         else ""))
+         wrote=wrote, resumed_from=back, **({"samples": read} if read is not None else {}),
+         message=f"rank {rank} of {world}: {res.get('steps')} steps"
+         + (f", resumed from step {back}" if back is not None else "")
+         + (f" ({said})" if said else ""))
     (ranks_dir / f"rank-{rank}.json").write_text(json.dumps(
         {**res, "world_size": world, "rank": rank, "wrote": wrote}))
     return 0

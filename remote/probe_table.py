@@ -222,9 +222,12 @@ def head_summary(r: Result) -> str:
     verdict = "fits" if not bad else f"{bad} mismatch(es)"
     if not r.get("head_dir"):
         return f"method {r.get('method')}{on}: {'can serve' if not bad else 'refused'}"
-    head = (f"head {r.get('head_dir')} ({h.get('format') or 'format unknown'}; hidden "
-            f"{h.get('target_hidden_size') or h.get('hidden_size')}, draft vocab "
-            f"{h.get('draft_vocab_size')}, aux ids {h.get('aux_layer_ids')})")
+    dtypes = "/".join(h.get("tensor_dtypes") or []) or "dtype unread"
+    head = f"head {r.get('head_dir')}"
+    if h.get("format"):  # a config was read
+        head += (f" ({h['format']}, {dtypes}; hidden "
+                 f"{h.get('target_hidden_size') or h.get('hidden_size')}, draft vocab "
+                 f"{h.get('draft_vocab_size')}, aux ids {h.get('aux_layer_ids')})")
     target = (f" for target {r.get('target_dir')} (hidden {t.get('hidden_size')}, "
               f"{t.get('num_layers')} layers, vocab {t.get('vocab_size')})"
               if r.get("target_dir") else "")

@@ -5,7 +5,9 @@ A double that drifts from the real nvidia-ml-py proves nothing, so this script, 
 real GPU and nvidia-ml-py exist, reads the same GPU four ways and says where they disagree:
 
 1. the double's API against the real module: every `nvml*` function the probes call exists in
-   both, and each real return value has the attributes the double's has (struct fields);
+   both, and each real return value has the attributes the double's has (struct fields); the
+   Xid event sequence (create, register, a 0 ms wait, free) on both; each health field of
+   remote/probes/gpu_health.py read through the sampler's reader and printed, or "absent";
 2. the env probe through NVML and through nvidia-smi (NVML hidden), field by field;
 3. the sampler at 10 Hz through each source, with a torch matmul load in the middle of the
    window (utilisation and memory must rise while it runs), and the sampler's own CPU time per
@@ -85,7 +87,11 @@ def api_check() -> dict:
     """Call each function the probes use on the real module and on the double; compare."""
     import pynvml as real
 
-    used = sorted(set(re.findall(r"nvml[A-Z]\w+", (PROBES / "gpu_query.py").read_text())))
+    used = sorted(set(re.findall(r"nvml[A-Z]\w+", (PROBES / "gpu_query.py").read_text()
+                                 + (PROBES / "gpu_health.py").read_text())))
+    # the functions (the words of a docstring, e.g. nvmlClocksEventReason*, are not)
+    used = [n for n in used if n.startswith(("nvmlDevice", "nvmlSystem", "nvmlEventSet", "nvmlInit",
+                                             "nvmlShutdown"))]
     double = load_double()
     real.nvmlInit()
     double.nvmlInit()
@@ -94,7 +100,14 @@ def api_check() -> dict:
         "nvmlDeviceGetTemperature": ("NVML_TEMPERATURE_GPU",),
         "nvmlDeviceGetClockInfo": ("NVML_CLOCK_SM",),
         "nvmlDeviceGetPcieThroughput": ("NVML_PCIE_UTIL_TX_BYTES",),
+        "nvmlDeviceGetTotalEccErrors": ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", "NVML_VOLATILE_ECC"),
+        "nvmlDeviceGetRetiredPages": ("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR",),
+        "nvmlDeviceGetNvLinkState": (0,),
+        "nvmlDeviceGetNvLinkErrorCounter": (0, "NVML_NVLINK_ERROR_DL_REPLAY"),
+        "nvmlDeviceGetFieldValues": ([("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 0)],),
     }
+    # the event API is checked as a sequence (events_check); nvmlDeviceGetIndex takes a handle
+    skip = {"nvmlDeviceRegisterEvents", "nvmlEventSetWait", "nvmlEventSetFree", "nvmlEventSetCreate"}
     rows, problems = [], []
     for name in used:
         row: dict = {"name": name, "real": hasattr(real, name), "double": hasattr(double, name)}
@@ -102,13 +115,14 @@ def api_check() -> dict:
             problems.append(f"{name}: real={row['real']} double={row['double']}")
             rows.append(row)
             continue
-        if name in ("nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex"):
+        if name in ("nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
+                    *skip) or not name.startswith(("nvmlDevice", "nvmlSystem")):
             rows.append(row)
             continue
         extra = args.get(name, ())
         if name.startswith("nvmlDevice"):
-            rargs = (rh, *(getattr(real, c) for c in extra))
-            dargs = (dh, *(getattr(double, c) for c in extra))
+            rargs = (rh, *(_arg(real, c) for c in extra))
+            dargs = (dh, *(_arg(double, c) for c in extra))
         else:
             rargs = dargs = ()
         try:
@@ -124,6 +138,11 @@ def api_check() -> dict:
         except Exception as exc:
             dv = None
             row["double_error"] = f"{type(exc).__name__}: {exc}"
+        if not isinstance(rv, (list, int, float, str, bytes, tuple)) and hasattr(rv, "__len__") \
+                and not hasattr(rv, "_fields_"):
+            rv = list(rv)  # a ctypes array (nvmlDeviceGetFieldValues): its structs compared
+        if isinstance(rv, tuple) and isinstance(dv, tuple) and len(rv) != len(dv):
+            problems.append(f"{name}: real {len(rv)}-tuple vs double {len(dv)}-tuple")
         if isinstance(rv, list) and rv:
             rv = rv[0]
             dv = dv[0] if isinstance(dv, list) and dv else None
@@ -139,6 +158,87 @@ def api_check() -> dict:
         rows.append(row)
     real.nvmlShutdown()
     return {"functions": rows, "problems": problems}
+
+
+def _arg(module, spec):
+    """An argument of a call by the module's own constant names (so the double must have
+    them): a name, an int, or a list of (name, int) field ids."""
+    if isinstance(spec, str):
+        return getattr(module, spec)
+    if isinstance(spec, list):
+        return [(getattr(module, n), scope) for n, scope in spec]
+    return spec
+
+
+def events_check() -> dict:
+    """The Xid event sequence on the real module: create a set, register every GPU for
+    nvmlEventTypeXidCriticalError, wait 0 ms (no event queued: NVMLError_Timeout at once), free.
+    The double must answer the same way and raise the same error class."""
+    import time
+
+    import pynvml as real
+
+    double = load_double()
+    out: dict = {"problems": []}
+    for label, mod in (("real", real), ("double", double)):
+        mod.nvmlInit()
+        try:
+            es = mod.nvmlEventSetCreate()
+            registered = []
+            for i in range(mod.nvmlDeviceGetCount()):
+                h = mod.nvmlDeviceGetHandleByIndex(i)
+                try:
+                    mod.nvmlDeviceRegisterEvents(h, mod.nvmlEventTypeXidCriticalError, es)
+                    registered.append(i)
+                except mod.NVMLError as exc:
+                    out.setdefault(f"{label}_register_errors", []).append(f"gpu{i}: {type(exc).__name__}")
+            t0 = time.perf_counter()
+            try:
+                data = mod.nvmlEventSetWait(es, 0)
+                answer = f"event {data.eventType:#x} data {data.eventData}"
+            except mod.NVMLError as exc:
+                answer = f"{type(exc).__name__} ({exc.value})"
+            out[label] = {"registered": registered, "wait0": answer,
+                          "wait0_ms": round(1000 * (time.perf_counter() - t0), 3)}
+            mod.nvmlEventSetFree(es)
+        finally:
+            mod.nvmlShutdown()
+    if not out["real"]["wait0"].startswith(("NVMLError_Timeout", "event")):
+        out["problems"].append(f"real nvmlEventSetWait(set, 0): {out['real']['wait0']}")
+    if out["real"]["wait0_ms"] > 50:
+        out["problems"].append(f"nvmlEventSetWait(set, 0) blocked {out['real']['wait0_ms']} ms")
+    return out
+
+
+def health_check() -> dict:
+    """Each health field through the sampler's own reader on the real GPU, printed: present,
+    or absent (the driver lacks it). No field may crash the read."""
+    sys.path.insert(0, str(ROOT))
+    import pynvml as real
+
+    from remote.probes import sampler
+
+    src = sampler.NvmlSource(real)
+    try:
+        first = src.read(now=0.0)
+        import time
+
+        time.sleep(1.1)
+        gpus = src.read(now=1.1)  # NVLink rates need two reads
+    finally:
+        src.close()
+    keys = ("clock_reasons", "clock_reasons_mask", "ecc_corrected_volatile", "ecc_uncorrected_volatile",
+            "ecc_corrected_aggregate", "ecc_uncorrected_aggregate", "retired_pages_sbe",
+            "retired_pages_dbe", "retired_pages_pending", "remapped_rows_corrected",
+            "remapped_rows_uncorrected", "remapped_rows_pending", "remapped_rows_failure",
+            "pcie_replay", "nvlink", "xid")
+    table = [{k: g.get(k, "absent") for k in ("index", *keys)} for g in gpus]
+    for row in table:
+        print("health", json.dumps(row, default=str), flush=True)
+    problems = []
+    if len(first) != len(gpus):
+        problems.append("the GPU count changed between two reads")
+    return {"gpus": table, "problems": problems}
 
 
 def run_probe(script: str, argv: list[str], hide_nvml: bool) -> tuple[str, float]:
@@ -253,7 +353,8 @@ def main() -> int:
                               "temperature.gpu,clocks.sm", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True)
         report["smi_raw"] = smi.stdout
-        checks += [("api", api_check), ("env", env_check),
+        checks += [("api", api_check), ("events", events_check), ("health", health_check),
+                   ("env", env_check),
                    ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
                    ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))]
     if args.only in ("all", "train"):

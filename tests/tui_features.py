@@ -17,7 +17,8 @@ async def run_probe(*, transport: Any, host: Any, bus: Any, probe: str,
              result={"returncode": done.returncode, "stdout": done.stdout.strip()})
 
 
-async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float = 1.0) -> None:
+async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float = 1.0,
+                       alerts: Any = None) -> None:
     """Publishes stats.sample in the brief's shape until cancelled, like the stats sampler."""
     import asyncio
 

@@ -7,9 +7,11 @@ are recorded in the session and `--json` prints them as events.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from console.argtypes import nonneg_float, positive_float, positive_int
+from console.argtypes import nonneg_float, positive_float, positive_int, tcp_port
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.stats.limits import MIN_INTERVAL
@@ -35,15 +37,21 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="stop after this many samples (default: until interrupted)")
     p.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto",
                    help="GPU source on the box (default: NVML, else nvidia-smi, else none)")
+    p.add_argument("--prometheus", type=tcp_port, default=None, metavar="PORT",
+                   help="also serve the live samples of every host as Prometheus text at "
+                   "http://ADDR:PORT/metrics (dcgm-exporter's metric names; 0: a free port)")
+    p.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR",
+                   help="the address the Prometheus endpoint listens on (default 127.0.0.1: "
+                   "this laptop only)")
     add_common_options(p)
     p.set_defaults(func=run)
 
 
 async def run(args: argparse.Namespace) -> int:
-    from remote.ops import stats as ops
-
     if not args.interval >= MIN_INTERVAL:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
+    if args.prometheus is not None and args.once:
+        raise UsageError("--prometheus serves a live stream: it does not go with --once")
     from console.fleet import names_several
 
     if names_several(args):
@@ -51,21 +59,45 @@ async def run(args: argparse.Namespace) -> int:
 
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
-        host, transport = await ctx.reach(args.host)
-        if args.once:
-            sample = await ops.sample_once(transport, host, ctx.bus, interval=args.interval,
-                                           source=args.source)
-            if sample is None:
-                ctx.error(f"no sample from {host.name}", host.name)
-                return EXIT_FAILED
-            ctx.show(format_table(host.name, sample))
-            return EXIT_OK
-        got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
-                               source=args.source, duration=args.duration, count=args.count)
-        if args.duration is not None and not got:
-            ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
+        with prometheus(ctx, args):
+            return await _one_host(ctx, args)
+
+
+@contextlib.contextmanager
+def prometheus(ctx: Context, args: argparse.Namespace) -> Iterator[None]:
+    """The Prometheus endpoint over the command's bus while the streams run (--prometheus)."""
+    if args.prometheus is None:
+        yield
+        return
+    from remote.ops import stats as ops
+
+    endpoint = ops.serve_prometheus(ctx.bus, args.prometheus, args.prometheus_addr)
+    ctx.info(f"Prometheus metrics at {endpoint.url}", url=endpoint.url)
+    try:
+        yield
+    finally:
+        endpoint.close()
+
+
+async def _one_host(ctx: Context, args: argparse.Namespace) -> int:
+    from remote.ops import stats as ops
+
+    host, transport = await ctx.reach(args.host)
+    if args.once:
+        sample = await ops.sample_once(transport, host, ctx.bus, interval=args.interval,
+                                       source=args.source)
+        if sample is None:
+            ctx.error(f"no sample from {host.name}", host.name)
             return EXIT_FAILED
+        ctx.show(format_table(host.name, sample))
         return EXIT_OK
+    got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
+                           source=args.source, duration=args.duration, count=args.count,
+                           alerts=ctx.config.alerts)
+    if args.duration is not None and not got:
+        ctx.error(f"no sample from {host.name} in {args.duration:g}s", host.name)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
@@ -76,6 +108,7 @@ def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
 
 def format_table(host: str, payload: dict[str, Any]) -> str:
     from console.fleet import aligned
+    from remote.stats.samples import health_text
 
     h = payload.get("host", {})
     lines = [
@@ -88,7 +121,7 @@ def format_table(host: str, payload: dict[str, Any]) -> str:
     gpus = payload.get("gpus") or []
     if gpus:
         rows = [("GPU", "NAME", "UTIL", "MEM GiB", "POWER W", "TEMP", "SM MHz", "PCIe tx/rx MB/s",
-                 "PROCS")]
+                 "PROCS", "HEALTH")]
         for g in gpus:
             rows.append((
                 str(g.get("index")), str(g.get("name", "")), num(g.get("util"), unit="%"),
@@ -97,6 +130,7 @@ def format_table(host: str, payload: dict[str, Any]) -> str:
                 num(g.get("temp"), unit="C"), num(g.get("sm_clock")),
                 f"{num(g.get('pcie_tx'), 1e6, 1)}/{num(g.get('pcie_rx'), 1e6, 1)}",
                 ",".join(str(p.get("pid")) for p in g.get("procs") or []) or "-",
+                health_text(g) or ("ok" if "clock_reasons" in g else "-"),
             ))
         lines.append(aligned(rows))
     return "\n".join(lines)

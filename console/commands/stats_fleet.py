@@ -100,7 +100,8 @@ async def run_fleet(args: argparse.Namespace) -> int:
             count = 1 if args.once else args.count
             duration = max(30.0, 10 * args.interval) if args.once else args.duration
             got = await ops.stream(transport, host, ctx.bus, interval=args.interval,
-                                   source=args.source, duration=duration, count=count)
+                                   source=args.source, duration=duration, count=count,
+                                   alerts=ctx.config.alerts)
             if not got and (args.once or args.duration is not None):
                 ctx.error(f"no sample from {name}", name)
                 return EXIT_FAILED
@@ -108,8 +109,11 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
         painter = None if (args.json or args.once) else asyncio.create_task(redraw())
         started = time.monotonic()
+        from console.commands.stats import prometheus
+
         try:
-            codes = await run_each(ctx, resolved, one)
+            with prometheus(ctx, args):
+                codes = await run_each(ctx, resolved, one)
         finally:
             remove()
             if painter is not None:

@@ -2,7 +2,7 @@
 
 The session is folded exactly as the TUI folds it (console/tui/model.py's ConsoleState, the chart
 series of console/tui/chart_data.py), so the page shows what the console showed. Sections: the
-session and its hosts with their environments (the env probe), the pipeline's stages with
+session and its hosts with their environments (the env probe), the alerts the stats raised, the pipeline's stages with
 their times, outputs and results, the loss curve, offline vs served acceptance per position,
 throughput and speedup vs concurrency with the crossover, bench watch, GPU history, the patch
 state, and the commands that produced them (each job's argv, as launched on the box).
@@ -137,6 +137,16 @@ def _patches(host: HostState) -> str:
         '<p class="none">No patch planned or applied in this session.</p>'
 
 
+def _alerts(host: HostState) -> str:
+    """A row per incident the alert rules recorded (stats.alert; docs/health.md)."""
+    rows = [[f"{a['ts']:%Y-%m-%d %H:%M:%S}" if hasattr(a.get("ts"), "strftime") else "",
+             a.get("rule"), "-" if a.get("gpu") is None else a.get("gpu"), a.get("message"), a.get("advice")]
+            for a in host.alerts]
+    table = _table(["time (UTC)", "alert", "GPU", "what happened", "what to do"], rows)
+    return (f'<div id="alerts">{table}</div>' if table
+            else '<p class="none" id="no-alerts">No alert in this session.</p>')
+
+
 def _commands(host: HostState) -> str:
     """The jobs as launched, then each stage's own command (the box runner starts those)."""
     lines = [f"# {j.run_id} ({j.state}{'' if j.returncode is None else f', rc {j.returncode}'})\n"
@@ -166,6 +176,7 @@ def _host_section(host: HostState, warnings: list[str]) -> str:
     served, where = cd.served_per_position(host.bench_points)
     conc = cd.concurrency_series(host.bench_points, host.bench_summary)
     parts = [f"<h2>Host {_e(host.name)}</h2>", _table(["", ""], _env(host)),
+             "<h3>Alerts</h3>", _alerts(host),
              "<h3>Stages</h3>", _stages(host),
              "<h3>Training loss</h3>",
              _figure(draw(figures.loss_curve, host.charts.loss), "loss", f"{len(host.charts.loss)} points "

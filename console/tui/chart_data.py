@@ -40,6 +40,7 @@ class ChartData:
     loss_stride: int = 1  # keep every loss_stride-th progress record (doubles when thinned)
     loss_seen: int = 0
     loss_version: int = 0
+    loss_started: bool = False  # a train stage started: its first progress says resumed or new
     watch: deque[tuple[float, float, float | None]] = field(
         default_factory=lambda: deque(maxlen=WATCH_POINTS))  # (s watched, rate, mean length)
     watched: float = 0.0  # seconds of bench watch windows folded so far
@@ -79,13 +80,22 @@ def fold(charts: ChartData, e: Event) -> bool:
 
 
 def _fold_loss(charts: ChartData, e: Event) -> bool:
-    if e.kind == ev.STAGE_START:  # a new training run: a new curve
-        charts.loss, charts.loss_stride, charts.loss_seen = [], 1, 0
-        charts.loss_version += 1
-        return True
+    """A training run's loss per step. A run that resumed from a checkpoint (its records carry
+    `resumed_from` S) continues the curve: the points up to S stay, the ones past S (steps the
+    killed run did after its checkpoint, done again now) go. Any other start is a new curve."""
+    if e.kind == ev.STAGE_START:
+        charts.loss_started = True
+        return False
     loss, step = _num(e.payload.get("loss")), _num(e.payload.get("done"))
     if loss is None or step is None:
         return False
+    if charts.loss_started:
+        charts.loss_started = False
+        back = _num(e.payload.get("resumed_from"))
+        kept = [p for p in charts.loss if back is not None and p[0] <= back]
+        charts.loss, charts.loss_stride = kept, 1
+        charts.loss_seen = len(kept)
+        charts.loss_version += 1
     charts.loss_seen += 1
     if (charts.loss_seen - 1) % charts.loss_stride:
         return False

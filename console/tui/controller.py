@@ -140,7 +140,8 @@ class LiveController:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
         # 10 samples a second unless the host's `stats_interval` says otherwise
         self._start_background(host, "stats", "live stats", wiring.stream_stats,
-                               interval=self.config.host(host).stats_interval)
+                               interval=self.config.host(host).stats_interval,
+                               alerts=self.config.alerts)
         self._start_background(host, "jobs.reattach", "job tails", wiring.jobs_reattach,
                                following=self.following, seen=self.seen_runs)
         self._background[f"serve.check:{host}"] = asyncio.create_task(

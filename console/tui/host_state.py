@@ -21,6 +21,7 @@ from remote.spine.events import Event
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
+ALERTS = 100  # stats.alert incidents kept per host (each rule fires once per incident)
 
 
 # Domains a reducer can report as changed; views subscribe to the ones they render.
@@ -163,6 +164,8 @@ class HostState:
     allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))
+    # stats.alert incidents (remote/stats/alerts.py): ts, rule, message, advice, gpu, stage
+    alerts: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=ALERTS))
     servers: dict[str, ServerState] = field(default_factory=dict)  # role -> its server
     # The box runner this console follows (pipeline.run): run_id, how (started, attached,
     # reattached, or found: the last one, ended before this console connected), config,
@@ -170,6 +173,10 @@ class HostState:
     pipeline_run: dict[str, str] = field(default_factory=dict)
     charts: ChartData = field(default_factory=ChartData)  # series only the charts draw
     last_event: datetime | None = None
+
+    def alerted_gpus(self) -> set[int]:
+        """The GPUs an alert named: the mark beside their rows."""
+        return {a["gpu"] for a in self.alerts if isinstance(a.get("gpu"), int)}
 
     def stage_names(self) -> list[str]:
         """Every stage row in pipeline order: the set-up steps the runner does before the

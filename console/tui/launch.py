@@ -94,6 +94,17 @@ async def run_app(args: argparse.Namespace) -> int:
                            path=getattr(args, "session", None),
                            redact=not getattr(args, "no_redact", False))
     accept = bool(getattr(args, "tui_accept_new_host_key", False))
+    endpoint = None
+    port = getattr(args, "tui_prometheus", None)
+    if port is not None:  # the same bus the screens read: no second stream
+        from remote.ops.stats import serve_prometheus
+
+        try:
+            endpoint = serve_prometheus(session.bus, port)
+        except BaseException:
+            session.close()
+            raise
+        session.bus.emit(ev.CONSOLE_INFO, "", message=f"Prometheus metrics at {endpoint.url}")
     app = (fleet_app(config, resolved, session.bus, accept_new_host_key=accept) if resolved is not None
            else HostsApp(config_path, session.bus))
     try:
@@ -102,6 +113,8 @@ async def run_app(args: argparse.Namespace) -> int:
         try:
             await app.source.controller.aclose()
         finally:
+            if endpoint is not None:
+                endpoint.close()
             session.close()
     return exit_code(app)
 

@@ -112,6 +112,19 @@ def _stats(host: HostState, e: Event) -> set[str]:
     return {STATS}
 
 
+def _alert(host: HostState, e: Event) -> set[str]:
+    """An incident (remote/stats/alerts.py): kept for the banner and the GPU's mark."""
+    p = e.payload
+    gpu = p.get("gpu")
+    host.alerts.append({
+        "ts": e.ts, "rule": visible(str(p.get("rule") or "?")),
+        "message": visible(str(p.get("message") or "")), "advice": visible(str(p.get("advice") or "")),
+        "gpu": gpu if isinstance(gpu, int) and not isinstance(gpu, bool) else None,
+        "stage": visible(str(p["stage"])) if p.get("stage") is not None else None,
+    })
+    return {STATS}
+
+
 def job_of(host: HostState, p: dict[str, Any]) -> JobState:
     """The job an event's payload names, made on its first event."""
     run_id = visible(str(p.get("run_id") or p.get("name") or "?"))  # job.line is not sanitised
@@ -289,6 +302,7 @@ def note(host: HostState, e: Event) -> set[str]:
 REDUCERS: dict[str, Reducer] = {kind: reducer for reducer, kinds in (
     (_connection, (ev.CONNECTION_UP, ev.CONNECTION_DOWN, ev.CONNECTION_RETRY)),
     (_stats, (ev.STATS_SAMPLE,)),
+    (_alert, (ev.STATS_ALERT,)),
     (_job, (ev.JOB_STARTED, ev.JOB_LINE, ev.JOB_EXIT)),
     (stages.stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED)),
     (stages.stage_box, (ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),

@@ -144,3 +144,22 @@ def cut_at_word(text: str, width: int) -> tuple[int, bool]:
     space = head.rstrip().rfind(" ")
     cut = space if space > 0 else len(head)
     return len(head[:cut].rstrip()), True
+
+
+ALERT_MARK = "⚠"
+
+
+def alert_banner(alerts: Sequence[dict[str, object]], limit: int = 3) -> str:
+    """The banner over the Stats and Overview screens: how many incidents, the latest ones with
+    what to do ('' when there is none)."""
+    if not alerts:
+        return ""
+    n = len(alerts)
+    lines = [f"{ALERT_MARK} {n} alert{'s' if n != 1 else ''} on this host (stats.alert; docs/health.md)"]
+    for a in list(alerts)[-limit:]:
+        ts = a.get("ts")
+        when = ts.strftime("%H:%M:%S") if hasattr(ts, "strftime") else ""
+        lines.append(f"  {when} {a.get('rule')}: {a.get('message')}")
+        if a.get("advice"):
+            lines.append(f"    -> {a.get('advice')}")
+    return "\n".join(lines)

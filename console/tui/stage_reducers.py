@@ -100,7 +100,7 @@ def pipeline_run(host: HostState, e: Event) -> set[str]:
 # Folded after `stage` (which folds status and progress): loss, epoch, the evaluated head's
 # acceptance and the runs a stage's events name, for the Pipeline screen's columns and the Bench
 # screen's offline acceptance.
-METRIC_KEYS = ("loss", "epoch", "head", "tokens", "acc_0")
+METRIC_KEYS = ("loss", "epoch", "head", "tokens", "acc_0", "resumed_from")
 RESULT_KEYS = ("mean_length", "rate", "per_position", "untrained_mean_length")
 
 

@@ -229,8 +229,9 @@ async def live_acceptance(*, transport: Any, host: Any, bus: Any, interval: floa
     await ops.watch(transport, host, bus, interval=interval, count=None, model=None, windows=[])
 
 
-async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float) -> None:
-    """Live stats for as long as the console runs (`console stats`'s stream)."""
+async def stream_stats(*, transport: Any, host: Any, bus: Any, interval: float,
+                       alerts: dict[str, float] | None = None) -> None:
+    """Live stats for as long as the console runs (`console stats`'s stream), with its alerts."""
     from remote.ops import stats as ops
 
-    await ops.stream(transport, host, bus, interval=interval)
+    await ops.stream(transport, host, bus, interval=interval, alerts=alerts)

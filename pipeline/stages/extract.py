@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 from pipeline.state_size import bytes_per_token, stored_state_dtype
 from pipeline.trainers.shard_sampler import LOCAL_SHARDS
+from pipeline.write_pool import CaptureFeed
 
 KEY_FILE = ".key"
 CONVENTION = ("layer id L = hidden state entering decoder layer L (output of layer L-1); "
@@ -158,7 +160,8 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
             extract_vllm_09(cfg, ctx, samples, hs_dir, progress)
         else:
             _extract_vllm_hooks(cfg, samples, todo, hs_dir, progress)
-    progress.update(len(samples), force=True)
+    if progress.emitted != len(samples):  # the routes' own last line, with the writer's figures
+        progress.update(len(samples), force=True)
 
 
 def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]]],
@@ -174,16 +177,18 @@ def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]
     model = load_target(cfg, device, torch_dtype(cfg.extract.dtype, device))
     capture = HiddenStateCapture(model, cfg.num_layers)
     ids_all = cfg.all_layer_ids
-    tokens = 0
-    for i in todo:
-        s = samples[i]
-        ids = torch.tensor([s["input_ids"]], dtype=torch.long, device=device)
-        states, _ = capture(ids, ids_all)
-        write_sample(fmt, hs_dir / sample_name(fmt, i), ids[0],
-                     torch.tensor(s["loss_mask"], dtype=torch.long),
-                     [states[lid] for lid in ids_all])
-        tokens += len(s["input_ids"])
-        progress.advance(tokens=tokens)
+    feed = CaptureFeed(progress)
+    with feed.pool:
+        for i in todo:
+            s = samples[i]
+            with feed.capturing(len(s["input_ids"])):
+                ids = torch.tensor([s["input_ids"]], dtype=torch.long, device=device)
+                states, _ = capture(ids, ids_all)
+            path = hs_dir / sample_name(fmt, i)
+            feed.hand_over(path, len(s["input_ids"]), partial(
+                write_sample, fmt, path, ids[0], torch.tensor(s["loss_mask"], dtype=torch.long),
+                [states[lid] for lid in ids_all]))
+        feed.finish()
 
 
 def worker_03_layer_ids(cfg: PipelineConfig) -> list[int]:
@@ -223,15 +228,18 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
                       tensor_parallel_size=cfg.extract.tensor_parallel_size,
                       dtype=cfg.extract.dtype, trust_remote_code=cfg.target.trust_remote_code)
     try:
-        tokens = 0
-        for i in todo:
-            ids = samples[i]["input_ids"]
-            by_layer = dict(zip(cap.layers, cap.capture(ids), strict=True))
-            write_sample("0.3", hs_dir / sample_name("0.3", i), torch.tensor(ids, dtype=torch.long),
-                         torch.tensor(samples[i]["loss_mask"], dtype=torch.long),
-                         [by_layer[w] for w in worker_ids])
-            tokens += len(ids)
-            progress.advance(tokens=tokens)
+        feed = CaptureFeed(progress)
+        with feed.pool:
+            for i in todo:
+                ids = samples[i]["input_ids"]
+                with feed.capturing(len(ids)):
+                    by_layer = dict(zip(cap.layers, cap.capture(ids), strict=True))
+                path = hs_dir / sample_name("0.3", i)
+                feed.hand_over(path, len(ids), partial(
+                    write_sample, "0.3", path, torch.tensor(ids, dtype=torch.long),
+                    torch.tensor(samples[i]["loss_mask"], dtype=torch.long),
+                    [by_layer[w] for w in worker_ids]))
+            feed.finish()
     finally:
         cap.close()
 
@@ -291,41 +299,29 @@ def capture_and_write(cap: Any, cfg: PipelineConfig, samples: list[dict[str, lis
     by batch, each batch's files written by a thread while the engine runs the next one (the
     engine computes in its own process; the writes would otherwise add to every batch's time);
     the tokens done. Apart from the engine's start so benchmarks/extract_throughput.py times this
-    very loop against plain prefill. Progress counts written samples only: a sample is done when
-    its file is (a resume trusts only whole files)."""
-    from concurrent.futures import Future, ThreadPoolExecutor
-
+    very loop against plain prefill. The batch's samples are written by the stage's writer pool
+    (pipeline.write_pool: several threads where the disk takes more than one thread's copy);
+    the next batch's are handed over once they are all written, so memory holds two batches
+    at most, as with one writer thread, and a capture that finishes first waits and is
+    counted on the progress line."""
     import torch
 
     dtype = getattr(torch, stored_state_dtype(cfg, "0.9"))
-    tokens = 0
-
-    def write(run: list[int], got: list[list[Any]]) -> int:
-        n = 0
-        for i, states in zip(run, got, strict=True):
-            ids = samples[i]["input_ids"]
-            write_sample("0.9", hs_dir / sample_name("0.9", i), torch.tensor(ids, dtype=torch.long),
-                         torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
-                         dtype=dtype)
-            n += len(ids)
-        return n
-
-    def written(pending: Future[int]) -> None:
-        nonlocal tokens
-        tokens += pending.result()  # a failed write raises here, before the next batch
-        if progress is not None:
-            progress.advance(tokens=tokens)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="extract-write") as pool:
-        pending: Future[int] | None = None
+    feed = CaptureFeed(progress)
+    with feed.pool:
         for run in _batches(samples, todo, BATCH_TOKENS):
-            got = cap.capture([samples[i]["input_ids"] for i in run])
-            if pending is not None:
-                written(pending)
-            pending = pool.submit(write, run, got)
-        if pending is not None:
-            written(pending)
-    return tokens
+            with feed.capturing(sum(len(samples[i]["input_ids"]) for i in run)):
+                got = cap.capture([samples[i]["input_ids"] for i in run])
+            feed.pool.wait(0)  # the previous batch's files (a failed write raises here)
+            for i, states in zip(run, got, strict=True):
+                ids = samples[i]["input_ids"]
+                path = hs_dir / sample_name("0.9", i)
+                feed.hand_over(path, len(ids), partial(
+                    write_sample, "0.9", path, torch.tensor(ids, dtype=torch.long),
+                    torch.tensor(samples[i]["loss_mask"], dtype=torch.long), states,
+                    dtype=dtype), in_flight=len(run))
+            del got
+        return feed.finish()
 
 
 def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:

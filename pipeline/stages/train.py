@@ -7,6 +7,12 @@
   and an `eagle3_console` block with every id, the convention in words, and the target's layer
   count, so a head is never served one layer off.
 - train/speculative_config.json: the JSON for `vllm serve ... --speculative-config '<it>'`.
+
+The trainer's checkpoints are written under `<output_dir>/.train.resume/checkpoints/` (not the
+stage's temporary directory, which a failed run loses), each sealed whole
+(pipeline/checkpoints.py): a rerun after any death resumes from the newest complete one, unless
+forced (`--force`, `--from train`) or the stage's key changed. On success they move into
+train/checkpoints/ as before.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pipeline import checkpoints
 from pipeline.devices import pick_device
 from pipeline.formats import installed, speculators_path
 from pipeline.manifest import stage_dir
@@ -32,9 +39,12 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
         raise RuntimeError(f"extract wrote layers {meta['layer_ids']} in format {meta['format']}"
                            f", train expects {cfg.all_layer_ids} in {fmt}: re-run extract")
     device = pick_device(cfg.train.device)
-    save_dir = ctx.workdir / "checkpoints"
+    kept = checkpoints.resume_dir(cfg.output_dir, ctx.key, force=ctx.force,
+                                  say=lambda m: emit("info", "train", message=m))
+    save_dir = kept / "checkpoints"
     emit("info", "train", message=f"speculators {installed()} ({fmt} path) on "
          f"{device}: {cfg.train.epochs} epochs, lr {cfg.train.lr}, {cfg.train.num_layers} layer(s)")
+    emit("info", "train", message=checkpoints_said(cfg, fmt))
     from pipeline import nodes, ranks, trainers
 
     # torchrun over the boxes (pipeline/nodes.py) or this box's ranks (pipeline/ranks.py);
@@ -56,6 +66,10 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
                                                 ctx.input_dir("vocab"), save_dir, device)
         result["world_size"] = 1
     last = _last_epoch_dir(save_dir)
+    shutil.rmtree(save_dir / checkpoints.WRITING, ignore_errors=True)
+    save_dir.rename(ctx.workdir / "checkpoints")  # the stage's outputs, as before resuming
+    shutil.rmtree(kept)
+    last = ctx.workdir / "checkpoints" / last.name
     serve = ctx.workdir / "checkpoint"
     serve.mkdir()
     shutil.copy2(last / "model.safetensors", serve / "model.safetensors")
@@ -77,6 +91,20 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     outputs = [p for p in ctx.workdir.rglob("*") if p.is_file()]
     return outputs, {"checkpoint": str(final_serve), "speculative_config": spec,
                      "epochs": cfg.train.epochs, **result}
+
+
+def checkpoints_said(cfg: Any, fmt: str) -> str:
+    """How often this run checkpoints, in one line (0.3 can only at epoch ends)."""
+    t = cfg.train
+    if fmt == "0.3":
+        return ("checkpoints: at the end of every epoch only (speculators 0.3's library Trainer "
+                "saves nowhere else: train.checkpoint_every_steps / _minutes cannot be finer); "
+                "a rerun resumes from the last complete one")
+    when = [f"every {t.checkpoint_every_steps} steps"] if t.checkpoint_every_steps else []
+    if t.checkpoint_every_minutes:
+        when.append(f"every {t.checkpoint_every_minutes:g} min")
+    return f"checkpoints: {', '.join([*when, 'at the end of every epoch'])}; a rerun resumes " \
+        "from the newest complete one"
 
 
 def _last_epoch_dir(save_dir: Path) -> Path:

@@ -11,7 +11,14 @@ What CPU needs (docs/design.md), done without editing speculators:
   instead (init_process_group, then its own SP/DP groups); its trainer's DDP and distributed
   batch sampler then run unchanged;
 - torch.accelerator.synchronize() (its step timer) fails without an accelerator: a no-op;
+- its checkpointer loads a resumed checkpoint to get_current_device(), "cuda:0" without an
+  accelerator: "cpu" instead;
 - flags --draft-attn-impl sdpa --loss-implementation eager --num-workers 0.
+Checkpoints (pipeline/trainers/resume.py): its own resume (`resume_from_checkpoint`, the saved
+local and global step) from the newest checkpoint that checks; `train.checkpoint_every_steps`
+is its `checkpoint_freq` (a float in epochs: N / steps per epoch, set once the loader is built);
+`train.checkpoint_every_minutes` saves through the same save call from its per-step callback,
+rank 0's clock deciding for every rank; each save is staged and published whole.
 Layer ids: 0.9 uses the pipeline's convention (id L enters layer L, N is the last layer's
 output), so --target-layer-ids gets the three auxiliary ids as they are.
 """
@@ -24,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
+from pipeline.errors import PipelineError
 from pipeline.progress import Progress
+from pipeline.trainers import resume
 from pipeline.trainers.common import MetricsToProgress, load_vocab
 
 
@@ -35,7 +44,11 @@ def _cpu_patches() -> None:
         return None
 
     torch.accelerator.synchronize = _no_sync  # type: ignore[assignment]
+    import speculators.train.checkpointer as checkpointer
     import speculators.train.cli as cli
+
+    # Resuming loads to its "current device", "cuda:0" when there is no accelerator.
+    checkpointer.get_current_device = lambda: "cpu"  # type: ignore[attr-defined]
     import speculators.train.distributed as distributed
 
     original = distributed.maybe_setup_distributed
@@ -76,7 +89,6 @@ def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: P
         "--draft-vocab-size", str(cfg.vocab.draft_vocab_size),
         "--target-layer-ids", *[str(i) for i in cfg.aux_layer_ids],
         "--seed", str(t.seed),
-        "--no-resume-from-checkpoint",
         "--on-missing", "raise",
     ]
     if cfg.target.trust_remote_code:
@@ -172,6 +184,16 @@ class _MetricsToProgress(MetricsToProgress):
         self.epochs = epochs
         self.val: dict[str, float] = {}
         self.val_samplers: list[Any] = []  # local shards: pad batches to leave out of the loss
+        self.resumed_from: int | None = None
+
+    def resumed(self, got: resume.Resumed) -> None:
+        """A run resumed at step got.step: progress goes on from there (the rate counts only
+        this run's steps) and every record says where it resumed (the loss chart keeps the
+        curve up to there)."""
+        self.resumed_from = got.step
+        if got.total:
+            self.progress.total = got.total
+        self.progress.resume_at(got.step)
 
     def emit(self, record: logging.LogRecord) -> None:
         super().emit(record)
@@ -182,7 +204,11 @@ class _MetricsToProgress(MetricsToProgress):
     def report(self, msg: dict[str, Any]) -> None:
         step = int(msg.get("global_step", self.progress.done)) + 1
         self.progress.update(step, epoch=msg.get("epoch"),
-                             loss=self.last.get("loss", self.last.get("loss_sum")))
+                             loss=self.last.get("loss", self.last.get("loss_sum")),
+                             **self._from())
+
+    def _from(self) -> dict[str, Any]:
+        return {} if self.resumed_from is None else {"resumed_from": self.resumed_from}
 
     def epoch_end(self, epoch: int, val: dict[str, Any]) -> None:
         # speculators' loss figures are means over every rank's batches, a pad (local shards)
@@ -195,7 +221,7 @@ class _MetricsToProgress(MetricsToProgress):
             self.progress.total = self.progress.done * self.epochs
         self.progress.update(self.progress.done, force=True, epoch=epoch,
                              val_loss=self.val.get("loss_epoch"),
-                             trained=epoch + 1 >= self.epochs)
+                             trained=epoch + 1 >= self.epochs, **self._from())
 
 
 class _NoStepDicts(logging.Filter):
@@ -253,18 +279,30 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
     node = _node_sampler(cfg, extract_dir)
     if node is not None:
         handler.val_samplers = node[2]
+    save_dir = Path(argv[argv.index("--save-path") + 1])
+    undo, saves, got = resume.patch_09(cfg, save_dir, handler)
     try:
         main(TrainConfig.resolve(argv))
     finally:
+        undo()
         if node is not None:
             node[0]()
         metrics.removeHandler(handler)
         for h in logging.getLogger().handlers:
             h.removeFilter(quiet)
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
+    resumed = got[0] if got else resume.Resumed()
+    for copy in resumed.received:  # a rank > 0's copy of rank 0's checkpoint: not its own
+        import shutil
+
+        shutil.rmtree(copy, ignore_errors=True)
+    if saves.interrupted:  # speculators' SIGTERM path returns as if training had ended
+        raise PipelineError(f"train: interrupted by a signal at step {progress.done}: the "
+                            "newest sealed checkpoint is kept and a rerun resumes from it")
     progress.total = max(progress.total, progress.done)
-    progress.update(progress.done, force=True)
-    out = {"steps": progress.done, "final": handler.last, "val": handler.val}
+    progress.update(progress.done, force=True, **handler._from())
+    out = {"steps": progress.done, "final": handler.last, "val": handler.val,
+           **resume.summary(resumed, progress.done)}
     if node is not None:  # what this rank read: its box's shard, epoch by epoch
         out["samples"] = {str(e): _runs(ix) for e, ix in node[1]}
     return out

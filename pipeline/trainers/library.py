@@ -13,6 +13,10 @@ What CPU needs (docs/design.md), and how it is done here without editing specula
   here imports that package.
 - the trainer globs every file ending in "pt" under its data path: extract writes only
   data_{i}.pt there (partial files end in .part).
+- resuming: its checkpointer loads to "cuda:0" (checkpointer.py), so on CPU its two load
+  methods are replaced by the same loads to "cpu". It checkpoints at each epoch's end only (no
+  finer point exists in its loop); each save is staged and sealed (pipeline/trainers/resume.py)
+  and the rerun resumes at the next epoch from the newest complete one.
 On GPUs the upstream choices stand (flex attention, compile, local rank 0); under torchrun
 (pipeline/ranks.py) its own distributed setup and FSDP path (CUDA only: refused on CPU there).
 """
@@ -28,6 +32,7 @@ from typing import Any
 from pipeline.config import PipelineConfig
 from pipeline.fit import text_config
 from pipeline.progress import Progress
+from pipeline.trainers import resume
 from pipeline.trainers.common import MetricsToProgress, load_vocab
 
 DENSE_ATTN = "eagle3_console_dense"
@@ -103,9 +108,32 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
 
 
 class _MetricsToProgress(MetricsToProgress):
+    resumed_from: int | None = None
+
     def report(self, msg: dict[str, Any]) -> None:
+        said = {} if self.resumed_from is None else {"resumed_from": self.resumed_from}
         self.progress.advance(loss=self.last.get("loss"), epoch=msg.get("epoch"),
-                              acc_0=self.last.get("full_acc_0"))
+                              acc_0=self.last.get("full_acc_0"), **said)
+
+
+def _load_on_cpu() -> None:
+    """Its SingleGPUCheckpointer loads to "cuda:0" (written into the source): the same loads
+    to "cpu"."""
+    import torch
+    from speculators.train import checkpointer as ck
+
+    def load_model(self: Any, model: Any, float_dtype: Any = None) -> None:
+        state = ck.load_safetensors_state_dict(self.model_path(self.previous_epoch), "cpu")
+        model.load_state_dict(ck.convert_float_dtype(state, float_dtype or model.dtype),
+                              strict=False)
+
+    def load_opt(self: Any, model: Any, optimizer: Any, float_dtype: Any = None) -> None:
+        state = torch.load(self.optimizer_path(self.previous_epoch), weights_only=True,
+                           map_location="cpu")
+        optimizer.load_state_dict(ck.convert_float_dtype(state, float_dtype or model.dtype))
+
+    ck.SingleGPUCheckpointer.load_model_state_dict = load_model  # type: ignore[method-assign]
+    ck.SingleGPUCheckpointer.load_optimizer_state_dict = load_opt  # type: ignore[method-assign]
 
 
 def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
@@ -162,6 +190,16 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     steps = cfg.train.epochs * len(train_loader)
     progress = Progress("train", steps, "steps")
     handler = _MetricsToProgress(progress)
+    if cpu:
+        _load_on_cpu()
+    per_epoch = len(train_loader)
+    found = resume.choose(save_dir, rank=rank)
+    if found is not None:  # its own rule: the newest epoch directory, the next epoch on
+        found[1]["steps_per_epoch"] = found[1].get("steps_per_epoch") or per_epoch
+    got = resume.announce(found, cfg.train.epochs)
+    if got.resumed:
+        handler.resumed_from = got.step
+        progress.resume_at(got.step)
     metrics_logger = logging.getLogger("speculators.metrics")
     metrics_logger.setLevel(logging.INFO)
     metrics_logger.addHandler(handler)
@@ -169,10 +207,19 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
             "ttt_step_loss_decay": 1.0}
     trainer = Trainer(model, TrainerConfig(
         lr=cfg.train.lr, num_epochs=cfg.train.epochs, save_path=str(save_dir),
-        resume_from_checkpoint=False, is_distributed=distributed,
+        resume_from_checkpoint=True, is_distributed=distributed,
         local_rank=local_rank,  # type: ignore[arg-type]
         train_call_kwargs=call, val_call_kwargs=call,
     ), train_loader, val_loader)
+    saves = resume.Saves(cfg.train.epochs)
+    own_save = trainer.save_checkpoint
+
+    def whole_save(epoch: int) -> None:
+        info = {"epoch": epoch, "local_step": 0, "global_step": (epoch + 1) * per_epoch,
+                "steps_per_epoch": per_epoch, "epochs": cfg.train.epochs}
+        saves.around(trainer.checkpointer, rank, epoch, lambda: own_save(epoch), info)
+
+    trainer.save_checkpoint = whole_save  # type: ignore[method-assign]
     try:
         trainer.run_training()
     finally:
@@ -182,7 +229,8 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
 
             maybe_destroy_distributed()
     progress.update(progress.done, force=True)
-    return {"steps": progress.done, "final": handler.last}
+    return {"steps": progress.done, "final": handler.last,
+            **resume.summary(got, progress.done)}
 
 
 def load_trained(cfg: PipelineConfig, checkpoint: Path, vocab_dir: Path, device: str) -> Any:

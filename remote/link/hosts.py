@@ -67,6 +67,9 @@ class Config:
     # [groups] NAME = ["a", "b"]: kept as written; members are checked when a command resolves
     # the group (remote/link/groups.py), so one bad member costs one line, not the whole fleet.
     groups: dict[str, list[str]] = field(default_factory=dict)
+    # [alerts]: the thresholds of the stats alert rules, as written (ALERT_KEYS); the stream
+    # builds remote/stats/alerts.py's AlertConfig from them (link/ sits below stats/)
+    alerts: dict[str, float] = field(default_factory=dict)
 
     def host(self, name: str) -> HostConfig:
         if name in self.hosts:
@@ -114,7 +117,7 @@ def parse_config(text: str, source: str) -> Config:
     hosts_table = data.get("hosts", {})
     if not isinstance(hosts_table, dict):
         raise ConfigError(source, "hosts", "must be a table of named hosts ([hosts.NAME])")
-    unknown_top = set(data) - {"hosts", "console", "groups"}
+    unknown_top = set(data) - {"hosts", "console", "groups", "alerts"}
     if unknown_top:
         raise ConfigError(source, sorted(unknown_top)[0], "unknown top-level key")
     hosts: dict[str, HostConfig] = {}
@@ -124,6 +127,7 @@ def parse_config(text: str, source: str) -> Config:
 
     return Config(hosts=hosts, path=Path(source) if source != "<string>" else None,
                   groups=parse_groups(data.get("groups", {}), hosts, source),
+                  alerts=_alert_settings(data.get("alerts", {}), source),
                   **_console_settings(data.get("console", {}), source))
 
 
@@ -137,6 +141,23 @@ def _console_settings(table: Any, source: str) -> dict[str, Any]:
         if not isinstance(v, bool):
             raise ConfigError(source, f"console.{k}", "must be true or false")
     return {"auto_reattach": table.get("auto_reattach", True)}
+
+
+# The [alerts] keys: remote/stats/alerts.py's AlertConfig fields (a test holds them equal).
+ALERT_KEYS = ("brake_seconds", "stall_minutes")
+
+
+def _alert_settings(table: Any, source: str) -> dict[str, float]:
+    """The [alerts] table: each key a positive number (seconds, minutes), as AlertConfig names it."""
+    if not isinstance(table, dict):
+        raise ConfigError(source, "alerts", "must be a table ([alerts])")
+    allowed = ALERT_KEYS
+    for k, v in table.items():
+        if k not in allowed:
+            raise ConfigError(source, f"alerts.{k}", f"unknown key (allowed: {', '.join(allowed)})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            raise ConfigError(source, f"alerts.{k}", f"must be a positive number (got {v!r})")
+    return {k: float(v) for k, v in table.items()}
 
 
 def _parse_host(name: str, table: Any, source: str) -> HostConfig:

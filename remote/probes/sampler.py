@@ -15,7 +15,10 @@ Output lines:
   {"type": "sample", "seq", "t", "source", "host": {...}, "gpus": [...], "self_cpu"}
   {"type": "error", "message"}     (something went wrong; sampling continues where it can)
 Units: bytes, bytes/s, watts, percent 0-100, Celsius, MHz; a value the GPU does not report
-is null.
+is null. Through NVML a GPU also carries its health (gpu_health.py): clock_reasons (names) and
+clock_reasons_mask, ecc_{corrected,uncorrected}_{volatile,aggregate}, retired_pages_*,
+remapped_rows_*, pcie_replay, nvlink [{link, tx, rx, *_errors}], xid [the Xids since the last
+sample]; a field the driver lacks is absent from the GPU's object, never null or 0.
 """
 
 from __future__ import annotations
@@ -36,17 +39,24 @@ if not __package__:  # run as a script on the box: the siblings uploaded beside 
     __package__ = "eagle3_probes"
     sys.modules[__package__] = types.ModuleType(__package__)
     sys.modules[__package__].__path__ = [os.path.dirname(os.path.abspath(__file__))]
-from . import gpu_query
+from . import gpu_health, gpu_query
 from .host_stats import HostReader, process_cpu_seconds, process_name
 
 MIN_INTERVAL = 0.1
 # NVML's PCIe throughput call samples a byte counter for 20 ms per direction and GPU: at 8 GPUs
 # that is 320 ms, longer than a 100 ms sample. Refresh it at most this often, reuse in between.
 PCIE_REFRESH_S = 1.0
+# Health counters (ECC, retired/remapped pages, PCIe replays, NVLink) change slowly and cost a
+# driver call each per GPU (a dozen more per NVLink link): read once a second, reused between.
+HEALTH_REFRESH_S = 1.0
 # Process lists change slowly and cost a driver call (or an nvidia-smi run) per refresh.
 PROCS_REFRESH_S = 2.0
 # With nvidia-smi a process list costs a whole nvidia-smi run.
 SMI_PROCS_REFRESH_S = 5.0
+
+# A GPU none of these answer is not there any more (fallen off the bus: every call answers
+# NVMLError_GpuIsLost): it is left out of the sample, which the console's gpu_missing alert sees.
+LOST_WHEN_NONE = ("util", "mem_used", "power", "temp")
 
 SMI_FIELDS = (
     "index",
@@ -79,10 +89,17 @@ class NvmlSource:
         self._pcie_at = -1e9
         self._procs = [[] for _ in range(count)]
         self._procs_at = -1e9
+        self.health = gpu_health.Health(self.reader)
+        self._health = [{} for _ in range(count)]
+        self._health_at = -1e9
 
     def read(self, now):
         r = self.reader
         count = len(r.handles)
+        if now - self._health_at >= HEALTH_REFRESH_S:
+            self._health_at = now
+            self._health = [self.health.counters(i, now) for i in range(count)]
+        xids = self.health.xids()
         if now - self._pcie_at >= PCIE_REFRESH_S:
             self._pcie_at = now
             self._pcie = [r.pcie(i) for i in range(count)]
@@ -94,14 +111,27 @@ class NvmlSource:
             ]
         gpus = []
         for i in range(count):
+            metrics = r.metrics(i)
+            if all(metrics[k] is None for k in LOST_WHEN_NONE):
+                continue  # a GPU fallen off the bus answers nothing (NVMLError_GpuIsLost): missing
             gpu = {"index": i, "name": self.names[i]}
-            gpu.update(r.metrics(i))
+            gpu.update(metrics)
             gpu["pcie_tx"], gpu["pcie_rx"] = self._pcie[i]
             gpu["procs"] = self._procs[i]
+            gpu.update(self.health.reasons(i))
+            gpu.update(self._health[i])
+            if i in xids:
+                gpu["xid"] = xids[i]
             gpus.append(gpu)
         return gpus
 
+    def take_error(self):
+        """What went wrong reading Xid events since the last call (said once), or None."""
+        error, self.health.error = self.health.error, None
+        return error
+
     def close(self):
+        self.health.close()
         self.reader.shutdown()
 
 
@@ -284,6 +314,9 @@ def main(argv=None):
                 except Exception as exc:
                     sample["gpus"] = []
                     emit({"type": "error", "message": "%s read failed: %s" % (gpu.name, exc)})
+                error = gpu.take_error() if hasattr(gpu, "take_error") else None
+                if error:
+                    emit({"type": "error", "message": "Xid events: %s" % error})
             else:
                 sample["gpus"] = []
             sample["self_cpu"] = process_cpu_seconds()

@@ -40,6 +40,7 @@ from remote.spine.op_types import (  # their kinds are in the table below
     ServeStarting,
     ServeStopped,
     SessionRedactions,
+    StatsAlert,
     StatsSample,
 )
 from remote.spine.payload import Num, Payload
@@ -272,6 +273,7 @@ SCHEMAS: dict[str, type[Payload]] = {
     "patch.verified": PatchVerified,
     "patch.rolled_back": PatchRolledBack,
     "stats.sample": StatsSample,
+    "stats.alert": StatsAlert,
     "allreduce.result": AllreduceResult,
     "bench.point": BenchPoint,
     "bench.summary": BenchSummary,

@@ -47,6 +47,7 @@ PATCH_APPLIED = "patch.applied"
 PATCH_VERIFIED = "patch.verified"
 PATCH_ROLLED_BACK = "patch.rolled_back"
 STATS_SAMPLE = "stats.sample"
+STATS_ALERT = "stats.alert"  # an incident an alert rule saw in the samples (remote/stats/alerts.py)
 ALLREDUCE_RESULT = "allreduce.result"
 BENCH_POINT = "bench.point"
 BENCH_SUMMARY = "bench.summary"

@@ -80,11 +80,29 @@ class HostSample(msgspec.Struct, kw_only=True, frozen=True):
 
 class GpuProc(msgspec.Struct, kw_only=True, frozen=True):
     pid: int
-    name: str = ""
+    # None where the box cannot read /proc/PID/comm: a host pid seen from inside a container
+    # (remote/probes/host_stats.py process_name); the sample is still the sample
+    name: str | None = ""
     mem_used: int | None = None
 
 
-class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
+class NvLinkSample(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One NVLink link: data throughput (bytes/s) and its error counters, each absent (None)
+    where the driver does not answer it."""
+
+    link: int
+    tx: Num | None = None
+    rx: Num | None = None
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+    crc_flit_errors: int | None = None
+    crc_data_errors: int | None = None
+
+
+class GpuSample(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """One GPU of a sample. Written without its unset fields (omit_defaults): a driver without
+    the health calls costs no bytes for them, and a field it lacks stays absent on the wire."""
+
     index: int
     name: str = ""
     util: Num | None = None
@@ -97,6 +115,24 @@ class GpuSample(msgspec.Struct, kw_only=True, frozen=True):
     pcie_tx: Num | None = None
     pcie_rx: Num | None = None
     procs: list[GpuProc] = []
+    # health (remote/stats/samples.py HEALTH_COUNTERS): None where the driver lacks the call,
+    # and in every session recorded before they existed
+    clock_reasons: list[str] | None = None
+    clock_reasons_mask: int | None = None
+    ecc_corrected_volatile: int | None = None
+    ecc_uncorrected_volatile: int | None = None
+    ecc_corrected_aggregate: int | None = None
+    ecc_uncorrected_aggregate: int | None = None
+    retired_pages_sbe: int | None = None
+    retired_pages_dbe: int | None = None
+    retired_pages_pending: int | None = None
+    remapped_rows_corrected: int | None = None
+    remapped_rows_uncorrected: int | None = None
+    remapped_rows_pending: int | None = None
+    remapped_rows_failure: int | None = None
+    pcie_replay: int | None = None
+    nvlink: list[NvLinkSample] | None = None
+    xid: list[int] | None = None
 
 
 class StatsSample(Payload, kw_only=True, frozen=True):
@@ -111,6 +147,19 @@ class StatsSample(Payload, kw_only=True, frozen=True):
     t: Num | None = None
     self_cpu: Num | None = None
     interval: Num | None = None
+
+
+class StatsAlert(Payload, kw_only=True, frozen=True):
+    """One incident a rule of remote/stats/alerts.py saw in a host's samples: the rule's name,
+    what happened, what the rule means and what to do; the GPU or the stage it is about."""
+
+    rule: str
+    message: str
+    meaning: str = ""
+    advice: str = ""
+    gpu: int | None = None
+    stage: str | None = None
+    value: Any = None
 
 
 # -- allreduce, bench ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from remote.link.upload import box_path, upload_probe
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
+from remote.stats.alerts import AlertConfig, AlertWatch
 from remote.stats.limits import MIN_INTERVAL
 from remote.stats.samples import History, sample_payload
 
@@ -55,6 +56,10 @@ class StatsStream:
     interval: float = 1.0
     source: str = "auto"
     history: History = field(default_factory=History)
+    # The alert rules judge each sample here, where it is made: every front end and the session
+    # get the same stats.alert events, and a replay shows them without judging again.
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    watch: AlertWatch | None = None
     printable: bool = False  # kept for callers; the printer decides what it shows (show_stats)
     backoff_initial: float = 0.5
     backoff_max: float = 10.0
@@ -73,6 +78,13 @@ class StatsStream:
     def __post_init__(self) -> None:
         if not self.interval >= MIN_INTERVAL:
             raise ValueError(f"interval must be at least {MIN_INTERVAL} s")
+        if self.watch is None:
+            self.watch = AlertWatch(self.alerts)
+
+    def _on_event(self, event: Event) -> None:
+        """The host's stage events, for the stage-stalled rule (the bus calls this)."""
+        if event.host == self.name and event.kind.startswith("stage.") and self.watch is not None:
+            self.watch.stage(event.kind, event.payload, event.ts.timestamp())
 
     @property
     def name(self) -> str:
@@ -102,6 +114,14 @@ class StatsStream:
         first = self.samples
         target = None if count is None else first + count
         delay = self.backoff_initial
+        remove = self.bus.add_callback(self._on_event)
+        try:
+            return await self._run(loop, deadline, target, first, delay)
+        finally:
+            remove()
+
+    async def _run(self, loop: asyncio.AbstractEventLoop, deadline: float | None,
+                   target: int | None, first: int, delay: float) -> int:
         while not self._stop.is_set():
             started = self.samples
             try:
@@ -234,7 +254,10 @@ class StatsStream:
         self.history.add(payload)
         self.samples += 1
         # The text a printer shows is derived from the fields (console/printer.py), not sent.
-        self.bus.publish(Event(ev.STATS_SAMPLE, self.name, payload))
+        event = self.bus.publish(Event(ev.STATS_SAMPLE, self.name, payload))
+        if self.watch is not None:
+            for alert in self.watch.sample(payload, event.ts.timestamp()):
+                self.bus.emit(ev.STATS_ALERT, self.name, **alert)
         return True
 
     def _on_start(self, obj: dict[str, Any]) -> None:

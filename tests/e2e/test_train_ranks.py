@@ -14,6 +14,7 @@ Then a rank SIGKILLed mid-training: one line naming it, no rank left running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -179,3 +180,149 @@ def test_a_rank_that_dies_fails_the_stage_in_one_line(engine_box: EngineBox,
         time.sleep(0.2)
     assert not [p for p in pids.values() if Path(f"/proc/{p}").exists()], pids
     assert not (one_rank.parent / "out" / "manifests" / "train.json").exists()
+
+
+# -- a killed train resumes (issue 51) --------------------------------------------------------
+
+GROUP = -1  # what a stop function returns to SIGKILL the stage's whole process group
+
+
+def _train_until(engine_box: EngineBox, cfg: Path, stop: Any, *extra: str,
+                 env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """`python -m pipeline train` in a process group of its own, its records read; when
+    `stop(record, rank pids)` returns a pid that pid is SIGKILLed, GROUP: the whole group."""
+    proc = subprocess.Popen([str(engine_box.python), "-m", "pipeline", "train", "--config",
+                             str(cfg), *extra], cwd=REPO, env=env or run_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    recs: list[dict[str, Any]] = []
+    pids: dict[int, int] = {}
+    try:
+        for line in proc.stdout:
+            rec = progress.parse(line)
+            if rec is None:
+                continue
+            recs.append(rec)
+            if "pid" in rec:
+                pids[int(rec["rank"])] = int(rec["pid"])
+            victim = stop(rec, pids)
+            if victim == GROUP:
+                os.killpg(proc.pid, signal.SIGKILL)
+            elif victim:
+                os.kill(victim, signal.SIGKILL)
+        rc = proc.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return recs, rc
+
+
+def _never(_rec: dict[str, Any], _pids: dict[int, int]) -> None:
+    return None
+
+
+def _resume_config(engine_box: EngineBox, root: Path, nproc: int) -> Path:
+    return engine_box.demo_config(root / f"resume{nproc}.toml", (
+        "noise_std = 0.0", f"noise_std = 0.0\nnproc_per_node = {nproc}\n"
+        "checkpoint_every_steps = 3"))
+
+
+def _resumed_lines(recs: list[dict[str, Any]]) -> list[int]:
+    return [int(r["resumed_from"]) for r in recs
+            if r["type"] == "info" and str(r.get("message", "")).startswith("resumed from step")]
+
+
+def test_a_killed_train_resumes_from_its_checkpoint(engine_box: EngineBox,
+                                                    one_rank: Path) -> None:
+    """SIGKILLed (its process group) after its first checkpoint: `console run` resumes from it
+    (`resumed from step S of T`, S > 0), finishes, and the head's offline acceptance is within
+    noise of the uninterrupted one-rank head's on the same data."""
+    root = one_rank.parent
+    cfg = _resume_config(engine_box, root, 1)
+    recs, rc = _train_until(engine_box, cfg, lambda r, _p: GROUP if r.get("checkpoint_step")
+                            else None, "--force")
+    assert rc == -signal.SIGKILL, recs[-3:]
+    assert [r["checkpoint_step"] for r in recs if "checkpoint_step" in r] == [3]
+    kept = root / "out" / ".train.resume" / "checkpoints"
+    assert (kept / "0" / "eagle3-complete.json").is_file()
+
+    session = root / "resumed.jsonl"
+    rc = engine_box.cli("run", "--pipeline", str(cfg), session=session)
+    evs = events(session)
+    assert rc == 0, [e.payload.get("message") for e in evs if e.kind == ev.CONSOLE_ERROR]
+    said = [str(e.payload.get("message", "")) for e in evs if e.kind == ev.CONSOLE_INFO]
+    resumed = [m for m in said if m.startswith("train: resumed from step ")]
+    assert len(resumed) == 1 and resumed[0].startswith("train: resumed from step 3 of "), said
+    total = int(resumed[0].split()[6])
+    prog = [e.payload for e in evs if e.kind == ev.STAGE_PROGRESS
+            and e.payload.get("stage") == "train"]
+    assert prog and prog[0]["done"] > 3 and all(p.get("resumed_from") == 3 for p in prog)
+    assert prog[-1]["done"] == prog[-1]["total"] == total
+    out = root / "out"
+    summary = json.loads((out / "manifests" / "train.json").read_text())["summary"]
+    assert (summary["resumed_from"], summary["steps_before_resume"],
+            summary["steps_after_resume"]) == (3, 3, total - 3)
+    assert not (out / ".train.resume").exists()
+    assert (out / "train" / "checkpoints" / "0" / "eagle3-complete.json").is_file()
+
+    one = json.loads(one_rank.read_text())
+    back = json.loads((out / "evaluate" / "acceptance.json").read_text())
+    (m1, se1), (m2, se2) = _mean_and_se(one["heads"]["trained"]), _mean_and_se(
+        back["heads"]["trained"])
+    untrained = back["heads"]["untrained"]["mean_length"]
+    assert m2 > untrained + 0.1, (m2, untrained)
+    assert abs(m2 - m1) <= 3 * math.hypot(se1, se2), (m1, se1, m2, se2)
+
+
+def test_two_ranks_resume_after_one_rank_is_killed_from_the_same_step(
+        engine_box: EngineBox, one_rank: Path) -> None:
+    """Rank 1 SIGKILLed after the first checkpoint: the stage fails in one line; the rerun
+    resumes every rank from that checkpoint's step and finishes."""
+    root = one_rank.parent
+    cfg = _resume_config(engine_box, root, 2)
+    recs, rc = _train_until(engine_box, cfg, lambda r, pids: pids.get(1)
+                            if r.get("checkpoint_step") else None, "--force")
+    assert rc == 1
+    assert [e["message"] for e in recs if e["type"] == "error"] == [
+        "training with 2 ranks failed: rank 1 of 2 died: killed by SIGKILL; torchrun stopped "
+        "the other ranks"], recs[-3:]
+    step = next(r["checkpoint_step"] for r in recs if "checkpoint_step" in r)
+    assert step > 0
+    recs, rc = _train_until(engine_box, cfg, _never)
+    assert rc == 0, [r for r in recs if r["type"] == "error"]
+    assert _resumed_lines(recs) == [step]
+    done = sorted((r["rank"], r["resumed_from"]) for r in recs if r.get("rank_done"))
+    assert done == [(0, step), (1, step)], done  # every rank from the same step
+    summary = json.loads((root / "out" / "manifests" / "train.json").read_text())["summary"]
+    assert summary["resumed_from"] == step and summary["world_size"] == 2
+    assert {r["resumed_from"] for r in summary["ranks"]} == {step}
+    assert summary["ranks"][1]["wrote"] == 0  # the checkpoint rank 1 loaded is not its own
+
+
+def test_killed_while_writing_a_checkpoint_resumes_from_the_one_before(
+        engine_box: EngineBox, one_rank: Path) -> None:
+    """The process group SIGKILLed while its second checkpoint is being written (its files
+    there, its seal not yet: held there by the stage's test hook): the rerun takes the first
+    checkpoint, not the torn one."""
+    from pipeline.trainers.resume import STALL_ENV
+
+    root = one_rank.parent
+    cfg = _resume_config(engine_box, root, 1)
+    torn = root / "out" / ".train.resume" / "checkpoints" / ".writing" / "0"
+
+    def stop(rec: dict[str, Any], _pids: dict[int, int]) -> int | None:
+        if rec.get("stalled_at") == 6:
+            assert (torn / "model.safetensors").is_file()
+            assert not (torn / "eagle3-complete.json").exists()
+            return GROUP
+        return None
+
+    recs, rc = _train_until(engine_box, cfg, stop, "--force", env=run_env(**{STALL_ENV: "6"}))
+    assert rc == -signal.SIGKILL
+    assert [r["checkpoint_step"] for r in recs if "checkpoint_step" in r] == [3]
+    assert torn.is_dir()  # what the kill left
+    recs, rc = _train_until(engine_box, cfg, _never)
+    assert rc == 0, [r for r in recs if r["type"] == "error"]
+    assert _resumed_lines(recs) == [3]
+    assert not torn.parent.exists()

@@ -78,6 +78,12 @@ def extract_compare_train(engine_box: EngineBox, tmp_path: Path, tp: int) -> Non
     assert [(e["workers"], e["capturing_ranks"]) for e in setups] == [(tp, [0])], setups
     meta = json.loads((tmp_path / "out" / "extract" / "meta.json").read_text())
     assert meta["format"] == "0.9" and meta["backend"] == "vllm"
+    # the writer pool's figures on the progress line (pipeline/write_pool.py), to the last one
+    progress = [e for e in _events(out["extract"].stdout) if e.get("type") == "progress"]
+    tokens = progress[-1]["tokens"] if progress else None
+    assert progress and progress[-1]["done"] == 16, progress
+    assert isinstance(tokens, int) and tokens > 16 * CHUNK, progress
+    assert all(isinstance(e["writer_waits"], int) for e in progress), progress
 
     compare = tmp_path / "compare.json"
     done = _run(engine_box.python, "-m", "tests.engine_compare09", "--config", str(cfg),

@@ -5,6 +5,7 @@ states it does not take (another dtype, not contiguous) go through save_file as 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,32 @@ def test_states_it_does_not_take_go_through_save_file(tmp_path: Path) -> None:
     assert got.read_bytes() == _reference(tmp_path / "ref.safetensors", ids, states,
                                           torch.bfloat16)
     assert load_file(str(got))["hidden_states"].dtype == torch.bfloat16
+
+
+def test_short_writes_still_write_save_files_bytes(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A regular file takes a whole writev at once, but POSIX allows fewer bytes (a signal, a
+    disk filling up): the writer carries on from the byte where the kernel stopped. Test double:
+    os.writev handing the real one only the first 1,000 bytes of the buffers, cut mid-buffer."""
+    real = os.writev
+    calls = []
+
+    def short_writev(fd: int, bufs: list[memoryview]) -> int:
+        calls.append(len(bufs))
+        head, left = [], 1000
+        for b in bufs:
+            if not left:
+                break
+            head.append(b[:left])
+            left -= len(head[-1])
+        return real(fd, head)
+
+    monkeypatch.setattr(os, "writev", short_writev)
+    gen = torch.Generator().manual_seed(3)
+    states = [torch.randn(50, 24, generator=gen).to(torch.bfloat16) for _ in range(4)]
+    ids = torch.arange(50)
+    got = tmp_path / "hs_2.safetensors"
+    write_sample("0.9", got, ids, torch.ones(50, dtype=torch.long), states)
+    assert len(calls) > 10  # it was cut, many times
+    assert got.read_bytes() == _reference(tmp_path / "ref.safetensors", ids, states,
+                                          torch.bfloat16)

@@ -21,7 +21,7 @@ from console.tui.model import (
     JobState,
 )
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import fmt_bytes, fmt_num, meter, spark
+from console.tui.render import ALERT_MARK, alert_banner, fmt_bytes, fmt_num, meter, spark
 from console.tui.shown import plain
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View
@@ -49,13 +49,15 @@ def gpu_table(host: HostState, width: int = SPARK, narrow: bool = False) -> Tabl
     t.add_column("temp", no_wrap=True, justify="right")
     if not narrow:
         t.add_column("util 0-100 % history", no_wrap=True)
+    marked = host.alerted_gpus()
     for g in sorted(host.gpus.values(), key=lambda g: g.index):
         last = g.last
         util = g.util[-1] if g.util else None
         used, total = _opt(last.get("mem_used")), _opt(last.get("mem_total"))
         power, limit = (g.power[-1] if g.power else None), _opt(last.get("power_limit"))
+        name = f"{g.index} {g.name.removeprefix('NVIDIA ')}"[:14]
         cells: list[Text | str] = [
-            f"{g.index} {g.name.removeprefix('NVIDIA ')}"[:14],
+            Text(f"{name} {ALERT_MARK}", style="bold red") if g.index in marked else name,
             _cell(meter(util, 100, meter_w), f"{fmt_num(util, 0):>3}%"),
             _cell(meter(used, total, meter_w), f"{_gib(used)}/{_gib(total)}G"),
             _cell(meter(power, limit, meter_w), f"{fmt_num(power, 0)}W"),
@@ -142,6 +144,7 @@ class OverviewView(View):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
+            yield Static(id="alerts")
             yield Static(id="gpus")
             yield Static(id="hostline")
             yield Static(id="jobs")
@@ -154,13 +157,20 @@ class OverviewView(View):
         width = self.app.size.width
         procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
                     for g in host.gpus.values())
+        banner = alert_banner(host.alerts)
+        alerts = self.query_one("#alerts", Static)
+        set_content(alerts, lambda: Text(banner, style="bold red"), shape=text_shape(banner, width),
+                    key=banner)
+        if alerts.display != bool(banner):
+            alerts.display = bool(banner)
+        marks = tuple(sorted(host.alerted_gpus()))
         gpus = self.query_one("#gpus", Static)
         set_content(gpus, lambda: (
             TableVisual(gpus, Text(f"GPUs ({n})", style="bold underline"),
                         FastTable(gpu_table(host, SPARK, narrow))) if n
             else Text("GPUs: none reported" + (" (stats start when the host connects: 1, c)"
                                                if self.live and not host.stats_source else ""), style="bold")),
-            shape=(n, procs, narrow, width))
+            shape=(n, procs, narrow, width, marks))
         hostline = host_line(host)
         set_content(self.query_one("#hostline", Static), lambda: hostline,
                     shape=text_shape(hostline.plain, width), key=hostline.markup)

@@ -62,6 +62,8 @@ def metrics_cell(st: StageState, narrow: bool = False) -> str:
         parts.append(f"loss {fmt_sig(float(m['loss']))}")
     if m.get("epoch") is not None:
         parts.append(f"ep {m['epoch']}")
+    if isinstance(m.get("resumed_from"), int) and st.status == "running":
+        parts.append(f"resumed@{m['resumed_from']}")  # this run went on from a checkpoint
     if isinstance(m.get("mean_length"), (int, float)):
         parts.append(f"acc len {fmt_sig(float(m['mean_length']))}")
     if isinstance(m.get("rate"), (int, float)):

@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
-from console.tui.quiet import set_content
-from console.tui.render import columns_of, fmt_bytes, fmt_num, hbar, spark
+from console.tui.quiet import set_content, text_shape
+from console.tui.render import ALERT_MARK, alert_banner, columns_of, fmt_bytes, fmt_num, hbar, spark
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View
@@ -70,6 +70,7 @@ def history_table(host: HostState, narrow: bool = False) -> Table:
         cols += ["sm MHz", "pcie tx/rx"]
     for col in cols:
         t.add_column(col, no_wrap=True)
+    marked = host.alerted_gpus()
     for g in sorted(host.gpus.values(), key=lambda g: g.index):
         last = g.last
         limit = last.get("power_limit")
@@ -77,7 +78,8 @@ def history_table(host: HostState, narrow: bool = False) -> Table:
         util.append(f" {fmt_num(g.util[-1] if g.util else None, 0):>3}")
         power = Text(spark(g.power, w // 2, 0, float(limit) if limit else None), style="magenta")
         power.append(f" {fmt_num(g.power[-1] if g.power else None, 0)}/{fmt_num(limit, 0)}")
-        row: list[Text | str] = [str(g.index), util, power, f"{fmt_bytes(last.get('mem_used'))}",
+        index: Text | str = Text(f"{g.index} {ALERT_MARK}", style="bold red") if g.index in marked else str(g.index)
+        row: list[Text | str] = [index, util, power, f"{fmt_bytes(last.get('mem_used'))}",
                                  f"{fmt_num(last.get('temp'), 0)}°C"]
         if not narrow:
             row += [fmt_num(last.get("sm_clock"), 0),
@@ -107,6 +109,7 @@ class StatsView(View):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
+            yield Static(id="alerts")
             yield Static(id="history")
             with ChartRow(id="chart-gpus"):
                 yield Chart("GPU util %", id="chart-gpu-util")
@@ -119,11 +122,17 @@ class StatsView(View):
         if not domains or STATS in domains:
             # no-wrap rows: the height changes with the GPU count, not with the values
             width = self.app.size.width
+            banner = alert_banner(host.alerts)
+            alerts = self.query_one("#alerts", Static)
+            set_content(alerts, lambda: Text(banner, style="bold red"), shape=text_shape(banner, width),
+                        key=banner)
+            if alerts.display != bool(banner):
+                alerts.display = bool(banner)
             history = self.query_one("#history", Static)
             if host.gpus:
                 set_content(history, lambda: TableVisual(
                     history, FastTable(history_table(host, narrow)), FastTable(host_history(host, narrow))),
-                    shape=("gpus", len(host.gpus), narrow, width))
+                    shape=("gpus", len(host.gpus), narrow, width, tuple(sorted(host.alerted_gpus()))))
             elif host.stats_source or host.cpu_history:
                 reason = f" ({host.stats_reason})" if host.stats_reason else ""
                 set_content(history, lambda: TableVisual(

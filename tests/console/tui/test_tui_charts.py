@@ -206,3 +206,23 @@ def test_chart_live_snapshot(snap_compare: SnapCompare, name: str) -> None:
 
     assert snap_compare(live_with_events(name.split("-")[0]), terminal_size=CHART_SIZE, run_before=run_before)
 
+
+
+def test_a_resumed_training_continues_its_loss_curve() -> None:
+    """Issue 51: a train killed after its checkpoint at step 4 and resumed there keeps the curve
+    up to step 4 and goes on from it (the killed run's steps past 4 are done again, so they
+    go); a run that starts over is a new curve."""
+    data = cd.ChartData()
+
+    def run(steps: range, **extra: object) -> None:
+        cd.fold(data, Event.checked(ev.STAGE_START, HOST, {"stage": "train"}))
+        for step in steps:
+            cd.fold(data, Event.checked(ev.STAGE_PROGRESS, HOST,
+                                        {"stage": "train", "done": step, "loss": 1.0 / step,
+                                         **extra}))
+
+    run(range(1, 7))  # killed after step 6, its checkpoint at step 4
+    run(range(5, 11), resumed_from=4)
+    assert [s for s, _ in data.loss] == list(range(1, 11))
+    run(range(1, 4))  # --force: from step 0 again
+    assert [s for s, _ in data.loss] == [1, 2, 3]

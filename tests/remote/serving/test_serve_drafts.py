@@ -127,3 +127,20 @@ def test_a_jobs_command_line_says_its_draft() -> None:
     assert "draft ngram, K=3" in served.line()
     assert served.event_fields()["draft"] == "ngram"
     assert "draft" not in Served(role="speculative", url="u", run_id="r", seconds=None).line()
+
+
+def test_served_json_keeps_the_draft_and_k() -> None:
+    """served.json written with a draft and K reads back with them; one written before drafts
+    (no keys) or with a K that is not a count reads as not known."""
+    from remote.jobs.records import RunInfo
+    from remote.serving.records import parse_record
+
+    info = RunInfo(run_id="r", name="serve-speculative", argv=[], pid=42, started="t",
+                   state="running", returncode=None, ended=None, log_path="/w/runs/r/log",
+                   log_size=0)
+    base = {"role": "speculative", "url": "http://h:1", "model": "m", "pid": 42, "seconds": 3.0}
+    got = parse_record(json.dumps({**base, "draft": "/heads/a", "k": 2}), info)
+    assert got is not None and (got.draft, got.k) == ("/heads/a", 2)
+    for extra in ({}, {"draft": None, "k": True}, {"k": 1e400}, {"k": -1}):
+        old = parse_record(json.dumps({**base, **extra}).replace("Infinity", "1e400"), info)
+        assert old is not None and (old.draft, old.k) == ("", None), extra

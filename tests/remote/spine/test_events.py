@@ -177,3 +177,14 @@ def test_a_stats_sample_without_text_is_small() -> None:
         assert msgspec.json.decode(e.to_json())["payload"] == e.payload
     assert len(host.to_json()) < 250, host.to_json()
     assert len(eight.to_json()) < 8 * 260, len(eight.to_json())
+
+
+def test_a_gpu_process_whose_name_the_box_cannot_read_keeps_its_sample() -> None:
+    """Inside a container NVML names host pids whose /proc entry the box cannot see: the
+    sampler sends `"name": null`; the typed view keeps the sample (it read as None before)."""
+    payload = {"source": "nvml", "seq": 1, "interval": 0.1, "host": {"cpu": 3.0},
+               "gpus": [{"index": 0, "name": "NVIDIA H200", "util": 50.0,
+                         "procs": [{"pid": 4242, "name": None, "mem_used": 1024}]}]}
+    data = Event(kind="stats.sample", host="box", payload=payload).data()
+    assert isinstance(data, et.StatsSample)
+    assert data.gpus[0].procs[0].pid == 4242 and data.gpus[0].procs[0].name is None

@@ -66,7 +66,9 @@ def run_origin(run: BenchRun) -> str:
 
 def run_table(run: BenchRun) -> str:
     where = f" at {run.url}" if run.url else ""
-    head = (f"{run.label}: {run.model}{where}, max_tokens {run.max_tokens}, "
+    sampled = (f", temperature {run.temperature:g} (seed {run.seed}+i)"
+               if run.temperature > 0 else "")
+    head = (f"{run.label}: {run.model}{where}, max_tokens {run.max_tokens}{sampled}, "
             f"{'speculative' if run.speculative else 'no speculation'}; {run_origin(run)}")
     rows = [["CONC", "REQUESTS", "TOK/S", "REQ/S", "TTFT P50", "TTFT P99", "TPOT P50",
              "TPOT P99", "ITL P50", "E2E P50", "FAILED", "ACCEPT", "MEAN LEN", "PER POSITION"],
@@ -76,7 +78,9 @@ def run_table(run: BenchRun) -> str:
                      f"{p.req_s:.2f}", _ms(p.ttft_p50), _ms(p.ttft_p99), _ms(p.tpot_p50),
                      _ms(p.tpot_p99), _ms(p.itl_p50), _ms(p.e2el_p50), str(p.failed),
                      *acceptance_cells(p.acceptance)])
-    return head + "\n" + aligned(rows, right=set(range(11)))
+    cats = [line for p in run.points for line in category_lines(p)]
+    return head + "\n" + aligned(rows, right=set(range(11))) + \
+        ("\nby category:\n" + "\n".join(cats) if cats else "")
 
 
 def compare_table(cmp: Comparison) -> str:
@@ -88,6 +92,9 @@ def compare_table(cmp: Comparison) -> str:
                      _ms(r.baseline_tpot_p50), _ms(r.spec_tpot_p50), _pct(r.acceptance_rate),
                      _f(r.mean_length)])
     lines = [aligned(rows, right=set(range(8)))]
+    cats = category_table(cmp)
+    if cats:
+        lines.append(cats)
     if cmp.crossover is None:
         lines.append("crossover: none (speculation pays at every measured concurrency)"
                      if cmp.rows else "crossover: no common concurrency")
@@ -98,6 +105,26 @@ def compare_table(cmp: Comparison) -> str:
                      f"{cmp.last_paying} and {cmp.crossover} (≈{_f(cmp.crossover_estimate, 1)})")
     lines.extend(f"warning: {w}" for w in cmp.warnings)
     return "\n".join(lines)
+
+
+def category_table(cmp: Comparison) -> str:
+    """Speedup and acceptance per prompt category (a window each), when the prompts had some."""
+    rows = [["CONC", "CATEGORY", "SPEEDUP", "ACCEPT", "MEAN LEN"]]
+    for r in cmp.rows:
+        for cat, f in (r.categories or {}).items():
+            rows.append([str(r.concurrency), cat,
+                         "-" if f.get("speedup") is None else f"x{f['speedup']:.2f}",
+                         _pct(f.get("acceptance_rate")), _f(f.get("mean_length"))])
+    return "by category:\n" + aligned(rows, right={0, 2, 3, 4}) if len(rows) > 1 else ""
+
+
+def category_lines(p: Point) -> list[str]:
+    """A point's categories, one line each (run_table's rows, without a baseline)."""
+    return [f"  c={p.concurrency} {cat}: {f.get('requests')} requests, "
+            f"{f.get('output_tok_s', 0):.1f} tok/s, "
+            + (f"acceptance {_pct(acc.get('rate'))}, mean length {_f(acc.get('mean_length'))}"
+               if (acc := f.get("acceptance") or {}) else "no acceptance (no speculation)")
+            for cat, f in (p.categories or {}).items()]
 
 
 def watch_table(windows: Sequence[dict[str, Any]]) -> str:

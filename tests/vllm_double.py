@@ -234,7 +234,8 @@ class VllmDouble:
         self.registry.register(_SpecCollector(self))  # type: ignore[arg-type]
         self.requests_seen = 0
         self.scrapes = 0
-        self.bodies_checked: dict[str, Any] = {"ignore_eos": [], "max_tokens": [], "stream": []}
+        self.bodies_checked: dict[str, Any] = {"ignore_eos": [], "max_tokens": [], "stream": [],
+                                               "temperature": [], "seed": []}
 
     async def serve(self, port: int) -> asyncio.Server:
         self._engine_task = asyncio.get_running_loop().create_task(self.engine.loop())

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
 from console.context import (
     Context,
     add_common_options,
@@ -68,6 +68,7 @@ def register(p: argparse.ArgumentParser) -> None:
     r.add_argument("--offline", metavar="BOX_PATH",
                    help="the pipeline's evaluate/acceptance.json on the box: its offline "
                    "estimate is printed beside the served acceptance")
+    add_sampling_options(r)
     r.add_argument("--stop-at-eos", action="store_true",
                    help="end requests at the model's end token (as the offline evaluate does) "
                    "instead of a fixed length")
@@ -79,10 +80,15 @@ def register(p: argparse.ArgumentParser) -> None:
                         "files: A is the baseline, B the speculative run. Either may be the "
                         "console's own or one written by `vllm bench serve --save-result` "
                         "(--append-result: one run per --max-concurrency).")
-    c.add_argument("baseline_file", metavar="A.json")
-    c.add_argument("spec_file", metavar="B.json")
+    c.add_argument("baseline_file", metavar="A.json",
+                   help="a baseline result, or a `bench matrix` result (read alone)")
+    c.add_argument("spec_file", metavar="B.json", nargs="?")
     add_common_options(c, record=False)
     c.set_defaults(func=compare_command)
+
+    from console.commands.bench_matrix import register_matrix
+
+    register_matrix(bsub)
 
     w = bsub.add_parser("watch", help="acceptance per scrape interval while the server runs",
                         description="Scrape the spec-decode counters every interval and show "
@@ -93,6 +99,20 @@ def register(p: argparse.ArgumentParser) -> None:
     w.add_argument("--model", help="served model name (default: the one the server lists)")
     add_common_options(w)
     w.set_defaults(func=watch_command)
+
+
+def add_sampling_options(p: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """--temperature and --seed, for `bench run` (one temperature) and `bench matrix` (a
+    comma-separated list)."""
+    if several:
+        p.add_argument("--temperature", default="0", metavar="T,T",
+                       help="comma-separated sampling temperatures (default 0: greedy)")
+    else:
+        p.add_argument("--temperature", type=nonneg_float, default=0.0, metavar="T",
+                       help="sampling temperature (default 0: greedy); above 0 each request "
+                       "carries its own seed, so a rerun samples the same tokens")
+    p.add_argument("--seed", type=nonneg_int, default=0,
+                   help="request i of a sweep samples with seed SEED+i when T > 0 (default 0)")
 
 
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,
@@ -132,7 +152,9 @@ def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile |
                              max_tokens=args.max_tokens, rounds=args.rounds,
                              min_requests=args.requests or MIN_REQUESTS,
                              min_seconds=args.min_seconds or 0.0, warmup=args.warmup,
-                             timeout=args.timeout, ignore_eos=not args.stop_at_eos)
+                             timeout=args.timeout, ignore_eos=not args.stop_at_eos,
+                             temperature=args.temperature,
+                             seed=args.seed)
     earlier = load_result(args.baseline) if args.baseline else None
     return settings, args.label or ("baseline" if args.no_speculation else "speculative"), earlier
 
@@ -168,14 +190,47 @@ async def run_command(args: argparse.Namespace) -> int:
 
 async def compare_command(args: argparse.Namespace) -> int:
     from console.bench_tables import compare_table, point_summary, run_table
+    from remote.bench.matrix import FORMAT as MATRIX
     from remote.bench.results import load_result
     from remote.ops import bench as ops
 
+    if _format_of(args.baseline_file) == MATRIX:
+        return await _show_matrix(args)
+    if args.spec_file is None:
+        raise UsageError("bench compare: give A.json and B.json (or one `bench matrix` result)")
     a = load_result(args.baseline_file)
     b = load_result(args.spec_file)
     async with Context.from_args(args) as ctx:
         comparison = ops.compare(ctx.bus, a, b, point_summary)
         ctx.show(run_table(a.run) + "\n\n" + run_table(b.run) + "\n\n" + compare_table(comparison))
+        return EXIT_OK
+
+
+def _format_of(path: str) -> str | None:
+    """The file's `format` when it is one JSON object (a `vllm bench serve` file may be JSON
+    lines: load_result reads it and says what is wrong)."""
+    import json
+
+    try:
+        doc = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return doc.get("format") if isinstance(doc, dict) else None
+
+
+async def _show_matrix(args: argparse.Namespace) -> int:
+    """A matrix result read back: its table, recommendations and time split, and the same
+    bench.matrix events a live matrix publishes (the TUI and a replay show it)."""
+    from console.matrix_tables import matrix_report
+    from remote.bench.matrix import load_matrix
+    from remote.ops.matrix import publish_found
+
+    if args.spec_file is not None:
+        raise UsageError(f"{args.baseline_file} is a bench matrix: compare reads it alone")
+    m = load_matrix(args.baseline_file)
+    async with Context.from_args(args) as ctx:
+        publish_found(ctx.bus, m)
+        ctx.show(matrix_report(m))
         return EXIT_OK
 
 

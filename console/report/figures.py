@@ -113,6 +113,27 @@ def speedup_vs_concurrency(series: cd.ConcurrencySeries) -> str | None:
     return _uri(fig)
 
 
+def matrix_speedups(grid: cd.MatrixGrid) -> str | None:
+    """`console bench matrix`: the speedup of each (draft, K) server over no speculation, bars
+    grouped by temperature and concurrency, the no-gain line at 1."""
+    if not grid.rows or not grid.columns:
+        return None
+    fig, ax = _figure("Speedup over no speculation, per draft and K", "temperature, concurrency",
+                      "speedup (x)")
+    fig.set_size_inches(max(7.5, 1.6 * len(grid.columns) + 2), 3.8)
+    width = 0.8 / len(grid.rows)
+    colors = _pyplot().get_cmap("tab10")
+    for i, (name, values) in enumerate(grid.rows):
+        xs = [j + (i - (len(grid.rows) - 1) / 2) * width for j in range(len(grid.columns))]
+        ax.bar([x for x, v in zip(xs, values, strict=True) if v is not None],
+               [v for v in values if v is not None], width, label=name, color=colors(i % 10))
+    ax.axhline(1.0, color=BASE, linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(grid.columns)), [f"T={t:g}, c={c}" for t, c in grid.columns])
+    ax.legend(fontsize=8, ncol=min(3, len(grid.rows)))
+    fig.tight_layout()
+    return _uri(fig)
+
+
 def acceptance_over_time(windows: list[tuple[float, float, float | None]]) -> str | None:
     if not windows:
         return None

@@ -196,6 +196,19 @@ def _host_section(host: HostState, warnings: list[str]) -> str:
                       fmt_sig((p.get("acceptance") or {}).get("mean_length"))]
                      for p in host.bench_points]),
              ]
+    grid = cd.matrix_grid(host.matrix_cells, host.matrix)
+    if grid.columns:
+        parts += ["<h3>Speculation matrix</h3>",
+                  _figure(draw(figures.matrix_speedups, grid), "matrix",
+                          "console bench matrix: each (draft, K) server's output tok/s over the "
+                          "baseline's at the same temperature and concurrency", "")]
+        parts += [f"<p><b>{_e(line)}</b></p>" for line in grid.recommendations]
+        parts.append(_table(["draft", "T", "concurrency", "tok/s", "acceptance length",
+                             "acceptance rate", "speedup"],
+                            [[c.get("name"), c.get("temperature"), c.get("concurrency"),
+                              fmt_sig(c.get("tok_s")), fmt_sig(c.get("acceptance_length")),
+                              fmt_pct(c.get("acceptance_rate")), fmt_sig(c.get("speedup"))]
+                             for c in host.matrix_cells.values()]))
     if host.charts.watch:
         parts += ["<h3>Acceptance over time</h3>",
                   _figure(draw(figures.acceptance_over_time, list(host.charts.watch)), "watch",

@@ -119,6 +119,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         self._source_worker: Any = None
         self.serve_pipelines: dict[str, str] = {}  # host -> pipeline last served ("demo" or a path)
         self.bench_options: dict[str, str] = {}  # host -> bench options last run
+        self.matrix_options: dict[str, str] = {}  # host -> bench matrix options last run
         # Domains changed since the visible view was last told (None: nothing held); the held
         # refresh goes out REFRESH_S after the previous one.
         self._held: set[str] | None = None

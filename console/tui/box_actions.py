@@ -32,6 +32,8 @@ else:
     AppBase = object
 
 DEFAULT_BENCH_OPTIONS = "--concurrency 1,4 --max-tokens 128 --requests 32"
+DEFAULT_MATRIX_OPTIONS = ("--demo --drafts none,ngram,pipeline --k 1,3 --temperature 0 "
+                          "--concurrency 1,4 --requests 8 --max-tokens 32")
 
 
 class BoxActions(AppBase):
@@ -45,6 +47,7 @@ class BoxActions(AppBase):
         probe_targets: dict[str, str]
         serve_pipelines: dict[str, str]
         bench_options: dict[str, str]
+        matrix_options: dict[str, str]
 
         def view(self, name: str) -> View | None: ...
 
@@ -250,6 +253,22 @@ class BoxActions(AppBase):
         self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
                                    "--concurrency 1,4,16 --max-tokens 256 --requests 32",
                                    self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
+
+    def action_bench_matrix(self) -> None:
+        host = self.current_host
+
+        def answered(options: str | None) -> None:
+            if options is None:
+                return
+            self.matrix_options[host] = options
+            self._act("matrix", lambda: self.source.controller.run_matrix(host, options))
+
+        self.push_screen(AskScreen(
+            f"Speculation matrix on {host}: `console bench matrix` options (one engine per "
+            "draft and K in turn, minutes each; progress and ETA on this screen; the same "
+            "options again continue a stopped matrix)",
+            "--demo --drafts none,ngram,pipeline --k 1,3 --temperature 0,0.7 --concurrency 1,4",
+            self.matrix_options.get(host, DEFAULT_MATRIX_OPTIONS)), answered)
 
     def _log_view(self) -> LogView | None:
         view = self._pipeline_view()

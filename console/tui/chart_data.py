@@ -258,3 +258,32 @@ def offline_per_position(metrics: dict[str, Any]) -> list[float]:
         return []
     values = [_num(v) for v in per]
     return [v if v is not None else 0.0 for v in values]
+
+
+@dataclass
+class MatrixGrid:
+    """A bench matrix as the Bench screen and the report draw it: one row per (draft, K) server,
+    one column per (temperature, concurrency), each the speedup over the baseline (None: not
+    measured yet); the baseline's own row is left out (1.0 by definition)."""
+
+    columns: list[tuple[float, int]]
+    rows: list[tuple[str, list[float | None]]]
+    recommendations: list[str]
+
+
+def matrix_grid(cells: dict[str, dict[str, Any]], matrix: dict[str, Any]) -> MatrixGrid:
+    columns: list[tuple[float, int]] = []
+    rows: dict[str, dict[tuple[float, int], float | None]] = {}
+    for cell in cells.values():
+        t, c = _num(cell.get("temperature")), cell.get("concurrency")
+        if t is None or not isinstance(c, int):
+            continue
+        if (t, c) not in columns:
+            columns.append((t, c))
+        if cell.get("draft") == "none":
+            continue
+        rows.setdefault(str(cell.get("name")), {})[(t, c)] = _num(cell.get("speedup"))
+    columns.sort()
+    recs = matrix.get("recommendations")
+    return MatrixGrid(columns, [(name, [v.get(col) for col in columns]) for name, v in rows.items()],
+                      [str(r) for r in recs] if isinstance(recs, list) else [])

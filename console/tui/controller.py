@@ -50,6 +50,7 @@ class Controller(Protocol):
     async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None: ...
     async def serve_stop(self, host: str) -> None: ...
     async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None: ...
+    async def run_matrix(self, host: str, options: str) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -61,6 +62,7 @@ class ReplayController:
 
     connect = accept_host_key = run_probe = plan_patch = apply_patch = verify_patch = rollback_patch = _refuse
     start_stage = resume_pipeline = cancel_stage = serve_start = serve_stop = run_bench = _refuse
+    run_matrix = _refuse
 
     async def aclose(self) -> None:
         return None
@@ -252,6 +254,10 @@ class LiveController:
     async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
         await self._call(wiring.bench_run, host, options=options, baseline_url=baseline_url,
                          seen=self.seen_runs)
+
+    async def run_matrix(self, host: str, options: str) -> None:
+        self._stop_background(host, "bench.watch")  # the matrix starts and stops its own servers
+        await self._call(wiring.bench_matrix, host, options=options)
 
     async def aclose(self) -> None:
         for task in self._background.values():

@@ -157,6 +157,10 @@ class HostState:
     patches: dict[str, PatchState] = field(default_factory=dict)
     bench_points: list[dict[str, Any]] = field(default_factory=list)
     bench_summary: dict[str, Any] = field(default_factory=dict)
+    # `console bench matrix` (bench.matrix events): its cells by "name|T|c", and its progress
+    # (done, total, eta_s), recommendations and time split
+    matrix_cells: dict[str, dict[str, Any]] = field(default_factory=dict)
+    matrix: dict[str, Any] = field(default_factory=dict)
     allreduce: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     bench_watch: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY))
     notes: deque[Note] = field(default_factory=lambda: deque(maxlen=NOTES))

@@ -227,6 +227,28 @@ def _bench(host: HostState, e: Event) -> set[str]:
     return {BENCH}
 
 
+def _bench_matrix(host: HostState, e: Event) -> set[str]:
+    """A matrix's plan (a new matrix: the cells shown so far are another's, unless it continues
+    a file), each cell measured, its end."""
+    p = e.payload
+    phase = p.get("phase")
+    if phase == "plan":
+        if host.matrix.get("result_file") != p.get("result_file"):
+            host.matrix_cells.clear()
+        host.matrix = {k: p.get(k) for k in ("total", "eta_s", "result_file")} | {"done": 0}
+    elif phase == "cell":
+        key = f"{p.get('name')}|{p.get('temperature')}|{p.get('concurrency')}"
+        host.matrix_cells[key] = dict(p)
+        if p.get("found") and host.matrix.get("result_file") != p.get("result_file"):
+            host.matrix = {"result_file": p.get("result_file")}
+        host.matrix.update({k: p[k] for k in ("done", "total", "eta_s", "result_file") if k in p})
+    elif phase == "done":
+        host.matrix.update({k: p.get(k) for k in
+                            ("recommendations", "time_split", "complete", "failed_servers",
+                             "result_file")} | {"eta_s": 0.0, "finished": True})
+    return {BENCH}
+
+
 def _bench_watch(host: HostState, e: Event) -> set[str]:
     host.bench_watch.append(dict(e.payload))
     fold_charts(host.charts, e)
@@ -289,6 +311,7 @@ REDUCERS: dict[str, Reducer] = {kind: reducer for reducer, kinds in (
     (_patch, tuple(_PATCH_STATUS)),
     (_bench, (ev.BENCH_POINT, ev.BENCH_SUMMARY)),
     (_bench_watch, (BENCH_WATCH_KIND,)),
+    (_bench_matrix, (ev.BENCH_MATRIX,)),
     (_allreduce, (ev.ALLREDUCE_RESULT,)),
     (_serve, (ev.SERVE_STARTING, ev.SERVE_READY, ev.SERVE_FAILED, ev.SERVE_STOPPED)),
     (note, (ev.CONSOLE_INFO, ev.CONSOLE_WARNING, ev.CONSOLE_ERROR)),

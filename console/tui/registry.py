@@ -70,6 +70,9 @@ COMMANDS: tuple[Command, ...] = (
             live_only=True),
     Command("bench.run", "b", "bench_run", "Bench", "Run a benchmark sweep (console bench run options)",
             "bench", live_only=True),
+    Command("bench.matrix", "M", "bench_matrix", "Matrix",
+            "Run a speculation matrix: drafts x K x temperature x concurrency, one engine at a time "
+            "(console bench matrix options)", "bench", show=False, live_only=True),
     Command("log.follow", "f", "follow", "Follow", "Follow the end of the log (or pause it)", "pipeline"),
     Command("log.records", "l", "log_records", "Records", "Show or hide the stage's @@eagle3 records in the log",
             "pipeline"),

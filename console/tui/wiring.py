@@ -10,6 +10,7 @@ wait for the transports, httpx or the patcher. No Textual here.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from remote.errors import UsageError
@@ -136,8 +137,9 @@ async def serve_found(*, transport: Any, host: Any, bus: Any) -> dict[str, Any]:
         await r.close()
 
 
-def bench_settings(options: str, host: str) -> Any:
-    """The operator's `console bench run` options, read by that command's parser."""
+def bench_settings(options: str, host: str, verb: str = "run") -> Any:
+    """The operator's `console bench run` (or `matrix`) options, read by that command's
+    parser."""
     import argparse
     import shlex
 
@@ -156,8 +158,8 @@ def bench_settings(options: str, host: str) -> Any:
     except ValueError as exc:
         raise UsageError(f"bench options {options!r}: {exc}") from None
     if any(a in ("-h", "--help") for a in argv):
-        raise UsageError("bench options: the same as `console bench run` (see its --help)")
-    return parser.parse_args(["bench", "run", "--host", host, *argv])
+        raise UsageError(f"bench options: the same as `console bench {verb}` (see its --help)")
+    return parser.parse_args(["bench", verb, "--host", host, *argv])
 
 
 async def bench_found(*, transport: Any, host: Any, bus: Any,
@@ -196,6 +198,27 @@ async def bench_run(*, transport: Any, host: Any, bus: Any, options: str = "",
     if done.served is not None or done.offline is not None:
         bus.emit(ev.CONSOLE_INFO, host.name, message=offline_vs_served(done.offline, done.served),
                  offline=done.offline, served=done.served)
+
+
+async def bench_matrix(*, transport: Any, host: Any, bus: Any, options: str) -> None:
+    """`console bench matrix OPTIONS` on the host: its plan, each cell (with the ETA) and its
+    end are bench.matrix events, which the Bench screen shows as they come."""
+    from console.commands.bench_matrix import matrix_path, matrix_plan, resume_or_new
+    from remote.ops import matrix as mops
+    from remote.ops import serve as sops
+    from remote.serving.serve import extra_vllm_args
+
+    args = bench_settings(options, host.name, "matrix")
+    plan, prompts = matrix_plan(args)
+    path = matrix_path(args, plan)
+    m = resume_or_new(path, plan, host.name, force=args.force)
+    python = args.python or (await sops.local_python(transport, host) if host.is_local else None)
+    runner = sops.runner(transport, host, bus, python=python)
+    await mops.run_matrix(runner, m, prompts,
+                          pipeline=Path(args.pipeline).expanduser() if args.pipeline else None,
+                          vllm_args=extra_vllm_args(args.vllm_args, demo=args.demo),
+                          out_path=path, start_timeout=args.start_timeout,
+                          request_timeout=args.timeout)
 
 
 async def live_acceptance(*, transport: Any, host: Any, bus: Any, interval: float) -> None:

@@ -146,7 +146,8 @@ class VllmClient:
         return str(version) if version is not None else None
 
     async def stream_chat(self, model: str, messages: Messages, max_tokens: int,
-                          *, ignore_eos: bool = True) -> RequestResult:
+                          *, ignore_eos: bool = True, temperature: float = 0.0,
+                          seed: int | None = None) -> RequestResult:
         """One streamed request with a fixed output length (ignore_eos). A request that fails is
         reported in the result; a server that cannot be reached at all raises NoServer.
         ignore_eos=False stops at the model's end token, as the pipeline's offline evaluate
@@ -156,7 +157,7 @@ class VllmClient:
             "messages": messages,
             "max_tokens": max_tokens,
             "ignore_eos": ignore_eos,
-            "temperature": 0.0,
+            **sampling(temperature, seed),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -215,6 +216,21 @@ class VllmClient:
             return result
         result.ok = True
         return result
+
+
+def sampling(temperature: float, seed: int | None) -> dict[str, Any]:
+    """A request's sampling parameters. Greedy (temperature 0) needs no seed. Above 0 the
+    request names its own `seed` (vLLM's per-request SamplingParams.seed, OpenAI's `seed`
+    field): the same prompt with the same seed draws the same tokens, so a rerun, or the same
+    request sent to a baseline and to a speculative server, samples alike and the two are
+    comparable (speculative decoding keeps the target's distribution; docs/design.md §12).
+    top_p 1 is stated, not left to a server default that could differ."""
+    if temperature <= 0:
+        return {"temperature": 0.0}
+    body: dict[str, Any] = {"temperature": temperature, "top_p": 1.0}
+    if seed is not None:
+        body["seed"] = seed
+    return body
 
 
 def _has_content(chunk: dict[str, Any]) -> bool:

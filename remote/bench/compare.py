@@ -27,6 +27,9 @@ class CompareRow:
     spec_tpot_p50: float | None
     acceptance_rate: float | None
     mean_length: float | None
+    # prompt category -> speedup and acceptance of its own windows (both runs measured by
+    # category); None otherwise
+    categories: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -88,6 +91,12 @@ def compare_runs(baseline: BenchRun, spec: BenchRun) -> Comparison:
             f"prompt sets differ ({baseline.prompts} vs {spec.prompts}): the comparison mixes "
             "workloads"
         )
+    if baseline.temperature != spec.temperature or baseline.seed != spec.seed:
+        warnings.append(
+            f"sampling differs (baseline temperature {baseline.temperature:g} seed "
+            f"{baseline.seed}, speculative temperature {spec.temperature:g} seed {spec.seed}): "
+            "the two runs decoded different text"
+        )
     if baseline.speculative:
         warnings.append(f"the baseline run {baseline.label!r} was itself speculative")
     base_cs = {p.concurrency for p in baseline.points}
@@ -110,12 +119,31 @@ def compare_runs(baseline: BenchRun, spec: BenchRun) -> Comparison:
             spec_tpot_p50=s.tpot_p50,
             acceptance_rate=acc.get("rate"),
             mean_length=acc.get("mean_length"),
+            categories=category_speedups(b.categories, s.categories),
         ))
     crossover, last_paying, estimate = find_crossover(
         [(r.concurrency, r.speedup) for r in rows if r.speedup is not None]
     )
     return Comparison(baseline.label, spec.label, rows, crossover, last_paying, estimate,
                       warnings)
+
+
+def category_speedups(base: dict[str, dict[str, Any]] | None,
+                      spec: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    """Per prompt category: the speculative window's tokens/s over the baseline's for the same
+    category, and its acceptance. A category only one run measured has no speedup."""
+    if not spec:
+        return None
+    rows: dict[str, dict[str, Any]] = {}
+    for cat, fig in spec.items():
+        b = (base or {}).get(cat) or {}
+        acc = fig.get("acceptance") or {}
+        b_tok = b.get("output_tok_s")
+        s_tok = fig.get("output_tok_s")
+        rows[cat] = {"baseline_tok_s": b_tok, "spec_tok_s": s_tok,
+                     "speedup": s_tok / b_tok if b_tok and s_tok is not None else None,
+                     "acceptance_rate": acc.get("rate"), "mean_length": acc.get("mean_length")}
+    return rows
 
 
 def find_crossover(

@@ -19,9 +19,11 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from remote.bench.client import RequestResult, VllmClient
-from remote.bench.metrics import SpecCounters, acceptance_between
+from remote.bench.metrics import SpecCounters, acceptance_between, sum_acceptance
 from remote.bench.prompts import PromptSet
 from remote.bench.results import DEFINITIONS, MIN_REQUESTS, BenchRun, Point
 from remote.errors import BenchFailed, ModelMismatch, UsageError
@@ -85,20 +87,23 @@ async def _spec_counters(client: VllmClient, model: str) -> SpecCounters:
     return (await client.scrape()).for_model(model, client.shown_url)
 
 
-async def run_point(
-    client: VllmClient,
-    model: str,
-    prompts: PromptSet,
-    concurrency: int,
-    *,
-    requests: int,
-    max_tokens: int,
-    speculative: bool,
-    offset: int = 0,
-    ignore_eos: bool = True,
-    min_seconds: float = 0.0,
-) -> Point:
-    """`requests` requests (more while `min_seconds` have not passed), `concurrency` at once."""
+@dataclass
+class Window:
+    """One measured window: its requests in the order sent, its length and its acceptance."""
+
+    results: list[RequestResult]
+    duration: float
+    acceptance: dict[str, Any] | None
+    lags: list[float]
+
+
+async def run_window(
+    client: VllmClient, model: str, prompts: PromptSet, concurrency: int, *, requests: int,
+    max_tokens: int, speculative: bool, offset: int = 0, ignore_eos: bool = True,
+    min_seconds: float = 0.0, temperature: float = 0.0, seed: int = 0,
+) -> Window:
+    """`requests` requests (more while `min_seconds` have not passed), `concurrency` at once,
+    between two scrapes of the spec-decode counters."""
     before = await _spec_counters(client, model) if speculative else None
     sent: list[tuple[int, RequestResult]] = []
     started = time.perf_counter()
@@ -110,7 +115,9 @@ async def run_point(
     async def worker() -> None:
         while more(i := next(next_index)):
             sent.append((i, await client.stream_chat(model, prompts.get(offset + i), max_tokens,
-                                                     ignore_eos=ignore_eos)))
+                                                     ignore_eos=ignore_eos,
+                                                     temperature=temperature,
+                                                     seed=seed + offset + i)))
 
     lags: list[float] = []
     monitor = asyncio.create_task(_loop_lag(lags))
@@ -125,19 +132,82 @@ async def run_point(
     if before is not None:
         after = await _spec_counters(client, model)
         acceptance = acceptance_between(before, after, client.shown_url).to_dict()
-
     results = [r for _, r in sorted(sent, key=lambda done: done[0])]  # in the order sent
+    return Window(results, duration, acceptance, lags)
+
+
+async def run_point(
+    client: VllmClient,
+    model: str,
+    prompts: PromptSet,
+    concurrency: int,
+    *,
+    requests: int,
+    max_tokens: int,
+    speculative: bool,
+    offset: int = 0,
+    ignore_eos: bool = True,
+    min_seconds: float = 0.0,
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> Point:
+    """`requests` requests (more while `min_seconds` have not passed), `concurrency` at once.
+    Request i of the sweep (offset + i) samples with seed `seed + offset + i` when temperature
+    is above 0: a rerun sends every request with the seed it had before.
+
+    Prompts with categories: one window per category, one after the other, each with its share
+    of the requests (never fewer than the concurrency): the counters are the server's, summed
+    over every request in flight, so a category's acceptance is only its own when its window
+    holds nothing else. The point's figures are those of all its windows together."""
+    async def window(subset: PromptSet, n: int, first: int, seconds: float) -> Window:
+        return await run_window(client, model, subset, concurrency, requests=n,
+                                max_tokens=max_tokens, speculative=speculative, offset=first,
+                                ignore_eos=ignore_eos, min_seconds=seconds,
+                                temperature=temperature, seed=seed)
+
+    groups = prompts.by_category()
+    if not groups:
+        return point_of(concurrency, [await window(prompts, requests, offset, min_seconds)])
+    share = max(concurrency, math.ceil(requests / len(groups)))
+    windows: dict[str, Window] = {}
+    for cat, subset in groups.items():
+        windows[cat] = await window(subset, share, offset, min_seconds / len(groups))
+        offset += len(windows[cat].results)
+    point = point_of(concurrency, list(windows.values()))
+    point.categories = {cat: category_figures(w) for cat, w in windows.items()}
+    return point
+
+
+def category_figures(w: Window) -> dict[str, Any]:
+    """A category's window in a point: what its row in the tables shows."""
+    ok = [r for r in w.results if r.ok]
+    tokens = sum(r.output_tokens for r in ok)
+    tpots = [tp for r in ok if (tp := r.tpot) is not None]
+    return {"requests": len(w.results), "failed": len(w.results) - len(ok),
+            "output_tokens": tokens, "duration": w.duration,
+            "output_tok_s": tokens / w.duration if w.duration > 0 else 0.0,
+            "tpot_p50": percentile(tpots, 50), "acceptance": w.acceptance}
+
+
+def point_of(concurrency: int, windows: list[Window]) -> Point:
+    """The point of one or more windows measured one after the other."""
+    results = [r for w in windows for r in w.results]
+    duration = sum(w.duration for w in windows)
     ok = [r for r in results if r.ok]
     errors = [r.error or "?" for r in results if not r.ok]
     if not ok:
         raise BenchFailed(
             f"all {len(results)} requests at concurrency {concurrency} failed: {errors[0]}"
         )
+    measured = [w.acceptance for w in windows if w.acceptance is not None]
+    acceptance = (measured[0] if len(measured) == 1 else sum_acceptance(measured)) \
+        if measured else None
     tokens = sum(r.output_tokens for r in ok)
     ttfts = [r.ttft for r in ok if r.ttft is not None]
     tpots = [tp for r in ok if (tp := r.tpot) is not None]
     itls = [gap for r in ok for gap in r.itl]
     e2els = [r.latency for r in ok if r.latency is not None]
+    lags = [lag for w in windows for lag in w.lags]
     return Point(
         concurrency=concurrency,
         requests=len(results),
@@ -199,8 +269,11 @@ async def run_sweep(
     ignore_eos: bool = True,
     min_requests: int = MIN_REQUESTS,
     min_seconds: float = 0.0,
+    temperature: float = 0.0,
+    seed: int = 0,
 ) -> BenchRun:
-    """`rounds`: requests per point = rounds x concurrency; None: at least `min_requests`."""
+    """`rounds`: requests per point = rounds x concurrency; None: at least `min_requests`.
+    `temperature` > 0 samples, each request with its own seed (run_point)."""
     model = await check_server(client, model, speculative=speculative)
     run = BenchRun(
         label=label, url=client.shown_url, model=model, speculative=speculative,
@@ -209,6 +282,7 @@ async def run_sweep(
         server_version=await client.server_version(), warmup=warmup,
         min_requests=None if rounds is not None else min_requests,
         min_seconds=min_seconds or None, definitions=DEFINITIONS,
+        temperature=temperature, seed=seed if temperature > 0 else None,
     )
     if warmup > 0:
         # Warm-up only readies the engine; its answers are thrown away. It never stops at EOS:
@@ -226,7 +300,8 @@ async def run_sweep(
                                 requests=point_requests(c, rounds=rounds,
                                                         min_requests=min_requests),
                                 max_tokens=max_tokens, speculative=speculative, offset=offset,
-                                ignore_eos=ignore_eos, min_seconds=min_seconds)
+                                ignore_eos=ignore_eos, min_seconds=min_seconds,
+                                temperature=temperature, seed=seed)
         offset += point.requests
         run.points.append(point)
         if on_point is not None:

@@ -191,3 +191,25 @@ def acceptance_between(before: SpecCounters, after: SpecCounters,
         mean_length=mean_length,
         per_position=per_position,
     )
+
+
+def sum_acceptance(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Several windows' acceptance (their to_dict) as one window: the raw deltas added, the
+    figures recomputed by vLLM's definitions (acceptance_between), never averaged: a window
+    with few drafts weighs what its drafts weigh. None when no window had a figure."""
+    windows = [w for w in windows if w]
+    if not windows:
+        return None
+    drafts = sum(float(w.get("drafts") or 0) for w in windows)
+    draft_tokens = sum(float(w.get("draft_tokens") or 0) for w in windows)
+    accepted = sum(float(w.get("accepted") or 0) for w in windows)
+    n_pos = max(len(w.get("accepted_per_pos") or []) for w in windows)
+    per_pos = [sum(float((w.get("accepted_per_pos") or [])[i])
+                   for w in windows if i < len(w.get("accepted_per_pos") or []))
+               for i in range(n_pos)]
+    return Acceptance(
+        drafts=drafts, draft_tokens=draft_tokens, accepted=accepted, accepted_per_pos=per_pos,
+        rate=accepted / draft_tokens if draft_tokens > 0 else None,
+        mean_length=1.0 + accepted / drafts if drafts > 0 else None,
+        per_position=[(d / drafts if drafts > 0 else None) for d in per_pos],
+    ).to_dict()

@@ -4,14 +4,17 @@ conversations.
 Accepted rows (one JSON value per line): a string; {"prompt"|"text"|"instruction": str}
 (with an optional "input" appended to an instruction); {"messages": [{"role", "content"}]}
 (OpenAI); {"conversations": [{"from", "value"}]} (ShareGPT). Trailing assistant turns are
-dropped: the benchmark asks the model to write the next reply.
+dropped: the benchmark asks the model to write the next reply. An object row may carry
+`"category"` (a non-empty string: chat, code, math, long context, ...): the bench then measures
+each category in a window of its own and reports its acceptance and speedup beside the mean
+(remote/bench/driver.py).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,9 +34,22 @@ class PromptSet:
     name: str
     sha256: str  # of the file's bytes: two runs compare only if they used the same prompts
     conversations: list[Messages]
+    # one per conversation ("" where its row named none); empty: no row named a category
+    categories: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.conversations)
+
+    def by_category(self) -> dict[str, PromptSet]:
+        """Category -> its prompts, in the order first seen; {} when no row names one. Rows
+        without a category, in a file where others have one, are the category "other"."""
+        if not self.categories:
+            return {}
+        groups: dict[str, list[Messages]] = {}
+        for conv, cat in zip(self.conversations, self.categories, strict=True):
+            groups.setdefault(cat or "other", []).append(conv)
+        return {cat: PromptSet(f"{self.name}#{cat}", self.sha256, convs)
+                for cat, convs in groups.items()}
 
     def get(self, i: int) -> Messages:
         return self.conversations[i % len(self.conversations)]
@@ -59,6 +75,7 @@ def parse_prompts(data: bytes, name: str) -> PromptSet:
     except UnicodeDecodeError:
         raise UsageError(f"{name}: not UTF-8 text") from None
     conversations: list[Messages] = []
+    categories: list[str] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -75,9 +92,20 @@ def parse_prompts(data: bytes, name: str) -> PromptSet:
         if not messages:
             raise UsageError(f"{name}:{lineno}: the conversation has no user turn")
         conversations.append(messages)
+        categories.append(_row_category(row, f"{name}:{lineno}"))
     if not conversations:
         raise UsageError(f"{name}: no prompts in the file")
-    return PromptSet(name, hashlib.sha256(data).hexdigest(), conversations)
+    return PromptSet(name, hashlib.sha256(data).hexdigest(), conversations,
+                     categories if any(categories) else [])
+
+
+def _row_category(row: Any, where: str) -> str:
+    if not isinstance(row, dict) or "category" not in row:
+        return ""
+    cat = row["category"]
+    if not isinstance(cat, str) or not cat.strip():
+        raise UsageError(f"{where}: \"category\" must be a non-empty string, not {cat!r}")
+    return cat.strip()
 
 
 def _row_messages(row: Any) -> Messages | None:

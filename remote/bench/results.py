@@ -60,6 +60,9 @@ class Point:
     ttfts: list[float | None] | None = None
     latencies: list[float | None] | None = None
     output_lens: list[int] | None = None
+    # Prompt category -> its own window's figures (driver.category_figures); None: the prompt
+    # file names no categories (and every result written before #49)
+    categories: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
         data = asdict(self)
@@ -88,6 +91,8 @@ class BenchRun:
     min_seconds: float | None = None  # per point, at least this long
     definitions: str | None = None  # DEFINITIONS when measured so; None before #42
     source: str = FORMAT  # the file's writer: this console, or `vllm bench serve`
+    temperature: float = 0.0  # results written before #49 were all greedy
+    seed: int | None = None  # request i sampled with seed + i (temperature > 0 only)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -51,6 +51,8 @@ class SweepSettings:
     warmup: int = 1
     timeout: float = 600.0
     ignore_eos: bool = True
+    temperature: float = 0.0  # > 0: sampled, request i with seed `seed + i`
+    seed: int = 0
 
 
 @dataclass
@@ -73,6 +75,13 @@ def requests_text(s: SweepSettings) -> str:
     return text
 
 
+def sampling_text(temperature: float, seed: int) -> str:
+    """How the requests decode, in words (said before a sweep starts)."""
+    if temperature <= 0:
+        return "greedy (temperature 0)"
+    return f"temperature {temperature:g}, request i seeded {seed}+i"
+
+
 def _warn(bus: EventBus, host: str, message: str) -> None:
     bus.emit(ev.CONSOLE_WARNING, host, message=message)
 
@@ -86,7 +95,8 @@ async def sweep(transport: Transport, host: HostConfig, bus: EventBus, s: SweepS
         bus.emit(ev.CONSOLE_INFO, host.name,
                  message=f"{label}: {model} at {client.shown_url}, concurrency "
                  f"{','.join(map(str, s.concurrencies))}, {len(s.prompts)} prompts, "
-                 f"max_tokens {s.max_tokens}, {requests_text(s)}, warm-up {s.warmup} "
+                 f"max_tokens {s.max_tokens}, {sampling_text(s.temperature, s.seed)}, "
+                 f"{requests_text(s)}, warm-up {s.warmup} "
                  f"request{'s' if s.warmup != 1 else ''} first (answers discarded)")
 
         def on_point(run: BenchRun, p: Point) -> None:
@@ -105,7 +115,8 @@ async def sweep(transport: Transport, host: HostConfig, bus: EventBus, s: SweepS
             client, s.prompts, s.concurrencies, label=label, model=model,
             speculative=speculative, max_tokens=s.max_tokens, rounds=s.rounds,
             warmup=s.warmup, host=host.name, on_point=on_point, ignore_eos=s.ignore_eos,
-            min_requests=s.min_requests, min_seconds=s.min_seconds)
+            min_requests=s.min_requests, min_seconds=s.min_seconds,
+            temperature=s.temperature, seed=s.seed)
 
 
 async def fetch_offline(transport: Transport, box_path: str) -> dict[str, object]:

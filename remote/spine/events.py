@@ -52,6 +52,7 @@ ALLREDUCE_RESULT = "allreduce.result"
 BENCH_POINT = "bench.point"
 BENCH_SUMMARY = "bench.summary"
 BENCH_WATCH = "bench.watch"  # acceptance over one scrape interval of `console bench watch`
+BENCH_MATRIX = "bench.matrix"  # `console bench matrix`: its plan, each cell measured (with progress and ETA), its end
 SERVE_STARTING = "serve.starting"  # a vLLM server job launched (role, url, run_id)
 SERVE_READY = "serve.ready"  # it answers /v1/models (role, url, run_id, seconds)
 SERVE_FAILED = "serve.failed"  # it died or never answered (role, error, log_tail)

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from console.tui.chart_data import speedups, summary_speedups
+from console.tui.chart_data import matrix_grid, speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, spark
 from console.tui.shown import plain
@@ -192,6 +192,41 @@ def windows_table(windows: list[dict[str, Any]]) -> Table | Text:
     return t
 
 
+def matrix_panel(host: HostState) -> Group | Text:
+    """`console bench matrix`: its progress and ETA while it runs, the speedup of every (draft,
+    K) server per temperature and concurrency, and the recommendation per concurrency."""
+    grid = matrix_grid(host.matrix_cells, host.matrix)
+    m = host.matrix
+    if not grid.columns and not m:
+        return Text("")
+    parts: list[Table | Text] = []
+    if not m.get("finished"):
+        done, total, eta = m.get("done"), m.get("total"), m.get("eta_s")
+        line = f"Matrix running: {done or 0}/{total if total is not None else '?'} cells"
+        if isinstance(eta, (int, float)):
+            line += f", ETA {eta / 60:.1f} min"
+        parts.append(Text(line, style="bold yellow"))
+    t = Table(box=None, title="Matrix: speedup over no speculation", title_justify="left",
+              header_style="bold")
+    t.add_column("draft")
+    for temp, c in grid.columns:
+        t.add_column(f"T={temp:g} c={c}", justify="right")
+    for name, values in grid.rows:
+        t.add_row(name, *(Text("-", style="dim") if v is None else
+                          Text(f"{v:.2f}x", style="green" if v >= 1.0 else "red")
+                          for v in values))
+    parts.append(t)
+    parts += [Text(line, style="bold") for line in grid.recommendations]
+    split = m.get("time_split")
+    if isinstance(split, dict) and split.get("wall"):
+        wall = float(split["wall"])
+        parts.append(Text("time: " + ", ".join(
+            f"{name} {float(split.get(key) or 0) / wall:.0%}" for name, key in
+            (("engine starts", "engine_start"), ("warm-up", "warmup"),
+             ("measured", "measured"), ("the rest", "rest"))), style="dim"))
+    return Group(*parts)
+
+
 class BenchView(View):
     DOMAINS = (BENCH, STAGES, JOBS)
 
@@ -200,6 +235,9 @@ class BenchView(View):
             yield Static(id="servers")
             # what the running server accepts now, above the sweep: the first thing to see at 80x24
             yield Static(id="bench-watch")
+            matrix = Static(id="matrix")
+            matrix.display = False  # until a matrix is seen: no empty line on the screen
+            yield matrix
             yield Chart("Acceptance over time", id="chart-watch")
             yield Static(id="offline")
             yield Chart("Acceptance per draft position", id="chart-acceptance")
@@ -227,6 +265,9 @@ class BenchView(View):
         summ = host.bench_summary
         self.query_one("#bench-summary", Static).update(
             Text(f"summary: {summ.get('summary') or summ}") if summ else "")
+        matrix = self.query_one("#matrix", Static)
+        matrix.display = bool(host.matrix or host.matrix_cells)
+        matrix.update(matrix_panel(host))
         windows = list(host.bench_watch)
         watch = self.query_one("#bench-watch", Static)
         watch.display = bool(windows)  # no empty line above the sweep before the first window

@@ -230,3 +230,84 @@ async def test_loop_lag_monitor_sees_a_blocked_driver() -> None:
     await asyncio.sleep(LAG_TICK_S + 0.03)
     monitor.cancel()
     assert lags and max(lags) >= 0.4 - LAG_TICK_S - 0.001  # a tick absorbs at most one tick
+
+
+async def test_sampled_sweep_sends_temperature_and_a_seed_per_request(vllm_double) -> None:  # noqa: F811
+    """T > 0: every measured request carries the temperature and its own seed (seed + its
+    index in the sweep), so a rerun sends the same seeds; greedy requests carry no seed."""
+    double = vllm_double(speculative=False, **FAST)
+    async with VllmClient(double.url) as client:
+        runs = [await run_sweep(client, load_prompts(BUILTIN), [1, 2], label="sampled",
+                                model=None, speculative=False, max_tokens=4, rounds=2,
+                                warmup=1, temperature=0.7, seed=100) for _ in range(2)]
+    bodies = double.state()["bodies"]
+    # per sweep: the warm-up (greedy, unseeded), then 2 + 4 measured requests
+    one = [0.0] + [0.7] * 6
+    assert bodies["temperature"] == one + one
+    seeds = [None, 100, 101, 102, 103, 104, 105]
+    assert bodies["seed"] == seeds + seeds
+    assert runs[0].temperature == 0.7 and runs[0].seed == 100
+    greedy = await _greedy_run(double.url)
+    assert greedy.temperature == 0.0 and greedy.seed is None
+    assert double.state()["bodies"]["seed"][-2:] == [None, None]
+
+
+async def _greedy_run(url: str) -> BenchRun:
+    async with VllmClient(url) as client:
+        return await run_sweep(client, load_prompts(BUILTIN), [1], label="greedy", model=None,
+                               speculative=False, max_tokens=4, rounds=1, warmup=1)
+
+
+def test_compare_warns_when_sampling_differs() -> None:
+    a = _run("base", False, {1: 10.0})
+    b = _run("spec", True, {1: 12.0})
+    b.temperature, b.seed = 0.7, 0
+    assert any("sampling differs" in w for w in compare_runs(a, b).warnings)
+    b.temperature, b.seed = 0.0, None
+    assert not any("sampling differs" in w for w in compare_runs(a, b).warnings)
+
+
+def _two_category_prompts() -> bytes:
+    rows = [{"prompt": f"chat {i}", "category": "chat"} for i in range(3)] + \
+           [{"prompt": f"code {i}", "category": "code"} for i in range(2)]
+    return "\n".join(json.dumps(r) for r in rows).encode()
+
+
+def test_prompt_categories_and_a_bad_one() -> None:
+    ps = parse_prompts(_two_category_prompts(), "cats.jsonl")
+    groups = ps.by_category()
+    assert list(groups) == ["chat", "code"]
+    assert [c[0]["content"] for c in groups["code"].conversations] == ["code 0", "code 1"]
+    assert parse_prompts(b'{"prompt": "x"}', "p.jsonl").by_category() == {}
+    with pytest.raises(UsageError, match=r'p\.jsonl:1: "category" must be a non-empty string'):
+        parse_prompts(b'{"prompt": "x", "category": 3}', "p.jsonl")
+
+
+async def test_acceptance_per_category_is_each_windows_own(vllm_double) -> None:  # noqa: F811
+    """Two categories: one window each; each window's acceptance is the double's counts over
+    that window alone, and the point's is the two together."""
+    double = vllm_double(speculative=True, accept_pattern=[3, 1, 0, 2],
+                         num_speculative_tokens=3, **FAST)
+    prompts = parse_prompts(_two_category_prompts(), "cats.jsonl")
+    async with VllmClient(double.url) as client:
+        point = await run_point(client, "double-model", prompts, 2, requests=4, max_tokens=8,
+                                speculative=True)
+    assert point.categories is not None and list(point.categories) == ["chat", "code"]
+    chat, code = point.categories["chat"], point.categories["code"]
+    assert chat["requests"] == 2 and code["requests"] == 2 and point.requests == 4
+    total = sum(c["acceptance"]["drafts"] for c in (chat, code))
+    assert point.acceptance is not None and point.acceptance["drafts"] == total > 0
+    accepted = sum(c["acceptance"]["accepted"] for c in (chat, code))
+    assert point.acceptance["mean_length"] == pytest.approx(1 + accepted / total)
+    assert point.output_tokens == chat["output_tokens"] + code["output_tokens"] == 4 * 8
+    # requests went to their own category's prompts
+    base = vllm_double(speculative=False, **FAST)
+    async with VllmClient(base.url) as client:
+        bpoint = await run_point(client, "double-model", prompts, 2, requests=4, max_tokens=8,
+                                 speculative=False)
+    b = BenchRun("base", "u", "m", False, 8, 0, "cats", prompts.sha256, "t", points=[bpoint])
+    s = BenchRun("spec", "u", "m", True, 8, 0, "cats", prompts.sha256, "t", points=[point])
+    row = compare_runs(b, s).rows[0]
+    assert row.categories is not None and set(row.categories) == {"chat", "code"}
+    assert row.categories["code"]["speedup"] == pytest.approx(
+        code["output_tok_s"] / bpoint.categories["code"]["output_tok_s"])  # type: ignore[index]

@@ -64,9 +64,9 @@ def test_the_operations_are_what_wraps_every_runner() -> None:
     # Not vacuous: each runner named above is imported by remote/ops/ (so the names are real).
     wrapped = set().union(*(_runner_imports(p) for p in (REPO / "remote" / "ops").glob("*.py")))
     expected = {f"{m}:{n}" for m, names in RUNNERS.items() for n in names}
-    # run_point is reached through run_sweep, serving through serve_and_bench; stream_stats
-    # now lives in remote/ops/stats.py
-    assert expected - wrapped == {"remote.bench.driver:run_point", "remote.serving.serve:serving",
+    # serving is reached through serve_and_bench (run_point: run_sweep, and the matrix's cells
+    # in remote/ops/matrix.py); stream_stats now lives in remote/ops/stats.py
+    assert expected - wrapped == {"remote.serving.serve:serving",
                                   "remote.stats.stream:stream_stats"}
 
 

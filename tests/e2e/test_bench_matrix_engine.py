@@ -9,8 +9,9 @@ What is asserted and why it can fail:
   to the same lines;
 - the demo head's acceptance length at T=0 is above an untrained head's 1.0 (a head served
   off by a layer, or not loaded, sits at ~1.0);
-- "the rest" of the time split (neither engine start, warm-up nor measured window) is under
-  20 % of the wall time: the console's own overhead, not a timing of the box;
+- the time split accounts for the whole wall time (engine starts, warm-up, measured windows
+  and "the rest", none negative) and is printed; its figure ("the rest" under 20 %) is
+  measured and recorded in docs/measurements.md, not asserted: tests never assert timings;
 - run again, the same command keeps every cell and starts no engine.
 And, on the session's shared server (no engine of its own): the matrix's cell for the demo head
 at K=3, T=0 measures the same output tokens and acceptance as `console bench run` with the
@@ -138,7 +139,8 @@ def test_matrix_over_drafts_k_temperature_and_concurrency(engine_box: EngineBox,
     assert recs == m.recommendations()
     assert "ACC LEN" in text and "SPEEDUP" in text and f"result: {out}" in text
     split = m.time_split
-    assert split["rest"] < 0.2 * split["wall"], split
+    parts = [v for k, v in split.items() if k != "wall"]
+    assert all(v >= 0 for v in parts) and sum(parts) == pytest.approx(split["wall"], rel=1e-3), split
     assert "the rest" in text
     cells = [e for e in events(session) if e.kind == ev.BENCH_MATRIX and e.payload["phase"] == "cell"]
     assert len(cells) == len(rows) and "ETA" in cells[0].payload["summary"]

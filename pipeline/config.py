@@ -48,6 +48,8 @@ from urllib.parse import urlsplit
 from pipeline.conversations import check_dataset, resolve
 from pipeline.disk_space import check_free_space
 from pipeline.errors import ConfigInvalid
+from pipeline.regen_config import REGENERATE_HOW, REGENERATE_KEYS
+from pipeline.regen_config import check as check_regenerate
 from pipeline.state_size import bytes_per_token
 
 try:
@@ -80,6 +82,15 @@ class DataConfig:
     regenerate: bool = False
     regenerate_max_new_tokens: int = 256
     seed: int = 0
+    # Regeneration through vLLM: pipeline/regen_config.py says what each key is
+    regenerate_temperature: float = 0.0
+    regenerate_top_p: float = 1.0
+    regenerate_seed: int = 0
+    regenerate_concurrency: int = 16
+    regenerate_timeout: float = 600.0
+    regenerate_keep_thinking: bool = True
+    regenerate_reasoning_parser: str = ""
+    vllm_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,10 @@ class PipelineConfig:
         if "data" in sections:
             ds = self.dataset_path()
             data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
+            # Where and how fast answers are regenerated is not what they are; without
+            # regenerate the sampling keys mean nothing (and earlier keys stay as they were).
+            for key in REGENERATE_KEYS if not self.data.regenerate else REGENERATE_HOW:
+                data["data"].pop(key, None)
         if "train" in sections:  # where the boxes meet is not what they train
             for key in ("addresses", "rdzv_port", "join_timeout"):
                 data["train"].pop(key, None)
@@ -308,6 +323,7 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
             raise ConfigInvalid(src, f"data.{key}: must be >= {low}, got {val}")
     if check_data:
         check_dataset(cfg)
+    check_regenerate(cfg)
 
     for (sec, key), allowed in CHOICES.items():
         val = getattr(getattr(cfg, sec), key)

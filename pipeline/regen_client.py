@@ -15,13 +15,13 @@ content. `turn_of` keeps it in the form the target's chat template renders (the 
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
-import socket
-import urllib.error
-import urllib.request
+import threading
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pipeline.errors import PipelineError, Refused
 
@@ -41,35 +41,73 @@ def base_url(url: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def _open(req: urllib.request.Request | str, timeout: float, url: str) -> Any:
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise Refused(f"HTTP {exc.code}: {_error_text(exc)}") from None
-    except TimeoutError:
-        raise Refused(f"timed out after {timeout:g} s") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+_LOCAL = threading.local()  # each thread's kept-alive connection to the server
+
+
+def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
+    """This thread's connection to `url`'s server, kept alive across requests, as pooled
+    clients do (urllib opens a new TCP connection for every request)."""
+    parts = urlsplit(url)
+    key = (parts.scheme, parts.hostname, parts.port)
+    conn = getattr(_LOCAL, "conns", {}).get(key)
+    if conn is None:
+        cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        conn = cls(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+        _LOCAL.__dict__.setdefault("conns", {})[key] = conn
+    conn.timeout = timeout
+    if conn.sock is not None:
+        conn.sock.settimeout(timeout)
+    return conn
+
+
+def _drop(url: str) -> None:
+    parts = urlsplit(url)
+    conn = getattr(_LOCAL, "conns", {}).pop((parts.scheme, parts.hostname, parts.port), None)
+    if conn is not None:
+        conn.close()
+
+
+def _open(method: str, url: str, body: bytes | None, timeout: float) -> Any:
+    """The JSON answer of one request; Refused for an HTTP error or a timeout, PipelineError for
+    a server that does not answer. A kept-alive connection the server closed is retried once."""
+    path = urlsplit(url).path or "/"
+    for attempt in (0, 1):
+        conn = _connection(url, timeout)
+        try:
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+        except TimeoutError:
+            _drop(url)
             raise Refused(f"timed out after {timeout:g} s") from None
-        raise PipelineError(f"the vLLM server at {url} stopped answering: {exc.reason}") from None
-    except (ConnectionError, ValueError) as exc:
-        raise PipelineError(f"the vLLM server at {url} stopped answering: "
-                            f"{type(exc).__name__}: {exc}") from None
+        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            _drop(url)
+            if attempt == 0:
+                continue  # the server closed an idle kept-alive connection
+            raise PipelineError(f"the vLLM server at {base_url(url)} stopped answering: "
+                                f"{type(exc).__name__}: {exc}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            _drop(url)
+            raise PipelineError(f"the vLLM server at {base_url(url)} stopped answering: "
+                                f"{type(exc).__name__}: {exc}") from None
+        if resp.status >= 400:
+            raise Refused(f"HTTP {resp.status}: {_error_text(data, resp.reason)}")
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise Refused(f"HTTP {resp.status}: not JSON: {data[:200]!r}") from None
+    raise AssertionError("not reached")
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_text(body: bytes, reason: str) -> str:
     """The server's own message (OpenAI error JSON), on one line, cut short."""
+    text = body.decode("utf-8", "replace")
     try:
-        body = exc.read().decode("utf-8", "replace")
-    except OSError:
-        body = ""
-    try:
-        data = json.loads(body)
+        data = json.loads(text)
         err = data.get("error", data) if isinstance(data, dict) else data
         text = str(err.get("message", err) if isinstance(err, dict) else err)
     except ValueError:
-        text = body or str(exc.reason)
+        text = text or reason
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
 
@@ -77,7 +115,7 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
 def model_id(url: str, timeout: float = 30) -> str:
     """The model the server serves (the first of `/v1/models`)."""
     try:
-        data = _open(base_url(url) + "/v1/models", timeout, url)
+        data = _open("GET", base_url(url) + "/v1/models", None, timeout)
     except Refused as exc:
         raise PipelineError(f"the vLLM server at {url} did not list its model: "
                             f"{exc.reason}") from None
@@ -91,9 +129,7 @@ def chat(url: str, model: str, messages: list[dict[str, str]], sampling: dict[st
          timeout: float) -> Reply:
     """One chat completion; `sampling` is the request's max_tokens, temperature, top_p, seed."""
     body = json.dumps({"model": model, "messages": messages, **sampling}).encode()
-    req = urllib.request.Request(base_url(url) + "/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
-    data = _open(req, timeout, url)
+    data = _open("POST", base_url(url) + "/v1/chat/completions", body, timeout)
     try:
         choice = data["choices"][0]
         msg = choice["message"]

@@ -47,6 +47,8 @@ class CountingProxy:
                         status, data = resp.status, resp.read()
                 except urllib.error.HTTPError as exc:
                     status, data = exc.code, exc.read()
+                except OSError as exc:  # the server is gone: a gateway's answer, not a hang-up
+                    status, data = 502, json.dumps({"error": str(exc)}).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

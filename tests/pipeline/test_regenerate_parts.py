@@ -98,3 +98,14 @@ def test_a_server_gone_is_fatal_and_a_url_is_normalised() -> None:
     with pytest.raises(PipelineError, match="stopped answering"):
         chat(url, "m", [{"role": "user", "content": "hi"}], {}, timeout=5)
     assert issubclass(Refused, Exception)
+
+
+def test_the_console_prints_tokens_per_second_and_an_eta() -> None:
+    from console.printer import RULES
+    from remote.spine import events as ev
+
+    line = RULES[ev.STAGE_PROGRESS](ev.STAGE_PROGRESS, {
+        "stage": "prepare", "done": 40, "total": 100, "unit": "conversations regenerated",
+        "rate": 8.0, "tokens_per_s": 410.5, "eta_s": 7.5})
+    assert line == ("prepare: 40/100 conversations regenerated  40.0% 8 conversations "
+                    "regenerated/s, 410 tokens/s, ETA 7.5 s"), line

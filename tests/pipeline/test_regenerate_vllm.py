@@ -31,7 +31,7 @@ import pytest
 from console.cli import main as console_main
 from tests.box_env import run_env
 from tests.counting_proxy import CountingProxy
-from tests.engine_fixture import EngineBox
+from tests.engine_fixture import EngineBox, answers
 from tests.local_box import local_console_toml
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -43,7 +43,13 @@ LONG_WORDS = 300  # past the demo target's 256-token context
 @pytest.fixture(scope="module")
 def baseline(engine_box: EngineBox) -> EngineBox:
     engine_box.use("baseline")
+    assert answers(baseline_url(engine_box))
     return engine_box
+
+
+def baseline_url(box: EngineBox) -> str:
+    """Where `serve start --baseline` listens: the host's vllm_url port + 1."""
+    return f"http://127.0.0.1:{box.port + 1}"
 
 
 def dataset(box: EngineBox, path: Path, *, singles: int, pairs: int, long: bool) -> list[Any]:
@@ -92,7 +98,7 @@ def assistant_turns(conv: list[dict[str, str]]) -> int:
 
 @pytest.fixture
 def proxy(baseline: EngineBox) -> Iterator[CountingProxy]:
-    p = CountingProxy(baseline.url)
+    p = CountingProxy(baseline_url(baseline))
     try:
         yield p
     finally:
@@ -132,7 +138,7 @@ def test_regenerates_through_a_server_at_vllm_url_and_trains(baseline: EngineBox
                       "max_tokens": 40, "temperature": 0.0, "top_p": 1.0,
                       "seed": single["i"]}).encode()
     with urllib.request.urlopen(urllib.request.Request(
-            baseline.url + "/v1/chat/completions", data=req,
+            baseline_url(baseline) + "/v1/chat/completions", data=req,
             headers={"Content-Type": "application/json"}), timeout=120) as resp:
         again = json.loads(resp.read())["choices"][0]["message"]["content"].strip()
     assert single["conversation"][1]["content"] == again
@@ -143,7 +149,7 @@ def test_regenerates_through_a_server_at_vllm_url_and_trains(baseline: EngineBox
 
 def test_sigkilled_prepare_resumes_without_asking_twice(baseline: EngineBox, tmp_path: Path
                                                         ) -> None:
-    proxy = CountingProxy(baseline.url, delay_s=0.4)
+    proxy = CountingProxy(baseline_url(baseline), delay_s=0.4)
     try:
         convs = dataset(baseline, tmp_path / "data.jsonl", singles=24, pairs=4, long=False)
         cfg = regen_config(baseline, tmp_path, tmp_path / "data.jsonl",

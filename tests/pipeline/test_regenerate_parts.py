@@ -109,3 +109,14 @@ def test_the_console_prints_tokens_per_second_and_an_eta() -> None:
         "rate": 8.0, "tokens_per_s": 410.5, "eta_s": 7.5})
     assert line == ("prepare: 40/100 conversations regenerated  40.0% 8 conversations "
                     "regenerated/s, 410 tokens/s, ETA 7.5 s"), line
+
+
+def test_a_request_past_its_time_limit_is_refused_not_fatal() -> None:
+    import socket
+
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(Refused, match=r"^timed out after 0.5 s$"):
+            chat(url, "m", [{"role": "user", "content": "hi"}], {}, timeout=0.5)

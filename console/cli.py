@@ -81,19 +81,58 @@ def _top_level() -> tuple[argparse.ArgumentParser, Subcommands]:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"console {__version__}")
-    parser.add_argument("--config", metavar="PATH", help="console.toml to use (TUI)")
+    parser.add_argument("--config", dest="top_config", metavar="PATH",
+                        help="console.toml to use (the TUI, or the command after it)")
     parser.add_argument("--host", dest="tui_host", metavar="HOSTS",
                         help="TUI: only these hosts (NAME, NAME,NAME,... or a group from "
                         "console.toml), all connected at start; several open on the Fleet screen")
     parser.add_argument("--accept-new-host-key", action="store_true", dest="tui_accept_new_host_key",
                         help="TUI with --host: trust and store a host's key the first time it "
                         "is seen (a changed key is still refused)")
-    parser.add_argument("--session", metavar="PATH",
-                        help="record the TUI session to PATH (default: the sessions directory)")
-    parser.add_argument("--no-record", action="store_true", help="do not record the TUI session")
-    parser.add_argument("--no-redact", action="store_true",
-                        help="keep secrets (tokens, Bearer, URL passwords) in the TUI session")
+    parser.add_argument("--session", dest="top_session", metavar="PATH",
+                        help="record the TUI session (or the command's) to PATH (default: the "
+                        "sessions directory)")
+    parser.add_argument("--no-record", dest="top_no_record", action="store_true",
+                        help="do not record the TUI session (or the command's)")
+    parser.add_argument("--no-redact", dest="top_no_redact", action="store_true",
+                        help="keep secrets (tokens, Bearer, URL passwords) in the TUI session "
+                        "(or the command's)")
     return parser, add_subcommands(parser, dest="command", metavar="COMMAND")
+
+
+# The options given before COMMAND that the command takes too: (top-level dest, the command's
+# dest, the flag). Kept under their own dests, because a subcommand's parser writes its own
+# defaults over the namespace and `console --config X hosts` silently ran on the default
+# config (issue 48 row 5).
+TOP_LEVEL = (("top_config", "config", "--config"), ("top_session", "session", "--session"),
+             ("top_no_record", "no_record", "--no-record"),
+             ("top_no_redact", "no_redact", "--no-redact"))
+
+
+def apply_top_level(args: argparse.Namespace) -> argparse.Namespace:
+    """The options given before COMMAND, moved to the command's own dests (or the TUI's, with
+    no command). One the command does not take, or given both before and after it with
+    different values, is a UsageError: never silently ignored."""
+    command = getattr(args, "command", None)
+    for top, name, flag in TOP_LEVEL:
+        value = getattr(args, top, None)
+        if hasattr(args, top):
+            delattr(args, top)
+        if command is None:
+            setattr(args, name, value)
+            continue
+        if value in (None, False):
+            continue
+        if not hasattr(args, name):
+            if flag == "--no-record":
+                continue  # asking a command that records nothing not to record: nothing to do
+            raise UsageError(f"{flag} before {command}: console {command} takes no {flag}")
+        given = getattr(args, name)
+        if given not in (None, False) and given != value:
+            raise UsageError(f"{flag} given before and after {command} with different values "
+                             f"({value!r}, {given!r}): give it once")
+        setattr(args, name, value)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or usage error (2)
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     try:
+        args = apply_top_level(args)
         if args.command is None:
             import asyncio
 

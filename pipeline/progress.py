@@ -36,7 +36,7 @@ def parse(line: str) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(line[len(PREFIX):])
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return None

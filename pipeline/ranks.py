@@ -54,10 +54,33 @@ _FIX = {"train.hosts": "train on one box (remove train.hosts)",
         "train.nproc_per_node": "train with one rank (train.nproc_per_node = 1)"}
 
 
+def slots(device: str) -> tuple[int, str]:
+    """How many ranks this box can give one each of, and of what: its GPUs on CUDA, else the
+    CPU cores this process may run on."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.device_count(), "GPU"
+    try:
+        return len(os.sched_getaffinity(0)), "CPU core"
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1, "CPU core"
+
+
 def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
-    """torchrun processes on this box: train.nproc_per_node, else one per GPU, 1 on CPU."""
+    """torchrun processes on this box: train.nproc_per_node, else one per GPU, 1 on CPU.
+
+    A count above the box's GPUs (CPU cores on CPU) is refused in one line before torchrun
+    starts: `nproc_per_node = 10000` was handed to it (issue 48 row 9)."""
     if cfg.train.nproc_per_node:
-        return cfg.train.nproc_per_node
+        n = cfg.train.nproc_per_node
+        have, what = slots(device)
+        if n > have:
+            raise ConfigInvalid(str(cfg.path), (
+                f"train.nproc_per_node: {n} ranks, but this box has {have} {what}"
+                f"{'' if have == 1 else 's'} ({device}): at most one rank per {what}; set it "
+                f"to {have} or fewer (0: one per GPU, 1 on CPU)"))
+        return n
     if device == "cuda":
         import torch
 

@@ -14,8 +14,14 @@ against what the shard box itself hashed over the console's SSH link, then every
 that manifest as it arrives. A mismatch removes what was received; nothing is placed.
 
 Lifetime: the server stops when the fetcher says it is done, when its stdin closes (the console
-holding the other end went away: its SSH channel closed), or after `IDLE_TIMEOUT` without a
-request, so it is never left listening.
+holding the other end went away: its SSH channel closed), or after `IDLE_TIMEOUT` without an
+authenticated request, so it is never left listening.
+
+What either end accepts (issue 48 row 2; docs/pipeline.md): a manifest of the right shape
+(`check_manifest`: plain file names, sizes and sha256 of their types, `count` equal to the
+files listed), a file served only when it is a regular file in hidden_states/ (no symlink
+followed, nothing outside it), a file fetched only up to the size the manifest gives it, a
+token only as `Authorization: Bearer TOKEN`.
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ import hashlib
 import hmac
 import http.server
 import json
+import os
+import re
 import shutil
 import socket
+import stat
 import sys
 import threading
 import time
@@ -35,6 +44,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from pipeline.diskfull import disk_full_message, is_disk_full
 from pipeline.errors import CopyRefused, PipelineError, Unreachable
 from pipeline.shards import SHARD_MANIFEST
 
@@ -42,6 +52,71 @@ IDLE_TIMEOUT = 600.0  # seconds without a request before the server gives up
 CONNECT_TIMEOUT = 15.0  # seconds a fetch waits for the box to answer (a filtered port: silence)
 CHUNK = 1 << 20
 PROGRESS_EVERY = 10.0  # seconds between a fetch's progress lines
+# The most one file of a manifest may claim: far above any sample's hidden states (a Kimi-size
+# sample of 128k tokens is ~7 GiB), far below what a size can be made to say.
+MAX_FILE_BYTES = 1 << 40
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def plain_name(name: object) -> bool:
+    """A file name that stays in its directory: no separator, not `.`/`..`, no NUL, <= 240 B (room for ".part")."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\\" not in name and "\0" not in name and len(name.encode("utf-8", "replace")) <= 240)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FILE_BYTES
+
+
+def check_manifest(m: object, where: str) -> list[dict[str, Any]]:
+    """The files of a shard manifest (shard.json), each `{name, size, sha256}` of those types
+    with a plain name, listed once, as many as its `count`; or CopyRefused in one line naming
+    the first thing wrong. Both ends of a copy and shard-gather ask it before using a name."""
+    def refuse(why: str) -> CopyRefused:
+        return CopyRefused(f"{where}: the shard manifest {why}: refused, nothing copied")
+
+    if not isinstance(m, dict):
+        raise refuse(f"is a JSON {type(m).__name__}, not an object")
+    files = m.get("files")
+    if not isinstance(files, list):
+        raise refuse(f"has 'files' of type {type(files).__name__}, not a list")
+    seen: set[str] = set()
+    for i, f in enumerate(files):
+        if not isinstance(f, dict):
+            raise refuse(f"lists file {i} as a {type(f).__name__}, not an object")
+        name = f.get("name")
+        if not plain_name(name):
+            raise refuse(f"names file {i} {str(name)[:120]!r}, not a plain file name (no '/', "
+                         "'..' or absolute path)")
+        assert isinstance(name, str)
+        if name in seen:
+            raise refuse(f"lists {name!r} twice")
+        seen.add(name)
+        if not _count(f.get("size")):
+            raise refuse(f"gives {name!r} the size {str(f.get('size'))[:40]!r}, not a whole "
+                         f"number of bytes from 0 to {MAX_FILE_BYTES}")
+        if not isinstance(f.get("sha256"), str) or not _SHA256.fullmatch(f["sha256"]):
+            raise refuse(f"gives {name!r} the sha256 {str(f.get('sha256'))[:70]!r}, not 64 "
+                         "hex digits")
+    count = m.get("count")
+    if not _count(count) or count != len(files):
+        raise refuse(f"says count {str(count)[:40]} but lists {len(files)} files")
+    return files
+
+
+def _open_regular(directory: Path, name: str) -> int:
+    """A read fd on `directory/name` only when it is a regular file right there: neither the
+    file nor `directory`'s last component may be a symlink (O_NOFOLLOW), a FIFO does not block
+    the open (O_NONBLOCK) and is refused with anything else that is not a regular file."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{name} is not a regular file")
+    return fd
 
 
 def read_token(stream: Any = None) -> str:
@@ -74,9 +149,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass  # one line per file would swamp the console's view of a shard of thousands
 
     def _allowed(self) -> bool:
-        self.server.last = time.monotonic()
-        given = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        if hmac.compare_digest(given.encode(), self.server.token.encode()):
+        """Only `Authorization: Bearer TOKEN`; only such a request keeps the server from its
+        idle timeout (wrong tokens kept it listening for as long as they came)."""
+        auth = self.headers.get("Authorization", "")
+        given = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        if given and hmac.compare_digest(given.encode("utf-8", "replace"),
+                                         self.server.token.encode()):
+            self.server.last = time.monotonic()
             return True
         print(f"shard-serve: refused a request from {self.client_address[0]}: wrong token",
               file=sys.stderr, flush=True)
@@ -97,24 +176,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if d is None:
             self.send_error(404, "a probe serves no files")
             return
+        name = self.path.removeprefix("/hidden_states/")
         if self.path == "/" + SHARD_MANIFEST:
-            path = d / SHARD_MANIFEST
-        elif self.path.startswith("/hidden_states/") and \
-                self.path.removeprefix("/hidden_states/") in self.server.files:
-            path = d / "hidden_states" / self.path.removeprefix("/hidden_states/")
+            where, name = d, SHARD_MANIFEST
+        elif self.path.startswith("/hidden_states/") and name in self.server.files:
+            where = d / "hidden_states"
         else:  # only what the manifest lists: no path reaches anything else on the box
             self.send_error(404, "not a file of this shard")
             return
         try:
-            fh = open(path, "rb")
+            fd = _open_regular(where, name)
         except OSError as exc:
-            self.send_error(404, str(exc))
+            self.send_error(404, f"{name}: {exc.strerror or exc}")
             return
-        with fh:
+        with os.fdopen(fd, "rb") as fh:
+            left = os.fstat(fd).st_size  # what is announced is what is sent, if it grows
             self.send_response(200)
-            self.send_header("Content-Length", str(path.stat().st_size))
+            self.send_header("Content-Length", str(left))
             self.end_headers()
-            shutil.copyfileobj(fh, self.wfile, CHUNK)
+            while left > 0 and (chunk := fh.read(min(CHUNK, left))):
+                self.wfile.write(chunk)
+                left -= len(chunk)
         self.server.last = time.monotonic()
 
     def do_POST(self) -> None:
@@ -157,10 +239,13 @@ def serve(shard_dir: Path | None, bind: str, port: int, token: str, *,
     files: set[str] = set()
     if shard_dir is not None:
         try:
-            m = json.loads((shard_dir / SHARD_MANIFEST).read_text())
-        except (OSError, ValueError) as exc:
-            raise CopyRefused(f"shard-serve: no finished shard in {shard_dir}: {exc}") from None
-        files = {str(f["name"]) for f in m.get("files", [])}
+            fd = _open_regular(shard_dir, SHARD_MANIFEST)
+            with os.fdopen(fd, "rb") as fh:
+                m = json.loads(fh.read())
+        except (OSError, ValueError, RecursionError) as exc:
+            raise CopyRefused(f"shard-serve: no finished shard in {shard_dir}: "
+                              f"{str(exc)[:200]}") from None
+        files = {f["name"] for f in check_manifest(m, f"shard-serve: {shard_dir}")}
     server, bound = _bind(bind, port, lambda a: _Server(a, token, shard_dir, files))
     stdin = stdin or sys.stdin
 
@@ -227,8 +312,12 @@ def fetch(base: str, token: str, dest: Path, manifest_sha256: str) -> dict[str, 
         if hashlib.sha256(raw).hexdigest() != manifest_sha256:
             raise PipelineError(f"shard-fetch: the shard's manifest from {base} differs from the "
                                 "one the console read on the shard box (sha256): nothing placed")
-        m = json.loads(raw)
-        files = list(m.get("files", []))
+        try:
+            m = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise CopyRefused(f"shard-fetch: the shard manifest from {base} is not JSON: "
+                              "refused, nothing copied") from None
+        files = check_manifest(m, f"shard-fetch: {base}")
         total = sum(int(f["size"]) for f in files)
         hs = dest / "hidden_states"
         hs.mkdir(parents=True)
@@ -236,24 +325,41 @@ def fetch(base: str, token: str, dest: Path, manifest_sha256: str) -> dict[str, 
         for f in files:
             h = hashlib.sha256()
             part = hs / (f["name"] + ".part")
+            size = int(f["size"])
+            left = size
             with _request(f"{base}/hidden_states/{f['name']}", token, timeout=120) as r, \
                     open(part, "wb") as out:
-                while chunk := r.read(CHUNK):
+                said_size = r.headers.get("Content-Length")
+                if said_size is not None and said_size.strip() != str(size):
+                    raise PipelineError(f"shard-fetch: {f['name']} is announced as "
+                                        f"{said_size.strip()[:40]} B, the shard's manifest says "
+                                        f"{size} B: refused, nothing placed")
+                # Never more than the manifest's size (+1 byte to see a longer body): a body
+                # without Content-Length once streamed 300 MB for a 19 B entry.
+                while chunk := r.read(min(CHUNK, left + 1)):
+                    if len(chunk) > left:
+                        raise PipelineError(f"shard-fetch: {f['name']} is longer than the "
+                                            f"shard's manifest says ({size} B): refused, "
+                                            "nothing placed")
+                    left -= len(chunk)
                     h.update(chunk)
                     out.write(chunk)
                     copied += len(chunk)
                     if time.monotonic() - said > PROGRESS_EVERY:
                         said = time.monotonic()
                         print(json.dumps({"copied": copied, "of": total}), flush=True)
-            if part.stat().st_size != int(f["size"]) or h.hexdigest() != f["sha256"]:
+            if part.stat().st_size != size or h.hexdigest() != f["sha256"]:
                 raise PipelineError(f"shard-fetch: {f['name']} arrived with sha256 "
                                     f"{h.hexdigest()[:16]}... ({part.stat().st_size} B), the "
                                     f"shard's manifest says {str(f['sha256'])[:16]}... "
                                     f"({f['size']} B): refused, nothing placed")
             part.rename(hs / f["name"])
         (dest / SHARD_MANIFEST).write_bytes(raw)  # last: a complete staging directory
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(dest, ignore_errors=True)
+        if isinstance(exc, Exception) and not isinstance(exc, PipelineError) \
+                and is_disk_full(exc, dest):
+            raise PipelineError(disk_full_message("shard-fetch", dest)) from None
         raise
     finally:
         _say_done(base, token)

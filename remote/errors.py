@@ -24,12 +24,14 @@ alone, stdlib only) keep theirs in remote/probes/probe_errors.py.
     │   ├── ContainerError          exit 3: the container is missing or not running
     │   │   └── ContainerConfigError    exit 2: its runtime or name cannot be used as written
     │   ├── Refused                 exit 4: a compatibility check or a precondition said no
-    │   │   └── JobLocked               a run of the same name is running
+    │   │   ├── JobLocked               a run of the same name is running
+    │   │   └── CancelRefused           the run's pid file names a process that is not its job
     │   ├── StageFailed             exit 1
     │   │   ├── PipelineFailed          the box runner ended with a failed stage
     │   │   └── EngineFailed            vLLM's server exited or never answered
     │   ├── RemoteCommandError      a command on the box exited non-zero
     │   ├── JobHelperError          the job helper printed something that is not a run record
+    │   ├── NameHeld                a cancelled run's supervisor did not let go of its name
     │   ├── ProbeFailed             a probe ran without a usable result
     │   ├── PatchError              the patch helper's answer was not what the patcher needs
     │   ├── StatsError              the sampler cannot run on the box
@@ -196,6 +198,16 @@ class RemoteCommandError(ConsoleError):
 
 class JobHelperError(ConsoleError):
     """The box-side helper printed something that is not a run record."""
+
+
+class NameHeld(ConsoleError):
+    """A cancel ended the job, but the run's supervisor did not exit within the wait: the name
+    cannot be launched again yet (remote/jobs/helper.py cmd_cancel)."""
+
+
+class CancelRefused(Refused):
+    """A cancel found the run's pid file naming a process that is not the run's job (pid 1, a
+    reused pid): nothing was signalled (exit code 4)."""
 
 
 class ProbeFailed(ConsoleError):

@@ -28,7 +28,7 @@ from remote.errors import EXIT_USAGE, JobLocked, RemoteCommandError, StageFailed
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
-from remote.jobs.stage_records import FACTS, facts_text
+from remote.jobs.stage_records import FACTS, facts_text, plausible
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import box_path, upload, upload_many
@@ -347,8 +347,10 @@ class PipelineRunner:
             o.state, o.error = "pending", ""
         elif kind == "end":
             o.state = "ran" if rec.get("ok", True) else "failed"
-            o.seconds = float(rec.get("seconds") or 0.0)
-            o.summary = dict(rec.get("summary") or {})
+            # The box's record is untrusted: a field of the wrong type is left out, not raised.
+            seconds, summary = rec.get("seconds"), rec.get("summary")
+            o.seconds = float(seconds) if plausible(seconds) else 0.0
+            o.summary = dict(summary) if isinstance(summary, dict) else {}
             if o.state == "failed" and not o.error:
                 o.error = str(rec.get("error") or f"{stage} failed")
         elif kind == "skipped":

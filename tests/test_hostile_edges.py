@@ -237,11 +237,34 @@ SHAPES: dict[str, tuple[str, str, str]] = {
     "X-API-KEY header": ("X-API-KEY:k-777", "X-API-KEY:***", "api_key_header"),
     "hf_ token": (f"--name {HF}", "--name hf_***", "hf_token"),
     "--token hf_ (masked once)": (f"--token {HF}", "--token hf_***", "hf_token"),
+    # Issue 48 row 7: documented shapes that leaked, and common ones not covered before.
+    'MY_API_KEY="quoted"': ('export MY_API_KEY="k-1 2"; run', "export MY_API_KEY=***; run",
+                            "assignment"),
+    "API_KEY='single'": ("API_KEY='k-3' run", "API_KEY=*** run", "assignment"),
+    "PGPASSWORD=": ("PGPASSWORD=hunter2 psql", "PGPASSWORD=*** psql", "password_assignment"),
+    "URL password with /": ("git clone https://bob:pa/ss@git.example/r",
+                            "git clone https://***@git.example/r", "url_userinfo"),
+    "URL password with @": ("https://bob:p@ss@host:8443/x", "https://***@host:8443/x",
+                            "url_userinfo"),
+    "URL userinfo, @ in the path": ("https://bob:pw@host:8080/x@y",
+                                    "https://***@host:8080/x@y", "url_userinfo"),
+    "Authorization: Token": ("-H 'Authorization: Token abc123def'",
+                             "-H 'Authorization: Token ***'", "authorization"),
+    "curl -u user:pw": ("curl -u bob:hunter2 https://h", "curl -u bob:*** https://h",
+                        "curl_user"),
+    "curl --user=user:pw": ("curl --user=bob:hunter2 x", "curl --user=bob:*** x", "curl_user"),
+    "ghp_ token": ("GH ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "GH ghp_***",
+                   "github_token"),
+    "github_pat_": ("github_pat_11ABCDEFG0abcdefghij_klmnopqrstuvwxyz", "github_pat_***",
+                    "github_token"),
+    "AKIA": ("aws AKIAIOSFODNN7EXAMPLE x", "aws AKIA*** x", "aws_key"),
 }
 # What must stay as it is (the same object): prose and the flags' look-alikes.
 CLEAN = ["a basic idea", "--max-tokens 256", "--token-file /x", '{"max_tokens": 5}',
          '{"token": ""}', "task-sk-abcdefghijklmnopqrstuvwxyz", "sk-short", "--password --next",
-         '{"eos_token": "</s>", "pad_token": "<pad>"}', "--pad-token <pad>"]
+         '{"eos_token": "</s>", "pad_token": "<pad>"}', "--pad-token <pad>",
+         "http://h:8000/p?mail=a@b", "https://example.com/@user", "mail a@b.org", "run -u x",
+         "the Authorization: header", "AKIA-short", "gh_xyz", "Token embeddings"]
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -313,6 +336,34 @@ def test_a_secret_run_name_leaks_nowhere(tmp_path: Path, capsys: pytest.CaptureF
     note = next(x for x in shown.splitlines() if x.startswith("# session started"))
     count = note.rsplit(", ", 1)[1]
     assert count.endswith("secret(s) masked") and f"<td>{count}</td>" in page
+
+
+def test_round5_shapes_leak_nowhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 48 row 7: a job echoing the shapes that leaked (a session, replay --print/--json,
+    the report, `jobs list --json`), and `console hosts` on a vllm_url with `user:pw@`."""
+    config = local_console_toml(tmp_path, vllm_url="http://ops:hunter5@127.0.0.1:8000")
+    session = tmp_path / "s.jsonl"
+    secrets = ["k-quoted", "k-single", "pa/ss", "pgpw7", "tok-777", "curlpw", "a1B2c3D4e5F6g7H8",
+               "IOSFODNN7EXAMPLE"]
+    line = ('echo MY_API_KEY=\\"k-quoted\\" API_KEY=\\\'k-single\\\' '
+            "https://bob:pa/ss@git.example PGPASSWORD=pgpw7 'Authorization: Token tok-777' "
+            "curl -u bob:curlpw ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8 AKIAIOSFODNN7EXAMPLE")
+    assert _jobs(config, "--session", str(session), "launch", "--name", "round5", "--",
+                 "sh", "-c", line) == EXIT_OK
+    log = next((tmp_path / "box").rglob("runs/*/log")).read_text()
+    assert all(x in log for x in secrets), log  # the job itself ran with them
+    assert main(["replay", str(session), "--print"]) == EXIT_OK
+    assert main(["replay", str(session), "--json"]) == EXIT_OK
+    assert main(["report", str(session)]) == EXIT_OK
+    assert _jobs(config, "--no-record", "--json", "list") == EXIT_OK
+    assert main(["hosts", "--config", str(config)]) == EXIT_OK
+    assert main(["hosts", "--config", str(config), "--json"]) == EXIT_OK
+    shown = capsys.readouterr().out
+    page = (tmp_path / "s.html").read_text()
+    for secret in [*secrets, "hunter5"]:
+        assert secret not in session.read_text() and secret not in shown, secret
+        assert secret not in page, secret
+    assert "http://***@127.0.0.1:8000" in shown
 
 
 @pytest.mark.ssh

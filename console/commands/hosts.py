@@ -21,14 +21,18 @@ async def run(args: argparse.Namespace) -> int:
 
     from console.fleet import aligned
     from remote.link.hosts import all_hosts, config_search_path, load_config  # not for --help
+    from remote.spine.redact import Redactor
     from remote.spine.sanitize import visible
 
     cfg = load_config(args.config)
     hosts = all_hosts(cfg)
+    # A vllm_url or ssh target may carry `user:pw@` (issue 48 row 7): masked as sessions are.
+    secret = Redactor().text
     if args.json:
         print(json.dumps([
-            {"name": h.name, "ssh": h.ssh, "runtime": h.runtime, "container": h.container,
-             "python": h.python, "workdir": h.workdir, "vllm_url": h.vllm_url, "source": h.source}
+            {"name": h.name, "ssh": secret(h.ssh) if h.ssh else h.ssh, "runtime": h.runtime,
+             "container": h.container, "python": h.python, "workdir": h.workdir,
+             "vllm_url": secret(h.vllm_url) if h.vllm_url else h.vllm_url, "source": h.source}
             for h in hosts
         ], indent=2))
         return EXIT_OK
@@ -42,6 +46,7 @@ async def run(args: argparse.Namespace) -> int:
         container = f"{h.runtime}:{h.container}" if h.container else "-"
         # every cell is config text: drawn, never obeyed (a name may hold ESC ] 0; ... BEL)
         rows.append(tuple(visible(str(c)) for c in (
-            h.name, h.ssh or "(this machine)", container, h.python, h.workdir, h.vllm_url)))
+            h.name, secret(h.ssh or "(this machine)"), container, h.python, h.workdir,
+            secret(str(h.vllm_url)))))
     print(aligned(rows))
     return EXIT_OK

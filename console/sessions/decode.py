@@ -19,7 +19,7 @@ from typing import Any, Union
 import msgspec
 
 from console.errors import BadLine
-from console.sessions.source import split_events
+from console.sessions.source import LONG_LINE, MAX_LINE, split_events
 from remote.errors import RecordError
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
@@ -102,6 +102,8 @@ def all_ts_ok(recs: Sequence[Any]) -> bool:
 def decode_event(line: bytes) -> Event:
     """One line to an Event; every way a line can be wrong is a BadLine (RecursionError from a
     line nested 200,000 deep included)."""
+    if line.startswith(LONG_LINE):
+        raise BadLine(f"a line longer than {MAX_LINE >> 20} MiB (not read, not held)")
     try:
         data = _ANY.decode(line)
     except (msgspec.DecodeError, RecursionError) as exc:

@@ -105,8 +105,15 @@ class Replayer:
             await self._playing.wait()
             if self.position >= len(self.reader):
                 break
-            ts = self.reader.time_of(self.position)
-            if previous is not None and self.speed != float("inf"):
+            try:
+                ts: datetime | None = self.reader.time_of(self.position)
+            except (SessionFormatError, ValueError, OverflowError):
+                # A line without a readable timestamp (garbage, bytes that are not UTF-8, a
+                # NUL line, a month 13) has no time of its own: it is not waited for, and
+                # step() below reports it and moves on. Asking for its time outside step()'s
+                # damage handling stalled the TUI's replay at that line (issue 48 row 4).
+                ts = None
+            if ts is not None and previous is not None and self.speed != float("inf"):
                 gap = min(max((ts - previous).total_seconds(), 0.0), MAX_GAP_S) / self.speed
                 if gap > 0:
                     self._moved.clear()
@@ -125,6 +132,6 @@ class Replayer:
                 # waits behind it: 500 lines took 5-17 ms of the UI loop at 1x.
                 yielded_at = self.published
                 await asyncio.sleep(0)
-            previous = ts
+            previous = ts if ts is not None else previous
             self.step()
         self.finished = True

@@ -95,6 +95,47 @@ class BlankLines:
         return piece
 
 
+# The longest line a session may hold: an event is kilobytes (a log block a few MiB at most),
+# and a longer line is damage, never held whole (issue 48 row 8: a 33 KB `.jsonl.zst` that
+# expands to one 1 GiB line took 5.2 GB of memory to replay). Reading a segment puts LONG_LINE
+# in its place, which the decoder reports as the one warning of a damaged record.
+MAX_LINE = 64 << 20
+LONG_LINE = b"<a line longer than 64 MiB: not read>"
+
+
+class LineBound:
+    """Output with every line longer than MAX_LINE replaced by LONG_LINE as it comes, so such a
+    line is never held whole. Fed pieces of at most MAX_LINE bytes (zstd blocks are 128 KiB,
+    plain files are fed 1 MiB at a time): only the line that spans pieces can be long, so each
+    piece costs two searches, not one per line."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self._start = 0  # where the line being written began in `out`
+        self._dropping = False  # inside a long line, after its LONG_LINE
+
+    def feed(self, piece: bytes) -> None:
+        if self._dropping:
+            nl = piece.find(b"\n")
+            if nl < 0:
+                return
+            self.out += b"\n"
+            self._dropping, self._start, piece = False, len(self.out), piece[nl + 1:]
+        nl = piece.find(b"\n")
+        if len(self.out) - self._start + (len(piece) if nl < 0 else nl + 1) > MAX_LINE:
+            del self.out[self._start:]
+            self.out += LONG_LINE
+            if nl < 0:
+                self._dropping = True
+                return
+            self.out += b"\n"
+            piece = piece[nl + 1:]
+        self.out += piece
+        last = piece.rfind(b"\n")
+        if last >= 0:
+            self._start = len(self.out) - (len(piece) - last - 1)
+
+
 def first_ts(data: bytes) -> str:
     start = 0
     while start < len(data) and data[start : start + 1] == b"\n":
@@ -156,7 +197,12 @@ class Source:
     def data(self, seg: Segment) -> bytes:
         """The segment's event lines (whole lines, each ending with a newline)."""
         if not self.compressed:
-            return self.mm[seg.src_start : seg.src_end]  # type: ignore[no-any-return]
+            if seg.src_end - seg.src_start <= MAX_LINE:
+                return self.mm[seg.src_start : seg.src_end]  # type: ignore[no-any-return]
+            bound = LineBound()  # a plain segment this long is one long line
+            for at in range(seg.src_start, seg.src_end, 1 << 20):
+                bound.feed(self.mm[at : min(at + (1 << 20), seg.src_end)])
+            return bytes(bound.out)
         hit = self._cache.get(seg.src_start)
         if hit is not None:
             self._cache.move_to_end(seg.src_start)
@@ -179,6 +225,8 @@ class Source:
         dobj = zstandard.ZstdDecompressor().decompressobj()
         blanks = BlankLines()
         out: list[bytes] = []
+        bound: LineBound | None = None  # only once a line passes MAX_LINE (rare: damage)
+        line = 0  # bytes of the line not yet ended
         got = 0
         fed = seg.src_start
         try:
@@ -187,7 +235,20 @@ class Source:
                     break
                 if stop > fed:
                     piece = blanks.feed(dobj.decompress(self.mm[fed:stop]))
-                    out.append(piece)
+                    if bound is None:
+                        nl = piece.find(b"\n")
+                        if line + (len(piece) if nl < 0 else nl) > MAX_LINE:
+                            bound = LineBound()
+                            for held in out:
+                                bound.feed(held)
+                            out = []
+                        else:
+                            line = line + len(piece) if nl < 0 else \
+                                len(piece) - piece.rfind(b"\n") - 1
+                    if bound is not None:
+                        bound.feed(piece[: seg.size - got])  # whole lines, the indexed size
+                    else:
+                        out.append(piece)
                     got += len(piece)
                     fed = stop
         except zstandard.ZstdError as exc:
@@ -195,7 +256,7 @@ class Source:
                 raise FrameError(f"compressed data changed since it was indexed: {exc}") from None
         if got < seg.size:
             raise FrameError("compressed data changed since it was indexed")
-        return b"".join(out)[: seg.size]
+        return bytes(bound.out) if bound is not None else b"".join(out)[: seg.size]
 
 
 def scan_plain(mm: Any, start: int, size: int, first: int, warnings: list[str],
@@ -211,6 +272,11 @@ def scan_plain(mm: Any, start: int, size: int, first: int, warnings: list[str],
         if end < 0:
             warnings.append(f"last line is incomplete ({size - pos} bytes, cut mid-write); ignored")
             return segments, pos
+        if end + 1 - pos > MAX_LINE:  # one line past the bound: counted, never copied
+            segments.append(Segment(pos, end + 1, first, 1, "", end + 1 - pos))
+            first += 1
+            pos = end + 1
+            continue
         data = mm[pos : end + 1]
         n = count_events(data)
         if n:

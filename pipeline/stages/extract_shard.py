@@ -39,10 +39,11 @@ from typing import Any
 
 from pipeline import manifest
 from pipeline.config import PipelineConfig
-from pipeline.errors import PipelineError
+from pipeline.errors import CopyRefused, PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
 from pipeline.runner import StageContext
+from pipeline.shard_copy import check_manifest
 from pipeline.shards import SHARD_MANIFEST, Shard, rows_digest, shard_dir_name, shard_key, split
 from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
 from pipeline.state_size import bytes_per_token
@@ -172,9 +173,18 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
                             "config (run shard-plan first)")
     try:
         m = json.loads((shard_dir / SHARD_MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        raise PipelineError(f"shard-gather: no shard manifest in {shard_dir}: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise PipelineError(f"shard-gather: no shard manifest in {shard_dir}: "
+                            f"{str(exc)[:200]}") from None
+    # Its shape, names and sizes, and as many files as samples, each the name shard-extract
+    # gives sample j: the files are placed by position (issue 48 row 2).
+    files = check_manifest(m, f"shard-gather: {shard_dir}")
     fmt = speculators_path(cfg)
+    expected = [sample_name(fmt, j) for j in range(len(files))]
+    if [f["name"] for f in files] != expected:
+        raise CopyRefused(f"shard-gather: {shard_dir}: the shard manifest's files are not "
+                          f"{expected[0] if expected else 'the samples'}... in sample order: "
+                          "refused, nothing placed")
     samples = read_samples(manifest.stage_dir(cfg, "prepare"))
     rows = samples[start:start + int(m["count"])]
     if len(rows) != m["count"] or m.get("key") != shard_key(_config_digest(cfg), fmt, rows):
@@ -182,16 +192,16 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
                             f"{start + int(m['count']) - 1} of this config's prepared data "
                             "(its key differs): rerun that shard")
     src = shard_dir / "hidden_states"
-    for f in m["files"]:
+    for f in files:
         p = src / f["name"]
-        if not p.exists() or p.stat().st_size != f["size"] or (
+        if p.is_symlink() or not p.is_file() or p.stat().st_size != f["size"] or (
                 not hashed and manifest.sha256_file(p) != f["sha256"]):
             raise PipelineError(f"shard-gather: {p} does not match the shard's manifest "
                                 "(size or sha256): not placed; rerun that shard")
     hs = work / "hidden_states"
     hs.mkdir(exist_ok=True)
     size = 0
-    for j, f in enumerate(m["files"]):
+    for j, f in enumerate(files):
         p, dest = src / f["name"], hs / sample_name(fmt, start + j)
         tmp = dest.with_name(dest.name + ".part")
         if move:
@@ -205,7 +215,7 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         size += int(f["size"])
     if move:
         shutil.rmtree(shard_dir, ignore_errors=True)
-    return {"gathered": len(m["files"]), "start": start, "bytes": size,
+    return {"gathered": len(files), "start": start, "bytes": size,
             "packages": m.get("packages") or {}}
 
 

@@ -8,14 +8,16 @@ side and check that they used the same prompts and output length.
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from remote.errors import ResultFileError
+from remote.spine.sanitize import visible
 
 FORMAT = "eagle3-console-bench"
 VERSION = 1
@@ -135,6 +137,60 @@ class ResultFile:
     summary: dict[str, Any] | None = None  # the bench.summary as the run published it
 
 
+# A result's text fields (label, model, prompts, ...) are shown in tables and recorded: a box
+# may hand back 10 MB or an escape sequence there (issue 48 row 6).
+TEXT_MAX = 200
+_TEXTS = ("label", "url", "model", "prompts", "prompts_sha256", "started", "host",
+          "server_version", "definitions", "source")
+_COUNTS = ("concurrency", "requests", "failed", "output_tokens")
+
+
+def _short(text: str) -> str:
+    text = visible(text)
+    return text if len(text) <= TEXT_MAX else f"{text[:TEXT_MAX]}... ({len(text)} characters)"
+
+
+def _bad_number(v: object, *, count: bool = False) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return True
+    if count and not isinstance(v, int):
+        return True
+    return not (math.isfinite(v) and 0 <= v <= 10**15)
+
+
+def checked_run(run: BenchRun, where: str) -> BenchRun:
+    """`run` with its text fields drawn safe and cut at TEXT_MAX, or ResultFileError in one
+    line for a number that is not a finite count or rate (NaN throughput read as `speedup
+    xnan ... speculation pays at every measured concurrency`) or an acceptance that is not
+    numbers. Every result read from a file passes here, the console's own and vLLM's."""
+    for name in _TEXTS:
+        value = getattr(run, name)
+        if value is not None:
+            setattr(run, name, _short(str(value)))
+    if _bad_number(run.max_tokens, count=True) or _bad_number(run.rounds, count=True):
+        raise ResultFileError(f"{where}: max_tokens or rounds is not a count")
+    for p in run.points:
+        for f in fields(p):
+            v = getattr(p, f.name)
+            if f.name in PER_REQUEST or f.name in ("acceptance", "errors"):
+                continue
+            if _bad_number(v, count=f.name in _COUNTS) or (f.name == "concurrency" and v < 1):
+                raise ResultFileError(f"{where}: the point at concurrency {str(p.concurrency)[:20]}"
+                                      f" has {f.name} {str(v)[:40]!r}, not a finite number from 0")
+        acc = p.acceptance
+        if acc is not None:
+            per = acc.get("per_position") or []
+            if not isinstance(per, list) or any(_bad_number(x) for x in per) or any(
+                    _bad_number(acc.get(k)) for k in ("rate", "mean_length", "drafts",
+                                                       "draft_tokens", "accepted")):
+                raise ResultFileError(f"{where}: the point at concurrency {p.concurrency} has an "
+                                      "acceptance that is not finite numbers")
+        p.errors = [_short(str(e)) for e in p.errors[:20]]
+    return run
+
+
 def load_result(path: str | os.PathLike[str]) -> ResultFile:
     """The console's own result file, or one `vllm bench serve --save-result` wrote
     (remote/bench/vllm_results.py): either reads as a run."""
@@ -145,10 +201,11 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
         docs = vllm_results.parse_objects(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ResultFileError(f"bench result {p}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError):
-        raise ResultFileError(f"bench result {p}: not JSON") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ResultFileError(f"bench result {p}: not JSON (or nested too deep)") from None
     if docs and vllm_results.is_vllm_result(docs[0]):
-        return ResultFile(p, vllm_results.vllm_run(docs, p), None, None)
+        return ResultFile(p, checked_run(vllm_results.vllm_run(docs, p), f"bench result {p}"),
+                          None, None)
     doc = docs[0] if len(docs) == 1 else None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r}, "
@@ -161,10 +218,11 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
         # converted by the dataclasses' own types (msgspec): a field of the wrong type (an
         # output_tok_s of "x", an acceptance that is a list) is refused here, in one line,
         # not met later by compare or a report as a crash
-        run = msgspec.convert(doc["run"], BenchRun)
-        baseline = msgspec.convert(doc["baseline"], BenchRun) if doc.get("baseline") else None
+        run = checked_run(msgspec.convert(doc["run"], BenchRun), f"bench result {p}")
+        baseline = checked_run(msgspec.convert(doc["baseline"], BenchRun), f"bench result {p}") \
+            if doc.get("baseline") else None
     except msgspec.ValidationError as exc:
-        raise ResultFileError(f"bench result {p}: malformed run ({exc})") from None
+        raise ResultFileError(f"bench result {p}: malformed run ({str(exc)[:300]})") from None
     comparison = doc.get("comparison") if isinstance(doc.get("comparison"), dict) else None
     summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else None
     return ResultFile(p, run, baseline, comparison, complete=doc.get("complete", True) is not False,

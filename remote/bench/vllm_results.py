@@ -17,8 +17,9 @@ the prompt set is unknown (compare says so).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from remote.bench.results import BenchRun, Point
 from remote.errors import ResultFileError
@@ -47,49 +48,79 @@ def parse_objects(text: str) -> list[Any]:
         values.append(value)
 
 
+# The largest count a result may hold (requests, tokens, drafts): far above any real run, far
+# below what int() of a float or a 5,000-digit number does to the code after it.
+MAX_COUNT = 10**15
+
+
+def _finite(v: object) -> TypeGuard[int | float]:
+    """A real, finite, non-negative number (not a bool: JSON's true is not 1 request)."""
+    return (isinstance(v, (int, float)) and not isinstance(v, bool) and
+            (not isinstance(v, float) or math.isfinite(v)) and 0 <= v <= MAX_COUNT)
+
+
 def _s(doc: dict[str, Any], key: str) -> float | None:
-    """A time in ms as seconds (the console's unit), None where vLLM did not report it."""
+    """A time in ms as seconds (the console's unit), None where vLLM did not report it (or
+    reported something that is no time: NaN, inf, a negative, a string)."""
     v = doc.get(key)
-    return float(v) / 1000.0 if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return float(v) / 1000.0 if _finite(v) else None
 
 
 def _num(doc: dict[str, Any], key: str, where: str) -> float:
     v = doc.get(key)
-    if not isinstance(v, (int, float)) or isinstance(v, bool):
-        raise ResultFileError(f"{where}: vLLM result without a number for {key!r}")
+    if not _finite(v):
+        raise ResultFileError(f"{where}: vLLM result without a number for {key!r} (a finite "
+                              f"number from 0 to {MAX_COUNT}; it holds {str(v)[:40]!r})")
     return float(v)
 
 
-def _acceptance(doc: dict[str, Any]) -> dict[str, Any] | None:
+def _count(doc: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    v = doc.get(key, default)
+    if v is None and default is not None:
+        v = default
+    if not _finite(v) or float(v) != int(v):
+        raise ResultFileError(f"{where}: vLLM result whose {key!r} is {str(v)[:40]!r}, not a "
+                              f"count from 0 to {MAX_COUNT}")
+    return int(v)
+
+
+def _acceptance(doc: dict[str, Any], where: str) -> dict[str, Any] | None:
     if "spec_decode_num_drafts" not in doc:
         return None
     rate = doc.get("spec_decode_acceptance_rate")
     per = doc.get("spec_decode_per_position_acceptance_rates") or []
-    drafts = doc.get("spec_decode_num_drafts") or 0
+    if not isinstance(per, list) or not all(_finite(p) and p <= 1 for p in per):
+        raise ResultFileError(f"{where}: vLLM result whose per-position acceptance rates are not "
+                              "a list of rates from 0 to 1")
+    drafts = _count(doc, "spec_decode_num_drafts", where, 0)
+    length = doc.get("spec_decode_acceptance_length")
     return {
-        "rate": float(rate) / 100.0 if isinstance(rate, (int, float)) else None,
-        "mean_length": doc.get("spec_decode_acceptance_length"),
-        "per_position": [float(p) for p in per if isinstance(p, (int, float))],
+        "rate": float(rate) / 100.0 if _finite(rate) else None,
+        "mean_length": float(length) if _finite(length) else None,
+        "per_position": [float(p) for p in per],
         "drafts": drafts,
-        "draft_tokens": doc.get("spec_decode_draft_tokens"),
-        "accepted": doc.get("spec_decode_accepted_tokens"),
-        "accepted_per_pos": [round(float(p) * drafts) for p in per
-                             if isinstance(p, (int, float))],
+        "draft_tokens": doc.get("spec_decode_draft_tokens")
+        if _finite(doc.get("spec_decode_draft_tokens")) else None,
+        "accepted": doc.get("spec_decode_accepted_tokens")
+        if _finite(doc.get("spec_decode_accepted_tokens")) else None,
+        "accepted_per_pos": [round(float(p) * drafts) for p in per],
     }
 
 
 def vllm_point(doc: dict[str, Any], where: str) -> Point:
+    """One vLLM result object as a point; ResultFileError (one line) for any field that is not
+    what vLLM writes: a result handed back by a box is untrusted input (issue 48 row 6)."""
     conc = doc.get("max_concurrency")
-    if not isinstance(conc, int) or conc < 1:
+    if not isinstance(conc, int) or isinstance(conc, bool) or not 1 <= conc <= 1_000_000:
         raise ResultFileError(f"{where}: a vLLM result without --max-concurrency (an open-loop "
                               "run at a request rate) has no concurrency to compare at")
-    completed = int(_num(doc, "completed", where))
-    failed = int(doc.get("failed") or 0)
+    completed = _count(doc, "completed", where)
+    failed = _count(doc, "failed", where, 0)
     return Point(
         concurrency=conc,
         requests=completed + failed,
         failed=failed,
-        output_tokens=int(_num(doc, "total_output_tokens", where)),
+        output_tokens=_count(doc, "total_output_tokens", where),
         duration=_num(doc, "duration", where),
         output_tok_s=_num(doc, "output_throughput", where),
         req_s=_num(doc, "request_throughput", where),
@@ -101,7 +132,7 @@ def vllm_point(doc: dict[str, Any], where: str) -> Point:
         itl_p99=_s(doc, "p99_itl_ms"),
         e2el_p50=_s(doc, "median_e2el_ms"),
         e2el_p99=_s(doc, "p99_e2el_ms"),
-        acceptance=_acceptance(doc),
+        acceptance=_acceptance(doc, where),
     )
 
 
@@ -112,14 +143,17 @@ def vllm_run(docs: list[Any], path: Path) -> BenchRun:
         raise ResultFileError(f"{where}: not a `vllm bench serve --save-result` file")
     models = {str(d.get("model_id")) for d in docs}
     if len(models) != 1:
-        raise ResultFileError(f"{where}: its runs name several models ({', '.join(sorted(models))})")
+        raise ResultFileError(f"{where}: its runs name several models ({len(models)})")
     points = sorted((vllm_point(d, where) for d in docs), key=lambda p: p.concurrency)
     seen = [p.concurrency for p in points]
     if len(set(seen)) != len(seen):
         raise ResultFileError(f"{where}: several runs at the same --max-concurrency {seen}")
     first = docs[0]
     max_tokens = first.get("max_tokens")  # only as --metadata max_tokens=N
-    if not isinstance(max_tokens, (int, str)) or not str(max_tokens).isdigit():
+    if isinstance(max_tokens, str) and max_tokens.isdigit() and len(max_tokens) <= 12:
+        max_tokens = int(max_tokens)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) \
+            or not 0 <= max_tokens <= 10**12:
         done = sum(p.requests - p.failed for p in points)
         max_tokens = round(sum(p.output_tokens for p in points) / done) if done else 0
     return BenchRun(

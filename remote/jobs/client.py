@@ -16,11 +16,13 @@ import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 
 from remote.errors import (
+    CancelRefused,
     ConnectionFailed,
     Dropped,
     JobHelperError,
     JobLocked,
     JobNotFound,
+    NameHeld,
     RemoteCommandError,
     UsageError,
 )
@@ -353,11 +355,20 @@ class Jobs:
 
     async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
         root, _ = await self._ready()
+        """Stop a run; returns once its name can be launched again. Raises CancelRefused when the
+        box found the run's pid naming something else than its job (nothing was signalled), and
+        NameHeld when the run ended but its supervisor kept the name past the wait."""
         lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
                                             str(float(grace)))
-        info = self._run_info(lines[-1], "cancel", run_id)
+        data = parse_record(lines[-1], "cancel")
+        refused, held = data.pop("refused", None), data.pop("held", None)
+        if refused:
+            raise CancelRefused(f"cancel {run_id} on {self.host or 'the box'}: {refused}")
+        info = self._run_info(json.dumps(data), "cancel", run_id)
         if info.done:
             self._emit_exit(info)
+        if held:
+            raise NameHeld(f"cancel {run_id} on {self.host or 'the box'}: {held}")
         return info
 
     def _run_info(self, line: str, what: str, run_id: str) -> RunInfo:

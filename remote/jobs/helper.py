@@ -8,7 +8,8 @@ command), and the supervisor it starts keeps the box's own truth in the run dire
                             meta.json   name, cwd, started, env keys (never values: they
                                         reach the supervisor through a pipe, not the disk)
                             pid         the job's pid (= its process group and session id)
-                            supervisor.pid
+                            pid.start   `PID TICKS BOOT_ID`: the job's start (written first)
+                            supervisor.pid, supervisor.start  the same for the supervisor
                             log         stdout and stderr of the job, appended
                             cancel      present once a cancel was requested
                             exit.json   {returncode, state, ended}, written atomically at the end
@@ -24,7 +25,9 @@ Run directories are 0700 and their files 0600: a run's argv and log are the oper
                                                   `END {json}` on stderr
     wait RUN_DIR                                   -> the JSON run record once the job ended
     serve                                          launch/status/list requests as JSON lines
-    cancel RUN_DIR GRACE                           -> TERM the process group, KILL after GRACE s
+    cancel RUN_DIR GRACE                           -> TERM the process group, KILL after GRACE s,
+                                                  then wait until the name is free (the record,
+                                                  with "refused" or "held" when it could not)
 Every blocking command exits when its stdin closes: a dropped SSH connection leaves nothing behind.
 """
 
@@ -186,7 +189,7 @@ def cmd_supervise(run_dir, wfd, envfd=None):
     wfd = int(wfd)
     runs_io.become_subreaper()
     extra = _read_env(envfd)
-    runs_io.write_atomic(os.path.join(run_dir, "supervisor.pid"), str(os.getpid()))
+    runs_io.write_pid(run_dir, "supervisor.pid", os.getpid())
     argv = runs_io.read_json(os.path.join(run_dir, "argv.json")) or []
     meta = runs_io.read_json(os.path.join(run_dir, "meta.json")) or {}
     env = dict(os.environ)
@@ -203,7 +206,7 @@ def cmd_supervise(run_dir, wfd, envfd=None):
             {"returncode": 127, "state": "exited", "ended": runs_io.now_iso(), "error": str(exc)}))
         os.close(wfd)
         return 0
-    runs_io.write_atomic(os.path.join(run_dir, "pid"), str(proc.pid))
+    runs_io.write_pid(run_dir, "pid", proc.pid)
     os.close(wfd)
     os.close(log)
     rc = proc.wait()
@@ -305,28 +308,51 @@ def cmd_wait(run_dir):
 
 
 def cmd_cancel(run_dir, grace):
+    """Stop a run and return once its name can be launched again.
+
+    Before any signal, the pid file must name the run's own job (runs_io.judge): pid 1 or a
+    recycled pid is refused in the record's "refused", never signalled. After the job ended,
+    the supervisor still holds the name's lock until it exits: the cancel waits for that too,
+    and says so in "held" when it did not happen within max(GRACE, runs_io.RELEASE_WAIT) seconds."""
     run_dir = os.path.expanduser(run_dir)
     if unknown(run_dir):
         return 2
     grace = float(grace)
+    refused = None
     if runs_io.ended(run_dir) is None:
-        open(os.path.join(run_dir, "cancel"), "w").close()
-        pid = runs_io.read_int(os.path.join(run_dir, "pid"))
+        flag = os.path.join(run_dir, "cancel")
+        asked = not os.path.exists(flag)
+        open(flag, "w").close()
         deadline = time.time() + 5
-        while pid is None and time.time() < deadline and runs_io.ended(run_dir) is None:
+        while (runs_io.read_text(os.path.join(run_dir, "pid")) is None and time.time() < deadline
+               and runs_io.ended(run_dir) is None):
             time.sleep(POLL)
-            pid = runs_io.read_int(os.path.join(run_dir, "pid"))
-        if pid:
-            runs_io.killpg(pid, signal.SIGTERM)
-            deadline = time.time() + grace
-            while time.time() < deadline and runs_io.ended(run_dir) is None:
-                time.sleep(POLL)
-            if runs_io.ended(run_dir) is None or runs_io.group_alive(pid):
-                runs_io.killpg(pid, signal.SIGKILL)
-            deadline = time.time() + 10
-            while time.time() < deadline and runs_io.ended(run_dir) is None:
-                time.sleep(POLL)
-    emit(runs_io.record(run_dir))
+        pid, verdict, why = runs_io.judge(run_dir, "pid")
+        if verdict == "live":
+            runs_io.signal_job(run_dir, pid, grace)
+        elif verdict == "bad" or (pid is not None and runs_io.alive(pid)):
+            refused = f"not signalled: {why}"
+            if asked and runs_io.ended(run_dir) is None:
+                try:
+                    os.unlink(flag)
+                except OSError:
+                    pass
+        elif pid is not None:  # the leader ended: the supervisor ends the rest of its group
+            runs_io.wait_ended(run_dir, grace + runs_io.GROUP_GRACE + 5)
+    rec = runs_io.record(run_dir)
+    if refused:
+        rec["refused"] = refused
+    elif rec["state"] != "running":
+        wait = max(grace, runs_io.RELEASE_WAIT)
+        deadline = time.time() + wait
+        while runs_io.live(run_dir, "supervisor.pid") and time.time() < deadline:
+            time.sleep(POLL)
+        if runs_io.live(run_dir, "supervisor.pid"):
+            sup = runs_io.read_int(os.path.join(run_dir, "supervisor.pid"))
+            rec["held"] = (f"the box did not let go of {rec['name']!r} within {wait:g} s: its "
+                           f"supervisor (pid {sup}) has not exited; the name cannot be launched "
+                           "again until it does")
+    emit(rec)
     return 0
 
 

@@ -8,7 +8,7 @@ recorded.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
@@ -31,16 +31,28 @@ def default_stage(job_name: str) -> str:
 FACTS = ("seconds", "bytes", "outputs", "completed")
 
 
+# The largest count a fact may hold and still be shown: a box's record is untrusted input, and
+# `bytes: 1<400 zeros>` made the float conversion below raise (issue 48 row 3).
+FACT_MAX = 2**63 - 1
+
+
+def plausible(value: object) -> TypeGuard[int | float]:
+    """A finite, non-negative number within FACT_MAX (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value <= FACT_MAX  # False for NaN; inf is above FACT_MAX
+
+
 def facts_text(facts: dict[str, Any]) -> str:
     """` (finished 2026-01-02T03:04:05Z, took 12.3 s, 4.1 MiB in 3 outputs)`, or "" without
     facts."""
     parts = []
     if facts.get("completed"):
         parts.append(f"finished {facts['completed']}")
-    if isinstance(facts.get("seconds"), (int, float)):
+    if plausible(facts.get("seconds")):
         parts.append(f"took {facts['seconds']:.1f} s")
-    if isinstance(facts.get("bytes"), int):
-        size = facts["bytes"]
+    if plausible(facts.get("bytes")) and isinstance(facts["bytes"], int):
+        size = float(facts["bytes"])
         for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
             if size < 1024 or unit == "TiB":
                 break
@@ -89,7 +101,11 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
             ended["summary"] = f"{stage} failed: {ended['error']}"
         return ev.STAGE_END, ended
     if kind == "skipped":
-        facts = {k: rec[k] for k in FACTS if rec.get(k) is not None}
+        # A number that is no plausible count or time (1e400, NaN, -5) is left out and the
+        # event kept; a value of the wrong type goes on to the schema, which refuses it.
+        facts = {k: rec[k] for k in FACTS if rec.get(k) is not None
+                 and (not isinstance(rec[k], (int, float)) or isinstance(rec[k], bool)
+                      or plausible(rec[k]))}
         said = "up to date" + facts_text(facts) if facts else rec.get("reason", "")
         return ev.STAGE_SKIPPED, {"stage": stage, "reason": rec.get("reason", ""), **facts,
                                   "summary": f"{stage} skipped: {said}"}
@@ -114,16 +130,19 @@ def record_event(text: str, run_id: str, job_name: str, offset: int
     """The event of one `@@eagle3` log line: its stage event, None for a record type the
     console does not show, or ONE console.warning for a malformed record (not JSON, or a
     field its kind's schema refuses: remote/spine/intake.py), so the tail goes on. A job's
-    output is untrusted input (a model's text, a user's script): nothing here raises."""
+    output is untrusted input (a model's text, a user's script): nothing here raises -- a
+    record that raised once would raise again at the same byte on every later tail, and the
+    rest of the log and the job's exit would be unreachable (issue 48 row 3)."""
     stage = default_stage(job_name)
-    rec = parse_record(text)
     try:
+        rec = parse_record(text)
         if rec is None:
             raise MalformedRecord("not a JSON object with a string 'type'")
         found = stage_event(rec, run_id, stage)
         why = intake.problem(*found) if found is not None else None
-    except (MalformedRecord, TypeError, ValueError, AttributeError, RecursionError) as exc:
-        why = str(exc) or type(exc).__name__
+    except (MalformedRecord, TypeError, ValueError, AttributeError, ArithmeticError,
+            RecursionError, MemoryError) as exc:
+        why = (str(exc) or type(exc).__name__)[:300]
     if why is None:
         return found
     return ev.CONSOLE_WARNING, {
@@ -131,5 +150,5 @@ def record_event(text: str, run_id: str, job_name: str, offset: int
                    f"{offset}): {why}", "stage": stage, "source": "job output"}
 
 
-__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record",
+__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record", "plausible",
            "record_event", "stage_event"]

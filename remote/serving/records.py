@@ -10,6 +10,7 @@ console, or one that quit while the engine loaded) is read from its command line
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import tempfile
 from contextlib import suppress
@@ -25,6 +26,7 @@ from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
+from remote.spine.sanitize import visible
 
 
 def first_model(resp: httpx.Response) -> str:
@@ -103,21 +105,49 @@ async def write_record(transport: Transport, bus: EventBus, host: str, info: Run
                  "it without its model and start time")
 
 
+RECORD_MAX_BYTES = 64 << 10  # served.json is ~200 B: a bigger one is not read whole
+TEXT_MAX = 200  # a model name or role longer than this is cut where it is shown
+PID_MAX = 1 << 22  # Linux's largest pid (pid_max's ceiling)
+
+
+def _text(value: object, limit: int = TEXT_MAX) -> str:
+    text = visible(str(value))
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def parse_record(text: str, info: RunInfo) -> Served | None:
+    """What served.json says, each field only of its type (issue 48 row 6: a box wrote
+    `"pid": 1e400` and serve status crashed; NaN or negative seconds were shown as a start
+    time; a 10 MB model name was printed and recorded whole): a pid outside 2..PID_MAX is the
+    job's own, seconds that are not a finite number >= 0 are unknown, text is drawn safe and
+    cut. None when it is not the record this module writes."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("role"), str) \
+            or not isinstance(data.get("url"), str):
+        return None
+    seconds = data.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not math.isfinite(seconds) or seconds < 0:
+        seconds = None
+    pid = data.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 < pid <= PID_MAX:
+        pid = info.pid
+    return Served(role=_text(data["role"], 40), url=_text(data["url"], 2000), run_id=info.run_id,
+                  seconds=float(seconds) if seconds is not None else None,
+                  model=_text(data.get("model") or ""), pid=pid)
+
+
 async def read_record(transport: Transport, info: RunInfo) -> Served | None:
-    """The served.json of a running serve job, None without one (or with another file there)."""
-    done = await transport.run(["cat", record_path(info)], timeout=60)
+    """The served.json of a running serve job, None without one (or with another file there).
+    Its first RECORD_MAX_BYTES only: a record is a few hundred bytes."""
+    done = await transport.run(["head", "-c", str(RECORD_MAX_BYTES), record_path(info)],
+                               timeout=60)
     if done.returncode != 0:
         return None
-    try:
-        data = json.loads(done.stdout)
-        seconds = data.get("seconds")
-        pid = data.get("pid")
-        return Served(role=str(data["role"]), url=str(data["url"]), run_id=info.run_id,
-                      seconds=float(seconds) if seconds is not None else None,
-                      model=str(data.get("model") or ""),
-                      pid=int(pid) if pid is not None else info.pid)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None  # not the record this module writes: read as a job without one
+    return parse_record(done.stdout, info)
 
 
 async def answering(transport: Transport, host: HostConfig, url: str) -> str | None:

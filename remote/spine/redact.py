@@ -24,6 +24,17 @@ was there and what):
   payload's own dicts;
 - HTTP Basic credentials: `Basic <base64>` (RFC 7617), as Bearer;
 - API-key headers: `x-api-key: …` (and any `…-api-key:` header), any case.
+Added by issue 48 row 7 (each leaked in a session, `replay --print`/`--json`, a report and
+`jobs list --json`):
+- an assignment's value in double or single quotes (`MY_API_KEY="…"`, `API_KEY='…'`), and
+  names that end in PASSWORD/PASSWD without an underscore (`PGPASSWORD=…`);
+- a URL password holding `/` or `@` (`https://user:pa/ss@host`, `https://u:p@ss@host`): the
+  userinfo runs to the last `@` before the end of the URL, unless what precedes it is a host
+  and port (`http://h:8000/p?a@b` is no userinfo);
+- any other `Authorization:` scheme's credentials (`Authorization: Token …`), the scheme kept;
+- curl's `-u user:password` / `--user user:password` (the user stays), in text and in an argv;
+- GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_` then 20+ letters/digits, and
+  `github_pat_…`) and AWS access key ids (`AKIA` / `ASIA` then 16 capitals/digits).
 
 The hot path is a job's log block (thousands of lines a second): a block is joined and tested
 for a few literals, then searched once per shape it may hold, and only a block with a hit is
@@ -45,16 +56,27 @@ import msgspec
 MASK = "***"
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _VALUE = r"[^\s'\"&;]+"
+# An assignment's value: bare, or quoted ("…" with escapes, or '…').
+_ASSIGNED = (r"(?:\\\"[^\"\n]*?\\\"|\\'[^'\n]*?\\'|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|"
+             + _VALUE + ")")  # \"…\" and \'…\': the same, inside a quoted string
 
 # Each shape starts with a literal, so the regex engine finds candidates at memchr speed (an
 # alternation, or a leading class or word boundary, made a clean log block ~30x slower to scan:
 # benchmarks/redact_cost.py); the boundary before it is checked in `_mask` instead.
 _RX: dict[str, re.Pattern[str]] = {
     "bearer": re.compile(r"(?:earer|EARER)[ \t]+[A-Za-z0-9._~+/=-]{8,}"),
-    "url_userinfo": re.compile(r"://[^\s/?#@'\"]+@"),
+    "url_userinfo": re.compile(r"://[^\s'\"<>]+@"),
     "assignment": re.compile(r"_(?:TOKEN|Token|token|KEY|Key|key|SECRET|Secret|secret|PASSWORD|"
-                             r"Password|password)=" + _VALUE),
+                             r"Password|password)=" + _ASSIGNED),
+    # PGPASSWORD=…: a name ending in PASSWORD/PASSWD with no underscore (looked for only where
+    # its needle is: an alternation at the start would cost every block a slow scan).
+    "password_assignment": re.compile(r"(?:PASSW(?:ORD|D)|[Pp]assw(?:ord|d))=" + _ASSIGNED),
+    "curl_user": re.compile(r"-(?:u|-user)(?:[ \t]+|=)[^\s'\":]+:[^\s'\"]+"),
+    "github_token": re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{20,}|ithub_pat_[A-Za-z0-9_]{20,})"),
+    "aws_key": re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
     "basic": re.compile(r"(?:asic|ASIC)[ \t]+[A-Za-z0-9+/]{4,}={0,2}"),
+    "authorization": re.compile(r"(?:uthorization|UTHORIZATION):[ \t]*[A-Za-z][A-Za-z0-9_-]*"
+                                r"[ \t]+[^\s'\"]+"),
     "api_key_header": re.compile(r"(?:[Aa]pi|API)-(?:[Kk]ey|KEY)[ \t]*:[ \t]*[^\s'\"]+"),
     "openai_key": re.compile(r"sk-[A-Za-z0-9_-]{20,}"),
     "hf_token": re.compile(r"hf_[A-Za-z0-9]{20,}"),  # inside a shape above, that one wins
@@ -83,7 +105,13 @@ def secret_name(name: str) -> bool:
 # any of them is passed on untouched after a few substring tests.
 _NEEDLES: dict[str, tuple[str, ...]] = {
     "bearer": ("earer", "EARER"), "url_userinfo": ("://",), "assignment": ("=",),
-    "basic": ("asic", "ASIC"), "api_key_header": ("pi-", "PI-"),
+    # One needle a kind where one covers it (each needle is a scan of every block).
+    "password_assignment": ("ASSW", "assw"),
+    "curl_user": ("-u",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "aws_key": ("AKIA", "ASIA"),
+    "basic": ("asic", "ASIC"), "authorization": ("uthorization:", "UTHORIZATION:"),
+    "api_key_header": ("pi-", "PI-"),
     "openai_key": ("sk-",), "hf_token": ("hf_",),
     "json_secret": tuple(f"{end}{q}" for end in ("ord", "ORD", "wd", "WD", "oken", "OKEN",
                                                  "ey", "EY", "ecret", "ECRET")
@@ -115,7 +143,19 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
             return None
         return text.split(None, 1)[0] + " " + MASK
     if kind == "url_userinfo":
-        return None if before not in _WORD else "://" + MASK + "@"
+        return None if before not in _WORD else _userinfo(text)
+    if kind == "authorization":  # the scheme stays; Bearer and Basic were masked already
+        head, cred = text.rsplit(None, 1)
+        return None if MASK in cred else head + " " + MASK
+    if kind == "curl_user":
+        if before in _WORD or before == "-":
+            return None
+        user, _, pw = text.partition(":")
+        return None if MASK in pw else user + ":" + MASK
+    if kind in ("github_token", "aws_key"):
+        if before in _WORD:
+            return None
+        return (text[:11] if text.startswith("github_pat_") else text[:4]) + MASK
     if kind == "api_key_header":  # the header's name and spacing stay
         colon = text.index(":") + 1
         return text[:colon] + text[colon:][: len(text[colon:]) - len(text[colon:].lstrip())] + MASK
@@ -138,7 +178,30 @@ def _mask(kind: str, m: re.Match[str]) -> str | None:
         return text[:cut] + text[cut] + MASK
     if kind == "openai_key":
         return None if before in _WORD or before == "-" else "sk-" + MASK
+    if kind == "password_assignment" and (before == "-" or before == "_"):
+        return None  # `--password=…` is the flag's; `MY_PASSWORD=…` the assignment's
     return text[: text.index("=") + 1] + MASK  # assignment: the name stays
+
+
+_SHORT_USERINFO = re.compile(r"://[^\s/?#@'\"]+@")
+
+
+def _userinfo(text: str) -> str | None:
+    """The masked `://userinfo@` of a match that runs to the URL's last `@`: a password may
+    hold `/` or `@`. When what precedes that `@` is a host and a path (`h:8000/p?a@b`, or a
+    `/` before any `:`), only a userinfo without them is one (the shorter match), else none."""
+    inner = text[3:-1]
+    first = inner.split("/", 1)[0]
+    if "/" in inner and "@" in first:  # userinfo@host, then a path that holds an `@`
+        return "://" + MASK + "@" + inner[first.rindex("@") + 1:] + "@"
+    user, colon, rest = inner.partition(":")
+    port_then_path = colon and rest.split("/", 1)[0].isdigit() and "/" in rest
+    if not any(c in user for c in "/?#") and not port_then_path:
+        return "://" + MASK + "@"
+    short = _SHORT_USERINFO.match(text)
+    if short is None:
+        return None
+    return "://" + MASK + "@" + text[short.end():]
 
 
 def _is_basic_credential(token: str) -> bool:
@@ -251,6 +314,10 @@ class Redactor:
         argv element after a flag that takes one (`--password X`, kind secret_flag): masked whole."""
         walked = self._walk(value)
         after_flag = kind == "secret_flag"
+        if after_flag and name in ("-u", "--user") and isinstance(walked, str) \
+                and ":" in walked and MASK not in walked:  # curl's -u USER:PASSWORD
+            self.counts["curl_user"] += 1
+            return walked.split(":", 1)[0] + ":" + MASK
         if isinstance(walked, str) and isinstance(name, str) and walked and MASK not in walked \
                 and not (after_flag and (walked.startswith("-") or not name.startswith("-"))) \
                 and secret_name(name):

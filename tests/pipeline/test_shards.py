@@ -15,7 +15,7 @@ import pytest
 from pipeline import config as config_mod
 from pipeline.__main__ import main as pipeline_main
 from pipeline.demo import build_demo
-from pipeline.errors import ConfigInvalid, PipelineError
+from pipeline.errors import ConfigInvalid, CopyRefused, PipelineError
 from pipeline.shards import Shard, split
 from remote.errors import UsageError
 from remote.ops.sharded_extract import check_hosts, stack_differences
@@ -154,6 +154,18 @@ def test_gather_refuses_a_file_that_does_not_match_its_manifest(
         from pipeline.stages.extract_shard import gather
 
         gather(config_mod.load(cfg, check_disk=False), shard_dir, 0)
+    # A manifest that lists fewer files than its count, or its files out of sample order, is
+    # refused before anything is placed (files are placed by position; issue 48 row 2).
+    victim.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 1]))
+    loaded = config_mod.load(cfg, check_disk=False)
+    for files, why in ((m["files"][:-1], f"says count {m['count']} but lists "
+                        f"{len(m['files']) - 1} files"),
+                       ([*m["files"][1:], m["files"][0]], "files are not")):
+        (shard_dir / "shard.json").write_text(json.dumps({**m, "files": files}))
+        with pytest.raises(CopyRefused, match=why) as caught:
+            gather(loaded, shard_dir, second["start"])
+        assert "\n" not in str(caught.value) and caught.value.exit_code == 2
+        assert not list(hs.glob("*.pt"))
 
 
 def test_stack_differences_names_the_package_and_the_shards() -> None:

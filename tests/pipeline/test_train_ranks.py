@@ -25,10 +25,42 @@ def test_ranks_per_box_default_to_one_on_cpu_and_follow_the_key(tmp_path: Path) 
     assert auto.train.nproc_per_node == 0
     assert ranks.ranks_per_node(auto, "cpu") == 1
     (tmp_path / "b").mkdir()
-    four = pconfig.load(_config(tmp_path / "b", "nproc_per_node = 4\n"))
-    assert ranks.ranks_per_node(four, "cpu") == 4 and ranks.ranks_per_node(four, "cuda") == 4
+    two = pconfig.load(_config(tmp_path / "b", "nproc_per_node = 2\n"))
+    assert ranks.ranks_per_node(two, "cpu") == 2  # the machines the suite runs on have >= 2 cores
     # The world size changes what is trained: the key is in train's manifest key.
-    assert auto.section_digest("train") != four.section_digest("train")
+    assert auto.section_digest("train") != two.section_digest("train")
+
+
+def test_more_ranks_than_the_box_has_gpus_or_cores_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48 row 9: `nproc_per_node = 10000` was handed to torchrun. CUDA's device count is
+    a test double here (no GPU on the machines the suite runs on): 8 GPUs."""
+    import torch
+
+    cores, _ = ranks.slots("cpu")
+    (tmp_path / "a").mkdir()
+    many = pconfig.load(_config(tmp_path / "a", "nproc_per_node = 10000\n"))
+    with pytest.raises(ConfigInvalid) as err:
+        ranks.ranks_per_node(many, "cpu")
+    message = str(err.value)
+    assert message.endswith(f"train.nproc_per_node: 10000 ranks, but this box has {cores} CPU "
+                            f"cores (cpu): at most one rank per CPU core; set it to {cores} or "
+                            "fewer (0: one per GPU, 1 on CPU)")
+    assert "\n" not in message and err.value.exit_code == 2
+    (tmp_path / "b").mkdir()
+    just = pconfig.load(_config(tmp_path / "b", f"nproc_per_node = {cores}\n"))
+    assert ranks.ranks_per_node(just, "cpu") == cores
+    (tmp_path / "c").mkdir()
+    over = pconfig.load(_config(tmp_path / "c", f"nproc_per_node = {cores + 1}\n"))
+    with pytest.raises(ConfigInvalid, match=f"{cores + 1} ranks, but this box has {cores} CPU"):
+        ranks.ranks_per_node(over, "cpu")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    with pytest.raises(ConfigInvalid, match=r"10000 ranks, but this box has 8 GPUs \(cuda\): at "
+                       r"most one rank per GPU"):
+        ranks.ranks_per_node(many, "cuda")
+    (tmp_path / "d").mkdir()
+    eight = pconfig.load(_config(tmp_path / "d", "nproc_per_node = 8\n"))
+    assert ranks.ranks_per_node(eight, "cuda") == 8
 
 
 def test_a_negative_rank_count_is_one_line(tmp_path: Path) -> None:

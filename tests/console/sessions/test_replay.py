@@ -105,3 +105,29 @@ async def test_records_due_at_once_leave_the_loop_free_between_slices(tmp_path: 
             assert published[0] == n and rp.finished
             assert max(seen_between) <= YIELD_EVERY + 1, (speed, max(seen_between))
             assert sum(seen_between) >= n - YIELD_EVERY - 1  # it ran all along, not only at the end
+
+
+# Lines that do not start with a valid timestamp (issue 48 row 4): the TUI's replay asked for
+# their time outside step()'s damage handling and stalled there, saying nothing.
+DAMAGED = [b"garbage", b"\xff\xfe not utf-8 \xc3", b"\x00" * 40,
+           b'{"ts":"2026-13-45T10:00:00.000Z","host":"box","kind":"job.line",'
+           b'"payload":{"i":99,"text":"month 13"}}']
+
+
+async def test_a_line_without_a_valid_timestamp_is_reported_and_passed(tmp_path: Path) -> None:
+    for k, speed in enumerate((1.0, 10.0, float("inf"))):
+        (tmp_path / str(k)).mkdir()
+        path = _session(tmp_path / str(k), [0, 20, 20, 20, 20, 20])
+        lines = path.read_bytes().split(b"\n")
+        # header, events 0-1, the damage, events 2-5 (3 is a marker)
+        path.write_bytes(b"\n".join([*lines[:3], *DAMAGED, *lines[3:]]))
+        with SessionReader(path) as r:
+            bus = EventBus()
+            seen: list[int] = []
+            bus.add_callback(lambda e: seen.append(e.payload["i"]))  # noqa: B023
+            rp = Replayer(r, bus, speed=speed)
+            rp.play()
+            await asyncio.wait_for(rp.run(), 10)
+            assert seen == list(range(6)) and rp.finished, speed
+            assert len(r.warnings) == len(DAMAGED), r.warnings
+            assert all("\n" not in w for w in r.warnings)

@@ -112,3 +112,62 @@ def test_the_box_runners_records_become_skipped_failed_and_not_run_events() -> N
     for kind, payload in (skipped, failed, not_run):
         ev.Event(kind, "h", payload)
         assert ev.validate(kind, payload) is not None  # each payload is its kind's schema
+
+
+# Records a buggy or hostile job can print (issue 48 row 3): a 401-digit byte count, infinite and
+# NaN seconds (Python's json reads 1e400 and NaN), 50,000 nested lists.
+HOSTILE = [
+    '@@eagle3 {"type":"skipped","stage":"vocab","reason":"r","bytes":1' + "0" * 400
+    + ',"outputs":1}',
+    '@@eagle3 {"type":"skipped","stage":"prepare","reason":"r","seconds":1e400,"bytes":-5}',
+    '@@eagle3 {"type":"skipped","stage":"extract","reason":"r","seconds":NaN,"bytes":2048,'
+    '"outputs":2}',
+    "@@eagle3 " + "[" * 50_000,
+    '@@eagle3 {"type":"progress","stage":"train","done":' + "9" * 5000 + ',"total":3}',
+]
+
+
+def test_hostile_records_are_a_warning_or_an_event_never_a_crash() -> None:
+    from remote.jobs.stage_records import record_event
+
+    got = [record_event(line, "run-1", "pipeline", 10 * i) for i, line in enumerate(HOSTILE)]
+    assert all(g is not None for g in got)
+    vocab, prepare, extract, nested, _ = got
+    assert vocab == (ev.STAGE_SKIPPED, {"stage": "vocab", "reason": "r", "outputs": 1,
+                                        "summary": "vocab skipped: up to date"})
+    assert prepare == (ev.STAGE_SKIPPED, {"stage": "prepare", "reason": "r",
+                                          "summary": "prepare skipped: r"})
+    assert extract is not None and extract[1]["summary"] == \
+        "extract skipped: up to date (2.0 KiB in 2 outputs)"
+    assert nested is not None and nested[0] == ev.CONSOLE_WARNING
+    message = nested[1]["message"]
+    assert message.startswith("pipeline: malformed stage record skipped (log line ending at "
+                              "byte 30): ") and "\n" not in message and len(message) < 500
+
+
+async def test_one_hostile_line_never_ends_a_tail(tmp_path: Path) -> None:
+    """The job's later lines and its exit are reached, live and on every later tail (the cursor
+    used to resume at the crashing byte and crash again)."""
+    script = ("import sys\n"
+              "for line in sys.argv[1:]:\n"
+              "    print(line, flush=True)\n"
+              "print('after', flush=True)\n"
+              "sys.exit(3)\n")
+    t = LocalTransport()
+    await t.connect()
+    bus = EventBus()
+    jobs = Jobs(t, str(tmp_path / "box"), host="local", bus=bus, python=sys.executable)
+    try:
+        info = await jobs.launch([sys.executable, "-c", script, *HOSTILE], name="pipeline")
+        tails = [await tail_once(jobs, info.run_id, bus) for _ in range(2)]
+        assert (await jobs.wait(info.run_id)).returncode == 3
+    finally:
+        await jobs.close()
+        await t.close()
+    for seen in tails:
+        texts = [e.payload["text"] for e in seen if e.kind == ev.JOB_LINE]
+        assert texts[-1] == "after" and len(texts) == len(HOSTILE) + 1
+        assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_SKIPPED] == \
+            ["vocab", "prepare", "extract"]
+        warnings = [e.payload["message"] for e in seen if e.kind == ev.CONSOLE_WARNING]
+        assert len(warnings) == 2 and all("\n" not in w for w in warnings)

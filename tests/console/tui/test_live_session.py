@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from console.cli import build_parser
+from console.cli import apply_top_level, build_parser
 from console.sessions.live import open_session
 from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
@@ -46,7 +46,7 @@ async def test_a_tui_session_is_recorded_and_replays_to_the_same_state(tmp_path:
 
 
 def test_the_tui_takes_the_recording_options() -> None:
-    args = build_parser().parse_args(["--no-record"])
+    args = apply_top_level(build_parser().parse_args(["--no-record"]))
     assert args.command is None and args.no_record is True
-    args = build_parser().parse_args(["--session", "x.jsonl"])
+    args = apply_top_level(build_parser().parse_args(["--session", "x.jsonl"]))
     assert args.session == "x.jsonl" and args.no_record is False

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,7 +158,7 @@ def main() -> int:
     # machine's load moves between runs, a pair sees nearly the same load. The median pair.
     pairs = sorted(r / ((plain[i] + plain[i + 1]) / 2) for i, r in enumerate(ours))
     print("per pair: " + ", ".join(f"{x:.2f}" for x in pairs))
-    print(f"regenerate / plain client: {pairs[len(pairs) // 2]:.2f}")
+    print(f"regenerate / plain client: {statistics.median(pairs):.2f}")
     return 0
 
 

@@ -4,7 +4,8 @@ its exit status and its last line (the headline figure of most).
 
 Sizes are each benchmark's own defaults unless `--quick` (smaller sizes, minutes in all rather
 than an hour); the benchmarks that start a vLLM engine (served_acceptance,
-allreduce_decode_share, extract_throughput) take minutes either way. The helpers the benchmarks share (_common,
+allreduce_decode_share, extract_throughput, regenerate_speed,
+regenerate_gain) take minutes either way. The helpers the benchmarks share (_common,
 real_session, session_day) are not benchmarks and are not run alone.
 
     python benchmarks/run_all.py [--quick] [--only NAME ...] [--skip NAME ...]
@@ -38,6 +39,8 @@ QUICK: dict[str, list[str]] = {
     "tui_switch_profile": ["--switches", "8"],
     "tui_table_paint": ["--repeat", "50"],
     "served_acceptance": ["--concurrency", "1", "--rounds", "1"],
+    "regenerate_speed": ["--samples", "96", "--rounds", "1"],
+    "regenerate_gain": ["--epochs", "4"],
     "allreduce_decode_share": ["--captures", "1"],
     "extract_throughput": ["--rounds", "1"],
     "cli_startup": ["--runs", "5"],

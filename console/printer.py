@@ -52,6 +52,11 @@ def _progress(kind: str, p: dict[str, Any]) -> str | None:
     rate = p.get("rate")
     unit = p.get("unit", "")
     extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
+    # A stage that generates (prepare regenerating answers) adds its tokens/s and an ETA.
+    if _num(p.get("tokens_per_s")):
+        extra += f", {_fmt_num(p['tokens_per_s'])} tokens/s"
+    if _num(p.get("eta_s")):
+        extra += f", ETA {_fmt_num(p['eta_s'])} s"
     return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}{_pace(p)}"
 
 

@@ -50,6 +50,8 @@ from urllib.parse import urlsplit
 from pipeline.conversations import check_dataset, resolve
 from pipeline.disk_space import check_free_space
 from pipeline.errors import ConfigInvalid
+from pipeline.regen_config import REGENERATE_HOW, REGENERATE_KEYS
+from pipeline.regen_config import check as check_regenerate
 from pipeline.state_size import bytes_per_token
 
 try:
@@ -65,6 +67,18 @@ SPECULATORS_PATHS = ("auto", "0.3", "0.9")
 CHOICES = {("extract", "backend"): BACKENDS, ("extract", "device"): DEVICES,
            ("train", "device"): DEVICES, ("evaluate", "device"): DEVICES,
            ("extract", "dtype"): DTYPES, ("train", "speculators"): SPECULATORS_PATHS}
+# The numeric keys with a floor, each refused as `SECTION.KEY: must be >= LOW, got V` (0: off
+# for the checkpoint cadences; nproc_per_node 0: one rank per GPU).
+AT_LEAST = (("data", "max_seq_len", 8), ("data", "samples", 0), ("data", "eval_samples", 0),
+            ("train", "epochs", 1), ("train", "num_layers", 1), ("train", "ttt_steps", 1),
+            ("train", "nproc_per_node", 0), ("train", "checkpoint_every_steps", 0),
+            ("train", "checkpoint_every_minutes", 0), ("evaluate", "num_speculative_tokens", 1),
+            ("evaluate", "served_concurrency", 1))
+# Where a stage ran and how often it saved are not what it produced: left out of its key (a
+# sharded extraction equals the one-box one).
+NOT_IN_KEY = {"extract": ("hosts", "addresses", "copy_port"),
+              "train": ("addresses", "rdzv_port", "join_timeout", "checkpoint_every_steps",
+                        "checkpoint_every_minutes")}
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,15 @@ class DataConfig:
     regenerate: bool = False
     regenerate_max_new_tokens: int = 256
     seed: int = 0
+    # Regeneration through vLLM: pipeline/regen_config.py says what each key is
+    regenerate_temperature: float = 0.0
+    regenerate_top_p: float = 1.0
+    regenerate_seed: int = 0
+    regenerate_concurrency: int = 16
+    regenerate_timeout: float = 600.0
+    regenerate_keep_thinking: bool = True
+    regenerate_reasoning_parser: str = ""
+    vllm_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -182,11 +205,9 @@ class PipelineConfig:
     def section_digest(self, *sections: str) -> str:
         """Hash of the config sections a stage's outputs depend on (manifest matching)."""
         data = {s: asdict(getattr(self, s)) for s in sections}  # json writes tuples as lists
-        # Where extraction ran is not what it produced: a sharded extraction equals the
-        # one-box one, so the host list is left out of every key.
-        if "extract" in sections:
-            for key in ("hosts", "addresses", "copy_port"):
-                data["extract"].pop(key, None)
+        for sec in sections:
+            for key in NOT_IN_KEY.get(sec, ()):
+                data[sec].pop(key, None)
         # Paths as resolved, not as written: the same files reached from a config elsewhere
         # (uploaded to the box, relative or absolute) are the same inputs.
         if "target" in sections:
@@ -194,24 +215,18 @@ class PipelineConfig:
         if "data" in sections:
             ds = self.dataset_path()
             data["data"]["dataset"] = str(ds.resolve()) if ds else self.data.dataset
-        if "train" in sections:  # where the boxes meet is not what they train
-            for key in ("addresses", "rdzv_port", "join_timeout", "checkpoint_every_steps",
-                        "checkpoint_every_minutes"):  # how often it saves is not what it trains
-                data["train"].pop(key, None)
-            if data["train"].get("data") == "gathered":  # the default keeps earlier keys
-                data["train"].pop("data")
+            # Where and how fast answers are regenerated is not what they are; without
+            # regenerate the sampling keys mean nothing (and earlier keys stay as they were).
+            for key in REGENERATE_KEYS if not self.data.regenerate else REGENERATE_HOW:
+                data["data"].pop(key, None)
+        if "train" in sections and data["train"].get("data") == "gathered":
+            data["train"].pop("data")  # the default keeps earlier keys
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
 
 
-_SECTIONS: dict[str, type] = {
-    "target": TargetConfig,
-    "data": DataConfig,
-    "extract": ExtractConfig,
-    "vocab": VocabConfig,
-    "train": TrainConfig,
-    "evaluate": EvaluateConfig,
-}
+_SECTIONS: dict[str, type] = {c.__name__.removesuffix("Config").lower(): c for c in (
+    TargetConfig, DataConfig, ExtractConfig, VocabConfig, TrainConfig, EvaluateConfig)}
 
 
 def load(path: str | os.PathLike[str], *, check_disk: bool = True,
@@ -309,12 +324,12 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"target.model: {config_json} lacks {exc}") from None
 
     d = cfg.data
-    for key, val, low in (("max_seq_len", d.max_seq_len, 8), ("samples", d.samples, 0),
-                          ("eval_samples", d.eval_samples, 0)):
-        if val < low:
-            raise ConfigInvalid(src, f"data.{key}: must be >= {low}, got {val}")
+    for sec, key, low in AT_LEAST:
+        if (val := getattr(getattr(cfg, sec), key)) < low:
+            raise ConfigInvalid(src, f"{sec}.{key}: must be >= {low}, got {val}")
     if check_data:
         check_dataset(cfg)
+    check_regenerate(cfg)
 
     for (sec, key), allowed in CHOICES.items():
         val = getattr(getattr(cfg, sec), key)
@@ -352,8 +367,8 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, f"vocab.draft_vocab_size: {cfg.vocab.draft_vocab_size} must be "
                             f"2..{vocab} (the target's vocab size)")
     t = cfg.train
-    if t.epochs < 1 or t.lr <= 0 or t.num_layers < 1 or t.ttt_steps < 1:
-        raise ConfigInvalid(src, "train: epochs, num_layers and ttt_steps must be >= 1, lr > 0")
+    if t.lr <= 0:
+        raise ConfigInvalid(src, f"train.lr: must be > 0, got {t.lr}")
     if t.total_seq_len < d.max_seq_len:
         raise ConfigInvalid(src, f"train.total_seq_len: {t.total_seq_len} is below "
                             f"data.max_seq_len {d.max_seq_len} (a sample must fit in a batch)")
@@ -361,19 +376,9 @@ def _check(cfg: PipelineConfig, *, check_disk: bool, check_data: bool = True) ->
         raise ConfigInvalid(src, "train: rdzv_port must be 1..65535, join_timeout >= 1")
     if t.mode not in ("offline", "online"):
         raise ConfigInvalid(src, f"train.mode: {t.mode!r} is not 'offline' or 'online'")
-    if t.nproc_per_node < 0:
-        raise ConfigInvalid(src, f"train.nproc_per_node: must be >= 0, got {t.nproc_per_node}")
-    if t.checkpoint_every_steps < 0 or t.checkpoint_every_minutes < 0:
-        raise ConfigInvalid(src, "train.checkpoint_every_steps / checkpoint_every_minutes: must "
-                            f"be >= 0 (0: off), got {t.checkpoint_every_steps} / "
-                            f"{t.checkpoint_every_minutes}")
-    if cfg.evaluate.num_speculative_tokens < 1:
-        raise ConfigInvalid(src, "evaluate.num_speculative_tokens: must be >= 1")
     url = cfg.evaluate.served_url
     if url and not (urlsplit(url).scheme in ("http", "https") and urlsplit(url).hostname):
         raise ConfigInvalid(src, f"evaluate.served_url: {url!r} is not an http(s) URL")
-    if cfg.evaluate.served_concurrency < 1:
-        raise ConfigInvalid(src, "evaluate.served_concurrency: must be >= 1")
 
     cfg = replace(cfg, extract=replace(e, layer_ids=tuple(ids)), num_layers=n_layers,
                   hidden_size=hidden, vocab_size=vocab)

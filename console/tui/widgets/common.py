@@ -10,7 +10,8 @@ from textual.widgets import Static
 
 from console.tui.messages import StateChanged
 from console.tui.model import ConsoleState, HostState
-from console.tui.render import cut_at_word
+from console.tui.quiet import set_content, text_shape
+from console.tui.render import alert_banner, cut_at_word
 from remote.spine.sanitize import visible
 
 
@@ -52,6 +53,16 @@ class View(Vertical):
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         raise NotImplementedError
+
+    def show_alerts(self, host: HostState, width: int) -> None:
+        """The alert banner (#alerts) over the Stats and Overview screens: shown while the host
+        has alerts, hidden (no line) while it has none."""
+        banner = alert_banner(host.alerts)
+        alerts = self.query_one("#alerts", Static)
+        set_content(alerts, lambda: Text(banner, style="bold red"), shape=text_shape(banner, width),
+                    key=banner)
+        if alerts.display != bool(banner):
+            alerts.display = bool(banner)
 
     @property
     def live(self) -> bool:

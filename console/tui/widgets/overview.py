@@ -21,7 +21,7 @@ from console.tui.model import (
     JobState,
 )
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import ALERT_MARK, alert_banner, fmt_bytes, fmt_num, meter, spark
+from console.tui.render import ALERT_MARK, fmt_bytes, fmt_num, meter, spark
 from console.tui.shown import plain
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View
@@ -157,12 +157,7 @@ class OverviewView(View):
         width = self.app.size.width
         procs = sum(len(p) if isinstance(p := g.last.get("procs"), list) else 0
                     for g in host.gpus.values())
-        banner = alert_banner(host.alerts)
-        alerts = self.query_one("#alerts", Static)
-        set_content(alerts, lambda: Text(banner, style="bold red"), shape=text_shape(banner, width),
-                    key=banner)
-        if alerts.display != bool(banner):
-            alerts.display = bool(banner)
+        self.show_alerts(host, width)
         marks = tuple(sorted(host.alerted_gpus()))
         gpus = self.query_one("#gpus", Static)
         set_content(gpus, lambda: (

@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
-from console.tui.quiet import set_content, text_shape
-from console.tui.render import ALERT_MARK, alert_banner, columns_of, fmt_bytes, fmt_num, hbar, spark
+from console.tui.quiet import set_content
+from console.tui.render import ALERT_MARK, columns_of, fmt_bytes, fmt_num, hbar, spark
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View
@@ -122,12 +122,7 @@ class StatsView(View):
         if not domains or STATS in domains:
             # no-wrap rows: the height changes with the GPU count, not with the values
             width = self.app.size.width
-            banner = alert_banner(host.alerts)
-            alerts = self.query_one("#alerts", Static)
-            set_content(alerts, lambda: Text(banner, style="bold red"), shape=text_shape(banner, width),
-                        key=banner)
-            if alerts.display != bool(banner):
-                alerts.display = bool(banner)
+            self.show_alerts(host, width)
             history = self.query_one("#history", Static)
             if host.gpus:
                 set_content(history, lambda: TableVisual(

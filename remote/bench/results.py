@@ -165,6 +165,19 @@ def _bad_number(v: object, *, count: bool = False) -> bool:
     return not (math.isfinite(v) and 0 <= v <= 10**15)
 
 
+# A category's window in a point (driver.category_figures): its numbers, checked as a point's
+_CATEGORY_NUMBERS = ("requests", "failed", "output_tokens", "duration", "output_tok_s", "tpot_p50")
+
+
+def _good_acceptance(acc: object) -> bool:
+    if not isinstance(acc, dict):
+        return False
+    per = acc.get("per_position") or []
+    return isinstance(per, list) and not any(_bad_number(x) for x in per) and not any(
+        _bad_number(acc.get(k)) for k in ("rate", "mean_length", "drafts", "draft_tokens",
+                                          "accepted"))
+
+
 def checked_run(run: BenchRun, where: str) -> BenchRun:
     """`run` with its text fields drawn safe and cut at TEXT_MAX, or ResultFileError in one
     line for a number that is not a finite count or rate (NaN throughput read as `speedup
@@ -179,19 +192,23 @@ def checked_run(run: BenchRun, where: str) -> BenchRun:
     for p in run.points:
         for f in fields(p):
             v = getattr(p, f.name)
-            if f.name in PER_REQUEST or f.name in ("acceptance", "errors"):
+            if f.name in PER_REQUEST or f.name in ("acceptance", "errors", "categories"):
                 continue
             if _bad_number(v, count=f.name in _COUNTS) or (f.name == "concurrency" and v < 1):
                 raise ResultFileError(f"{where}: the point at concurrency {str(p.concurrency)[:20]}"
                                       f" has {f.name} {str(v)[:40]!r}, not a finite number from 0")
-        acc = p.acceptance
-        if acc is not None:
-            per = acc.get("per_position") or []
-            if not isinstance(per, list) or any(_bad_number(x) for x in per) or any(
-                    _bad_number(acc.get(k)) for k in ("rate", "mean_length", "drafts",
-                                                       "draft_tokens", "accepted")):
+        cats = p.categories
+        if cats is not None and (not isinstance(cats, dict) or not all(
+                isinstance(c, dict) and not any(_bad_number(c.get(k), count=k in _COUNTS)
+                                                for k in _CATEGORY_NUMBERS)
+                for c in cats.values())):
+            raise ResultFileError(f"{where}: the point at concurrency {p.concurrency} has "
+                                  "categories that are not finite numbers")
+        for acc in [p.acceptance, *(c.get("acceptance") for c in (cats or {}).values())]:
+            if acc is not None and not _good_acceptance(acc):
                 raise ResultFileError(f"{where}: the point at concurrency {p.concurrency} has an "
                                       "acceptance that is not finite numbers")
+        p.categories = {_short(str(k)): v for k, v in cats.items()} if cats else cats
         p.errors = [_short(str(e)) for e in p.errors[:20]]
     return run
 

@@ -143,3 +143,34 @@ async def test_on_connect_a_hostile_file_is_left_out_and_the_good_ones_are_read(
                for s in said)
     labels = {e.payload.get("label") for e in seen if e.kind == ev.BENCH_POINT}
     assert "newer good run" in labels
+
+
+def _point_with(categories: object) -> results.BenchRun:
+    acc = {"drafts": 4, "draft_tokens": 12, "accepted": 3, "rate": 0.25, "mean_length": 1.75,
+           "per_position": [0.5, 0.25, 0.0]}
+    point = results.Point(concurrency=1, requests=4, failed=0, output_tokens=64, duration=1.0,
+                          output_tok_s=64.0, req_s=4.0, ttft_p50=0.1, ttft_p99=0.2,
+                          tpot_p50=0.01, tpot_p99=0.02, acceptance=acc,
+                          categories=categories)  # type: ignore[arg-type]
+    return results.BenchRun(label="speculative", url="http://127.0.0.1:8000", model="m",
+                            speculative=True, max_tokens=16, rounds=1, prompts="p.jsonl",
+                            prompts_sha256="0" * 64, started="2026-12-07T00:00:00Z",
+                            points=[point])
+
+
+def test_a_point_with_prompt_categories_reads_and_a_bad_category_is_one_line() -> None:
+    """Issue 49's per-category windows live in the point (driver.category_figures): a result
+    of `bench run` with categories reads back (the check of issue 48 refused the whole field),
+    and a category with a number that is not one is refused in one line."""
+    acc = {"drafts": 2, "draft_tokens": 6, "accepted": 1, "rate": 1 / 6, "mean_length": 1.5,
+           "per_position": [0.5, 0.0, 0.0]}
+    good = {"chat": {"requests": 2, "failed": 0, "output_tokens": 32, "duration": 0.5,
+                     "output_tok_s": 64.0, "tpot_p50": 0.01, "acceptance": acc}}
+    run = results.checked_run(_point_with(good), "r.json")
+    assert run.points[0].categories == good
+    for bad in ({"chat": {**good["chat"], "output_tok_s": float("nan")}},
+                {"chat": {**good["chat"], "acceptance": {**acc, "rate": "x"}}}, ["chat"]):
+        with pytest.raises(ResultFileError) as caught:
+            results.checked_run(_point_with(bad), "r.json")
+        assert "r.json: the point at concurrency 1 has" in str(caught.value)
+        assert "\n" not in str(caught.value)

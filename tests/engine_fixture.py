@@ -153,8 +153,10 @@ def engine_box(sshd: Sshd, console_demo: Demo,
         box.release()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def served_engine(engine_box: EngineBox) -> EngineBox:
-    """engine_box with its speculative server (target + the demo's trained head) answering."""
+    """engine_box with its speculative server (target + the demo's trained head) answering.
+    Per test, not per session: a test between two of its users may release the box or start
+    another role (one engine at a time), and `use` restarts the server only then."""
     engine_box.use("speculative")
     return engine_box

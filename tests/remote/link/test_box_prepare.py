@@ -24,7 +24,8 @@ def test_a_workdir_starting_with_a_dash(tmp_path: Path, capsys: pytest.CaptureFi
     sp = make_site_packages(tmp_path, vllm=False)
     for argv in (["probe", "env"], ["stats", "--once"], ["patch", "plan", "--site-packages", str(sp)],
                  ["jobs", "launch", "--name", "t", "--", sys.executable, "-c", "print('hi')"]):
-        rc = main([*argv[:1], "--host", "local", *argv[1:], "--no-record", "--json"]
+        cut = 2 if argv[0] == "probe" else 1  # a probe's options follow its name
+        rc = main([*argv[:cut], "--host", "local", *argv[cut:], "--no-record", "--json"]
                   if argv[0] != "jobs" else
                   ["jobs", "--host", "local", "launch", "--no-record", *argv[2:]])
         out = capsys.readouterr()

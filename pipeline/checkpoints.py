@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import struct
-import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -54,8 +53,9 @@ def seal(d: Path, info: dict[str, Any]) -> dict[str, Any]:
     files = files_of(d)
     for name in files:
         _fsync(d / name)
-    marker = {**info, "files": files, "sealed": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                              time.gmtime())}
+    # No time in it: the marker is one of train's outputs, whose manifest digest must be the
+    # same for the same training (the sealing time is the marker's mtime)
+    marker = {**info, "files": files}
     tmp = d / (MARKER + ".tmp")
     tmp.write_text(json.dumps(marker, indent=1))
     _fsync(tmp)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,7 @@ def announce(found: tuple[Path, dict[str, Any]] | None, epochs: int) -> Resumed:
              else f"the end of epoch {got.epoch}")
     emit("info", "train", resumed_from=got.step, total=got.total, checkpoint=str(d),
          message=f"resumed from step {got.step} of {got.total or '?'} (checkpoint {d.name}: "
-         f"{where}, sealed {marker.get('sealed', '?')})")
+         f"{where}, sealed {_sealed_at(d)})")
     return got
 
 
@@ -159,6 +160,13 @@ class Saves:
                 f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
                                    else ", its end)")))
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _sealed_at(d: Path) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((d / checkpoints.MARKER).stat().st_mtime))
+    except OSError:
+        return "?"
 
 
 def summary(got: Resumed, done: int) -> dict[str, Any]:

@@ -98,4 +98,13 @@ async def test_kill_9_of_the_runner_mid_stage(demo: Demo, stage: str) -> None:
     rerun_dir = demo.box / "runs" / again.run_id
     assert wait_ended(rerun_dir, 600)["returncode"] == 0, \
         (rerun_dir / "log").read_text(errors="replace")[-3000:]
-    assert _digests(demo) == before
+    after = _digests(demo)
+    resumed = json.loads((demo.out / "manifests" / "train.json").read_text())["summary"].get(
+        "resumed_from")
+    if stage == "train" and resumed:
+        # A train killed after a checkpoint resumes from it (issue 51): its head is trained
+        # on, not replayed bit for bit, so train and what reads it (evaluate) may differ;
+        # everything upstream stays as it was.
+        for s in ("train", "evaluate"):
+            before.pop(s), after.pop(s)
+    assert after == before, f"resumed_from={resumed!r}"

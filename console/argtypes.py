@@ -80,3 +80,17 @@ def command_lines(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
     for name, sub in subcommands(parser).items():
         lines += command_lines(sub, (*words, name))
     return lines
+
+
+def add_sampling_options(p: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """--temperature and --seed, for `bench run` (one temperature) and `bench matrix` (a
+    comma-separated list)."""
+    if several:
+        p.add_argument("--temperature", default="0", metavar="T,T",
+                       help="comma-separated sampling temperatures (default 0: greedy)")
+    else:
+        p.add_argument("--temperature", type=nonneg_float, default=0.0, metavar="T",
+                       help="sampling temperature (default 0: greedy); above 0 each request "
+                       "carries its own seed, so a rerun samples the same tokens")
+    p.add_argument("--seed", type=nonneg_int, default=0,
+                   help="request i of a sweep samples with seed SEED+i when T > 0 (default 0)")

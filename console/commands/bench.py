@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.argtypes import nonneg_float, nonneg_int, positive_float, positive_int
+from console.argtypes import add_sampling_options, nonneg_int, positive_float, positive_int
 from console.context import (
     Context,
     add_common_options,
@@ -99,20 +99,6 @@ def register(p: argparse.ArgumentParser) -> None:
     w.add_argument("--model", help="served model name (default: the one the server lists)")
     add_common_options(w)
     w.set_defaults(func=watch_command)
-
-
-def add_sampling_options(p: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """--temperature and --seed, for `bench run` (one temperature) and `bench matrix` (a
-    comma-separated list)."""
-    if several:
-        p.add_argument("--temperature", default="0", metavar="T,T",
-                       help="comma-separated sampling temperatures (default 0: greedy)")
-    else:
-        p.add_argument("--temperature", type=nonneg_float, default=0.0, metavar="T",
-                       help="sampling temperature (default 0: greedy); above 0 each request "
-                       "carries its own seed, so a rerun samples the same tokens")
-    p.add_argument("--seed", type=nonneg_int, default=0,
-                   help="request i of a sweep samples with seed SEED+i when T > 0 (default 0)")
 
 
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,

@@ -30,7 +30,7 @@ DEFAULT_REQUESTS = 8  # per cell, over its rounds: a matrix multiplies every cel
 
 
 def register_matrix(bsub: Subcommands) -> None:
-    from console.commands.bench import add_sampling_options
+    from console.argtypes import add_sampling_options
 
     m = bsub.add_parser(
         "matrix", help="drafts x K x temperature x concurrency against the baseline, one "

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from remote.errors import JobHelperError
+from remote.spine.events import Event
 
 EXIT_LOCKED = 75  # remote/jobs/helper.py
 State = Literal["running", "exited", "cancelled", "lost"]
@@ -50,6 +51,9 @@ class RunInfo:
 class LogLine(msgspec.Struct, frozen=True, gc=False):
     text: str
     offset: int  # byte offset in the log just after this line
+    # A stage record's event (remote/jobs/stage_records.py), as the tail published it: what a
+    # follower reads instead of parsing the text again.
+    event: Event | None = None
 
 
 def parse_record(line: str, what: str) -> dict[str, Any]:

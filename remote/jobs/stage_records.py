@@ -14,6 +14,7 @@ from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
 from remote.compat import fix_for_error, shorten
 from remote.errors import MalformedRecord
+from remote.spine import event_types as et
 from remote.spine import events as ev
 from remote.spine import intake
 
@@ -25,6 +26,10 @@ JOB_PREFIX = "pipeline-"
 
 def default_stage(job_name: str) -> str:
     return job_name[len(JOB_PREFIX):] if job_name.startswith(JOB_PREFIX) else job_name
+
+
+# A note's own fields (and the record's type): an info record's other fields go along beside them.
+_NOTE_FIELDS = {"type", "summary", *et.ConsoleInfo.__struct_fields__}
 
 
 # What a manifest says about a finished stage (pipeline/manifest.py: facts).
@@ -114,7 +119,11 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
                                   "run_id": run_id,
                                   "summary": f"{stage} not run: {rec.get('reason', '')}"}
     if kind == "info":
-        return ev.CONSOLE_INFO, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
+        # What else the record says goes along (a train box's `nodes` record: its endpoint,
+        # rendezvous and data digest, read by remote/train_nodes.py), under the note's own.
+        said = {k: v for k, v in rec.items() if k not in _NOTE_FIELDS}
+        return ev.CONSOLE_INFO, {**said, "message": f"{stage}: {rec.get('message', '')}",
+                                 "stage": stage}
     if kind == "error":
         # One readable line (a transformers error can be 2,000+ characters), with the advisor's
         # fix when it knows the error; the full text stays in the job log.

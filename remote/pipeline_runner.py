@@ -307,19 +307,22 @@ class PipelineRunner:
                 if self.record_hook is not None:
                     await self.record_hook(line.event, run_id)
         final = outcome.info = await self.jobs.wait(run_id)
-        if final.returncode != 0:  # its own account leaves no stage running nor unsaid
-            why = f"the pipeline run {final.state}" + (
-                f" (returncode {final.returncode})" if final.returncode is not None else "")
-            said = [(ev.STAGE_END, o.name, {"ok": False, "error": f"{o.name}: {why} while it ran"})
-                    for o in outcome.stages.values() if o.status == stage_life.RUNNING]
-            said += [(ev.STAGE_NOT_RUN, name, {"reason": why}) for name in stage_table.names()
-                     if name not in outcome.stages]
-            for kind, name, payload in said:
-                words = f"failed: {payload['error']}" if payload.get("error") else f"not run: {why}"
-                event = ev.Event.checked(kind, self.host.name, {
-                    "stage": name, "run_id": run_id, **payload, "summary": f"{name} {words}"})
-                self.bus.publish(event)
-                outcome.fold(event)
+        # The runner's own account leaves no stage running, and none it was to carry (through
+        # its --until) unsaid: what is left is what a runner cut short did not say.
+        until = argv_value(final.argv, "--until")
+        due = stage_table.through(until) if until in stage_table.names() else stage_table.names()
+        why = f"the pipeline run {final.state}" + (
+            f" (returncode {final.returncode})" if final.returncode is not None else "")
+        said = [(ev.STAGE_END, o.name, {"ok": False, "error": f"{o.name}: {why} while it ran"})
+                for o in outcome.stages.values() if o.status == stage_life.RUNNING]
+        said += [(ev.STAGE_NOT_RUN, name, {"reason": why}) for name in due
+                 if name not in outcome.stages]
+        for kind, name, payload in said:
+            words = f"failed: {payload['error']}" if payload.get("error") else f"not run: {why}"
+            event = ev.Event.checked(kind, self.host.name, {
+                "stage": name, "run_id": run_id, **payload, "summary": f"{name} {words}"})
+            self.bus.publish(event)
+            outcome.fold(event)
         return outcome
 
     async def show_manifests(self, config: str) -> list[dict[str, Any]]:
@@ -338,11 +341,16 @@ class PipelineRunner:
         return rows
 
 
+def argv_value(argv: list[str], flag: str) -> str:
+    """The value after `flag` in a runner's argv ("" without one)."""
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else ""
+
+
 def run_config(argv: list[str]) -> str:
     """The config a runner's argv names (`--config C`, or the demo's `--demo-dir D`)."""
     for flag, suffix in (("--config", ""), ("--demo-dir", "/pipeline.toml")):
-        if flag in argv[:-1]:
-            return argv[argv.index(flag) + 1].rstrip("/") + suffix
+        if value := argv_value(argv, flag):
+            return value.rstrip("/") + suffix
     return ""
 
 

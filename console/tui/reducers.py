@@ -36,6 +36,7 @@ from console.tui.host_state import (
 from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote.spine import event_types as et
 from remote.spine import events as ev
+from remote.spine import stage_life
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
 
@@ -155,22 +156,12 @@ def _job(host: HostState, e: Event) -> set[str]:
         job.state = str(p.get("state") or "exited")
         rc = p.get("returncode")
         job.returncode = int(rc) if isinstance(rc, int) else None
-        if _stages_ended_with(host, job):
+        rc = "" if job.returncode is None else f", returncode {job.returncode}"
+        # a job of an older release ran one stage, named for it (`pipeline-<stage>`)
+        if stage_life.run_ended(host.stages, job.run_id, job.name.removeprefix("pipeline-"),
+                                f"its run {job.state}{rc} before the stage ended"):
             return {JOBS, STAGES}
     return {JOBS}
-
-
-def _stages_ended_with(host: HostState, job: JobState) -> bool:
-    """A stage still marked running when the run that carried it ended (killed, lost, or a
-    session recorded before the runner said so): failed, not running for ever."""
-    ended = False
-    for name, st in host.stages.items():
-        if st.status == "running" and (job.run_id == st.run_id or job.run_id in st.runs
-                                       or job.name in (name, f"pipeline-{name}")):
-            rc = "" if job.returncode is None else f", returncode {job.returncode}"
-            st.status, st.reason = "failed", f"its run {job.state}{rc} before the stage ended"
-            ended = True
-    return ended
 
 
 def _probe(host: HostState, e: Event) -> set[str]:

@@ -137,3 +137,15 @@ def _manifest_facts(st: StageState, data: et.StageSkipped | et.StageManifest) ->
         st.bytes, st.outputs_count = data.bytes, data.outputs
     if data.completed:
         st.completed = data.completed
+
+
+def run_ended(stages: dict[str, StageState], run_id: str, job_stage: str, why: str) -> bool:
+    """A stage still running when the run that carried it ended (killed, lost, or a session
+    recorded before the runner said so): failed, not running for ever. `job_stage` is the stage
+    a job of an older release was named for. Whether any changed."""
+    ended = False
+    for st in stages.values():
+        if st.status == RUNNING and (run_id == st.run_id or run_id in st.runs
+                                     or st.name == job_stage):
+            st.status, st.reason, ended = FAILED, why, True
+    return ended

@@ -1,6 +1,6 @@
 """What the console knows about one host: the state every screen renders. No Textual here.
 
-The dataclasses the reducers (console/tui/reducers.py, console/tui/stage_reducers.py) fill and
+The dataclasses the reducers (console/tui/reducers.py, remote/spine/stage_life.py) fill and
 the widgets read, and the names of the domains a reducer reports as changed, so a view
 subscribes only to what it draws. Apart from the reducers because a screen reads this and never
 folds; console/tui/model.py (ConsoleState) holds one HostState per host.

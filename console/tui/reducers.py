@@ -4,14 +4,13 @@ Textual here.
 Each reducer mutates a HostState (console/tui/host_state.py) in place and returns the domains
 it changed; payloads come from other machines, so every field is read defensively. REDUCERS maps
 an event kind to its reducer, which also folds what the charts draw from it (chart_data.fold);
-the stages' own reducers are console/tui/stage_reducers.py.
+a stage's events go through the one fold every reader shares (remote/spine/stage_life.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from console.tui import stage_reducers as stages
 from console.tui.chart_data import fold as fold_charts
 from console.tui.host_state import (
     ALLREDUCE,
@@ -164,6 +163,25 @@ def _job(host: HostState, e: Event) -> set[str]:
     return {JOBS}
 
 
+def _stage(host: HostState, e: Event) -> set[str]:
+    """A stage's event (its own, the runner's not-run, the box's manifest) through the one fold
+    every reader shares (remote/spine/stage_life.py); then the series only the charts draw."""
+    changed = stage_life.fold(host.stages, e)
+    if changed is None:
+        return malformed(host, e)
+    fold_charts(host.charts, e)
+    return {STAGES} if changed else set()
+
+
+def _pipeline_run(host: HostState, e: Event) -> set[str]:
+    data = e.data()
+    if not isinstance(data, et.PipelineRun):
+        return malformed(host, e)
+    host.pipeline_run = {"run_id": data.run_id, "how": data.how, "config": data.config,
+                         "started": data.started, "state": data.state}
+    return {STAGES}
+
+
 def _probe(host: HostState, e: Event) -> set[str]:
     p = e.payload
     probe = str(p.get("probe") or "?")
@@ -295,9 +313,9 @@ REDUCERS: dict[str, Reducer] = {kind: reducer for reducer, kinds in (
     (_stats, (ev.STATS_SAMPLE,)),
     (_alert, (ev.STATS_ALERT,)),
     (_job, (ev.JOB_STARTED, ev.JOB_LINE, ev.JOB_EXIT)),
-    (stages.stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED)),
-    (stages.stage_box, (ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),
-    (stages.pipeline_run, (ev.PIPELINE_RUN,)),
+    (_stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED,
+              ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),
+    (_pipeline_run, (ev.PIPELINE_RUN,)),
     (_probe, (ev.PROBE_RESULT, ev.PROBE_ERROR)),
     (_patch, tuple(_PATCH_STATUS)),
     (_bench, (ev.BENCH_POINT, ev.BENCH_SUMMARY)),

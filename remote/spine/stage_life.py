@@ -1,7 +1,7 @@
 """A stage's life, folded once: its typed events (stage.start / progress / end / skipped /
 not_run / manifest, remote/spine/event_types.py) into the one StageState every reader reads --
 the CLI's outcome (remote/pipeline_runner.py), the TUI's Pipeline screen
-(console/tui/stage_reducers.py), the report, and the lost-run account. One vocabulary of
+(console/tui/reducers.py), the report, and the lost-run account. One vocabulary of
 states: pending, running, done, failed, skipped, not run.
 
 The events come from the job tail (remote/jobs/stage_records.py turns a box's `@@eagle3`

@@ -1,7 +1,6 @@
-"""The console's errors: session files and the TUI. ConsoleError is the console's one root; it
-derives from remote/'s RemoteError (remote/errors.py: the operator-facing root, its exit codes and
-the rest of remote's tree), the lowest layer the console shares with the operations it calls, so
-the CLI and the TUI catch both as RemoteError.
+"""The console's errors: session files and the TUI, under its one root, ConsoleError, which derives
+from remote/errors.py's RemoteError (the operator's root, with the exit codes): the CLI and the
+TUI catch both as RemoteError.
 
     remote.errors.RemoteError       exit 1
     └── ConsoleError                exit 1: the console's root

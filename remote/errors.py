@@ -2,11 +2,11 @@
 
 0 ok, 1 a stage/probe/bench failed, 2 usage or config error, 3 connection/auth/host-key error,
 4 compat/patch refused, 130 interrupted. A RemoteError's message is shown to the operator as
-is; the CLI exits with its `exit_code`. RemoteError is remote/'s one root and the operator-facing
-one: the console's root (console/errors.py: ConsoleError) derives from it, so the CLI and the TUI
-catch RemoteError alone. The pipeline's root (pipeline/errors.py) cannot (it runs on the box
-alone), so it keeps the two codes they share and this module imports them. The box-side probes
-and patch helper (uploaded alone, stdlib only) keep theirs in remote/probes/probe_errors.py.
+is; the CLI exits with its `exit_code`. RemoteError is remote/'s one root and the operator's: the
+console's (console/errors.py) derives from it, so the CLI and the TUI catch RemoteError alone.
+The pipeline's (pipeline/errors.py) cannot (it runs on the box alone), so it keeps the two codes
+they share and this module imports them. The box-side probes and patch helper (uploaded alone,
+stdlib only) keep theirs in remote/probes/probe_errors.py.
 
     Exception
     └── RemoteError             exit 1: the operator reads the message as is
@@ -43,13 +43,10 @@ and patch helper (uploaded alone, stdlib only) keep theirs in remote/probes/prob
         ├── MetricsMalformed        /metrics is not Prometheus text
         ├── BenchFailed             every request of a bench point failed
         ├── Dropped                 a box command ended with the connection (the job tail retries)
-        ├── AnchorError             a patch anchor is missing or ambiguous in the box's file
-        ├── MalformedRecord         a stage record that is not its event (the tail warns, goes on)
-        ├── RecordError             a damaged job.lines record in a session
-        └── PayloadError            a producer's fields do not fit its kind's schema (a bug)
-
-The last four are also a ValueError (PayloadError a TypeError), as the code that reads them
-has always caught them.
+        ├── AnchorError             a patch anchor missing or ambiguous in the box's file (a ValueError too)
+        ├── MalformedRecord         a stage record that is not its event (a ValueError too)
+        ├── RecordError             a damaged job.lines record in a session (a ValueError too)
+        └── PayloadError            a producer's fields do not fit its kind's schema (a TypeError too)
 """
 
 from __future__ import annotations

@@ -301,11 +301,10 @@ class PipelineRunner:
         outcome = RunOutcome(run_id, how)
         async with aclosing(self.jobs.tail(run_id, offset=0)) as lines:
             async for line in lines:
-                if line.event is None:
-                    continue
-                outcome.fold(line.event)
-                if self.record_hook is not None:
-                    await self.record_hook(line.event, run_id)
+                if line.event is not None:
+                    outcome.fold(line.event)
+                    if self.record_hook is not None:
+                        await self.record_hook(line.event, run_id)
         final = outcome.info = await self.jobs.wait(run_id)
         # The runner's own account leaves no stage running, and none it was to carry (through
         # its --until) unsaid: what is left is what a runner cut short did not say.

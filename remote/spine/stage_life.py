@@ -1,12 +1,7 @@
-"""A stage's life, folded once: its typed events (stage.start / progress / end / skipped /
-not_run / manifest, remote/spine/event_types.py) into the one StageState every reader reads --
-the CLI's outcome (remote/pipeline_runner.py), the TUI's Pipeline screen
-(console/tui/reducers.py), the report, and the lost-run account. One vocabulary of
-states: pending, running, done, failed, skipped, not run.
-
-The events come from the job tail (remote/jobs/stage_records.py turns a box's `@@eagle3`
-records into them), so a live run, a reattached tail and a replayed session fold alike.
-"""
+"""A stage's life, folded once: its typed events (the job tail makes them from a box's
+`@@eagle3` records: remote/jobs/stage_records.py) into the one StageState that the CLI's
+outcome (remote/pipeline_runner.py), the TUI (console/tui/reducers.py), the report and the
+lost-run account read. One vocabulary: pending, running, done, failed, skipped, not run."""
 
 from __future__ import annotations
 
@@ -18,10 +13,8 @@ from remote.spine import events as ev
 from remote.spine.events import Event
 
 RUNNING, DONE, FAILED, SKIPPED, NOT_RUN = "running", "done", "failed", "skipped", "not run"
-ENDED = (DONE, FAILED, SKIPPED, NOT_RUN)
 
-# What a stage's records carry beyond progress, the latest value of each: loss, epoch, the
-# evaluated head's acceptance (the Pipeline screen's columns, the Bench screen's acceptance).
+# What its records carry beyond progress, the latest of each (the Pipeline screen's columns).
 METRIC_KEYS = ("loss", "epoch", "head", "tokens", "acc_0", "resumed_from")
 RESULT_KEYS = ("mean_length", "rate", "per_position", "untrained_mean_length")
 
@@ -40,13 +33,10 @@ class StageState:
     reason: str = ""  # skipped / not run / pending: why
     error: str = ""  # failed: why
     run_id: str | None = None
-    # What the stage's records carry beyond done/total (loss, epoch, head, acceptance...), the
-    # latest value of each; and every run the stage's events named, oldest first.
-    metrics: dict[str, Any] = field(default_factory=dict)
-    runs: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)  # METRIC_KEYS, RESULT_KEYS
+    runs: list[str] = field(default_factory=list)  # every run its events named, oldest first
     result: dict[str, Any] = field(default_factory=dict)  # its end's summary (evaluate's figures)
-    # From the stage's manifest on the box (stage.manifest, or a skip record that carries it):
-    # the finished run's total output size, output count and completion time.
+    # From its manifest (stage.manifest, or a skip that carries it): size, count, when done.
     bytes: int | None = None
     outputs_count: int | None = None
     completed: str = ""
@@ -70,12 +60,9 @@ _NOT_ITS_RUN = (ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)
 
 
 def fold(stages: dict[str, StageState], e: Event) -> bool | None:
-    """Fold one stage event into `stages` (the stage's entry made on its first event): whether
-    it changed, or None when the event's payload is no stage's (a damaged or pre-schema session).
-
-    A manifest (what the box says outside the stage's own records) never overrides a stage
-    running now, nor a failure or a not-run seen (no manifest is all a failed stage leaves); a
-    complete one is done, with its time and size."""
+    """One stage event into `stages`: whether it changed, None for a payload that is no stage's
+    (a damaged or pre-schema session). A manifest never overrides a stage running now, nor a
+    failure or not-run seen (no manifest is all a failed stage leaves)."""
     data = e.data()
     if not isinstance(data, _STAGE_DATA):
         return None

@@ -267,14 +267,12 @@ class PipelineRunner:
             return
         lost = runs[-1]
         done = await self.transport.run(["tail", "-c", str(1 << 20), lost.log_path])
-        lines = done.stdout.splitlines()
-        stages: dict[str, StageState] = {}
+        lines, read = done.stdout.splitlines(), RunOutcome(lost.run_id, "lost")
         for event in stage_events(self.host.name, lost.run_id, RUN_NAME, lines,
                                   list(range(len(lines))), ev.utc_now()).values():
-            if event.payload.get("stage") in stage_table.names():
-                stage_life.fold(stages, event)
-        cut = [o.name for o in stages.values() if o.status == stage_life.RUNNING]
-        completed = [o.name for o in stages.values()
+            read.fold(event)
+        cut = read.names(stage_life.RUNNING)
+        completed = [o.name for o in read.stages.values()
                      if o.status in (stage_life.DONE, stage_life.SKIPPED)]
         what = (f"while {', '.join(cut)} ran: its unfinished work is lost (a cut sample or "
                 "checkpoint is never trusted)" if cut else "between stages")

@@ -156,8 +156,7 @@ def _job(host: HostState, e: Event) -> set[str]:
         rc = p.get("returncode")
         job.returncode = int(rc) if isinstance(rc, int) else None
         rc = "" if job.returncode is None else f", returncode {job.returncode}"
-        # a job of an older release ran one stage, named for it (`pipeline-<stage>`)
-        if stage_life.run_ended(host.stages, job.run_id, job.name.removeprefix("pipeline-"),
+        if stage_life.run_ended(host.stages, job.run_id, job.name,
                                 f"its run {job.state}{rc} before the stage ended"):
             return {JOBS, STAGES}
     return {JOBS}

@@ -51,9 +51,7 @@ class RunInfo:
 class LogLine(msgspec.Struct, frozen=True, gc=False):
     text: str
     offset: int  # byte offset in the log just after this line
-    # A stage record's event (remote/jobs/stage_records.py), as the tail published it: what a
-    # follower reads instead of parsing the text again.
-    event: Event | None = None
+    event: Event | None = None  # a stage record's, as the tail published it: read, not parsed
 
 
 def parse_record(line: str, what: str) -> dict[str, Any]:

@@ -12,6 +12,9 @@ from remote.spine import event_types as et
 from remote.spine import events as ev
 from remote.spine.events import Event
 
+# What the console named a stage's job before the box runner carried the whole pipeline as one
+# job named `pipeline` (sessions and run directories of that time): `pipeline-<stage>`.
+OLD_JOB_PREFIX = "pipeline-"
 RUNNING, DONE, FAILED, SKIPPED, NOT_RUN = "running", "done", "failed", "skipped", "not run"
 
 # What its records carry beyond progress, the latest of each (the Pipeline screen's columns).
@@ -126,13 +129,12 @@ def _manifest_facts(st: StageState, data: et.StageSkipped | et.StageManifest) ->
         st.completed = data.completed
 
 
-def run_ended(stages: dict[str, StageState], run_id: str, job_stage: str, why: str) -> bool:
+def run_ended(stages: dict[str, StageState], run_id: str, job_name: str, why: str) -> bool:
     """A stage still running when the run that carried it ended (killed, lost, or a session
-    recorded before the runner said so): failed, not running for ever. `job_stage` is the stage
-    a job of an older release was named for. Whether any changed."""
+    recorded before the runner said so): failed, not running for ever. Whether any changed."""
     ended = False
     for st in stages.values():
         if st.status == RUNNING and (run_id == st.run_id or run_id in st.runs
-                                     or st.name == job_stage):
+                                     or st.name == job_name.removeprefix(OLD_JOB_PREFIX)):
             st.status, st.reason, ended = FAILED, why, True
     return ended

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import add_out_options, nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_OK, UsageError
 
@@ -68,10 +68,9 @@ def register(p: argparse.ArgumentParser) -> None:
                    "decode steps (default 0: profile whatever load is running)")
     c.add_argument("--max-tokens", type=int, default=32,
                    help="tokens per --requests completion (default 32)")
-    c.add_argument("--out", type=Path, default=Path("traces"),
-                   help="local directory for the fetched traces (default ./traces)")
-    c.add_argument("--force", action="store_true",
-                   help="replace a trace file of the same name already in --out")
+    add_out_options(c, "local directory for the fetched traces (default ./traces)",
+                    "replace a trace file of the same name already in --out", "DIR",
+                    type=Path, default=Path("traces"))
     _kernel_options(c)
     add_common_options(c)
     c.set_defaults(func=run_capture_cmd)

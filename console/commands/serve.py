@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import positive_int
+from console.argtypes import add_engine_options, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import DRAFTS, ROLES
@@ -56,13 +56,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    "3 for ngram)")
     s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
                    "vllm_url; for --baseline the next port)")
-    s.add_argument("--python", metavar="PATH",
-                   help="the python with vLLM on the box (default: the host's python)")
-    s.add_argument("--start-timeout", type=float, default=1800.0,
-                   help="seconds to wait for the first answer (default 1800)")
-    s.add_argument("--vllm-args", metavar="'ARGS'",
-                   help="extra vLLM arguments, one shell-quoted string after = (e.g. "
-                   "--vllm-args='--enforce-eager'); default for --demo: --enforce-eager")
+    add_engine_options(s, start="the first answer")
     add_common_options(s)
     s.set_defaults(func=start_command)
 

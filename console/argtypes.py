@@ -128,3 +128,11 @@ def add_out_options(p: argparse.ArgumentParser, out: str, force: str, metavar: s
     replace), never replaced without it."""
     p.add_argument("--out", metavar=metavar, help=out, **kwargs)
     p.add_argument("--force", action="store_true", help=force)
+
+
+def add_pipeline_source(p: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
+                        of: str = "") -> None:
+    """--pipeline FILE or --demo: which pipeline run a command serves, measures or probes (`of`:
+    which part of it, e.g. "the target of ")."""
+    p.add_argument("--pipeline", metavar="FILE", help=f"{of}this pipeline config (TOML on this machine)")
+    p.add_argument("--demo", action="store_true", help=f"{of}the demo built by `console run --demo` on this host")

@@ -30,7 +30,13 @@ DEFAULT_REQUESTS = 8  # per cell, over its rounds: a matrix multiplies every cel
 
 
 def register_matrix(bsub: Subcommands) -> None:
-    from console.argtypes import add_engine_options, add_out_options, add_request_options, add_sampling_options
+    from console.argtypes import (
+        add_engine_options,
+        add_out_options,
+        add_pipeline_source,
+        add_request_options,
+        add_sampling_options,
+    )
 
     m = bsub.add_parser(
         "matrix", help="drafts x K x temperature x concurrency against the baseline, one "
@@ -42,10 +48,7 @@ def register_matrix(bsub: Subcommands) -> None:
         "per concurrency and where the time went. Rerun after an interrupt: it keeps the "
         "cells it finished.")
     add_host_options(m)
-    src = m.add_mutually_exclusive_group()
-    src.add_argument("--demo", action="store_true",
-                     help="the demo built by `console run --demo` on this host")
-    src.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
+    add_pipeline_source(m.add_mutually_exclusive_group())
     m.add_argument("--drafts", default="none,pipeline",
                    help="comma-separated: none, ngram, pipeline (the pipeline's head) or a "
                    "head directory on the box (default none,pipeline; none is always measured)")

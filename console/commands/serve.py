@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import add_engine_options, positive_int
+from console.argtypes import add_engine_options, add_pipeline_source, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import DRAFTS, ROLES
@@ -41,9 +41,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)
-    s.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
-    s.add_argument("--demo", action="store_true",
-                   help="the demo built by `console run --demo` on this host")
+    add_pipeline_source(s)
     s.add_argument("--baseline", action="store_true",
                    help="serve the target without speculation (default port: vllm_url's + 1)")
     s.add_argument("--draft", default="pipeline", metavar="{" + ",".join(DRAFTS) + ",DIR}",

@@ -39,16 +39,14 @@ def register(p: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     s.add_argument("--timeout", type=positive_float, default=600.0, help="seconds for the whole sweep")
-    add_common_options(s)
-    s.set_defaults(func=run_sweep_cmd)
+    add_common_options(s, func=run_sweep_cmd)
 
     t = verbs.add_parser("trace", help="all-reduce share of device time in profiler traces",
                          description="Analyse torch-profiler Chrome traces (.json or .json.gz, "
                          "one per rank, as vLLM's profiler writes them).")
     t.add_argument("files", nargs="+", metavar="FILE", type=Path)
     _kernel_options(t)
-    add_common_options(t)
-    t.set_defaults(func=run_trace_cmd)
+    add_common_options(t, func=run_trace_cmd)
 
     c = verbs.add_parser("capture", help="profile vLLM on the box, then analyse the traces",
                          description="POST /start_profile, wait, POST /stop_profile on the "
@@ -72,8 +70,7 @@ def register(p: argparse.ArgumentParser) -> None:
                     "replace a trace file of the same name already in --out", "DIR",
                     type=Path, default=Path("traces"))
     _kernel_options(c)
-    add_common_options(c)
-    c.set_defaults(func=run_capture_cmd)
+    add_common_options(c, func=run_capture_cmd)
 
 
 def _kernel_options(p: argparse.ArgumentParser) -> None:

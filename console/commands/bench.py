@@ -63,8 +63,7 @@ def register(p: argparse.ArgumentParser) -> None:
                    help="the pipeline's evaluate/acceptance.json on the box: its offline "
                    "estimate is printed beside the served acceptance")
     add_sampling_options(r)
-    add_common_options(r)
-    r.set_defaults(func=run_command)
+    add_common_options(r, func=run_command)
 
     c = bsub.add_parser("compare", help="compare a baseline result with a speculative one",
                         description="Speedup per concurrency and crossover from two result "
@@ -74,8 +73,7 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("baseline_file", metavar="A.json",
                    help="a baseline result, or a `bench matrix` result (read alone)")
     c.add_argument("spec_file", metavar="B.json", nargs="?")
-    add_common_options(c, record=False)
-    c.set_defaults(func=compare_command)
+    add_common_options(c, record=False, func=compare_command)
 
     from console.commands.bench_matrix import register_matrix
 
@@ -88,8 +86,7 @@ def register(p: argparse.ArgumentParser) -> None:
     w.add_argument("--interval", type=positive_float, default=10.0, help="seconds between scrapes")
     w.add_argument("--count", type=positive_int, help="stop after this many windows (default: until ^C)")
     w.add_argument("--model", help="served model name (default: the one the server lists)")
-    add_common_options(w)
-    w.set_defaults(func=watch_command)
+    add_common_options(w, func=watch_command)
 
 
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,

@@ -66,8 +66,7 @@ def register_matrix(bsub: Subcommands) -> None:
     add_out_options(m, "result JSON (default: named by the plan, in the session folder); an "
                     "unfinished matrix of the same plan there is continued",
                     "start over even when --out holds a matrix (finished or not)")
-    add_common_options(m)
-    m.set_defaults(func=matrix_command)
+    add_common_options(m, func=matrix_command)
 
 
 def matrix_plan(args: argparse.Namespace) -> tuple[MatrixPlan, PromptSet]:

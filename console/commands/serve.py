@@ -55,8 +55,7 @@ def register(p: argparse.ArgumentParser) -> None:
     s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
                    "vllm_url; for --baseline the next port)")
     add_engine_options(s, start="the first answer")
-    add_common_options(s)
-    s.set_defaults(func=start_command)
+    add_common_options(s, func=start_command)
 
     for name, helptext in (("stop", "cancel the serve jobs on a host"),
                            ("status", "the servers running on a host, read from the box: "
@@ -64,8 +63,7 @@ def register(p: argparse.ArgumentParser) -> None:
         c = ssub.add_parser(name, help=helptext)
         add_host_options(c)
         c.add_argument("--role", choices=ROLES, help="only this server (default: both)")
-        add_common_options(c)
-        c.set_defaults(func=stop_command if name == "stop" else status_command)
+        add_common_options(c, func=stop_command if name == "stop" else status_command)
 
 
 async def start_command(args: argparse.Namespace) -> int:

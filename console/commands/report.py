@@ -11,6 +11,7 @@ from pathlib import Path
 
 from console.argtypes import add_out_options
 from console.commands.replay import warned
+from pipeline.units import fmt_bytes
 from remote.errors import UsageError
 
 HELP = "write a self-contained HTML report of a recorded session"
@@ -45,7 +46,7 @@ async def run(args: argparse.Namespace) -> int:
         write_claimed(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
+    print(f"report written: {out} ({fmt_bytes(len(text))})")
     # The rule of every reader: the page is written, but it is not the whole session.
     return warned(session, warnings)
 

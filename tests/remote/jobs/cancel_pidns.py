@@ -141,7 +141,7 @@ def scenario_client(work: Path) -> dict[str, Any]:
     import asyncio
 
     sys.path.insert(0, str(REPO))
-    from remote.errors import ConsoleError
+    from remote.errors import RemoteError
     from remote.jobs.client import Jobs
     from remote.link.transport import LocalTransport
 
@@ -154,7 +154,7 @@ def scenario_client(work: Path) -> dict[str, Any]:
         await t.connect()
         try:
             await Jobs(t, str(work / "client"), host="box", python=PY).cancel(run_dir.name)
-        except ConsoleError as exc:
+        except RemoteError as exc:
             return {"error": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
         finally:
             await t.close()

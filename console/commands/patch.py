@@ -41,8 +41,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--site-packages", metavar="DIR",
                    help="look for the package in DIR instead of the box python's import path")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 async def run(args: argparse.Namespace) -> int:

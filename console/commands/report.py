@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import add_out_options
 from console.commands.replay import warned
 from pipeline.units import fmt_bytes
 from remote.errors import UsageError
@@ -21,9 +22,8 @@ def register(p: argparse.ArgumentParser) -> None:
                      "environments, stages, loss curve, offline vs served acceptance, speedup vs "
                      "concurrency, patch state and the commands that ran.")
     p.add_argument("session", help="a session file (.jsonl or .jsonl.zst)")
-    p.add_argument("--out", metavar="PATH", help="where to write it (default: SESSION with .html)")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite PATH even if the console did not write it (never the session read)")
+    add_out_options(p, "where to write it (default: SESSION with .html)",
+                    "overwrite PATH even if the console did not write it (never the session read)", "PATH")
     p.set_defaults(func=run)
 
 

@@ -43,8 +43,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR",
                    help="the address the Prometheus endpoint listens on (default 127.0.0.1: "
                    "this laptop only)")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 async def run(args: argparse.Namespace) -> int:

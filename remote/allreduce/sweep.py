@@ -24,24 +24,18 @@ from remote.spine.bus import EventBus
 from remote.stats.stream import expand_remote_path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "pipeline" / "allreduce_sweep.py"
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_POINTS = 64
 STAGE = "allreduce-sweep"
 
 
 def parse_size(text: str) -> int:
-    """'4K', '4KB', '1.5M', '4096' -> bytes (binary units, as nccl-tests prints them)."""
-    t = text.strip().upper()
-    if t.endswith("B"):
-        t = t[:-1]
-    unit = t[-1] if t and t[-1] in "KMG" else ""
+    """'4K', '4KB', '1.5M', '4096' -> bytes: the box script's own reading, checked here first."""
+    from pipeline.allreduce_sweep import parse_size as read_size
+
     try:
-        value = int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
-    except ValueError:
-        raise UsageError(f"not a message size: {text!r} (use e.g. 4K, 1M, 256M)") from None
-    if value <= 0:
-        raise UsageError(f"message size must be positive: {text!r}")
-    return value
+        return int(read_size(text))
+    except ValueError as exc:
+        raise UsageError(f"{exc} (use e.g. 4K, 1M, 256M)") from None
 
 
 def parse_sizes(spec: str) -> list[int]:

@@ -19,20 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.jobs.helper_runs import reap  # as the namespace's init: reparented children
+
 REPO = Path(__file__).resolve().parents[3]
 HELPER = str(REPO / "remote" / "jobs" / "helper.py")
 PY = sys.executable
-
-
-def reap() -> None:
-    """As the namespace's init, reap whatever was reparented to us."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def alive(pid: int) -> bool:

@@ -9,7 +9,7 @@ from pipeline.diskfull import mount_point
 from pipeline.errors import NotEnoughDisk
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:

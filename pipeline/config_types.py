@@ -22,12 +22,10 @@ NOT_IN_KEY = {"extract": ("hosts", "addresses", "copy_port"),
                         "checkpoint_every_minutes")}
 
 
-
 def resolve(config_path: Path, value: str) -> Path:
     """A path from the config: `~` expanded, relative to the config file's directory."""
     p = Path(os.path.expanduser(value))
     return p if p.is_absolute() else (config_path.parent / p)
-
 
 
 @dataclass(frozen=True)

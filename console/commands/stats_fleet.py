@@ -3,8 +3,9 @@
 One sampler per box, each on its box's one connection, all publishing stats.sample events with
 their host (the session and `--json` carry every box). The table is redrawn from the latest
 sample of each host: in place on a terminal, as a new block (at most once a second) when the
-output is a file or a pipe, so a 10 Hz stream does not flood a log. What one host's `console stats` shares with it (the
-Prometheus endpoint, a number's cell) is here, so that the two modules do not import each other.
+output is a file or a pipe, so a 10 Hz stream does not flood a log. What one host's `console
+stats` shares with it (the Prometheus endpoint, a number's cell) is here, so that the two modules
+do not import each other.
 """
 
 from __future__ import annotations

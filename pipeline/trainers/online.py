@@ -11,11 +11,11 @@ sample missing on disk (`--on-missing generate --vllm-endpoint URL`: speculators
 sends the sample, loads the file the connector wrote, deletes it). extract then writes only the
 dataset rows (0.9's Arrow dataset) and meta.json, no states.
 
-Where the box's stack cannot, pipeline/config.py `online_refusal` says why in one line and nothing
-starts (the config is refused where it is loaded: `validate`, which the console runs before any
-stage): speculators
-0.3 has no online mode; the server needs vLLM >= 0.18 (extract_hidden_states) and CUDA (the
-connector uses CUDA streams, events and pinned memory; pipeline/stages/extract.py).
+Where the box's stack cannot, pipeline/config.py `online_refusal` says why in one line and
+nothing starts (the config is refused where it is loaded: `validate`, which the console runs
+before any stage): speculators 0.3 has no online mode; the server needs vLLM >= 0.18
+(extract_hidden_states) and CUDA (the connector uses CUDA streams, events and pinned memory;
+pipeline/stages/extract.py).
 
 The server's lifecycle is the extraction server's own (pipeline/stages/extract_server.py
 `server_beside`): stopped, group and all, on every exit path.

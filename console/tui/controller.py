@@ -19,7 +19,7 @@ from console.errors import ReadOnlyReplay
 from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
 from console.tui import wiring
-from remote.errors import ConsoleError, UsageError
+from remote.errors import RemoteError, UsageError
 from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts
 from remote.link.transport import Transport
 from remote.spine import event_types as et
@@ -228,7 +228,7 @@ class LiveController:
         for name in hosts:
             try:
                 run = memory.recall(self.config.host(name))
-            except ConsoleError:
+            except RemoteError:
                 continue
             if run is not None:
                 remembered.append(name)

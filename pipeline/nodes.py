@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages as stage_table
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import read
 from pipeline.progress import emit

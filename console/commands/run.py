@@ -34,9 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
-from pipeline import stages as stage_table
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
-from remote.spine.stage_life import DONE, SKIPPED
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
 # names come from `pipeline` itself (no imports): `console run --help` loads none of the runner.
@@ -50,6 +48,8 @@ HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from pipeline import stages as stage_table  # `console --help` reads HELP alone
+
     stages = stage_table.names()
     p.description = (f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
                      "host as one detached run that the box carries to the end, follow it, "
@@ -200,9 +200,11 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 async def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.pipeline_runner import PipelineRunner, run_config
     from remote.spine import events as ev
+    from remote.spine.stage_life import DONE, SKIPPED
 
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
         args.pipeline, args.config = args.config, None

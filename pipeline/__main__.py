@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return nodes.node_main(nodes.node_parser().parse_args(argv[1:]))
         except PipelineError as exc:
-            emit("error", "train", message=str(exc), exit_code=exc.exit_code)
+            emit("error", stage_table.TRAIN, message=str(exc), exit_code=exc.exit_code)
             return exc.exit_code
     args = build_parser().parse_args(argv)
     stage = args.command
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pipeline import config as config_mod
         from pipeline.runner import plan, run_stage
 
-        cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", "extract"))
+        cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", stage_table.EXTRACT))
         if stage == "validate":
             print(json.dumps({"ok": True, "model": str(cfg.model_path),
                               "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,

@@ -42,6 +42,7 @@ from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
+from pipeline.stages import EXTRACT, TRAIN, VOCAB
 
 RANKS_DIR = "ranks"  # each rank's result (rank-R.json) or error (rank-R.error)
 REFUSED_03 = (
@@ -125,7 +126,7 @@ def train_local(cfg: PipelineConfig, save_dir: Path, device: str, nproc: int) ->
     refuse_03(cfg, device, "train.nproc_per_node")
     endpoint = f"127.0.0.1:{free_port()}"
     backend = "nccl" if device == "cuda" else "gloo"
-    emit("info", "train", ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
+    emit("info", TRAIN, ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
          f"on this box (torchrun, {backend}; train.nproc_per_node "
          f"{cfg.train.nproc_per_node or 'auto'})")
     failure, ranks_dir = run_torchrun(cfg, nnodes=1, nproc=nproc, endpoint=endpoint,
@@ -283,11 +284,11 @@ def rank_main(args: argparse.Namespace) -> int:
             import torch
 
             torch.set_num_threads(cfg.cpu_threads)
-        emit("info", "train", message=f"rank {rank} of {world} (torchrun, c10d) starting",
+        emit("info", TRAIN, message=f"rank {rank} of {world} (torchrun, c10d) starting",
              rank=rank, world_size=world, pid=os.getpid())
         save = Path(args.save_dir) if rank == 0 else ranks_dir / f"rank-{rank}-checkpoints"
-        res = trainers.for_config(cfg).train(cfg, stage_dir(cfg, "extract"),
-                                             stage_dir(cfg, "vocab"), save, args.device)
+        res = trainers.for_config(cfg).train(cfg, stage_dir(cfg, EXTRACT),
+                                             stage_dir(cfg, VOCAB), save, args.device)
     except Exception as exc:  # any rank's error is the stage's one line
         traceback.print_exc()
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -298,7 +299,7 @@ def rank_main(args: argparse.Namespace) -> int:
     said = "; ".join(f"epoch {e}: samples " + ", ".join(f"{a}..{b}" for a, b in runs)
                      for e, runs in (read or {}).items())
     back = res.get("resumed_from")  # every rank resumed from rank 0's one checkpoint
-    emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
+    emit("info", TRAIN, rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
          wrote=wrote, resumed_from=back, **({"samples": read} if read is not None else {}),
          message=f"rank {rank} of {world}: {res.get('steps')} steps"
          + (f", resumed from step {back}" if back is not None else "")

@@ -31,6 +31,7 @@ from pipeline.errors import PipelineError, RequestRefused
 from pipeline.progress import Progress, emit
 from pipeline.regen_client import chat, history_turn, model_id, turn_of
 from pipeline.regen_journal import Journal
+from pipeline.stages import PREPARE
 
 Conversation = list[dict[str, str]]
 
@@ -73,7 +74,7 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
 
     port = free_port()
     argv = server_argv(cfg, port, cpu=not torch.cuda.is_available())
-    emit("info", "prepare", message="starting the regeneration server: " + " ".join(argv))
+    emit("info", PREPARE, message="starting the regeneration server: " + " ".join(argv))
     url = f"http://127.0.0.1:{port}"
     with server_beside(argv, url + "/v1", log, env=with_cpu_kv_cache(os.environ)):
         yield url
@@ -120,7 +121,7 @@ def regenerate(cfg: PipelineConfig, tok: Any, convs: list[Conversation], journal
         template = str(getattr(tok, "chat_template", "") or "")
         reads_reasoning = "reasoning_content" in template
         if done_before:
-            emit("info", "prepare", message=f"regeneration resumed: {len(done_before)} of "
+            emit("info", PREPARE, message=f"regeneration resumed: {len(done_before)} of "
                  f"{len(convs)} conversations already in {journal.path}")
         if todo:
             with server(cfg, log) as url:
@@ -133,7 +134,7 @@ def regenerate(cfg: PipelineConfig, tok: Any, convs: list[Conversation], journal
 def _run(cfg: PipelineConfig, url: str, convs: list[Conversation], todo: list[int],
          journal: Journal, reads_reasoning: bool, resumed: int) -> None:
     model = model_id(url)
-    progress = Progress("prepare", len(convs), "conversations regenerated")
+    progress = Progress(PREPARE, len(convs), "conversations regenerated")
     progress.resume_at(resumed)
     t0 = time.monotonic()
     tokens = skipped = 0
@@ -160,7 +161,7 @@ def _run(cfg: PipelineConfig, url: str, convs: list[Conversation], todo: list[in
                 journal.append(rec)
                 if rec["status"] == "skipped":
                     skipped += 1
-                    emit("info", "prepare", message=f"conversation {rec['i']} skipped: "
+                    emit("info", PREPARE, message=f"conversation {rec['i']} skipped: "
                          f"{rec['reason']}", skipped=rec["i"], reason=rec["reason"])
                 tokens += int(rec.get("tokens", 0))
                 elapsed = max(time.monotonic() - t0, 1e-9)

@@ -27,12 +27,14 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
+from pipeline import stages as stage_table
 from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, UsageError
 from remote.jobs.client import JobLocked, RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
+from remote.spine.events import Event
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"  # pipeline/nodes.py
 NODE_JOB = "train-node"
@@ -87,9 +89,12 @@ class TrainNodes:
                              "there: a local host or a container): set train.addresses")
         return addr
 
-    async def on_record(self, rec: dict[str, Any], run_id: str) -> None:
-        """The first box's `nodes` record: start the other boxes' ranks (once per rendezvous)."""
-        if not (rec.get("type") == "info" and rec.get("stage") == "train" and rec.get("nodes")):
+    async def on_record(self, event: Event, run_id: str) -> None:
+        """The first box's `nodes` record (its console.info event, the record's fields kept):
+        start the other boxes' ranks (once per rendezvous)."""
+        rec = event.payload
+        if not (event.kind == ev.CONSOLE_INFO and rec.get("nodes")
+                and rec.get("stage") == stage_table.TRAIN):
             return
         rdzv = str(rec["run_id"])
         if rdzv in self.started:

@@ -139,9 +139,8 @@ def _is_pipeline_toml(path: str) -> bool:
 
 def _extract_hosts(path: str) -> list[str]:
     """`[extract] hosts` as written in the local pipeline TOML."""
-    data = _toml(path)
-    hosts = (data.get("extract") or {}).get("hosts") if isinstance(data.get("extract"), dict) \
-        else None
+    section = _toml(path).get("extract")  # not a stage: the TOML's [extract] section
+    hosts = section.get("hosts") if isinstance(section, dict) else None
     return [h for h in hosts if isinstance(h, str)] if isinstance(hosts, list) else []
 
 
@@ -201,9 +200,11 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 async def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.pipeline_runner import PipelineRunner, run_config
     from remote.spine import events as ev
+    from remote.spine.stage_life import DONE, SKIPPED
 
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
         args.pipeline, args.config = args.config, None
@@ -211,7 +212,7 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         raise UsageError(f"{args.pipeline}: pipeline config not found")
-    if args.serve and args.until not in (None, "evaluate"):
+    if args.serve and args.until not in (None, stage_table.EVALUATE):
         raise UsageError("--serve needs the trained head: it cannot follow --until "
                          f"{args.until}")
     if args.serve and not (args.demo or args.pipeline):
@@ -275,28 +276,28 @@ async def run(args: argparse.Namespace) -> int:
                         f"`console jobs --host {host.name}` lists it", host.name)
             raise
         # The run's own config: an attached run may have been started with another one.
-        config = str((outcome.finished or {}).get("config") or config
-                     or run_config(outcome.info.argv if outcome.info else []))
+        config = run_config(outcome.info.argv if outcome.info else []) or config or ""
         resolved = await runner.validate(config)
         out_dir = str(resolved["output_dir"])
-        ran, skipped = outcome.names("ran"), outcome.names("skipped")
+        ran, skipped = outcome.names(DONE), outcome.names(SKIPPED)
         ctx.info(f"pipeline done on {host.name}: ran {', '.join(ran) or 'nothing'}; "
                  f"skipped {', '.join(skipped) or 'nothing'}", host.name,
                  ran=ran, skipped=skipped)
-        evaluate = outcome.stages.get("evaluate")
-        evaluated = evaluate.summary if evaluate is not None and evaluate.summary else None
+        evaluate = outcome.stages.get(stage_table.EVALUATE)
+        evaluated = evaluate.result if evaluate is not None and evaluate.result else None
         if evaluated:
             line = f"offline mean acceptance length {evaluated.get('mean_length', 0):.3f}"
             if "untrained_mean_length" in evaluated:
                 line += f" (untrained head: {evaluated['untrained_mean_length']:.3f})"
             ctx.info(line, host.name, acceptance=evaluated)
-        if args.until not in (None, "evaluate"):
+        if args.until not in (None, stage_table.EVALUATE):
             ctx.info(f"stopped after {args.until} (--until): outputs under {out_dir}", host.name)
             return EXIT_OK
-        ctx.info(f"checkpoint: {posixpath.join(out_dir, 'train', 'checkpoint')}", host.name)
-        ctx.info(f"serving JSON: {posixpath.join(out_dir, 'train', 'speculative_config.json')} "
+        head = posixpath.join(out_dir, stage_table.TRAIN)
+        ctx.info(f"checkpoint: {posixpath.join(head, 'checkpoint')}", host.name)
+        ctx.info(f"serving JSON: {posixpath.join(head, 'speculative_config.json')} "
                  "(vllm serve ... --speculative-config \"$(cat it)\")", host.name)
-        ctx.info(f"evaluation: {posixpath.join(out_dir, 'evaluate', 'acceptance.json')}",
+        ctx.info(f"evaluation: {posixpath.join(out_dir, stage_table.EVALUATE, 'acceptance.json')}",
                  host.name)
         if args.serve:
             # `resolved` is the run's own validation: a second one costs seconds of imports.

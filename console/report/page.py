@@ -25,6 +25,7 @@ from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
 from console.tui.model import ConsoleState, HostState
 from console.tui.render import fmt_pct, fmt_sig
+from pipeline.stages import EVALUATE
 from pipeline.units import fmt_bytes
 from remote.spine.sanitize import visible
 
@@ -172,7 +173,7 @@ def _host_section(host: HostState, warnings: list[str]) -> str:
                             f"chart was left out: its values cannot be drawn ({exc})")
             return None
 
-    st = host.stages.get("evaluate")
+    st = host.stages.get(EVALUATE)
     offline = cd.offline_per_position(st.metrics if st is not None else {})
     served, where = cd.served_per_position(host.bench_points)
     conc = cd.concurrency_series(host.bench_points, host.bench_summary)

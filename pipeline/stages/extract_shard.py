@@ -45,6 +45,7 @@ from pipeline.progress import emit
 from pipeline.runner import StageContext
 from pipeline.shard_copy import check_manifest
 from pipeline.shards import SHARD_MANIFEST, rows_digest, shard_key, split
+from pipeline.stages import EXTRACT, PREPARE, VOCAB
 from pipeline.stages.extract import (
     KEY_FILE,
     complete_shard,
@@ -72,26 +73,26 @@ def plan(cfg: PipelineConfig, *, force: bool = False) -> dict[str, Any]:
     hosts = list(cfg.extract.hosts)
     if not hosts:
         raise PipelineError("shard-plan: extract.hosts is empty in this config (nothing to shard)")
-    st = manifest.status(cfg, "extract")
-    key = manifest.stage_key(cfg, "extract")
+    st = manifest.status(cfg, EXTRACT)
+    key = manifest.stage_key(cfg, EXTRACT)
     if key is None:
         raise PipelineError("shard-plan: prepare is not complete: run it first")
     fmt = speculators_path(cfg)
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     shards = split([len(s["input_ids"]) for s in samples], len(hosts))
     out: dict[str, Any] = {"complete": st.complete and not force, "format": fmt,
                            "samples": len(samples), "hosts": hosts,
                            # what a shard weighs before it exists: a relay's estimate
                            "bytes_per_token": bytes_per_token(cfg, fmt),
-                           "train_jsonl": str(manifest.stage_dir(cfg, "prepare") / "train.jsonl"),
-                           "extract_dir": str(manifest.stage_dir(cfg, "extract"))}
+                           "train_jsonl": str(manifest.stage_dir(cfg, PREPARE) / "train.jsonl"),
+                           "extract_dir": str(manifest.stage_dir(cfg, EXTRACT))}
     if out["complete"]:
         out["shards"] = [{**s.to_dict(), "gathered": True} for s in shards]
         return out
-    manifest.invalidate(cfg, "extract")
-    work = manifest.stage_dir(cfg, "extract")
+    manifest.invalidate(cfg, EXTRACT)
+    work = manifest.stage_dir(cfg, EXTRACT)
     work.mkdir(parents=True, exist_ok=True)
-    prepare_resume(StageContext(cfg, "extract", key, work, force=force))
+    prepare_resume(StageContext(cfg, EXTRACT, key, work, force=force))
     hs = work / "hidden_states"
     out["shards"] = [{**s.to_dict(), "gathered": all(
         (hs / sample_name(fmt, i)).exists() for i in range(s.start, s.end))} for s in shards]
@@ -117,16 +118,16 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
     shard_dir.mkdir(parents=True, exist_ok=True)
     done = None if force else complete_shard(shard_dir, key)
     if done is not None:
-        emit("skipped", "extract", reason=f"shard complete ({done['count']} samples, "
+        emit("skipped", EXTRACT, reason=f"shard complete ({done['count']} samples, "
              f"{shard_dir / SHARD_MANIFEST})", shard_dir=str(shard_dir))
         return done
     t0 = time.monotonic()
-    emit("start", "extract", reason=f"shard of {len(rows)} samples into {shard_dir}",
+    emit("start", EXTRACT, reason=f"shard of {len(rows)} samples into {shard_dir}",
          shard_dir=str(shard_dir))
     (shard_dir / SHARD_MANIFEST).unlink(missing_ok=True)
     # The shard's disk is the one to check, not the training box's output_dir.
     local = dataclasses.replace(cfg, output_dir=shard_dir)
-    ctx = StageContext(local, "extract", key, shard_dir, force=force)
+    ctx = StageContext(local, EXTRACT, key, shard_dir, force=force)
     prepare_resume(ctx)
     hs = shard_dir / "hidden_states"
     todo = [i for i in range(len(rows)) if not (hs / sample_name(fmt, i)).exists()]
@@ -143,7 +144,7 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
          "tokens": sum(len(r["input_ids"]) for r in rows), "files": files,
          "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     manifest.write_json_atomic(shard_dir / SHARD_MANIFEST, m)
-    emit("end", "extract", ok=True, seconds=round(time.monotonic() - t0, 3),
+    emit("end", EXTRACT, ok=True, seconds=round(time.monotonic() - t0, 3),
          summary={"samples": len(rows), "tokens": m["tokens"], "shard_dir": str(shard_dir)})
     return m
 
@@ -154,8 +155,8 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
     each checked against the shard's manifest first; nothing is placed unless all match.
     `hashed`: the files' sha256 was checked as they arrived (pipeline/shard_copy.py), so only
     their sizes are checked again (a second read of terabytes proves nothing more)."""
-    key = manifest.stage_key(cfg, "extract")
-    work = manifest.stage_dir(cfg, "extract")
+    key = manifest.stage_key(cfg, EXTRACT)
+    work = manifest.stage_dir(cfg, EXTRACT)
     held = (work / KEY_FILE).read_text().strip() if (work / KEY_FILE).exists() else None
     if key is None or held != key:
         raise PipelineError("shard-gather: the extract directory here is not prepared for this "
@@ -174,7 +175,7 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         raise CopyRefused(f"shard-gather: {shard_dir}: the shard manifest's files are not "
                           f"{expected[0] if expected else 'the samples'}... in sample order: "
                           "refused, nothing placed")
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     rows = samples[start:start + int(m["count"])]
     if len(rows) != m["count"] or m.get("key") != shard_key(shard_config_digest(cfg), fmt, rows):
         raise PipelineError(f"shard-gather: {shard_dir} does not hold samples {start}.."
@@ -208,15 +209,17 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
             "packages": m.get("packages") or {}}
 
 
+
+
 def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
                   force: bool = False) -> dict[str, Any]:
     """`shard-extract --local`: prepare here, the shard into this box's own output_dir, then
     this box's extract and vocab stages (train.data = local-shards)."""
     from pipeline.runner import run_stage
 
-    run_stage(cfg, "prepare")
+    run_stage(cfg, PREPARE)
     rows = _read_rows(rows_path)
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
     mine = [s for s in shards if s.start == start and s.count == len(rows)]
     if not mine or rows_digest(samples[start:start + len(rows)]) != rows_digest(rows):
@@ -225,6 +228,6 @@ def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
             "differ from the training box's (same dataset file, tokenizer and [data] config on "
             "every box: data.dataset and target.model as absolute paths valid here)")
     out = extract(cfg, rows_path, local_shard_dir(cfg, mine[0], len(shards)), force=force)
-    run_stage(cfg, "extract", force=True)  # links and the rows' dataset: cheap, always fresh
-    run_stage(cfg, "vocab")
+    run_stage(cfg, EXTRACT, force=True)  # links and the rows' dataset: cheap, always fresh
+    run_stage(cfg, VOCAB)
     return out

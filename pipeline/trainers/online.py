@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import PipelineError
+from pipeline.stages import TRAIN
 
 if TYPE_CHECKING:
     from pipeline.config_types import PipelineConfig
@@ -68,7 +69,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     endpoint = f"http://127.0.0.1:{port}/v1"
     from pipeline.progress import emit
 
-    emit("info", "train", message="online: starting the extraction server beside training: "
+    emit("info", TRAIN, message="online: starting the extraction server beside training: "
          + " ".join(argv))
     with server_beside(argv, endpoint, save_dir.parent / "online_server.log",
                        env=with_cpu_kv_cache(os.environ)):

@@ -19,6 +19,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.stages import TRAIN
 from remote.errors import DraftRefused
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -39,7 +40,7 @@ def target_from(config: str, resolved: dict[str, Any]) -> PipelineTarget:
     """`python -m pipeline validate`'s answer as the head check reads it."""
     out = str(resolved["output_dir"])
     return PipelineTarget(config=config, model=str(resolved["model"]),
-                          head=posixpath.join(out, "train", "checkpoint"))
+                          head=posixpath.join(out, TRAIN, "checkpoint"))
 
 
 def method_of(draft: str) -> str:

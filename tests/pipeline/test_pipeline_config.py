@@ -223,18 +223,11 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
 
 def test_stage_records_become_stage_events() -> None:
     """What the console makes of each record the box runner's log holds (and of lines that are
-    not one): the outcome of the run, read from its records only."""
-    from pipeline.progress import parse
-    from remote.link.hosts import default_local
-    from remote.pipeline_runner import PipelineRunner, RunOutcome
-    from remote.spine.bus import EventBus
+    not one): the outcome of the run, folded from the events the tail parses, and nothing else."""
+    from remote.jobs.blocks import stage_events
+    from remote.pipeline_runner import RunOutcome
+    from remote.spine.events import utc_now
 
-    bus = EventBus()
-    seen: list[tuple[str, dict[str, object]]] = []
-    bus.add_callback(lambda e: seen.append((e.kind, e.payload)))
-    runner = PipelineRunner.__new__(PipelineRunner)
-    runner.bus = bus
-    runner.host = default_local()
     out = RunOutcome("run-1", "started")
     lines = [
         '@@eagle3 {"type":"info","stage":"pipeline","message":"the box carries the pipeline"}',
@@ -254,20 +247,17 @@ def test_stage_records_become_stage_events() -> None:
         '@@eagle3 {"type":"not_run","stage":"evaluate","reason":"vocab failed (exit 1)"}',
         '@@eagle3 {"type":"finished","stage":"pipeline","ok":false,"returncode":1}',
     ]
-    for line in lines:
-        rec = parse(line)
-        if rec is not None:
-            runner._on_record(rec, out)
-    # The runner only reads records for the outcome; their events come from the tail itself
-    # (remote/jobs/stage_records.py, tested in tests/console/sessions/test_stage_records.py), so nothing twice.
-    assert seen == []
-    assert {s: o.state for s, o in out.stages.items()} == {
-        "prepare": "skipped", "extract": "ran", "vocab": "failed", "train": "not_run",
-        "evaluate": "not_run"}
-    assert out.stages["extract"].summary == {"samples": 9}
-    assert out.stages["vocab"].error == "vocab failed: OSError: disk"  # its own words
+    for event in stage_events("local", "run-1", "pipeline", lines, list(range(len(lines))),
+                              utc_now()).values():
+        out.fold(event)
+    assert {s: o.status for s, o in out.stages.items()} == {
+        "prepare": "skipped", "extract": "done", "vocab": "failed", "train": "not run",
+        "evaluate": "not run"}
+    assert out.stages["extract"].result == {"samples": 9}
+    assert out.stages["extract"].metrics == {"tokens": 42}  # what its progress carried
+    assert out.stages["vocab"].error == "vocab exited 1"  # the runner's end record's words
     assert out.stages["train"].reason == "vocab failed (exit 1)"
-    assert out.finished is not None and not out.ok and out.failed is out.stages["vocab"]
+    assert not out.ok and out.failed is out.stages["vocab"]
 
 
 async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
@@ -310,9 +300,8 @@ async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
     outcome = failed.value.outcome
     assert outcome.info is not None and outcome.info.state == "cancelled"
     assert outcome.info.returncode == 143
-    assert outcome.stages["prepare"].state == "failed"
-    assert {s: o.reason for s, o in outcome.stages.items() if o.state == "not_run"} == {
+    assert outcome.stages["prepare"].status == "failed"
+    assert {s: o.reason for s, o in outcome.stages.items() if o.status == "not run"} == {
         s: "the run was cancelled" for s in ("extract", "vocab", "train", "evaluate")}
-    assert outcome.finished is not None and outcome.finished["cancelled"] is True
     assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_NOT_RUN] == [
         "extract", "vocab", "train", "evaluate"]

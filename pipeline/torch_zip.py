@@ -11,7 +11,7 @@ around them is laid out as miniz lays it out for torch (each record's local head
 descriptor after the data, the "FB" extra field that pads every record's data to the storage
 alignment, the central directory, the zip64 end records), each record's CRC computed with
 zlib-ng's CRC32 (carry-less multiply: ~10 GB per CPU second here, `zlib.crc32` where zlib-ng is
-not installed, correct but no faster than torch's) in 1 MiB pieces written right after they are
+not installed, correct but no faster than torch's) in 256 KiB pieces written right after they are
 checksummed, while the piece is still in the CPU's cache. The tensors are written from their
 own memory: no copy of the sample.
 
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_PIECE = 1 << 20  # bytes checksummed then written at a time: fits the CPU's cache
+_PIECE = 256 << 10  # bytes checksummed, then written while in the CPU cache (L2)
 _LIMIT = 0xFFFFFFFF  # at or past it miniz writes zip64 fields: torch.save's path then
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")

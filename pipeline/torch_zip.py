@@ -11,9 +11,11 @@ around them is laid out as miniz lays it out for torch (each record's local head
 descriptor after the data, the "FB" extra field that pads every record's data to the storage
 alignment, the central directory, the zip64 end records), each record's CRC computed with
 zlib-ng's CRC32 (carry-less multiply: ~10 GB per CPU second here, `zlib.crc32` where zlib-ng is
-not installed, correct but no faster than torch's) in 256 KiB pieces written right after they are
-checksummed, while the piece is still in the CPU's cache. The tensors are written from their
-own memory: no copy of the sample.
+not installed, correct but no faster than torch's) over 256 KiB pieces right after each is
+written: the kernel's copy into the page cache has just read the piece into the CPU's cache, so
+the CRC does not read the sample from memory a second time (0.91 of a plain write's CPU here
+against 0.81 checksumming first). The tensors are written from their own memory: no copy of the
+sample.
 
 One record differs from torch.save's bytes: `.data/serialization_id`, which torch derives from
 a hash of an unordered set of record names (std::hash, the C++ library's own) and the records'
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_PIECE = 256 << 10  # bytes checksummed, then written while in the CPU cache (L2)
+_PIECE = 256 << 10  # bytes written, then checksummed while still in the CPU's L2 cache
 _LIMIT = 0xFFFFFFFF  # at or past it miniz writes zip64 fields: torch.save's path then
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
@@ -151,14 +153,14 @@ class _Zip:
                                           len(extra)) + full + extra))
         crc = 0
         size = len(data)
-        if size <= _PIECE:
+        if size <= 4096:
             crc = self.crc(data)
-            self._emit(data, flush=size > 4096)
-        else:
+            self._emit(data)
+        else:  # the write's copy brings each piece into the cache, the CRC reads it there
             for at in range(0, size, _PIECE):
                 piece = data[at:at + _PIECE]
-                crc = self.crc(piece, crc)
                 self._emit(piece, flush=True)
+                crc = self.crc(piece, crc)
         self._emit(memoryview(_DESCRIPTOR.pack(0x08074B50, crc, size, size)))
         self.combined = _hash_combine(self.combined, crc)
         self.central.append(_CENTRAL.pack(0x02014B50, 0, 0, _FLAGS, 0, 0, 0, crc, size, size,

@@ -2,7 +2,7 @@
 bytes, on a disk and on a RAM-backed tmpfs, in the same run.
 
     python benchmarks/extract_write.py [--dir DIR ...] [--gib 4] [--tokens 2048] [--rounds 3]
-                                       [--format 0.9|0.3] [--threads N]
+                                       [--format both|0.9|0.3] [--threads N]
 
 Why: at hidden 7168 with 4 captured layers in bf16 every token is 57,344 bytes of states
 (docs/design.md §11); a real dataset is terabytes, so a writer that reaches only part of what
@@ -10,8 +10,8 @@ the disk takes costs days (issues #39, #54). This measures the writer alone (no 
 extract stage's writer pool (`pipeline.write_pool`, `--threads`, by default the stage's) running
 `pipeline.formats.write_sample`, the function every extraction route writes a sample with, over
 samples of `--tokens` tokens until `--gib` GiB of states, in `--format` (0.9: hs_i.safetensors,
-[seq, 4, H]; 0.3: data_i.pt), no more samples in flight than the pool's threads (as the stage
-hands them over).
+[seq, 4, H]; 0.3: data_i.pt, torch.save's file; by default both, one after the other), no more
+samples in flight than the pool's threads (as the stage hands them over).
 
 The baseline, "a plain sequential write of the same bytes": the same number of files, each
 written from the bytes of one real sample file held in memory once (written by write_sample
@@ -31,7 +31,8 @@ neighbour's burst moves both). The tmpfs row (/dev/shm, added unless --dir is gi
 writer's ceiling on any machine: there the writer's own copying is all there is.
 
 Last line: `extract write / disk: R` (goal >= 0.9), the lowest row ratio among the rows that
-measure the writer (tmpfs, or a disk of >= 1.5 GB/s; every row if none does). Needs `--gib`
+measure the writer (tmpfs, or a disk of >= 1.5 GB/s; every row if none does), over every format
+measured: with the default `--format both`, the worse of 0.9 and 0.3. Needs `--gib`
 GiB free in each directory (checked first; nothing is left behind). No figure is asserted: the
 machine is shared with the neighbours.
 """
@@ -121,7 +122,7 @@ def is_tmpfs(path: Path) -> bool:
     return kind == "tmpfs"
 
 
-def _row(where: Path, args: argparse.Namespace, n: int, ids: Any, mask: Any,
+def _row(where: Path, fmt: str, args: argparse.Namespace, n: int, ids: Any, mask: Any,
          states: list[Any]) -> tuple[float, float, bool]:
     """One directory's rounds; (median ratio, disk B/s, whether the row measures the writer)."""
     from pipeline.formats import sample_name, write_sample
@@ -133,20 +134,20 @@ def _row(where: Path, args: argparse.Namespace, n: int, ids: Any, mask: Any,
     ratios: list[float] = []
     old: list[float] = []
     try:
-        one = out / sample_name(args.format, 0)
-        write_sample(args.format, one, ids, mask, states)
+        one = out / sample_name(fmt, 0)
+        write_sample(fmt, one, ids, mask, states)
         whole = memoryview(one.read_bytes())  # the file's bytes, in memory once
         one.unlink()
         size = len(whole)
         hot = whole[:CHUNK]
         written = n * size
-        print(f"\n{where}{' (tmpfs)' if tmpfs else ''}: {n} files x {size} bytes = {written} "
-              f"bytes per pass, {args.threads} writer thread(s)", flush=True)
+        print(f"\n{where}{' (tmpfs)' if tmpfs else ''}, format {fmt}: {n} files x {size} bytes "
+              f"= {written} bytes per pass, {args.threads} writer thread(s)", flush=True)
         # a process's first pass into a directory pays for its first page allocations (seen
         # 1.5-2x the CPU of later passes, whichever pass it was): one small untimed pass each
         warm = min(n, 2)
         for which in PASSES:
-            paths = (_writer_pass(out, args.format, warm, args.threads, ids, mask, states)
+            paths = (_writer_pass(out, fmt, warm, args.threads, ids, mask, states)
                      if which == "writer" else
                      _plain_pass(out, warm, size, whole if which == "plain" else hot))
             for p in paths:
@@ -157,7 +158,7 @@ def _row(where: Path, args: argparse.Namespace, n: int, ids: Any, mask: Any,
             for which in order:
                 c0, t0 = _cpu(), time.perf_counter()
                 if which == "writer":
-                    paths = _writer_pass(out, args.format, n, args.threads, ids, mask, states)
+                    paths = _writer_pass(out, fmt, n, args.threads, ids, mask, states)
                 else:
                     paths = _plain_pass(out, n, size, whole if which == "plain" else hot)
                 _fdatasync(paths)
@@ -190,7 +191,7 @@ def _row(where: Path, args: argparse.Namespace, n: int, ids: Any, mask: Any,
               "and the CPU seconds say what each pass cost)")
     ratio = statistics.median(ratios)
     cpu_ratio = statistics.median(p / w for p, w in zip(cpu["plain"], cpu["writer"], strict=True))
-    print(f"{where}: extract write / disk {ratio:.2f} (per round "
+    print(f"{where}, format {fmt}: extract write / disk {ratio:.2f} (per round "
           f"{', '.join(f'{x:.2f}' for x in ratios)}); against the old baseline "
           f"{statistics.median(old):.2f}; CPU seconds, plain / writer: {cpu_ratio:.2f} (what the "
           "writer costs beside the plain write, less moved by the neighbours' load)", flush=True)
@@ -205,16 +206,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gib", type=float, default=4.0, help="GiB of states per pass")
     ap.add_argument("--tokens", type=int, default=2048, help="tokens per sample")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--format", choices=("0.9", "0.3"), default="0.9")
+    ap.add_argument("--format", choices=("both", "0.9", "0.3"), default="both")
     ap.add_argument("--threads", type=int, default=0,
                     help="writer threads (default: the stage's, pipeline.write_pool)")
     args = ap.parse_args(argv)
 
     import torch
 
+    from pipeline.torch_zip import fast_crc32
     from pipeline.write_pool import default_threads
 
     args.threads = default_threads() if args.threads == 0 else args.threads
+    formats = ["0.9", "0.3"] if args.format == "both" else [args.format]
     dirs = args.dir or [Path(tempfile.gettempdir())] + (
         [Path("/dev/shm")] if Path("/dev/shm").is_dir() else [])
     per_token = LAYERS * HIDDEN * 2
@@ -240,15 +243,17 @@ def main(argv: list[str] | None = None) -> int:
     mask = torch.ones(args.tokens, dtype=torch.long)
     print(f"hidden {HIDDEN} x {LAYERS} layers x bf16 = {per_token} bytes/token of states; "
           f"{n} samples x {args.tokens} tokens = {total} bytes ({total / (1 << 30):.2f} GiB) "
-          f"of states per pass, format {args.format}, {os.cpu_count()} CPUs, load "
+          f"of states per pass, formats {' and '.join(formats)} (0.3's CRC32: "
+          f"{fast_crc32()[0]}), {os.cpu_count()} CPUs, load "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-    rows = [(d, *_row(d, args, n, ids, mask, states)) for d in dirs]
-    counted = [r for r in rows if r[3]] or rows
+    rows = [(f, d, *_row(d, f, args, n, ids, mask, states)) for f in formats for d in dirs]
+    counted = [r for r in rows if r[4]] or rows
     print()
-    for d, ratio, disk, measures in rows:
-        print(f"{d!s:<20} disk {disk / 1e6:6.0f} MB/s  extract write / disk {ratio:.2f}"
+    for f, d, ratio, disk, measures in rows:
+        print(f"{f} {d!s:<20} disk {disk / 1e6:6.0f} MB/s  extract write / disk {ratio:.2f}"
               + ("" if measures else "  (disk under 1.5 GB/s: not the writer's figure)"))
-    print(f"extract write / disk: {min(r[1] for r in counted):.2f}")
+    print(f"extract write / disk: {min(r[2] for r in counted):.2f}"
+          + (" (the worse format)" if len(formats) > 1 else f" (format {formats[0]})"))
     return 0
 
 

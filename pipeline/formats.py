@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline import torch_zip
 from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid
 
@@ -60,9 +61,12 @@ def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
 
     tmp = path.with_name(path.name + ".part")
     if fmt == "0.3":
-        torch.save({"input_ids": input_ids.to(torch.long).cpu(),
-                    "hidden_states": [s.to(torch.bfloat16).cpu().contiguous() for s in states],
-                    "loss_mask": loss_mask.to(torch.long).cpu()}, tmp)
+        sample = {"input_ids": input_ids.to(torch.long).cpu(),
+                  "hidden_states": [s.to(torch.bfloat16).cpu().contiguous() for s in states],
+                  "loss_mask": loss_mask.to(torch.long).cpu()}
+        # torch.save's file without its slow CRC (pipeline/torch_zip.py, issue #54)
+        if not torch_zip.save(sample, tmp):
+            torch.save(sample, tmp)
     elif not _write_safetensors_rows(tmp, input_ids, states, dtype):
         from safetensors.torch import save_file
 

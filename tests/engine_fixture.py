@@ -16,6 +16,7 @@ engine environment fails the fixture (tests/box_env.py builds it or raises), it 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -80,6 +81,17 @@ class EngineBox:
         rec = ["--session", str(session)] if session else ["--no-record"]
         return console_main([*args, "--host", HOST, "--config", str(self.console_toml), *rec])
 
+    def cli_process(self, *args: str, session: Path | None = None) -> int:
+        """`cli` in a process of its own: for a check made while this process's console is
+        busy (a test's hook inside a running `bench matrix` cannot re-enter its event loop)."""
+        rec = ["--session", str(session)] if session else ["--no-record"]
+        done = subprocess.run([sys.executable, "-m", "console", *args, "--host", HOST,
+                               "--config", str(self.console_toml), *rec], cwd=REPO,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            print(done.stdout[-2000:], done.stderr[-2000:])
+        return done.returncode
+
     def use(self, role: str = "speculative") -> Path:
         """The server of `role` running (started once); the session file of its start."""
         if role in self.running:
@@ -110,6 +122,26 @@ def answers(url: str) -> bool:
             return bool(resp.status == 200)
     except OSError:
         return False
+
+
+def metrics(url: str) -> str:
+    """The Prometheus text of the vLLM server at `url`."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as resp:
+        return str(resp.read().decode())
+
+
+def served_spec(box: EngineBox) -> dict[str, object] | None:
+    """The --speculative-config of the box's newest serve job (None: served without one), from
+    the job's own record of its argv in its log: what the engine was really started with."""
+    logs = sorted(box.workdir.glob("runs/*/log"), key=lambda p: p.stat().st_mtime)
+    text = logs[-1].read_text()
+    for line in text.splitlines():
+        if line.startswith("@@eagle3 ") and '"stage":"serve"' in line.replace(" ", ""):
+            argv = json.loads(line[len("@@eagle3 "):])["argv"]
+            if "--speculative-config" not in argv:
+                return None
+            return dict(json.loads(argv[argv.index("--speculative-config") + 1]))
+    raise AssertionError(f"no serve record in {logs[-1]}")
 
 
 def events(session: Path) -> list[ev.Event]:

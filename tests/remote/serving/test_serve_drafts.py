@@ -1,7 +1,8 @@
 """`serve start --draft D --k K` without an engine: the --speculative-config the box side builds
 for each draft, the refusals made before any job is launched, and what a serve job's own
 command line says it speculates with. The live engines are tests/remote/serving/
-test_engine_drafts.py."""
+test_engine_drafts.py and, for ngram and a head directory, the servers of
+tests/e2e/test_bench_matrix_engine.py."""
 
 from __future__ import annotations
 

@@ -191,14 +191,10 @@ def _one_line(text: str) -> str:
 
 
 def _first_remote_error(group: BaseExceptionGroup) -> RemoteError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, RemoteError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_remote_error(exc)
-            if found is not None:
-                return found
-    return None
+    found: BaseException | None = group.subgroup(RemoteError)  # nesting and order kept
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, RemoteError) else None
 
 
 def _internal_error(exc: BaseException) -> int:

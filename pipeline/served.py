@@ -81,9 +81,8 @@ def window(before: Counters, after: Counters, k: int) -> dict[str, Any]:
 
 def acceptance(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]
                ) -> dict[str, Any]:
-    """vLLM's spec-decode counters and what they give (design.md §2), for the served window and
-    the offline evaluate alike: mean length 1 + accepted/drafts, rate accepted/draft tokens,
-    per position accepted_per_pos[i]/drafts."""
+    """vLLM's spec-decode counters and their ratios (design.md §2): the served window's and the
+    offline evaluate's are one set of fields."""
     d = max(drafts, 1)
     return {"num_drafts": drafts, "num_draft_tokens": draft_tokens,
             "num_accepted_tokens": accepted, "accepted_per_pos": per_pos,

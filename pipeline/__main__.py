@@ -40,7 +40,7 @@ from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from pipeline.errors import NotEnoughDisk
 from pipeline.units import fmt_bytes
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages as stage_table
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.formats import installed
 
 FORMAT = 1

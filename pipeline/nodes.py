@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import read
 from pipeline.progress import emit

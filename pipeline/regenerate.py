@@ -5,7 +5,7 @@ writes (speculators' docs, "Response Regeneration").
 
 The server is the one at `data.vllm_url` (already up), or one prepare starts with the extract
 stage's engine settings (tensor parallel, dtype, prefill chunk, trust_remote_code; eager on a CPU
-build) and stops on every way out (pipeline.trainers.online.server_beside: return, exception,
+build) and stops on every way out (pipeline.stages.extract_server.server_beside: return, exception,
 SIGTERM; a SIGKILLed prepare's server gets SIGTERM from the kernel through die_with).
 
 `data.regenerate_concurrency` conversations are in flight at once, each regenerated turn by turn
@@ -26,7 +26,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError, RequestRefused
 from pipeline.progress import Progress, emit
 from pipeline.regen_client import chat, history_turn, model_id, turn_of
@@ -68,7 +68,7 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
     import torch
 
     from pipeline.ranks import free_port
-    from pipeline.trainers.online import server_beside
+    from pipeline.stages.extract_server import server_beside
     from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
     port = free_port()

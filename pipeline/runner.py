@@ -20,7 +20,7 @@ from typing import Any
 
 from pipeline import manifest
 from pipeline import stages as stage_table
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.diskfull import disk_full_message, is_disk_full
 from pipeline.errors import PipelineError
 from pipeline.progress import emit

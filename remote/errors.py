@@ -51,14 +51,9 @@ stdlib only) keep theirs in remote/probes/probe_errors.py.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 # 1 and 2 are the box's pipeline's exit codes too (a stage failed; bad config or input): one
 # definition, where the pipeline (which cannot import remote) keeps it.
 from pipeline.errors import EXIT_FAILED, EXIT_USAGE
-
-if TYPE_CHECKING:
-    from remote.pipeline_runner import RunOutcome
 
 EXIT_OK = 0
 EXIT_CONNECTION = 3
@@ -180,7 +175,10 @@ class StageFailed(RemoteError):
 
 
 class PipelineFailed(StageFailed):
-    def __init__(self, message: str, outcome: RunOutcome) -> None:
+    """`outcome` is the run's remote/pipeline_runner.py RunOutcome, carried for its catcher: this
+    module names no type of the layers it sits under (tests/project/test_import_cycles.py)."""
+
+    def __init__(self, message: str, outcome: object) -> None:
         super().__init__(message)
         self.outcome = outcome
 

@@ -7,14 +7,14 @@ and its key on the TUI's Probes screen. `console probe`, one host or several, an
 probe through one route (remote/ops/probes.py: run); a name with no row is refused there.
 
 Adding a probe is its script plus one row. No I/O here: compat, composed from the env and model
-probes, gets the route's runner of those as an argument.
+probes, gets the route's runner of those as an argument. The rows are NamedTuples, not
+dataclasses: `console --help` imports this table for the probes' names, and a dataclass costs it
+the import of dataclasses and inspect; and the annotations are evaluated, not postponed, since a NamedTuple
+compiles each postponed one (docs/measurements.md, issue 52).
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.named_rows import row_named
 from pipeline.units import fmt_bytes
@@ -23,8 +23,7 @@ from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 Result = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ProbeRequest:
+class ProbeRequest(NamedTuple):
     """What the operator asked for: the CLI's options, or the TUI's one input field."""
 
     model: str | None = None  # HF model directory or config.json on the box
@@ -37,7 +36,7 @@ class ProbeRequest:
     method: str = "eagle3"  # the head probe's speculative method (ngram: the build alone)
 
     @classmethod
-    def from_target(cls, target: str | None, workdir: str = "") -> ProbeRequest:
+    def from_target(cls, target: str | None, workdir: str = "") -> "ProbeRequest":
         """The TUI's field: a path on the box (a directory or config.json) or an architecture."""
         if target and ("/" in target or target.endswith(".json")):
             return cls(model=target, workdir=workdir)
@@ -54,8 +53,7 @@ def _opt(name: str, value: str) -> str:
     return f"{name}={value}"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What a probe's results mean for `console probe`: its exit code and lines (level, text,
     extra fields) to say."""
 
@@ -79,8 +77,7 @@ def _ok(results: list[Result], req: ProbeRequest) -> Verdict:
     return Verdict()
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     name: str
     help: str  # what it answers, for `console probe --help`
     summary: Callable[[Result], str]  # one line per result

@@ -1,8 +1,8 @@
 """`console probe NAME --host H`: ask the box what it has before launching.
 
 The probes, their options, what they need and what their results mean are their rows in
-remote/probe_table.py; one host or several (console/commands/probe_fleet.py) run the same route,
-remote/ops/probes.py. compat exits 4 when a finding of severity `error` says a stage will fail
+remote/probe_table.py; one host or several run the same route (console/commands/probe_fleet.py
+run_one, then remote/ops/probes.py). compat exits 4 when a finding of severity `error` says a stage will fail
 as things stand.
 """
 
@@ -58,13 +58,6 @@ def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
     add_common_options(p)
 
 
-def request(args: argparse.Namespace) -> probe_table.ProbeRequest:
-    """The operator's options as the probes' rows read them (head: --target is the model)."""
-    return probe_table.ProbeRequest(model=args.target or args.model, arch=args.arch,
-                                    family=args.family, vllm_root=args.vllm_root, all=args.all,
-                                    head=args.head_dir)
-
-
 def _head_usage(args: argparse.Namespace) -> str | None:
     """What is wrong with the head probe's own options (DIR, --target, --demo, --pipeline)."""
     given = [o for o, v in (("DIR", args.head_dir), ("--target", args.target),
@@ -88,14 +81,14 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(bad)
     if args.probe == "head" and (args.demo or args.pipeline):
         return await _head_of_pipeline(args)
+    from console.commands.probe_fleet import request, run_fleet, run_one
+    from console.fleet import names_several
+
     missing = probe_table.get(args.probe).needs(request(args))
     if missing:
         raise UsageError(missing)
-    from console.fleet import names_several
 
     if names_several(args):
-        from console.commands.probe_fleet import run_fleet
-
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         return await run_one(ctx, args, args.host)
@@ -104,30 +97,13 @@ async def run(args: argparse.Namespace) -> int:
 async def _head_of_pipeline(args: argparse.Namespace) -> int:
     """probe head --demo | --pipeline FILE: the target (and, without DIR, the head) that
     pipeline config names, resolved on the box, then the probe."""
-    from remote.ops import heads
+    from console.commands.probe_fleet import run_one
+    from remote.ops import serve
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host, transport = await ctx.reach(args.host)
         pipeline = Path(args.pipeline).expanduser() if args.pipeline else None
-        target = await heads.pipeline_target(transport, await heads.probe_python(transport, host),
+        target = await serve.pipeline_target(transport, await serve.probe_python(transport, host),
                                              ctx.bus, pipeline=pipeline)
         args.target, args.head_dir = target.model, args.head_dir or target.head
         return await run_one(ctx, args, args.host)
-
-
-async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
-    """The probe on one host (alone, or one of a fleet): its exit code, having said what its
-    results mean (the results themselves are probe.result events)."""
-    from remote.ops import probes as ops
-
-    host, transport = await ctx.reach(name)
-    if args.probe == "head":  # with the python that serves (on `local`: the box environment)
-        from remote.ops import heads
-
-        host = await heads.probe_python(transport, host)
-    done = await ops.run(transport, host, ctx.bus, args.probe, request(args),
-                         timeout=args.timeout)
-    say = {"error": ctx.error, "warning": ctx.warning}
-    for level, text, fields in done.verdict.lines:
-        say.get(level, ctx.info)(text, host.name, **fields)
-    return done.verdict.code

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
-from pipeline import stages as stage_table
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
@@ -49,6 +48,8 @@ HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from pipeline import stages as stage_table  # `console --help` reads HELP alone
+
     stages = stage_table.names()
     p.description = (f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
                      "host as one detached run that the box carries to the end, follow it, "

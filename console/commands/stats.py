@@ -7,8 +7,6 @@ are recorded in the session and `--json` prints them as events.
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from console.argtypes import nonneg_float, positive_float, positive_int, tcp_port
@@ -51,31 +49,14 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
     if args.prometheus is not None and args.once:
         raise UsageError("--prometheus serves a live stream: it does not go with --once")
+    from console.commands.stats_fleet import prometheus, run_fleet
     from console.fleet import names_several
 
     if names_several(args):
-        from console.commands.stats_fleet import run_fleet
-
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
         with prometheus(ctx, args):
             return await _one_host(ctx, args)
-
-
-@contextlib.contextmanager
-def prometheus(ctx: Context, args: argparse.Namespace) -> Iterator[None]:
-    """The Prometheus endpoint over the command's bus while the streams run (--prometheus)."""
-    if args.prometheus is None:
-        yield
-        return
-    from remote.ops import stats as ops
-
-    endpoint = ops.serve_prometheus(ctx.bus, args.prometheus, args.prometheus_addr)
-    ctx.info(f"Prometheus metrics at {endpoint.url}", url=endpoint.url)
-    try:
-        yield
-    finally:
-        endpoint.close()
 
 
 async def _one_host(ctx: Context, args: argparse.Namespace) -> int:
@@ -99,13 +80,8 @@ async def _one_host(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    return f"{v / scale:.{digits}f}{unit}"
-
-
 def format_table(host: str, payload: dict[str, Any]) -> str:
+    from console.commands.stats_fleet import num
     from console.fleet import aligned
     from pipeline.units import fmt_bytes
     from remote.stats.samples import health_text

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fit, served
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.devices import pick_device
 from pipeline.errors import ConfigInvalid, TargetTooBig
 from pipeline.progress import Progress, emit

@@ -38,19 +38,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import manifest
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import CopyRefused, PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
 from pipeline.runner import StageContext
 from pipeline.shard_copy import check_manifest
-from pipeline.shards import SHARD_MANIFEST, Shard, rows_digest, shard_dir_name, shard_key, split
-from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
+from pipeline.shards import SHARD_MANIFEST, rows_digest, shard_key, split
+from pipeline.stages.extract import (
+    KEY_FILE,
+    complete_shard,
+    extract_todo,
+    local_shard_dir,
+    prepare_resume,
+    read_samples,
+    shard_config_digest,
+)
 from pipeline.state_size import bytes_per_token
-
-
-def _config_digest(cfg: PipelineConfig) -> str:
-    return cfg.section_digest("target", "extract")
 
 
 def _threads(cfg: PipelineConfig) -> None:
@@ -103,30 +107,15 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             from None
 
 
-def _complete(d: Path, key: str) -> dict[str, Any] | None:
-    """The shard's manifest when it matches `key` and every file it lists is there, whole."""
-    try:
-        m = json.loads((d / SHARD_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    if m.get("key") != key:
-        return None
-    for f in m.get("files", []):
-        p = d / "hidden_states" / f["name"]
-        if not p.exists() or p.stat().st_size != f["size"]:
-            return None
-    return dict(m)
-
-
 def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
             force: bool = False) -> dict[str, Any]:
     """One shard: its samples through the stage's extraction route into `shard_dir`, resumable
     sample by sample (the stage's .key rule), its manifest written last."""
     rows = _read_rows(rows_path)
     fmt = speculators_path(cfg)
-    key = shard_key(_config_digest(cfg), fmt, rows)
+    key = shard_key(shard_config_digest(cfg), fmt, rows)
     shard_dir.mkdir(parents=True, exist_ok=True)
-    done = None if force else _complete(shard_dir, key)
+    done = None if force else complete_shard(shard_dir, key)
     if done is not None:
         emit("skipped", "extract", reason=f"shard complete ({done['count']} samples, "
              f"{shard_dir / SHARD_MANIFEST})", shard_dir=str(shard_dir))
@@ -187,7 +176,7 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
                           "refused, nothing placed")
     samples = read_samples(manifest.stage_dir(cfg, "prepare"))
     rows = samples[start:start + int(m["count"])]
-    if len(rows) != m["count"] or m.get("key") != shard_key(_config_digest(cfg), fmt, rows):
+    if len(rows) != m["count"] or m.get("key") != shard_key(shard_config_digest(cfg), fmt, rows):
         raise PipelineError(f"shard-gather: {shard_dir} does not hold samples {start}.."
                             f"{start + int(m['count']) - 1} of this config's prepared data "
                             "(its key differs): rerun that shard")
@@ -217,52 +206,6 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         shutil.rmtree(shard_dir, ignore_errors=True)
     return {"gathered": len(files), "start": start, "bytes": size,
             "packages": m.get("packages") or {}}
-
-
-LOCAL_DIR = "extract-local"  # under output_dir: this box's own shard (train.data = local-shards)
-
-
-def local_shard_dir(cfg: PipelineConfig, shard: Shard, n: int) -> Path:
-    return cfg.output_dir / LOCAL_DIR / shard_dir_name(shard, n)
-
-
-def place_local(ctx: StageContext, fmt: str, samples: list[dict[str, Any]],
-                hs_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    """The extract stage with train.data = local-shards: the shards this box extracted (their
-    manifests match this config's samples, every file there at its size) linked into
-    hidden_states/ at their global numbers; the others are not here and never read. Returns
-    the placed files and what meta.json records: every shard's range and the ones held."""
-    cfg = ctx.cfg
-    shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
-    n = len(shards)
-    held: list[int] = []
-    placed: list[Path] = []
-    for s in shards:
-        d = local_shard_dir(cfg, s, n)
-        m = _complete(d, shard_key(_config_digest(cfg), fmt, samples[s.start:s.end]))
-        if m is None or s.count == 0:
-            continue
-        for j, f in enumerate(m["files"]):
-            dest = hs_dir / sample_name(fmt, s.start + j)
-            if not dest.exists():
-                tmp = dest.with_name(dest.name + ".part")
-                try:
-                    os.link(d / "hidden_states" / f["name"], tmp)
-                except OSError:
-                    shutil.copyfile(d / "hidden_states" / f["name"], tmp)
-                os.replace(tmp, dest)
-            placed.append(dest)
-        held.append(s.index)
-    if len(held) != 1:
-        what = "no shard" if not held else f"shards {[k + 1 for k in held]}"
-        raise PipelineError(
-            f"extract: train.data = \"local-shards\" and this box holds {what} of this "
-            f"config's {n} under {cfg.output_dir / LOCAL_DIR} (each box trains on the one shard "
-            "it extracted: `console run` extracts them; docs/pipeline.md)")
-    emit("info", "extract", message=f"train.data = local-shards: shard {held[0] + 1}/{n} "
-         f"(samples {shards[held[0]].start}..{shards[held[0]].end - 1}) is on this box; the "
-         "other shards stay on their boxes", local_shards=held)
-    return placed, {"shards": [[s.start, s.end] for s in shards], "local_shards": held}
 
 
 def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,

@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress
 from pipeline.trainers import resume

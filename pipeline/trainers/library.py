@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.fit import text_config
 from pipeline.progress import Progress
 from pipeline.trainers import resume

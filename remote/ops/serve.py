@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from remote.bench.results import MIN_REQUESTS, BenchRun, Point, save_result
 from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
+from remote.ops import heads
 from remote.ops.bench import keep_on_box
 from remote.serving.serve import Served, ServeRunner, check_draft
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 
@@ -68,6 +71,23 @@ async def demo_config(r: ServeRunner) -> str:
     return path
 
 
+async def pipeline_target(transport: Transport, host: HostConfig, bus: EventBus, *,
+                          pipeline: Path | None) -> heads.PipelineTarget:
+    """The target and head of `pipeline` (the demo's without one), resolved on the box."""
+    r = runner(transport, host, bus)
+    config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
+    resolved = await r.pipeline.validate(config)
+    return heads.target_from(config, resolved)
+
+
+async def probe_python(transport: Transport, host: HostConfig) -> HostConfig:
+    """The host as the head probe runs on it: on `local`, with the python that serves there
+    (local_python: the box environment), since the console's own has no vLLM to read."""
+    if not host.is_local:
+        return host
+    return replace(host, python=await local_python(transport, host))
+
+
 async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url: str | None = None,
                 vllm_args: Sequence[str] = (), timeout: float = 1800.0,
                 draft: str = "pipeline", k: int | None = None) -> Served:
@@ -80,8 +100,6 @@ async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url:
     config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
     resolved = await r.pipeline.validate(config)
     if draft != "none":  # the draft against its target and this vLLM: DraftRefused, no engine
-        from remote.ops import heads
-
         target = heads.target_from(config, resolved)
         await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,
                           pipeline_head=target.head)

@@ -60,7 +60,6 @@ class StatsStream:
     # get the same stats.alert events, and a replay shows them without judging again.
     alerts: AlertConfig = field(default_factory=AlertConfig)
     watch: AlertWatch | None = None
-    printable: bool = False  # kept for callers; the printer decides what it shows (show_stats)
     backoff_initial: float = 0.5
     backoff_max: float = 10.0
     # No line for this long (and at least `stall_intervals` intervals) means a dead stream.

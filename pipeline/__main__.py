@@ -214,11 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in plan(cfg, start=args.start, force=args.force):
                 print(json.dumps(row))
             return 0
-        if stage == "all":
-            order = stage_table.names()
-            first_forced = order.index(args.start) if args.start else (0 if args.force else 99)
-            for i, s in enumerate(order):
-                run_stage(cfg, s, force=i >= first_forced)
+        if stage == "all":  # plan's rows say which stages --from or --force forces
+            for row in plan(cfg, start=args.start, force=args.force):
+                run_stage(cfg, row["stage"], force=row["force"])
             return 0
         run_stage(cfg, stage, force=args.force)
         return 0

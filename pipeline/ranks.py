@@ -245,13 +245,12 @@ def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int)
     of = f" of {world}" if world else ""
     if rank is None:
         return f"torchrun exit {rc}, no rank named (its output above)"
-    if code is not None and int(code) < 0 and (signame or _signal(code)) not in ("SIGTERM",
-                                                                               "SIGINT"):
-        what = f"killed by {signame or _signal(code)}"
+    # Killed from outside: the signal; stopped by torchrun: its own error first, if it left one.
+    sig = (signame or _signal(code)) if code is not None and int(code) < 0 else None
+    if sig and (sig not in ("SIGTERM", "SIGINT") or rank not in errors):
+        what = f"killed by {sig}"
     elif rank in errors:
         what = errors[rank].read_text(errors="replace").strip()
-    elif code is not None and int(code) < 0:
-        what = f"killed by {signame or _signal(code)}"
     elif code is not None:
         what = f"exit code {code}"
     else:

@@ -155,7 +155,7 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
                           plan: Plan, shared: set[str]) -> None:
     # `shared` here: every box whose shard does not go through the console (shared or direct)
     """Before a relay starts: how many bytes, over which links, how long (measured now)."""
-    from pipeline.disk_space import human
+    from pipeline.units import fmt_bytes
     from remote.ops import shard_route
 
     by_box: dict[str, int] = {}
@@ -171,11 +171,11 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
         rates[name] = await shard_route.measure(
             box.transport, runner.transport, await box.runner.root(), await runner.root())
     total = sum(by_box.values())
-    legs = "; ".join(f"{n} -> console {human(r.down)}/s, console -> {runner.host.name} "
-                     f"{human(r.up)}/s" for n, r in rates.items())
+    legs = "; ".join(f"{n} -> console {fmt_bytes(r.down)}/s, console -> {runner.host.name} "
+                     f"{fmt_bytes(r.up)}/s" for n, r in rates.items())
     took = shard_route.duration(shard_route.estimate_seconds(by_box, rates))
     ctx.warning(f"relaying through the console (--relay-through-console): about {total} B "
-                f"({human(total)}) of hidden states from {', '.join(by_box)} to "
+                f"({fmt_bytes(total)}) of hidden states from {', '.join(by_box)} to "
                 f"{runner.host.name}, about {took} at the measured rates ({legs})",
                 runner.host.name, relay_bytes=total, by_box=by_box)
 

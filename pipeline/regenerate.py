@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.errors import PipelineError, Refused
+from pipeline.errors import PipelineError, RequestRefused
 from pipeline.progress import Progress, emit
 from pipeline.regen_client import chat, history_turn, model_id, turn_of
 from pipeline.regen_journal import Journal
@@ -100,7 +100,7 @@ def regenerate_one(url: str, model: str, index: int, conv: Conversation, cfg: Pi
         try:
             reply = chat(url, model, [history_turn(t) for t in new], params,
                          cfg.data.regenerate_timeout)
-        except Refused as exc:
+        except RequestRefused as exc:
             return {"i": index, "status": "skipped", "reason": exc.reason}
         tokens += reply.completion_tokens
         new.append(turn_of(reply, keep_thinking=cfg.data.regenerate_keep_thinking,

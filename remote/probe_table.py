@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.named_rows import row_named
+from pipeline.units import fmt_bytes
 from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 Result = dict[str, Any]
@@ -103,10 +104,6 @@ class Probe:
     asks_target: bool = False
 
 
-def _gb(n: Any) -> str:
-    return f"{n / 1e9:.1f} GB" if isinstance(n, (int, float)) else "?"
-
-
 def _container_part(c: Any) -> str:
     """`; in container NAME (id ..., started ..., rootfs ...)`, or where it ran without one."""
     if not isinstance(c, dict):
@@ -133,7 +130,8 @@ def env_summary(r: Result) -> str:
     else:
         gpus = gpu.get("reason") or "no GPU information"
     cuda = f" cuda {torch['cuda']}" if torch.get("cuda") else ""
-    free = _gb(((r.get("host") or {}).get("workdir") or {}).get("free"))
+    free = ((r.get("host") or {}).get("workdir") or {}).get("free")
+    free = fmt_bytes(free) if isinstance(free, (int, float)) else "?"
     return (f"python {(r.get('python') or {}).get('version')}; torch {pk.get('torch')}{cuda}; "
             f"vllm {pk.get('vllm')}; speculators {pk.get('speculators')}; transformers {pk.get('transformers')}; "
             f"{gpus}; workdir free {free}{_container_part(r.get('container'))}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import positive_float
+from console.argtypes import add_pipeline_source, positive_float
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote import probe_table
 from remote.errors import UsageError
@@ -51,10 +51,7 @@ def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
     if head:
         p.add_argument("--target", metavar="DIR",
                        help="the target's HF directory on the host (or --demo, --pipeline)")
-        p.add_argument("--demo", action="store_true",
-                       help="the target of the demo built by `console run --demo`")
-        p.add_argument("--pipeline", metavar="FILE",
-                       help="the target of this pipeline config (TOML on this machine)")
+        add_pipeline_source(p, of="the target of ")
     else:
         p.set_defaults(head_dir=None, target=None, demo=False, pipeline=None)
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds to wait for a probe (default 600)")

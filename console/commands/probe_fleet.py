@@ -15,7 +15,7 @@ from typing import Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
 
 
 def patch_state(plans: list[Any]) -> str:
@@ -36,7 +36,7 @@ async def _patch_state(ctx: Context, name: str) -> str:
     host, transport = await ctx.reach(name)
     try:
         return patch_state(await ops.patcher(transport, host, ctx.bus).plan(emit=False))
-    except ConsoleError as exc:  # no recipe's file there, say: a state, not a failed host
+    except RemoteError as exc:  # no recipe's file there, say: a state, not a failed host
         why = str(exc)
         return "n/a" + (f" ({why[why.rfind('('):].strip('()')})" if why.endswith(")") else "")
 

@@ -89,8 +89,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-args", metavar="'ARGS'",
                    help="with --serve: extra vLLM arguments, one shell-quoted string (default "
                    "for --demo: '--enforce-eager', see remote/serving/serve.py DEMO_VLLM_ARGS)")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 _CHECK = (

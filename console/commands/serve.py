@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 
-from console.argtypes import positive_int
+from console.argtypes import add_engine_options, add_pipeline_source, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import DRAFTS, ROLES
@@ -40,9 +40,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)
-    s.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
-    s.add_argument("--demo", action="store_true",
-                   help="the demo built by `console run --demo` on this host")
+    add_pipeline_source(s)
     s.add_argument("--baseline", action="store_true",
                    help="serve the target without speculation (default port: vllm_url's + 1)")
     s.add_argument("--draft", default="pipeline", metavar="{" + ",".join(DRAFTS) + ",DIR}",
@@ -55,15 +53,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    "3 for ngram)")
     s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
                    "vllm_url; for --baseline the next port)")
-    s.add_argument("--python", metavar="PATH",
-                   help="the python with vLLM on the box (default: the host's python)")
-    s.add_argument("--start-timeout", type=float, default=1800.0,
-                   help="seconds to wait for the first answer (default 1800)")
-    s.add_argument("--vllm-args", metavar="'ARGS'",
-                   help="extra vLLM arguments, one shell-quoted string after = (e.g. "
-                   "--vllm-args='--enforce-eager'); default for --demo: --enforce-eager")
-    add_common_options(s)
-    s.set_defaults(func=start_command)
+    add_engine_options(s, start="the first answer")
+    add_common_options(s, func=start_command)
 
     for name, helptext in (("stop", "cancel the serve jobs on a host"),
                            ("status", "the servers running on a host, read from the box: "
@@ -71,8 +62,7 @@ def register(p: argparse.ArgumentParser) -> None:
         c = ssub.add_parser(name, help=helptext)
         add_host_options(c)
         c.add_argument("--role", choices=ROLES, help="only this server (default: both)")
-        add_common_options(c)
-        c.set_defaults(func=stop_command if name == "stop" else status_command)
+        add_common_options(c, func=stop_command if name == "stop" else status_command)
 
 
 async def start_command(args: argparse.Namespace) -> int:

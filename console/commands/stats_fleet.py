@@ -15,6 +15,7 @@ from typing import Any
 
 from console.commands.stats import num
 from console.fleet import aligned, open_fleet, run_each, summary
+from pipeline.units import fmt_bytes
 from remote.errors import EXIT_FAILED, EXIT_OK
 
 HEADER = ("HOST", "CPU", "MEM GiB", "LOAD1", "GPUS", "GPU UTIL", "GPU MEM GiB", "POWER W",
@@ -36,12 +37,12 @@ def _cells(name: str, hs: list[dict[str, Any]], gpus: list[dict[str, Any]], coun
     """A row of the table: one host's latest sample (hs of one), or the totals (hs of all):
     CPU averaged, memory and load summed, over the hosts; the GPUs' figures over all of them."""
     return [name, num(_mean([h.get("cpu") for h in hs]), digits=1, unit="%"),
-            f"{num(_sum([h.get('mem_used') for h in hs]), 2**30, 1)}/"
-            f"{num(_sum([h.get('mem_total') for h in hs]), 2**30, 1)}",
+            f"{fmt_bytes(_sum([h.get('mem_used') for h in hs]), 'GiB')}/"
+            f"{fmt_bytes(_sum([h.get('mem_total') for h in hs]), 'GiB')}",
             num(_sum([h.get("load1") for h in hs]), digits=2), str(len(gpus)),
             num(_mean([g.get("util") for g in gpus]), unit="%"),
-            f"{num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
-            f"{num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
+            f"{fmt_bytes(_sum([g.get('mem_used') for g in gpus]), 'GiB')}/"
+            f"{fmt_bytes(_sum([g.get('mem_total') for g in gpus]), 'GiB')}",
             num(_sum([g.get("power") for g in gpus])), str(count)]
 
 

@@ -34,13 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import PipelineConfig
-from pipeline.disk_space import check_free_space, human
+from pipeline.disk_space import check_free_space
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.formats import sample_name, speculators_path, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
 from pipeline.state_size import bytes_per_token, stored_state_dtype
 from pipeline.trainers.shard_sampler import LOCAL_SHARDS
+from pipeline.units import fmt_bytes
 from pipeline.write_pool import CaptureFeed
 
 KEY_FILE = ".key"
@@ -79,7 +80,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     bpt = bytes_per_token(cfg, fmt)
     projected = bpt * n_tokens
     emit("info", "extract", message=f"{bpt} bytes/token × {n_tokens} tokens = "
-         f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
+         f"{fmt_bytes(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
          f"{stored_state_dtype(cfg, fmt)} + ids/mask)", bytes_per_token=bpt, tokens=n_tokens,
          projected_bytes=projected)
     prepare_resume(ctx)

@@ -100,10 +100,6 @@ def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
     proc.wait()
 
 
-class _Terminated(SystemExit):
-    """The stage got SIGTERM (a cancel): unwinds like an exit, so the server is stopped."""
-
-
 @contextlib.contextmanager
 def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
                   ready_timeout: float = 1800, env: dict[str, str] | None = None
@@ -120,7 +116,7 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
                             preexec_fn=die_with(os.getpid(), signal.SIGTERM, session=True))
 
     def on_term(_sig: int, _frame: Any) -> None:
-        raise _Terminated(128 + signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM)  # a cancel unwinds like an exit: the server stops
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:

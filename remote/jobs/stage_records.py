@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 
 from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
+from pipeline.units import fmt_bytes
 from remote.compat import fix_for_error, shorten
 from remote.errors import MalformedRecord
 from remote.spine import events as ev
@@ -52,14 +53,8 @@ def facts_text(facts: dict[str, Any]) -> str:
     if plausible(facts.get("seconds")):
         parts.append(f"took {facts['seconds']:.1f} s")
     if plausible(facts.get("bytes")) and isinstance(facts["bytes"], int):
-        size = float(facts["bytes"])
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if size < 1024 or unit == "TiB":
-                break
-            size /= 1024
-        text = f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         n = facts.get("outputs")
-        parts.append(f"{text} in {n} output{'' if n == 1 else 's'}")
+        parts.append(f"{fmt_bytes(facts['bytes'])} in {n} output{'' if n == 1 else 's'}")
     return f" ({', '.join(parts)})" if parts else ""
 
 

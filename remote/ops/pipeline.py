@@ -17,7 +17,7 @@ from contextlib import aclosing
 
 from pipeline import stages as stage_table
 from pipeline.progress import parse as parse_progress
-from remote.errors import ConsoleError, PipelineFailed, StageFailed, UsageError
+from remote.errors import PipelineFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
@@ -109,7 +109,7 @@ async def _follow(runner: PipelineRunner, info: RunInfo, how: str,
     if config and outcome.ok:  # the stages as their manifests now say: times and sizes
         try:
             await runner.show_manifests(config)
-        except ConsoleError:
+        except RemoteError:
             pass  # the run's own events said what happened; the manifests are extra
     if not outcome.ok:
         failed = outcome.failed
@@ -202,7 +202,7 @@ async def _evaluate_result(runner: PipelineRunner, config: str) -> None:
         if not output_dir or (await runner.transport.run(["test", "-f", path])).returncode != 0:
             return
         result = await fetch_offline(runner.transport, path)
-    except ConsoleError as exc:
+    except RemoteError as exc:
         runner.emit_info(f"evaluate's result on {runner.host.name}: {exc}")
         return
     runner.bus.emit(ev.STAGE_END, runner.host.name, stage="evaluate", ok=True, result=result,
@@ -277,7 +277,7 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         if config is not None:
             try:
                 await runner.show_manifests(config)
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 bus.emit(ev.CONSOLE_INFO, host.name,
                          message=f"pipeline manifests of {config}: {exc}")
         for info in running:
@@ -296,7 +296,7 @@ def remembered_hosts(hosts: list[HostConfig], bus: EventBus) -> list[str]:
     for host in hosts:
         try:
             run = memory.recall(host)
-        except ConsoleError:
+        except RemoteError:
             continue
         if run is not None:
             remembered.append(host.name)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.progress import parse as parse_progress
-from remote.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
+from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
 from remote.link.hosts import HostConfig
@@ -330,7 +330,7 @@ class ShardedExtract:
             return str(watch.result())
         if tail.cancelled() or tail.exception() is not None:
             exc = None if tail.cancelled() else tail.exception()
-            if isinstance(exc, ConsoleError) and not isinstance(exc, ConnectionFailed):
+            if isinstance(exc, RemoteError) and not isinstance(exc, ConnectionFailed):
                 raise exc
             return f"its job could not be followed ({exc})"
         info = tail.result()

@@ -85,7 +85,7 @@ def test_not_enough_disk_gives_the_numbers(tmp_path: Path) -> None:
 def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> None:
     """Kimi-K2.5's text body (hidden 7168, 61 layers; docs/design.md §11): 3 auxiliary layers
     + the last, bf16 = 57,344 bytes of states per token, + 16 for the int64 id and mask. A
-    dataset of 50k samples x 4096 tokens projects 11.7 TB: refused with those figures."""
+    dataset of 50k samples x 4096 tokens projects 10.7 TiB: refused with those figures."""
     tiny_model(tmp_path, num_hidden_layers=61, hidden_size=7168, vocab_size=163840,
                intermediate_size=18432, num_attention_heads=64)
     tiny_dataset(tmp_path)
@@ -98,7 +98,7 @@ def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> N
         "max_seq_len = 64", "max_seq_len = 4096\nsamples = 50000").replace(
         "total_seq_len = 128", "total_seq_len = 8192")
     (tmp_path / "big.toml").write_text(text)
-    with pytest.raises(NotEnoughDisk, match=rf"need 11\.7 TB \({projected} bytes\) \+ reserve"):
+    with pytest.raises(NotEnoughDisk, match=rf"need 10\.7 TiB \({projected} bytes\) \+ reserve"):
         pconfig.load(tmp_path / "big.toml")
 
 

@@ -89,6 +89,27 @@ def register(p: argparse.ArgumentParser) -> None:
     add_common_options(w, func=watch_command)
 
 
+def parse_options(options: str, host: str, verb: str = "run") -> argparse.Namespace:
+    """The TUI operator's `bench run` (or `matrix`) options, read by this command's own parser:
+    they mean the same and are checked the same; a mistake is a UsageError, not an exit."""
+    import shlex
+    from typing import NoReturn
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(f"bench options {options!r}: {message}")
+
+    parser = Parser(prog="console", add_help=False)
+    register(parser.add_subparsers(dest="command").add_parser("bench"))
+    try:
+        argv = shlex.split(options)
+    except ValueError as exc:
+        raise UsageError(f"bench options {options!r}: {exc}") from None
+    if any(a in ("-h", "--help") for a in argv):
+        raise UsageError(f"bench options: the same as `console bench {verb}` (see its --help)")
+    return parser.parse_args(["bench", verb, "--host", host, *argv])
+
+
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,
                 kind: str = "bench") -> Path:
     """Where a result goes: --out (refused if it exists, unless --force), else a new file beside
@@ -112,7 +133,7 @@ def result_path(args: argparse.Namespace, label: str, session: Path | None = Non
 
 def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile | None]:
     """`bench run`'s options checked and read as the sweep's settings, its label and the earlier
-    result to compare with: the CLI's and the TUI's (wiring.bench_run parses the same options)
+    result to compare with: the CLI's and the TUI's (parse_options reads the same options)
     in one place."""
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts

@@ -128,21 +128,19 @@ async def matrix_command(args: argparse.Namespace) -> int:
     from remote.bench.matrix import estimate_seconds
     from remote.ops import matrix as mops
     from remote.ops import serve as sops
-    from remote.serving.serve import extra_vllm_args
 
     plan, prompts = matrix_plan(args)
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    pipeline, vllm_args = sops.options(args.pipeline, args.vllm_args, demo=args.demo)
     path = matrix_path(args, plan)
     m = resume_or_new(path, plan, args.host, force=args.force)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
         ctx.info(plan_text(plan, m, estimate_seconds(plan, m.missing()), path), host.name)
-        runner = sops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
+        runner = await sops.server(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
-            m = await mops.run_matrix(
-                runner, m, prompts, pipeline=Path(args.pipeline).expanduser()
-                if args.pipeline else None, vllm_args=vllm_args, out_path=path,
-                start_timeout=args.start_timeout, request_timeout=args.timeout)
+            m = await mops.run_matrix(runner, m, prompts, pipeline=pipeline, vllm_args=vllm_args,
+                                      out_path=path, start_timeout=args.start_timeout,
+                                      request_timeout=args.timeout)
         finally:
             await runner.close()
         ctx.show(matrix_report(m) + f"\nresult: {path}")

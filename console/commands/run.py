@@ -168,13 +168,12 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     from remote.bench.served import offline_vs_served
     from remote.errors import EngineFailed
     from remote.ops import serve as serve_ops
-    from remote.serving.serve import extra_vllm_args
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)
     max_tokens = args.max_tokens or int(resolved.get("max_new_tokens") or 24)
-    server = serve_ops.runner(runner.transport, host, ctx.bus, python=args.serve_python)
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    _, vllm_args = serve_ops.options(None, args.vllm_args, demo=args.demo)
+    server = await serve_ops.server(runner.transport, host, ctx.bus, python=args.serve_python)
     ctx.info(f"serve + bench on {host.name} with {server.host.python}: baseline server, then "
              f"the trained head; concurrency {','.join(map(str, concurrencies))}, "
              f"{max_tokens} tokens per request, "

@@ -19,7 +19,6 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from console.argtypes import add_engine_options, add_pipeline_source, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
@@ -69,24 +68,20 @@ def register(p: argparse.ArgumentParser) -> None:
 async def start_command(args: argparse.Namespace) -> int:
     from remote.errors import EXIT_REFUSED, DraftRefused, EngineFailed
     from remote.ops import serve as ops
-    from remote.serving.serve import extra_vllm_args
 
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")
-    if args.pipeline and not Path(args.pipeline).expanduser().is_file():
-        raise UsageError(f"{args.pipeline}: pipeline config not found")
+    pipeline, vllm_args = ops.options(args.pipeline, args.vllm_args, demo=args.demo)
     if args.start_timeout <= 0:
         raise UsageError("--start-timeout must be positive")
     role = "baseline" if args.baseline else "speculative"
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
-        runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
+        runner = await ops.server(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
-            served = await ops.start(
-                runner, role, pipeline=Path(args.pipeline).expanduser() if args.pipeline else None,
-                url=args.url, vllm_args=vllm_args, timeout=args.start_timeout,
-                draft=args.draft, k=args.k)
+            served = await ops.start(runner, role, pipeline=pipeline, url=args.url,
+                                     vllm_args=vllm_args, timeout=args.start_timeout,
+                                     draft=args.draft, k=args.k)
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
@@ -115,12 +110,9 @@ async def _servers(args: argparse.Namespace, *, stop: bool) -> int:
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
-        r = ops.runner(await ctx.transport(host.name), host, ctx.bus)
-        try:
+        async with ops.runner(await ctx.transport(host.name), host, ctx.bus) as r:
             stopped = await ops.stop(r, args.role) if stop else {}
             found = stopped or (await ops.found(r, args.role) if not stop else {})
-        finally:
-            await r.close()
         if not found:
             ctx.info(f"no serve job running on {args.host}", args.host)
         for role, (run_id, state) in stopped.items():

@@ -285,3 +285,21 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         await asyncio.gather(*(drain(info) for info in running))
     finally:
         await j.close()
+
+
+def remembered_hosts(hosts: list[HostConfig], bus: EventBus) -> list[str]:
+    """The hosts where this laptop started or attached to a pipeline run (remote/jobs/
+    remembered.py), each said on the bus: the TUI reconnects to them at start."""
+    memory, remembered = RememberedRuns(), []
+    for host in hosts:
+        try:
+            run = memory.recall(host)
+        except RemoteError:
+            continue
+        if run is not None:
+            remembered.append(host.name)
+            bus.emit(ev.CONSOLE_INFO, host.name, message=(
+                f"reattaching to {host.name}: pipeline run {run['run_id']} was started or "
+                "followed from here (auto_reattach = false under [console] in console.toml "
+                "turns this off)"))
+    return remembered

@@ -20,7 +20,7 @@ from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.ops import heads
 from remote.ops.bench import keep_on_box
-from remote.serving.serve import Served, ServeRunner, check_draft
+from remote.serving.serve import Served, ServeRunner, check_draft, extra_vllm_args
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -28,7 +28,26 @@ from remote.spine.bus import EventBus
 PointText = Callable[[str, Point], str]
 
 
-runner = ServeRunner  # what the front ends build, here: they reach the server through this layer
+runner = ServeRunner  # what stop and status read the servers with: no python of their own
+
+
+def options(pipeline: str | None, vllm_args: str | None, *, demo: bool) -> tuple[Path | None, list[str]]:
+    """A serve's pipeline (a TOML on this machine; None: the demo's) and extra vLLM arguments
+    (one shell-quoted string; None: the demo's defaults with `demo`), as `console serve start`,
+    `run --serve`, `bench matrix` and the TUI take them: one check, one message each."""
+    path = Path(pipeline).expanduser() if pipeline else None
+    if path is not None and not path.is_file():
+        raise UsageError(f"{pipeline}: pipeline config not found")
+    return path, extra_vllm_args(vllm_args, demo=demo)
+
+
+async def server(transport: Transport, host: HostConfig, bus: EventBus, *,
+                 python: str | None = None) -> ServeRunner:
+    """The runner every front end starts servers with: `python` when given (--python,
+    --serve-python), else on `local` the python with vLLM (local_python), else the host's."""
+    if python is None and host.is_local:
+        python = await local_python(transport, host)
+    return ServeRunner(transport, host, bus, python=python)
 
 
 # The box environment `make demo` serves with (scripts/box_env.py: vLLM 0.32 CPU + speculators

@@ -94,7 +94,7 @@ async def stream_side(host: HostConfig, seconds: float, interval: float, sshd: S
         scraper = Scraper(endpoint.url, scrape_every)
     transport = make_transport(host, bus)
     await transport.connect()
-    stream = StatsStream(transport, host, bus, interval=interval, printable=True)
+    stream = StatsStream(transport, host, bus, interval=interval)
     task = asyncio.create_task(stream.run(duration=seconds + 30))
     while stream.sampler_pid is None or stream.samples < 2:  # warm: uploaded and streaming
         if task.done():

@@ -94,3 +94,45 @@ def add_sampling_options(p: argparse.ArgumentParser, *, several: bool = False) -
                        "carries its own seed, so a rerun samples the same tokens")
     p.add_argument("--seed", type=nonneg_int, default=0,
                    help="request i of a sweep samples with seed SEED+i when T > 0 (default 0)")
+
+
+def add_request_options(p: argparse.ArgumentParser, *, max_tokens: int, warmup: str) -> None:
+    """What each request of `bench run` and `bench matrix` is: the prompts, its length, the
+    warmup before measuring (`warmup`: when it is sent), and the per-request timeout."""
+    p.add_argument("--prompts", metavar="FILE",
+                   help="JSONL of prompts or conversations (default: the shipped prompt set)")
+    p.add_argument("--max-tokens", type=positive_int, default=max_tokens,
+                   help=f"output tokens per request (default {max_tokens})")
+    p.add_argument("--warmup", type=nonneg_int, default=1,
+                   help=f"unmeasured requests {warmup} (default 1)")
+    p.add_argument("--stop-at-eos", action="store_true",
+                   help="end requests at the model's end token (as the offline evaluate does) "
+                   "instead of a fixed length")
+    p.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
+
+
+def add_engine_options(p: argparse.ArgumentParser, *, start: str) -> None:
+    """How `serve start` and `bench matrix` start vLLM on the box (`start`: what is waited for)."""
+    p.add_argument("--python", metavar="PATH",
+                   help="the python with vLLM on the box (default: the host's python)")
+    p.add_argument("--vllm-args", metavar="'ARGS'",
+                   help="extra vLLM arguments, one shell-quoted string after = (e.g. "
+                   "--vllm-args='--enforce-eager'); default for --demo: --enforce-eager")
+    p.add_argument("--start-timeout", type=positive_float, default=1800.0,
+                   help=f"seconds to wait for {start} (default 1800)")
+
+
+def add_out_options(p: argparse.ArgumentParser, out: str, force: str, metavar: str = "FILE",
+                    **kwargs: Any) -> None:
+    """--out (where the command writes: `out` says the default) and --force (what it may then
+    replace), never replaced without it."""
+    p.add_argument("--out", metavar=metavar, help=out, **kwargs)
+    p.add_argument("--force", action="store_true", help=force)
+
+
+def add_pipeline_source(p: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
+                        of: str = "") -> None:
+    """--pipeline FILE or --demo: which pipeline run a command serves, measures or probes (`of`:
+    which part of it, e.g. "the target of ")."""
+    p.add_argument("--pipeline", metavar="FILE", help=f"{of}this pipeline config (TOML on this machine)")
+    p.add_argument("--demo", action="store_true", help=f"{of}the demo built by `console run --demo` on this host")

@@ -25,7 +25,7 @@ from console.commands import (
     serve,
     stats,
 )
-from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, ConsoleError, UsageError
+from remote.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, RemoteError, UsageError
 from remote.spine.sanitize import visible
 
 # The commands, in the order the top-level help lists them: a command is named as its module
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"--host before {args.command} is the TUI's: give it after "
                              f"the command (console {args.command} ... --host HOSTS)")
         return _finish(args.func(args))
-    except ConsoleError as exc:
+    except RemoteError as exc:
         print(f"error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except BaseExceptionGroup as group:  # a TaskGroup's: the first operator-facing error wins
-        first = _first_console_error(group)
+        first = _first_remote_error(group)
         if first is not None:
             print(f"error: {_one_line(str(first))}", file=sys.stderr)
             return first.exit_code
@@ -190,15 +190,11 @@ def _one_line(text: str) -> str:
     return visible(" ".join(text.split())) or "(no message)"
 
 
-def _first_console_error(group: BaseExceptionGroup) -> ConsoleError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, ConsoleError):
-            return exc
-        if isinstance(exc, BaseExceptionGroup):
-            found = _first_console_error(exc)
-            if found is not None:
-                return found
-    return None
+def _first_remote_error(group: BaseExceptionGroup) -> RemoteError | None:
+    found: BaseException | None = group.subgroup(RemoteError)  # nesting and order kept
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, RemoteError) else None
 
 
 def _internal_error(exc: BaseException) -> int:

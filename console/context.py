@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from console.argtypes import Subcommands, add_subcommands, positive_int
 
@@ -16,6 +16,8 @@ from console.argtypes import Subcommands, add_subcommands, positive_int
 # a Context runs on (the bus, the recorder, msgspec, the SSH transport) is imported where it is
 # used, not here.
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from console.sessions.live import LiveSession
     from console.sessions.recorder import Recorder
     from remote.link.hosts import Config, HostConfig
@@ -55,7 +57,11 @@ def add_point_size_options(parser: argparse.ArgumentParser, *, when: str = "") -
                         "--requests")
 
 
-def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True) -> None:
+def add_common_options(parser: argparse.ArgumentParser, *, record: bool = True,
+                       func: Callable[..., Any] | None = None) -> None:
+    """The options every command has; `func`: the command's own function, run with the args."""
+    if func is not None:
+        parser.set_defaults(func=func)
     parser.add_argument(
         "--config", metavar="PATH", help="console.toml to use (default: ./console.toml, then the user config dir)"
     )

@@ -1,22 +1,24 @@
-"""The errors only the console raises: session files and the TUI. The operator-facing root
-(ConsoleError, its exit codes and the rest of the tree) is remote/errors.py, the lowest layer the
-console shares with the operations it calls.
+"""The console's errors: session files and the TUI, under its one root, ConsoleError, which derives
+from remote/errors.py's RemoteError (the operator's root, with the exit codes): the CLI and the
+TUI catch both as RemoteError.
 
-    remote.errors.ConsoleError      exit 1
-    ├── SessionWriteError               the session file cannot be written
-    ├── ReadOnlyReplay                  an action that would drive a box, asked of a replay
-    └── remote.errors.UsageError    exit 2
-        ├── SessionFormatError          not a session file, or an unsupported version
-        └── SessionPathError            the session file cannot be created where asked
-    ValueError
-    └── BadLine                     a session line that is not an event (the reader warns)
-    Exception
-    └── FrameError                  damaged zstd data (the reader says which session)
+    remote.errors.RemoteError       exit 1
+    └── ConsoleError                exit 1: the console's root
+        ├── SessionWriteError           the session file cannot be written
+        ├── ReadOnlyReplay              an action that would drive a box, asked of a replay
+        ├── SessionFormatError      exit 2 (a UsageError too): not a session file, or a newer one
+        ├── SessionPathError        exit 2 (a UsageError too): the session file cannot be made there
+        ├── BadLine                     a session line that is not an event (also a ValueError)
+        └── FrameError                  damaged zstd data (the reader says which session)
 """
 
 from __future__ import annotations
 
-from remote.errors import ConsoleError, UsageError
+from remote.errors import RemoteError, UsageError
+
+
+class ConsoleError(RemoteError):
+    pass
 
 
 class SessionWriteError(ConsoleError):
@@ -27,17 +29,17 @@ class ReadOnlyReplay(ConsoleError):
     """Actions that would drive the box are refused while replaying a session."""
 
 
-class SessionFormatError(UsageError):
+class SessionFormatError(ConsoleError, UsageError):
     """Not a session file (or an unsupported version): a one-line message, exit code 2."""
 
 
-class SessionPathError(UsageError):
+class SessionPathError(ConsoleError, UsageError):
     """The session file cannot be created where asked: a one-line message, exit code 2."""
 
 
-class BadLine(ValueError):
+class BadLine(ConsoleError, ValueError):
     pass
 
 
-class FrameError(Exception):
+class FrameError(ConsoleError):
     pass

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import TYPE_CHECKING
 
 from console.context import Context
-from remote.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ConsoleError
+from remote.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, RemoteError
 
 if TYPE_CHECKING:
     from remote.link.groups import Resolved
@@ -64,7 +64,7 @@ async def run_each(ctx: Context, resolved: Resolved,
     async def one(name: str) -> None:
         try:
             codes[name] = await fn(name)
-        except ConsoleError as exc:
+        except RemoteError as exc:
             ctx.error(str(exc), name, exit_code=exc.exit_code)
             codes[name] = exc.exit_code
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from console.bench_tables import _f, _ms
 from console.fleet import aligned
 from remote.bench.matrix import MatrixPlan, MatrixResult, draft_name
 
@@ -14,16 +15,8 @@ COLUMNS = ["DRAFT", "T", "CONC", "N", "TOK/S", "TTFT P50", "TTFT P99", "TPOT P50
 UNITS = ["", "", "", "", "", "ms", "ms", "ms", "ms", "", "", "", "lowest-highest"]
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1000:.1f}"
-
-
 def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}x"
-
-
-def _len(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def plan_text(plan: MatrixPlan, m: MatrixResult, estimate_s: float, path: Path) -> str:
@@ -48,7 +41,7 @@ def matrix_table(m: MatrixResult) -> str:
         rows.append([r["name"], f"{r['temperature']:g}", str(r["concurrency"]),
                      str(r["requests"]), f"{r['tok_s']:.1f}", _ms(r["ttft_p50"]),
                      _ms(r["ttft_p99"]), _ms(r["tpot_p50"]), _ms(r["tpot_p99"]),
-                     "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}",
+                     _f(r["acceptance_length"]),
                      "-" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.1%}",
                      speedup, spread])
     return aligned(rows, right=set(range(1, 13)))
@@ -75,7 +68,7 @@ def matrix_report(m: MatrixResult) -> str:
         lines.append("by prompt category (speedup, acceptance length):")
         for cell, figs in cats:
             lines.append(f"  {cell.name} T={cell.temperature:g} c={cell.concurrency}: " + ", ".join(
-                f"{cat} {_x(f['speedup'])} ({_len(f['acceptance_length'])})"
+                f"{cat} {_x(f['speedup'])} ({_f(f['acceptance_length'])})"
                 for cat, f in figs.items()))
         lines.append("")
     lines += m.recommendations()

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from console.tui.render import fmt_bytes
+from pipeline.units import fmt_bytes
 from remote.spine import events as ev
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
@@ -72,7 +72,7 @@ def _pace(p: dict[str, Any]) -> str:
     if _num(p.get("capture_tok_s")):
         parts.append(f"capture {_fmt_num(p['capture_tok_s'])} tok/s")
     if _num(p.get("write_tok_s")):
-        mb = f" ({_fmt_num(p['write_mb_s'])} MB/s)" if _num(p.get("write_mb_s")) else ""
+        mb = f" ({fmt_bytes(p['write_mb_s'] * 1e6)}/s)" if _num(p.get("write_mb_s")) else ""
         parts.append(f"write {_fmt_num(p['write_tok_s'])} tok/s{mb}")
     if _num(p.get("writer_waits")) and p["writer_waits"]:
         secs = f" {_fmt_num(p['writer_wait_s'])} s" if _num(p.get("writer_wait_s")) else ""

@@ -155,7 +155,7 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
                           plan: Plan, shared: set[str]) -> None:
     # `shared` here: every box whose shard does not go through the console (shared or direct)
     """Before a relay starts: how many bytes, over which links, how long (measured now)."""
-    from pipeline.disk_space import human
+    from pipeline.units import fmt_bytes
     from remote.ops import shard_route
 
     by_box: dict[str, int] = {}
@@ -171,11 +171,11 @@ async def _announce_relay(ctx: Context, runner: PipelineRunner, boxes: dict[str,
         rates[name] = await shard_route.measure(
             box.transport, runner.transport, await box.runner.root(), await runner.root())
     total = sum(by_box.values())
-    legs = "; ".join(f"{n} -> console {human(r.down)}/s, console -> {runner.host.name} "
-                     f"{human(r.up)}/s" for n, r in rates.items())
+    legs = "; ".join(f"{n} -> console {fmt_bytes(r.down)}/s, console -> {runner.host.name} "
+                     f"{fmt_bytes(r.up)}/s" for n, r in rates.items())
     took = shard_route.duration(shard_route.estimate_seconds(by_box, rates))
     ctx.warning(f"relaying through the console (--relay-through-console): about {total} B "
-                f"({human(total)}) of hidden states from {', '.join(by_box)} to "
+                f"({fmt_bytes(total)}) of hidden states from {', '.join(by_box)} to "
                 f"{runner.host.name}, about {took} at the measured rates ({legs})",
                 runner.host.name, relay_bytes=total, by_box=by_box)
 
@@ -251,16 +251,16 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
         else:
             shared, direct = await _routes(
                 ctx, runner, boxes, output_dir, resolved, relay=args.relay_through_console)
-        forced = bool(args.force) or args.start in stage_table.through("extract")
+        forced = bool(args.force) or args.start in stage_table.through(stage_table.EXTRACT)
         ctx.info(f"extract sharded across {', '.join(hosts)}"
                  + (f" ({', '.join(sorted(reassign))} left out)" if reassign else "")
                  + ("; each box keeps its own" if on_own else f"; gathered on {runner.host.name}"),
                  runner.host.name, hosts=hosts)
         first = await pipeline_ops.run_pipeline(
-            runner, config, until="prepare",
-            start="prepare" if args.force or args.start == "prepare" else None,
+            runner, config, until=stage_table.PREPARE,
+            start=stage_table.PREPARE if args.force or args.start == stage_table.PREPARE else None,
             reach=ctx.reach)
-        if args.until == "prepare":
+        if args.until == stage_table.PREPARE:
             return first
         plan = await shard_plan(runner, config, force=forced)
         if on_own:  # every box's job runs: it skips a finished shard, then builds its extract
@@ -324,6 +324,6 @@ async def run_sharded(ctx: Context, args: argparse.Namespace, runner: PipelineRu
         for b in boxes.values():
             if b.transport is not ctx.transports.get(b.name):
                 await b.transport.close()
-    later = stage_table.after("extract") if forced else args.start
+    later = stage_table.after(stage_table.EXTRACT) if forced else args.start
     return await pipeline_ops.run_pipeline(runner, config, start=later, until=args.until,
                                             reach=ctx.reach)

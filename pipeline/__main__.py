@@ -40,7 +40,7 @@ from pipeline.errors import PipelineError
 from pipeline.progress import emit
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return nodes.node_main(nodes.node_parser().parse_args(argv[1:]))
         except PipelineError as exc:
-            emit("error", "train", message=str(exc), exit_code=exc.exit_code)
+            emit("error", stage_table.TRAIN, message=str(exc), exit_code=exc.exit_code)
             return exc.exit_code
     args = build_parser().parse_args(argv)
     stage = args.command
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pipeline import config as config_mod
         from pipeline.runner import plan, run_stage
 
-        cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", "extract"))
+        cfg = config_mod.load(args.config, check_disk=stage in ("validate", "all", stage_table.EXTRACT))
         if stage == "validate":
             print(json.dumps({"ok": True, "model": str(cfg.model_path),
                               "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
@@ -214,11 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for row in plan(cfg, start=args.start, force=args.force):
                 print(json.dumps(row))
             return 0
-        if stage == "all":
-            order = stage_table.names()
-            first_forced = order.index(args.start) if args.start else (0 if args.force else 99)
-            for i, s in enumerate(order):
-                run_stage(cfg, s, force=i >= first_forced)
+        if stage == "all":  # plan's rows say which stages --from or --force forces
+            for row in plan(cfg, start=args.start, force=args.force):
+                run_stage(cfg, row["stage"], force=row["force"])
             return 0
         run_stage(cfg, stage, force=args.force)
         return 0

@@ -45,9 +45,9 @@ def parse_size(text):
     try:
         value = int(float(number) * UNITS[unit])
     except ValueError:
-        raise ValueError(f"not a size: {text!r}") from None
+        raise ValueError(f"not a message size: {text!r}") from None
     if value <= 0:
-        raise ValueError(f"size must be positive: {text!r}")
+        raise ValueError(f"message size must be positive: {text!r}")
     return value
 
 

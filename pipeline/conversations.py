@@ -5,20 +5,11 @@ is validated (a few rows, before any work starts) and normalised by prepare."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pipeline.config_types import PipelineConfig, resolve
 from pipeline.errors import ConfigInvalid
-
-if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
-
-
-def resolve(config_path: Path, value: str) -> Path:
-    """A path from the config: `~` expanded, relative to the config file's directory."""
-    p = Path(os.path.expanduser(value))
-    return p if p.is_absolute() else (config_path.parent / p)
 
 
 def check_dataset(cfg: PipelineConfig) -> None:

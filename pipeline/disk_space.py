@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from pipeline.diskfull import mount_point
 from pipeline.errors import NotEnoughDisk
+from pipeline.units import fmt_bytes
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:
@@ -18,13 +19,6 @@ def check_free_space(cfg: PipelineConfig, needed: int, *, what: str) -> None:
     if needed + reserve > free:
         raise NotEnoughDisk(
             str(cfg.path),
-            f"not enough disk under {cfg.output_dir}: {what} need {human(needed)} "
-            f"({needed} bytes) + reserve {human(reserve)}, free {human(free)} ({free} bytes)")
+            f"not enough disk under {cfg.output_dir}: {what} need {fmt_bytes(needed)} "
+            f"({needed} bytes) + reserve {fmt_bytes(reserve)}, free {fmt_bytes(free)} ({free} bytes)")
 
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1000
-    return f"{n:.1f} TB"

@@ -16,6 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
+from pipeline.units import fmt_bytes
+
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 _FULL_WORDS = ("No space left on device", "StorageFull", "Disk quota exceeded")
 # torch.save's writer does not say why a write failed ("file write failed", or "unexpected pos
@@ -32,9 +34,6 @@ def mount_point(path: Path) -> Path:
         p = p.parent
     return p
 
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 def is_disk_full(exc: BaseException, where: Path) -> bool:
@@ -62,7 +61,7 @@ def disk_full_message(stage: str, where: Path) -> str:
     mount = mount_point(where)
     try:
         usage = shutil.disk_usage(mount)
-        room = f"{_gib(usage.free)} free of {_gib(usage.total)}"
+        room = f"{fmt_bytes(usage.free)} free of {fmt_bytes(usage.total)}"
     except OSError:
         room = "its size unknown"
     return (f"{stage}: disk full: no space left on the filesystem at {mount} (holding {where}; "

@@ -7,7 +7,7 @@ was started), 1 for a stage that failed.
     Exception
     └── PipelineError           exit 1: a stage failed
         ├── ServedError             the evaluate stage's vLLM server is unreachable or not speculating
-        ├── Refused             one regeneration request refused or timed out: skipped, never fatal
+        ├── RequestRefused      one regeneration request refused or timed out: skipped, never fatal
         ├── Unreachable         exit 3: shard-fetch could not connect to the shard box at all
         └── ConfigInvalid       exit 2: bad config or input, found before any work started
             ├── NotEnoughDisk       the stage's outputs would not fit on the disk
@@ -30,7 +30,7 @@ class ServedError(PipelineError):
     """The server is unreachable, not speculating, or its counters went backwards."""
 
 
-class Refused(PipelineError):
+class RequestRefused(PipelineError):
     """A vLLM server refused one regeneration request (HTTP 4xx/5xx) or it timed out: the
     conversation is skipped with `reason` and the run goes on (pipeline/regenerate.py)."""
 

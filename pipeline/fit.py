@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.units import fmt_bytes
+
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 # Beyond the weights: activations of one sequence, the draft head, allocator slack.
 HEADROOM_FRACTION = 0.10
@@ -98,19 +100,12 @@ class FitReport:
         return all(self.need_bytes <= v for v in self.free.values())
 
     def arithmetic(self) -> str:
-        where = ", ".join(f"{k} {human(v)} free" for k, v in self.free.items())
+        where = ", ".join(f"{k} {fmt_bytes(v)} free" for k, v in self.free.items())
         verdict = "fits" if self.fits else "does not fit"
         return (f"{self.parameters / 1e9:.2f}B parameters x {DTYPE_BYTES[self.dtype]} bytes "
-                f"({self.dtype}) = {human(self.weight_bytes)} of weights, "
-                f"{human(self.need_bytes)} with headroom; {where}: {verdict}")
+                f"({self.dtype}) = {fmt_bytes(self.weight_bytes)} of weights, "
+                f"{fmt_bytes(self.need_bytes)} with headroom; {where}: {verdict}")
 
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def host_available() -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages as stage_table
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.formats import installed
 
 FORMAT = 1
@@ -54,7 +54,7 @@ def stage_key(cfg: PipelineConfig, stage: str) -> str | None:
         if m is None:
             return None
         parts["inputs"][up] = m["digest"]
-    if stage == "extract" and cfg.train.mode == "online":
+    if stage == stage_table.EXTRACT and cfg.train.mode == "online":
         parts["online"] = True  # rows only, no states: not an offline extraction's output
     if row.reads_dataset:
         ds = cfg.dataset_path()

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline import stages as stage_table
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import read
 from pipeline.progress import emit
@@ -53,11 +54,11 @@ def data_digest(cfg: PipelineConfig) -> str:
     what must be alike is the plan they were cut from: prepare's and vocab's outputs (token
     ids, masks, counts, the draft vocab: path, size, sha256) and the shards' ranges (extract's
     meta.json). Each box's extract stage checked its own shard against its manifest."""
-    from pipeline import stages as stage_table
 
     local = cfg.train.data == LOCAL_SHARDS
     rows: list[Any] = []
-    for stage in ("prepare", "vocab", "extract") if local else stage_table.get("train").inputs:
+    for stage in (stage_table.PREPARE, stage_table.VOCAB, stage_table.EXTRACT) if local \
+            else stage_table.get(stage_table.TRAIN).inputs:
         m = read(cfg, stage)
         if m is None:
             raise ConfigInvalid(str(cfg.path), f"train.hosts: this box has no complete {stage} "
@@ -65,7 +66,7 @@ def data_digest(cfg: PipelineConfig) -> str:
                                     "(train.data = \"local-shards\": the sharded run's shard job "
                                     "builds it on every box)" if local else "(every train host "
                                     "needs the same extract and vocab outputs: docs/pipeline.md)"))
-        if local and stage == "extract":
+        if local and stage == stage_table.EXTRACT:
             rows.append(["shards", m.get("summary", {}).get("shards")])
         else:
             rows.append([stage, sorted((o["path"], o["size"], o["sha256"])
@@ -97,7 +98,7 @@ def train_across(cfg: PipelineConfig, save_dir: Path, device: str) -> dict[str, 
     endpoint = f"{addresses[0]}:{cfg.train.rdzv_port}"
     rdzv_id = run_id()
     nproc = ranks_per_node(cfg, device)
-    emit("info", "train", nodes=True, hosts=list(cfg.train.hosts), addresses=addresses, endpoint=endpoint,
+    emit("info", stage_table.TRAIN, nodes=True, hosts=list(cfg.train.hosts), addresses=addresses, endpoint=endpoint,
          run_id=rdzv_id, data=data_digest(cfg), device=device, nproc_per_node=nproc,
          message=f"training across {len(addresses)} boxes ({', '.join(cfg.train.hosts)}), "
          f"{nproc} rank(s) on this one: rendezvous at {endpoint}, waiting up to "
@@ -134,7 +135,7 @@ def node_main(args: argparse.Namespace) -> int:
                             f"{mine[:12]} vs {args.data[:12]}): {fix}")
     if args.check:
         _reach(args.endpoint, deadline=time.monotonic() + args.wait)
-        emit("info", "train", message=f"training data matches the first box ({mine[:12]}); "
+        emit("info", stage_table.TRAIN, message=f"training data matches the first box ({mine[:12]}); "
              f"the rendezvous at {args.endpoint} answers")
         return 0
     failure, _ = run_torchrun(cfg, nnodes=len(cfg.train.hosts), nproc=ranks_per_node(cfg, device),

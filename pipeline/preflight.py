@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PipelineError
+from pipeline.units import fmt_bytes
 
 # Another process holding more than this on a GPU we need is a refusal (the CUDA context of a
 # stray python is a few hundred MiB; a serving vLLM holds most of the card).
@@ -77,9 +78,6 @@ def weights_bytes(model_dir: Path) -> int:
     return sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
-
 
 def check(model_dir: Path, tensor_parallel_size: int,
           devices: list[dict[str, Any]] | None = None, *, own_pid: int | None = None) -> list[str]:
@@ -99,7 +97,7 @@ def check(model_dir: Path, tensor_parallel_size: int,
     own = own_pid if own_pid is not None else os.getpid()
     held = [(d, p) for d in use for p in d["procs"] if p["pid"] != own and p["used"] > HELD_BYTES]
     if held:
-        who = "; ".join(f"GPU {d['index']}: pid {p['pid']} holds {_gib(p['used'])} "
+        who = "; ".join(f"GPU {d['index']}: pid {p['pid']} holds {fmt_bytes(p['used'])} "
                         f"({p['cmd']})" for d, p in held)
         pids = " ".join(sorted({str(p["pid"]) for _, p in held}))
         raise PipelineError(f"the GPUs extraction needs are held: {who}. Stop that process "
@@ -111,7 +109,7 @@ def check(model_dir: Path, tensor_parallel_size: int,
         fit = next((n for n in (2, 4, 8, 16) if need <= per_rank * n), None)
         hint = (f"set extract.tensor_parallel_size = {fit}" if fit and fit <= len(devices)
                 else "use a box with more or larger GPUs")
-        raise PipelineError(f"the weights ({_gib(need)}) do not fit {tp} × {use[0]['name']} "
-                            f"({_gib(per_rank)} usable each for weights): {hint}")
-    return [f"GPU preflight: {tp} × {use[0]['name']} free; weights {_gib(need)} ≤ "
-            f"{_gib(per_rank * tp)}"]
+        raise PipelineError(f"the weights ({fmt_bytes(need)}) do not fit {tp} × {use[0]['name']} "
+                            f"({fmt_bytes(per_rank)} usable each for weights): {hint}")
+    return [f"GPU preflight: {tp} × {use[0]['name']} free; weights {fmt_bytes(need)} ≤ "
+            f"{fmt_bytes(per_rank * tp)}"]

@@ -38,10 +38,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
+from pipeline.stages import EXTRACT, TRAIN, VOCAB
 
 RANKS_DIR = "ranks"  # each rank's result (rank-R.json) or error (rank-R.error)
 REFUSED_03 = (
@@ -125,7 +126,7 @@ def train_local(cfg: PipelineConfig, save_dir: Path, device: str, nproc: int) ->
     refuse_03(cfg, device, "train.nproc_per_node")
     endpoint = f"127.0.0.1:{free_port()}"
     backend = "nccl" if device == "cuda" else "gloo"
-    emit("info", "train", ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
+    emit("info", TRAIN, ranks=nproc, world_size=nproc, message=f"training with {nproc} ranks "
          f"on this box (torchrun, {backend}; train.nproc_per_node "
          f"{cfg.train.nproc_per_node or 'auto'})")
     failure, ranks_dir = run_torchrun(cfg, nnodes=1, nproc=nproc, endpoint=endpoint,
@@ -244,13 +245,12 @@ def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int)
     of = f" of {world}" if world else ""
     if rank is None:
         return f"torchrun exit {rc}, no rank named (its output above)"
-    if code is not None and int(code) < 0 and (signame or _signal(code)) not in ("SIGTERM",
-                                                                               "SIGINT"):
-        what = f"killed by {signame or _signal(code)}"
+    # Killed from outside: the signal; stopped by torchrun: its own error first, if it left one.
+    sig = (signame or _signal(code)) if code is not None and int(code) < 0 else None
+    if sig and (sig not in ("SIGTERM", "SIGINT") or rank not in errors):
+        what = f"killed by {sig}"
     elif rank in errors:
         what = errors[rank].read_text(errors="replace").strip()
-    elif code is not None and int(code) < 0:
-        what = f"killed by {signame or _signal(code)}"
     elif code is not None:
         what = f"exit code {code}"
     else:
@@ -283,11 +283,11 @@ def rank_main(args: argparse.Namespace) -> int:
             import torch
 
             torch.set_num_threads(cfg.cpu_threads)
-        emit("info", "train", message=f"rank {rank} of {world} (torchrun, c10d) starting",
+        emit("info", TRAIN, message=f"rank {rank} of {world} (torchrun, c10d) starting",
              rank=rank, world_size=world, pid=os.getpid())
         save = Path(args.save_dir) if rank == 0 else ranks_dir / f"rank-{rank}-checkpoints"
-        res = trainers.for_config(cfg).train(cfg, stage_dir(cfg, "extract"),
-                                             stage_dir(cfg, "vocab"), save, args.device)
+        res = trainers.for_config(cfg).train(cfg, stage_dir(cfg, EXTRACT),
+                                             stage_dir(cfg, VOCAB), save, args.device)
     except Exception as exc:  # any rank's error is the stage's one line
         traceback.print_exc()
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -298,7 +298,7 @@ def rank_main(args: argparse.Namespace) -> int:
     said = "; ".join(f"epoch {e}: samples " + ", ".join(f"{a}..{b}" for a, b in runs)
                      for e, runs in (read or {}).items())
     back = res.get("resumed_from")  # every rank resumed from rank 0's one checkpoint
-    emit("info", "train", rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
+    emit("info", TRAIN, rank_done=True, rank=rank, world_size=world, steps=res.get("steps"),
          wrote=wrote, resumed_from=back, **({"samples": read} if read is not None else {}),
          message=f"rank {rank} of {world}: {res.get('steps')} steps"
          + (f", resumed from step {back}" if back is not None else "")

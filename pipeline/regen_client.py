@@ -3,7 +3,7 @@ standard library alone: prepare runs in whatever python the box has (the box env
 container's), and every vLLM server speaks this API (`/v1/models`, `/v1/chat/completions`).
 
 A request the server refuses (HTTP 4xx/5xx: a prompt past its context, a bad parameter) or one
-that outlasts its time limit is `Refused` with the reason: one conversation skipped, the run goes
+that outlasts its time limit is `RequestRefused` with the reason: one conversation skipped, the run goes
 on. A server that stops answering at all (connection refused or reset) is a PipelineError: every
 later request would fail the same way, so counting them as skipped would hide a dead server.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from pipeline.errors import PipelineError, Refused
+from pipeline.errors import PipelineError, RequestRefused
 
 THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)
 
@@ -68,7 +68,7 @@ def _drop(url: str) -> None:
 
 
 def _open(method: str, url: str, body: bytes | None, timeout: float) -> Any:
-    """The JSON answer of one request; Refused for an HTTP error or a timeout, PipelineError for
+    """The JSON answer of one request; RequestRefused for an HTTP error or a timeout, PipelineError for
     a server that does not answer. A kept-alive connection the server closed is retried once."""
     path = urlsplit(url).path or "/"
     for attempt in (0, 1):
@@ -79,7 +79,7 @@ def _open(method: str, url: str, body: bytes | None, timeout: float) -> Any:
             data = resp.read()
         except TimeoutError:
             _drop(url)
-            raise Refused(f"timed out after {timeout:g} s") from None
+            raise RequestRefused(f"timed out after {timeout:g} s") from None
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
             _drop(url)
             if attempt == 0:
@@ -91,11 +91,11 @@ def _open(method: str, url: str, body: bytes | None, timeout: float) -> Any:
             raise PipelineError(f"the vLLM server at {base_url(url)} stopped answering: "
                                 f"{type(exc).__name__}: {exc}") from None
         if resp.status >= 400:
-            raise Refused(f"HTTP {resp.status}: {_error_text(data, resp.reason)}")
+            raise RequestRefused(f"HTTP {resp.status}: {_error_text(data, resp.reason)}")
         try:
             return json.loads(data)
         except ValueError:
-            raise Refused(f"HTTP {resp.status}: not JSON: {data[:200]!r}") from None
+            raise RequestRefused(f"HTTP {resp.status}: not JSON: {data[:200]!r}") from None
     raise AssertionError("not reached")
 
 
@@ -116,7 +116,7 @@ def model_id(url: str, timeout: float = 30) -> str:
     """The model the server serves (the first of `/v1/models`)."""
     try:
         data = _open("GET", base_url(url) + "/v1/models", None, timeout)
-    except Refused as exc:
+    except RequestRefused as exc:
         raise PipelineError(f"the vLLM server at {url} did not list its model: "
                             f"{exc.reason}") from None
     models = data.get("data") if isinstance(data, dict) else None
@@ -137,7 +137,7 @@ def chat(url: str, model: str, messages: list[dict[str, str]], sampling: dict[st
         reasoning = msg.get("reasoning_content") or msg.get("reasoning") or ""
         tokens = int((data.get("usage") or {}).get("completion_tokens") or 0)
     except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-        raise Refused(f"unexpected answer: {json.dumps(data)[:200]}") from None
+        raise RequestRefused(f"unexpected answer: {json.dumps(data)[:200]}") from None
     return Reply(content=str(content), reasoning=str(reasoning), completion_tokens=tokens)
 
 

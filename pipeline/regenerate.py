@@ -5,7 +5,7 @@ writes (speculators' docs, "Response Regeneration").
 
 The server is the one at `data.vllm_url` (already up), or one prepare starts with the extract
 stage's engine settings (tensor parallel, dtype, prefill chunk, trust_remote_code; eager on a CPU
-build) and stops on every way out (pipeline.trainers.online.server_beside: return, exception,
+build) and stops on every way out (pipeline.stages.extract_server.server_beside: return, exception,
 SIGTERM; a SIGKILLed prepare's server gets SIGTERM from the kernel through die_with).
 
 `data.regenerate_concurrency` conversations are in flight at once, each regenerated turn by turn
@@ -26,11 +26,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
-from pipeline.errors import PipelineError, Refused
+from pipeline.config_types import PipelineConfig
+from pipeline.errors import PipelineError, RequestRefused
 from pipeline.progress import Progress, emit
 from pipeline.regen_client import chat, history_turn, model_id, turn_of
 from pipeline.regen_journal import Journal
+from pipeline.stages import PREPARE
 
 Conversation = list[dict[str, str]]
 
@@ -68,12 +69,12 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
     import torch
 
     from pipeline.ranks import free_port
-    from pipeline.trainers.online import server_beside
+    from pipeline.stages.extract_server import server_beside
     from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
     port = free_port()
     argv = server_argv(cfg, port, cpu=not torch.cuda.is_available())
-    emit("info", "prepare", message="starting the regeneration server: " + " ".join(argv))
+    emit("info", PREPARE, message="starting the regeneration server: " + " ".join(argv))
     url = f"http://127.0.0.1:{port}"
     with server_beside(argv, url + "/v1", log, env=with_cpu_kv_cache(os.environ)):
         yield url
@@ -100,7 +101,7 @@ def regenerate_one(url: str, model: str, index: int, conv: Conversation, cfg: Pi
         try:
             reply = chat(url, model, [history_turn(t) for t in new], params,
                          cfg.data.regenerate_timeout)
-        except Refused as exc:
+        except RequestRefused as exc:
             return {"i": index, "status": "skipped", "reason": exc.reason}
         tokens += reply.completion_tokens
         new.append(turn_of(reply, keep_thinking=cfg.data.regenerate_keep_thinking,
@@ -120,7 +121,7 @@ def regenerate(cfg: PipelineConfig, tok: Any, convs: list[Conversation], journal
         template = str(getattr(tok, "chat_template", "") or "")
         reads_reasoning = "reasoning_content" in template
         if done_before:
-            emit("info", "prepare", message=f"regeneration resumed: {len(done_before)} of "
+            emit("info", PREPARE, message=f"regeneration resumed: {len(done_before)} of "
                  f"{len(convs)} conversations already in {journal.path}")
         if todo:
             with server(cfg, log) as url:
@@ -133,7 +134,7 @@ def regenerate(cfg: PipelineConfig, tok: Any, convs: list[Conversation], journal
 def _run(cfg: PipelineConfig, url: str, convs: list[Conversation], todo: list[int],
          journal: Journal, reads_reasoning: bool, resumed: int) -> None:
     model = model_id(url)
-    progress = Progress("prepare", len(convs), "conversations regenerated")
+    progress = Progress(PREPARE, len(convs), "conversations regenerated")
     progress.resume_at(resumed)
     t0 = time.monotonic()
     tokens = skipped = 0
@@ -160,7 +161,7 @@ def _run(cfg: PipelineConfig, url: str, convs: list[Conversation], todo: list[in
                 journal.append(rec)
                 if rec["status"] == "skipped":
                     skipped += 1
-                    emit("info", "prepare", message=f"conversation {rec['i']} skipped: "
+                    emit("info", PREPARE, message=f"conversation {rec['i']} skipped: "
                          f"{rec['reason']}", skipped=rec["i"], reason=rec["reason"])
                 tokens += int(rec.get("tokens", 0))
                 elapsed = max(time.monotonic() - t0, 1e-9)

@@ -20,7 +20,7 @@ from typing import Any
 
 from pipeline import manifest
 from pipeline import stages as stage_table
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.diskfull import disk_full_message, is_disk_full
 from pipeline.errors import PipelineError
 from pipeline.progress import emit
@@ -56,7 +56,7 @@ def run_stage(cfg: PipelineConfig, stage: str, *, force: bool = False) -> bool:
         stage_table.get(stage).entry).run
     # evaluate through a server (evaluate.served_url) is stdlib-only by design: it must run
     # where torch is missing or the target cannot be loaded, so it never imports torch.
-    served = stage == "evaluate" and bool(cfg.evaluate.served_url)
+    served = stage == stage_table.EVALUATE and bool(cfg.evaluate.served_url)
     if cfg.cpu_threads and not served:
         import torch  # every other stage past this point needs it anyway
 

@@ -33,10 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.manifest import stage_dir
 from pipeline.progress import emit
+from pipeline.stages import TRAIN
 from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 # The OpenAI server as a module of the box's python (the console names the python, not a script
@@ -48,7 +49,7 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 
 def speculative_config(cfg: PipelineConfig) -> dict[str, Any]:
     """train's serving JSON, checked: the checkpoint it names must be there."""
-    path = stage_dir(cfg, "train") / "speculative_config.json"
+    path = stage_dir(cfg, TRAIN) / "speculative_config.json"
     if not path.is_file():
         raise PipelineError(f"no {path}: run the pipeline through train first "
                             "(the server takes the head train wrote)")
@@ -86,7 +87,7 @@ def head_tokens(head: Path) -> int | None:
 
 
 def _train_k(cfg: PipelineConfig) -> int:
-    path = stage_dir(cfg, "train") / "speculative_config.json"
+    path = stage_dir(cfg, TRAIN) / "speculative_config.json"
     try:
         k = json.loads(path.read_text(encoding="utf-8"))["num_speculative_tokens"]
         if isinstance(k, int) and k >= 1:

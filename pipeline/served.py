@@ -76,10 +76,17 @@ def window(before: Counters, after: Counters, k: int) -> dict[str, Any]:
         raise ServedError("the server's spec-decode counters went backwards during evaluate "
                           "(was it restarted?)")
     per_pos = [after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0) for i in range(k)]
-    d = max(drafts, 1.0)
-    return {"num_drafts": int(drafts), "num_draft_tokens": int(draft_tokens),
-            "num_accepted_tokens": int(accepted), "accepted_per_pos": [int(x) for x in per_pos],
-            "mean_length": 1 + accepted / d, "rate": accepted / max(draft_tokens, 1.0),
+    return acceptance(int(drafts), int(draft_tokens), int(accepted), [int(x) for x in per_pos])
+
+
+def acceptance(drafts: int, draft_tokens: int, accepted: int, per_pos: list[int]
+               ) -> dict[str, Any]:
+    """vLLM's spec-decode counters and their ratios (design.md §2): the served window's and the
+    offline evaluate's are one set of fields."""
+    d = max(drafts, 1)
+    return {"num_drafts": drafts, "num_draft_tokens": draft_tokens,
+            "num_accepted_tokens": accepted, "accepted_per_pos": per_pos,
+            "mean_length": 1 + accepted / d, "rate": accepted / max(draft_tokens, 1),
             "per_position": [x / d for x in per_pos]}
 
 

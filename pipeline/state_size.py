@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 def stored_state_dtype(cfg: PipelineConfig, fmt: str | None = None) -> str:

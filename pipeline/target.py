@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 
 # The auto classes tried in order: text models first, then transformers' built-in multimodal

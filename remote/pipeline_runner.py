@@ -6,8 +6,9 @@ The runner (`python -m pipeline run`, pipeline/sequence.py) is one detached job 
 second start while it runs attaches to it instead of starting another. Its log carries the
 stages' `@@eagle3 {...}` records, which the job tail itself turns into stage.* events
 (remote/jobs/stage_records.py), so following it live, reattaching after a restart and replaying
-the session show the same progress. This side only reads the records for the outcome (what ran,
-what was skipped, which stage failed and why, what was not reached).
+the session show the same progress. This side folds those events for the outcome
+(remote/spine/stage_life.py: what ran, what was skipped, which stage failed and why, what was
+not reached).
 """
 
 from __future__ import annotations
@@ -25,15 +26,19 @@ from pipeline import stages as stage_table
 from pipeline.progress import parse as parse_progress
 from remote.compat import advise, config_facts, pipeline_blockers
 from remote.errors import EXIT_USAGE, JobLocked, RemoteCommandError, StageFailed, UsageError
+from remote.jobs.blocks import stage_events
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
-from remote.jobs.stage_records import FACTS, facts_text, plausible
+from remote.jobs.stage_records import FACTS, facts_text
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import box_path, upload, upload_many
 from remote.spine import events as ev
+from remote.spine import stage_life
 from remote.spine.bus import EventBus
+from remote.spine.events import Event
+from remote.spine.stage_life import StageState
 
 # Library chatter (progress bars, per-file INFO logs) would drown the stage records in the log;
 # warnings and errors still come through.
@@ -65,40 +70,30 @@ RUN_NAME = "pipeline"
 
 
 @dataclass
-class StageOutcome:
-    stage: str
-    state: str  # "ran" | "skipped" | "failed" | "not_run" | "pending" (no record yet)
-    seconds: float = 0.0
-    summary: dict[str, Any] = field(default_factory=dict)
-    error: str = ""
-    reason: str = ""  # skipped / not_run: why
-
-
-@dataclass
 class RunOutcome:
-    """What the box runner did, read from its records (and its exit when it left none)."""
+    """What the box runner did: its stages as the one fold reads their events
+    (remote/spine/stage_life.py), and the run as it ended."""
 
     run_id: str
     how: str  # started | attached | reattached
-    stages: dict[str, StageOutcome] = field(default_factory=dict)
-    finished: dict[str, Any] | None = None
+    stages: dict[str, StageState] = field(default_factory=dict)
     info: RunInfo | None = None  # the run as it ended
 
     @property
     def ok(self) -> bool:
-        return bool(self.finished and self.finished.get("ok")) and self.failed is None
+        return self.info is not None and self.info.returncode == 0 and self.failed is None
 
     @property
-    def failed(self) -> StageOutcome | None:
-        return next((o for o in self.stages.values() if o.state == "failed"), None)
+    def failed(self) -> StageState | None:
+        return next((o for o in self.stages.values() if o.status == stage_life.FAILED), None)
 
-    def names(self, state: str) -> list[str]:
-        return [o.stage for o in self.stages.values() if o.state == state]
+    def names(self, status: str) -> list[str]:
+        return [o.name for o in self.stages.values() if o.status == status]
 
-    def stage(self, name: str) -> StageOutcome:
-        if name not in self.stages:
-            self.stages[name] = StageOutcome(name, "pending")
-        return self.stages[name]
+    def fold(self, event: Event) -> None:
+        """One event of the run into its stages (the runner's own and demo-setup's left out)."""
+        if event.payload.get("stage") in stage_table.names():
+            stage_life.fold(self.stages, event)
 
 
 class PipelineRunner:
@@ -116,10 +111,10 @@ class PipelineRunner:
         self._root: str | None = None
         self._src: str | None = None
         # The runner's extra environment (training across boxes: EAGLE3_TRAIN_NODES) and a hook
-        # that sees each record of the followed run (remote/train_nodes.py starts the other
+        # that sees each record's event of the followed run (remote/train_nodes.py starts the other
         # boxes' ranks from one).
         self.env: dict[str, str] = {}
-        self.record_hook: Callable[[dict[str, Any], str], Awaitable[None]] | None = None
+        self.record_hook: Callable[[Event, str], Awaitable[None]] | None = None
 
     def _emit(self, kind: str, **payload: Any) -> None:
         self.bus.emit(kind, self.host.name, **payload)
@@ -272,28 +267,21 @@ class PipelineRunner:
             return
         lost = runs[-1]
         done = await self.transport.run(["tail", "-c", str(1 << 20), lost.log_path])
-        completed: list[str] = []
-        cut: list[str] = []
-        for line in done.stdout.splitlines():
-            rec = parse_progress(line)
-            stage = str((rec or {}).get("stage", ""))
-            if rec is None or stage not in stage_table.names():
-                continue
-            if rec.get("type") == "start":
-                cut = [s for s in cut if s != stage] + [stage]
-            elif rec.get("type") in ("end", "skipped"):
-                cut = [s for s in cut if s != stage]
-                if rec.get("type") == "skipped" or rec.get("ok", True):
-                    completed.append(stage)
+        lines, read = done.stdout.splitlines(), RunOutcome(lost.run_id, "lost")
+        for event in stage_events(self.host.name, lost.run_id, RUN_NAME, lines,
+                                  list(range(len(lines))), ev.utc_now()).values():
+            read.fold(event)
+        cut = read.names(stage_life.RUNNING)
+        completed = [o.name for o in read.stages.values()
+                     if o.status in (stage_life.DONE, stage_life.SKIPPED)]
         what = (f"while {', '.join(cut)} ran: its unfinished work is lost (a cut sample or "
                 "checkpoint is never trusted)" if cut else "between stages")
-        kept = (f"; complete and kept: {', '.join(dict.fromkeys(completed))}" if completed
-                else "")
+        kept = f"; complete and kept: {', '.join(completed)}" if completed else ""
         self._emit(ev.CONSOLE_WARNING, message=(
             f"the last pipeline run {lost.run_id} on {self.host.name} was lost: it ended without "
             f"an exit record (the box rebooted, or its processes were killed) {what}{kept}; "
             "this run resumes from the last complete manifests"), run_id=lost.run_id,
-            lost_stages=cut, completed=list(dict.fromkeys(completed)))
+            lost_stages=cut, completed=completed)
 
     def announce(self, info: RunInfo, how: str) -> None:
         """Say which runner this console follows, and remember it for the next start."""
@@ -305,60 +293,34 @@ class PipelineRunner:
         RememberedRuns().remember(self.host, info.run_id, config=config, started=info.started)
 
     async def follow(self, run_id: str, *, how: str = "started") -> RunOutcome:
-        """Tail the runner from the start of its log to its end; what it did. A runner that
-        ended without its own account (killed, lost with the box) leaves its unreached stages
-        marked not run here, with why."""
+        """Tail the runner from the start of its log to its end; what it did, its stages folded
+        from the events the tail parsed. A runner that ended without its own account (killed,
+        lost with the box) leaves its unreached stages marked not run here, with why."""
         outcome = RunOutcome(run_id, how)
         async with aclosing(self.jobs.tail(run_id, offset=0)) as lines:
             async for line in lines:
-                rec = parse_progress(line.text)
-                if rec is not None:
-                    self._on_record(rec, outcome)
+                if line.event is not None:
+                    outcome.fold(line.event)
                     if self.record_hook is not None:
-                        await self.record_hook(rec, run_id)
+                        await self.record_hook(line.event, run_id)
         final = outcome.info = await self.jobs.wait(run_id)
-        if outcome.finished is None:
-            why = f"the pipeline run {final.state}" + (
-                f" (returncode {final.returncode})" if final.returncode is not None else "")
-            running = [o for o in outcome.stages.values() if o.state == "pending"]
-            for o in running:  # started, never ended
-                o.state, o.error = "failed", f"{o.stage}: {why} while it ran"
-                self._emit(ev.STAGE_END, stage=o.stage, ok=False, run_id=run_id, error=o.error,
-                           summary=f"{o.stage} failed: {o.error}")
-            for stage in stage_table.names():
-                if stage not in outcome.stages:
-                    outcome.stages[stage] = StageOutcome(stage, "not_run", reason=why)
-                    self._emit(ev.STAGE_NOT_RUN, stage=stage, reason=why, run_id=run_id,
-                               summary=f"{stage} not run: {why}")
+        # The runner's own account leaves no stage running, and none it was to carry (through
+        # its --until) unsaid: what is left is what a runner cut short did not say.
+        until = argv_value(final.argv, "--until")
+        due = stage_table.through(until) if until in stage_table.names() else stage_table.names()
+        why = f"the pipeline run {final.state}" + (
+            f" (returncode {final.returncode})" if final.returncode is not None else "")
+        said = [(ev.STAGE_END, o.name, {"ok": False, "error": f"{o.name}: {why} while it ran"})
+                for o in outcome.stages.values() if o.status == stage_life.RUNNING]
+        said += [(ev.STAGE_NOT_RUN, name, {"reason": why}) for name in due
+                 if name not in outcome.stages]
+        for kind, name, payload in said:
+            words = f"failed: {payload['error']}" if payload.get("error") else f"not run: {why}"
+            event = ev.Event.checked(kind, self.host.name, {
+                "stage": name, "run_id": run_id, **payload, "summary": f"{name} {words}"})
+            self.bus.publish(event)
+            outcome.fold(event)
         return outcome
-
-    def _on_record(self, rec: dict[str, Any], outcome: RunOutcome) -> None:
-        """What a record means for the outcome. Its event was published by the tail itself
-        (remote/jobs/stage_records.py), so a reattached tail shows the same progress."""
-        kind = rec.get("type")
-        stage = str(rec.get("stage", ""))
-        if kind == "finished":
-            outcome.finished = rec
-            return
-        if stage not in stage_table.names():
-            return  # the runner's own info, demo-setup
-        o = outcome.stage(stage)
-        if kind == "start":
-            o.state, o.error = "pending", ""
-        elif kind == "end":
-            o.state = "ran" if rec.get("ok", True) else "failed"
-            # The box's record is untrusted: a field of the wrong type is left out, not raised.
-            seconds, summary = rec.get("seconds"), rec.get("summary")
-            o.seconds = float(seconds) if plausible(seconds) else 0.0
-            o.summary = dict(summary) if isinstance(summary, dict) else {}
-            if o.state == "failed" and not o.error:
-                o.error = str(rec.get("error") or f"{stage} failed")
-        elif kind == "skipped":
-            o.state, o.reason = "skipped", str(rec.get("reason", ""))
-        elif kind == "not_run":
-            o.state, o.reason = "not_run", str(rec.get("reason", ""))
-        elif kind == "error":
-            o.error = str(rec.get("message", ""))
 
     async def show_manifests(self, config: str) -> list[dict[str, Any]]:
         """Each stage's manifest as the box has it now, as stage.manifest events: a console
@@ -376,11 +338,16 @@ class PipelineRunner:
         return rows
 
 
+def argv_value(argv: list[str], flag: str) -> str:
+    """The value after `flag` in a runner's argv ("" without one)."""
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else ""
+
+
 def run_config(argv: list[str]) -> str:
     """The config a runner's argv names (`--config C`, or the demo's `--demo-dir D`)."""
     for flag, suffix in (("--config", ""), ("--demo-dir", "/pipeline.toml")):
-        if flag in argv[:-1]:
-            return argv[argv.index(flag) + 1].rstrip("/") + suffix
+        if value := argv_value(argv, flag):
+            return value.rstrip("/") + suffix
     return ""
 
 

@@ -1,7 +1,7 @@
 """Upload a probe to the box, run it with the box's python, and turn its JSON lines into events.
 
 A probe's output crosses a network and comes from a box in an unknown state: a killed probe, a
-line that is not JSON or a non-zero exit is reported as one probe.error event and a ConsoleError
+line that is not JSON or a non-zero exit is reported as one probe.error event and a RemoteError
 with the probe name and what went wrong, never as a traceback.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from remote import probe_table
-from remote.errors import ConsoleError, ProbeFailed, UsageError
+from remote.errors import ProbeFailed, RemoteError, UsageError
 from remote.link.container_identity import ContainerIdentity
 from remote.link.transport import Transport
 from remote.link.upload import box_path, upload_probe
@@ -28,7 +28,7 @@ DEFAULT_TIMEOUT = 600.0
 async def box_workdir(transport: Transport, workdir: str, python: str = "python3") -> str:
     try:
         return await box_path(transport, workdir, python)
-    except ConsoleError as exc:
+    except RemoteError as exc:
         raise ProbeFailed(str(exc)) from None
 
 
@@ -107,7 +107,7 @@ async def run_probe(
         msg = f"probe {probe} did not finish within {timeout:g} s"
         _error(bus, host, probe, msg)
         raise ProbeFailed(msg) from None
-    except ConsoleError as exc:  # the command itself could not be run (upload, connection)
+    except RemoteError as exc:  # the command itself could not be run (upload, connection)
         _error(bus, host, probe, f"probe {probe}: {exc}")
         raise
     for result in results:  # a probe that says which container it ran in (env)

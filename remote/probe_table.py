@@ -7,23 +7,23 @@ and its key on the TUI's Probes screen. `console probe`, one host or several, an
 probe through one route (remote/ops/probes.py: run); a name with no row is refused there.
 
 Adding a probe is its script plus one row. No I/O here: compat, composed from the env and model
-probes, gets the route's runner of those as an argument.
+probes, gets the route's runner of those as an argument. The rows are NamedTuples, not
+dataclasses: `console --help` imports this table for the probes' names, and a dataclass costs it
+the import of dataclasses and inspect; and the annotations are evaluated, not postponed, since a NamedTuple
+compiles each postponed one (docs/measurements.md, issue 52).
 """
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.named_rows import row_named
+from pipeline.units import fmt_bytes
 from remote.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, UsageError
 
 Result = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ProbeRequest:
+class ProbeRequest(NamedTuple):
     """What the operator asked for: the CLI's options, or the TUI's one input field."""
 
     model: str | None = None  # HF model directory or config.json on the box
@@ -36,7 +36,7 @@ class ProbeRequest:
     method: str = "eagle3"  # the head probe's speculative method (ngram: the build alone)
 
     @classmethod
-    def from_target(cls, target: str | None, workdir: str = "") -> ProbeRequest:
+    def from_target(cls, target: str | None, workdir: str = "") -> "ProbeRequest":
         """The TUI's field: a path on the box (a directory or config.json) or an architecture."""
         if target and ("/" in target or target.endswith(".json")):
             return cls(model=target, workdir=workdir)
@@ -53,8 +53,7 @@ def _opt(name: str, value: str) -> str:
     return f"{name}={value}"
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What a probe's results mean for `console probe`: its exit code and lines (level, text,
     extra fields) to say."""
 
@@ -78,8 +77,7 @@ def _ok(results: list[Result], req: ProbeRequest) -> Verdict:
     return Verdict()
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     name: str
     help: str  # what it answers, for `console probe --help`
     summary: Callable[[Result], str]  # one line per result
@@ -101,10 +99,6 @@ class Probe:
     title: str = ""
     tui_help: str = ""
     asks_target: bool = False
-
-
-def _gb(n: Any) -> str:
-    return f"{n / 1e9:.1f} GB" if isinstance(n, (int, float)) else "?"
 
 
 def _container_part(c: Any) -> str:
@@ -133,7 +127,8 @@ def env_summary(r: Result) -> str:
     else:
         gpus = gpu.get("reason") or "no GPU information"
     cuda = f" cuda {torch['cuda']}" if torch.get("cuda") else ""
-    free = _gb(((r.get("host") or {}).get("workdir") or {}).get("free"))
+    free = ((r.get("host") or {}).get("workdir") or {}).get("free")
+    free = fmt_bytes(free) if isinstance(free, (int, float)) else "?"
     return (f"python {(r.get('python') or {}).get('version')}; torch {pk.get('torch')}{cuda}; "
             f"vllm {pk.get('vllm')}; speculators {pk.get('speculators')}; transformers {pk.get('transformers')}; "
             f"{gpus}; workdir free {free}{_container_part(r.get('container'))}")

@@ -27,12 +27,14 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from remote.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, UsageError
+from pipeline import stages as stage_table
+from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, UsageError
 from remote.jobs.client import JobLocked, RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
+from remote.spine.events import Event
 
 NODES_ENV = "EAGLE3_TRAIN_NODES"  # pipeline/nodes.py
 NODE_JOB = "train-node"
@@ -67,7 +69,7 @@ class TrainNodes:
                 host, transport = await self.reach(name)
             except UsageError as exc:
                 raise UsageError(f"train.hosts: {exc}") from None
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 raise ConnectionFailed(f"train.hosts: {name} is unreachable: {exc}") from None
             addr = given[i] if given else await self._address(host, transport)
             addresses.append(addr)
@@ -87,9 +89,12 @@ class TrainNodes:
                              "there: a local host or a container): set train.addresses")
         return addr
 
-    async def on_record(self, rec: dict[str, Any], run_id: str) -> None:
-        """The first box's `nodes` record: start the other boxes' ranks (once per rendezvous)."""
-        if not (rec.get("type") == "info" and rec.get("stage") == "train" and rec.get("nodes")):
+    async def on_record(self, event: Event, run_id: str) -> None:
+        """The first box's `nodes` record (its console.info event, the record's fields kept):
+        start the other boxes' ranks (once per rendezvous)."""
+        rec = event.payload
+        if not (event.kind == ev.CONSOLE_INFO and rec.get("nodes")
+                and rec.get("stage") == stage_table.TRAIN):
             return
         rdzv = str(rec["run_id"])
         if rdzv in self.started:
@@ -98,7 +103,7 @@ class TrainNodes:
         for host, transport, addr in self.others:
             try:
                 await self._start(host, transport, addr, rec)
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 self.bus.emit(ev.CONSOLE_ERROR, host.name, message=f"train on {host.name}: {exc}")
                 self.bus.emit(ev.CONSOLE_WARNING, self.runner.host.name, message=(
                     f"cancelling the run on {self.runner.host.name}: {host.name} cannot join "
@@ -129,14 +134,14 @@ class TrainNodes:
                 "--local-addr", addr, "--run-id", str(rec["run_id"]), "--data", str(rec["data"])]
         rc, out, err = await runner._direct(*args, "--check", timeout=120)
         if rc != 0:
-            raise UsageError(last_error(out, err)) if rc == EXIT_USAGE else ConsoleError(
+            raise UsageError(last_error(out, err)) if rc == EXIT_USAGE else RemoteError(
                 last_error(out, err))
         src = await runner.source_dir()
         try:
             info = await runner.jobs.launch(runner._argv(*args), name=NODE_JOB,
                                             env={"PYTHONPATH": src, **QUIET_ENV}, cwd=src)
         except JobLocked as exc:
-            raise ConsoleError(f"a {NODE_JOB} job is already running there ({exc.run_id}): "
+            raise RemoteError(f"a {NODE_JOB} job is already running there ({exc.run_id}): "
                                "cancel it first (`console jobs`)") from None
         self.bus.emit(ev.CONSOLE_INFO, host.name, message=(
             f"train: {host.name} joins at {rec['endpoint']} as job {info.run_id}"))

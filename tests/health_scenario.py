@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 DOUBLES = Path(__file__).parent / "doubles"
@@ -17,12 +18,17 @@ ALERTS_TOML = "[alerts]\nbrake_seconds = 0.5\nstall_minutes = 0.01\n"
 RULES = ("ecc_uncorrected", "xid", "brake", "gpu_missing", "stage_stalled")
 
 
-def default_state() -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location("pynvml_state_double", DOUBLES / "pynvml.py")
+def pynvml_double(name: str = "pynvml_double") -> ModuleType:
+    """A fresh copy of the NVML test double (tests/doubles/pynvml.py), as module `name`."""
+    spec = importlib.util.spec_from_file_location(name, DOUBLES / "pynvml.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return copy.deepcopy(mod.DEFAULT_STATE)
+    return mod
+
+
+def default_state() -> dict[str, Any]:
+    return copy.deepcopy(pynvml_double("pynvml_state_double").DEFAULT_STATE)
 
 
 class Box:

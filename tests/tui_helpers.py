@@ -12,11 +12,12 @@ from typing import Any
 
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from console.sessions.reader import SessionReader
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource, ReplaySource
+from console.tui.dialogs import AskScreen
 from remote.link.hosts import Config
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -206,3 +207,18 @@ def local_app(workdir: Path, start_screen: str) -> ConsoleApp:
 
     hc = HostConfig(name="local", python=sys.executable, workdir=str(workdir))
     return ConsoleApp(LiveSource(Config(hosts={"local": hc}, path=None)), start_screen=start_screen)
+
+
+async def refused_options(app: ConsoleApp, pilot: Pilot[Any], key: str, default: str, options: str,
+                          title: str) -> str:
+    """Press `key`, see its dialog offer the defaults (`default` among them), enter `options`:
+    the notice `title` comes, an error; its message."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, AskScreen))
+    assert default in app.screen.query_one(Input).value  # the defaults, editable
+    app.screen.query_one(Input).value = options
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: any(t == title for t, _, _ in app.notice_log))
+    _, severity, message = next(n for n in app.notice_log if n[0] == title)
+    assert severity == "error", message
+    return message

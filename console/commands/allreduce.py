@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import nonneg_int, positive_float, positive_int
+from console.argtypes import add_out_options, nonneg_int, positive_float, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_OK, UsageError
 
@@ -39,16 +39,14 @@ def register(p: argparse.ArgumentParser) -> None:
     s.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     s.add_argument("--timeout", type=positive_float, default=600.0, help="seconds for the whole sweep")
-    add_common_options(s)
-    s.set_defaults(func=run_sweep_cmd)
+    add_common_options(s, func=run_sweep_cmd)
 
     t = verbs.add_parser("trace", help="all-reduce share of device time in profiler traces",
                          description="Analyse torch-profiler Chrome traces (.json or .json.gz, "
                          "one per rank, as vLLM's profiler writes them).")
     t.add_argument("files", nargs="+", metavar="FILE", type=Path)
     _kernel_options(t)
-    add_common_options(t)
-    t.set_defaults(func=run_trace_cmd)
+    add_common_options(t, func=run_trace_cmd)
 
     c = verbs.add_parser("capture", help="profile vLLM on the box, then analyse the traces",
                          description="POST /start_profile, wait, POST /stop_profile on the "
@@ -68,13 +66,11 @@ def register(p: argparse.ArgumentParser) -> None:
                    "decode steps (default 0: profile whatever load is running)")
     c.add_argument("--max-tokens", type=int, default=32,
                    help="tokens per --requests completion (default 32)")
-    c.add_argument("--out", type=Path, default=Path("traces"),
-                   help="local directory for the fetched traces (default ./traces)")
-    c.add_argument("--force", action="store_true",
-                   help="replace a trace file of the same name already in --out")
+    add_out_options(c, "local directory for the fetched traces (default ./traces)",
+                    "replace a trace file of the same name already in --out", "DIR",
+                    type=Path, default=Path("traces"))
     _kernel_options(c)
-    add_common_options(c)
-    c.set_defaults(func=run_capture_cmd)
+    add_common_options(c, func=run_capture_cmd)
 
 
 def _kernel_options(p: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.argtypes import add_sampling_options, nonneg_int, positive_float, positive_int
+from console.argtypes import add_out_options, add_request_options, add_sampling_options, positive_float, positive_int
 from console.context import (
     Context,
     add_common_options,
@@ -52,28 +52,18 @@ def register(p: argparse.ArgumentParser) -> None:
                       help="a baseline result from an earlier `bench run --no-speculation`")
     r.add_argument("--no-speculation", action="store_true",
                    help="the host's server runs without speculation: measure it as a baseline")
-    r.add_argument("--prompts", metavar="FILE",
-                   help="JSONL of prompts or conversations (default: the shipped prompt set)")
-    r.add_argument("--max-tokens", type=positive_int, default=256, help="output tokens per request (default 256)")
+    add_request_options(r, max_tokens=256, warmup="sent at once before the first point, their "
+                        "answers thrown away; vllm bench serve's --num-warmups defaults to 0")
     add_point_size_options(r)
     r.add_argument("--min-seconds", type=positive_float, metavar="S",
                    help="and keep each point going for at least S seconds")
-    r.add_argument("--warmup", type=nonneg_int, default=1,
-                   help="unmeasured requests sent at once before the first point, their answers "
-                   "thrown away (default 1; vllm bench serve's --num-warmups defaults to 0)")
-    r.add_argument("--timeout", type=positive_float, default=600.0, help="per-request timeout, seconds")
-    r.add_argument("--out", metavar="FILE", help="result JSON (default: next to the session)")
-    r.add_argument("--force", action="store_true",
-                   help="replace an existing --out FILE (never done without it)")
+    add_out_options(r, "result JSON (default: next to the session)",
+                    "replace an existing --out FILE (never done without it)")
     r.add_argument("--offline", metavar="BOX_PATH",
                    help="the pipeline's evaluate/acceptance.json on the box: its offline "
                    "estimate is printed beside the served acceptance")
     add_sampling_options(r)
-    r.add_argument("--stop-at-eos", action="store_true",
-                   help="end requests at the model's end token (as the offline evaluate does) "
-                   "instead of a fixed length")
-    add_common_options(r)
-    r.set_defaults(func=run_command)
+    add_common_options(r, func=run_command)
 
     c = bsub.add_parser("compare", help="compare a baseline result with a speculative one",
                         description="Speedup per concurrency and crossover from two result "
@@ -83,8 +73,7 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("baseline_file", metavar="A.json",
                    help="a baseline result, or a `bench matrix` result (read alone)")
     c.add_argument("spec_file", metavar="B.json", nargs="?")
-    add_common_options(c, record=False)
-    c.set_defaults(func=compare_command)
+    add_common_options(c, record=False, func=compare_command)
 
     from console.commands.bench_matrix import register_matrix
 
@@ -97,8 +86,28 @@ def register(p: argparse.ArgumentParser) -> None:
     w.add_argument("--interval", type=positive_float, default=10.0, help="seconds between scrapes")
     w.add_argument("--count", type=positive_int, help="stop after this many windows (default: until ^C)")
     w.add_argument("--model", help="served model name (default: the one the server lists)")
-    add_common_options(w)
-    w.set_defaults(func=watch_command)
+    add_common_options(w, func=watch_command)
+
+
+def parse_options(options: str, host: str, verb: str = "run") -> argparse.Namespace:
+    """The TUI operator's `bench run` (or `matrix`) options, read by this command's own parser:
+    they mean the same and are checked the same; a mistake is a UsageError, not an exit."""
+    import shlex
+    from typing import NoReturn
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            raise UsageError(f"bench options {options!r}: {message}")
+
+    parser = Parser(prog="console", add_help=False)
+    register(parser.add_subparsers(dest="command").add_parser("bench"))
+    try:
+        argv = shlex.split(options)
+    except ValueError as exc:
+        raise UsageError(f"bench options {options!r}: {exc}") from None
+    if any(a in ("-h", "--help") for a in argv):
+        raise UsageError(f"bench options: the same as `console bench {verb}` (see its --help)")
+    return parser.parse_args(["bench", verb, "--host", host, *argv])
 
 
 def result_path(args: argparse.Namespace, label: str, session: Path | None = None, *,
@@ -124,7 +133,7 @@ def result_path(args: argparse.Namespace, label: str, session: Path | None = Non
 
 def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile | None]:
     """`bench run`'s options checked and read as the sweep's settings, its label and the earlier
-    result to compare with: the CLI's and the TUI's (wiring.bench_run parses the same options)
+    result to compare with: the CLI's and the TUI's (parse_options reads the same options)
     in one place."""
     from remote.bench.driver import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts

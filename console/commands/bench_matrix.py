@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from console.argtypes import Subcommands, nonneg_int, positive_float, positive_int
+from console.argtypes import Subcommands, positive_int
 from console.context import Context, add_common_options, add_host_options
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 
@@ -30,7 +30,13 @@ DEFAULT_REQUESTS = 8  # per cell, over its rounds: a matrix multiplies every cel
 
 
 def register_matrix(bsub: Subcommands) -> None:
-    from console.argtypes import add_sampling_options
+    from console.argtypes import (
+        add_engine_options,
+        add_out_options,
+        add_pipeline_source,
+        add_request_options,
+        add_sampling_options,
+    )
 
     m = bsub.add_parser(
         "matrix", help="drafts x K x temperature x concurrency against the baseline, one "
@@ -42,10 +48,7 @@ def register_matrix(bsub: Subcommands) -> None:
         "per concurrency and where the time went. Rerun after an interrupt: it keeps the "
         "cells it finished.")
     add_host_options(m)
-    src = m.add_mutually_exclusive_group()
-    src.add_argument("--demo", action="store_true",
-                     help="the demo built by `console run --demo` on this host")
-    src.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
+    add_pipeline_source(m.add_mutually_exclusive_group())
     m.add_argument("--drafts", default="none,pipeline",
                    help="comma-separated: none, ngram, pipeline (the pipeline's head) or a "
                    "head directory on the box (default none,pipeline; none is always measured)")
@@ -53,35 +56,17 @@ def register_matrix(bsub: Subcommands) -> None:
                    help="num_speculative_tokens values, comma-separated (default 3)")
     add_sampling_options(m, several=True)
     m.add_argument("--concurrency", default="1,4", help="comma-separated (default 1,4)")
-    m.add_argument("--prompts", metavar="FILE",
-                   help="JSONL of prompts or conversations (default: the shipped prompt set)")
-    m.add_argument("--max-tokens", type=positive_int, default=64,
-                   help="output tokens per request (default 64)")
+    add_request_options(m, max_tokens=64, warmup="after each engine start")
     m.add_argument("--requests", type=positive_int, default=DEFAULT_REQUESTS, metavar="N",
                    help=f"requests per cell, over its rounds (default {DEFAULT_REQUESTS}; each "
                    "round sends at least the concurrency)")
     m.add_argument("--rounds", type=positive_int, default=3,
                    help="measured windows per cell: the spread of the speedup (default 3)")
-    m.add_argument("--warmup", type=nonneg_int, default=1,
-                   help="unmeasured requests after each engine start (default 1)")
-    m.add_argument("--stop-at-eos", action="store_true",
-                   help="end requests at the model's end token instead of a fixed length")
-    m.add_argument("--python", metavar="PATH",
-                   help="the python with vLLM on the box (default: the host's python)")
-    m.add_argument("--vllm-args", metavar="'ARGS'",
-                   help="extra vLLM arguments for every server (default for --demo: "
-                   "--enforce-eager)")
-    m.add_argument("--start-timeout", type=positive_float, default=1800.0,
-                   help="seconds to wait for each engine (default 1800)")
-    m.add_argument("--timeout", type=positive_float, default=600.0,
-                   help="per-request timeout, seconds")
-    m.add_argument("--out", metavar="FILE",
-                   help="result JSON (default: named by the plan, in the session folder); an "
-                   "unfinished matrix of the same plan there is continued")
-    m.add_argument("--force", action="store_true",
-                   help="start over even when --out holds a matrix (finished or not)")
-    add_common_options(m)
-    m.set_defaults(func=matrix_command)
+    add_engine_options(m, start="each engine")
+    add_out_options(m, "result JSON (default: named by the plan, in the session folder); an "
+                    "unfinished matrix of the same plan there is continued",
+                    "start over even when --out holds a matrix (finished or not)")
+    add_common_options(m, func=matrix_command)
 
 
 def matrix_plan(args: argparse.Namespace) -> tuple[MatrixPlan, PromptSet]:
@@ -143,21 +128,19 @@ async def matrix_command(args: argparse.Namespace) -> int:
     from remote.bench.matrix import estimate_seconds
     from remote.ops import matrix as mops
     from remote.ops import serve as sops
-    from remote.serving.serve import extra_vllm_args
 
     plan, prompts = matrix_plan(args)
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    pipeline, vllm_args = sops.options(args.pipeline, args.vllm_args, demo=args.demo)
     path = matrix_path(args, plan)
     m = resume_or_new(path, plan, args.host, force=args.force)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
         ctx.info(plan_text(plan, m, estimate_seconds(plan, m.missing()), path), host.name)
-        runner = sops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
+        runner = await sops.server(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
-            m = await mops.run_matrix(
-                runner, m, prompts, pipeline=Path(args.pipeline).expanduser()
-                if args.pipeline else None, vllm_args=vllm_args, out_path=path,
-                start_timeout=args.start_timeout, request_timeout=args.timeout)
+            m = await mops.run_matrix(runner, m, prompts, pipeline=pipeline, vllm_args=vllm_args,
+                                      out_path=path, start_timeout=args.start_timeout,
+                                      request_timeout=args.timeout)
         finally:
             await runner.close()
         ctx.show(matrix_report(m) + f"\nresult: {path}")

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from console.context import Context, add_common_options, add_host_options
-from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, Refused, UsageError
+from remote.errors import EXIT_OK, EXIT_REFUSED, Refused, RemoteError, UsageError
 from remote.spine.sanitize import visible_lines
 
 # The patcher (the SSH transport, msgspec events) is imported where it runs, in _run;
@@ -41,8 +41,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="apply without asking")
     p.add_argument("--site-packages", metavar="DIR",
                    help="look for the package in DIR instead of the box python's import path")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -56,7 +55,7 @@ async def run(args: argparse.Namespace) -> int:
     bad_input = False
     try:
         return await _run(ctx, args)
-    except ConsoleError as exc:
+    except RemoteError as exc:
         # As an event, so the refusal or failure is in the session file and the --json stream;
         # bad input (an unknown recipe) did nothing, and its session is discarded.
         ctx.error(str(exc), args.host, exit_code=exc.exit_code)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table, worst
-from remote.errors import EXIT_OK, EXIT_REFUSED, ConsoleError, UsageError
+from remote.errors import EXIT_OK, EXIT_REFUSED, RemoteError, UsageError
 from remote.spine.sanitize import visible_lines
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ async def _apply(ctx: Context, args: argparse.Namespace, names: list[str], codes
             try:
                 await ops.rollback(await patcher(name))
                 results[name] = f"rolled back ({', '.join(failed)} failed)"
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 ctx.error(f"rollback after a failed fleet apply: {exc}", name,
                           exit_code=exc.exit_code)
                 results[name] = "APPLIED, rollback failed: roll back by hand"

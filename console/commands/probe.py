@@ -1,8 +1,8 @@
 """`console probe NAME --host H`: ask the box what it has before launching.
 
 The probes, their options, what they need and what their results mean are their rows in
-remote/probe_table.py; one host or several (console/commands/probe_fleet.py) run the same route,
-remote/ops/probes.py. compat exits 4 when a finding of severity `error` says a stage will fail
+remote/probe_table.py; one host or several run the same route (console/commands/probe_fleet.py
+run_one, then remote/ops/probes.py). compat exits 4 when a finding of severity `error` says a stage will fail
 as things stand.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from console.argtypes import positive_float
+from console.argtypes import add_pipeline_source, positive_float
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote import probe_table
 from remote.errors import UsageError
@@ -51,21 +51,11 @@ def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
     if head:
         p.add_argument("--target", metavar="DIR",
                        help="the target's HF directory on the host (or --demo, --pipeline)")
-        p.add_argument("--demo", action="store_true",
-                       help="the target of the demo built by `console run --demo`")
-        p.add_argument("--pipeline", metavar="FILE",
-                       help="the target of this pipeline config (TOML on this machine)")
+        add_pipeline_source(p, of="the target of ")
     else:
         p.set_defaults(head_dir=None, target=None, demo=False, pipeline=None)
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds to wait for a probe (default 600)")
     add_common_options(p)
-
-
-def request(args: argparse.Namespace) -> probe_table.ProbeRequest:
-    """The operator's options as the probes' rows read them (head: --target is the model)."""
-    return probe_table.ProbeRequest(model=args.target or args.model, arch=args.arch,
-                                    family=args.family, vllm_root=args.vllm_root, all=args.all,
-                                    head=args.head_dir)
 
 
 def _head_usage(args: argparse.Namespace) -> str | None:
@@ -91,14 +81,14 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(bad)
     if args.probe == "head" and (args.demo or args.pipeline):
         return await _head_of_pipeline(args)
+    from console.commands.probe_fleet import request, run_fleet, run_one
+    from console.fleet import names_several
+
     missing = probe_table.get(args.probe).needs(request(args))
     if missing:
         raise UsageError(missing)
-    from console.fleet import names_several
 
     if names_several(args):
-        from console.commands.probe_fleet import run_fleet
-
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         return await run_one(ctx, args, args.host)
@@ -107,30 +97,13 @@ async def run(args: argparse.Namespace) -> int:
 async def _head_of_pipeline(args: argparse.Namespace) -> int:
     """probe head --demo | --pipeline FILE: the target (and, without DIR, the head) that
     pipeline config names, resolved on the box, then the probe."""
-    from remote.ops import heads
+    from console.commands.probe_fleet import run_one
+    from remote.ops import serve
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host, transport = await ctx.reach(args.host)
         pipeline = Path(args.pipeline).expanduser() if args.pipeline else None
-        target = await heads.pipeline_target(transport, await heads.probe_python(transport, host),
+        target = await serve.pipeline_target(transport, await serve.probe_python(transport, host),
                                              ctx.bus, pipeline=pipeline)
         args.target, args.head_dir = target.model, args.head_dir or target.head
         return await run_one(ctx, args, args.host)
-
-
-async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
-    """The probe on one host (alone, or one of a fleet): its exit code, having said what its
-    results mean (the results themselves are probe.result events)."""
-    from remote.ops import probes as ops
-
-    host, transport = await ctx.reach(name)
-    if args.probe == "head":  # with the python that serves (on `local`: the box environment)
-        from remote.ops import heads
-
-        host = await heads.probe_python(transport, host)
-    done = await ops.run(transport, host, ctx.bus, args.probe, request(args),
-                         timeout=args.timeout)
-    say = {"error": ctx.error, "warning": ctx.warning}
-    for level, text, fields in done.verdict.lines:
-        say.get(level, ctx.info)(text, host.name, **fields)
-    return done.verdict.code

@@ -4,7 +4,8 @@ Each host's probe runs on its own connection and publishes its own probe.result 
 `--json` and the session carry every host); the table is built from those events (its columns:
 the probe's row in remote/probe_table.py), and a cell that differs from the other hosts is
 marked, so the one box on another vLLM (or unpatched, or with another GPU count) is named at a
-glance.
+glance. The one-host route (run_one) is here too, so that `console probe` on one host and on
+several run the same code without the two modules importing each other.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
+from remote.probe_table import ProbeRequest
 
 
 def patch_state(plans: list[Any]) -> str:
@@ -36,13 +38,12 @@ async def _patch_state(ctx: Context, name: str) -> str:
     host, transport = await ctx.reach(name)
     try:
         return patch_state(await ops.patcher(transport, host, ctx.bus).plan(emit=False))
-    except ConsoleError as exc:  # no recipe's file there, say: a state, not a failed host
+    except RemoteError as exc:  # no recipe's file there, say: a state, not a failed host
         why = str(exc)
         return "n/a" + (f" ({why[why.rfind('('):].strip('()')})" if why.endswith(")") else "")
 
 
 async def run_fleet(args: argparse.Namespace) -> int:
-    from console.commands.probe import run_one
     from remote import probe_table
     from remote.spine import events as ev
 
@@ -82,3 +83,27 @@ async def run_fleet(args: argparse.Namespace) -> int:
         if rows:
             ctx.show(table(header, rows))
         return summary(ctx, codes, f"probe {args.probe}")
+
+
+async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
+    """The probe on one host (alone, or one of a fleet): its exit code, having said what its
+    results mean (the results themselves are probe.result events)."""
+    from remote.ops import probes as ops
+
+    host, transport = await ctx.reach(name)
+    if args.probe == "head":  # with the python that serves (on `local`: the box environment)
+        from remote.ops import serve
+
+        host = await serve.probe_python(transport, host)
+    done = await ops.run(transport, host, ctx.bus, args.probe, request(args),
+                         timeout=args.timeout)
+    say = {"error": ctx.error, "warning": ctx.warning}
+    for level, text, fields in done.verdict.lines:
+        say.get(level, ctx.info)(text, host.name, **fields)
+    return done.verdict.code
+
+
+def request(args: argparse.Namespace) -> ProbeRequest:
+    """The operator's options as the probes' rows read them (head: --target is the model)."""
+    return ProbeRequest(model=args.target or args.model, arch=args.arch, family=args.family,
+                        vllm_root=args.vllm_root, all=args.all, head=args.head_dir)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from console.argtypes import add_out_options
 from console.commands.replay import warned
+from pipeline.units import fmt_bytes
 from remote.errors import UsageError
 
 HELP = "write a self-contained HTML report of a recorded session"
@@ -20,9 +22,8 @@ def register(p: argparse.ArgumentParser) -> None:
                      "environments, stages, loss curve, offline vs served acceptance, speedup vs "
                      "concurrency, patch state and the commands that ran.")
     p.add_argument("session", help="a session file (.jsonl or .jsonl.zst)")
-    p.add_argument("--out", metavar="PATH", help="where to write it (default: SESSION with .html)")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite PATH even if the console did not write it (never the session read)")
+    add_out_options(p, "where to write it (default: SESSION with .html)",
+                    "overwrite PATH even if the console did not write it (never the session read)", "PATH")
     p.set_defaults(func=run)
 
 
@@ -45,7 +46,7 @@ async def run(args: argparse.Namespace) -> int:
         write_claimed(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-    print(f"report written: {out} ({len(text) / 1024:.0f} KiB)")
+    print(f"report written: {out} ({fmt_bytes(len(text))})")
     # The rule of every reader: the page is written, but it is not the whole session.
     return warned(session, warnings)
 

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
-from pipeline import stages as stage_table
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
 # The runner (asyncio, the SSH transport, msgspec events) is imported where it runs; the stage
@@ -49,6 +48,8 @@ HELP = "run the EAGLE-3 pipeline on a host (headless, recorded)"
 
 
 def register(p: argparse.ArgumentParser) -> None:
+    from pipeline import stages as stage_table  # `console --help` reads HELP alone
+
     stages = stage_table.names()
     p.description = (f"Run the EAGLE-3 pipeline ({', '.join(stages)}) on a "
                      "host as one detached run that the box carries to the end, follow it, "
@@ -89,8 +90,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm-args", metavar="'ARGS'",
                    help="with --serve: extra vLLM arguments, one shell-quoted string (default "
                    "for --demo: '--enforce-eager', see remote/serving/serve.py DEMO_VLLM_ARGS)")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 _CHECK = (
@@ -139,9 +139,8 @@ def _is_pipeline_toml(path: str) -> bool:
 
 def _extract_hosts(path: str) -> list[str]:
     """`[extract] hosts` as written in the local pipeline TOML."""
-    data = _toml(path)
-    hosts = (data.get("extract") or {}).get("hosts") if isinstance(data.get("extract"), dict) \
-        else None
+    section = _toml(path).get("extract")  # not a stage: the TOML's [extract] section
+    hosts = section.get("hosts") if isinstance(section, dict) else None
     return [h for h in hosts if isinstance(h, str)] if isinstance(hosts, list) else []
 
 
@@ -169,13 +168,12 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     from remote.bench.served import offline_vs_served
     from remote.errors import EngineFailed
     from remote.ops import serve as serve_ops
-    from remote.serving.serve import extra_vllm_args
 
     host = runner.host
     concurrencies = parse_concurrency(args.concurrency)
     max_tokens = args.max_tokens or int(resolved.get("max_new_tokens") or 24)
-    server = serve_ops.runner(runner.transport, host, ctx.bus, python=args.serve_python)
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
+    _, vllm_args = serve_ops.options(None, args.vllm_args, demo=args.demo)
+    server = await serve_ops.server(runner.transport, host, ctx.bus, python=args.serve_python)
     ctx.info(f"serve + bench on {host.name} with {server.host.python}: baseline server, then "
              f"the trained head; concurrency {','.join(map(str, concurrencies))}, "
              f"{max_tokens} tokens per request, "
@@ -201,9 +199,11 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
 async def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from pipeline import stages as stage_table
     from remote.ops import pipeline as pipeline_ops
     from remote.pipeline_runner import PipelineRunner, run_config
     from remote.spine import events as ev
+    from remote.spine.stage_life import DONE, SKIPPED
 
     if args.config and not args.pipeline and _is_pipeline_toml(args.config):
         args.pipeline, args.config = args.config, None
@@ -211,7 +211,7 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         raise UsageError(f"{args.pipeline}: pipeline config not found")
-    if args.serve and args.until not in (None, "evaluate"):
+    if args.serve and args.until not in (None, stage_table.EVALUATE):
         raise UsageError("--serve needs the trained head: it cannot follow --until "
                          f"{args.until}")
     if args.serve and not (args.demo or args.pipeline):
@@ -275,28 +275,28 @@ async def run(args: argparse.Namespace) -> int:
                         f"`console jobs --host {host.name}` lists it", host.name)
             raise
         # The run's own config: an attached run may have been started with another one.
-        config = str((outcome.finished or {}).get("config") or config
-                     or run_config(outcome.info.argv if outcome.info else []))
+        config = run_config(outcome.info.argv if outcome.info else []) or config or ""
         resolved = await runner.validate(config)
         out_dir = str(resolved["output_dir"])
-        ran, skipped = outcome.names("ran"), outcome.names("skipped")
+        ran, skipped = outcome.names(DONE), outcome.names(SKIPPED)
         ctx.info(f"pipeline done on {host.name}: ran {', '.join(ran) or 'nothing'}; "
                  f"skipped {', '.join(skipped) or 'nothing'}", host.name,
                  ran=ran, skipped=skipped)
-        evaluate = outcome.stages.get("evaluate")
-        evaluated = evaluate.summary if evaluate is not None and evaluate.summary else None
+        evaluate = outcome.stages.get(stage_table.EVALUATE)
+        evaluated = evaluate.result if evaluate is not None and evaluate.result else None
         if evaluated:
             line = f"offline mean acceptance length {evaluated.get('mean_length', 0):.3f}"
             if "untrained_mean_length" in evaluated:
                 line += f" (untrained head: {evaluated['untrained_mean_length']:.3f})"
             ctx.info(line, host.name, acceptance=evaluated)
-        if args.until not in (None, "evaluate"):
+        if args.until not in (None, stage_table.EVALUATE):
             ctx.info(f"stopped after {args.until} (--until): outputs under {out_dir}", host.name)
             return EXIT_OK
-        ctx.info(f"checkpoint: {posixpath.join(out_dir, 'train', 'checkpoint')}", host.name)
-        ctx.info(f"serving JSON: {posixpath.join(out_dir, 'train', 'speculative_config.json')} "
+        head = posixpath.join(out_dir, stage_table.TRAIN)
+        ctx.info(f"checkpoint: {posixpath.join(head, 'checkpoint')}", host.name)
+        ctx.info(f"serving JSON: {posixpath.join(head, 'speculative_config.json')} "
                  "(vllm serve ... --speculative-config \"$(cat it)\")", host.name)
-        ctx.info(f"evaluation: {posixpath.join(out_dir, 'evaluate', 'acceptance.json')}",
+        ctx.info(f"evaluation: {posixpath.join(out_dir, stage_table.EVALUATE, 'acceptance.json')}",
                  host.name)
         if args.serve:
             # `resolved` is the run's own validation: a second one costs seconds of imports.

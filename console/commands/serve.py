@@ -19,9 +19,8 @@ server that dies while starting exits 1 with its last log lines.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from console.argtypes import positive_int
+from console.argtypes import add_engine_options, add_pipeline_source, positive_int
 from console.context import Context, add_common_options, add_host_options, add_verbs
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
 from remote.serving.roles import DRAFTS, ROLES
@@ -41,9 +40,7 @@ def register(p: argparse.ArgumentParser) -> None:
 
     s = ssub.add_parser("start", help="start a server and wait until it answers")
     add_host_options(s)
-    s.add_argument("--pipeline", metavar="FILE", help="pipeline config (TOML) on this machine")
-    s.add_argument("--demo", action="store_true",
-                   help="the demo built by `console run --demo` on this host")
+    add_pipeline_source(s)
     s.add_argument("--baseline", action="store_true",
                    help="serve the target without speculation (default port: vllm_url's + 1)")
     s.add_argument("--draft", default="pipeline", metavar="{" + ",".join(DRAFTS) + ",DIR}",
@@ -56,15 +53,8 @@ def register(p: argparse.ArgumentParser) -> None:
                    "3 for ngram)")
     s.add_argument("--url", help="where it listens, as seen from the box (default: the host's "
                    "vllm_url; for --baseline the next port)")
-    s.add_argument("--python", metavar="PATH",
-                   help="the python with vLLM on the box (default: the host's python)")
-    s.add_argument("--start-timeout", type=float, default=1800.0,
-                   help="seconds to wait for the first answer (default 1800)")
-    s.add_argument("--vllm-args", metavar="'ARGS'",
-                   help="extra vLLM arguments, one shell-quoted string after = (e.g. "
-                   "--vllm-args='--enforce-eager'); default for --demo: --enforce-eager")
-    add_common_options(s)
-    s.set_defaults(func=start_command)
+    add_engine_options(s, start="the first answer")
+    add_common_options(s, func=start_command)
 
     for name, helptext in (("stop", "cancel the serve jobs on a host"),
                            ("status", "the servers running on a host, read from the box: "
@@ -72,31 +62,26 @@ def register(p: argparse.ArgumentParser) -> None:
         c = ssub.add_parser(name, help=helptext)
         add_host_options(c)
         c.add_argument("--role", choices=ROLES, help="only this server (default: both)")
-        add_common_options(c)
-        c.set_defaults(func=stop_command if name == "stop" else status_command)
+        add_common_options(c, func=stop_command if name == "stop" else status_command)
 
 
 async def start_command(args: argparse.Namespace) -> int:
     from remote.errors import EXIT_REFUSED, DraftRefused, EngineFailed
     from remote.ops import serve as ops
-    from remote.serving.serve import extra_vllm_args
 
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")
-    if args.pipeline and not Path(args.pipeline).expanduser().is_file():
-        raise UsageError(f"{args.pipeline}: pipeline config not found")
+    pipeline, vllm_args = ops.options(args.pipeline, args.vllm_args, demo=args.demo)
     if args.start_timeout <= 0:
         raise UsageError("--start-timeout must be positive")
     role = "baseline" if args.baseline else "speculative"
-    vllm_args = extra_vllm_args(args.vllm_args, demo=args.demo)
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
-        runner = ops.runner(await ctx.transport(host.name), host, ctx.bus, python=args.python)
+        runner = await ops.server(await ctx.transport(host.name), host, ctx.bus, python=args.python)
         try:
-            served = await ops.start(
-                runner, role, pipeline=Path(args.pipeline).expanduser() if args.pipeline else None,
-                url=args.url, vllm_args=vllm_args, timeout=args.start_timeout,
-                draft=args.draft, k=args.k)
+            served = await ops.start(runner, role, pipeline=pipeline, url=args.url,
+                                     vllm_args=vllm_args, timeout=args.start_timeout,
+                                     draft=args.draft, k=args.k)
         except EngineFailed as exc:
             ctx.error(str(exc), host.name)
             return EXIT_FAILED
@@ -125,12 +110,9 @@ async def _servers(args: argparse.Namespace, *, stop: bool) -> int:
 
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)
-        r = ops.runner(await ctx.transport(host.name), host, ctx.bus)
-        try:
+        async with ops.runner(await ctx.transport(host.name), host, ctx.bus) as r:
             stopped = await ops.stop(r, args.role) if stop else {}
             found = stopped or (await ops.found(r, args.role) if not stop else {})
-        finally:
-            await r.close()
         if not found:
             ctx.info(f"no serve job running on {args.host}", args.host)
         for role, (run_id, state) in stopped.items():

@@ -7,8 +7,6 @@ are recorded in the session and `--json` prints them as events.
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from console.argtypes import nonneg_float, positive_float, positive_int, tcp_port
@@ -43,8 +41,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prometheus-addr", default="127.0.0.1", metavar="ADDR",
                    help="the address the Prometheus endpoint listens on (default 127.0.0.1: "
                    "this laptop only)")
-    add_common_options(p)
-    p.set_defaults(func=run)
+    add_common_options(p, func=run)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -52,31 +49,14 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval must be at least {MIN_INTERVAL} s (got {args.interval})")
     if args.prometheus is not None and args.once:
         raise UsageError("--prometheus serves a live stream: it does not go with --once")
+    from console.commands.stats_fleet import prometheus, run_fleet
     from console.fleet import names_several
 
     if names_several(args):
-        from console.commands.stats_fleet import run_fleet
-
         return await run_fleet(args)
     async with Context.from_args(args, hosts=[args.host], show_stats=not args.once) as ctx:
         with prometheus(ctx, args):
             return await _one_host(ctx, args)
-
-
-@contextlib.contextmanager
-def prometheus(ctx: Context, args: argparse.Namespace) -> Iterator[None]:
-    """The Prometheus endpoint over the command's bus while the streams run (--prometheus)."""
-    if args.prometheus is None:
-        yield
-        return
-    from remote.ops import stats as ops
-
-    endpoint = ops.serve_prometheus(ctx.bus, args.prometheus, args.prometheus_addr)
-    ctx.info(f"Prometheus metrics at {endpoint.url}", url=endpoint.url)
-    try:
-        yield
-    finally:
-        endpoint.close()
 
 
 async def _one_host(ctx: Context, args: argparse.Namespace) -> int:
@@ -100,35 +80,31 @@ async def _one_host(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    return f"{v / scale:.{digits}f}{unit}"
-
-
 def format_table(host: str, payload: dict[str, Any]) -> str:
+    from console.commands.stats_fleet import num
     from console.fleet import aligned
+    from pipeline.units import fmt_bytes
     from remote.stats.samples import health_text
 
     h = payload.get("host", {})
     lines = [
         f"{host}: cpu {num(h.get('cpu'), digits=1, unit='%')}  "
-        f"mem {num(h.get('mem_used'), 2**30, 1)}/{num(h.get('mem_total'), 2**30, 1)} GiB  "
+        f"mem {fmt_bytes(h.get('mem_used'), 'GiB')}/{fmt_bytes(h.get('mem_total'), 'GiB')} GiB  "
         f"load1 {num(h.get('load1'), digits=2)}  gpu source: {payload.get('source', 'none')}"
     ]
     if payload.get("reason"):
         lines.append(f"  ({payload['reason']})")
     gpus = payload.get("gpus") or []
     if gpus:
-        rows = [("GPU", "NAME", "UTIL", "MEM GiB", "POWER W", "TEMP", "SM MHz", "PCIe tx/rx MB/s",
+        rows = [("GPU", "NAME", "UTIL", "MEM GiB", "POWER W", "TEMP", "SM MHz", "PCIe tx/rx MiB/s",
                  "PROCS", "HEALTH")]
         for g in gpus:
             rows.append((
                 str(g.get("index")), str(g.get("name", "")), num(g.get("util"), unit="%"),
-                f"{num(g.get('mem_used'), 2**30, 1)}/{num(g.get('mem_total'), 2**30, 1)}",
+                f"{fmt_bytes(g.get('mem_used'), 'GiB')}/{fmt_bytes(g.get('mem_total'), 'GiB')}",
                 f"{num(g.get('power'))}/{num(g.get('power_limit'))}",
                 num(g.get("temp"), unit="C"), num(g.get("sm_clock")),
-                f"{num(g.get('pcie_tx'), 1e6, 1)}/{num(g.get('pcie_rx'), 1e6, 1)}",
+                f"{fmt_bytes(g.get('pcie_tx'), 'MiB')}/{fmt_bytes(g.get('pcie_rx'), 'MiB')}",
                 ",".join(str(p.get("pid")) for p in g.get("procs") or []) or "-",
                 health_text(g) or ("ok" if "clock_reasons" in g else "-"),
             ))

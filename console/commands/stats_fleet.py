@@ -3,19 +3,47 @@
 One sampler per box, each on its box's one connection, all publishing stats.sample events with
 their host (the session and `--json` carry every box). The table is redrawn from the latest
 sample of each host: in place on a terminal, as a new block (at most once a second) when the
-output is a file or a pipe, so a 10 Hz stream does not flood a log.
+output is a file or a pipe, so a 10 Hz stream does not flood a log. What one host's `console
+stats` shares with it (the Prometheus endpoint, a number's cell) is here, so that the two modules
+do not import each other.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from console.commands.stats import num
+from console.context import Context
 from console.fleet import aligned, open_fleet, run_each, summary
+from pipeline.units import fmt_bytes
 from remote.errors import EXIT_FAILED, EXIT_OK
+
+
+def num(v: Any, scale: float = 1.0, digits: int = 0, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v / scale:.{digits}f}{unit}"
+
+
+@contextlib.contextmanager
+def prometheus(ctx: Context, args: argparse.Namespace) -> Iterator[None]:
+    """The Prometheus endpoint over the command's bus while the streams run (--prometheus)."""
+    if args.prometheus is None:
+        yield
+        return
+    from remote.ops import stats as ops
+
+    endpoint = ops.serve_prometheus(ctx.bus, args.prometheus, args.prometheus_addr)
+    ctx.info(f"Prometheus metrics at {endpoint.url}", url=endpoint.url)
+    try:
+        yield
+    finally:
+        endpoint.close()
+
 
 HEADER = ("HOST", "CPU", "MEM GiB", "LOAD1", "GPUS", "GPU UTIL", "GPU MEM GiB", "POWER W",
           "SAMPLES")
@@ -36,12 +64,12 @@ def _cells(name: str, hs: list[dict[str, Any]], gpus: list[dict[str, Any]], coun
     """A row of the table: one host's latest sample (hs of one), or the totals (hs of all):
     CPU averaged, memory and load summed, over the hosts; the GPUs' figures over all of them."""
     return [name, num(_mean([h.get("cpu") for h in hs]), digits=1, unit="%"),
-            f"{num(_sum([h.get('mem_used') for h in hs]), 2**30, 1)}/"
-            f"{num(_sum([h.get('mem_total') for h in hs]), 2**30, 1)}",
+            f"{fmt_bytes(_sum([h.get('mem_used') for h in hs]), 'GiB')}/"
+            f"{fmt_bytes(_sum([h.get('mem_total') for h in hs]), 'GiB')}",
             num(_sum([h.get("load1") for h in hs]), digits=2), str(len(gpus)),
             num(_mean([g.get("util") for g in gpus]), unit="%"),
-            f"{num(_sum([g.get('mem_used') for g in gpus]), 2**30, 1)}/"
-            f"{num(_sum([g.get('mem_total') for g in gpus]), 2**30, 1)}",
+            f"{fmt_bytes(_sum([g.get('mem_used') for g in gpus]), 'GiB')}/"
+            f"{fmt_bytes(_sum([g.get('mem_total') for g in gpus]), 'GiB')}",
             num(_sum([g.get("power") for g in gpus])), str(count)]
 
 
@@ -109,8 +137,6 @@ async def run_fleet(args: argparse.Namespace) -> int:
 
         painter = None if (args.json or args.once) else asyncio.create_task(redraw())
         started = time.monotonic()
-        from console.commands.stats import prometheus
-
         try:
             with prometheus(ctx, args):
                 codes = await run_each(ctx, resolved, one)

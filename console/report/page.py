@@ -25,6 +25,8 @@ from console.sessions.reader import SessionReader
 from console.tui import chart_data as cd
 from console.tui.model import ConsoleState, HostState
 from console.tui.render import fmt_pct, fmt_sig
+from pipeline.stages import EVALUATE
+from pipeline.units import fmt_bytes
 from remote.spine.sanitize import visible
 
 CSS = """
@@ -103,7 +105,7 @@ def _outputs(outputs: Any) -> str:
     total = sum(s for s in sizes if isinstance(s, (int, float)))
     first = ", ".join(str(o.get("path", o)) if isinstance(o, dict) else str(o) for o in items[:3])
     more = f" and {len(items) - 3} more" if len(items) > 3 else ""
-    return f"{len(items)} file{'s' if len(items) != 1 else ''}{f', {total:,.0f} bytes' if total else ''}: {first}{more}"
+    return f"{len(items)} file{'s' if len(items) != 1 else ''}{f', {fmt_bytes(total)}' if total else ''}: {first}{more}"
 
 
 # A stage's numbers as a reader wants them: not `head` (which head the last progress record was
@@ -171,7 +173,7 @@ def _host_section(host: HostState, warnings: list[str]) -> str:
                             f"chart was left out: its values cannot be drawn ({exc})")
             return None
 
-    st = host.stages.get("evaluate")
+    st = host.stages.get(EVALUATE)
     offline = cd.offline_per_position(st.metrics if st is not None else {})
     served, where = cd.served_per_position(host.bench_points)
     conc = cd.concurrency_series(host.bench_points, host.bench_summary)

@@ -45,7 +45,7 @@ from console.tui.widgets.common import KeyBar, TopBar, View
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.replay import MarkerRow, ReplayView
 from console.tui.widgets.tab_bar import TabBar
-from remote.errors import EXIT_OK, ConsoleError
+from remote.errors import EXIT_OK, RemoteError
 from remote.link import aio
 from remote.spine.events import Event, format_ts
 from remote.spine.sanitize import visible, visible_lines
@@ -186,7 +186,7 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
         for i in self._markers:
             try:
                 e = reader.event(i)
-            except ConsoleError:
+            except RemoteError:
                 continue
             label = str(e.payload.get("summary") or e.payload.get("label") or e.payload.get("stage")
                         or e.payload.get("file") or e.payload.get("name") or "")

@@ -21,7 +21,7 @@ from console.tui.widgets.log_view import LogView
 from console.tui.widgets.patch import PatchView
 from console.tui.widgets.pipeline import PipelineView
 from remote import probe_table
-from remote.errors import ConsoleError, HostKeyError, StageFailed
+from remote.errors import HostKeyError, RemoteError, StageFailed
 from remote.spine.sanitize import visible_lines
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class BoxActions(AppBase):
                 await work()
             except ReadOnlyReplay as exc:
                 self._failed(host, str(exc), label, "warning")
-            except HostKeyError as exc:  # before ConsoleError: its own title, with the fix
+            except HostKeyError as exc:  # before RemoteError: its own title, with the fix
                 self._failed(host, str(exc), f"HOST KEY {exc.verdict.upper()}"
                              if exc.verdict in ("changed", "revoked")
                              else f"{label}: host key refused", "error")
@@ -76,7 +76,7 @@ class BoxActions(AppBase):
                 cancelled = "cancelled" in str(exc)
                 self._failed(host, str(exc), f"{label} {'cancelled' if cancelled else 'failed'}",
                              "warning" if cancelled else "error")
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 self._failed(host, str(exc), f"{label} failed", "error")
             except Exception as exc:  # a bug or an unexpected remote failure: say so, keep running
                 self._failed(host, f"{type(exc).__name__}: {exc}", f"{label} failed", "error")

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pipeline.stages import TRAIN
 from remote.spine import events as ev
 from remote.spine.events import Event
 
@@ -63,7 +64,7 @@ def fold(charts: ChartData, e: Event) -> bool:
     kind = e.kind
     if kind == ev.STATS_SAMPLE:
         return _fold_gpus(charts, e)
-    if kind in (ev.STAGE_START, ev.STAGE_PROGRESS) and e.payload.get("stage") == "train":
+    if kind in (ev.STAGE_START, ev.STAGE_PROGRESS) and e.payload.get("stage") == TRAIN:
         return _fold_loss(charts, e)
     if kind == ev.BENCH_WATCH:
         # Time on the axis is watched time: each window adds its own length (the payload's

@@ -5,8 +5,10 @@ layer, events come from it) or a replay (events come from a session file, action
 Either way the app only sees an EventBus and a `Controller`, so "disconnected / reconnecting"
 and "replay" are states like any other, testable without a terminal or a box.
 
-Each action calls its operation's adapter in console/tui/wiring.py by name (`wiring.probe`,
-`wiring.patch_plan`, ...), which imports the operation (remote/ops/) when it runs.
+A key reaches the box in two hops: its action (console/tui/box_actions.py) calls a typed method
+of the Controller, which calls the operation (remote/ops/) that the headless command calls too.
+Each method imports its operation when it runs: the console's first paint does not wait for the
+transports, httpx or the patcher.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from typing import Any, Protocol
 from console.errors import ReadOnlyReplay
 from console.sessions.reader import SessionReader
 from console.sessions.replay import Replayer
-from console.tui import wiring
-from remote.errors import ConsoleError, UsageError
+from remote.errors import UsageError
 from remote.link.hosts import LOCAL, Config, HostConfig, all_hosts
 from remote.link.transport import Transport
 from remote.spine import event_types as et
@@ -69,7 +70,7 @@ class ReplayController:
 
 
 class LiveController:
-    """Drives real hosts: one transport per host, each action its adapter in wiring.py."""
+    """Drives real hosts: one transport per host, each action its operation in remote/ops/."""
 
     live = True
 
@@ -138,37 +139,43 @@ class LiveController:
             raise
         if self.config.host(host).is_local:
             self.bus.emit(ev.CONNECTION_UP, host, summary=f"connected to {host}")
+        from remote.ops import pipeline, stats
+
         # 10 samples a second unless the host's `stats_interval` says otherwise
-        self._start_background(host, "stats", "live stats", wiring.stream_stats,
-                               interval=self.config.host(host).stats_interval,
-                               alerts=self.config.alerts)
-        self._start_background(host, "jobs.reattach", "job tails", wiring.jobs_reattach,
-                               following=self.following, seen=self.seen_runs)
+        self._start_background(host, "stats", "live stats", lambda t, hc: stats.stream(
+            t, hc, self.bus, interval=hc.stats_interval, alerts=self.config.alerts))
+        self._start_background(host, "jobs.reattach", "job tails", lambda t, hc: pipeline.reattach(
+            t, hc, self.bus, following=self.following, seen=self.seen_runs))
         self._background[f"serve.check:{host}"] = asyncio.create_task(
             self._watch_if_serving(host), name=f"serve-check-{host}")
 
     async def _watch_if_serving(self, host: str) -> None:
-        """The servers already running on the box (started by `console serve` or an earlier
-        console) shown as their starter showed them (URL, model, pid: read from the box), the
+        """The servers already running on the box shown as their starter showed them, the
         speculative one's live acceptance watched from the start; then the bench results kept
         on the box, in the Bench screen's table."""
+        from console.bench_tables import point_summary
+        from remote.ops import bench, serve
+
+        t, hc = await self._on(host)
         try:
-            running = await self._call(wiring.serve_found, host)
+            async with serve.runner(t, hc, self.bus) as r:
+                spec = (await serve.found(r)).get("speculative")
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"serve status: {exc}")
-            running = {}
-        spec = running.get("speculative")
+            spec = None
         if spec is not None and spec.ready:
             self.watch_acceptance(host)
         try:
-            await self._call(wiring.bench_found, host, seen=self.seen_runs)
+            await bench.found_results(t, hc, self.bus, seen=self.seen_runs, point_text=point_summary)
         except Exception as exc:  # the box said no: the rest still works
             self.bus.emit(ev.CONSOLE_INFO, host, message=f"bench results on the box: {exc}")
 
     def watch_acceptance(self, host: str) -> None:
         """Live acceptance per window (`console bench watch`) while the server answers."""
-        self._start_background(host, "bench.watch", "live acceptance", wiring.live_acceptance,
-                               interval=WATCH_INTERVAL_S)
+        from remote.ops import bench
+
+        self._start_background(host, "bench.watch", "live acceptance", lambda t, hc: bench.watch(
+            t, hc, self.bus, interval=WATCH_INTERVAL_S, count=None, model=None, windows=[]))
 
     def _stop_background(self, host: str, action: str) -> None:
         task = self._background.pop(f"{action}:{host}", None)
@@ -176,88 +183,149 @@ class LiveController:
             task.cancel()
 
     def _start_background(self, host: str, action: str, label: str,
-                          fn: Callable[..., Awaitable[Any]], **kwargs: Any) -> None:
+                          work: Callable[[Transport, HostConfig], Awaitable[object]]) -> None:
         """Streams that run as long as the console (live stats, reattached job tails)."""
         transport = self.transports[host]
 
         async def stream() -> None:
             try:
-                await fn(transport=transport, host=self.config.host(host), bus=self.bus, **kwargs)
+                await work(transport, self.config.host(host))
             except Exception as exc:  # it failed: say so once, keep the console up
                 self.bus.emit(ev.CONSOLE_ERROR, host, message=f"{label} stopped: {exc}")
 
         self._stop_background(host, action)
         self._background[f"{action}:{host}"] = asyncio.create_task(stream(), name=f"{action}-{host}")
 
-    async def _call(self, fn: Callable[..., Awaitable[Any]], host: str, **kwargs: Any) -> Any:
-        """`fn` (an adapter in wiring.py) with the host's transport, config and the bus."""
-        t = await self.transport(host)
-        return await fn(transport=t, host=self.config.host(host), bus=self.bus, **kwargs)
+    async def _on(self, host: str) -> tuple[Transport, HostConfig]:  # connected on first use
+        return await self.transport(host), self.config.host(host)
 
     async def run_probe(self, host: str, probe: str, target: str | None = None) -> None:
-        await self._call(wiring.probe, host, probe=probe, target=target)
+        """A probe as `console probe` runs it (its row in remote/probe_table.py; model and
+        compat read `target`); results arrive as probe.* events."""
+        from remote.ops import probes
+        from remote.probe_table import ProbeRequest
+
+        await probes.run(*await self._on(host), self.bus, probe, ProbeRequest.from_target(target))
 
     async def plan_patch(self, host: str) -> None:
-        await self._call(wiring.patch_plan, host)
+        from remote.ops import patch
+
+        await patch.plan(patch.patcher(*await self._on(host), self.bus))
 
     async def apply_patch(self, host: str, file: str) -> None:
-        shown = list(self._shown.get(host, {}).values())
-        await self._call(wiring.patch_apply, host, file=file, shown=shown)
+        """The operator confirmed in the Patch screen: apply, if a fresh plan is still the one
+        the screen showed (its patch.planned events), else refuse (exit 4)."""
+        from remote.ops import patch
+
+        await patch.apply(patch.patcher(*await self._on(host), self.bus),
+                          shown=list(self._shown.get(host, {}).values()))
 
     async def verify_patch(self, host: str, file: str) -> None:
-        await self._call(wiring.patch_verify, host, file=file)
+        from remote.ops import patch
+
+        await patch.verify(patch.patcher(*await self._on(host), self.bus))
 
     async def rollback_patch(self, host: str, file: str) -> None:
-        await self._call(wiring.patch_verify, host, file=file, rollback=True)
+        from remote.ops import patch
+
+        await patch.rollback(patch.patcher(*await self._on(host), self.bus))
 
     async def start_stage(self, host: str, stage: str) -> None:
-        await self._call(wiring.start_stage, host, stage=stage, following=self.following)
+        """Run one stage now (even if its manifest matches) and the stages it leaves out of
+        date: one box runner that carries on through evaluate if the console quits."""
+        from remote.ops import pipeline
+
+        runner, config, demo_dir = await pipeline.box_pipeline(*await self._on(host), self.bus)
+        await pipeline.start_stage(runner, config, stage, demo_dir=demo_dir, following=self.following)
 
     async def resume_pipeline(self, host: str) -> None:
-        await self._call(wiring.resume, host, following=self.following)
+        """Every remaining stage in order, skipping those whose manifest matches (what `console
+        run` does): one box runner, or the one already running (attached, not started twice)."""
+        from remote.ops import pipeline
+
+        runner, config, demo_dir = await pipeline.box_pipeline(*await self._on(host), self.bus)
+        await pipeline.run_pipeline(runner, config, demo_dir=demo_dir, following=self.following)
 
     async def auto_reattach(self, hosts: list[str]) -> None:
         """At start: connect to each host where this laptop started or attached to a pipeline
-        run (remote/jobs/remembered.py), so a run still going is tailed again and finished
-        stages show from their manifests, without a key. Off with `auto_reattach = false`
-        under [console] in console.toml."""
-        from remote.jobs.remembered import RememberedRuns
+        run, so a run still going is tailed again and finished stages show from their
+        manifests, without a key. Off with `auto_reattach = false` under [console]."""
+        from remote.ops.pipeline import remembered_hosts
 
-        memory = RememberedRuns()
-        remembered = []
-        for name in hosts:
-            try:
-                run = memory.recall(self.config.host(name))
-            except ConsoleError:
-                continue
-            if run is not None:
-                remembered.append(name)
-                self.bus.emit(ev.CONSOLE_INFO, name, message=(
-                    f"reattaching to {name}: pipeline run {run['run_id']} was started or "
-                    "followed from here (auto_reattach = false under [console] in console.toml "
-                    "turns this off)"))
         # A failed connect said so itself (connection.down); the others still go on.
-        await asyncio.gather(*(self.connect(name) for name in remembered), return_exceptions=True)
+        await asyncio.gather(*(self.connect(name) for name in remembered_hosts(
+            [self.config.host(n) for n in hosts], self.bus)), return_exceptions=True)
 
     async def cancel_stage(self, host: str, stage: str, run_id: str | None = None) -> None:
-        await self._call(wiring.stage_cancel, host, stage=stage, run_id=run_id)
+        """Cancel the run behind a stage (its process group on the box: TERM, then KILL)."""
+        from remote.ops import pipeline
+
+        if not run_id:
+            raise UsageError(f"no run is known for stage {stage!r}: nothing to cancel")
+        await pipeline.cancel(*await self._on(host), self.bus, run_id)
 
     async def serve_start(self, host: str, role: str, pipeline: str | None = None) -> None:
-        await self._call(wiring.serve_start, host, role=role, pipeline=pipeline)
+        """`console serve start [--baseline] --pipeline FILE | --demo`, returning once the
+        server answers; EngineFailed (with the engine log's tail) when it dies."""
+        from remote.ops import serve
+
+        path, vllm_args = serve.options(pipeline, None, demo=pipeline is None)
+        async with await serve.server(*await self._on(host), self.bus) as r:
+            await serve.start(r, role, pipeline=path, vllm_args=vllm_args)
         if role == "speculative":
             self.watch_acceptance(host)
 
     async def serve_stop(self, host: str) -> None:
+        """`console serve stop`: cancel the serve jobs (their process groups)."""
+        from remote.ops import serve
+
         self._stop_background(host, "bench.watch")
-        await self._call(wiring.serve_stop, host)
+        async with serve.runner(*await self._on(host), self.bus) as r:
+            stopped = await serve.stop(r)
+        if not stopped:
+            self.bus.emit(ev.CONSOLE_INFO, host, message=f"no serve job running on {host}")
 
     async def run_bench(self, host: str, options: str, baseline_url: str | None = None) -> None:
-        await self._call(wiring.bench_run, host, options=options, baseline_url=baseline_url,
-                         seen=self.seen_runs)
+        """`console bench run OPTIONS` against the host's server; when the baseline server runs
+        (and the options name no baseline) it is measured first, as --baseline-url does. Its
+        result is kept on the box too (noted as seen: a reconnect does not show it twice)."""
+        from console.bench_tables import point_summary
+        from console.commands.bench import parse_options, result_path, run_plan
+        from remote.bench.served import offline_vs_served
+        from remote.ops import bench
+
+        args = parse_options(options, host)
+        settings, label, earlier = run_plan(args)
+        if not (args.baseline or args.baseline_url or args.no_speculation):
+            args.baseline_url = baseline_url
+        done = await bench.run(*await self._on(host), self.bus, settings, label=label,
+                               out_path=result_path(args, label, kind="tui-bench"),
+                               point_text=point_summary, speculative=not args.no_speculation,
+                               baseline_url=args.baseline_url, earlier=earlier,
+                               offline_path=args.offline)
+        if done.box_path is not None:
+            self.seen_runs.add(f"bench:{done.box_path}")
+        if done.served is not None or done.offline is not None:
+            self.bus.emit(ev.CONSOLE_INFO, host, message=offline_vs_served(done.offline, done.served),
+                          offline=done.offline, served=done.served)
 
     async def run_matrix(self, host: str, options: str) -> None:
+        """`console bench matrix OPTIONS` on the host: its plan, each cell (with the ETA) and
+        its end are bench.matrix events, which the Bench screen shows as they come."""
+        from console.commands.bench import parse_options
+        from console.commands.bench_matrix import matrix_path, matrix_plan, resume_or_new
+        from remote.ops import matrix, serve
+
         self._stop_background(host, "bench.watch")  # the matrix starts and stops its own servers
-        await self._call(wiring.bench_matrix, host, options=options)
+        args = parse_options(options, host, "matrix")
+        plan, prompts = matrix_plan(args)
+        pipeline, vllm_args = serve.options(args.pipeline, args.vllm_args, demo=args.demo)
+        path = matrix_path(args, plan)
+        m = resume_or_new(path, plan, host, force=args.force)
+        runner = await serve.server(*await self._on(host), self.bus, python=args.python)
+        await matrix.run_matrix(runner, m, prompts, pipeline=pipeline, vllm_args=vllm_args,
+                                out_path=path, start_timeout=args.start_timeout,
+                                request_timeout=args.timeout)
 
     async def aclose(self) -> None:
         for task in self._background.values():

@@ -1,6 +1,6 @@
 """What the console knows about one host: the state every screen renders. No Textual here.
 
-The dataclasses the reducers (console/tui/reducers.py, console/tui/stage_reducers.py) fill and
+The dataclasses the reducers (console/tui/reducers.py, remote/spine/stage_life.py) fill and
 the widgets read, and the names of the domains a reducer reports as changed, so a view
 subscribes only to what it draws. Apart from the reducers because a screen reads this and never
 folds; console/tui/model.py (ConsoleState) holds one HostState per host.
@@ -18,6 +18,7 @@ from console.tui.chart_data import ChartData
 from console.tui.tail import LogTail
 from pipeline.stages import names as stage_order  # the stages' order: pipeline/stages' table
 from remote.spine.events import Event
+from remote.spine.stage_life import StageState
 
 HISTORY = 120  # samples kept per GPU series (a sparkline's worth)
 NOTES = 200  # console.info/warning/error messages kept per host
@@ -65,39 +66,6 @@ class JobState:
     @property
     def running(self) -> bool:
         return self.state == "running"
-
-
-@dataclass
-class StageState:
-    name: str
-    status: str = "pending"  # pending | running | done | failed | skipped | not run
-    done: float = 0.0
-    total: float | None = None
-    unit: str = ""
-    rate: float | None = None
-    elapsed: float | None = None  # seconds into the stage's progress (its latest record)
-    seconds: float | None = None
-    outputs: Any = None
-    reason: str = ""
-    run_id: str | None = None
-    # What the stage's records carry beyond done/total (loss, epoch, head, acceptance...), the
-    # latest value of each; and every run the stage's events named, oldest first.
-    metrics: dict[str, Any] = field(default_factory=dict)
-    runs: list[str] = field(default_factory=list)
-    # From the stage's manifest on the box (stage.manifest, or a skip record that carries it):
-    # the finished run's total output size, output count and completion time.
-    bytes: int | None = None
-    outputs_count: int | None = None
-    completed: str = ""
-    argv: list[str] = field(default_factory=list)  # the latest start's command on the box
-
-    @property
-    def fraction(self) -> float | None:
-        if self.status == "done":
-            return 1.0
-        if not self.total:
-            return None
-        return max(0.0, min(1.0, self.done / self.total))
 
 
 @dataclass

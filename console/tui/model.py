@@ -7,7 +7,7 @@ new position. Reducers mutate in place and report which domains changed, so the 
 only the views that care (a job printing 10,000 lines/s must not redraw the GPU charts).
 Payloads come from other machines: every field is read defensively, a malformed payload becomes
 a note on the host, never an exception.
-Apart from the reducers (console/tui/reducers.py, console/tui/stage_reducers.py) and the host
+Apart from the reducers (console/tui/reducers.py, remote/spine/stage_life.py) and the host
 state they fill (console/tui/host_state.py): this is the one entry point, ConsoleState, and the
 names the screens import with it.
 """

@@ -4,14 +4,13 @@ Textual here.
 Each reducer mutates a HostState (console/tui/host_state.py) in place and returns the domains
 it changed; payloads come from other machines, so every field is read defensively. REDUCERS maps
 an event kind to its reducer, which also folds what the charts draw from it (chart_data.fold);
-the stages' own reducers are console/tui/stage_reducers.py.
+a stage's events go through the one fold every reader shares (remote/spine/stage_life.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from console.tui import stage_reducers as stages
 from console.tui.chart_data import fold as fold_charts
 from console.tui.host_state import (
     ALLREDUCE,
@@ -36,6 +35,7 @@ from console.tui.host_state import (
 from pipeline.progress import PREFIX as RECORD_PREFIX
 from remote.spine import event_types as et
 from remote.spine import events as ev
+from remote.spine import stage_life
 from remote.spine.events import Event
 from remote.spine.sanitize import visible
 
@@ -155,22 +155,30 @@ def _job(host: HostState, e: Event) -> set[str]:
         job.state = str(p.get("state") or "exited")
         rc = p.get("returncode")
         job.returncode = int(rc) if isinstance(rc, int) else None
-        if _stages_ended_with(host, job):
+        rc = "" if job.returncode is None else f", returncode {job.returncode}"
+        if stage_life.run_ended(host.stages, job.run_id, job.name,
+                                f"its run {job.state}{rc} before the stage ended"):
             return {JOBS, STAGES}
     return {JOBS}
 
 
-def _stages_ended_with(host: HostState, job: JobState) -> bool:
-    """A stage still marked running when the run that carried it ended (killed, lost, or a
-    session recorded before the runner said so): failed, not running for ever."""
-    ended = False
-    for name, st in host.stages.items():
-        if st.status == "running" and (job.run_id == st.run_id or job.run_id in st.runs
-                                       or job.name in (name, f"pipeline-{name}")):
-            rc = "" if job.returncode is None else f", returncode {job.returncode}"
-            st.status, st.reason = "failed", f"its run {job.state}{rc} before the stage ended"
-            ended = True
-    return ended
+def _stage(host: HostState, e: Event) -> set[str]:
+    """A stage's event (its own, the runner's not-run, the box's manifest) through the one fold
+    every reader shares (remote/spine/stage_life.py); then the series only the charts draw."""
+    changed = stage_life.fold(host.stages, e)
+    if changed is None:
+        return malformed(host, e)
+    fold_charts(host.charts, e)
+    return {STAGES} if changed else set()
+
+
+def _pipeline_run(host: HostState, e: Event) -> set[str]:
+    data = e.data()
+    if not isinstance(data, et.PipelineRun):
+        return malformed(host, e)
+    host.pipeline_run = {"run_id": data.run_id, "how": data.how, "config": data.config,
+                         "started": data.started, "state": data.state}
+    return {STAGES}
 
 
 def _probe(host: HostState, e: Event) -> set[str]:
@@ -304,9 +312,9 @@ REDUCERS: dict[str, Reducer] = {kind: reducer for reducer, kinds in (
     (_stats, (ev.STATS_SAMPLE,)),
     (_alert, (ev.STATS_ALERT,)),
     (_job, (ev.JOB_STARTED, ev.JOB_LINE, ev.JOB_EXIT)),
-    (stages.stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED)),
-    (stages.stage_box, (ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),
-    (stages.pipeline_run, (ev.PIPELINE_RUN,)),
+    (_stage, (ev.STAGE_START, ev.STAGE_PROGRESS, ev.STAGE_END, ev.STAGE_SKIPPED,
+              ev.STAGE_NOT_RUN, ev.STAGE_MANIFEST)),
+    (_pipeline_run, (ev.PIPELINE_RUN,)),
     (_probe, (ev.PROBE_RESULT, ev.PROBE_ERROR)),
     (_patch, tuple(_PATCH_STATUS)),
     (_bench, (ev.BENCH_POINT, ev.BENCH_SUMMARY)),

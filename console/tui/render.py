@@ -43,16 +43,6 @@ def hbar(value: float, top: float, width: int) -> str:
     return ("█" * whole + (part if whole < width and part != " " else "")).ljust(width)
 
 
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def fmt_num(v: object, digits: int = 1) -> str:
     if isinstance(v, bool) or v is None:
         return "-"

@@ -28,58 +28,18 @@ if TYPE_CHECKING:
 Markers = Callable[[], "list[MarkerRow]"]
 
 
-def _hosts(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.hosts import HostsView
+def _lazy(module: str, cls: str, arg: str = "") -> Callable[[dict[str, str], Markers], View]:
+    """The view class `cls` of console/tui/widgets/`module`.py, imported when first shown; `arg`
+    names what it is built with besides its id: "describe" (Hosts) or "markers" (Replay)."""
 
-    return HostsView(describe, id="view-hosts")
+    def build(describe: dict[str, str], markers: Markers) -> View:
+        from importlib import import_module
 
+        view = getattr(import_module(f"console.tui.widgets.{module}"), cls)
+        args = {"describe": (describe,), "markers": (markers(),)}.get(arg, ())
+        return view(*args, id=f"view-{module}")  # type: ignore[no-any-return]
 
-def _overview(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.overview import OverviewView
-
-    return OverviewView(id="view-overview")
-
-
-def _probes(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.probes import ProbesView
-
-    return ProbesView(id="view-probes")
-
-
-def _patch(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.patch import PatchView
-
-    return PatchView(id="view-patch")
-
-
-def _pipeline(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.pipeline import PipelineView
-
-    return PipelineView(id="view-pipeline")
-
-
-def _stats(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.stats import StatsView
-
-    return StatsView(id="view-stats")
-
-
-def _bench(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.bench import BenchView
-
-    return BenchView(id="view-bench")
-
-
-def _replay(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.replay import ReplayView
-
-    return ReplayView(markers(), id="view-replay")
-
-
-def _fleet(describe: dict[str, str], markers: Markers) -> View:
-    from console.tui.widgets.fleet import FleetView
-
-    return FleetView(id="view-fleet")
+    return build
 
 
 @dataclass(frozen=True)
@@ -102,15 +62,16 @@ class Screen:
 
 # In tab order. "fleet" is last so that the others keep their keys (9 shows it).
 TABLE: tuple[Screen, ...] = (
-    Screen("hosts", "1", "Hosts", "Configured hosts and their connection", _hosts),
-    Screen("overview", "2", "Overview", "GPUs, load, jobs, findings", _overview),
-    Screen("probes", "3", "Probes", "Environment, model structure, compat", _probes),
-    Screen("patch", "4", "Patch", "Worker patch recipes and diff", _patch),
-    Screen("pipeline", "5", "Pipeline", "Stages, progress, log tail", _pipeline),
-    Screen("stats", "6", "Stats/AllReduce", "GPU history and AllReduce", _stats, short="Stats"),
-    Screen("bench", "7", "Bench", "Benchmark sweep and acceptance", _bench),
-    Screen("replay", "8", "Replay", "Replay controls and markers", _replay, replay_only=True),
-    Screen("fleet", "9", "Fleet", "Every box at once, a row each (with several hosts)", _fleet,
+    Screen("hosts", "1", "Hosts", "Configured hosts and their connection", _lazy("hosts", "HostsView", "describe")),
+    Screen("overview", "2", "Overview", "GPUs, load, jobs, findings", _lazy("overview", "OverviewView")),
+    Screen("probes", "3", "Probes", "Environment, model structure, compat", _lazy("probes", "ProbesView")),
+    Screen("patch", "4", "Patch", "Worker patch recipes and diff", _lazy("patch", "PatchView")),
+    Screen("pipeline", "5", "Pipeline", "Stages, progress, log tail", _lazy("pipeline", "PipelineView")),
+    Screen("stats", "6", "Stats/AllReduce", "GPU history and AllReduce", _lazy("stats", "StatsView"), short="Stats"),
+    Screen("bench", "7", "Bench", "Benchmark sweep and acceptance", _lazy("bench", "BenchView")),
+    Screen("replay", "8", "Replay", "Replay controls and markers", _lazy("replay", "ReplayView", "markers"),
+           replay_only=True),
+    Screen("fleet", "9", "Fleet", "Every box at once, a row each (with several hosts)", _lazy("fleet", "FleetView"),
            fleet_only=True),
 )
 SCREENS = tuple(s.name for s in TABLE)

@@ -69,3 +69,9 @@ def through(name: str) -> tuple[str, ...]:
     """`name` and every stage before it."""
     order = names()
     return order[:order.index(get(name).name) + 1]
+
+
+# The rows other modules name for what that stage is (the checkpoint is train's, the acceptance
+# evaluate's): written here only, so a renamed stage is one edit and a grep for a stage's name
+# outside pipeline/stages/ finds nothing (tests/project/test_stage_names.py).
+PREPARE, EXTRACT, VOCAB, TRAIN, EVALUATE = names()

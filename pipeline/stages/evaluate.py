@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fit, served
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.devices import pick_device
 from pipeline.errors import ConfigInvalid, TargetTooBig
 from pipeline.progress import Progress, emit
@@ -48,14 +48,8 @@ class Acceptance:
             self.per_pos[i] += 1
 
     def result(self) -> dict[str, Any]:
-        d = max(self.drafts, 1)
-        return {
-            "num_drafts": self.drafts, "num_draft_tokens": self.draft_tokens,
-            "num_accepted_tokens": self.accepted, "accepted_per_pos": self.per_pos,
-            "mean_length": 1 + self.accepted / d,
-            "rate": self.accepted / max(self.draft_tokens, 1),
-            "per_position": [a / d for a in self.per_pos], "generated_tokens": self.generated,
-        }
+        return {**served.acceptance(self.drafts, self.draft_tokens, self.accepted, self.per_pos),
+                "generated_tokens": self.generated}
 
 
 def speculative_decode(capture: Any, draft: Any, draft_fn: Any, prompt: list[int],
@@ -123,6 +117,24 @@ def _prompts(ctx: StageContext) -> list[list[int]]:
     return prompts
 
 
+def _say(head: str, r: dict[str, Any]) -> None:
+    emit("info", "evaluate", message=f"{head}: mean acceptance length {r['mean_length']:.3f}, "
+         f"rate {r['rate']:.3f}, per position " + " ".join(f"{x:.2f}" for x in r["per_position"]))
+
+
+def _write(ctx: StageContext, source: str, prompts: int, heads: dict[str, Any],
+           window: str = "") -> Path:
+    """acceptance.json, the same fields whichever way the heads were measured."""
+    out = ctx.workdir / "acceptance.json"
+    out.write_text(json.dumps({
+        "source": source, "num_speculative_tokens": ctx.cfg.evaluate.num_speculative_tokens,
+        "prompts": prompts, "max_new_tokens": ctx.cfg.evaluate.max_new_tokens, "heads": heads,
+        "definitions": f"vLLM spec_decode counters{window}: mean_length = 1 + accepted/drafts; "
+                       "rate = accepted/draft_tokens; per_position[i] = accepted_per_pos[i]/drafts"},
+        indent=2))
+    return out
+
+
 def run_served(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     cfg = ctx.cfg
     prompts = _prompts(ctx)
@@ -131,16 +143,8 @@ def run_served(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     r = served.measure(cfg.evaluate.served_url, prompts, k, cfg.evaluate.max_new_tokens,
                        concurrency=cfg.evaluate.served_concurrency,
                        on_prompt=lambda: progress.advance(head="served"))
-    emit("info", "evaluate", message=f"served head at {r['url']} ({r['served_model']}): mean "
-         f"acceptance length {r['mean_length']:.3f}, rate {r['rate']:.3f}, per position "
-         + " ".join(f"{x:.2f}" for x in r["per_position"]))
-    out = ctx.workdir / "acceptance.json"
-    report = {"source": "served", "num_speculative_tokens": k, "prompts": len(prompts),
-              "max_new_tokens": cfg.evaluate.max_new_tokens, "heads": {"served": r},
-              "definitions": "vLLM spec_decode counters over the evaluate window: mean_length "
-                             "= 1 + accepted/drafts; rate = accepted/draft_tokens; "
-                             "per_position[i] = accepted_per_pos[i]/drafts"}
-    out.write_text(json.dumps(report, indent=2))
+    _say(f"served head at {r['url']} ({r['served_model']})", r)
+    out = _write(ctx, "served", len(prompts), {"served": r}, " over the evaluate window")
     return [out], {"source": "served", "url": r["url"], "mean_length": r["mean_length"],
                    "rate": r["rate"], "per_position": r["per_position"]}
 
@@ -176,17 +180,8 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
                                cfg.evaluate.max_new_tokens, eos, stats, device)
             progress.advance(head=name)
         results[name] = stats.result()
-        r = results[name]
-        emit("info", "evaluate", message=f"{name} head: mean acceptance length "
-             f"{r['mean_length']:.3f}, rate {r['rate']:.3f}, per position "
-             + " ".join(f"{x:.2f}" for x in r["per_position"]))
-    out = ctx.workdir / "acceptance.json"
-    report = {"source": "offline", "num_speculative_tokens": k, "prompts": len(prompts),
-              "max_new_tokens": cfg.evaluate.max_new_tokens, "heads": results,
-              "definitions": "vLLM spec_decode counters: mean_length = 1 + accepted/drafts; "
-                             "rate = accepted/draft_tokens; per_position[i] = "
-                             "accepted_per_pos[i]/drafts"}
-    out.write_text(json.dumps(report, indent=2))
+        _say(f"{name} head", results[name])
+    out = _write(ctx, "offline", len(prompts), results)
     summary = {"source": "offline", "mean_length": results["trained"]["mean_length"],
                "rate": results["trained"]["rate"],
                "per_position": results["trained"]["per_position"]}

@@ -28,19 +28,22 @@ Backends:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
-from pipeline.disk_space import check_free_space, human
+from pipeline.config_types import PipelineConfig
+from pipeline.disk_space import check_free_space
 from pipeline.errors import ConfigInvalid, PipelineError
-from pipeline.formats import sample_name, speculators_path, write_sample
+from pipeline.formats import sample_name, speculators_path, write_arrow_dataset, write_sample
 from pipeline.progress import Progress, emit
 from pipeline.runner import StageContext
+from pipeline.shards import SHARD_MANIFEST, Shard, shard_dir_name, shard_key, split
 from pipeline.state_size import bytes_per_token, stored_state_dtype
 from pipeline.trainers.shard_sampler import LOCAL_SHARDS
+from pipeline.units import fmt_bytes
 from pipeline.write_pool import CaptureFeed
 
 KEY_FILE = ".key"
@@ -79,15 +82,13 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     bpt = bytes_per_token(cfg, fmt)
     projected = bpt * n_tokens
     emit("info", "extract", message=f"{bpt} bytes/token × {n_tokens} tokens = "
-         f"{human(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
+         f"{fmt_bytes(projected)} projected ({len(cfg.all_layer_ids)} layers × {cfg.hidden_size} × "
          f"{stored_state_dtype(cfg, fmt)} + ids/mask)", bytes_per_token=bpt, tokens=n_tokens,
          projected_bytes=projected)
     prepare_resume(ctx)
     hs_dir = ctx.workdir / "hidden_states"
     online = cfg.train.mode == "online"  # the rows only: train's server makes the states
     if cfg.train.data == LOCAL_SHARDS:  # this box's own shard(s) only (extract_shard.py)
-        from pipeline.stages.extract_shard import place_local
-
         placed, local = place_local(ctx, fmt, samples, hs_dir)
         return _dataset_and_meta(ctx, fmt, samples, n_tokens, bpt, placed, local)
     todo = [] if online else [i for i in range(len(samples))
@@ -324,27 +325,66 @@ def capture_and_write(cap: Any, cfg: PipelineConfig, samples: list[dict[str, lis
         return feed.finish()
 
 
-def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
-    """The prepared rows as the Arrow dataset speculators 0.9 trains from (input_ids,
-    loss_mask, seq_len), beside hidden_states/."""
-    import datasets
+def shard_config_digest(cfg: PipelineConfig) -> str:
+    return cfg.section_digest("target", "extract")
 
-    tmp = workdir / ".arrow.part"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    ds = datasets.Dataset.from_dict({
-        "input_ids": [s["input_ids"] for s in samples],
-        "loss_mask": [s["loss_mask"] for s in samples],
-        "seq_len": [len(s["input_ids"]) for s in samples],
-    })
-    ds.set_format("torch")  # persisted in state.json; the trainer compares torch tensors
-    ds.save_to_disk(str(tmp))
-    files = []
-    for child in tmp.iterdir():
-        dest = workdir / child.name
-        if dest.exists():
-            dest.unlink()
-        child.rename(dest)
-        files.append(dest)
-    tmp.rmdir()
-    return files
+
+def complete_shard(d: Path, key: str) -> dict[str, Any] | None:
+    """The shard's manifest when it matches `key` and every file it lists is there, whole."""
+    try:
+        m = json.loads((d / SHARD_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if m.get("key") != key:
+        return None
+    for f in m.get("files", []):
+        p = d / "hidden_states" / f["name"]
+        if not p.exists() or p.stat().st_size != f["size"]:
+            return None
+    return dict(m)
+
+
+LOCAL_DIR = "extract-local"  # under output_dir: this box's own shard (train.data = local-shards)
+
+
+def local_shard_dir(cfg: PipelineConfig, shard: Shard, n: int) -> Path:
+    return cfg.output_dir / LOCAL_DIR / shard_dir_name(shard, n)
+
+
+def place_local(ctx: StageContext, fmt: str, samples: list[dict[str, Any]],
+                hs_dir: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The extract stage with train.data = local-shards: the shards this box extracted (their
+    manifests match this config's samples, every file there at its size) linked into
+    hidden_states/ at their global numbers; the others are not here and never read. Returns
+    the placed files and what meta.json records: every shard's range and the ones held."""
+    cfg = ctx.cfg
+    shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
+    n = len(shards)
+    held: list[int] = []
+    placed: list[Path] = []
+    for s in shards:
+        d = local_shard_dir(cfg, s, n)
+        m = complete_shard(d, shard_key(shard_config_digest(cfg), fmt, samples[s.start:s.end]))
+        if m is None or s.count == 0:
+            continue
+        for j, f in enumerate(m["files"]):
+            dest = hs_dir / sample_name(fmt, s.start + j)
+            if not dest.exists():
+                tmp = dest.with_name(dest.name + ".part")
+                try:
+                    os.link(d / "hidden_states" / f["name"], tmp)
+                except OSError:
+                    shutil.copyfile(d / "hidden_states" / f["name"], tmp)
+                os.replace(tmp, dest)
+            placed.append(dest)
+        held.append(s.index)
+    if len(held) != 1:
+        what = "no shard" if not held else f"shards {[k + 1 for k in held]}"
+        raise PipelineError(
+            f"extract: train.data = \"local-shards\" and this box holds {what} of this "
+            f"config's {n} under {cfg.output_dir / LOCAL_DIR} (each box trains on the one shard "
+            "it extracted: `console run` extracts them; docs/pipeline.md)")
+    emit("info", "extract", message=f"train.data = local-shards: shard {held[0] + 1}/{n} "
+         f"(samples {shards[held[0]].start}..{shards[held[0]].end - 1}) is on this box; the "
+         "other shards stay on their boxes", local_shards=held)
+    return placed, {"shards": [[s.start, s.end] for s in shards], "local_shards": held}

@@ -1,23 +1,31 @@
 """extract through speculators 0.9's own route, where the box has CUDA: the target served with
 the extract_hidden_states speculative method and vLLM's ExampleHiddenStatesConnector writing the
 files, then `speculators generate-offline-data` against it (pipeline.stages.extract says when
-this route is taken and why not without CUDA). Its own module: a server (started, awaited and
-stopped as online training's, pipeline.trainers.online.server_beside) and a subprocess's logs,
+this route is taken and why not without CUDA). Its own module: a server and a subprocess's logs,
 nothing the in-process routes share.
+
+The server's lifecycle (`server_beside`, the same for online training and regenerate): its own
+process group (vLLM starts workers), a SIGTERM of the stage turned into an exit that runs the
+cleanup, and the kernel's parent-death signal for a stage killed outright: it is stopped, group
+and all, on every exit path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO, Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress, emit
 from pipeline.ranks import free_port
@@ -83,7 +91,7 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     """speculators 0.9.x: start the extraction server (above), wait for it, then
     `speculators generate-offline-data` against it (it skips hs_{i} files already there, so a
     re-run resumes), then stop the server (the stage checked vLLM and the GPUs first)."""
-    from pipeline.stages.extract import write_arrow_dataset
+    from pipeline.formats import write_arrow_dataset
 
     write_arrow_dataset(ctx.workdir, samples)
     staging = ctx.workdir / "staging"
@@ -94,7 +102,6 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
     emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
     endpoint = f"http://127.0.0.1:{port}/v1"
-    from pipeline.trainers.online import server_beside  # online training's server, the same
 
     try:
         with server_beside(server_argv, endpoint, ctx.workdir / "vllm_server.log",
@@ -127,3 +134,47 @@ def _last_error_line(log: Path) -> str:
     named = [ln for ln in lines if "Error" in ln or "error" in ln]
     line = (named or lines or ["(empty log)"])[-1]
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+STOP_GRACE_S = 30.0
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM to the server's process group, SIGKILL to what is left after `grace`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the leader gone, its workers may not be
+    proc.wait()
+
+
+@contextlib.contextmanager
+def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
+                  ready_timeout: float = 1800, env: dict[str, str] | None = None
+                  ) -> Iterator[subprocess.Popen[bytes]]:
+    """The server started, answered on `endpoint`, yielded; stopped on every way out: the body
+    returning, raising, or the stage receiving SIGTERM."""
+    from pipeline.sequence import die_with
+
+    sink: IO[bytes] = open(log, "ab")
+    proc = subprocess.Popen(list(argv), stdout=sink, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=env,
+                            # SIGTERM when the stage dies, even by SIGKILL
+                            preexec_fn=die_with(os.getpid(), signal.SIGTERM, session=True))
+
+    def on_term(_sig: int, _frame: Any) -> None:
+        raise SystemExit(128 + signal.SIGTERM)  # a cancel unwinds like an exit: the server stops
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        wait_ready(proc, endpoint, ready_timeout, log)
+        yield proc
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second cancel cannot cut the cleanup
+        try:
+            stop(proc)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            sink.close()

@@ -38,19 +38,24 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import manifest
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import CopyRefused, PipelineError
 from pipeline.formats import sample_name, speculators_path
 from pipeline.progress import emit
 from pipeline.runner import StageContext
 from pipeline.shard_copy import check_manifest
-from pipeline.shards import SHARD_MANIFEST, Shard, rows_digest, shard_dir_name, shard_key, split
-from pipeline.stages.extract import KEY_FILE, extract_todo, prepare_resume, read_samples
+from pipeline.shards import SHARD_MANIFEST, rows_digest, shard_key, split
+from pipeline.stages import EXTRACT, PREPARE, VOCAB
+from pipeline.stages.extract import (
+    KEY_FILE,
+    complete_shard,
+    extract_todo,
+    local_shard_dir,
+    prepare_resume,
+    read_samples,
+    shard_config_digest,
+)
 from pipeline.state_size import bytes_per_token
-
-
-def _config_digest(cfg: PipelineConfig) -> str:
-    return cfg.section_digest("target", "extract")
 
 
 def _threads(cfg: PipelineConfig) -> None:
@@ -68,26 +73,26 @@ def plan(cfg: PipelineConfig, *, force: bool = False) -> dict[str, Any]:
     hosts = list(cfg.extract.hosts)
     if not hosts:
         raise PipelineError("shard-plan: extract.hosts is empty in this config (nothing to shard)")
-    st = manifest.status(cfg, "extract")
-    key = manifest.stage_key(cfg, "extract")
+    st = manifest.status(cfg, EXTRACT)
+    key = manifest.stage_key(cfg, EXTRACT)
     if key is None:
         raise PipelineError("shard-plan: prepare is not complete: run it first")
     fmt = speculators_path(cfg)
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     shards = split([len(s["input_ids"]) for s in samples], len(hosts))
     out: dict[str, Any] = {"complete": st.complete and not force, "format": fmt,
                            "samples": len(samples), "hosts": hosts,
                            # what a shard weighs before it exists: a relay's estimate
                            "bytes_per_token": bytes_per_token(cfg, fmt),
-                           "train_jsonl": str(manifest.stage_dir(cfg, "prepare") / "train.jsonl"),
-                           "extract_dir": str(manifest.stage_dir(cfg, "extract"))}
+                           "train_jsonl": str(manifest.stage_dir(cfg, PREPARE) / "train.jsonl"),
+                           "extract_dir": str(manifest.stage_dir(cfg, EXTRACT))}
     if out["complete"]:
         out["shards"] = [{**s.to_dict(), "gathered": True} for s in shards]
         return out
-    manifest.invalidate(cfg, "extract")
-    work = manifest.stage_dir(cfg, "extract")
+    manifest.invalidate(cfg, EXTRACT)
+    work = manifest.stage_dir(cfg, EXTRACT)
     work.mkdir(parents=True, exist_ok=True)
-    prepare_resume(StageContext(cfg, "extract", key, work, force=force))
+    prepare_resume(StageContext(cfg, EXTRACT, key, work, force=force))
     hs = work / "hidden_states"
     out["shards"] = [{**s.to_dict(), "gathered": all(
         (hs / sample_name(fmt, i)).exists() for i in range(s.start, s.end))} for s in shards]
@@ -103,41 +108,26 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
             from None
 
 
-def _complete(d: Path, key: str) -> dict[str, Any] | None:
-    """The shard's manifest when it matches `key` and every file it lists is there, whole."""
-    try:
-        m = json.loads((d / SHARD_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
-    if m.get("key") != key:
-        return None
-    for f in m.get("files", []):
-        p = d / "hidden_states" / f["name"]
-        if not p.exists() or p.stat().st_size != f["size"]:
-            return None
-    return dict(m)
-
-
 def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
             force: bool = False) -> dict[str, Any]:
     """One shard: its samples through the stage's extraction route into `shard_dir`, resumable
     sample by sample (the stage's .key rule), its manifest written last."""
     rows = _read_rows(rows_path)
     fmt = speculators_path(cfg)
-    key = shard_key(_config_digest(cfg), fmt, rows)
+    key = shard_key(shard_config_digest(cfg), fmt, rows)
     shard_dir.mkdir(parents=True, exist_ok=True)
-    done = None if force else _complete(shard_dir, key)
+    done = None if force else complete_shard(shard_dir, key)
     if done is not None:
-        emit("skipped", "extract", reason=f"shard complete ({done['count']} samples, "
+        emit("skipped", EXTRACT, reason=f"shard complete ({done['count']} samples, "
              f"{shard_dir / SHARD_MANIFEST})", shard_dir=str(shard_dir))
         return done
     t0 = time.monotonic()
-    emit("start", "extract", reason=f"shard of {len(rows)} samples into {shard_dir}",
+    emit("start", EXTRACT, reason=f"shard of {len(rows)} samples into {shard_dir}",
          shard_dir=str(shard_dir))
     (shard_dir / SHARD_MANIFEST).unlink(missing_ok=True)
     # The shard's disk is the one to check, not the training box's output_dir.
     local = dataclasses.replace(cfg, output_dir=shard_dir)
-    ctx = StageContext(local, "extract", key, shard_dir, force=force)
+    ctx = StageContext(local, EXTRACT, key, shard_dir, force=force)
     prepare_resume(ctx)
     hs = shard_dir / "hidden_states"
     todo = [i for i in range(len(rows)) if not (hs / sample_name(fmt, i)).exists()]
@@ -154,7 +144,7 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
          "tokens": sum(len(r["input_ids"]) for r in rows), "files": files,
          "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     manifest.write_json_atomic(shard_dir / SHARD_MANIFEST, m)
-    emit("end", "extract", ok=True, seconds=round(time.monotonic() - t0, 3),
+    emit("end", EXTRACT, ok=True, seconds=round(time.monotonic() - t0, 3),
          summary={"samples": len(rows), "tokens": m["tokens"], "shard_dir": str(shard_dir)})
     return m
 
@@ -165,8 +155,8 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
     each checked against the shard's manifest first; nothing is placed unless all match.
     `hashed`: the files' sha256 was checked as they arrived (pipeline/shard_copy.py), so only
     their sizes are checked again (a second read of terabytes proves nothing more)."""
-    key = manifest.stage_key(cfg, "extract")
-    work = manifest.stage_dir(cfg, "extract")
+    key = manifest.stage_key(cfg, EXTRACT)
+    work = manifest.stage_dir(cfg, EXTRACT)
     held = (work / KEY_FILE).read_text().strip() if (work / KEY_FILE).exists() else None
     if key is None or held != key:
         raise PipelineError("shard-gather: the extract directory here is not prepared for this "
@@ -185,9 +175,9 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         raise CopyRefused(f"shard-gather: {shard_dir}: the shard manifest's files are not "
                           f"{expected[0] if expected else 'the samples'}... in sample order: "
                           "refused, nothing placed")
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     rows = samples[start:start + int(m["count"])]
-    if len(rows) != m["count"] or m.get("key") != shard_key(_config_digest(cfg), fmt, rows):
+    if len(rows) != m["count"] or m.get("key") != shard_key(shard_config_digest(cfg), fmt, rows):
         raise PipelineError(f"shard-gather: {shard_dir} does not hold samples {start}.."
                             f"{start + int(m['count']) - 1} of this config's prepared data "
                             "(its key differs): rerun that shard")
@@ -219,50 +209,6 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
             "packages": m.get("packages") or {}}
 
 
-LOCAL_DIR = "extract-local"  # under output_dir: this box's own shard (train.data = local-shards)
-
-
-def local_shard_dir(cfg: PipelineConfig, shard: Shard, n: int) -> Path:
-    return cfg.output_dir / LOCAL_DIR / shard_dir_name(shard, n)
-
-
-def place_local(ctx: StageContext, fmt: str, samples: list[dict[str, Any]],
-                hs_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    """The extract stage with train.data = local-shards: the shards this box extracted (their
-    manifests match this config's samples, every file there at its size) linked into
-    hidden_states/ at their global numbers; the others are not here and never read. Returns
-    the placed files and what meta.json records: every shard's range and the ones held."""
-    cfg = ctx.cfg
-    shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
-    n = len(shards)
-    held: list[int] = []
-    placed: list[Path] = []
-    for s in shards:
-        d = local_shard_dir(cfg, s, n)
-        m = _complete(d, shard_key(_config_digest(cfg), fmt, samples[s.start:s.end]))
-        if m is None or s.count == 0:
-            continue
-        for j, f in enumerate(m["files"]):
-            dest = hs_dir / sample_name(fmt, s.start + j)
-            if not dest.exists():
-                tmp = dest.with_name(dest.name + ".part")
-                try:
-                    os.link(d / "hidden_states" / f["name"], tmp)
-                except OSError:
-                    shutil.copyfile(d / "hidden_states" / f["name"], tmp)
-                os.replace(tmp, dest)
-            placed.append(dest)
-        held.append(s.index)
-    if len(held) != 1:
-        what = "no shard" if not held else f"shards {[k + 1 for k in held]}"
-        raise PipelineError(
-            f"extract: train.data = \"local-shards\" and this box holds {what} of this "
-            f"config's {n} under {cfg.output_dir / LOCAL_DIR} (each box trains on the one shard "
-            "it extracted: `console run` extracts them; docs/pipeline.md)")
-    emit("info", "extract", message=f"train.data = local-shards: shard {held[0] + 1}/{n} "
-         f"(samples {shards[held[0]].start}..{shards[held[0]].end - 1}) is on this box; the "
-         "other shards stay on their boxes", local_shards=held)
-    return placed, {"shards": [[s.start, s.end] for s in shards], "local_shards": held}
 
 
 def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
@@ -271,9 +217,9 @@ def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
     this box's extract and vocab stages (train.data = local-shards)."""
     from pipeline.runner import run_stage
 
-    run_stage(cfg, "prepare")
+    run_stage(cfg, PREPARE)
     rows = _read_rows(rows_path)
-    samples = read_samples(manifest.stage_dir(cfg, "prepare"))
+    samples = read_samples(manifest.stage_dir(cfg, PREPARE))
     shards = split([len(s["input_ids"]) for s in samples], len(cfg.extract.hosts))
     mine = [s for s in shards if s.start == start and s.count == len(rows)]
     if not mine or rows_digest(samples[start:start + len(rows)]) != rows_digest(rows):
@@ -282,6 +228,6 @@ def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
             "differ from the training box's (same dataset file, tokenizer and [data] config on "
             "every box: data.dataset and target.model as absolute paths valid here)")
     out = extract(cfg, rows_path, local_shard_dir(cfg, mine[0], len(shards)), force=force)
-    run_stage(cfg, "extract", force=True)  # links and the rows' dataset: cheap, always fresh
-    run_stage(cfg, "vocab")
+    run_stage(cfg, EXTRACT, force=True)  # links and the rows' dataset: cheap, always fresh
+    run_stage(cfg, VOCAB)
     return out

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.conversations import conversation_of, first_rows
 from pipeline.errors import ConfigInvalid, PipelineError
 from pipeline.progress import Progress, emit

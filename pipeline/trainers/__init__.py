@@ -21,7 +21,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.formats import speculators_path
 
 ADAPTERS = {"0.3": "pipeline.trainers.library", "0.9": "pipeline.trainers.cli"}

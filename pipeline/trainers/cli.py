@@ -30,11 +30,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress
+from pipeline.stages import TRAIN
 from pipeline.trainers import resume
-from pipeline.trainers.common import MetricsToProgress, load_vocab
+from pipeline.trainers.common import METRICS_KEY, MetricsToProgress, load_vocab
 
 
 def _cpu_patches() -> None:
@@ -232,7 +233,7 @@ class _NoStepDicts(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.name == "speculators.metrics" and isinstance(record.msg, dict)
-                    and "train" in record.msg)
+                    and METRICS_KEY in record.msg)
 
 
 def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Path,
@@ -259,7 +260,7 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
     # Under torchrun each rank steps through its share of the batches.
     world = int(os.environ.get("WORLD_SIZE", "1"))
     approx_steps = max(1, -(-cfg.train.epochs * -(-n_tokens // cfg.train.total_seq_len) // world))
-    progress = Progress("train", approx_steps, "steps")
+    progress = Progress(TRAIN, approx_steps, "steps")
     handler = _MetricsToProgress(progress, cfg.train.epochs)
     metrics = logging.getLogger("speculators.metrics")
     quiet = _NoStepDicts()

@@ -19,9 +19,12 @@ def load_vocab(vocab_dir: Path) -> tuple[Any, Any]:
             torch.from_numpy(np.load(vocab_dir / "t2d.npy")))
 
 
+METRICS_KEY = "train"  # not a stage: the key of speculators' per-step metrics dict
+
+
 class MetricsToProgress(logging.Handler):
-    """speculators logs a dict per step on the `speculators.metrics` logger ({"train": {...},
-    "epoch": ...}); each adapter says how one becomes progress (`report`), the last step's
+    """speculators logs a dict per step on the `speculators.metrics` logger ({METRICS_KEY:
+    {...}, "epoch": ...}); each adapter says how one becomes progress (`report`), the last step's
     numbers are kept for the stage's result."""
 
     def __init__(self, progress: Progress) -> None:
@@ -31,8 +34,8 @@ class MetricsToProgress(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg
-        if isinstance(msg, dict) and "train" in msg:
-            self.last = {k: round(float(v), 5) for k, v in msg["train"].items()
+        if isinstance(msg, dict) and METRICS_KEY in msg:
+            self.last = {k: round(float(v), 5) for k, v in msg[METRICS_KEY].items()
                          if isinstance(v, (int, float))}
             self.report(msg)
 

@@ -29,9 +29,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import PipelineConfig
+from pipeline.config_types import PipelineConfig
 from pipeline.fit import text_config
 from pipeline.progress import Progress
+from pipeline.stages import TRAIN
 from pipeline.trainers import resume
 from pipeline.trainers.common import MetricsToProgress, load_vocab
 
@@ -188,7 +189,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     train_loader = loader(files[n_val:], noise=True)
     val_loader = loader(files[:n_val], noise=False) if n_val else None
     steps = cfg.train.epochs * len(train_loader)
-    progress = Progress("train", steps, "steps")
+    progress = Progress(TRAIN, steps, "steps")
     handler = _MetricsToProgress(progress)
     if cpu:
         _load_on_cpu()

@@ -24,6 +24,7 @@ from typing import Any
 
 from pipeline import checkpoints
 from pipeline.progress import emit
+from pipeline.stages import TRAIN
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Resumed:
 def choose(save: Path, *, rank: int = 0) -> tuple[Path, dict[str, Any]] | None:
     """Rank 0 (or the one process): the newest complete checkpoint, every other removed, each
     removal said in one info line."""
-    return checkpoints.newest(save, lambda m: emit("info", "train", message=m)
+    return checkpoints.newest(save, lambda m: emit("info", TRAIN, message=m)
                               if rank == 0 else None)
 
 
@@ -59,7 +60,7 @@ def announce(found: tuple[Path, dict[str, Any]] | None, epochs: int) -> Resumed:
                   local_step=int(marker.get("local_step") or 0))
     where = (f"epoch {got.epoch}, step {got.local_step} of {per_epoch}" if got.local_step
              else f"the end of epoch {got.epoch}")
-    emit("info", "train", resumed_from=got.step, total=got.total, checkpoint=str(d),
+    emit("info", TRAIN, resumed_from=got.step, total=got.total, checkpoint=str(d),
          message=f"resumed from step {got.step} of {got.total or '?'} (checkpoint {d.name}: "
          f"{where}, sealed {_sealed_at(d)})")
     return got
@@ -116,7 +117,7 @@ def _stall(info: dict[str, Any]) -> None:
     import time
 
     if os.environ.get(STALL_ENV) == str(info.get("global_step")):
-        emit("info", "train", stalled_at=info["global_step"],
+        emit("info", TRAIN, stalled_at=info["global_step"],
              message=f"checkpoint at step {info['global_step']} held unsealed ({STALL_ENV})")
         time.sleep(600)
 
@@ -155,7 +156,7 @@ class Saves:
         if (written / "model.safetensors").is_file():
             m = checkpoints.publish(written, real / str(epoch), info)
             per = m["steps_per_epoch"]
-            emit("info", "train", checkpoint_step=m["global_step"], message=(
+            emit("info", TRAIN, checkpoint_step=m["global_step"], message=(
                 f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
                 f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
                                    else ", its end)")))

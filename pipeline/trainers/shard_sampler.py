@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeline.config import PipelineConfig
+    from pipeline.config_types import PipelineConfig
 
 
 @dataclass(frozen=True)

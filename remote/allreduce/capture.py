@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from remote.allreduce.trace import is_frontend_trace
-from remote.errors import ConsoleError, OutputRefused, Refused, UsageError
+from remote.errors import OutputRefused, Refused, RemoteError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.out_files import claim
 from remote.link.transport import Transport
@@ -43,12 +43,12 @@ _LIST_TRACES = (
 async def list_traces(transport: Transport, python: str, directory: str) -> dict[str, int]:
     done = await transport.run([python, "-c", _LIST_TRACES, directory], timeout=60)
     if done.returncode != 0:
-        raise ConsoleError(f"cannot list {directory} on the box: "
+        raise RemoteError(f"cannot list {directory} on the box: "
                            f"{done.stderr.strip()[-200:] or f'exit {done.returncode}'}")
     try:
         return {str(p): int(size) for p, size, _ in json.loads(done.stdout)}
     except (ValueError, TypeError) as exc:
-        raise ConsoleError(f"listing {directory} printed no JSON list: {exc}") from None
+        raise RemoteError(f"listing {directory} printed no JSON list: {exc}") from None
 
 
 def _prefer_gz(names: Iterable[str]) -> list[str]:
@@ -92,7 +92,7 @@ async def capture(
                     version = str(r.json().get("version", "unknown"))
                 r = await client.post(root + "/start_profile")
             except httpx.HTTPError as exc:
-                raise ConsoleError(f"vLLM not reachable at {url or host.vllm_url} on "
+                raise RemoteError(f"vLLM not reachable at {url or host.vllm_url} on "
                                    f"{host.name}: {exc}") from None
             if r.status_code in (404, 405):
                 raise Refused(
@@ -101,7 +101,7 @@ async def capture(
                     "torch_profiler_dir=DIR (vLLM >= 0.13) or VLLM_TORCH_PROFILER_DIR=DIR "
                     "(<= 0.15), DIR being --profiler-dir")
             if r.status_code >= 400:
-                raise ConsoleError(f"POST /start_profile: HTTP {r.status_code}: {r.text[:200]}")
+                raise RemoteError(f"POST /start_profile: HTTP {r.status_code}: {r.text[:200]}")
             bus.emit(ev.CONSOLE_INFO, host.name,
                      message=f"profiling vLLM {version} for {seconds:g}s"
                      + (f" with {requests} request(s)" if requests else ""))
@@ -111,7 +111,7 @@ async def capture(
             finally:
                 r = await client.post(root + "/stop_profile")
             if r.status_code >= 400:
-                raise ConsoleError(f"POST /stop_profile: HTTP {r.status_code}: {r.text[:200]}")
+                raise RemoteError(f"POST /stop_profile: HTTP {r.status_code}: {r.text[:200]}")
     finally:
         await fwd.close()
     # Workers may still be writing (and gzipping) their traces: wait until the set of new files
@@ -124,7 +124,7 @@ async def capture(
         if new and new == last:
             break
         if time.monotonic() > deadline:
-            raise ConsoleError(f"no complete trace appeared in {profiler_dir} on {host.name} "
+            raise RemoteError(f"no complete trace appeared in {profiler_dir} on {host.name} "
                                f"within {settle_timeout:g}s of /stop_profile")
         last = new
         await asyncio.sleep(poll)
@@ -134,7 +134,7 @@ async def capture(
                  "trace(s) on the box (API server, CPU only): " + ", ".join(frontend))
     workers = [p for p in _prefer_gz(new) if not is_frontend_trace(Path(p))]
     if not workers:
-        raise ConsoleError(f"vLLM wrote no worker trace to {profiler_dir} on {host.name} "
+        raise RemoteError(f"vLLM wrote no worker trace to {profiler_dir} on {host.name} "
                            f"(only {len(frontend)} frontend trace(s))")
     if local_dir.exists() and not local_dir.is_dir():
         raise OutputRefused(f"--out {local_dir} is a file, not a directory: give a directory")
@@ -166,10 +166,10 @@ async def _load(client: Any, root: str, requests: int, max_tokens: int) -> None:
                 "model": model, "prompt": f"request {i}: tell me a story", "temperature": 0.0,
                 "max_tokens": max_tokens, "ignore_eos": True})
             if resp.status_code >= 400:
-                raise ConsoleError(f"POST /v1/completions: HTTP {resp.status_code}: "
+                raise RemoteError(f"POST /v1/completions: HTTP {resp.status_code}: "
                                    f"{resp.text[:200]}")
 
         await asyncio.gather(*(one(i) for i in range(requests)))
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-        raise ConsoleError(f"load during the capture failed: {type(exc).__name__}: {exc}"
+        raise RemoteError(f"load during the capture failed: {type(exc).__name__}: {exc}"
                            ) from None

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.units import fmt_bytes
 from remote.errors import SweepFailed, UsageError
 from remote.link import aio
 from remote.link.hosts import HostConfig
@@ -23,24 +24,18 @@ from remote.spine.bus import EventBus
 from remote.stats.stream import expand_remote_path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "pipeline" / "allreduce_sweep.py"
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 MAX_POINTS = 64
 STAGE = "allreduce-sweep"
 
 
 def parse_size(text: str) -> int:
-    """'4K', '4KB', '1.5M', '4096' -> bytes (binary units, as nccl-tests prints them)."""
-    t = text.strip().upper()
-    if t.endswith("B"):
-        t = t[:-1]
-    unit = t[-1] if t and t[-1] in "KMG" else ""
+    """'4K', '4KB', '1.5M', '4096' -> bytes: the box script's own reading, checked here first."""
+    from pipeline.allreduce_sweep import parse_size as read_size
+
     try:
-        value = int(float(t[: len(t) - len(unit)]) * _UNITS[unit])
-    except ValueError:
-        raise UsageError(f"not a message size: {text!r} (use e.g. 4K, 1M, 256M)") from None
-    if value <= 0:
-        raise UsageError(f"message size must be positive: {text!r}")
-    return value
+        return int(read_size(text))
+    except ValueError as exc:
+        raise UsageError(f"{exc} (use e.g. 4K, 1M, 256M)") from None
 
 
 def parse_sizes(spec: str) -> list[int]:
@@ -65,13 +60,6 @@ def parse_sizes(spec: str) -> list[int]:
     return sizes
 
 
-def human_bytes(n: float) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n >= scale and n % scale == 0:
-            return f"{int(n // scale)}{unit}"
-    return f"{int(n)}B" if n < 1024 else f"{n / 1024:.1f}K"
-
-
 def sweep_summary(payload: dict[str, Any]) -> str:
     rows = payload.get("rows") or []
     head = f"all-reduce sweep, {payload.get('ranks')} ranks, {payload.get('backend', '?')}"
@@ -79,7 +67,7 @@ def sweep_summary(payload: dict[str, Any]) -> str:
         return head + ": no rows"
     best = max(rows, key=lambda r: r["busbw"])
     bad = sum(1 for r in rows if not r.get("ok", True))
-    return (f"{head}: peak busbw {best['busbw'] / 1e9:.3g} GB/s at {human_bytes(best['size'])}"
+    return (f"{head}: peak busbw {fmt_bytes(best['busbw'])}/s at {fmt_bytes(best['size'])}"
             + (f", {bad} sizes gave WRONG sums" if bad else ""))
 
 
@@ -169,11 +157,11 @@ async def run_sweep(
 
 
 def format_sweep_table(payload: dict[str, Any]) -> str:
-    rows = [("SIZE", "COUNT", "TYPE", "TIME us", "ALGBW GB/s", "BUSBW GB/s", "CHECK")]
+    rows = [("SIZE", "COUNT", "TYPE", "TIME us", "ALGBW GiB/s", "BUSBW GiB/s", "CHECK")]
     for r in payload["rows"]:
-        rows.append((human_bytes(r["size"]), str(r["count"]), str(r["dtype"]),
-                     f"{r['time_s'] * 1e6:.1f}", f"{r['algbw'] / 1e9:.3f}",
-                     f"{r['busbw'] / 1e9:.3f}", "ok" if r["ok"] else "WRONG"))
+        rows.append((fmt_bytes(r["size"]), str(r["count"]), str(r["dtype"]),
+                     f"{r['time_s'] * 1e6:.1f}", fmt_bytes(r["algbw"], "GiB", 3),
+                     fmt_bytes(r["busbw"], "GiB", 3), "ok" if r["ok"] else "WRONG"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"# {payload['summary']} (device {payload.get('device')}, torch "
              f"{payload.get('torch')}, {payload['iters']} iters)"]

@@ -226,8 +226,8 @@ def load_result(path: str | os.PathLike[str]) -> ResultFile:
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise ResultFileError(f"bench result {p}: not JSON (or nested too deep)") from None
     if docs and vllm_results.is_vllm_result(docs[0]):
-        return ResultFile(p, checked_run(vllm_results.vllm_run(docs, p), f"bench result {p}"),
-                          None, None)
+        run = msgspec.convert(vllm_results.vllm_run(docs, p), BenchRun)
+        return ResultFile(p, checked_run(run, f"bench result {p}"), None, None)
     doc = docs[0] if len(docs) == 1 else None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ResultFileError(f"bench result {p}: not a bench result (format is not {FORMAT!r}, "

@@ -21,7 +21,6 @@ import math
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from remote.bench.results import BenchRun, Point
 from remote.errors import ResultFileError
 
 SOURCE = "vllm bench serve"
@@ -107,8 +106,9 @@ def _acceptance(doc: dict[str, Any], where: str) -> dict[str, Any] | None:
     }
 
 
-def vllm_point(doc: dict[str, Any], where: str) -> Point:
-    """One vLLM result object as a point; ResultFileError (one line) for any field that is not
+def vllm_point(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    """One vLLM result object as a point (the fields of remote/bench/results.py Point);
+    ResultFileError (one line) for any field that is not
     what vLLM writes: a result handed back by a box is untrusted input (issue 48 row 6)."""
     conc = doc.get("max_concurrency")
     if not isinstance(conc, int) or isinstance(conc, bool) or not 1 <= conc <= 1_000_000:
@@ -116,7 +116,7 @@ def vllm_point(doc: dict[str, Any], where: str) -> Point:
                               "run at a request rate) has no concurrency to compare at")
     completed = _count(doc, "completed", where)
     failed = _count(doc, "failed", where, 0)
-    return Point(
+    return dict(
         concurrency=conc,
         requests=completed + failed,
         failed=failed,
@@ -136,16 +136,18 @@ def vllm_point(doc: dict[str, Any], where: str) -> Point:
     )
 
 
-def vllm_run(docs: list[Any], path: Path) -> BenchRun:
-    """The objects of one vLLM result file as one run, a point per object."""
+def vllm_run(docs: list[Any], path: Path) -> dict[str, Any]:
+    """The objects of one vLLM result file as one run, a point per object: the fields of
+    remote/bench/results.py BenchRun, which load_result converts and checks as it does the
+    console's own (this module does not import it: results.py reads both formats)."""
     where = f"bench result {path}"
     if not docs or not all(is_vllm_result(d) for d in docs):
         raise ResultFileError(f"{where}: not a `vllm bench serve --save-result` file")
     models = {str(d.get("model_id")) for d in docs}
     if len(models) != 1:
         raise ResultFileError(f"{where}: its runs name several models ({len(models)})")
-    points = sorted((vllm_point(d, where) for d in docs), key=lambda p: p.concurrency)
-    seen = [p.concurrency for p in points]
+    points = sorted((vllm_point(d, where) for d in docs), key=lambda p: p["concurrency"])
+    seen = [p["concurrency"] for p in points]
     if len(set(seen)) != len(seen):
         raise ResultFileError(f"{where}: several runs at the same --max-concurrency {seen}")
     first = docs[0]
@@ -154,13 +156,13 @@ def vllm_run(docs: list[Any], path: Path) -> BenchRun:
         max_tokens = int(max_tokens)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) \
             or not 0 <= max_tokens <= 10**12:
-        done = sum(p.requests - p.failed for p in points)
-        max_tokens = round(sum(p.output_tokens for p in points) / done) if done else 0
-    return BenchRun(
+        done = sum(p["requests"] - p["failed"] for p in points)
+        max_tokens = round(sum(p["output_tokens"] for p in points) / done) if done else 0
+    return dict(
         label=str(first.get("label") or first.get("backend") or "vllm"),
         url="",
         model=str(first.get("model_id")),
-        speculative=any(p.acceptance is not None for p in points),
+        speculative=any(p["acceptance"] is not None for p in points),
         max_tokens=int(max_tokens),
         rounds=0,
         prompts=str(first.get("dataset") or "unknown (vllm bench serve does not record it)"),

@@ -16,23 +16,31 @@ from remote.spine.bus import EventBus
 RECORD = stage_records.PREFIX.encode()
 
 
+def stage_events(host: str, run_id: str, name: str, texts: list[str], ends: list[int],
+                 ts: datetime) -> dict[int, ev.Event]:
+    """Each stage record's event among the lines, by the log offset just after its line (a
+    malformed record is one console.warning in its place: the tail goes on)."""
+    found: dict[int, ev.Event] = {}
+    for text, end in zip(texts, ends, strict=True):
+        if text.startswith(stage_records.PREFIX):
+            kind_payload = stage_records.record_event(text, run_id, name, end)
+            if kind_payload is not None:  # checked already: its schema is not run twice
+                found[end] = ev.Event(kind_payload[0], host, kind_payload[1], ts)
+    return found
+
+
 def publish_with_stages(bus: EventBus, host: str, run_id: str, name: str, texts: list[str],
-                         ends: list[int], ts: datetime) -> None:
-    """A block holding stage records: each record's stage event right after its line, so a
-    tail of any job (live, reattached, replayed) shows the same stage progress."""
+                        ends: list[int], ts: datetime, found: dict[int, ev.Event]) -> None:
+    """A block holding stage records: each record's event (`found`) right after its line, so
+    a tail of any job (live, reattached, replayed) shows the same stage progress."""
     start = 0
-    for j, text in enumerate(texts):
-        if not text.startswith(stage_records.PREFIX):
-            continue
-        # a malformed record is one console.warning in its place: the tail goes on
-        found = stage_records.record_event(text, run_id, name, ends[j])
-        if found is None:
+    for j, end in enumerate(ends):
+        if end not in found:
             continue
         bus.publish_many(ev.JobLines(host, run_id, name, texts[start : j + 1],
                                      ends[start : j + 1], ts))
         start = j + 1
-        # checked already; not emit(**payload): a record's own `host` key would collide
-        bus.publish(ev.Event.checked(found[0], host, found[1], ts))
+        bus.publish(found[end])
     if start < len(texts):
         bus.publish_many(ev.JobLines(host, run_id, name, texts[start:], ends[start:], ts))
 

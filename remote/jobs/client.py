@@ -26,7 +26,7 @@ from remote.errors import (
     RemoteCommandError,
     UsageError,
 )
-from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, trailer
+from remote.jobs.blocks import RECORD, publish_with_stages, split_lines, stage_events, trailer
 from remote.jobs.cursors import CursorStore
 from remote.jobs.install import install_helper
 from remote.jobs.names import launch_name
@@ -266,18 +266,20 @@ class Jobs:
                             else:
                                 shown, shown_ends = part, part_ends
                                 folder.passed(part_ends[-1])
+                            found = stage_events(host, run_id, name, shown, shown_ends, ts
+                                                 ) if has_records else {}
                             if bus is None or not shown:
                                 pass
-                            elif has_records:
+                            elif found:
                                 publish_with_stages(bus, host, run_id, name, shown, shown_ends,
-                                                     ts)
+                                                    ts, found)
                             else:
                                 # One batch: the recorder writes it with one write.
                                 bus.publish_many(ev.JobLines(host, run_id, name, shown,
                                                              shown_ends, ts))
-                            for line in list(map(LogLine, part, part_ends)):
-                                published = line.offset
-                                yield line
+                            for text, at in zip(part, part_ends, strict=True):
+                                published = at
+                                yield LogLine(text, at, found.get(at))
                         self._save(run_id, published)
                     rc = await proc.wait()
                 except ConnectionFailed as exc:

@@ -271,7 +271,8 @@ def become_subreaper():
         return False
 
 
-def _reap():
+def reap():
+    """Collect every exited child without blocking (a subreaper inherits the orphans)."""
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -284,7 +285,7 @@ def _reap():
 def _wait_group(pgid, timeout):
     deadline = time.time() + timeout
     while True:
-        _reap()
+        reap()
         if not group_alive(pgid):
             return True
         if time.time() >= deadline:
@@ -305,7 +306,7 @@ def end_group(pgid, grace=GROUP_GRACE):
     leader by design, so it is the one place that sees the leader gone and can end the rest
     before it writes exit.json. (The runner also asks the kernel to kill a stage when the runner
     dies -- PR_SET_PDEATHSIG, pipeline/sequence.py -- for a supervisor killed as well.)"""
-    _reap()
+    reap()
     if not group_alive(pgid):
         return False
     killpg(pgid, signal.SIGTERM)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from remote.errors import JobHelperError
+from remote.spine.events import Event
 
 EXIT_LOCKED = 75  # remote/jobs/helper.py
 State = Literal["running", "exited", "cancelled", "lost"]
@@ -50,6 +51,7 @@ class RunInfo:
 class LogLine(msgspec.Struct, frozen=True, gc=False):
     text: str
     offset: int  # byte offset in the log just after this line
+    event: Event | None = None  # a stage record's, as the tail published it: read, not parsed
 
 
 def parse_record(line: str, what: str) -> dict[str, Any]:

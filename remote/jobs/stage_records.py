@@ -12,19 +12,15 @@ from typing import Any, TypeGuard
 
 from pipeline.progress import PREFIX
 from pipeline.progress import parse as parse_record
+from pipeline.units import fmt_bytes
 from remote.compat import fix_for_error, shorten
 from remote.errors import MalformedRecord
+from remote.spine import event_types as et
 from remote.spine import events as ev
-from remote.spine import intake
+from remote.spine import intake, stage_life
 
-# What the console named a stage's job before the box runner carried the whole pipeline as one
-# job named `pipeline` (sessions and run directories of that time): the stage a record without
-# its own "stage" field belongs to.
-JOB_PREFIX = "pipeline-"
-
-
-def default_stage(job_name: str) -> str:
-    return job_name[len(JOB_PREFIX):] if job_name.startswith(JOB_PREFIX) else job_name
+# A note's own fields (and the record's type): an info record's other fields go along beside them.
+_NOTE_FIELDS = {"type", "summary", *et.ConsoleInfo.__struct_fields__}
 
 
 # What a manifest says about a finished stage (pipeline/manifest.py: facts).
@@ -52,14 +48,8 @@ def facts_text(facts: dict[str, Any]) -> str:
     if plausible(facts.get("seconds")):
         parts.append(f"took {facts['seconds']:.1f} s")
     if plausible(facts.get("bytes")) and isinstance(facts["bytes"], int):
-        size = float(facts["bytes"])
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if size < 1024 or unit == "TiB":
-                break
-            size /= 1024
-        text = f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         n = facts.get("outputs")
-        parts.append(f"{text} in {n} output{'' if n == 1 else 's'}")
+        parts.append(f"{fmt_bytes(facts['bytes'])} in {n} output{'' if n == 1 else 's'}")
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -113,8 +103,10 @@ def stage_event(rec: dict[str, Any], run_id: str, stage: str) -> tuple[str, dict
         return ev.STAGE_NOT_RUN, {"stage": stage, "reason": str(rec.get("reason", "")),
                                   "run_id": run_id,
                                   "summary": f"{stage} not run: {rec.get('reason', '')}"}
-    if kind == "info":
-        return ev.CONSOLE_INFO, {"message": f"{stage}: {rec.get('message', '')}", "stage": stage}
+    if kind == "info":  # its other fields go along (a `nodes` record: remote/train_nodes.py)
+        said = {k: v for k, v in rec.items() if k not in _NOTE_FIELDS}
+        return ev.CONSOLE_INFO, {**said, "message": f"{stage}: {rec.get('message', '')}",
+                                 "stage": stage}
     if kind == "error":
         # One readable line (a transformers error can be 2,000+ characters), with the advisor's
         # fix when it knows the error; the full text stays in the job log.
@@ -133,7 +125,7 @@ def record_event(text: str, run_id: str, job_name: str, offset: int
     output is untrusted input (a model's text, a user's script): nothing here raises -- a
     record that raised once would raise again at the same byte on every later tail, and the
     rest of the log and the job's exit would be unreachable (issue 48 row 3)."""
-    stage = default_stage(job_name)
+    stage = job_name.removeprefix(stage_life.OLD_JOB_PREFIX)  # a record without its "stage"
     try:
         rec = parse_record(text)
         if rec is None:
@@ -150,5 +142,5 @@ def record_event(text: str, run_id: str, job_name: str, offset: int
                    f"{offset}): {why}", "stage": stage, "source": "job output"}
 
 
-__all__ = ["FACTS", "PREFIX", "default_stage", "facts_text", "parse_record", "plausible",
+__all__ = ["FACTS", "PREFIX", "facts_text", "parse_record", "plausible",
            "record_event", "stage_event"]

@@ -4,37 +4,18 @@ Why members are checked when a group is used, not when the file loads: a fleet i
 entry goes stale (a box renamed, a typo). Refusing the whole console.toml for it would stop every
 command on every box; instead the bad member costs one clear line and the other boxes still
 answer. What cannot be meant any way (a group that is not a list of names, a group and a host
-with one name) is refused when the file loads, as any other config error.
+with one name) is refused when the file loads, as any other config error (remote/link/hosts.py parse_groups).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from remote.errors import ConfigError, UsageError
+from remote.errors import UsageError
 
 if TYPE_CHECKING:
-    from remote.link.hosts import Config, HostConfig
-
-
-def parse_groups(table: Any, hosts: dict[str, HostConfig], source: str) -> dict[str, list[str]]:
-    if not isinstance(table, dict):
-        raise ConfigError(source, "groups", "must be a table ([groups] NAME = [\"host\", ...])")
-    groups: dict[str, list[str]] = {}
-    for name, members in table.items():
-        key = f"groups.{name}"
-        if name in hosts or name == "local":
-            raise ConfigError(source, key, "a group and a host cannot share a name")
-        if "," in name:
-            raise ConfigError(source, key, "a group name cannot contain ','")
-        if not isinstance(members, list) or not members:
-            raise ConfigError(source, key, "must be a non-empty list of host names")
-        for m in members:
-            if not isinstance(m, str) or not m or "," in m:
-                raise ConfigError(source, key, f"{m!r} is not a host name")
-        groups[name] = list(dict.fromkeys(members))
-    return groups
+    from remote.link.hosts import Config
 
 
 @dataclass

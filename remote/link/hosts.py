@@ -123,12 +123,29 @@ def parse_config(text: str, source: str) -> Config:
     hosts: dict[str, HostConfig] = {}
     for name, table in hosts_table.items():
         hosts[name] = _parse_host(name, table, source)
-    from remote.link.groups import parse_groups
-
     return Config(hosts=hosts, path=Path(source) if source != "<string>" else None,
                   groups=parse_groups(data.get("groups", {}), hosts, source),
                   alerts=_alert_settings(data.get("alerts", {}), source),
                   **_console_settings(data.get("console", {}), source))
+
+
+def parse_groups(table: Any, hosts: dict[str, HostConfig], source: str) -> dict[str, list[str]]:
+    if not isinstance(table, dict):
+        raise ConfigError(source, "groups", "must be a table ([groups] NAME = [\"host\", ...])")
+    groups: dict[str, list[str]] = {}
+    for name, members in table.items():
+        key = f"groups.{name}"
+        if name in hosts or name == "local":
+            raise ConfigError(source, key, "a group and a host cannot share a name")
+        if "," in name:
+            raise ConfigError(source, key, "a group name cannot contain ','")
+        if not isinstance(members, list) or not members:
+            raise ConfigError(source, key, "must be a non-empty list of host names")
+        for m in members:
+            if not isinstance(m, str) or not m or "," in m:
+                raise ConfigError(source, key, f"{m!r} is not a host name")
+        groups[name] = list(dict.fromkeys(members))
+    return groups
 
 
 def _console_settings(table: Any, source: str) -> dict[str, Any]:

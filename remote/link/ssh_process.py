@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import asyncssh
 
 from remote.errors import ConnectionFailed
-from remote.jobs.streams import merge_streams
+from remote.link.streams import merge_streams
 from remote.link.transport import RemoteProcess
 
 # what a dropped connection raises, from asyncssh or the socket under it

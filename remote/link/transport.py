@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from remote.errors import RemoteCommandError
-from remote.jobs.streams import merge_streams
 from remote.link import aio
 from remote.link.argv import with_env
+from remote.link.streams import merge_streams
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 

@@ -11,7 +11,7 @@ import posixpath
 import time
 from pathlib import Path
 
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
 from remote.link.transport import Transport
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -65,7 +65,7 @@ async def box_path(transport: Transport, path: str, python: str = "python3") -> 
     out = done.stdout.strip()
     if done.returncode != 0 or not out.startswith("/"):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ConsoleError(f"cannot resolve {path!r} with {python} on the box: {tail}")
+        raise RemoteError(f"cannot resolve {path!r} with {python} on the box: {tail}")
     return out
 
 
@@ -101,7 +101,7 @@ async def upload_many(
     if len(lines) != 2 * len(files):
         what = remotes[0] if len(remotes) == 1 else \
             f"{len(remotes)} files under {posixpath.dirname(remotes[0])}"
-        raise ConsoleError(f"{python} on the box gave no usable answer while preparing the upload "
+        raise RemoteError(f"{python} on the box gave no usable answer while preparing the upload "
                            f"of {what} (printed {done.stdout[:120]!r}): is it a working python?")
     sent = 0
     for i, (local, remote) in enumerate(files):

@@ -26,7 +26,7 @@ from remote.bench.results import MIN_REQUESTS, BenchRun, Point, ResultFile, save
 from remote.bench.served import sweep_acceptance
 from remote.bench.watch import WatchWindow
 from remote.bench.watch import watch as watch_counters
-from remote.errors import ConsoleError, UsageError
+from remote.errors import RemoteError, UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import box_path
@@ -125,7 +125,7 @@ async def fetch_offline(transport: Transport, box_path: str) -> dict[str, object
         local = Path(tmp) / "acceptance.json"
         try:
             await transport.get(box_path, local)
-        except (OSError, ConsoleError) as exc:
+        except (OSError, RemoteError) as exc:
             raise UsageError(f"--offline {box_path}: cannot read it on the box ({exc})") from None
         return read_offline(local)
 
@@ -162,7 +162,7 @@ async def run(transport: Transport, host: HostConfig, bus: EventBus, s: SweepSet
         result = await sweep(transport, host, bus, s, host.vllm_url, label,
                              speculative=speculative, point_text=point_text,
                              save_partial=save_partial_run)
-    except (ConsoleError, asyncio.CancelledError):
+    except (RemoteError, asyncio.CancelledError):
         if saved:
             _warn(bus, host.name,
                   f"the sweep stopped early: the points measured are kept in {out_path}")
@@ -227,7 +227,7 @@ async def keep_on_box(transport: Transport, host: HostConfig, bus: EventBus,
     try:
         dest = posixpath.join(await box_results_dir(transport, host), path.name)
         await transport.put(path, dest)
-    except (OSError, ConsoleError) as exc:
+    except (OSError, RemoteError) as exc:
         _warn(bus, host.name, f"the bench result was not kept on {host.name} ({exc}): a "
               f"console opened later shows it only from {path}")
         return None
@@ -265,7 +265,7 @@ async def found_results(transport: Transport, host: HostConfig, bus: EventBus, *
                 local = Path(tmp) / str(name)
                 await transport.get(box_path, local)
                 found = load_result(local)
-            except (OSError, ConsoleError) as exc:
+            except (OSError, RemoteError) as exc:
                 bus.emit(ev.CONSOLE_INFO, host.name,
                          message=f"bench results on {host.name}: {box_path} left out: {exc}")
                 continue

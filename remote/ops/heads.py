@@ -8,17 +8,18 @@ is one line naming both values; `serve start` raises DraftRefused with them (exi
 launches nothing, where vLLM would have died minutes into loading the target.
 
 The target comes from `--target DIR`, or from a pipeline config (`--pipeline FILE`, `--demo`)
-as the box resolves it (`python -m pipeline validate`): its `target.model`, and its own head,
-`<output_dir>/train/checkpoint` (what train's speculative_config.json names).
+as the box resolves it (`python -m pipeline validate`, remote/ops/serve.py pipeline_target): its
+`target.model`, and its own head, `<output_dir>/train/checkpoint` (what train's
+speculative_config.json names).
 """
 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from pipeline.stages import TRAIN
 from remote.errors import DraftRefused
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -35,22 +36,11 @@ class PipelineTarget:
     head: str  # the pipeline's own head: <output_dir>/train/checkpoint
 
 
-async def pipeline_target(transport: Transport, host: HostConfig, bus: EventBus, *,
-                          pipeline: Path | None) -> PipelineTarget:
-    """The target and head of `pipeline` (the demo's without one), resolved on the box."""
-    from remote.ops.serve import demo_config, runner
-
-    r = runner(transport, host, bus)
-    config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
-    resolved = await r.pipeline.validate(config)
-    return target_from(config, resolved)
-
-
 def target_from(config: str, resolved: dict[str, Any]) -> PipelineTarget:
     """`python -m pipeline validate`'s answer as the head check reads it."""
     out = str(resolved["output_dir"])
     return PipelineTarget(config=config, model=str(resolved["model"]),
-                          head=posixpath.join(out, "train", "checkpoint"))
+                          head=posixpath.join(out, TRAIN, "checkpoint"))
 
 
 def method_of(draft: str) -> str:
@@ -78,14 +68,3 @@ async def check(transport: Transport, host: HostConfig, bus: EventBus, *, draft:
     if mismatches:
         raise DraftRefused(mismatches)
     return dict(result)
-
-
-async def probe_python(transport: Transport, host: HostConfig) -> HostConfig:
-    """The host as the head probe runs on it: on `local`, with the python that serves there
-    (the box environment; remote/ops/serve.py local_python), since the console's own has no
-    vLLM to read."""
-    if not host.is_local:
-        return host
-    from remote.ops.serve import local_python
-
-    return replace(host, python=await local_python(transport, host))

@@ -36,7 +36,7 @@ from remote.bench.matrix import (
 )
 from remote.bench.prompts import PromptSet
 from remote.bench.reach import vllm_client
-from remote.errors import ConsoleError, UsageError
+from remote.errors import RemoteError, UsageError
 from remote.ops import serve as serve_ops
 from remote.serving.serve import Served, ServeRunner, default_url
 from remote.spine import events as ev
@@ -114,7 +114,7 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
                                   vllm_args=vllm_args, timeout=start_timeout)
         except UsageError:
             raise  # the same for every server (a taken port, a bad option): stop here
-        except ConsoleError as exc:
+        except RemoteError as exc:
             clock.engine_start += time.monotonic() - started
             failed[name] = str(exc).splitlines()[0]
             r.bus.emit(ev.CONSOLE_WARNING, host,
@@ -133,7 +133,7 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
                                               for i in range(plan.warmup)))
                 clock.warmup += time.monotonic() - t
                 if warm and not any(w.ok for w in warm):
-                    raise ConsoleError(f"{name}: warm-up failed: {warm[0].error}")
+                    raise RemoteError(f"{name}: warm-up failed: {warm[0].error}")
 
                 def measured(cell: Cell) -> None:
                     nonlocal done_here

@@ -16,8 +16,7 @@ import posixpath
 from contextlib import aclosing
 
 from pipeline import stages as stage_table
-from pipeline.progress import parse as parse_progress
-from remote.errors import ConsoleError, PipelineFailed, StageFailed, UsageError
+from remote.errors import PipelineFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import Jobs
 from remote.jobs.records import RunInfo
 from remote.jobs.remembered import RememberedRuns
@@ -109,11 +108,11 @@ async def _follow(runner: PipelineRunner, info: RunInfo, how: str,
     if config and outcome.ok:  # the stages as their manifests now say: times and sizes
         try:
             await runner.show_manifests(config)
-        except ConsoleError:
+        except RemoteError:
             pass  # the run's own events said what happened; the manifests are extra
     if not outcome.ok:
         failed = outcome.failed
-        what = (f"stage {failed.stage} failed" if failed is not None
+        what = (f"stage {failed.name} failed" if failed is not None
                 else f"the pipeline run {outcome.info.state if outcome.info else 'ended'}")
         raise PipelineFailed(f"{what} (the error is above; its full text is in the session "
                              "file and `console jobs` log)", outcome)
@@ -165,7 +164,7 @@ async def _runs_that_ran(transport: Transport, host: HostConfig,
     """The finished box runs whose logs hold what the stages last did, oldest first: the
     newest, then older ones for each stage the newer did not run (skipped as up to date), up
     to RUNS_LOOKED_BACK; and the stages none of them ran. Their records are looked at here
-    without an event (a bus-less tail); the runs chosen are then read once through the job
+    by their events, published nowhere (a bus-less tail); the runs chosen are then read once through the job
     tail."""
     wanted = set(stage_table.names())
     if not finished:
@@ -177,9 +176,8 @@ async def _runs_that_ran(transport: Transport, host: HostConfig,
             ran: set[str] = set()
             async with aclosing(quiet.tail(info.run_id, offset=0, follow=False)) as lines:
                 async for line in lines:
-                    rec = parse_progress(line.text)
-                    if rec is not None and rec.get("type") == "start":
-                        ran.add(str(rec.get("stage", "")))
+                    if line.event is not None and line.event.kind == ev.STAGE_START:
+                        ran.add(str(line.event.payload["stage"]))
             if not chosen or ran & wanted:
                 chosen.append(info)
             wanted -= ran
@@ -198,14 +196,14 @@ async def _evaluate_result(runner: PipelineRunner, config: str) -> None:
 
     try:
         output_dir = str((await runner.validate(config)).get("output_dir") or "")
-        path = posixpath.join(output_dir, "evaluate", "acceptance.json")
+        path = posixpath.join(output_dir, stage_table.EVALUATE, "acceptance.json")
         if not output_dir or (await runner.transport.run(["test", "-f", path])).returncode != 0:
             return
         result = await fetch_offline(runner.transport, path)
-    except ConsoleError as exc:
+    except RemoteError as exc:
         runner.emit_info(f"evaluate's result on {runner.host.name}: {exc}")
         return
-    runner.bus.emit(ev.STAGE_END, runner.host.name, stage="evaluate", ok=True, result=result,
+    runner.bus.emit(ev.STAGE_END, runner.host.name, stage=stage_table.EVALUATE, ok=True, result=result,
                     summary=f"evaluate's result on the box: {path}")
 
 
@@ -269,7 +267,7 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         for info in chosen:
             await _read_finished(j, bus, host.name, info)
             seen.add(info.run_id)
-        if (config is not None and "evaluate" in unread and not read_before
+        if (config is not None and stage_table.EVALUATE in unread and not read_before
                 and f"acceptance:{config}" not in seen
                 and not any(i.name == RUN_NAME for i in running)):
             await _evaluate_result(runner, config)
@@ -277,7 +275,7 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         if config is not None:
             try:
                 await runner.show_manifests(config)
-            except ConsoleError as exc:
+            except RemoteError as exc:
                 bus.emit(ev.CONSOLE_INFO, host.name,
                          message=f"pipeline manifests of {config}: {exc}")
         for info in running:
@@ -287,3 +285,21 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
         await asyncio.gather(*(drain(info) for info in running))
     finally:
         await j.close()
+
+
+def remembered_hosts(hosts: list[HostConfig], bus: EventBus) -> list[str]:
+    """The hosts where this laptop started or attached to a pipeline run (remote/jobs/
+    remembered.py), each said on the bus: the TUI reconnects to them at start."""
+    memory, remembered = RememberedRuns(), []
+    for host in hosts:
+        try:
+            run = memory.recall(host)
+        except RemoteError:
+            continue
+        if run is not None:
+            remembered.append(host.name)
+            bus.emit(ev.CONSOLE_INFO, host.name, message=(
+                f"reattaching to {host.name}: pipeline run {run['run_id']} was started or "
+                "followed from here (auto_reattach = false under [console] in console.toml "
+                "turns this off)"))
+    return remembered

@@ -38,7 +38,7 @@ async def run(transport: Transport, host: HostConfig, bus: EventBus, name: str,
         from remote.errors import UsageError
 
         raise UsageError(missing)
-    request = dataclasses.replace(request, workdir=request.workdir or host.workdir)
+    request = request._replace(workdir=request.workdir or host.workdir)
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
 
     async def script(probe: str, args: Sequence[str]) -> list[dict[str, Any]]:

@@ -11,21 +11,43 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from remote.bench.results import MIN_REQUESTS, BenchRun, Point, save_result
 from remote.errors import UsageError
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
+from remote.ops import heads
 from remote.ops.bench import keep_on_box
-from remote.serving.serve import Served, ServeRunner, check_draft
+from remote.serving.serve import Served, ServeRunner, check_draft, extra_vllm_args
 from remote.serving.serve_bench import ServedBench, serve_and_bench
 from remote.spine import events as ev
+from remote.spine.bus import EventBus
 
 PointText = Callable[[str, Point], str]
 
 
-runner = ServeRunner  # what the front ends build, here: they reach the server through this layer
+runner = ServeRunner  # what stop and status read the servers with: no python of their own
+
+
+def options(pipeline: str | None, vllm_args: str | None, *, demo: bool) -> tuple[Path | None, list[str]]:
+    """A serve's pipeline (a TOML on this machine; None: the demo's) and extra vLLM arguments
+    (one shell-quoted string; None: the demo's defaults with `demo`), as `console serve start`,
+    `run --serve`, `bench matrix` and the TUI take them: one check, one message each."""
+    path = Path(pipeline).expanduser() if pipeline else None
+    if path is not None and not path.is_file():
+        raise UsageError(f"{pipeline}: pipeline config not found")
+    return path, extra_vllm_args(vllm_args, demo=demo)
+
+
+async def server(transport: Transport, host: HostConfig, bus: EventBus, *,
+                 python: str | None = None) -> ServeRunner:
+    """The runner every front end starts servers with: `python` when given (--python,
+    --serve-python), else on `local` the python with vLLM (local_python), else the host's."""
+    if python is None and host.is_local:
+        python = await local_python(transport, host)
+    return ServeRunner(transport, host, bus, python=python)
 
 
 # The box environment `make demo` serves with (scripts/box_env.py: vLLM 0.32 CPU + speculators
@@ -68,6 +90,23 @@ async def demo_config(r: ServeRunner) -> str:
     return path
 
 
+async def pipeline_target(transport: Transport, host: HostConfig, bus: EventBus, *,
+                          pipeline: Path | None) -> heads.PipelineTarget:
+    """The target and head of `pipeline` (the demo's without one), resolved on the box."""
+    r = runner(transport, host, bus)
+    config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
+    resolved = await r.pipeline.validate(config)
+    return heads.target_from(config, resolved)
+
+
+async def probe_python(transport: Transport, host: HostConfig) -> HostConfig:
+    """The host as the head probe runs on it: on `local`, with the python that serves there
+    (local_python: the box environment), since the console's own has no vLLM to read."""
+    if not host.is_local:
+        return host
+    return replace(host, python=await local_python(transport, host))
+
+
 async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url: str | None = None,
                 vllm_args: Sequence[str] = (), timeout: float = 1800.0,
                 draft: str = "pipeline", k: int | None = None) -> Served:
@@ -80,8 +119,6 @@ async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url:
     config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
     resolved = await r.pipeline.validate(config)
     if draft != "none":  # the draft against its target and this vLLM: DraftRefused, no engine
-        from remote.ops import heads
-
         target = heads.target_from(config, resolved)
         await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,
                           pipeline_head=target.head)

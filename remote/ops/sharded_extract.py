@@ -36,8 +36,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.progress import parse as parse_progress
-from remote.errors import EXIT_USAGE, ConnectionFailed, ConsoleError, StageFailed, UsageError
+from pipeline.progress import PREFIX
+from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
 from remote.link.hosts import HostConfig
@@ -311,10 +311,9 @@ class ShardedExtract:
         async def to_end() -> RunInfo:
             async with aclosing(jobs.tail(run_id, offset=0)) as lines:
                 async for line in lines:
-                    rec = parse_progress(line.text)
-                    if rec is not None and rec.get("type") == "error":
-                        said["error"] = str(rec.get("message", ""))
-                    elif rec is None and line.text.strip():
+                    if line.event is not None and line.event.kind == ev.CONSOLE_ERROR:
+                        said["error"] = str(line.event.payload["message"])
+                    elif not line.text.startswith(PREFIX) and line.text.strip():
                         said["line"] = line.text.strip()
             return await jobs.wait(run_id)
 
@@ -330,7 +329,7 @@ class ShardedExtract:
             return str(watch.result())
         if tail.cancelled() or tail.exception() is not None:
             exc = None if tail.cancelled() else tail.exception()
-            if isinstance(exc, ConsoleError) and not isinstance(exc, ConnectionFailed):
+            if isinstance(exc, RemoteError) and not isinstance(exc, ConnectionFailed):
                 raise exc
             return f"its job could not be followed ({exc})"
         info = tail.result()

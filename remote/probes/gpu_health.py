@@ -29,12 +29,11 @@ CLOCK_REASONS = (
     (0x080, "hw_power_brake_slowdown"),
     (0x100, "display_clock_setting"),
 )
-NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
-NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
-NVML_VOLATILE_ECC = 0
-NVML_AGGREGATE_ECC = 1
-NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0
-NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1
+# nvmlDeviceGetTotalEccErrors' NVML_MEMORY_ERROR_TYPE_* and NVML_*_ECC counters, as our key's parts;
+# nvmlDeviceGetRetiredPages' NVML_PAGE_RETIREMENT_CAUSE_* (MULTIPLE_SINGLE_BIT_ECC_ERRORS, DOUBLE_BIT_ECC_ERROR).
+ECC_ERRORS = ((0, "corrected"), (1, "uncorrected"))
+ECC_COUNTERS = ((0, "volatile"), (1, "aggregate"))
+RETIRED_PAGES = ((0, "retired_pages_sbe"), (1, "retired_pages_dbe"))
 NVML_NVLINK_MAX_LINKS = 18  # nvidia-ml-py 13 raised it to 36; the module's own value wins
 # nvmlDeviceGetNvLinkErrorCounter's counters, as our keys.
 NVLINK_ERRORS = (
@@ -115,14 +114,12 @@ class Health(object):
         h = self.handles[index]
         get = self.reader.get
         out = {}
-        for etype, ename in ((NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected"),
-                             (NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected")):
-            for ctype, cname in ((NVML_VOLATILE_ECC, "volatile"), (NVML_AGGREGATE_ECC, "aggregate")):
+        for etype, ename in ECC_ERRORS:
+            for ctype, cname in ECC_COUNTERS:
                 value = get("nvmlDeviceGetTotalEccErrors", h, etype, ctype)
                 if value is not None:
                     out["ecc_%s_%s" % (ename, cname)] = int(value)
-        for cause, key in ((NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, "retired_pages_sbe"),
-                           (NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, "retired_pages_dbe")):
+        for cause, key in RETIRED_PAGES:
             pages = get("nvmlDeviceGetRetiredPages", h, cause)
             if pages is not None:
                 out[key] = len(pages)

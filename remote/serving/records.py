@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from remote.bench.reach import forwarded, parse_vllm_url
-from remote.errors import ConsoleError, UsageError
+from remote.errors import RemoteError, UsageError
 from remote.jobs.records import RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
@@ -134,7 +134,7 @@ async def write_record(transport: Transport, bus: EventBus, host: str, info: Run
             local = Path(tmp) / RECORD_NAME
             local.write_text(json.dumps(record) + "\n", encoding="utf-8")
             await transport.put(local, record_path(info))
-    except (OSError, ConsoleError) as exc:
+    except (OSError, RemoteError) as exc:
         bus.emit(ev.CONSOLE_WARNING, host, message=f"{served.role} server: its record "
                  f"{record_path(info)} was not written ({exc}); a console opened later shows "
                  "it without its model and start time")
@@ -197,5 +197,5 @@ async def answering(transport: Transport, host: HostConfig, url: str) -> str | N
                 httpx.AsyncClient(base_url=local, timeout=5.0) as http:
             resp = await http.get("/v1/models")
             return first_model(resp) if resp.status_code == 200 else None
-    except (OSError, ConsoleError, httpx.HTTPError):
+    except (OSError, RemoteError, httpx.HTTPError):
         return None

@@ -301,6 +301,12 @@ class ServeRunner:
                                  draft=draft, k=k)
         return found
 
+    async def __aenter__(self) -> ServeRunner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def close(self) -> None:
         await self.jobs.close()
 

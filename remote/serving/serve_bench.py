@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.stages import EVALUATE, PREPARE
 from remote.bench.compare import Comparison, compare_runs
 from remote.bench.driver import run_sweep
 from remote.bench.prompts import PromptSet, load_prompts
@@ -65,9 +66,9 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
             await runner.transport.get(posixpath.join(output_dir, stage, name), Path(tmp) / name)
             return Path(tmp) / name
 
-        offline = read_offline(await fetched("evaluate", "acceptance.json"))  # the trained head
+        offline = read_offline(await fetched(EVALUATE, "acceptance.json"))  # the trained head
         if prompts is None:  # the pipeline's held-out prompts (their rows carry `messages`)
-            prompts = load_prompts(await fetched("prepare", "eval.jsonl"))
+            prompts = load_prompts(await fetched(PREPARE, "eval.jsonl"))
     runs: dict[str, BenchRun] = {}
     starts: dict[str, float] = {}
     for role in ("baseline", "speculative"):

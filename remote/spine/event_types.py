@@ -87,7 +87,7 @@ class ConsoleWarning(_Note, kw_only=True, frozen=True):
     pass
 
 
-class ConsoleError(_Note, kw_only=True, frozen=True):
+class ConsoleErrorNote(_Note, kw_only=True, frozen=True):
     pass
 
 
@@ -251,7 +251,7 @@ SCHEMAS: dict[str, type[Payload]] = {
     "connection.retry": ConnectionRetry,
     "console.info": ConsoleInfo,
     "console.warning": ConsoleWarning,
-    "console.error": ConsoleError,
+    "console.error": ConsoleErrorNote,
     "marker": Marker,
     "probe.result": ProbeResult,
     "probe.error": ProbeError,

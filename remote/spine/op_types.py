@@ -198,26 +198,26 @@ class BenchWatch(Payload, kw_only=True, frozen=True):
 # -- serve (remote/serving/serve.py) --------------------------------------------------------------
 
 
-class ServeStarting(Payload, kw_only=True, frozen=True):
+class _ServeLaunch(Payload, kw_only=True, frozen=True):
+    """A server of the host's: which, where, and what it speculates with."""
+
     role: str
     url: str
     run_id: str
     pid: int | None = None  # the server's pid on the box (absent before #42)
-    found: bool = False  # read from the box on connect, not started by this console
+    # read from the box on connect (its served.json), not started (or seen starting) by this console
+    found: bool = False
     draft: str = ""  # pipeline, none, ngram or a head directory (absent before #49)
     k: int | None = None  # num_speculative_tokens asked for (None: the draft's own)
 
 
-class ServeReady(Payload, kw_only=True, frozen=True):
-    role: str
-    url: str
-    run_id: str
+class ServeStarting(_ServeLaunch, kw_only=True, frozen=True):
+    pass
+
+
+class ServeReady(_ServeLaunch, kw_only=True, frozen=True):
     seconds: Num | None = None  # launch to first answer (None: found without its record)
     model: str = ""  # what /v1/models names (absent before #42)
-    pid: int | None = None
-    found: bool = False  # read from the box on connect (its served.json), not seen starting
-    draft: str = ""  # pipeline, none, ngram or a head directory (absent before #49)
-    k: int | None = None  # num_speculative_tokens asked for (None: the draft's own)
 
 
 class ServeFailed(Payload, kw_only=True, frozen=True):

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.units import fmt_bytes
+
 HOST_FIELDS = ("cpu", "mem_used", "mem_total", "load1")
 GPU_FIELDS = ("util", "mem_used", "mem_total", "power", "power_limit", "temp", "sm_clock",
               "pcie_tx", "pcie_rx")
@@ -174,10 +176,6 @@ BRAKE_REASONS = frozenset({"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slo
                            "hw_power_brake_slowdown"})
 
 
-def _gib(v: float | None) -> str:
-    return "-" if v is None else f"{v / 2**30:.1f}"
-
-
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
@@ -186,15 +184,16 @@ def summary_line(payload: dict[str, Any]) -> str:
     """One compact line per sample for the headless printer."""
     h = payload.get("host", {})
     load = h.get("load1")
-    parts = [f"cpu {_pct(h.get('cpu'))} mem {_gib(h.get('mem_used'))}/{_gib(h.get('mem_total'))} GiB"
+    parts = [f"cpu {_pct(h.get('cpu'))} mem {fmt_bytes(h.get('mem_used'), 'GiB')}/"
+             f"{fmt_bytes(h.get('mem_total'), 'GiB')} GiB"
              f" load {'-' if load is None else f'{load:.2f}'}"]
     for g in payload.get("gpus", []):
         power = g.get("power")
         temp = g.get("temp")
         health = health_text(g)
         parts.append(
-            f"gpu{g['index']} {_pct(g.get('util'))} {_gib(g.get('mem_used'))}/"
-            f"{_gib(g.get('mem_total'))}G {'-' if power is None else f'{power:.0f}'}W "
+            f"gpu{g['index']} {_pct(g.get('util'))} {fmt_bytes(g.get('mem_used'), 'GiB')}/"
+            f"{fmt_bytes(g.get('mem_total'), 'GiB')}G {'-' if power is None else f'{power:.0f}'}W "
             f"{'-' if temp is None else f'{temp:.0f}'}C" + (f" [{health}]" if health else "")
         )
     if not payload.get("gpus"):

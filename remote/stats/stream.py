@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from remote.errors import ConnectionFailed, ConsoleError, StatsError
+from remote.errors import ConnectionFailed, RemoteError, StatsError
 from remote.link import aio
 from remote.link.hosts import HostConfig
 from remote.link.retry import reraise_fatal
@@ -38,11 +38,11 @@ MAX_MALFORMED_REPORTS = 5
 async def expand_remote_path(transport: Transport, python: str, path: str) -> str:
     try:
         return await box_path(transport, path, python)
-    except ConsoleError as exc:
+    except RemoteError as exc:
         raise StatsError(str(exc)) from None
 
 
-class _Broken(Exception):
+class _Broken(RemoteError):
     """The stream ended while we still wanted samples."""
 
 
@@ -60,7 +60,6 @@ class StatsStream:
     # get the same stats.alert events, and a replay shows them without judging again.
     alerts: AlertConfig = field(default_factory=AlertConfig)
     watch: AlertWatch | None = None
-    printable: bool = False  # kept for callers; the printer decides what it shows (show_stats)
     backoff_initial: float = 0.5
     backoff_max: float = 10.0
     # No line for this long (and at least `stall_intervals` intervals) means a dead stream.

@@ -115,3 +115,18 @@ def test_run_json_prints_events(tmp_path: Path, flag: str) -> None:
     assert res.returncode == 0, res.stderr
     events = [Event.from_json(ln) for ln in res.stdout.splitlines()]
     assert events and all(e.host == "local" for e in events)
+
+
+
+def test_a_task_groups_first_remote_error_is_found_however_deep() -> None:
+    """A TaskGroup's failure: the first operator-facing error (depth first, in order) gives the
+    line and the exit code; a group with none is an internal error."""
+    from console.cli import _first_remote_error
+    from remote.errors import ConnectionFailed, UsageError
+
+    first, second = ConnectionFailed("box-a: refused"), UsageError("second")
+    nested = ExceptionGroup("outer", [ValueError("x"), ExceptionGroup("inner", [first, second]),
+                                      UsageError("third")])
+    assert _first_remote_error(nested) is first
+    assert _first_remote_error(ExceptionGroup("g", [second, first])) is second
+    assert _first_remote_error(ExceptionGroup("g", [ValueError("bug")])) is None

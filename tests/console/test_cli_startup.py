@@ -77,6 +77,16 @@ def test_help_imports_nothing_heavy(argv: tuple[str, ...]) -> None:
         assert f"console.commands.{argv[0]}" in modules
 
 
+def test_the_top_level_help_reads_the_commands_help_lines_alone() -> None:
+    """`console --help` needs each command's HELP line, not its parser: not the stage table's
+    dataclasses (console run's --from choices), nor dataclasses and inspect at all (the probe
+    table, whose names the probe line lists, is made of NamedTuples). Issue 52's goal, <= 2x
+    `python -c pass`, measured in docs/measurements.md."""
+    code, modules = _imported(())
+    assert code == 0
+    assert [m for m in ("dataclasses", "inspect", "pipeline.stages") if m in modules] == []
+
+
 def test_a_command_line_imports_what_it_runs() -> None:
     """The other side of the same coin: the check above would pass if a command line imported
     nothing at all. A real run of `console replay --print` loads the session reader."""

@@ -22,7 +22,7 @@ def test_the_writer_and_capture_rates_and_the_waits_are_shown() -> None:
                  capture_tok_s=5100.0, write_tok_s=3900.5, write_mb_s=223.7, writer_waits=3,
                  writer_wait_s=4.25)
     assert line == ("01:02:03 [box] extract: 12/40 samples  30.0% 2.5 samples/s; capture "
-                    "5,100 tok/s, write 3,900 tok/s (224 MB/s), waited on the writer 3x 4.25 s")
+                    "5,100 tok/s, write 3,900 tok/s (213.3 MiB/s), waited on the writer 3x 4.25 s")
 
 
 def test_a_writer_that_kept_up_and_an_old_record_read_as_before() -> None:

@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,20 @@ def test_two_ranks_train_a_head_that_matches_one_rank_and_serves(
     assert served["mean_length"] > 1.05, served  # a head served one layer off: ~1.0
 
 
+def _records(proc: subprocess.Popen[str], recs: list[dict[str, Any]],
+             pids: dict[int, int]) -> Iterator[dict[str, Any]]:
+    """The stage's records as they come, each also kept in `recs`; `pids`: each rank's pid."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        rec = progress.parse(line)
+        if rec is None:
+            continue
+        recs.append(rec)
+        if "pid" in rec:
+            pids[int(rec["rank"])] = int(rec["pid"])
+        yield rec
+
+
 def test_a_rank_that_dies_fails_the_stage_in_one_line(engine_box: EngineBox,
                                                       one_rank: Path) -> None:
     """Rank 1 SIGKILLed (as the OOM killer would) once training runs: the stage ends with one
@@ -151,16 +166,10 @@ def test_a_rank_that_dies_fails_the_stage_in_one_line(engine_box: EngineBox,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
     pids: dict[int, int] = {}
-    recs = []
+    recs: list[dict[str, Any]] = []
     killed = False
     try:
-        for line in proc.stdout:
-            rec = progress.parse(line)
-            if rec is None:
-                continue
-            recs.append(rec)
-            if "pid" in rec:
-                pids[int(rec["rank"])] = int(rec["pid"])
+        for rec in _records(proc, recs, pids):
             if rec["type"] == "progress" and not killed:
                 os.kill(pids[1], signal.SIGKILL)
                 killed = True
@@ -199,13 +208,7 @@ def _train_until(engine_box: EngineBox, cfg: Path, stop: Any, *extra: str,
     recs: list[dict[str, Any]] = []
     pids: dict[int, int] = {}
     try:
-        for line in proc.stdout:
-            rec = progress.parse(line)
-            if rec is None:
-                continue
-            recs.append(rec)
-            if "pid" in rec:
-                pids[int(rec["rank"])] = int(rec["pid"])
+        for rec in _records(proc, recs, pids):
             victim = stop(rec, pids)
             if victim == GROUP:
                 os.killpg(proc.pid, signal.SIGKILL)

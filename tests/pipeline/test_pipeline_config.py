@@ -85,7 +85,7 @@ def test_not_enough_disk_gives_the_numbers(tmp_path: Path) -> None:
 def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> None:
     """Kimi-K2.5's text body (hidden 7168, 61 layers; docs/design.md §11): 3 auxiliary layers
     + the last, bf16 = 57,344 bytes of states per token, + 16 for the int64 id and mask. A
-    dataset of 50k samples x 4096 tokens projects 11.7 TB: refused with those figures."""
+    dataset of 50k samples x 4096 tokens projects 10.7 TiB: refused with those figures."""
     tiny_model(tmp_path, num_hidden_layers=61, hidden_size=7168, vocab_size=163840,
                intermediate_size=18432, num_attention_heads=64)
     tiny_dataset(tmp_path)
@@ -98,7 +98,7 @@ def test_bytes_per_token_and_the_disk_refusal_at_kimi_width(tmp_path: Path) -> N
         "max_seq_len = 64", "max_seq_len = 4096\nsamples = 50000").replace(
         "total_seq_len = 128", "total_seq_len = 8192")
     (tmp_path / "big.toml").write_text(text)
-    with pytest.raises(NotEnoughDisk, match=rf"need 11\.7 TB \({projected} bytes\) \+ reserve"):
+    with pytest.raises(NotEnoughDisk, match=rf"need 10\.7 TiB \({projected} bytes\) \+ reserve"):
         pconfig.load(tmp_path / "big.toml")
 
 
@@ -223,18 +223,11 @@ def test_a_failing_stage_ends_the_run_with_exit_1_and_no_manifest(
 
 def test_stage_records_become_stage_events() -> None:
     """What the console makes of each record the box runner's log holds (and of lines that are
-    not one): the outcome of the run, read from its records only."""
-    from pipeline.progress import parse
-    from remote.link.hosts import default_local
-    from remote.pipeline_runner import PipelineRunner, RunOutcome
-    from remote.spine.bus import EventBus
+    not one): the outcome of the run, folded from the events the tail parses, and nothing else."""
+    from remote.jobs.blocks import stage_events
+    from remote.pipeline_runner import RunOutcome
+    from remote.spine.events import utc_now
 
-    bus = EventBus()
-    seen: list[tuple[str, dict[str, object]]] = []
-    bus.add_callback(lambda e: seen.append((e.kind, e.payload)))
-    runner = PipelineRunner.__new__(PipelineRunner)
-    runner.bus = bus
-    runner.host = default_local()
     out = RunOutcome("run-1", "started")
     lines = [
         '@@eagle3 {"type":"info","stage":"pipeline","message":"the box carries the pipeline"}',
@@ -254,20 +247,17 @@ def test_stage_records_become_stage_events() -> None:
         '@@eagle3 {"type":"not_run","stage":"evaluate","reason":"vocab failed (exit 1)"}',
         '@@eagle3 {"type":"finished","stage":"pipeline","ok":false,"returncode":1}',
     ]
-    for line in lines:
-        rec = parse(line)
-        if rec is not None:
-            runner._on_record(rec, out)
-    # The runner only reads records for the outcome; their events come from the tail itself
-    # (remote/jobs/stage_records.py, tested in tests/console/sessions/test_stage_records.py), so nothing twice.
-    assert seen == []
-    assert {s: o.state for s, o in out.stages.items()} == {
-        "prepare": "skipped", "extract": "ran", "vocab": "failed", "train": "not_run",
-        "evaluate": "not_run"}
-    assert out.stages["extract"].summary == {"samples": 9}
-    assert out.stages["vocab"].error == "vocab failed: OSError: disk"  # its own words
+    for event in stage_events("local", "run-1", "pipeline", lines, list(range(len(lines))),
+                              utc_now()).values():
+        out.fold(event)
+    assert {s: o.status for s, o in out.stages.items()} == {
+        "prepare": "skipped", "extract": "done", "vocab": "failed", "train": "not run",
+        "evaluate": "not run"}
+    assert out.stages["extract"].result == {"samples": 9}
+    assert out.stages["extract"].metrics == {"tokens": 42}  # what its progress carried
+    assert out.stages["vocab"].error == "vocab exited 1"  # the runner's end record's words
     assert out.stages["train"].reason == "vocab failed (exit 1)"
-    assert out.finished is not None and not out.ok and out.failed is out.stages["vocab"]
+    assert not out.ok and out.failed is out.stages["vocab"]
 
 
 async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
@@ -310,9 +300,8 @@ async def test_a_cancelled_box_runner_says_which_stages_did_not_run(good: Path,
     outcome = failed.value.outcome
     assert outcome.info is not None and outcome.info.state == "cancelled"
     assert outcome.info.returncode == 143
-    assert outcome.stages["prepare"].state == "failed"
-    assert {s: o.reason for s, o in outcome.stages.items() if o.state == "not_run"} == {
+    assert outcome.stages["prepare"].status == "failed"
+    assert {s: o.reason for s, o in outcome.stages.items() if o.status == "not run"} == {
         s: "the run was cancelled" for s in ("extract", "vocab", "train", "evaluate")}
-    assert outcome.finished is not None and outcome.finished["cancelled"] is True
     assert [e.payload["stage"] for e in seen if e.kind == ev.STAGE_NOT_RUN] == [
         "extract", "vocab", "train", "evaluate"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as pconfig
-from pipeline.errors import ConfigInvalid, PipelineError, Refused
+from pipeline.errors import ConfigInvalid, PipelineError, RequestRefused
 from pipeline.ranks import free_port
 from pipeline.regen_client import Reply, base_url, chat, history_turn, turn_of
 from pipeline.regen_config import regenerate_route
@@ -97,7 +97,7 @@ def test_a_server_gone_is_fatal_and_a_url_is_normalised() -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with pytest.raises(PipelineError, match="stopped answering"):
         chat(url, "m", [{"role": "user", "content": "hi"}], {}, timeout=5)
-    assert issubclass(Refused, Exception)
+    assert issubclass(RequestRefused, Exception)
 
 
 def test_the_console_prints_tokens_per_second_and_an_eta() -> None:
@@ -118,5 +118,5 @@ def test_a_request_past_its_time_limit_is_refused_not_fatal() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(4)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        with pytest.raises(Refused, match=r"^timed out after 0.5 s$"):
+        with pytest.raises(RequestRefused, match=r"^timed out after 0.5 s$"):
             chat(url, "m", [{"role": "user", "content": "hi"}], {}, timeout=0.5)

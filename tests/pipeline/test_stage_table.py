@@ -131,8 +131,8 @@ def test_a_dummy_stage_runs_prints_replays_and_shows_in_the_tui(
             await transport.close()
 
     outcomes = asyncio.run(follow_the_box())
-    assert [o.stages["dummy"].state for o in outcomes] == ["ran", "skipped"]
-    assert outcomes[0].stages["dummy"].summary == {"rows": 3}
+    assert [o.stages["dummy"].status for o in outcomes] == ["done", "skipped"]
+    assert outcomes[0].stages["dummy"].result == {"rows": 3}
     cfg = pconfig.load(config, check_disk=False)
     made = manifest.read(cfg, "dummy")
     assert made is not None and made["inputs"] == {"prepare": manifest.read(cfg, "prepare")["digest"]}

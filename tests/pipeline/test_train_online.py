@@ -22,6 +22,7 @@ import pytest
 from pipeline import config as pconfig
 from pipeline.errors import PipelineError
 from pipeline.ranks import free_port
+from pipeline.stages import extract_server
 from pipeline.stages.extract_server import vllm_09_server_argv
 from pipeline.trainers import cli, online
 from tests import box_env
@@ -170,7 +171,7 @@ def test_the_server_stops_when_training_ends_or_fails(tmp_path: Path) -> None:
     """Beside a training that returns, and one that raises: the server answered while it ran,
     and afterwards neither it nor its worker is left; the failure is the training's own."""
     argv, endpoint, pidfile = _double(tmp_path)
-    with online.server_beside(argv, endpoint, tmp_path / "server.log") as proc:
+    with extract_server.server_beside(argv, endpoint, tmp_path / "server.log") as proc:
         with urllib.request.urlopen(endpoint + "/models", timeout=5) as r:
             assert json.loads(r.read())["data"][0]["id"] == "double"
         pids = _pids(pidfile)
@@ -179,7 +180,7 @@ def test_the_server_stops_when_training_ends_or_fails(tmp_path: Path) -> None:
 
     argv, endpoint, pidfile = _double(tmp_path)
     with (pytest.raises(RuntimeError, match="training failed"),
-          online.server_beside(argv, endpoint, tmp_path / "server.log")):
+          extract_server.server_beside(argv, endpoint, tmp_path / "server.log")):
         pids = _pids(pidfile)
         raise RuntimeError("training failed")
     assert not wait_gone(pids)
@@ -188,7 +189,7 @@ def test_the_server_stops_when_training_ends_or_fails(tmp_path: Path) -> None:
 def test_a_server_that_cannot_start_is_one_error(tmp_path: Path) -> None:
     argv, endpoint, _ = _double(tmp_path, "--exit-at-once")
     with (pytest.raises(PipelineError, match=r"the extraction server exited 3 before it answered"),
-          online.server_beside(argv, endpoint, tmp_path / "server.log")):
+          extract_server.server_beside(argv, endpoint, tmp_path / "server.log")):
         raise AssertionError("the body must not run")
 
 
@@ -198,7 +199,7 @@ def test_sigterm_of_the_stage_stops_the_server(tmp_path: Path) -> None:
     argv, endpoint, pidfile = _double(tmp_path)
     script = ("import json, sys, time\n"
               "from pathlib import Path\n"
-              "from pipeline.trainers.online import server_beside\n"
+              "from pipeline.stages.extract_server import server_beside\n"
               "with server_beside(json.loads(sys.argv[1]), sys.argv[2], Path(sys.argv[3])):\n"
               "    print('training', flush=True)\n"
               "    time.sleep(600)\n")

@@ -1,6 +1,7 @@
 """Errors by layer (docs/architecture.md, "Errors and retries"): one errors module per package,
 its tree drawn at its top and true to the classes below it, and no exception class anywhere else
-except one private to its module that never leaves it.
+except one private to its module that never leaves it; every exception class derives from its
+layer's one root, and no two classes share a name.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ ERRORS_MODULES = ("console/errors.py", "remote/errors.py", "pipeline/errors.py",
                   "remote/probes/probe_errors.py")
 _BUILTIN = {name for name, value in vars(builtins).items()
             if isinstance(value, type) and issubclass(value, BaseException)}
+# Each layer's one root; the box-side scripts (stdlib only, uploaded alone) keep their own.
+ROOTS = {"console": "ConsoleError", "remote": "RemoteError", "pipeline": "PipelineError"}
+BOX_SIDE = "remote/probes/"
 _TREE_LINE = re.compile(r"^(?P<lead>[ │├└─]*?)(?P<name>[A-Za-z_][\w.]*)(?:\s|$)")
 
 
@@ -80,7 +84,7 @@ def test_a_private_exception_never_leaves_its_module() -> None:
     texts = {rel: (REPO / rel).read_text(encoding="utf-8") for rel in sources}
     private = [(rel, node.name) for rel, node in _exception_classes(sources)
                if node.name.startswith("_")]
-    assert private  # the scan sees them (stats' _Broken, online training's _Terminated)
+    assert private  # the scan sees them (stats' _Broken)
     for rel, name in private:
         word = re.compile(rf"\b{re.escape(name)}\b")
         elsewhere = [other for other, text in texts.items() if other != rel and word.search(text)]
@@ -104,3 +108,43 @@ def test_the_tree_reader_sees_a_wrong_parent() -> None:
     """Not vacuous: a tree that puts a class under the wrong parent reads as that parent."""
     drawn = _drawn_parents("Doc.\n\n    Exception\n    ├── A\n    │   └── B     text\n    └── C\n")
     assert drawn == {"A": "Exception", "B": "A", "C": "Exception"}
+
+
+def _ancestors(name: str, bases: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(bases.get(name, []))
+    while todo:
+        base = todo.pop()
+        if base not in seen:
+            seen.add(base)
+            todo.extend(bases.get(base, []))
+    return seen
+
+
+def test_every_exception_derives_from_its_layers_root() -> None:
+    sources = _sources()
+    found = _exception_classes(sources)
+    bases = {node.name: [_base_name(b) for b in node.bases] for _, node in found}
+    wrong = []
+    for rel, node in found:
+        if rel.startswith(BOX_SIDE):
+            continue
+        root = ROOTS[rel.split("/", 1)[0]]
+        if node.name != root and root not in _ancestors(node.name, bases):
+            wrong.append(f"{rel}:{node.lineno} {node.name} does not derive from {root}")
+    assert not wrong, wrong
+    assert {node.name for _, node in found} >= set(ROOTS.values())
+
+
+def test_no_two_classes_share_an_exceptions_name() -> None:
+    """An exception's name names one class in console/, remote/ and pipeline/, exception or not
+    (a payload once shared ConsoleError's name; the name-based scan above relies on this too)."""
+    sources = _sources()
+    exceptions = {node.name for _, node in _exception_classes(sources)}
+    where: dict[str, list[str]] = {}
+    for rel, tree in sources.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in exceptions:
+                where.setdefault(node.name, []).append(f"{rel}:{node.lineno}")
+    shared = {name: places for name, places in where.items() if len(places) > 1}
+    assert not shared, shared

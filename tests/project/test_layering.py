@@ -1,7 +1,8 @@
 """The layers of docs/architecture.md, enforced on the source rather than by convention.
 
-The import contracts (console -> remote -> pipeline, only console.tui imports Textual, the probes
-and the box-side job helper import no other part of the console) are import-linter's, declared in
+The import contracts (console -> remote -> pipeline, only console.tui imports Textual, remote's own
+layers from ops down to errors with the probes importing no other part of remote, the box-side job
+helper importing no other part of the console) are import-linter's, declared in
 pyproject.toml ([tool.importlinter]) and run by `make test`; here they are run once more, and
 shown to break on a violation of each. What import-linter cannot say is checked by hand below:
 the code uploaded to the box imports nothing but the standard library (and, for a probe, the
@@ -47,6 +48,7 @@ def test_each_contract_breaks_on_a_violation(tmp_path: Path) -> None:
         "pipeline/config.py": "import remote.errors\n",  # layers: pipeline -> remote
         "remote/link/argv.py": "import textual\n",  # textual: outside console.tui
         "remote/probes/gpu_query.py": "from ..spine import events\n",  # probes -> remote.spine
+        "remote/link/hosts.py": "from remote.jobs import names\n",  # remote-layers: link -> jobs
         "remote/jobs/helper.py": "from remote.jobs import cursors\n",  # the helper -> a sibling
     }
     for rel, line in violations.items():
@@ -56,7 +58,7 @@ def test_each_contract_breaks_on_a_violation(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
     assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in done.stdout, done.stdout[-3000:]
     for needle in ("pipeline.config -> remote.errors", "remote.link.argv -> textual",
-                   "remote.probes.gpu_query -> remote.spine.events",
+                   "remote.probes.gpu_query -> remote.spine.events", "remote.link.hosts -> remote.jobs.names",
                    "remote.jobs.helper -> remote.jobs.cursors"):
         assert needle in done.stdout, needle
 

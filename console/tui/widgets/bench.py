@@ -18,6 +18,7 @@ from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, spark
 from console.tui.shown import plain
 from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View
+from pipeline.stages import EVALUATE
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
 
@@ -98,7 +99,7 @@ def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None =
 def offline_acceptance(host: HostState, width: int = 30) -> Group | Text:
     """The evaluate stage's acceptance (speculative decoding of held-out prompts with the trained
     head, the same definitions as vLLM's counters): what to expect before serving."""
-    st = host.stages.get("evaluate")
+    st = host.stages.get(EVALUATE)
     m = st.metrics if st is not None else {}
     if not isinstance(m.get("mean_length"), (int, float)):
         return Text("Offline acceptance: no result yet (the pipeline's evaluate stage reports it)",

@@ -28,6 +28,7 @@ from textual_plot.axis_formatter import AxisFormatter, NumericAxisFormatter
 from console.tui import chart_data as cd
 from console.tui.model import HostState
 from console.tui.render import fmt_pct, fmt_sig
+from pipeline.stages import EVALUATE
 
 # Colours as hex: a named colour is an ANSI colour in a plot (drawn with the terminal's palette)
 # but a CSS colour in a title's markup, and the key in the title must match its line.
@@ -164,7 +165,7 @@ def draw_loss(chart: Chart, host: HostState) -> bool:
 
 def draw_acceptance(chart: Chart, host: HostState) -> bool:
     """Offline (the evaluate stage) beside served (vLLM's counters), per draft position."""
-    st = host.stages.get("evaluate")
+    st = host.stages.get(EVALUATE)
     offline = cd.offline_per_position(st.metrics if st is not None else {})
     served, where = cd.served_per_position(host.bench_points)
     if not offline and not served:

@@ -21,10 +21,11 @@ from console.tui.model import (
     JobState,
 )
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import ALERT_MARK, fmt_bytes, fmt_num, meter, spark
+from console.tui.render import ALERT_MARK, fmt_num, meter, spark
 from console.tui.shown import plain
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View
+from pipeline.units import fmt_bytes
 
 SPARK = 24
 SEVERITY_STYLE = {"error": "bold red", "critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -85,7 +86,7 @@ def _opt(v: object) -> float | None:
 
 
 def _gib(v: float | None) -> str:
-    return "-" if v is None else f"{v / 2**30:.0f}" if v >= 10 * 2**30 else f"{v / 2**30:.1f}"
+    return fmt_bytes(v, "GiB", 0 if v is not None and v >= 10 * 2**30 else 1)
 
 
 def host_line(host: HostState) -> Text:

@@ -8,8 +8,9 @@ from typing import Any
 from rich.text import Text
 
 from console.tui.model import JobState, StageState
-from console.tui.render import bar, elide_middle, fmt_bytes, fmt_num, fmt_pct, fmt_seconds, fmt_sig
+from console.tui.render import bar, elide_middle, fmt_num, fmt_pct, fmt_seconds, fmt_sig
 from pipeline.progress import rate_means_something
+from pipeline.units import fmt_bytes
 
 STATUS_STYLE = {"pending": "dim", "running": "bold yellow", "done": "bold green", "failed": "bold red",
                 "skipped": "cyan", "not run": "magenta"}

@@ -15,10 +15,11 @@ from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
-from console.tui.render import ALERT_MARK, columns_of, fmt_bytes, fmt_num, hbar, spark
+from console.tui.render import ALERT_MARK, columns_of, fmt_num, hbar, spark
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View
+from pipeline.units import fmt_bytes
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
 BW_KEYS = ("busbw", "bus_bw", "busbw_bytes_s", "bus_bandwidth")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Input, Static, Tree
 
-from console.tui import wiring
 from console.tui.app import ConsoleApp
 from console.tui.dialogs import AskScreen, ConfirmScreen, HelpScreen, SeekScreen
 from console.tui.widgets.common import TopBar
 from console.tui.widgets.log_view import LogView
 from console.tui.widgets.tab_bar import TabBar
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
+from remote.ops import probes as probe_ops
 from tests.tui_helpers import (
     SIZE,
     ScriptedController,
@@ -73,10 +73,10 @@ async def test_hosts_connect_local_for_real_and_badge_goes_live() -> None:
 
 
 async def test_a_failing_action_says_so_and_the_console_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def refused(**_: object) -> None:
-        raise ConsoleError("the box refused the probe")
+    async def refused(*_: object) -> None:
+        raise RemoteError("the box refused the probe")
 
-    monkeypatch.setattr(wiring, "probe", refused)
+    monkeypatch.setattr(probe_ops, "run", refused)
     app = live_app(hosts=["local"], scripted=False, start_screen="probes")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("e")

@@ -8,30 +8,17 @@ from pathlib import Path
 
 from textual.widgets import Input
 
-from console.tui.app import ConsoleApp
-from console.tui.controller import LiveSource
 from console.tui.dialogs import AskScreen
-from remote.link.hosts import Config, default_local
-from tests.tui_helpers import SIZE, replay_app, settle, wait_for
+from tests.tui_helpers import SIZE, local_app, refused_options, replay_app, settle, wait_for
 from tests.tui_sessions import demo_session
 
 
-def _local_app(tmp_path: Path) -> ConsoleApp:
-    host = default_local(workdir=str(tmp_path / "box"))
-    return ConsoleApp(LiveSource(Config(hosts={"local": host}, path=None)), start_screen="bench")
-
-
 async def test_bad_bench_options_are_a_clear_error(tmp_path: Path) -> None:
-    app = _local_app(tmp_path)
+    app = local_app(tmp_path / "box", "bench")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, AskScreen))
-        assert "--concurrency" in app.screen.query_one(Input).value  # the defaults, editable
-        app.screen.query_one(Input).value = "--concurrency 1,x --rounds 2"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: any(t == "bench failed" for t, _, _ in app.notice_log))
-        _, severity, message = next(n for n in app.notice_log if n[0] == "bench failed")
-        assert severity == "error" and "--concurrency" in message and "1,x" in message
+        message = await refused_options(app, pilot, "b", "--concurrency", "--concurrency 1,x --rounds 2",
+                                        "bench failed")
+        assert "--concurrency" in message and "1,x" in message
         assert app.bench_options["local"] == "--concurrency 1,x --rounds 2"  # kept to fix
         assert not app.state.host("local").bench_points
         await pilot.press("b")
@@ -44,7 +31,7 @@ async def test_bad_bench_options_are_a_clear_error(tmp_path: Path) -> None:
 
 
 async def test_serve_dialog_cancel_starts_nothing(tmp_path: Path) -> None:
-    app = _local_app(tmp_path)
+    app = local_app(tmp_path / "box", "bench")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("g")
         await wait_for(pilot, lambda: isinstance(app.screen, AskScreen))

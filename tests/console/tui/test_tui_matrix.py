@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from console.report.page import render
-from console.tui.app import ConsoleApp
-from console.tui.controller import LiveSource
-from console.tui.dialogs import AskScreen
 from console.tui.widgets.bench import matrix_panel
-from remote.link.hosts import Config, default_local
 from remote.ops.matrix import publish_found
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from tests.remote.bench.test_bench_matrix import _filled, _plan
-from tests.tui_helpers import SIZE, finish_replay, plain, replay_app, settle, wait_for
+from tests.tui_helpers import SIZE, finish_replay, local_app, plain, refused_options, replay_app, settle
 from tests.tui_sessions import HOST, Clock, write_session
 
 SPEEDS = {("ngram", 1): 0.8, ("ngram", 3): 0.9, ("pipeline", 1): 1.2, ("pipeline", 3): 1.4}
@@ -86,17 +82,10 @@ def test_report_draws_the_matrix(tmp_path: Path) -> None:
 
 
 async def test_matrix_key_refuses_bad_options_in_one_line(tmp_path: Path) -> None:
-    host = default_local(workdir=str(tmp_path / "box"))
-    app = ConsoleApp(LiveSource(Config(hosts={"local": host}, path=None)), start_screen="bench")
+    app = local_app(tmp_path / "box", "bench")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("M")
-        await wait_for(pilot, lambda: isinstance(app.screen, AskScreen))
-        assert "--drafts" in app.screen.query_one(Input).value  # the defaults, editable
-        app.screen.query_one(Input).value = "--demo --k 1,x"
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: any(t == "matrix failed" for t, _, _ in app.notice_log))
-        _, severity, message = next(n for n in app.notice_log if n[0] == "matrix failed")
-        assert severity == "error" and "--k" in message and "\n" not in message
+        message = await refused_options(app, pilot, "M", "--drafts", "--demo --k 1,x", "matrix failed")
+        assert "--k" in message and "\n" not in message
         assert app.matrix_options["local"] == "--demo --k 1,x"
         assert not app.state.host("local").matrix_cells
         await app.source.controller.aclose()

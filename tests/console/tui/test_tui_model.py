@@ -13,12 +13,13 @@ import pytest
 from console.errors import ReadOnlyReplay
 from console.sessions.reader import SessionReader
 from console.tui import controller as ctl
-from console.tui import wiring
 from console.tui.model import HISTORY, LOG, STAGES, STATS, ConsoleState
 from console.tui.registry import COMMANDS, commands_for
 from console.tui.render import bar, hbar, spark
 from console.tui.tail import LogTail
 from remote.link.hosts import Config
+from remote.ops import probes as probe_ops
+from remote.ops import stats as stats_ops
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
@@ -147,17 +148,17 @@ async def test_replay_controller_refuses_actions() -> None:
         await ctl.ReplayController().start_stage(HOST, "train")
 
 
-async def test_live_controller_connects_local_and_calls_its_wiring(
+async def test_live_controller_connects_local_and_calls_its_operation(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Real LocalTransport; the probe action calls wiring.probe (here a stand-in that runs a real
-    command on it)."""
+    """Real LocalTransport; the probe action calls remote.ops.probes.run (here a stand-in that runs
+    a real command on it)."""
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
     assert seen[0].kind == ev.CONNECTION_UP
-    monkeypatch.setattr(wiring, "probe", tui_features.run_probe)
+    monkeypatch.setattr(probe_ops, "run", tui_features.run_probe)
     await c.run_probe("local", "env")
     result = [e for e in seen if e.kind == ev.PROBE_RESULT][-1]
     assert result.payload["probe"] == "env" and result.payload["result"]["returncode"] == 0
@@ -202,7 +203,7 @@ async def _connected(monkeypatch: pytest.MonkeyPatch, stats: Callable[..., Await
     bus = EventBus()
     seen: list[Event] = []
     bus.add_callback(seen.append)
-    monkeypatch.setattr(wiring, "stream_stats", stats)
+    monkeypatch.setattr(stats_ops, "stream", stats)
     c = ctl.LiveController(Config(hosts={}, path=None), bus)
     await c.connect("local")
     return c, seen
@@ -222,7 +223,7 @@ async def test_connect_starts_live_stats_where_available(monkeypatch: pytest.Mon
 
 
 async def test_a_stats_stream_that_fails_says_so_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def failing(**_: object) -> None:
+    async def failing(*_: object, **__: object) -> None:
         raise ConnectionError("no sampler on this box")
 
     c, seen = await _connected(monkeypatch, failing)

@@ -15,7 +15,7 @@ from typing import Any
 from textual.widgets import Static, Tree
 
 from console.tui.app import ConsoleApp
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
 from remote.spine import events as ev
 from tests.tui_helpers import HOST, SIZE, ScriptedController, live_app, plain, settle, wait_for
 
@@ -100,7 +100,7 @@ async def test_job_names_and_lines_are_drawn_on_overview_and_pipeline() -> None:
 
 class FailingController(ScriptedController):
     async def plan_patch(self, host: str) -> None:
-        raise ConsoleError(f"the box said {CLEAR}{TITLE} [/] and died")
+        raise RemoteError(f"the box said {CLEAR}{TITLE} [/] and died")
 
 
 async def test_errors_and_notes_are_drawn() -> None:

@@ -19,20 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from remote.jobs.helper_runs import reap  # as the namespace's init: reparented children
+
 REPO = Path(__file__).resolve().parents[3]
 HELPER = str(REPO / "remote" / "jobs" / "helper.py")
 PY = sys.executable
-
-
-def reap() -> None:
-    """As the namespace's init, reap whatever was reparented to us."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def alive(pid: int) -> bool:
@@ -150,7 +141,7 @@ def scenario_client(work: Path) -> dict[str, Any]:
     import asyncio
 
     sys.path.insert(0, str(REPO))
-    from remote.errors import ConsoleError
+    from remote.errors import RemoteError
     from remote.jobs.client import Jobs
     from remote.link.transport import LocalTransport
 
@@ -163,7 +154,7 @@ def scenario_client(work: Path) -> dict[str, Any]:
         await t.connect()
         try:
             await Jobs(t, str(work / "client"), host="box", python=PY).cancel(run_dir.name)
-        except ConsoleError as exc:
+        except RemoteError as exc:
             return {"error": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
         finally:
             await t.close()

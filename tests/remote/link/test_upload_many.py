@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import remote.link.upload as upload_module
-from remote.errors import ConsoleError
+from remote.errors import RemoteError
 from remote.link.transport import Transport
 from remote.link.upload import upload_many
 from remote.spine import events as ev
@@ -69,7 +69,7 @@ async def test_a_box_python_that_answers_nonsense_is_a_clear_error(transport: Tr
     fake = tmp_path / "notpython"
     fake.write_text("#!/bin/sh\necho hello\n")
     fake.chmod(0o755)
-    with pytest.raises(ConsoleError, match=r"no usable answer .* 2 file"):
+    with pytest.raises(RemoteError, match=r"no usable answer .* 2 file"):
         await upload_many(transport, [(src, str(tmp_path / "box" / "a.py")),
                                       (src, str(tmp_path / "box" / "b.py"))], python=str(fake))
     assert not (tmp_path / "box").exists()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 
-from console.tui import wiring
 from console.tui.controller import LiveController
 from remote.errors import Refused
 from remote.link.hosts import Config, default_local
@@ -53,7 +53,7 @@ async def test_apply_refuses_when_the_plan_shown_in_the_tui_went_stale(tmp_path:
 
 
 async def test_the_live_controller_applies_only_what_its_screen_showed(tmp_path: Path) -> None:
-    """Through the TUI's own controller and wiring: apply without a plan shown is refused."""
+    """Through the TUI's own controller: apply without a plan shown is refused."""
     sp = make_site_packages(tmp_path)
     bus = EventBus()
     host = default_local(str(tmp_path / "box"))
@@ -61,23 +61,15 @@ async def test_the_live_controller_applies_only_what_its_screen_showed(tmp_path:
     seen: list[Event] = []
     bus.add_callback(seen.append)
 
-    async def plan(*, transport: object, host: object, bus: EventBus) -> None:
-        await ops.plan(ops.patcher(transport, host, bus, site_packages=str(sp)))  # type: ignore[arg-type]
-
-    async def apply(*, transport: object, host: object, bus: EventBus, file: str,
-                    shown: list[et.PatchPlanned]) -> None:
-        await ops.apply(ops.patcher(transport, host, bus, site_packages=str(sp)),  # type: ignore[arg-type]
-                        shown=shown)
-
-    # the wiring's functions with this test's site-packages (the box has none installed)
-    original = (wiring.patch_plan, wiring.patch_apply)
-    wiring.patch_plan, wiring.patch_apply = plan, apply  # type: ignore[assignment]
+    # the operations' patcher with this test's site-packages (the box has none installed)
+    original = ops.patcher
+    ops.patcher = functools.partial(original, site_packages=str(sp))  # type: ignore[assignment]
     try:
         with pytest.raises(Refused, match="since the plan was shown"):
             await controller.apply_patch("local", str(sp / WORKER))
         await controller.plan_patch("local")
         await controller.apply_patch("local", str(sp / WORKER))
     finally:
-        wiring.patch_plan, wiring.patch_apply = original  # type: ignore[assignment]
+        ops.patcher = original  # type: ignore[assignment]
         await controller.aclose()
     assert [e.kind for e in seen if e.kind.startswith("patch.")][-1] == ev.PATCH_APPLIED

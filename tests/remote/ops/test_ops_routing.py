@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from console.cli import main
-from console.tui import wiring
-from remote.link.hosts import HostConfig, default_local
-from remote.link.transport import LocalTransport
+from console.tui.controller import LiveController
+from remote.link.hosts import Config, HostConfig, default_local
 from remote.ops import stats as stats_ops
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
@@ -70,22 +68,39 @@ def test_the_operations_are_what_wraps_every_runner() -> None:
                                   "remote.stats.stream:stream_stats"}
 
 
-def test_tui_actions_are_wiring_functions_over_the_operations() -> None:
-    """Every action the controller takes is a function of wiring.py, named in the source (a
-    reader and mypy can follow it); each adapter imports its operation from remote/ops/."""
-    source = (REPO / "console" / "tui" / "controller.py").read_text()
-    called = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)
-              and isinstance(n.value, ast.Name) and n.value.id == "wiring"}
-    assert {"probe", "patch_apply", "start_stage", "stream_stats", "bench_run"} <= called
-    assert all(callable(getattr(wiring, name)) for name in called), called
-    tree = ast.parse((REPO / "console" / "tui" / "wiring.py").read_text())
-    adapters = {f.name: {n.module for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
-                         and n.module and n.module.startswith("remote.")}
-                | {f"{n.module}.{a.name}" for n in ast.walk(f) if isinstance(n, ast.ImportFrom)
-                   and n.module == "remote.ops" for a in n.names}
-                for f in tree.body if isinstance(f, ast.AsyncFunctionDef)}
-    for name in called:
-        assert any(m.startswith("remote.ops.") for m in adapters[name]), (name, adapters[name])
+def test_a_key_reaches_the_operations_in_two_hops() -> None:
+    """Issue 52: a key's action (console/tui/box_actions.py) calls a method of the Controller,
+    and the live one calls its operation from remote/ops/: typed (no Any in its signature), no
+    adapter layer between."""
+    tui = REPO / "console" / "tui"
+    tree = ast.parse((tui / "controller.py").read_text())
+    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+    actions = {f.name for f in classes["Controller"].body if isinstance(f, ast.AsyncFunctionDef)}
+    live = {f.name: f for f in classes["LiveController"].body if isinstance(f, ast.AsyncFunctionDef)}
+    for name in actions - {"connect", "accept_host_key", "aclose"}:
+        method = live[name]
+        ops = {a.name for n in ast.walk(method) if isinstance(n, ast.ImportFrom)
+               and n.module == "remote.ops" for a in n.names}
+        assert ops, f"LiveController.{name} imports no operation from remote.ops"
+        called = {ast.unparse(n.func.value) for n in ast.walk(method)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        assert ops & called, (name, ops, called)
+        assert "Any" not in ast.unparse(method.args), name
+    source = ast.parse((tui / "box_actions.py").read_text())
+    used = {n.attr for n in ast.walk(source) if isinstance(n, ast.Attribute)
+            and ast.unparse(n.value) == "self.source.controller"}
+    assert {"run_probe", "apply_patch", "start_stage", "serve_start", "run_bench"} <= used <= actions
+    assert not (tui / "wiring.py").exists()
+
+
+def test_one_serve_set_up_for_the_cli_run_serve_and_the_tui() -> None:
+    """`console serve start`, `run --serve`, `bench matrix` and the TUI build their server the
+    same way: remote.ops.serve's options (pipeline and vLLM arguments) and server (its python)."""
+    for path in ("console/commands/serve.py", "console/commands/run.py",
+                 "console/commands/bench_matrix.py", "console/tui/controller.py"):
+        text = (REPO / path).read_text()
+        assert ".options(" in text and ".server(" in text, path
+        assert "extra_vllm_args" not in text and "local_python" not in text, path
 
 
 def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -110,11 +125,11 @@ def test_cli_stats_runs_through_the_operation(tmp_path: Path, monkeypatch: pytes
 
 async def test_tui_stats_action_streams_real_samples(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    host: HostConfig = default_local(workdir=str(tmp_path / "box"))
+    host: HostConfig = default_local(workdir=str(tmp_path / "box"))  # stats_interval 0.1
     bus = EventBus()
     samples = []
     bus.add_callback(lambda e: samples.append(e) if e.kind == ev.STATS_SAMPLE else None)
-    t = LocalTransport()
+    controller = LiveController(Config(hosts={"local": host}, path=None), bus)
     calls: list[float] = []
     real = stats_ops.stream
 
@@ -123,7 +138,7 @@ async def test_tui_stats_action_streams_real_samples(tmp_path: Path,
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(stats_ops, "stream", counted)
-    task = asyncio.create_task(wiring.stream_stats(transport=t, host=host, bus=bus, interval=0.1))
+    await controller.connect("local")  # the TUI's connect starts the live stats
 
     async def two() -> None:
         while len(samples) < 2:
@@ -132,8 +147,6 @@ async def test_tui_stats_action_streams_real_samples(tmp_path: Path,
     try:
         await asyncio.wait_for(two(), 60)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await controller.aclose()
     assert calls == [0.1] and len(samples) >= 2  # the TUI's stream is the operation's
     assert {"host", "source"} <= set(samples[0].payload)

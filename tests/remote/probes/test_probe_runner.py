@@ -1,5 +1,5 @@
 """Probes uploaded and run through a real Transport (local, and the loopback sshd), and what the
-console makes of broken probe output: one probe.error event and a ConsoleError, never a traceback.
+console makes of broken probe output: one probe.error event and a RemoteError, never a traceback.
 
 The broken probes are test doubles: small scripts standing in for a probe that is killed mid-line,
 prints garbage, crashes or prints nothing, uploaded and run exactly like the real ones.
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from remote import probe_runner
-from remote.errors import ConsoleError, ProbeFailed
+from remote.errors import ProbeFailed, RemoteError
 from remote.link.transport import LocalTransport, Transport
 from remote.probe_runner import parse_probe_output, run_probe
 from remote.spine import events as ev
@@ -129,7 +129,7 @@ async def test_broken_probe_output_becomes_one_error_event(
     async with LocalTransport() as t:
         with pytest.raises(ProbeFailed) as info:
             await _env_probe(t, str(local_workdir), sys.executable, bus, "local")
-    assert isinstance(info.value, ConsoleError) and info.value.exit_code == 1
+    assert isinstance(info.value, RemoteError) and info.value.exit_code == 1
     assert str(info.value).startswith(EXPECTED[which])
     assert "\n" not in str(info.value)
     assert seen.of(ev.PROBE_RESULT) == []
@@ -180,7 +180,7 @@ def test_parse_probe_output_keeps_valid_results_in_order() -> None:
 
 async def test_unknown_probe_is_a_usage_error(local_workdir: Path) -> None:
     async with LocalTransport() as t:
-        with pytest.raises(ConsoleError) as info:
+        with pytest.raises(RemoteError) as info:
             await run_probe(t, "gpu-magic", workdir=str(local_workdir))
     assert info.value.exit_code == 2
 

@@ -4,7 +4,6 @@ double's driver lacks absent (never 0), Xid events drained without blocking, old
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,16 +15,7 @@ from remote.probes import sampler as sampler_mod
 from remote.spine.events import Event
 from remote.stats.samples import HEALTH_COUNTERS, sample_payload, summary_line
 from remote.stats.stream import SAMPLER
-
-DOUBLES = Path(__file__).parents[2] / "doubles"
-
-
-def _double() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pynvml_health_double", DOUBLES / "pynvml.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.health_scenario import DOUBLES, pynvml_double
 
 
 def _write(path: Path, state: dict) -> None:
@@ -39,7 +29,7 @@ def _state(nvml: ModuleType) -> dict:
 
 
 def test_health_fields_read_and_a_missing_field_is_absent(tmp_path: Path, monkeypatch) -> None:
-    nvml = _double()
+    nvml = pynvml_double("pynvml_health_double")
     state = _state(nvml)
     state["devices"][0]["clock_reasons"] = 0x4 | 0x40  # power cap + hw thermal slowdown
     path = tmp_path / "nvml.json"
@@ -93,7 +83,7 @@ def test_health_fields_read_and_a_missing_field_is_absent(tmp_path: Path, monkey
 
 
 def test_a_driver_without_any_health_call_still_samples(tmp_path: Path, monkeypatch) -> None:
-    nvml = _double()
+    nvml = pynvml_double("pynvml_health_double")
     state = _state(nvml)
     for dev in state["devices"]:
         for key in ("clock_reasons", "ecc", "remapped_rows", "pcie_replay", "nvlink", "events"):
@@ -109,7 +99,7 @@ def test_a_driver_without_any_health_call_still_samples(tmp_path: Path, monkeypa
 
 
 def test_an_event_wait_error_is_said_once_and_sampling_goes_on(tmp_path: Path, monkeypatch) -> None:
-    nvml = _double()
+    nvml = pynvml_double("pynvml_health_double")
     state = _state(nvml)
     state["event_wait_error"] = nvml.NVML_ERROR_GPU_IS_LOST
     path = tmp_path / "nvml.json"

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from remote.probes import gpu_query, host_stats
 from remote.probes import sampler as sampler_mod
 from remote.stats.stream import SAMPLER
-
-DOUBLES = Path(__file__).parents[2] / "doubles"
-
-
-def _load_double() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pynvml_double", DOUBLES / "pynvml.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.health_scenario import DOUBLES, pynvml_double
 
 
 def _run(args: list[str], env: dict[str, str] | None = None, timeout: float = 30) -> list[dict]:
@@ -91,7 +80,7 @@ def test_nvidia_smi_csv_parsing() -> None:
 
 
 def test_nvml_source_with_test_double() -> None:
-    nvml = _load_double()
+    nvml = pynvml_double()
     src = sampler_mod.NvmlSource(nvml)
     gpus = src.read(now=100.0)
     g0, g1 = gpus
@@ -117,7 +106,7 @@ def test_nvml_init_failure_falls_through_with_reason(tmp_path: Path, monkeypatch
     state.write_text(json.dumps({"devices": [], "init_error": "library_not_found"}))
     monkeypatch.setenv("PYNVML_DOUBLE_STATE", str(state))
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
-    src, reason = sampler_mod.open_gpu_source("auto", nvml_module=_load_double())
+    src, reason = sampler_mod.open_gpu_source("auto", nvml_module=pynvml_double())
     assert src is None
     assert reason is not None
     assert "NVMLError_LibraryNotFound" in reason and "nvidia-smi not found" in reason

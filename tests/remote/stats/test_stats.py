@@ -16,10 +16,10 @@ import pytest
 
 from console.cli import main
 from console.printer import human_line
-from console.tui.wiring import stream_stats
 from remote.errors import ConnectionFailed, StatsError
 from remote.link.hosts import HostConfig, default_local
 from remote.link.transport import LocalTransport, RemoteProcess
+from remote.ops.stats import stream as stream_stats
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
@@ -187,7 +187,7 @@ async def test_stream_stats_as_the_tui_runs_it_stops_the_sampler_on_cancel(tmp_p
     t = LocalTransport()
     await t.connect()
     host = default_local(str(tmp_path / "tui-box"))
-    task = asyncio.create_task(stream_stats(transport=t, host=host, bus=bus, interval=0.1))
+    task = asyncio.create_task(stream_stats(t, host, bus, interval=0.1))
     for _ in range(600):
         if sum(e.kind == ev.STATS_SAMPLE for e in seen) >= 2:
             break

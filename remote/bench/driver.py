@@ -244,7 +244,7 @@ LAG_WARN_S = 0.02
 
 
 async def _loop_lag(lags: list[float]) -> None:
-    """How late the event loop wakes a 10 ms sleeper: a load driver that cannot keep up with
+    """How late the event loop wakes a LAG_TICK_S sleeper: a load driver that cannot keep up with
     the chunks it receives (many streams on a slow laptop) would stretch TTFT/TPOT and flatten
     tokens/s, and report the client's limit as the server's."""
     while True:

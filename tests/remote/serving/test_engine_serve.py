@@ -66,10 +66,14 @@ def test_bench_reads_live_acceptance_beside_offline(served_engine: EngineBox,
     out = tmp_path / "spec.json"
     session = tmp_path / "bench.jsonl"
     offline_path = served_engine.out / "evaluate" / "acceptance.json"
-    rc = served_engine.cli("bench", "run", "--concurrency", "1,2", "--rounds", "2",
-                           "--max-tokens", "24", "--stop-at-eos", "--warmup", "1",
-                           "--prompts", str(served_engine.out / "prepare" / "eval.jsonl"),
-                           "--offline", str(offline_path), "--out", str(out), session=session)
+    # A console process of its own, as an operator runs it: inside this pytest worker (its heap
+    # and threads holding the engine fixtures) the warm-up once timed out connecting to the
+    # forward's local port on the loaded CI machine (10 s, the client's connect timeout).
+    rc = served_engine.cli_process("bench", "run", "--concurrency", "1,2", "--rounds", "2",
+                                   "--max-tokens", "24", "--stop-at-eos", "--warmup", "1",
+                                   "--prompts", str(served_engine.out / "prepare" / "eval.jsonl"),
+                                   "--offline", str(offline_path), "--out", str(out),
+                                   session=session)
     assert rc == 0
     result = json.loads(out.read_text())
     points = result["run"]["points"]

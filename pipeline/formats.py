@@ -21,6 +21,7 @@ from typing import Any
 from pipeline import torch_zip
 from pipeline.config_types import PipelineConfig
 from pipeline.errors import ConfigInvalid
+from pipeline.writev import IOV, writev_all
 
 
 def installed(package: str = "speculators") -> str | None:
@@ -77,7 +78,6 @@ def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
 
 
 _SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
-_IOV = 1024  # buffers per writev call (Linux's IOV_MAX)
 
 
 def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype: Any) -> bool:
@@ -115,35 +115,15 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     try:
         head = [memoryview(struct.pack("<Q", len(header)) + header),
                 memoryview(ids.view(torch.uint8).numpy()).cast("B")]
-        _writev_all(fd, head, 8 + len(header) + n_ids)
-        step = _IOV // len(states)
+        writev_all(fd, head, 8 + len(header) + n_ids)
+        step = IOV // len(states)
         for r0 in range(0, seq, step):
             r1 = min(seq, r0 + step)
-            _writev_all(fd, [v[r * row:(r + 1) * row] for r in range(r0, r1) for v in views],
+            writev_all(fd, [v[r * row:(r + 1) * row] for r in range(r0, r1) for v in views],
                         (r1 - r0) * len(views) * row)
     finally:
         os.close(fd)
     return True
-
-
-def _writev_all(fd: int, bufs: list[memoryview], left: int) -> None:
-    """All of `bufs` written. A regular file takes a whole writev at once (short writes only
-    on a full disk or a signal), so the common case is one call and no list work: trimming
-    the list buffer by buffer was O(n²) in the 1,024 buffers of a call, about a fifth of the
-    writer's CPU (docs/measurements.md, issue #54). `left`: the buffers' total length."""
-    first = 0
-    while left:
-        n = os.writev(fd, bufs[first:first + _IOV] if first else bufs)
-        left -= n
-        if not left:
-            return
-        if n == 0:
-            raise OSError(f"writev wrote nothing with {left} bytes left")
-        while n >= len(bufs[first]):
-            n -= len(bufs[first])
-            first += 1
-        if n:
-            bufs[first] = bufs[first][n:]
 
 
 def read_sample(fmt: str, path: Path) -> dict[str, Any]:

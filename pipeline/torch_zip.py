@@ -37,6 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.writev import writev_all
+
 _PIECE = 256 << 10  # bytes written, then checksummed while still in the CPU's L2 cache
 _LIMIT = 0xFFFFFFFF  # at or past it miniz writes zip64 fields: torch.save's path then
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
@@ -104,24 +106,6 @@ def _hash_combine(seed: int, value: int) -> int:
     return (seed ^ (value + 0x9E3779B9 + (seed << 6) + (seed >> 2))) & 0xFFFFFFFFFFFFFFFF
 
 
-def _write_all(fd: int, bufs: list[memoryview]) -> None:
-    """All of `bufs`: one writev, finished buffer by buffer after a short write (a signal,
-    a full disk)."""
-    n = os.writev(fd, bufs)
-    if n == sum(len(b) for b in bufs):
-        return
-    for b in bufs:
-        if n >= len(b):
-            n -= len(b)
-            continue
-        b, n = b[n:], 0
-        while b:
-            k = os.write(fd, b)
-            if k == 0:
-                raise OSError(f"write wrote nothing with {len(b)} bytes left")
-            b = b[k:]
-
-
 class _Zip:
     """miniz's layout for torch, written to `fd` as it goes (or collected, `fd` None)."""
 
@@ -142,7 +126,7 @@ class _Zip:
             if self.fd is None:
                 self.out.extend(bytes(b) for b in self.pending)
             elif self.pending:
-                _write_all(self.fd, self.pending)
+                writev_all(self.fd, self.pending, sum(len(b) for b in self.pending))
             self.pending = []
 
     def record(self, name: str, data: memoryview) -> None:

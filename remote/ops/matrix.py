@@ -171,9 +171,7 @@ async def preflight(r: ServeRunner, plan: MatrixPlan, drafts: set[str],
     drafts = {d for d in drafts if d != NONE}
     if not drafts:
         return
-    config = await r.pipeline.remote_config(pipeline) if pipeline else \
-        await serve_ops.demo_config(r)
-    target = heads.target_from(config, await r.pipeline.validate(config))
+    target = heads.target_from(*await serve_ops.resolved_config(r, pipeline))
     for draft in sorted(drafts):
         await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,
                           pipeline_head=target.head)

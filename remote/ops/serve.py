@@ -13,6 +13,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from remote.bench.results import MIN_REQUESTS, BenchRun, Point, save_result
 from remote.errors import UsageError
@@ -93,10 +94,14 @@ async def demo_config(r: ServeRunner) -> str:
 async def pipeline_target(transport: Transport, host: HostConfig, bus: EventBus, *,
                           pipeline: Path | None) -> heads.PipelineTarget:
     """The target and head of `pipeline` (the demo's without one), resolved on the box."""
-    r = runner(transport, host, bus)
+    return heads.target_from(*await resolved_config(runner(transport, host, bus), pipeline))
+
+
+async def resolved_config(r: ServeRunner, pipeline: Path | None) -> tuple[str, dict[str, Any]]:
+    """`pipeline`'s config on the box (the demo's without one) and the box's resolution of it
+    (a bad one: UsageError), as a serve, its draft check and the matrix's preflight read it."""
     config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
-    resolved = await r.pipeline.validate(config)
-    return heads.target_from(config, resolved)
+    return config, await r.pipeline.validate(config)
 
 
 async def probe_python(transport: Transport, host: HostConfig) -> HostConfig:
@@ -116,8 +121,7 @@ async def start(r: ServeRunner, role: str, *, pipeline: Path | None = None, url:
     Waits until it answers; EngineFailed (with its last log lines) when it dies while
     starting. Cancelled while starting: the server is cancelled too."""
     draft, k = check_draft(role, draft, k)
-    config = await r.pipeline.remote_config(pipeline) if pipeline else await demo_config(r)
-    resolved = await r.pipeline.validate(config)
+    config, resolved = await resolved_config(r, pipeline)
     if draft != "none":  # the draft against its target and this vLLM: DraftRefused, no engine
         target = heads.target_from(config, resolved)
         await heads.check(r.transport, r.host, r.bus, draft=draft, target=target.model,

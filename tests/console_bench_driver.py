@@ -10,7 +10,8 @@ warm-up requests), prints `@@peer ready`, then reads one request index per stdin
 runs it as a point of one request at concurrency 1 (remote.bench.driver.run_point with
 offset i: the spec-decode counters scraped before and after, request i of the prompt set,
 ignore_eos), answering `@@peer result JSON`: the request's TTFT, latency and output tokens,
-and the point's acceptance window.
+the point's acceptance window, and the CPU time the driver spent on it (scrapes included: on
+shared cores a client that burns more CPU waits longer for one when its answer arrives).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 from remote.bench.client import VllmClient
 from remote.bench.driver import check_server, run_point
@@ -36,6 +38,7 @@ async def serve(url: str, model: str, prompts_path: str, max_tokens: int, warmup
         for line in sys.stdin:  # nothing else runs meanwhile: a blocking read is fine
             if not line.strip():
                 continue
+            cpu0 = time.process_time()
             point = await run_point(client, model, prompts, 1, requests=1,
                                     max_tokens=max_tokens, speculative=True,
                                     offset=int(line))
@@ -43,7 +46,8 @@ async def serve(url: str, model: str, prompts_path: str, max_tokens: int, warmup
             print(f"{MARK} result " + json.dumps({
                 "ok": ok, "error": point.errors[0] if point.errors else None,
                 "ttft": (point.ttfts or [None])[0], "latency": (point.latencies or [None])[0],
-                "tokens": (point.output_lens or [0])[0], "acceptance": point.acceptance}),
+                "tokens": (point.output_lens or [0])[0], "acceptance": point.acceptance,
+                "cpu_s": time.process_time() - cpu0}),
                 flush=True)
 
 

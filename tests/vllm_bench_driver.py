@@ -14,7 +14,7 @@ environment's python, it reads one JSON command per stdin line and answers on st
   request function `--backend openai-chat` selects) with the RequestFuncInput benchmark()
   builds for `--dataset-name custom --skip-chat-template --temperature 0 --ignore-eos`. Each
   answered `@@peer result JSON`: the request's TTFT, latency and output tokens as vLLM's
-  client took them, and the counters' difference over its own window.
+  client took them, the counters' difference over its own window, and the CPU time it spent.
 
 Why not one `vllm bench serve --num-prompts 1` per request: each invocation loads the
 tokenizer, samples the dataset, sends the initial test prompt (a whole request) and its
@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -84,6 +85,7 @@ class Requests:
     async def one(self, i: int) -> dict[str, Any]:
         from vllm.benchmarks.serve import fetch_spec_decode_metrics
 
+        cpu0 = time.process_time()
         before = await fetch_spec_decode_metrics(self.url, self.session)
         out = await self.request_func(request_func_input=self.input(i), session=self.session)
         after = await fetch_spec_decode_metrics(self.url, self.session)
@@ -95,7 +97,8 @@ class Requests:
         return {"ok": bool(out.success), "error": out.error or None,
                 "ttft": out.ttft if out.success else None,
                 "latency": out.latency if out.success else None,
-                "tokens": out.output_tokens or 0, "acceptance": window}
+                "tokens": out.output_tokens or 0, "acceptance": window,
+                "cpu_s": time.process_time() - cpu0}
 
 
 def main() -> int:

@@ -298,6 +298,10 @@ def report(runs: Interleaved) -> tuple[list[str], float]:
              f"requests seen streaming by both clients: {len(streamed)} of {len(pairs)} "
              f"(in one burst: console {sum(not c.streamed for c, _ in pairs)}, vllm "
              f"{sum(not v.streamed for _, v in pairs)}; Timed.streamed)"]
+    cpu = [statistics.median(float(r.get("cpu_s") or 0.0) for r in side) * 1000
+           for side in (runs.console, runs.vllm)]
+    lines.append(f"client CPU per request (scrapes included), median: console {cpu[0]:.1f} ms, "
+                 f"vllm {cpu[1]:.1f} ms")
     if runs.overhead_s is not None:
         lines.append(f"one whole `vllm bench serve --num-prompts 1` costs {runs.overhead_s:.2f} s "
                      "beyond its request (why requests go through its request function)")

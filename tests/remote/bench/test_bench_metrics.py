@@ -227,3 +227,16 @@ def test_figures_equal_vllms_own_log_for_the_same_window(monkeypatch: pytest.Mon
     assert acc.mean_length == pytest.approx(float(mean_len))  # type: ignore[arg-type]
     assert acc.rate is not None and acc.rate * 100 == pytest.approx(float(rate_pct))  # type: ignore[arg-type]
     assert [f"{p:.3f}" for p in acc.per_position] == str(rates_str).split(", ")
+
+
+def test_other_families_never_reach_the_parse() -> None:
+    """Only the four families' lines are parsed (metrics._spec_lines): a family of another name,
+    however malformed, a label value or a HELP text that mentions one of ours, changes nothing."""
+    ours = exposition("kimi", {"0": (5, 15, 6, [4, 2, 0])})
+    noise = ('# HELP other_total mentions vllm:spec_decode_num_drafts_total\n'
+             'other_total{note="vllm:spec_decode_num_drafts_total 99"} 7\n'
+             'vllm:num_requests_running{broken 3\n')
+    mixed = m.parse_spec_counters(noise + ours + noise)
+    alone = m.parse_spec_counters(ours)
+    assert mixed == alone
+    assert mixed.for_model("kimi").drafts == 5

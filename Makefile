@@ -40,7 +40,7 @@ typecheck: $(STAMP)
 # two interleave on two cores (one worker: 33 min; two: 23 min, 2026-12-06). Each worker starts its
 # own session fixtures; every test keeps to its own tmp_path, ports and process group.
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q -n 2 --durations=25
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --durations=25
 
 test: $(STAMP) sshd tools box-env lint typecheck unit
 

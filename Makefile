@@ -39,8 +39,10 @@ typecheck: $(STAMP)
 # Two workers: most of the suite's wall time is waiting on engines, sshd and stage processes, so
 # two interleave on two cores (one worker: 33 min; two: 23 min, 2026-12-06). Each worker starts its
 # own session fixtures; every test keeps to its own tmp_path, ports and process group.
+# --dist loadgroup: the tests sharing one running engine (tests/conftest.py ENGINE_GROUPS) go to
+# one worker back to back, so that engine starts once; every other test to whichever is free.
 unit: $(STAMP)
-	$(VENV)/bin/pytest -q -n 2 --durations=25
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --durations=25
 
 test: $(STAMP) sshd tools box-env lint typecheck unit
 

@@ -13,6 +13,21 @@ from tests.tp2_engine import tp2_engine  # noqa: F401 (one real vLLM TP2 engine 
 
 _TP2_LAST_USER = pytest.StashKey[str | None]()
 
+# Tests that share one running engine, and the xdist group that keeps them on one pytest worker
+# (`make test`: -n 2 --dist loadgroup). With plain load distribution the served engine's users
+# went to both workers: each worker started its own demo server, and each restarted it whenever
+# one of its own tests between two users had released the box (one engine at a time per box);
+# both workers also started the TP2 engine. A group runs on one worker back to back, in
+# collection order: one start each. Every other test still goes to whichever worker is free.
+ENGINE_GROUPS = {"served_engine": "served-engine", "tp2_engine": "tp2-engine"}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Marked as collected: before any collection_modifyitems (xdist's reads the groups)."""
+    for fixture, group in ENGINE_GROUPS.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.hookimpl(trylast=True)  # after deselection (-k, -m): the tests that will really run
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -189,6 +189,8 @@ def engine_box(sshd: Sshd, console_demo: Demo,
 def served_engine(engine_box: EngineBox) -> EngineBox:
     """engine_box with its speculative server (target + the demo's trained head) answering.
     Per test, not per session: a test between two of its users may release the box or start
-    another role (one engine at a time), and `use` restarts the server only then."""
+    another role (one engine at a time), and `use` restarts the server only then. Its users
+    are one xdist group (tests/conftest.py ENGINE_GROUPS): under `make test` they run on one
+    worker back to back, with nothing in between to release the box."""
     engine_box.use("speculative")
     return engine_box

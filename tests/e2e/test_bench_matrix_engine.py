@@ -67,18 +67,18 @@ async def _matrix_cell(url: str, plan: MatrixPlan, prompts: PromptSet) -> Cell:
 
 
 def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
-        engine_box: EngineBox, tmp_path: Path) -> None:
-    engine_box.use("speculative")  # the demo's head, K=3 (its train/speculative_config.json)
-    prompts_file = engine_box.out / "prepare" / "eval.jsonl"
+        served_engine: EngineBox, tmp_path: Path) -> None:
+    """On the demo's head at K=3 (its train/speculative_config.json), the session's server."""
+    prompts_file = served_engine.out / "prepare" / "eval.jsonl"
     prompts = load_prompts(prompts_file)
     plan = MatrixPlan(drafts=["none", "pipeline"], ks=[3], temperatures=[0.0],
                       concurrencies=[1], max_tokens=16, requests=6, rounds=2,
                       prompts=prompts.name, prompts_sha256=prompts.sha256, ignore_eos=False)
-    cell = asyncio.run(_matrix_cell(engine_box.url, plan, prompts))
+    cell = asyncio.run(_matrix_cell(served_engine.url, plan, prompts))
     out = tmp_path / "run.json"
-    assert engine_box.cli("bench", "run", "--concurrency", "1", "--requests", "6",
-                          "--max-tokens", "16", "--stop-at-eos", "--warmup", "0",
-                          "--prompts", str(prompts_file), "--out", str(out)) == 0
+    assert served_engine.cli("bench", "run", "--concurrency", "1", "--requests", "6",
+                             "--max-tokens", "16", "--stop-at-eos", "--warmup", "0",
+                             "--prompts", str(prompts_file), "--out", str(out)) == 0
     point = load_result(out).run.points[0]
     f = cell.figures()
     # the same six requests (prompts 0-5, greedy) in the same order, one at a time
@@ -92,22 +92,21 @@ def test_matrix_cell_agrees_with_bench_run_on_the_same_server(
     assert f["acceptance_length"] > UNTRAINED
 
 
-def test_acceptance_per_category_on_the_real_server(engine_box: EngineBox, tmp_path: Path,
+def test_acceptance_per_category_on_the_real_server(served_engine: EngineBox, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """A prompt file with two categories: `bench run` measures a window per category on the
     real server; each has its own acceptance from vLLM's counters, and the two add up to the
     point's."""
-    engine_box.use("speculative")
     rows = [json.loads(line) for line in
-            (engine_box.out / "prepare" / "eval.jsonl").read_text().splitlines() if line.strip()]
+            (served_engine.out / "prepare" / "eval.jsonl").read_text().splitlines() if line.strip()]
     prompts = tmp_path / "cats.jsonl"
     prompts.write_text("".join(json.dumps({**row, "category": ("chat", "code")[i % 2]}) + "\n"
                                for i, row in enumerate(rows[:8])))
     out = tmp_path / "cats.json"
     capsys.readouterr()
-    assert engine_box.cli("bench", "run", "--concurrency", "1", "--requests", "4",
-                          "--max-tokens", "16", "--warmup", "0", "--prompts", str(prompts),
-                          "--out", str(out)) == 0
+    assert served_engine.cli("bench", "run", "--concurrency", "1", "--requests", "4",
+                             "--max-tokens", "16", "--warmup", "0", "--prompts", str(prompts),
+                             "--out", str(out)) == 0
     text = capsys.readouterr().out
     point = load_result(out).run.points[0]
     assert point.categories is not None and set(point.categories) == {"chat", "code"}

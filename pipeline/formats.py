@@ -77,6 +77,12 @@ def write_sample(fmt: str, path: Path, input_ids: Any, loss_mask: Any,
     os.replace(tmp, path)
 
 
+# Row buffers per writev call in the 0.9 writer, under CPython's 700 allocations between young
+# collections: a batch's memoryviews are freed before the collector runs, so none is promoted.
+# At 1,024 (IOV) a sample's 8,192 row views ran ~7 young collections and promoted ~1,000 views
+# to the old generation, which set off a full collection of the process's ~167k objects
+# (140-220 ms) every ~60 samples: ~5 % of the writer's CPU (docs/measurements.md, issue #54).
+ROWS_IOV = IOV // 2
 _SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
@@ -116,7 +122,7 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
         head = [memoryview(struct.pack("<Q", len(header)) + header),
                 memoryview(ids.view(torch.uint8).numpy()).cast("B")]
         writev_all(fd, head, 8 + len(header) + n_ids)
-        step = IOV // len(states)
+        step = ROWS_IOV // len(states)
         for r0 in range(0, seq, step):
             r1 = min(seq, r0 + step)
             writev_all(fd, [v[r * row:(r + 1) * row] for r in range(r0, r1) for v in views],

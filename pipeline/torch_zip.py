@@ -40,6 +40,7 @@ from typing import Any
 from pipeline.writev import writev_all
 
 _PIECE = 256 << 10  # bytes written, then checksummed while still in the CPU's L2 cache
+_SMALL = 4096  # a record up to this size is checksummed, then written with the others
 _LIMIT = 0xFFFFFFFF  # at or past it miniz writes zip64 fields: torch.save's path then
 _LOCAL = struct.Struct("<IHHHHHIIIHH")
 _CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
@@ -129,6 +130,32 @@ class _Zip:
                 writev_all(self.fd, self.pending, sum(len(b) for b in self.pending))
             self.pending = []
 
+    def _pieces(self, data: memoryview) -> int:
+        """`data` written in pieces, each checksummed right after its write (the kernel's copy
+        into the page cache has just read it into the CPU's cache: the CRC does not read the
+        sample from memory a second time); its CRC. The pieces end where the file's offset is
+        a multiple of _PIECE (the first one up to a _PIECE longer or shorter): every write
+        but a record's last fills whole pages. One write call a piece, no list work: this
+        loop runs 450 times a 117 MB sample."""
+        crc32, fd = self.crc, self.fd
+        size = len(data)
+        at = -(self.offset + _SMALL) % _PIECE + _SMALL  # _SMALL to _PIECE + _SMALL bytes
+        first = data[:at]
+        self._emit(first, flush=True)  # with the record's header
+        crc = crc32(first)
+        while at < size:
+            piece = data[at:at + _PIECE]
+            if fd is None:
+                self.out.append(bytes(piece))
+            else:
+                n = os.write(fd, piece)
+                if n != len(piece):  # a signal, a full disk: the rest, or the error
+                    writev_all(fd, [piece[n:]], len(piece) - n)
+            crc = crc32(piece, crc)
+            at += _PIECE
+        self.offset += max(0, size - len(first))
+        return crc
+
     def record(self, name: str, data: memoryview) -> None:
         full = f"{self.archive}/{name}".encode()
         start = self.offset
@@ -137,14 +164,11 @@ class _Zip:
                                           len(extra)) + full + extra))
         crc = 0
         size = len(data)
-        if size <= 4096:
+        if size <= _SMALL:
             crc = self.crc(data)
             self._emit(data)
-        else:  # the write's copy brings each piece into the cache, the CRC reads it there
-            for at in range(0, size, _PIECE):
-                piece = data[at:at + _PIECE]
-                self._emit(piece, flush=True)
-                crc = self.crc(piece, crc)
+        else:
+            crc = self._pieces(data)
         self._emit(memoryview(_DESCRIPTOR.pack(0x08074B50, crc, size, size)))
         self.combined = _hash_combine(self.combined, crc)
         self.central.append(_CENTRAL.pack(0x02014B50, 0, 0, _FLAGS, 0, 0, 0, crc, size, size,

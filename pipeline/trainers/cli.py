@@ -213,6 +213,7 @@ class _MetricsToProgress(MetricsToProgress):
         self.val: dict[str, float] = {}
         self.val_samplers: list[Any] = []  # local shards: pad batches to leave out of the loss
         self.resumed_from: int | None = None
+        self.sealed: Any = lambda block=True: None  # resume.Saves.wait: its line said first
 
     def resumed(self, got: resume.Resumed) -> None:
         """A run resumed at step got.step: progress goes on from there (the rate counts only
@@ -230,6 +231,7 @@ class _MetricsToProgress(MetricsToProgress):
             self.epoch_end(int(msg["epoch"]), msg["val"])
 
     def report(self, msg: dict[str, Any]) -> None:
+        self.sealed(block=False)
         step = int(msg.get("global_step", self.progress.done)) + 1
         self.progress.update(step, epoch=msg.get("epoch"),
                              loss=self.last.get("loss", self.last.get("loss_sum")),
@@ -239,6 +241,7 @@ class _MetricsToProgress(MetricsToProgress):
         return {} if self.resumed_from is None else {"resumed_from": self.resumed_from}
 
     def epoch_end(self, epoch: int, val: dict[str, Any]) -> None:
+        self.sealed()  # the epoch's checkpoint line before its validation's (the end: `trained`)
         # speculators' loss figures are means over every rank's batches, a pad (local shards)
         # counting as loss 0: scaled to the mean over the real ones (shard_sampler.py).
         every, real = self.val_samplers[-1].filled if self.val_samplers else (1, 1)
@@ -309,9 +312,11 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
         handler.val_samplers = node[2]
     save_dir = Path(argv[argv.index("--save-path") + 1])
     undo, saves, got = resume.patch_09(cfg, save_dir, handler)
+    handler.sealed = saves.wait
     undo_ddp = _ddp_options()
     try:
         main(TrainConfig.resolve(argv))
+        saves.wait()
     finally:
         undo_ddp()
         undo()

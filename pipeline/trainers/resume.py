@@ -174,7 +174,8 @@ class Saves:
             self._seal(written, real / str(epoch), staging, info)
             self.wait()
             return
-        self._sealing = threading.Thread(target=self._seal, name="checkpoint-seal", daemon=True,
+        # Not a daemon: a run that fails meanwhile still ends its seal before the process exits
+        self._sealing = threading.Thread(target=self._seal, name="checkpoint-seal",
                                          args=(written, real / str(epoch), staging, info))
         self._sealing.start()
 

@@ -71,6 +71,33 @@ def _cpu_patches() -> None:
     cli.maybe_setup_distributed = setup_on_cpu  # type: ignore[attr-defined]
 
 
+def _ddp_options() -> Any:
+    """speculators wraps its model in DistributedDataParallel with torch's defaults (trainer.py
+    `_setup_model_ddp`); here with `forward_sync_buffers=False` (`broadcast_buffers=False` on
+    an older torch): by default rank 0's buffers are broadcast before every forward, one more
+    collective a step at which the ranks wait for the slowest, and the head's buffers are
+    constants (d2t/t2d, read from the vocab stage's files, and the rotary frequencies);
+    `batched_grad_copy` where torch has it: a bucket's gradients copied in one op, not one per
+    parameter, the same values (issue 51, docs/measurements.md). Returns the undo."""
+    import inspect
+
+    from speculators.train import trainer as trainer_mod
+
+    ddp = trainer_mod.DistributedDataParallel
+    known = inspect.signature(ddp.__init__).parameters
+    extra: dict[str, Any] = ({"forward_sync_buffers": False} if "forward_sync_buffers" in known
+                             else {"broadcast_buffers": False})
+    if "batched_grad_copy" in known:
+        extra["batched_grad_copy"] = True
+
+    class Ddp(ddp):  # type: ignore[misc,valid-type]
+        def __init__(self, module: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(module, *args, **{**extra, **kwargs})
+
+    trainer_mod.DistributedDataParallel = Ddp
+    return lambda: setattr(trainer_mod, "DistributedDataParallel", ddp)
+
+
 def train_argv(cfg: PipelineConfig, data_dir: Path, vocab_dir: Path, save_dir: Path,
                device: str) -> list[str]:
     t = cfg.train
@@ -186,6 +213,7 @@ class _MetricsToProgress(MetricsToProgress):
         self.val: dict[str, float] = {}
         self.val_samplers: list[Any] = []  # local shards: pad batches to leave out of the loss
         self.resumed_from: int | None = None
+        self.sealed: Any = lambda block=True: None  # resume.Saves.wait: its line said first
 
     def resumed(self, got: resume.Resumed) -> None:
         """A run resumed at step got.step: progress goes on from there (the rate counts only
@@ -203,6 +231,7 @@ class _MetricsToProgress(MetricsToProgress):
             self.epoch_end(int(msg["epoch"]), msg["val"])
 
     def report(self, msg: dict[str, Any]) -> None:
+        self.sealed(block=False)
         step = int(msg.get("global_step", self.progress.done)) + 1
         self.progress.update(step, epoch=msg.get("epoch"),
                              loss=self.last.get("loss", self.last.get("loss_sum")),
@@ -212,6 +241,7 @@ class _MetricsToProgress(MetricsToProgress):
         return {} if self.resumed_from is None else {"resumed_from": self.resumed_from}
 
     def epoch_end(self, epoch: int, val: dict[str, Any]) -> None:
+        self.sealed()  # the epoch's checkpoint line before its validation's (the end: `trained`)
         # speculators' loss figures are means over every rank's batches, a pad (local shards)
         # counting as loss 0: scaled to the mean over the real ones (shard_sampler.py).
         every, real = self.val_samplers[-1].filled if self.val_samplers else (1, 1)
@@ -282,9 +312,13 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
         handler.val_samplers = node[2]
     save_dir = Path(argv[argv.index("--save-path") + 1])
     undo, saves, got = resume.patch_09(cfg, save_dir, handler)
+    handler.sealed = saves.wait
+    undo_ddp = _ddp_options()
     try:
         main(TrainConfig.resolve(argv))
+        saves.wait()
     finally:
+        undo_ddp()
         undo()
         if node is not None:
             node[0]()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,20 +125,33 @@ def _stall(info: dict[str, Any]) -> None:
 
 class Saves:
     """The trainer's checkpoint saves made whole (staged, sealed, renamed into place) on rank 0,
-    and the time of the last one (for the time-based saves)."""
+    and the time of the last one (for the time-based saves).
 
-    def __init__(self, epochs: int) -> None:
+    With `background` (speculators 0.9's adapter) the seal (every file fsynced, the marker,
+    the renames: the disk's time, not the CPU's) runs in a thread while training goes on: in
+    the trainer's own order every rank waits at a barrier until rank 0's save returns, so a
+    seal done in line held every rank for the disk at each save (docs/measurements.md,
+    issue 51). Nothing changes for a reader: the checkpoint directory appears only sealed,
+    and its line (`checkpoint at step S`) is said once it has. `wait()` joins it: before the
+    next save (the staging directory is reused), before the trainer writes into the
+    published directory (its validation metrics) and before training is reported done."""
+
+    def __init__(self, epochs: int, *, background: bool = False) -> None:
         import time
 
         self.epochs = epochs
         self.last = time.monotonic()
         self.interrupted = False  # speculators' graceful-shutdown save was asked (SIGTERM)
+        self.background = background
+        self._sealing: threading.Thread | None = None
+        self._sealed: list[dict[str, Any] | BaseException] = []
 
     def around(self, checkpointer: Any, rank: int, epoch: int, save: Callable[[], None],
                info: dict[str, Any]) -> None:
         """Run `save` (the trainer's own, writing under checkpointer.path/<epoch>) staged."""
         import time
 
+        self.wait()
         real = Path(checkpointer.path)
         staging = real / checkpoints.WRITING
         if rank == 0:
@@ -153,14 +167,44 @@ class Saves:
             return
         written = staging / str(epoch)
         _stall(info)
-        if (written / "model.safetensors").is_file():
-            m = checkpoints.publish(written, real / str(epoch), info)
+        if not (written / "model.safetensors").is_file():
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        if not self.background:
+            self._seal(written, real / str(epoch), staging, info)
+            self.wait()
+            return
+        # Not a daemon: a run that fails meanwhile still ends its seal before the process exits
+        self._sealing = threading.Thread(target=self._seal, name="checkpoint-seal",
+                                         args=(written, real / str(epoch), staging, info))
+        self._sealing.start()
+
+    def _seal(self, written: Path, final: Path, staging: Path, info: dict[str, Any]) -> None:
+        try:
+            self._sealed.append(checkpoints.publish(written, final, info))
+        except BaseException as exc:  # raised where it is waited for
+            self._sealed.append(exc)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def wait(self, *, block: bool = True) -> None:
+        """The save in flight sealed and its line said (its error raised here); without
+        `block`, only when it has already finished."""
+        t = self._sealing
+        if t is not None:
+            if not block and t.is_alive():
+                return
+            t.join()
+            self._sealing = None
+        while self._sealed:
+            m = self._sealed.pop(0)
+            if isinstance(m, BaseException):
+                raise m
             per = m["steps_per_epoch"]
             emit("info", TRAIN, checkpoint_step=m["global_step"], message=(
                 f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
                 f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
                                    else ", its end)")))
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _sealed_at(d: Path) -> str:
@@ -208,8 +252,9 @@ def patch_09(cfg: Any, save_dir: Path, handler: Any
 
     Trainer = trainer_mod.Trainer
     init, save, epoch_fn = Trainer.__init__, Trainer.maybe_save_checkpoint, Trainer.train_epoch
+    best = Trainer.maybe_update_best
 
-    saves = Saves(t.epochs)
+    saves = Saves(t.epochs, background=True)
 
     def init_with_freq(self: Any, model: Any, config: Any, train_loader: Any,
                        *args: Any, **kwargs: Any) -> None:
@@ -258,7 +303,12 @@ def patch_09(cfg: Any, save_dir: Path, handler: Any
 
         return epoch_fn(self, epoch, step_callback=step_done)
 
+    def best_once_sealed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        saves.wait()  # it writes the epoch's validation metrics into the published directory
+        return best(self, *args, **kwargs)
+
     cli.maybe_setup_distributed = setup_then_choose  # type: ignore[attr-defined]
+    Trainer.maybe_update_best = best_once_sealed  # type: ignore[method-assign]
     Trainer.__init__ = init_with_freq  # type: ignore[method-assign]
     Trainer.maybe_save_checkpoint = whole_save  # type: ignore[method-assign]
     Trainer.train_epoch = epoch_with_timer  # type: ignore[method-assign]
@@ -266,6 +316,7 @@ def patch_09(cfg: Any, save_dir: Path, handler: Any
     def undo() -> None:
         cli.maybe_setup_distributed = original_setup  # type: ignore[attr-defined]
         Trainer.__init__ = init  # type: ignore[method-assign]
+        Trainer.maybe_update_best = best  # type: ignore[method-assign]
         Trainer.maybe_save_checkpoint = save  # type: ignore[method-assign]
         Trainer.train_epoch = epoch_fn  # type: ignore[method-assign]
 

@@ -19,7 +19,14 @@ tenths of them and validates on the rest, in both runs alike):
   for on a run this short.
 The 1-minute load average is printed before and after each run: two ranks on a 2-core machine
 need both cores, and lockstep ranks wait for whichever one the scheduler put aside, so other
-work on the machine costs 2 ranks more than 1. Last line: `train 2 ranks / 1 rank: R`.
+work on the machine costs 2 ranks more than 1.
+
+The machine's own ceiling, measured in each round beside the runs: one single-thread torch loop
+(matmuls of the head's width, no communication) alone, then two copies at once, as two ranks
+run: `cores: 2 copies / 1 copy` is what two ranks could reach if training split perfectly. On
+this VM the two vCPUs were seen to slow each other (one copy 0.20 s, two 0.40 s each:
+docs/measurements.md, issue 51): then no change to the training can read 2.
+Last line: `train 2 ranks / 1 rank: R`.
 
     python benchmarks/train_scaling.py [--rounds 1] [--epochs 4] [--python PY]
 """
@@ -87,6 +94,24 @@ def train(python: str, config: Path, samples: int) -> Run:
                load=(load0, os.getloadavg()[0]))
 
 
+# One rank's kind of work without a rank's communication: fixed, so that its time is the cores'.
+_LOOP = ("import time, torch; torch.set_num_threads(1); a = torch.randn(512, 512); "
+         "b = torch.randn(512, 512); t = time.perf_counter()\n"
+         "for _ in range(300): a = torch.tanh(a @ b)\n"
+         "print(time.perf_counter() - t)")
+
+
+def cores(python: str) -> float:
+    """Throughput of two copies of _LOOP at once over one copy alone (2.0: two free cores)."""
+    def copies(n: int) -> list[float]:
+        procs = [subprocess.Popen([python, "-c", _LOOP], env=ENV, stdout=subprocess.PIPE,
+                                  text=True) for _ in range(n)]
+        return [float(p.communicate()[0]) for p in procs]
+
+    alone = copies(1)[0]
+    return 2 * alone / max(copies(2))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=1)
@@ -110,7 +135,11 @@ def main() -> int:
         samples = int(json.loads((demo / "out" / "manifests" / "prepare.json").read_text())
                       ["summary"]["samples"])
         runs: dict[int, list[Run]] = {1: [], 2: []}
+        ceilings: list[float] = []
         for r in range(args.rounds):
+            ceilings.append(cores(python))
+            print(f"round {r + 1}: cores: 2 copies / 1 copy of a single-thread torch loop "
+                  f"{ceilings[-1]:.2f}", flush=True)
             for n in (1, 2):
                 run = train(python, configs[n], samples)
                 assert run.world == n, (run.world, n)
@@ -134,6 +163,8 @@ def main() -> int:
           f"{min(x.training for x in runs[1]):.1f}-{max(x.training for x in runs[1]):.1f}, "
           f"2 ranks {min(x.training for x in runs[2]):.1f}-{max(x.training for x in runs[2]):.1f}"
           f" samples/s; load average {min(loads):.2f}-{max(loads):.2f}")
+    print(f"cores: 2 copies / 1 copy {statistics.median(ceilings):.2f} (median; per round "
+          + ", ".join(f"{c:.2f}" for c in ceilings) + "): the most two ranks can read here")
     print(f"train 2 ranks / 1 rank: {two / one:.2f}")
     return 0
 

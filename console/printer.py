@@ -52,22 +52,29 @@ def _progress(kind: str, p: dict[str, Any]) -> str | None:
     rate = p.get("rate")
     unit = p.get("unit", "")
     extra = f" {_fmt_num(rate)} {unit}/s" if rate else ""
-    # A stage that generates (prepare regenerating answers) adds its tokens/s and an ETA.
-    if _num(p.get("tokens_per_s")):
-        extra += f", {_fmt_num(p['tokens_per_s'])} tokens/s"
-    if _num(p.get("eta_s")):
-        extra += f", ETA {_fmt_num(p['eta_s'])} s"
-    return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}{_pace(p)}"
+    if not _EXTRAS.isdisjoint(p):  # most records carry none: one look, not one a field
+        extra += _extras(p)
+    return f"{p.get('stage', '?')}: {done}/{total} {unit}{frac}{extra}"
 
 
 def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _pace(p: dict[str, Any]) -> str:
-    """The extract stage's capture and writer rates and the captures that waited on the writer
-    (pipeline/write_pool.py), where the record has them: records of other stages and of older
-    boxes have none and read as before."""
+# The numbers a stage may add to its progress (pipeline/progress.py) that the line shows.
+_EXTRAS = frozenset(("tokens_per_s", "eta_s", "capture_tok_s", "write_tok_s", "writer_waits"))
+
+
+def _extras(p: dict[str, Any]) -> str:
+    """A stage that generates (prepare regenerating answers) adds its tokens/s and an ETA; the
+    extract stage its capture and writer rates and the captures that waited on the writer
+    (pipeline/write_pool.py). Records of other stages and of older boxes have none and read as
+    before."""
+    extra = ""
+    if _num(p.get("tokens_per_s")):
+        extra += f", {_fmt_num(p['tokens_per_s'])} tokens/s"
+    if _num(p.get("eta_s")):
+        extra += f", ETA {_fmt_num(p['eta_s'])} s"
     parts = []
     if _num(p.get("capture_tok_s")):
         parts.append(f"capture {_fmt_num(p['capture_tok_s'])} tok/s")
@@ -77,7 +84,7 @@ def _pace(p: dict[str, Any]) -> str:
     if _num(p.get("writer_waits")) and p["writer_waits"]:
         secs = f" {_fmt_num(p['writer_wait_s'])} s" if _num(p.get("writer_wait_s")) else ""
         parts.append(f"waited on the writer {_fmt_num(p['writer_waits'])}x{secs}")
-    return "; " + ", ".join(parts) if parts else ""
+    return extra + ("; " + ", ".join(parts) if parts else "")
 
 
 def _stats(kind: str, p: dict[str, Any]) -> str | None:

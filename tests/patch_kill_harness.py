@@ -105,6 +105,14 @@ def assert_restored(originals: dict[Path, str], context: object = None) -> None:
     assert not leftovers(next(iter(originals)).parent), context
 
 
+def assert_completed(events: list[Event], op: str, want: dict[Path, str], context: object = None
+                     ) -> None:
+    """The command after a kill finished the interrupted `op` (apply, rollback): each file holds
+    its text in `want`, and the patcher said so."""
+    assert {p: p.read_text() for p in want} == want, context
+    assert any(f"completed an interrupted {op}" in str(e.payload.get("message")) for e in events), context
+
+
 def assert_sweep_landed(split_seen: int, at_least: int, steps_seen: set[str], steps: set[str]
                         ) -> None:
     """The kill sweep did what it is for: kills between the two files of the pair, and at each

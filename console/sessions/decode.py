@@ -193,7 +193,9 @@ def decode_record(line: bytes) -> Sequence[Event]:
 
 
 _LINE_START = b'{"ts":"'
-_SEP = b'}\n{"ts":"'
+# a newline that does not end a record `}` and start the next `{"ts":"`: one regex search (a
+# literal first, so a memchr per newline), where counting the 9-byte separator took twice as long
+_UNFRAMED = re.compile(rb'\n(?:(?<!\}\n)|(?!\{"ts":"))')
 
 
 def _checked_record(kind: str) -> type:
@@ -210,12 +212,13 @@ CHECKED_KIND = {record: kind for kind, record in _CHECKED.items()}  # a checked 
 _CHECKED_LINES = msgspec.json.Decoder(Union[tuple(_CHECKED.values())])  # type: ignore[arg-type]  # noqa: UP007
 
 
-def framed_as_recorded(data: bytes, count: int) -> bool:
-    """`count` lines, each `{"ts":"...}`, none blank: then every newline ends one top-level
-    value (inside one, `}` is never followed by `{`), so `decode_lines` finding `count` values
-    means one a line, in order (it would also take `{..} {..}` on one line: one too many)."""
+def framed_as_recorded(data: bytes) -> bool:
+    """Lines each `{"ts":"...}`, none blank: then every newline ends one top-level value
+    (inside one, `}` is never followed by `{`), so `decode_lines` finding as many values as the
+    segment has lines means one a line, in order (it would also take `{..} {..}` on one line:
+    one too many)."""
     return (data.startswith(_LINE_START) and data.endswith(b"}\n")
-            and data.count(b"\n") == count and data.count(_SEP) == count - 1)
+            and _UNFRAMED.search(data, 0, len(data) - 1) is None)
 
 
 def checked_lines(data: bytes, n: int) -> list[Any] | None:
@@ -241,7 +244,7 @@ def valid_json_block(data: bytes, first: int, count: int, bad: list[tuple[int, s
     itself; then only the timestamps and each log block's lengths are left to check. A block
     that fails (a damaged record, a kind without a schema, a payload of `[]`) goes line by
     line through `decode_record`, and the bad lines are reported, not printed."""
-    if framed_as_recorded(data, count) and valid_utf8(data):
+    if framed_as_recorded(data) and valid_utf8(data):
         recs = checked_lines(data, count)
         if recs is not None and all_ts_ok(recs):
             return data

@@ -1,20 +1,20 @@
 """`console replay --print`'s lines for a segment of a session, with the printer's own rules.
 
 The per-event printer (`printer.human_line` on an Event from `decode_record`) costs about 8 us
-a record: a dict decode per line, a datetime parse, a strftime. Here a segment's records are
-decoded in one msgspec call (payloads as plain dicts), judged in one more (the schema table's
-tagged union, decode.py `checked_lines`) and their timestamps in one pass, then each record's
-text is made by the same rule `human_line` uses (printer.RULES), its time sliced from the
-fixed-width timestamp. A log block's lines share one head (printer.job_head) and are joined.
-A segment of large records (a log day: blocks of 500 lines, eight-GPU samples) is printed
-from the judging decode itself plus one that leaves unread what no rule reads (a block's
-payload, a sample's beyond its gate, printer.GATES), instead of making every payload a dict.
-Whatever does not fit (a segment that is not a JSON record per line, a record its schema
-refuses, an odd timestamp, a payload that is not an object) goes record by record through
-`decode_record` and `human_line`, which report the bad ones. Every line is made `visible`:
-one check for the segment, since nearly always nothing is there to draw.
+a record: a dict decode per line, a datetime parse, a strftime. Here a segment framed as
+recorded is judged in one msgspec call (the schema table's tagged union, decode.py
+`checked_lines`), which also gives each log line and log block typed, and decoded in one more
+that leaves unread what no rule reads (a log line's or block's payload, a sample's beyond its
+gate, printer.GATES) and makes the rest of the payloads plain dicts; the timestamps are checked
+in one pass. Each record's text is then made by the same rule `human_line` uses (printer.RULES),
+its time sliced from the fixed-width timestamp; a log block's lines share one head
+(printer.job_head) and are joined. A segment that does not pass (not framed as recorded, not
+UTF-8, a record its schema refuses or of a kind without one, an odd timestamp) is decoded into
+dicts and each record judged on its own; what does not fit even that (a payload that is not
+an object, a line that is not a record) goes through `decode_record` and `human_line`, which
+report the bad ones. Every line is made `visible`: one check for the segment, since nearly
+always nothing is there to draw.
 """
-
 from __future__ import annotations
 
 import re
@@ -44,7 +44,7 @@ from console.sessions.decode import (
 from console.sessions.source import split_events
 from remote.spine import intake
 from remote.spine.event_types import SCHEMAS
-from remote.spine.events import JOB_LINES
+from remote.spine.events import JOB_LINE, JOB_LINES
 from remote.spine.sanitize import visible
 
 
@@ -63,7 +63,7 @@ def _shown_record(kind: str) -> type:
     than its rule looks: a log block's not at all (its lines are printed from the checked
     record), a gated kind's to its gate (printer.GATES), any other's to a dict."""
     payload: Any = Any
-    if kind == JOB_LINES:
+    if kind in (JOB_LINES, JOB_LINE):
         payload = msgspec.Raw
     elif kind in GATES:
         gate = msgspec.defstruct(f"Gate_{kind.replace('.', '_')}", [(GATES[kind], Any, False)],
@@ -80,12 +80,6 @@ class _Payload(msgspec.Struct, gc=False):
 
 _PAYLOAD = msgspec.json.Decoder(_Payload)  # a gated record's whole payload, when it is shown
 _SHOWN_LINES = msgspec.json.Decoder(Union[tuple(map(_shown_record, SCHEMAS))])  # type: ignore[arg-type]  # noqa: UP007
-# `_skipping` pays from about this many bytes a record on average: `_SHOWN_LINES` finds each
-# record's kind before its fields (a second look at the record's start, about 0.2 us) and
-# then skips what no rule reads (about 1.3 us a KB: log blocks, GPU samples), where a dict of
-# every payload costs as much as the check and holds twice the memory (a log day's segments
-# are 2-4 KB a record, a real run's 300 bytes, nearly all of them printed).
-SKIPPING_PAYS = 512
 
 
 def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]]) -> bytes:
@@ -93,10 +87,9 @@ def human_bytes(data: bytes, first: int, count: int, bad: list[tuple[int, str]])
     surrogate as `?`), each ending in a newline; its bad records appended to `bad`."""
     out: list[str] = []  # the lines, each ending in a newline, and each log block as 3 pieces
     blocks: dict[int, tuple[str, list[str]]] = {}  # out[k]: where a block's head and texts are
-    framed = framed_as_recorded(data, count)
-    if not (framed and len(data) >= SKIPPING_PAYS * count
-            and _skipping(data, count, first, bad, out, blocks)):
-        _any_segment(data, framed, count, first, bad, out, blocks)
+    framed = framed_as_recorded(data)
+    if not (framed and _skipping(data, count, first, bad, out, blocks)):
+        _any_segment(data, framed, count, first, bad, out)
     if not out:
         return b""
     try:
@@ -134,10 +127,10 @@ _CHANGED = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c"
 
 def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], out: list[str],
               blocks: dict[int, tuple[str, list[str]]]) -> bool:
-    """A segment of large records, lines framed as recorded, valid UTF-8, every record valid
-    (its schema decoded once, decode.checked_lines, which is the judgement) with canonical
-    times: printed from that decode and one more that reads only what the rules read (a GPU
-    sample, never printed, is not made into dicts). False, with nothing done, otherwise."""
+    """A segment framed as recorded, valid UTF-8, every record valid (its schema decoded once,
+    decode.checked_lines, which is the judgement) with canonical times: printed from that
+    decode (log lines and blocks) and one more that reads only what the other rules read (a
+    GPU sample, never printed, is not made into dicts). False, with nothing done, otherwise."""
     if not valid_utf8(data):
         return False
     recs = checked_lines(data, count)
@@ -158,6 +151,11 @@ def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], o
             block = rec.payload
             _block(rec.ts[11:19] + hosts[rec.host] + job_head(block.run_id), block.texts,
                    out, blocks)
+            continue
+        if kind == JOB_LINE:  # printer._job_line, from the checked record
+            line = rec.payload
+            if not line.text.startswith(STAGE_RECORD_PREFIX):
+                out.append(f"{rec.ts[11:19]}{hosts[rec.host]}{line.run_id[:20]}| {line.text}\n")
             continue
         if kind in gates:  # only its gate read
             if p is None or not getattr(p, gates[kind]):
@@ -189,11 +187,11 @@ def _block(start: str, texts: list[str], out: list[str],
 
 
 def _any_segment(data: bytes, framed: bool, count: int, first: int, bad: list[tuple[int, str]],
-                 out: list[str], blocks: dict[int, tuple[str, list[str]]]) -> None:
-    """Any other segment: decoded whole into dicts (a real run's records nearly all print),
-    then judged as a whole where it can be, record by record where it cannot. A segment not
-    framed as the recorder frames every one it writes (a blank line, a line that does not
-    start with its ts) is a damaged or edited file: record by record."""
+                 out: list[str]) -> None:
+    """A segment `_skipping` did not take (a damaged or edited file, a kind without a schema):
+    decoded whole into dicts and each record judged on its own. A segment not framed as the
+    recorder frames every one it writes (a blank line, a line that does not start with its ts)
+    goes line by line through the per-event reader."""
     try:  # every byte decoded (no unknown field skipped), so one not UTF-8 fails it here
         recs = _RECORD.decode_lines(data) if framed else []
     except (msgspec.DecodeError, RecursionError):
@@ -202,31 +200,23 @@ def _any_segment(data: bytes, framed: bool, count: int, first: int, bad: list[tu
         for i, line in enumerate(split_events(data)):
             _per_event(line, first + i, bad, out)
     else:
-        valid = checked_lines(data, count) is not None
-        _records(recs, data, valid, all_ts_ok(recs), first, bad, out, blocks)
+        _records(recs, data, all_ts_ok(recs), first, bad, out)
 
 
-def _records(recs: list[_Record], lines: list[bytes] | bytes, valid: bool, ts_ok: bool,
-             first: int, bad: list[tuple[int, str]], out: list[str],
-             blocks: dict[int, tuple[str, list[str]]]) -> None:
-    """Each record by its rule; `lines` the segment's bytes, split into lines if needed."""
+def _records(recs: list[_Record], lines: list[bytes] | bytes, ts_ok: bool, first: int,
+             bad: list[tuple[int, str]], out: list[str]) -> None:
+    """Each record by its rule once judged as the per-event reader judges it (a log block
+    goes to that reader); `lines` the segment's bytes, split into lines if needed."""
     hosts = _HostParts()
-    checked = ts_ok and valid
     i = -1
     for rec in recs:
         i += 1
         p = rec.payload
-        if type(p) is not dict or (not checked and not (
-                (ts_ok or canonical_ts(rec.ts)) and (valid or _valid(rec.kind, p)))):
+        if type(p) is not dict or not ((ts_ok or canonical_ts(rec.ts)) and _valid(rec.kind, p)):
             lines = split_events(lines) if isinstance(lines, bytes) else lines
             _per_event(lines[i], first + i, bad, out)  # judged and printed as one event
             continue
-        kind = rec.kind
-        if kind == JOB_LINES:  # a log block: its job.line events' lines, sharing one head
-            _block(rec.ts[11:19] + hosts[rec.host] + job_head(p.get("run_id", "")),
-                   p["texts"], out, blocks)
-            continue
-        if not _by_rule(kind, p, rec, hosts, out):
+        if not _by_rule(rec.kind, p, rec, hosts, out):
             lines = split_events(lines) if isinstance(lines, bytes) else lines
             _per_event(lines[i], first + i, bad, out)  # reported as the per-event printer does
 

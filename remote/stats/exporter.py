@@ -28,61 +28,6 @@ from remote.spine.events import Event
 MIB = 2**20
 GPU_LABELS = ("gpu", "modelName", "Hostname")
 
-# (metric, help, how to read it from a GPU entry): a field the GPU lacks gives no sample.
-_GPU_METRICS: tuple[tuple[str, str, Callable[[dict[str, Any]], Any]], ...] = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilisation, percent.", lambda g: g.get("util")),
-    ("DCGM_FI_DEV_FB_USED", "GPU memory in use, MiB.", lambda g: _mib(g.get("mem_used"))),
-    ("DCGM_FI_DEV_FB_FREE", "GPU memory free, MiB.",
-     lambda g: _mib(g["mem_total"] - g["mem_used"]) if _nums(g, "mem_total", "mem_used") else None),
-    ("DCGM_FI_DEV_POWER_USAGE", "Power drawn, watts.", lambda g: g.get("power")),
-    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature, Celsius.", lambda g: g.get("temp")),
-    ("DCGM_FI_DEV_SM_CLOCK", "SM clock, MHz.", lambda g: g.get("sm_clock")),
-    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Clock-event (throttle) reasons, NVML's bitmask.",
-     lambda g: g.get("clock_reasons_mask")),
-    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Corrected (single-bit) ECC errors since the driver loaded.",
-     lambda g: g.get("ecc_corrected_volatile")),
-    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Uncorrected (double-bit) ECC errors since the driver loaded.",
-     lambda g: g.get("ecc_uncorrected_volatile")),
-    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Corrected ECC errors over the GPU's life.",
-     lambda g: g.get("ecc_corrected_aggregate")),
-    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Uncorrected ECC errors over the GPU's life.",
-     lambda g: g.get("ecc_uncorrected_aggregate")),
-    ("DCGM_FI_DEV_RETIRED_SBE", "Pages retired for repeated single-bit errors.",
-     lambda g: g.get("retired_pages_sbe")),
-    ("DCGM_FI_DEV_RETIRED_DBE", "Pages retired for a double-bit error.",
-     lambda g: g.get("retired_pages_dbe")),
-    ("DCGM_FI_DEV_RETIRED_PENDING", "1 when a page retirement waits for the next driver load.",
-     lambda g: g.get("retired_pages_pending")),
-    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Memory rows remapped for corrected errors.",
-     lambda g: g.get("remapped_rows_corrected")),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Memory rows remapped for uncorrected errors.",
-     lambda g: g.get("remapped_rows_uncorrected")),
-    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 when a row remap failed (no spare row left).",
-     lambda g: g.get("remapped_rows_failure")),
-    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe link replays (retransmissions).", lambda g: g.get("pcie_replay")),
-    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "NVLink flit CRC errors, every link.",
-     lambda g: _links(g, "crc_flit_errors")),
-    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "NVLink data CRC errors, every link.",
-     lambda g: _links(g, "crc_data_errors")),
-    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "NVLink replays, every link.",
-     lambda g: _links(g, "replay_errors")),
-    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "NVLink recoveries, every link.",
-     lambda g: _links(g, "recovery_errors")),
-    ("eagle3_gpu_pcie_tx_bytes_per_second", "PCIe transmit throughput (bytes/s, NVML's 20 ms sample).",
-     lambda g: g.get("pcie_tx")),
-    ("eagle3_gpu_pcie_rx_bytes_per_second", "PCIe receive throughput (bytes/s, NVML's 20 ms sample).",
-     lambda g: g.get("pcie_rx")),
-    ("eagle3_gpu_nvlink_bytes_per_second", "NVLink data throughput, every link both ways (bytes/s).",
-     lambda g: _links(g, "tx", "rx")),
-)
-_HOST_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("eagle3_host_cpu_percent", "The box's CPU use (in %).", "cpu"),
-    ("eagle3_host_memory_used_bytes", "The box's memory in use (bytes).", "mem_used"),
-    ("eagle3_host_memory_total_bytes", "The box's memory (bytes).", "mem_total"),
-    ("eagle3_host_load1", "The box's one-minute load average.", "load1"),
-)
-
-
 def _nums(g: dict[str, Any], *keys: str) -> bool:
     return all(isinstance(g.get(k), (int, float)) and not isinstance(g.get(k), bool) for k in keys)
 
@@ -91,15 +36,62 @@ def _mib(v: Any) -> float | None:
     return v / MIB if isinstance(v, (int, float)) else None
 
 
-def _links(g: dict[str, Any], *keys: str) -> float | None:
-    """The sum over the GPU's NVLink links of `keys`; None when no link answers any of them."""
-    total, seen = 0.0, False
-    for link in g.get("nvlink") or ():
-        for k in keys:
-            v = link.get(k) if isinstance(link, dict) else None
-            if isinstance(v, (int, float)):
-                total, seen = total + v, True
-    return total if seen else None
+def _fb_used(g: dict[str, Any]) -> float | None:
+    return _mib(g.get("mem_used"))
+
+
+def _fb_free(g: dict[str, Any]) -> float | None:
+    return _mib(g["mem_total"] - g["mem_used"]) if _nums(g, "mem_total", "mem_used") else None
+
+
+def _links(*keys: str) -> Callable[[dict[str, Any]], float | None]:
+    """The sum over a GPU's NVLink links of `keys`; None when no link answers any of them."""
+    def read(g: dict[str, Any]) -> float | None:
+        total, seen = 0.0, False
+        for link in g.get("nvlink") or ():
+            for k in keys:
+                v = link.get(k) if isinstance(link, dict) else None
+                if isinstance(v, (int, float)):
+                    total, seen = total + v, True
+        return total if seen else None
+    return read
+
+
+# (metric, how to read it from a GPU entry: the entry's field of that name or a function of the
+# entry, help): a field the GPU lacks gives no sample.
+_GPU_METRICS: tuple[tuple[str, str | Callable[[dict[str, Any]], Any], str], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "util", "GPU utilisation, percent."),
+    ("DCGM_FI_DEV_FB_USED", _fb_used, "GPU memory in use, MiB."),
+    ("DCGM_FI_DEV_FB_FREE", _fb_free, "GPU memory free, MiB."),
+    ("DCGM_FI_DEV_POWER_USAGE", "power", "Power drawn, watts."),
+    ("DCGM_FI_DEV_GPU_TEMP", "temp", "GPU temperature, Celsius."),
+    ("DCGM_FI_DEV_SM_CLOCK", "sm_clock", "SM clock, MHz."),
+    ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "clock_reasons_mask", "Clock-event (throttle) reasons, NVML's bitmask."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "ecc_corrected_volatile", "Corrected ECC errors since the driver loaded."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "ecc_uncorrected_volatile", "Uncorrected ECC errors since the driver loaded."),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "ecc_corrected_aggregate", "Corrected ECC errors over the GPU's life."),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "ecc_uncorrected_aggregate", "Uncorrected ECC errors over the GPU's life."),
+    ("DCGM_FI_DEV_RETIRED_SBE", "retired_pages_sbe", "Pages retired for repeated single-bit errors."),
+    ("DCGM_FI_DEV_RETIRED_DBE", "retired_pages_dbe", "Pages retired for a double-bit error."),
+    ("DCGM_FI_DEV_RETIRED_PENDING", "retired_pages_pending", "1 when a page retirement waits for a driver reload."),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "remapped_rows_corrected", "Rows remapped for corrected errors."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "remapped_rows_uncorrected", "Rows remapped for uncorrected errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "remapped_rows_failure", "1 when a row remap failed (no spare row left)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "pcie_replay", "PCIe link replays (retransmissions)."),
+    ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", _links("crc_flit_errors"), "NVLink flit CRC errors, every link."),
+    ("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", _links("crc_data_errors"), "NVLink data CRC errors, every link."),
+    ("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", _links("replay_errors"), "NVLink replays, every link."),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", _links("recovery_errors"), "NVLink recoveries, every link."),
+    ("eagle3_gpu_pcie_tx_bytes_per_second", "pcie_tx", "PCIe transmit throughput (bytes/s, NVML's 20 ms sample)."),
+    ("eagle3_gpu_pcie_rx_bytes_per_second", "pcie_rx", "PCIe receive throughput (bytes/s, NVML's 20 ms sample)."),
+    ("eagle3_gpu_nvlink_bytes_per_second", _links("tx", "rx"), "NVLink throughput, all links both ways (bytes/s)."),
+)
+_HOST_METRICS: tuple[tuple[str, str, str], ...] = (  # (metric, the host entry's field, help)
+    ("eagle3_host_cpu_percent", "cpu", "The box's CPU use (in %)."),
+    ("eagle3_host_memory_used_bytes", "mem_used", "The box's memory in use (bytes)."),
+    ("eagle3_host_memory_total_bytes", "mem_total", "The box's memory (bytes)."),
+    ("eagle3_host_load1", "load1", "The box's one-minute load average."),
+)
 
 
 class SampleExporter(Collector):
@@ -137,23 +129,23 @@ class SampleExporter(Collector):
             last_xid = dict(self._last_xid)
             samples = dict(self._samples)
             alerts = dict(self._alerts)
-        families = {name: GaugeMetricFamily(name, doc, labels=GPU_LABELS) for name, doc, _ in _GPU_METRICS}
+        families = {name: GaugeMetricFamily(name, doc, labels=GPU_LABELS) for name, _, doc in _GPU_METRICS}
         xid = GaugeMetricFamily("DCGM_FI_DEV_XID_ERRORS", "The last Xid the driver reported (0: none seen).",
                                 labels=GPU_LABELS)
-        hosts = {name: GaugeMetricFamily(name, doc, labels=("Hostname",)) for name, doc, _ in _HOST_METRICS}
+        hosts = {name: GaugeMetricFamily(name, doc, labels=("Hostname",)) for name, _, doc in _HOST_METRICS}
         for host, p in sorted(latest.items()):
             for g in p.get("gpus") or ():
                 if not isinstance(g, dict) or not isinstance(g.get("index"), int):
                     continue
                 labels = [str(g["index"]), str(g.get("name") or ""), host]
-                for name, _, read in _GPU_METRICS:
-                    value = read(g)
+                for name, read, _ in _GPU_METRICS:
+                    value = g.get(read) if isinstance(read, str) else read(g)
                     if isinstance(value, (int, float)) and not isinstance(value, bool):
                         families[name].add_metric(labels, float(value))
                 if (host, g["index"]) in last_xid:
                     xid.add_metric(labels, float(last_xid[(host, g["index"])]))
             h = p.get("host") or {}
-            for name, _, key in _HOST_METRICS:
+            for name, key, _ in _HOST_METRICS:
                 if isinstance(h.get(key), (int, float)):
                     hosts[name].add_metric([host], float(h[key]))
         yield from families.values()

@@ -9,7 +9,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.chart_data import matrix_grid, speedups, summary_speedups
@@ -17,7 +16,7 @@ from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
 from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, spark
 from console.tui.shown import plain
 from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
-from console.tui.widgets.common import View
+from console.tui.widgets.common import View, panels
 from pipeline.stages import EVALUATE
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
@@ -232,23 +231,16 @@ class BenchView(View):
     DOMAINS = (BENCH, STAGES, JOBS)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(id="servers")
-            # what the running server accepts now, above the sweep: the first thing to see at 80x24
-            yield Static(id="bench-watch")
-            matrix = Static(id="matrix")
-            matrix.display = False  # until a matrix is seen: no empty line on the screen
-            yield matrix
-            yield Chart("Acceptance over time", id="chart-watch")
-            yield Static(id="offline")
-            yield Chart("Acceptance per draft position", id="chart-acceptance")
-            yield Static(id="sweep-table")
-            yield Static(id="acceptance")
-            with ChartRow(id="chart-concurrency"):
-                yield Chart("Output tok/s vs concurrency", id="chart-throughput")
-                yield Chart("Speedup vs concurrency", id="chart-speedup")
-            yield Static(id="speedup")
-            yield Static(id="bench-summary")
+        matrix = Static(id="matrix")
+        matrix.display = False  # until a matrix is seen: no empty line on the screen
+        # bench-watch, what the running server accepts now, above the sweep: the first thing to see
+        # at 80x24
+        yield panels(
+            "servers", "bench-watch", matrix, Chart("Acceptance over time", id="chart-watch"), "offline",
+            Chart("Acceptance per draft position", id="chart-acceptance"), "sweep-table", "acceptance",
+            ChartRow(Chart("Output tok/s vs concurrency", id="chart-throughput"),
+                     Chart("Speedup vs concurrency", id="chart-speedup"), id="chart-concurrency"),
+            "speedup", "bench-summary")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         pts = host.bench_points

@@ -5,7 +5,8 @@ from __future__ import annotations
 import traceback
 
 from rich.text import Text
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from console.tui.messages import StateChanged
@@ -68,6 +69,13 @@ class View(Vertical):
     def live(self) -> bool:
         """A live console, not a replay: what a view offers the operator differs."""
         return getattr(self.app, "mode", "live") == "live"
+
+
+def panels(*parts: str | Widget) -> VerticalScroll:
+    """A view's panels top to bottom in one scroll, the way the Overview, Stats and Bench screens
+    lay out: a name is an empty Static of that id (the view's update_view fills it), a widget is
+    itself (a Chart, a ChartRow)."""
+    return VerticalScroll(*(Static(id=part) if isinstance(part, str) else part for part in parts))
 
 
 BADGE_STYLE = {

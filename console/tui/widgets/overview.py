@@ -7,7 +7,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import (
@@ -24,7 +23,7 @@ from console.tui.quiet import set_content, text_shape
 from console.tui.render import ALERT_MARK, fmt_num, meter, spark
 from console.tui.shown import plain
 from console.tui.table_lines import FastTable, TableVisual
-from console.tui.widgets.common import View
+from console.tui.widgets.common import View, panels
 from pipeline.units import fmt_bytes
 
 SPARK = 24
@@ -144,13 +143,7 @@ class OverviewView(View):
     DOMAINS = (STATS, JOBS, PROBES, NOTES_DOMAIN, CONNECTION)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(id="alerts")
-            yield Static(id="gpus")
-            yield Static(id="hostline")
-            yield Static(id="jobs")
-            yield Static(id="findings")
-            yield Static(id="notes")
+        yield panels("alerts", "gpus", "hostline", "jobs", "findings", "notes")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         n = len(host.gpus)

@@ -10,7 +10,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
@@ -18,7 +17,7 @@ from console.tui.quiet import set_content
 from console.tui.render import ALERT_MARK, columns_of, fmt_num, hbar, spark
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
-from console.tui.widgets.common import View
+from console.tui.widgets.common import View, panels
 from pipeline.units import fmt_bytes
 
 SIZE_KEYS = ("size", "bytes", "message_bytes", "size_bytes")
@@ -109,14 +108,9 @@ class StatsView(View):
     DOMAINS = (STATS, ALLREDUCE)
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(id="alerts")
-            yield Static(id="history")
-            with ChartRow(id="chart-gpus"):
-                yield Chart("GPU util %", id="chart-gpu-util")
-                yield Chart("GPU memory %", id="chart-gpu-mem")
-            yield Static(id="sweep")
-            yield Static(id="trace")
+        yield panels("alerts", "history", ChartRow(Chart("GPU util %", id="chart-gpu-util"),
+                                                   Chart("GPU memory %", id="chart-gpu-mem"), id="chart-gpus"),
+                     "sweep", "trace")
 
     def update_view(self, state: ConsoleState, host: HostState, domains: frozenset[str]) -> None:
         narrow = self.app.size.width < 100

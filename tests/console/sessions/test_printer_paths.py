@@ -109,16 +109,8 @@ def _hostile_lines(rng: random.Random) -> tuple[list[bytes], list[bytes]]:
     return valid, damaged
 
 
-@pytest.fixture(params=["skipping", "dicts"])
-def view(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each of the two ways a valid segment is printed (human.SKIPPING_PAYS chooses by its
-    bytes a record): from a decode that skips what no rule reads, and from dicts."""
-    monkeypatch.setattr(human, "SKIPPING_PAYS", 0 if request.param == "skipping" else 10**9)
-    return str(request.param)
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int, view: str) -> None:
+def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int) -> None:
     rng = random.Random(seed)
     valid, damaged = _hostile_lines(rng)
     assert _same(valid) == 0
@@ -130,9 +122,9 @@ def test_every_kind_of_the_schema_prints_the_same_on_both_paths(seed: int, view:
 
 
 def test_valid_records_of_every_kind_are_printed_by_the_rules_not_one_by_one(
-        monkeypatch: pytest.MonkeyPatch, view: str) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Not vacuous: a segment of valid records, framed as recorded, is printed from its
-    checked decode, never record by record."""
+    checked decode, never record by record nor from dicts."""
     valid, _ = _hostile_lines(random.Random(9))
 
     def refuse(*args: Any) -> None:
@@ -140,13 +132,12 @@ def test_valid_records_of_every_kind_are_printed_by_the_rules_not_one_by_one(
 
     want = _per_event(valid, 0)[0]
     monkeypatch.setattr(human, "_per_event", refuse)
-    if view == "skipping":
-        monkeypatch.setattr(human, "_any_segment", refuse)
+    monkeypatch.setattr(human, "_any_segment", refuse)
     assert human.human_bytes(b"\n".join(valid) + b"\n", 0, len(valid), []) == want
     assert len(want.splitlines()) > 3 * len(SCHEMAS)
 
 
-def test_odd_lines_timestamps_and_bytes_print_the_same(view: str) -> None:
+def test_odd_lines_timestamps_and_bytes_print_the_same() -> None:
     ok = _line("console.info", {"message": "fine"})
     odd = [
         _line("console.info", {"message": "m"}, ts="2026-12-03T04:05:06,789Z"),  # not canonical

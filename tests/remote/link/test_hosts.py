@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import ConfigError
+from remote.errors import EXIT_USAGE, ConfigError
 from remote.link.hosts import LOCAL, find_config, load_config, parse_config
-from tests.config_errors import assert_config_error
 
 GOOD = """
 [hosts.kimi]
@@ -43,26 +42,56 @@ def test_a_host_without_ssh_is_this_machine_and_may_name_its_container() -> None
     assert h.python == "/opt/venv/bin/python" and h.workdir.endswith("onbox")
 
 
-@pytest.mark.parametrize(
-    ("text", "key", "problem"),
-    [
-        ("[hosts.a]\nssh = 'x'\nruntime = 'lxc'\n", "hosts.a.runtime", "not one of"),
-        ("[hosts.a]\nssh = 'x'\nruntime = 'docker'\n", "hosts.a.container", "required"),
-        ("[hosts.a]\nworkdir = '/w'\nport = 22\n", "hosts.a.port", "host without ssh"),
-        ("[hosts.a]\nssh = 'x'\nruntime_bin = '/usr/bin/docker'\n", "hosts.a.runtime_bin",
-         "runtime is 'none'"),
-        ("[hosts.a]\nruntime = 'docker'\ncontainer = 'c'\nruntime_bin = 'docker'\n",
-         "hosts.a.runtime_bin", "absolute path"),
-        ("[hosts.a]\nssh = 'x'\nprot = 22\n", "hosts.a.prot", "unknown key"),
-        ("[hosts.a]\nssh = 'x'\nport = 'ssh'\n", "hosts.a.port", "must be int"),
-        ("[hosts.a]\nssh = ''\n", "hosts.a.ssh", "non-empty"),
-        ("hosts = 3\n", "hosts", "table"),
-        ("[hostz.a]\n", "hostz", "unknown top-level"),
-        ("[hosts.local]\nssh = 'x'\n", "hosts.local.ssh", "built-in"),
-    ],
-)
+BOX = '[hosts.box]\nssh = "ops@gpu-box"\n'
+
+
+@pytest.mark.parametrize(("text", "key", "problem"), [
+    # the structure
+    ("[hosts.a]\nssh = 'x'\nruntime = 'lxc'\n", "hosts.a.runtime", "not one of"),
+    ("[hosts.a]\nssh = 'x'\nruntime = 'docker'\n", "hosts.a.container", "required"),
+    ("[hosts.a]\nworkdir = '/w'\nport = 22\n", "hosts.a.port", "host without ssh"),
+    ("[hosts.a]\nssh = 'x'\nruntime_bin = '/usr/bin/docker'\n", "hosts.a.runtime_bin", "runtime is 'none'"),
+    ("[hosts.a]\nruntime = 'docker'\ncontainer = 'c'\nruntime_bin = 'docker'\n", "hosts.a.runtime_bin",
+     "absolute path"),
+    ("[hosts.a]\nssh = 'x'\nprot = 22\n", "hosts.a.prot", "unknown key"),
+    ("[hosts.a]\nssh = 'x'\nport = 'ssh'\n", "hosts.a.port", "must be int"),
+    ("[hosts.a]\nssh = ''\n", "hosts.a.ssh", "non-empty"),
+    ("hosts = 3\n", "hosts", "table"),
+    ("[hostz.a]\n", "hostz", "unknown top-level"),
+    ("[hosts.local]\nssh = 'x'\n", "hosts.local.ssh", "built-in"),
+    # the values: never an OverflowError from a connect, a port 0 that silently becomes 22, or a
+    # nan timeout that waits forever
+    (BOX + "port = 70000", "hosts.box.port", "out of range: must be a TCP port, 1..65535"),
+    (BOX + "port = 0", "hosts.box.port", "out of range"),
+    (BOX + "port = -22", "hosts.box.port", "out of range"),
+    (BOX + "connect_timeout = nan", "hosts.box.connect_timeout", "nan is not a number"),
+    (BOX + "connect_timeout = inf", "hosts.box.connect_timeout", "inf is not a number"),
+    (BOX + "connect_timeout = 0", "hosts.box.connect_timeout", "out of range"),
+    (BOX + "connect_timeout = -3", "hosts.box.connect_timeout", "out of range"),
+    (BOX + "keepalive_interval = nan", "hosts.box.keepalive_interval", "not a number"),
+    (BOX + "keepalive_interval = -1", "hosts.box.keepalive_interval", "out of range"),
+    (BOX + 'vllm_url = "ftp://box/"', "hosts.box.vllm_url", "must be http"),
+    (BOX + 'vllm_url = "http://127.0.0.1:99999"', "hosts.box.vllm_url", "not a valid URL"),
+    (BOX + 'vllm_url = "127.0.0.1:8000"', "hosts.box.vllm_url", "must be http"),
+    (BOX + 'workdir = "/data/x\\ny"', "hosts.box.workdir", "control character"),
+    (BOX + 'identity_file = ""', "hosts.box.identity_file", "non-empty string"),
+    (BOX + 'user = "ops\\u001b[2J"', "hosts.box.user", "control character"),
+])
 def test_config_errors_name_file_key_and_problem(text: str, key: str, problem: str) -> None:
-    assert_config_error(text, key, problem)
+    """A refused console.toml: the error names the file, the key and the problem, exit code 2."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "/etc/console.toml")
+    err = info.value
+    assert (err.file, err.key, err.exit_code) == ("/etc/console.toml", key, EXIT_USAGE)
+    assert problem in err.problem, err.problem
+    assert str(err).startswith(f"/etc/console.toml: {key}: ")
+
+
+def test_good_edges_still_parse() -> None:
+    cfg = parse_config(BOX + "port = 65535\nkeepalive_interval = 0\nconnect_timeout = 2.5\n"
+                       'vllm_url = "https://box:8443/v1"\n', "c.toml")
+    assert cfg.hosts["box"].ssh_options == {"port": 65535, "keepalive_interval": 0.0,
+                                            "connect_timeout": 2.5}
 
 
 def test_invalid_toml_names_the_file() -> None:

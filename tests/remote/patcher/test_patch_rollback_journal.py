@@ -75,10 +75,7 @@ async def test_kill_between_the_files_of_a_rollback_is_completed_next(tmp_path: 
             effects = {p.rel: p.in_effect for p in plans}
             if journal:  # completed: both original, the edit kept
                 assert all(v == frozenset() for v in effects.values()), (step, seen, effects)
-                assert worker.read_text() == originals[worker], (step, seen)
-                assert gen.read_text() == originals[gen], (step, seen)
-                assert any("completed an interrupted rollback" in str(e.payload.get("message"))
-                           for e in events), (step, seen)
+                harness.assert_completed(events, "rollback", originals, (step, seen))
             else:  # untouched, or finished: the pair is one of the two states it started from
                 assert states in ({worker: "edited", gen: "patched"},
                                   {worker: "original", gen: "original"}), (step, seen)

@@ -99,9 +99,7 @@ async def test_kill_between_files_is_completed_by_the_next_command(tmp_path: Pat
             kinds = {p.rel: p.in_effect for p in plans}
             assert len({bool(v) for v in kinds.values()}) == 1, (step, seen, kinds)
             if len(set(states.values())) > 1:
-                assert worker.read_text() == patched[worker] and gen.read_text() == patched[gen]
-                assert any("completed an interrupted apply" in str(e.payload.get("message"))
-                           for e in events)
+                harness.assert_completed(events, "apply", patched, (step, seen))
             await patcher.rollback()
         else:
             await patcher.rollback()  # completes, then undoes

@@ -79,7 +79,7 @@ def parse_spec_counters(text: str, url: str = "the server") -> SpecScrape:
     for a Counter) and a bare `NAME` sample of an untyped family.
 
     Only the four families' lines reach the parser (_spec_lines): a bench scrapes before and after
-    every window, and the whole text of vLLM 0.32's /metrics (600 lines of histograms, 61 KB
+    every window, and the whole text of vLLM 0.32's /metrics (627 lines, mostly histograms, 61 KB
     with one model) cost 11 ms of CPU per parse, most of the bench client's CPU per request: on
     shared cores a client that burns more CPU waits longer for one when the server answers
     (docs/measurements.md, #49's TTFT p99). vLLM's own client filters lines the same way."""

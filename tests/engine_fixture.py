@@ -16,12 +16,14 @@ engine environment fails the fixture (tests/box_env.py builds it or raises), it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,9 +79,17 @@ class EngineBox:
         return path
 
     def cli(self, *args: str, session: Path | None = None) -> int:
-        """`console ARGS --host engbox --config console.toml`, recorded to `session`."""
+        """`console ARGS --host engbox --config console.toml`, recorded to `session`. From an
+        async test (its event loop running: the console's own asyncio.run would refuse), the
+        command runs in a thread with a loop of its own, the test's loop blocked meanwhile."""
         rec = ["--session", str(session)] if session else ["--no-record"]
-        return console_main([*args, "--host", HOST, "--config", str(self.console_toml), *rec])
+        argv = [*args, "--host", HOST, "--config", str(self.console_toml), *rec]
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return console_main(argv)
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(console_main, argv).result()
 
     def cli_process(self, *args: str, session: Path | None = None) -> int:
         """`cli` in a process of its own: for a check made while this process's console is
@@ -108,9 +118,14 @@ class EngineBox:
         return session
 
     def release(self) -> None:
-        """Stop every server this fixture started (a test may then start its own)."""
+        """Stop every server this fixture started (a test may then start its own). A stop that
+        fails is said here: a server left running holds the port every later engine test
+        starts on, and they would fail far from the cause."""
         if self.running:
-            self.cli("serve", "stop")
+            rc = self.cli("serve", "stop")
+            if rc != 0:
+                raise AssertionError(f"console serve stop exited {rc}: the servers "
+                                     f"{sorted(self.running)} may still hold port {self.port}")
             self.running.clear()
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.cells import cell_len
+from rich.table import Column, Table
+from rich.text import Text
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -86,6 +89,18 @@ def fmt_seconds(s: float | None) -> str:
     m, sec = divmod(int(s), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+def titled_table(title: str | Text | None, *columns: str | Column, **options: Any) -> Table:
+    """A table as the screens draw them: no box, a bold header, the title flush left; a column
+    given by its header alone is a plain one."""
+    return Table(*columns, box=None, title=title, title_justify="left", header_style="bold",
+                 **options)
+
+
+def right(header: str = "", **options: Any) -> Column:
+    """A right-aligned column (numbers, and the figure beside a bar)."""
+    return Column(header, justify="right", **options)
 
 
 def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:

@@ -33,6 +33,7 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.argtypes import positive_int
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
@@ -84,7 +85,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", default="1,4",
                    help="with --serve: bench concurrencies (default 1,4)")
     add_point_size_options(p, when="with --serve: ")
-    p.add_argument("--max-tokens", type=int,
+    p.add_argument("--max-tokens", type=positive_int,
                    help="with --serve: output tokens per request (default: evaluate's "
                    "max_new_tokens)")
     p.add_argument("--vllm-args", metavar="'ARGS'",
@@ -219,8 +220,6 @@ async def run(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.requests is not None:
         raise UsageError("--rounds and --requests: give one (rounds x concurrency, or a "
                          "minimum per point)")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be positive")
     if args.baseline_url is not None:
         from remote.bench.reach import parse_vllm_url
 

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -70,10 +71,8 @@ def _make_private_dirs(directory: Path) -> None:
             break
         d = d.parent
     for d in reversed(missing):
-        try:
+        with suppress(FileExistsError):
             d.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
 
 
 class SessionWriter:

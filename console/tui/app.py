@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from functools import partial
 from typing import Any, ClassVar
 
@@ -240,10 +240,8 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             if due is None:
                 await self._wake.wait()
             elif due > 0:
-                try:
+                with suppress(TimeoutError):
                     await aio.wait_for(self._wake.wait(), due)
-                except TimeoutError:
-                    pass
             self._wake.clear()
             # From a switch's key to its paint the stream waits in the queue (O(1) per event):
             # the operator's switch is drawn at once, the stream's fold a frame after it.

@@ -133,11 +133,6 @@ def _toml(path: str) -> dict[str, Any]:
         return {}
 
 
-def _is_pipeline_toml(path: str) -> bool:
-    data = _toml(path)
-    return "output_dir" in data or "target" in data
-
-
 def _extract_hosts(path: str) -> list[str]:
     """`[extract] hosts` as written in the local pipeline TOML."""
     section = _toml(path).get("extract")  # not a stage: the TOML's [extract] section
@@ -206,7 +201,8 @@ async def run(args: argparse.Namespace) -> int:
     from remote.spine import events as ev
     from remote.spine.stage_life import DONE, SKIPPED
 
-    if args.config and not args.pipeline and _is_pipeline_toml(args.config):
+    # a pipeline TOML (its output_dir or [target]) given as --config is --pipeline
+    if args.config and not args.pipeline and {"output_dir", "target"} & _toml(args.config).keys():
         args.pipeline, args.config = args.config, None
     if args.demo and args.pipeline:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")

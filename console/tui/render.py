@@ -103,16 +103,6 @@ def right(header: str = "", **options: Any) -> Column:
     return Column(header, justify="right", **options)
 
 
-def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
-    """Keys of a list of dicts in first-seen order (rows from other engineers' producers)."""
-    cols: list[str] = []
-    for r in rows:
-        for k in r:
-            if k not in cols and k != "summary":
-                cols.append(k)
-    return cols
-
-
 def meter_style(fraction: float, warn: float = 0.6, crit: float = 0.85) -> str:
     """btop/nvitop thresholds: green under `warn`, yellow under `crit`, red above."""
     return "green" if fraction < warn else "yellow" if fraction < crit else "bold red"

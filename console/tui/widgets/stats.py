@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
-from console.tui.render import ALERT_MARK, columns_of, fmt_num, hbar, right, spark, titled_table
+from console.tui.render import ALERT_MARK, fmt_num, hbar, right, spark, titled_table
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View, panels
@@ -48,7 +48,8 @@ def sweep_chart(rows: list[dict[str, Any]], width: int = 40) -> Group | Table | 
 def generic_table(rows: list[dict[str, Any]], title: str) -> Table | Text:
     if not rows:
         return Text(f"{title}: no data yet", style="dim")
-    cols = columns_of(rows)
+    # every key of the rows in first-seen order (rows from other engineers' producers)
+    cols = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "summary"]
     t = titled_table(title, *cols)
     for r in rows:
         t.add_row(*(fmt_num(r.get(c), 2) if isinstance(r.get(c), float) else str(r.get(c, "")) for c in cols))

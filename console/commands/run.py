@@ -33,6 +33,7 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.argtypes import positive_int
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
@@ -84,7 +85,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", default="1,4",
                    help="with --serve: bench concurrencies (default 1,4)")
     add_point_size_options(p, when="with --serve: ")
-    p.add_argument("--max-tokens", type=int,
+    p.add_argument("--max-tokens", type=positive_int,
                    help="with --serve: output tokens per request (default: evaluate's "
                    "max_new_tokens)")
     p.add_argument("--vllm-args", metavar="'ARGS'",
@@ -130,11 +131,6 @@ def _toml(path: str) -> dict[str, Any]:
         return tomllib.loads(Path(path).expanduser().read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return {}
-
-
-def _is_pipeline_toml(path: str) -> bool:
-    data = _toml(path)
-    return "output_dir" in data or "target" in data
 
 
 def _extract_hosts(path: str) -> list[str]:
@@ -205,7 +201,8 @@ async def run(args: argparse.Namespace) -> int:
     from remote.spine import events as ev
     from remote.spine.stage_life import DONE, SKIPPED
 
-    if args.config and not args.pipeline and _is_pipeline_toml(args.config):
+    # a pipeline TOML (its output_dir or [target]) given as --config is --pipeline
+    if args.config and not args.pipeline and {"output_dir", "target"} & _toml(args.config).keys():
         args.pipeline, args.config = args.config, None
     if args.demo and args.pipeline:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
@@ -219,8 +216,6 @@ async def run(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.requests is not None:
         raise UsageError("--rounds and --requests: give one (rounds x concurrency, or a "
                          "minimum per point)")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be positive")
     if args.baseline_url is not None:
         from remote.bench.reach import parse_vllm_url
 

@@ -25,8 +25,11 @@ output), so --target-layer-ids gets the three auxiliary ids as they are.
 
 from __future__ import annotations
 
+import inspect
+import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +82,6 @@ def _ddp_options() -> Any:
     constants (d2t/t2d, read from the vocab stage's files, and the rotary frequencies);
     `batched_grad_copy` where torch has it: a bucket's gradients copied in one op, not one per
     parameter, the same values (issue 51, docs/measurements.md). Returns the undo."""
-    import inspect
-
     from speculators.train import trainer as trainer_mod
 
     ddp = trainer_mod.DistributedDataParallel
@@ -133,14 +134,10 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
     only the shard this box holds (extract's meta.json: every shard's range and the one held).
     Returns (undo, record, val): record collects (epoch, global indices) of the train split,
     val the validation split's samplers."""
-    import json
-
     from pipeline.trainers.shard_sampler import LOCAL_SHARDS, NodeShards, NodeShardSampler
 
     if cfg.train.data != LOCAL_SHARDS:
         return None
-    from pipeline.errors import PipelineError
-
     meta = json.loads((extract_dir / "meta.json").read_text())
     shards = NodeShards(tuple((int(a), int(b)) for a, b in meta["shards"]))
     held = list(meta["local_shards"])
@@ -278,8 +275,6 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
                argv: list[str]) -> dict[str, Any]:
     """`speculators train` with this argv (online mode's: pipeline.trainers.online), its
     metrics as our progress records."""
-    import json
-
     if device == "cpu":
         _cpu_patches()
     from speculators.train.cli import main
@@ -328,8 +323,6 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
     resumed = got[0] if got else resume.Resumed()
     for copy in resumed.received:  # a rank > 0's copy of rank 0's checkpoint: not its own
-        import shutil
-
         shutil.rmtree(copy, ignore_errors=True)
     if saves.interrupted:  # speculators' SIGTERM path returns as if training had ended
         raise PipelineError(f"train: interrupted by a signal at step {progress.done}: the "

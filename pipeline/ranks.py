@@ -28,6 +28,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -145,8 +147,6 @@ def run_id() -> str:
 def collect(ranks_dir: Path) -> dict[str, Any]:
     """Rank 0's result, with this box's ranks' shares (`ranks`: rank, steps, files it wrote
     under its save dir); the directory is removed (it is no output of the stage)."""
-    import shutil
-
     results = sorted((json.loads(p.read_text()) for p in ranks_dir.glob("rank-*.json")),
                      key=lambda r: int(r["rank"]))
     if not results or results[0]["rank"] != 0:
@@ -173,8 +173,6 @@ def run_torchrun(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
     (stdout to ours: the ranks' records reach the log), its stderr relayed line by line and
     read for its failure summary. ('' when it succeeded, else one line: the first rank that
     failed and its error; the ranks directory)."""
-    import shutil
-
     ranks_dir = save_dir.parent / RANKS_DIR
     if ranks_dir.exists():
         shutil.rmtree(ranks_dir)
@@ -259,8 +257,6 @@ def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int)
 
 
 def _signal(code: str) -> str:
-    import signal
-
     try:
         return signal.Signals(-int(code)).name
     except ValueError:

@@ -107,7 +107,6 @@ class FitReport:
                 f"{fmt_bytes(self.need_bytes)} with headroom; {where}: {verdict}")
 
 
-
 def host_available() -> int:
     """MemAvailable from /proc/meminfo (what can be allocated without swapping)."""
     try:

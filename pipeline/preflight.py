@@ -78,7 +78,6 @@ def weights_bytes(model_dir: Path) -> int:
     return sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
 
 
-
 def check(model_dir: Path, tensor_parallel_size: int,
           devices: list[dict[str, Any]] | None = None, *, own_pid: int | None = None) -> list[str]:
     """Notes on what was checked; raises PipelineError with the cause and the fix."""

@@ -209,8 +209,6 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
             "packages": m.get("packages") or {}}
 
 
-
-
 def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,
                   force: bool = False) -> dict[str, Any]:
     """`shard-extract --local`: prepare here, the shard into this box's own output_dir, then

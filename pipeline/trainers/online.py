@@ -34,8 +34,6 @@ from pipeline.stages import TRAIN
 if TYPE_CHECKING:
     from pipeline.config_types import PipelineConfig
 
-MODES = ("offline", "online")
-
 
 def train_argv(base: Sequence[str], endpoint: str) -> list[str]:
     """The offline adapter's `speculators train` argv, asking the server for every sample

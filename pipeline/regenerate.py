@@ -18,7 +18,6 @@ to the journal (pipeline/regen_journal.py) as they finish; a rerun skips them.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -56,16 +55,12 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
         return
     import torch
 
-    from pipeline.ranks import free_port
-    from pipeline.stages.extract_server import server_beside
-    from pipeline.vllm_engine_kw import with_cpu_kv_cache
+    from pipeline.stages.extract_server import loopback_server
 
-    port = free_port()
-    argv = server_argv(cfg, port, cpu=not torch.cuda.is_available())
-    emit("info", PREPARE, message="starting the regeneration server: " + " ".join(argv))
-    url = f"http://127.0.0.1:{port}"
-    with server_beside(argv, url + "/v1", log, env=with_cpu_kv_cache(os.environ)):
-        yield url
+    cpu = not torch.cuda.is_available()
+    with loopback_server(lambda port: server_argv(cfg, port, cpu=cpu), log, PREPARE,
+                         "starting the regeneration server") as endpoint:
+        yield endpoint.removesuffix("/v1")
 
 
 def sampling(cfg: PipelineConfig) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -104,14 +104,11 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     staging.mkdir(exist_ok=True)
     import torch
 
-    port = free_port()
-    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
-    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
-    endpoint = f"http://127.0.0.1:{port}/v1"
-
+    cpu = not torch.cuda.is_available()
     try:
-        with server_beside(server_argv, endpoint, ctx.workdir / "vllm_server.log",
-                           env=with_cpu_kv_cache(os.environ)):
+        with loopback_server(lambda port: vllm_09_server_argv(cfg, staging, port, cpu=cpu),
+                             ctx.workdir / "vllm_server.log", "extract",
+                             "starting the extraction server") as endpoint:
             argv = [sys.executable, "-m", "speculators", "generate-offline-data",
                     "--model", str(cfg.model_path), "--endpoint", endpoint,
                     "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
@@ -184,3 +181,17 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
         finally:
             signal.signal(signal.SIGTERM, previous)
             sink.close()
+
+
+@contextlib.contextmanager
+def loopback_server(make_argv: Callable[[int], list[str]], log: Path, stage: str,
+                    what: str) -> Iterator[str]:
+    """`make_argv(port)` on a free loopback port, said in one line (`WHAT: ARGV`) and kept
+    beside the stage (`server_beside`, with a CPU build's KV cache default); its /v1 endpoint.
+    The extraction server, online training's and regeneration's."""
+    port = free_port()
+    argv = make_argv(port)
+    emit("info", stage, message=f"{what}: " + " ".join(argv))
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    with server_beside(argv, endpoint, log, env=with_cpu_kv_cache(os.environ)):
+        yield endpoint

@@ -132,18 +132,6 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     return True
 
 
-def read_sample(fmt: str, path: Path) -> dict[str, Any]:
-    import torch
-
-    if fmt == "0.3":
-        d = torch.load(path, weights_only=True, map_location="cpu")
-        return {"input_ids": d["input_ids"], "states": list(d["hidden_states"])}
-    from safetensors.torch import load_file
-
-    d = load_file(str(path))
-    return {"input_ids": d["token_ids"], "states": list(d["hidden_states"].unbind(1))}
-
-
 def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
     """The prepared rows as the Arrow dataset speculators 0.9 trains from (input_ids,
     loss_mask, seq_len), beside hidden_states/."""

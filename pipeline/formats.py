@@ -150,8 +150,7 @@ def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> l
     files = []
     for child in tmp.iterdir():
         dest = workdir / child.name
-        if dest.exists():
-            dest.unlink()
+        dest.unlink(missing_ok=True)
         child.rename(dest)
         files.append(dest)
     tmp.rmdir()

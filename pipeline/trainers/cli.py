@@ -44,10 +44,7 @@ from pipeline.trainers.common import METRICS_KEY, MetricsToProgress, load_vocab
 def _cpu_patches() -> None:
     import torch
 
-    def _no_sync(*_a: Any, **_k: Any) -> None:
-        return None
-
-    torch.accelerator.synchronize = _no_sync  # type: ignore[assignment]
+    torch.accelerator.synchronize = lambda *_a, **_k: None  # type: ignore[assignment]
     import speculators.train.checkpointer as checkpointer
     import speculators.train.cli as cli
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +199,6 @@ def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 25
         tok = build_tokenizer(partial)
         build_target(partial, tok, convs, steps=target_steps, seed=seed)
         if model_dir.exists():
-            import shutil
-
             shutil.rmtree(model_dir)
         partial.rename(model_dir)
         tmp = data.with_suffix(".part")

@@ -12,8 +12,10 @@ sample with input_ids and loss_mask, the rows `speculators prepare-data` passes 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import struct
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -93,9 +95,6 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     sample (at Kimi-K2.5's width 117 MB per 2,048 tokens; docs/measurements.md, the extract
     writer). False, and nothing written, where the states are not CPU tensors of `dtype`, one
     contiguous [seq, H] each: save_file's path then."""
-    import json
-    import struct
-
     import torch
 
     name = _SAFETENSORS_DTYPES.get(str(dtype).removeprefix("torch."))

@@ -84,11 +84,7 @@ def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
                 f"{'' if have == 1 else 's'} ({device}): at most one rank per {what}; set it "
                 f"to {have} or fewer (0: one per GPU, 1 on CPU)"))
         return n
-    if device == "cuda":
-        import torch
-
-        return max(1, torch.cuda.device_count())
-    return 1
+    return max(1, slots(device)[0]) if device == "cuda" else 1
 
 
 def refuse_03(cfg: PipelineConfig, device: str, key: str = "train.hosts") -> None:

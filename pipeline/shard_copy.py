@@ -119,9 +119,9 @@ def _open_regular(directory: Path, name: str) -> int:
     return fd
 
 
-def read_token(stream: Any = None) -> str:
+def read_token() -> str:
     """The copy's token, the first line of stdin."""
-    token = (stream or sys.stdin).readline().strip()
+    token = sys.stdin.readline().strip()
     if not token:
         raise CopyRefused("no token on stdin (the console passes it there)")
     return token

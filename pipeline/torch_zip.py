@@ -206,10 +206,9 @@ def _alignment() -> int:
     return int(get()) if get else 64
 
 
-def to_bytes(obj: Any, archive: str, serialization_id: bytes | None = None,
-             crc: Callable[..., int] | None = None) -> bytes:
-    """The whole file in memory (tests and the layout check; small objects)."""
-    z = _Zip(None, archive, _alignment(), crc or fast_crc32()[1])
+def to_bytes(obj: Any, archive: str, serialization_id: bytes | None = None) -> bytes:
+    """The whole file in memory (the layout check: a small object)."""
+    z = _Zip(None, archive, _alignment(), fast_crc32()[1])
     records = _records(obj)
     for name, data in records:
         z.record(name, data)

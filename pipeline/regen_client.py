@@ -37,8 +37,7 @@ class Reply:
 
 def base_url(url: str) -> str:
     """`http://host:port` from a URL given with or without `/v1` and a trailing slash."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.rstrip("/").removesuffix("/v1")
 
 
 _LOCAL = threading.local()  # each thread's kept-alive connection to the server

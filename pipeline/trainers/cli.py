@@ -175,11 +175,7 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
 
     upstream = dataloader.MultipackDistributedBatchSamplerV2
     dataloader._setup_dataloader = setup  # type: ignore[assignment]
-
-    def undo() -> None:
-        dataloader._setup_dataloader = original  # type: ignore[assignment]
-
-    return undo, record, val
+    return (lambda: setattr(dataloader, "_setup_dataloader", original)), record, val
 
 
 def _runs(indices: list[int]) -> list[list[int]]:

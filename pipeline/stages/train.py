@@ -55,7 +55,6 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
 
         result = online.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"), save_dir,
                               device)
-        result["world_size"] = 1
     elif nodes.across(cfg):
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
@@ -64,7 +63,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     else:
         result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
                                                 ctx.input_dir("vocab"), save_dir, device)
-        result["world_size"] = 1
+    result.setdefault("world_size", 1)  # one process; the ranks' results carry their own
     newest_first = checkpoints.epoch_dirs(save_dir)
     if not newest_first:
         raise RuntimeError(f"the trainer wrote no checkpoint under {save_dir}")

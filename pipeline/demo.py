@@ -48,8 +48,7 @@ def conversations(n: int, seed: int) -> list[dict[str, Any]]:
         else:
             length = rng.randint(6, 12)
             start = rng.randint(0, 26 - length)
-            user = f"alphabet from {LETTERS[start]} go on {length} steps".replace(
-                f"{length} steps", f"n{length} steps")
+            user = f"alphabet from {LETTERS[start]} go on n{length} steps"
             reply = " ".join(LETTERS[start:start + length])
         rows.append({"conversations": [{"role": "user", "content": user},
                                        {"role": "assistant", "content": reply}]})

@@ -14,6 +14,7 @@ import builtins
 import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import suppress
 
 from remote.errors import (
     CancelRefused,
@@ -389,7 +390,5 @@ async def _close_quietly(proc: RemoteProcess | None) -> None:
     """Release a helper's channel after its stream ended or broke: the channel may already be
     gone with the connection, and that is not an error worth more than the one that got us here."""
     if proc is not None:
-        try:
+        with suppress(Exception):
             await proc.close()
-        except Exception:
-            pass

@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 
 if __package__:  # imported as remote.jobs.helper (the console's tests)
     from . import helper_runs as runs_io
@@ -160,11 +161,9 @@ def cmd_launch(runs, locks, name, cwd, env_json, *argv):
     os.close(env_r)
     os.close(devnull)
     os.close(fd)  # the supervisor holds the lock now
-    with os.fdopen(env_w, "w") as pipe:
-        try:
-            pipe.write(json.dumps(env))
-        except BrokenPipeError:  # the supervisor died at start: its exit.json says why
-            pass
+    # BrokenPipeError: the supervisor died at start; its exit.json says why.
+    with os.fdopen(env_w, "w") as pipe, suppress(BrokenPipeError):
+        pipe.write(json.dumps(env))
     with os.fdopen(rfd) as pipe:
         pipe.read()  # the supervisor closes its end once the job is started (or failed to)
     del sup  # not waited for: it outlives this process, reparented to init
@@ -333,10 +332,8 @@ def cmd_cancel(run_dir, grace):
         elif verdict == "bad" or (pid is not None and runs_io.alive(pid)):
             refused = f"not signalled: {why}"
             if asked and runs_io.ended(run_dir) is None:
-                try:
+                with suppress(OSError):
                     os.unlink(flag)
-                except OSError:
-                    pass
         elif pid is not None:  # the leader ended: the supervisor ends the rest of its group
             runs_io.wait_ended(run_dir, grace + runs_io.GROUP_GRACE + 5)
     rec = runs_io.record(run_dir)

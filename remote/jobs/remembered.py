@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,8 @@ class RememberedRuns:
 
         record = {"run_id": run_id, "config": config, "workdir": host.workdir,
                   "host": host.name, "started": started, "remembered": format_ts(utc_now())}
-        try:
+        with suppress(OSError):
             write_private_json(self.path(host), record)
-        except OSError:
-            pass
 
     def recall(self, host: HostConfig) -> dict[str, Any] | None:
         try:

@@ -4,6 +4,7 @@ with a dropped connection raised as one line (ConnectionFailed)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import suppress
 
 import asyncssh
 
@@ -51,10 +52,8 @@ class SSHProcess(RemoteProcess):
             raise ConnectionFailed(f"connection to {self._host} lost: {one_line(exc)}") from None
 
     async def close_stdin(self) -> None:
-        try:
+        with suppress(*LOST):
             self._proc.stdin.write_eof()
-        except LOST:
-            pass
 
     async def close(self) -> None:
         self._proc.close()

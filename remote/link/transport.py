@@ -224,10 +224,8 @@ class LocalTransport(Transport):
             try:
                 await aio.wait_for(proc.wait(), 2.0)
             except TimeoutError:
-                try:
+                with suppress(ProcessLookupError):
                     proc.kill()
-                except ProcessLookupError:
-                    pass
                 # wait() also waits for its pipes, which a grandchild may still hold: bounded.
                 with suppress(TimeoutError):
                     await aio.wait_for(proc.wait(), 2.0)

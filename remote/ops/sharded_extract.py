@@ -30,7 +30,6 @@ import json
 import posixpath
 import tempfile
 from collections import deque
-from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -40,15 +39,12 @@ from pipeline.progress import PREFIX
 from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
-from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
 from remote.ops.shard_gather import gather, gather_direct
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
-
-Connect = Callable[[str], Awaitable[tuple[HostConfig, Transport]]]
 
 
 @dataclass

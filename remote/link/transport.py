@@ -31,10 +31,6 @@ class CompletedRun:
     stdout: str
     stderr: str
 
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
     def check(self) -> CompletedRun:
         if self.returncode != 0:
             raise RemoteCommandError(self.argv, self.returncode, self.stderr)

@@ -24,13 +24,9 @@ from remote.jobs.cursors import safe_part, write_private_json
 from remote.link.hosts import APP_NAME, HostConfig
 
 
-def default_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP_NAME)) / "pipelines"
-
-
 class RememberedRuns:
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else default_dir()
+        self.root = Path(root or Path(platformdirs.user_state_dir(APP_NAME)) / "pipelines")
 
     def path(self, host: HostConfig) -> Path:
         where = hashlib.sha256(f"{host.ssh or ''}|{host.workdir}".encode()).hexdigest()[:12]

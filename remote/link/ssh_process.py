@@ -9,7 +9,7 @@ from contextlib import suppress
 import asyncssh
 
 from remote.errors import ConnectionFailed
-from remote.link.streams import merge_streams
+from remote.link.streams import MergedStreams
 from remote.link.transport import RemoteProcess
 
 # what a dropped connection raises, from asyncssh or the socket under it
@@ -24,7 +24,7 @@ class SSHProcess(RemoteProcess):
 
     async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
         out, err = self._proc.stdout, self._proc.stderr
-        merged = merge_streams({"stdout": lambda: out.read(1 << 18),
+        merged = MergedStreams({"stdout": lambda: out.read(1 << 18),
                                 "stderr": lambda: err.read(1 << 18)}, lost=LOST)
         try:
             async for item in merged:

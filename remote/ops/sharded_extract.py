@@ -261,14 +261,11 @@ class ShardedExtract:
         finally:
             self._busy -= 1
 
-    async def _prepare(self, box: Box) -> None:
-        if not box.config:
-            await box.runner.source_dir()
-            box.config = await box.runner.remote_config(self.local_config)
-
     async def _launch(self, box: Box, shard: dict[str, Any], plan: Plan,
                       rows: list[str]) -> tuple[str, RunInfo]:
-        await self._prepare(box)
+        if not box.config:  # its pipeline and config uploaded, once per box
+            await box.runner.source_dir()
+            box.config = await box.runner.remote_config(self.local_config)
         k, n = shard["index"], len(plan.shards)
         base = posixpath.join(await box.runner.root(), "extract-shards", plan.tag)
         name = f"shard-{k + 1}-of-{n}"

@@ -236,9 +236,9 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
     return HostConfig(name=name, ssh_options=ssh_options, source=source, **values)
 
 
-# Ranges of the SSH options and stats_interval: a value out of range is refused here, with its key, rather than
-# failing deep inside a connect (OverflowError for port 70000) or silently meaning something
-# else (port 0 became 22; a nan timeout waits forever).
+# Ranges of the SSH options and stats_interval: a value out of range is refused here, with its
+# key, rather than failing deep inside a connect (OverflowError for port 70000) or silently
+# meaning something else (port 0 became 22; a nan timeout waits forever).
 _RANGES: dict[str, tuple[float, float, str]] = {
     "port": (1, 65535, "a TCP port, 1..65535"),
     "keepalive_interval": (0, 86400, "seconds, 0 (off) .. 86400"),

@@ -270,19 +270,18 @@ def cmd_tail(run_dir, offset, follow):
                 offset += len(rest)
                 rest = fh.read()
             out.flush()
-            final["end"] = offset
-            sys.stderr.write("END " + json.dumps(final) + "\n")
-            sys.stderr.flush()
-            return 0
+            return _trailer(final, end=offset)
         if not follow:
-            rec = runs_io.record(run_dir)
-            rec["end"] = offset
-            rec["partial"] = True
-            sys.stderr.write("END " + json.dumps(rec) + "\n")
-            sys.stderr.flush()
-            return 0
+            return _trailer(runs_io.record(run_dir), end=offset, partial=True)
         if stdin_closed(POLL):
             return 0
+
+
+def _trailer(rec, **extra):
+    """The END line a tail ends with on stderr: the run record and where the stream stopped."""
+    sys.stderr.write("END " + json.dumps({**rec, **extra}) + "\n")
+    sys.stderr.flush()
+    return 0
 
 
 def unknown(run_dir):

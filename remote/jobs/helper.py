@@ -173,8 +173,6 @@ def cmd_launch(runs, locks, name, cwd, env_json, *argv):
 
 def _read_env(envfd):
     """The run's environment values, from the launcher's pipe (never from meta.json)."""
-    if envfd is None:
-        return {}
     with os.fdopen(int(envfd), "r") as pipe:
         text = pipe.read()
     try:
@@ -184,7 +182,7 @@ def _read_env(envfd):
     return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
-def cmd_supervise(run_dir, wfd, envfd=None):
+def cmd_supervise(run_dir, wfd, envfd):
     wfd = int(wfd)
     runs_io.become_subreaper()
     extra = _read_env(envfd)

@@ -11,6 +11,7 @@ Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -206,26 +207,20 @@ def gpu_section():
 
 def meminfo(path="/proc/meminfo"):
     out = {}
-    try:
-        with open(path) as fh:
-            for line in fh:
-                key, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path) as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
     return out
 
 
 def cpu_model(path="/proc/cpuinfo"):
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path) as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or None
 
 

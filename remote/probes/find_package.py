@@ -6,6 +6,7 @@ Box side: stdlib only, Python >= 3.8, uploaded beside each of them (upload_probe
 """
 
 import ast
+import contextlib
 import importlib.util
 import os
 
@@ -59,8 +60,6 @@ def read_assignments(path):
             targets, value = [node.target], node.value
         for t in targets:
             if isinstance(t, ast.Name):
-                try:
+                with contextlib.suppress(ValueError):
                     out[t.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
     return out

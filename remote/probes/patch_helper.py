@@ -33,6 +33,7 @@ find_package: a package found without importing it) are uploaded beside it.
 
 import ast
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -212,10 +213,8 @@ def _journal_files(req):
     journal = req["journal"]
     paths = [journal]
     if os.path.exists(journal):
-        try:
+        with contextlib.suppress(HelperError):
             paths += [f["file"] for f in patch_journal.read_journal(journal)[1]]
-        except HelperError:
-            pass
     return paths
 
 

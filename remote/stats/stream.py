@@ -10,6 +10,7 @@ is started again once the transport is back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import posixpath
 from collections import deque
@@ -144,10 +145,8 @@ class StatsStream:
                               error=_why(exc), delay=delay, attempt=self.restarts)
                 if deadline is not None and loop.time() + delay >= deadline:
                     break
-                try:
+                with contextlib.suppress(TimeoutError):
                     await aio.wait_for(self._stop.wait(), delay)
-                except TimeoutError:
-                    pass
                 delay = min(delay * 2, self.backoff_max)
         return self.samples - first
 
@@ -202,23 +201,18 @@ class StatsStream:
             if nxt is not None and not nxt.done():
                 nxt.cancel()
                 await asyncio.wait({nxt}, timeout=1)  # let the reader unwind; raises nothing
-            try:
+            with contextlib.suppress(OSError, ConnectionFailed, EOFError, TimeoutError,
+                                     RuntimeError):
                 await proc.close_stdin()  # --watch-stdin: the sampler exits on EOF
                 # Read to the end so the pipes/channel close with the process, not at GC.
                 await aio.wait_for(_drain(lines), 2)
-            except (OSError, ConnectionFailed, EOFError, TimeoutError, RuntimeError):
-                pass
-            try:
+            with contextlib.suppress(OSError, ConnectionFailed, EOFError):
                 await _wait_rc(proc, 2)
                 await proc.close()
-            except (OSError, ConnectionFailed, EOFError):
-                pass
             aclose = getattr(lines, "aclose", None)
             if aclose is not None:
-                try:
+                with contextlib.suppress(RuntimeError, OSError, ConnectionFailed):
                     await aclose()
-                except (RuntimeError, OSError, ConnectionFailed):
-                    pass
 
     def _handle(self, text: str) -> bool:
         """One stdout line; True when it was a sample."""

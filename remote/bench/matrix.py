@@ -64,6 +64,11 @@ def parse_list(text: str, what: str, kind: type) -> list[Any]:
     return out
 
 
+def parse_concurrency(text: str) -> list[int]:
+    """--concurrency: each level measured once, lowest first."""
+    return sorted(parse_list(text, "--concurrency", int))
+
+
 def parse_drafts(text: str) -> list[str]:
     """none, ngram, pipeline or a head directory on the box, each optionally `@K` to serve it
     at that K alone instead of every --k; the baseline is always measured (first), named or

@@ -7,6 +7,8 @@ the layer-path walk) imports one small vocabulary instead of the others.
 
 import ast
 
+from .find_package import name_assignments
+
 
 def expr_text(node):
     """A short rendering of an expression (ast.unparse is 3.9+)."""
@@ -47,13 +49,8 @@ class Module(object):
                 self.classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
-        for node in _module_level(tree.body, runtime_only=True):
-            if isinstance(node, ast.Assign):  # a later (runtime) assignment wins
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self.assigns[t.id] = node.value
-            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
-                self.assigns[node.target.id] = node.value  # `_X: dict[str, str] = {...}`
+        # a later (runtime) assignment wins; `_X: dict[str, str] = {...}` counts too
+        self.assigns.update(name_assignments(_module_level(tree.body, runtime_only=True)))
         for node in _module_level(tree.body):  # imports under `if TYPE_CHECKING:` / try too
             if isinstance(node, ast.ImportFrom):
                 if node.level:

@@ -8,6 +8,7 @@ their modules are parsed; it uses only `self.module(name)` and `self.parse_error
 
 import ast
 
+from .find_package import name_assignments
 from .model_ast import ClassRef, expr_text
 
 
@@ -123,11 +124,7 @@ class ClassIndex(object):
 
     def class_attr(self, cls, name):
         for c in self.mro(cls):
-            for stmt in c.node.body:
-                if isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-                    return c, stmt.value
-                if (isinstance(stmt, ast.AnnAssign) and stmt.value is not None
-                        and isinstance(stmt.target, ast.Name) and stmt.target.id == name):
-                    return c, stmt.value
+            for target, value in name_assignments(c.node.body):
+                if target == name:
+                    return c, value
         return None, None

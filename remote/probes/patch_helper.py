@@ -77,7 +77,6 @@ def op_inspect(req):
                     backups.append(b)
                 entry["backups"] = backups
             out["files"][rel] = entry
-    if pkg_dir is not None:
         paths = [os.path.join(pkg_dir, *rel.split("/")) for rel in req.get("files", [])]
         journal = patch_journal.journal_path(paths) if paths else None
         out["journal"] = journal
@@ -172,23 +171,17 @@ def op_recover(req):
     return {"journal": journal, "recovered": patch_journal.complete(journal, files), "kind": kind}
 
 
-class _DirLock(object):
+@contextlib.contextmanager
+def _dir_lock(directory):
     """Exclusive flock on the target's directory: two patchers (two consoles, or a retry racing
     a run the dropped connection left behind) take turns instead of interleaving steps. Locking
     the directory itself leaves no lock file behind in site-packages."""
-
-    def __init__(self, path):
-        self.directory = os.path.dirname(path) or "."
-        self.fd = None
-
-    def __enter__(self):
-        self.fd = os.open(self.directory, os.O_RDONLY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)  # closing drops the lock
-        return False
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _locked_all(paths_of, op):
@@ -196,15 +189,10 @@ def _locked_all(paths_of, op):
     never interleave nor deadlock."""
 
     def run(req):
-        dirs = sorted({os.path.dirname(p) or "." for p in paths_of(req)})
-        locks = []
-        try:
-            for d in dirs:
-                locks.append(_DirLock(os.path.join(d, "x")).__enter__())
+        with contextlib.ExitStack() as locks:
+            for d in sorted({os.path.dirname(p) or "." for p in paths_of(req)}):
+                locks.enter_context(_dir_lock(d))
             return op(req)
-        finally:
-            for lock in reversed(locks):
-                lock.__exit__()
 
     return run
 

@@ -139,13 +139,11 @@ async def capture(
     dests = [claim(local_dir / posixpath.basename(remote), force=force, what="trace").path
              for remote in workers]
     local_dir.mkdir(parents=True, exist_ok=True)
-    fetched = []
     for remote, dest in zip(workers, dests, strict=True):
         await transport.get(remote, dest)
-        fetched.append(dest)
-    bus.emit(ev.CONSOLE_INFO, host.name, message=f"fetched {len(fetched)} trace file(s) to "
-             f"{local_dir}", files=[str(p) for p in fetched])
-    return fetched
+    bus.emit(ev.CONSOLE_INFO, host.name, message=f"fetched {len(dests)} trace file(s) to "
+             f"{local_dir}", files=[str(p) for p in dests])
+    return dests
 
 
 async def _load(client: Any, root: str, requests: int, max_tokens: int) -> None:

@@ -100,10 +100,7 @@ class BenchRun:
         return data
 
     def point(self, concurrency: int) -> Point | None:
-        for p in self.points:
-            if p.concurrency == concurrency:
-                return p
-        return None
+        return next((p for p in self.points if p.concurrency == concurrency), None)
 
 
 def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline: BenchRun | None = None,

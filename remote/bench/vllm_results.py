@@ -74,9 +74,8 @@ def _num(doc: dict[str, Any], key: str, where: str) -> float:
 
 
 def _count(doc: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
-    v = doc.get(key, default)
-    if v is None and default is not None:
-        v = default
+    v = doc.get(key)
+    v = default if v is None else v
     if not finite_number(v) or float(v) != int(v):
         raise ResultFileError(f"{where}: vLLM result whose {key!r} is {str(v)[:40]!r}, not a "
                               f"count from 0 to {MAX_COUNT}")

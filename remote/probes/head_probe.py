@@ -34,11 +34,6 @@ from .probe_errors import HeadFileError
 EAGLE3_METHODS = ("eagle3",)
 
 
-def emit(obj):
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
 def read_head(head, out):
     """The head's config facts and tensors (None where unreadable), each problem a mismatch."""
     conf_path = os.path.join(head, "config.json")
@@ -229,8 +224,9 @@ def main(argv=None):
         signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     head = os.path.abspath(os.path.expanduser(args.head)) if args.head else None
     target = os.path.abspath(os.path.expanduser(args.target)) if args.target else None
-    emit({"kind": "result", "probe": "head",
-          "result": probe(args.method, head, target, args.vllm_root)})
+    sys.stdout.write(json.dumps({"kind": "result", "probe": "head",
+                                 "result": probe(args.method, head, target, args.vllm_root)},
+                                sort_keys=True) + "\n")
     return 0
 
 

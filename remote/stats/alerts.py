@@ -152,10 +152,5 @@ def _alert(rule: str, message: str, *, gpu: int | None = None, stage: str | None
            value: Any = None) -> dict[str, Any]:
     r = RULES[rule]
     out: dict[str, Any] = {"rule": rule, "message": message, "meaning": r.meaning, "advice": r.advice}
-    if gpu is not None:
-        out["gpu"] = gpu
-    if stage is not None:
-        out["stage"] = stage
-    if value is not None:
-        out["value"] = value
+    out.update((k, v) for k, v in (("gpu", gpu), ("stage", stage), ("value", value)) if v is not None)
     return out

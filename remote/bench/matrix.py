@@ -320,28 +320,6 @@ def save_matrix(path: Path, m: MatrixResult) -> Path:
     return path
 
 
-def is_matrix(doc: object) -> bool:
-    return isinstance(doc, dict) and doc.get("format") == FORMAT
-
-
-def read_matrix_doc(doc: dict[str, Any], path: Path) -> MatrixResult:
-    if doc.get("version") != VERSION:
-        raise ResultFileError(f"bench matrix {path}: unsupported version {doc.get('version')!r}")
-    try:
-        plan = msgspec.convert(doc["plan"], MatrixPlan)
-        cells = [Cell(str(c["draft"]), int(c["k"]), float(c["temperature"]),
-                      int(c["concurrency"]), msgspec.convert(c["rounds"], list[Point]))
-                 for c in doc.get("cells") or []]
-    except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
-        raise ResultFileError(f"bench matrix {path}: malformed ({exc})") from None
-    return MatrixResult(plan, {c.key: c for c in cells},
-                        engine_starts=dict(doc.get("engine_starts") or {}),
-                        time_split=dict(doc.get("time_split") or {}),
-                        complete=doc.get("complete") is True, host=str(doc.get("host", "")),
-                        model=str(doc.get("model", "")), started=str(doc.get("started", "")),
-                        path=path)
-
-
 def load_matrix(path: str | os.PathLike[str]) -> MatrixResult:
     p = Path(path).expanduser()
     try:
@@ -350,9 +328,23 @@ def load_matrix(path: str | os.PathLike[str]) -> MatrixResult:
         raise ResultFileError(f"bench matrix {p}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError):
         raise ResultFileError(f"bench matrix {p}: not JSON") from None
-    if not is_matrix(doc):
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ResultFileError(f"{p}: not a bench matrix (format is not {FORMAT!r})")
-    return read_matrix_doc(doc, p)
+    if doc.get("version") != VERSION:
+        raise ResultFileError(f"bench matrix {p}: unsupported version {doc.get('version')!r}")
+    try:
+        plan = msgspec.convert(doc["plan"], MatrixPlan)
+        cells = [Cell(str(c["draft"]), int(c["k"]), float(c["temperature"]),
+                      int(c["concurrency"]), msgspec.convert(c["rounds"], list[Point]))
+                 for c in doc.get("cells") or []]
+    except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
+        raise ResultFileError(f"bench matrix {p}: malformed ({exc})") from None
+    return MatrixResult(plan, {c.key: c for c in cells},
+                        engine_starts=dict(doc.get("engine_starts") or {}),
+                        time_split=dict(doc.get("time_split") or {}),
+                        complete=doc.get("complete") is True, host=str(doc.get("host", "")),
+                        model=str(doc.get("model", "")), started=str(doc.get("started", "")),
+                        path=p)
 
 
 def estimate_seconds(plan: MatrixPlan, todo: list[tuple[str, int, float, int]], *,

@@ -119,12 +119,6 @@ def sample_payload(obj: dict[str, Any], *, reason: str | None = None) -> dict[st
     return payload
 
 
-def _int_list(v: Any, what: str) -> list[int]:
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise ValueError(f"{what} is not a list of integers: {str(v)[:80]}")
-    return list(v)
-
-
 def health_fields(g: dict[str, Any]) -> dict[str, Any]:
     """The health fields a sampler GPU entry carries, checked; those it lacks stay absent.
     A sampler from an earlier release sends none of them."""
@@ -139,7 +133,11 @@ def health_fields(g: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{what}.clock_reasons is not a list of names: {str(reasons)[:80]}")
         out["clock_reasons"] = list(reasons)
     if g.get("xid") is not None:
-        out["xid"] = _int_list(g["xid"], f"{what}.xid")
+        xid = g["xid"]
+        if not isinstance(xid, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                 for x in xid):
+            raise ValueError(f"{what}.xid is not a list of integers: {str(xid)[:80]}")
+        out["xid"] = list(xid)
     if g.get("nvlink") is not None:
         links = g["nvlink"]
         if not isinstance(links, list):

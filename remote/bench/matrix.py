@@ -35,7 +35,6 @@ VERSION = 1
 NONE = "none"
 NGRAM = "ngram"
 PIPELINE = "pipeline"
-DEFAULT_ROUNDS = 3
 # Before anything is measured: an engine start on a GPU box or these CPU cores takes about a
 # minute (docs/design.md §7: 36-70 s here); a window's time is guessed from this decode rate per
 # request in flight, then replaced by the rate the matrix measures.

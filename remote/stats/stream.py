@@ -116,39 +116,35 @@ class StatsStream:
         delay = self.backoff_initial
         remove = self.bus.add_callback(self._on_event)
         try:
-            return await self._run(loop, deadline, target, first, delay)
+            while not self._stop.is_set():
+                started = self.samples
+                try:
+                    if not self.transport.connected:
+                        await self.transport.connect()
+                    if self._remote_path is None:
+                        self._remote_path = await self.prepare()
+                    proc = await self.transport.start(self.argv(self._remote_path))
+                    await self._pump(proc, deadline, target)
+                    break
+                except (_Broken, ConnectionFailed, OSError, EOFError) as exc:
+                    reraise_fatal(exc)  # a changed host key or refused login: no stats to wait for
+                    if self._stop.is_set():
+                        break
+                    if self.samples > started:
+                        delay = self.backoff_initial  # it worked for a while: a fresh break
+                    self.restarts += 1
+                    self.bus.emit(ev.CONSOLE_WARNING, self.name,
+                                  message=f"stats stream from {self.name} broke ({_why(exc)}); "
+                                  f"restarting in {delay:.1f}s",
+                                  error=_why(exc), delay=delay, attempt=self.restarts)
+                    if deadline is not None and loop.time() + delay >= deadline:
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await aio.wait_for(self._stop.wait(), delay)
+                    delay = min(delay * 2, self.backoff_max)
+            return self.samples - first
         finally:
             remove()
-
-    async def _run(self, loop: asyncio.AbstractEventLoop, deadline: float | None,
-                   target: int | None, first: int, delay: float) -> int:
-        while not self._stop.is_set():
-            started = self.samples
-            try:
-                if not self.transport.connected:
-                    await self.transport.connect()
-                if self._remote_path is None:
-                    self._remote_path = await self.prepare()
-                proc = await self.transport.start(self.argv(self._remote_path))
-                await self._pump(proc, deadline, target)
-                break
-            except (_Broken, ConnectionFailed, OSError, EOFError) as exc:
-                reraise_fatal(exc)  # a changed host key or refused login: no stats to wait for
-                if self._stop.is_set():
-                    break
-                if self.samples > started:
-                    delay = self.backoff_initial  # it worked for a while: a fresh break
-                self.restarts += 1
-                self.bus.emit(ev.CONSOLE_WARNING, self.name,
-                              message=f"stats stream from {self.name} broke ({_why(exc)}); "
-                              f"restarting in {delay:.1f}s",
-                              error=_why(exc), delay=delay, attempt=self.restarts)
-                if deadline is not None and loop.time() + delay >= deadline:
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await aio.wait_for(self._stop.wait(), delay)
-                delay = min(delay * 2, self.backoff_max)
-        return self.samples - first
 
     async def _pump(self, proc: RemoteProcess, deadline: float | None, target: int | None) -> None:
         """Read the sampler until done (returns) or the stream breaks (raises _Broken)."""

@@ -200,9 +200,7 @@ class Cell:
                       "acceptance": sum_acceptance(a["acc"])} for cat, a in out.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"draft": self.draft, "k": self.k, "temperature": self.temperature,
-                "concurrency": self.concurrency,
-                "rounds": [p.to_dict(per_request=True) for p in self.rounds]}
+        return asdict(self)  # every round whole, its per-request lists included
 
 
 @dataclass

@@ -95,9 +95,7 @@ class BenchRun:
     seed: int | None = None  # request i sampled with seed + i (temperature > 0 only)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["points"] = [p.to_dict(per_request=True) for p in self.points]
-        return data
+        return asdict(self)  # every point whole, its per-request lists included
 
     def point(self, concurrency: int) -> Point | None:
         return next((p for p in self.points if p.concurrency == concurrency), None)

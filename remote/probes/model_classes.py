@@ -61,8 +61,7 @@ class ClassIndex(object):
         if cls.key in memo:
             return memo[cls.key]
         out = memo[cls.key] = []
-        for b in cls.node.bases:
-            out.append((b, self.resolve_expr_class(cls.module, b)))
+        out.extend((b, self.resolve_expr_class(cls.module, b)) for b in cls.node.bases)
         return out
 
     def mro(self, cls):

@@ -80,12 +80,8 @@ def read_head(head, out):
 
 
 def _shape(tensors, name):
-    if not tensors:
-        return None
-    for key, info in tensors.items():  # `model.fc.weight` in some exports
-        if key == name or key.endswith("." + name):
-            return info["shape"]
-    return None
+    return next((info["shape"] for key, info in (tensors or {}).items()  # `model.fc.weight` too
+                 if key == name or key.endswith("." + name)), None)
 
 
 def compare(facts, tensors, target, max_aux_id, out, build="this vLLM"):

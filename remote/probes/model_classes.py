@@ -108,11 +108,8 @@ class ClassIndex(object):
 
     def inherits(self, cls, name):
         """Does `cls` name a class called `name` among its bases, at any depth?"""
-        for c in self.mro(cls):
-            for _, r in self.bases(c):
-                if isinstance(r, ClassRef) and r.name == name:
-                    return True
-        return False
+        return any(isinstance(r, ClassRef) and r.name == name
+                   for c in self.mro(cls) for _, r in self.bases(c))
 
     def method(self, cls, name):
         for c in self.mro(cls):

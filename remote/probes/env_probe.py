@@ -64,10 +64,8 @@ def torch_build():
     info = {"version": find_package.dist_version("torch"), "path": root}
     if root:
         v = find_package.read_assignments(os.path.join(root, "version.py"))
-        info["version_py"] = v.get("__version__")
-        info["cuda"] = v.get("cuda")
-        info["hip"] = v.get("hip")
-        info["git_version"] = v.get("git_version")
+        info.update(version_py=v.get("__version__"), cuda=v.get("cuda"), hip=v.get("hip"),
+                    git_version=v.get("git_version"))
     nccl = None
     for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
         ver = find_package.dist_version(dist)

@@ -104,13 +104,8 @@ def scheduler_is_encoder_decoder(vllm_dir):
         os.path.join(vllm_dir, "config.py"),
     ]
     for source in candidates:
-        if not os.path.isfile(source):
-            continue
-        try:
-            tree = ast.parse(patch_files.read(source).decode("utf-8"), source)
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
-        for node in tree.body:
+        tree = find_package.parse_file(source)  # None: missing, or not Python
+        for node in tree.body if tree is not None else ():
             if isinstance(node, ast.ClassDef) and node.name == "SchedulerConfig":
                 for item in node.body:
                     if (

@@ -1,13 +1,11 @@
-"""A sampler line as a `stats.sample` payload, the bounded history the TUI draws sparklines
-from, and the one-line text the printer shows for a sample. No I/O: the stream
-(remote/stats/stream.py) feeds it, the printer and the TUI read it."""
+"""A sampler line as a `stats.sample` payload, and the one-line text the printer shows for a
+sample. No I/O: the stream (remote/stats/stream.py) feeds it, the printer reads it. The TUI
+keeps its sparklines' history from the stats.sample events themselves (console/tui/reducers.py),
+so a replayed session draws the same."""
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.units import fmt_bytes
@@ -27,52 +25,6 @@ HEALTH_COUNTERS = (
     "remapped_rows_failure", "pcie_replay",
 )
 NVLINK_FIELDS = ("tx", "rx", "replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
-# Per-metric series kept for sparklines: 10 minutes at 1 Hz, one minute at 10 Hz.
-DEFAULT_HISTORY = 600
-# Metric names are built from GPU indices the box reports; cap them so a confused sampler
-# cannot grow memory through names either.
-MAX_METRICS = 1024
-
-
-@dataclass
-class History:
-    """Bounded series per metric: memory stays flat however long the session runs."""
-
-    maxlen: int = DEFAULT_HISTORY
-    max_metrics: int = MAX_METRICS
-    series: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    dropped_metrics: int = 0
-
-    def add(self, payload: dict[str, Any]) -> None:
-        t = float(payload.get("t") or 0.0)
-        for name, value in metric_values(payload):
-            s = self.series.get(name)
-            if s is None:
-                if len(self.series) >= self.max_metrics:
-                    self.dropped_metrics += 1
-                    continue
-                s = self.series[name] = deque(maxlen=self.maxlen)
-            s.append((t, value))
-
-    def values(self, metric: str) -> list[float]:
-        return [v for _, v in self.series.get(metric, ())]
-
-    def points(self) -> int:
-        return sum(len(s) for s in self.series.values())
-
-
-def metric_values(payload: dict[str, Any]) -> Iterable[tuple[str, float]]:
-    host = payload.get("host") or {}
-    for key in HOST_FIELDS:
-        v = host.get(key)
-        if isinstance(v, (int, float)):
-            yield f"host.{key}", float(v)
-    for gpu in payload.get("gpus") or ():
-        idx = gpu.get("index")
-        for key in GPU_FIELDS:
-            v = gpu.get(key)
-            if isinstance(v, (int, float)):
-                yield f"gpu{idx}.{key}", float(v)
 
 
 # --------------------------------------------------------------------------- sampler lines

@@ -30,7 +30,7 @@ from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from remote.stats.alerts import AlertConfig, AlertWatch
 from remote.stats.limits import MIN_INTERVAL
-from remote.stats.samples import History, sample_payload
+from remote.stats.samples import sample_payload
 
 SAMPLER = Path(__file__).resolve().parents[1] / "probes" / "sampler.py"
 MAX_MALFORMED_REPORTS = 5
@@ -56,7 +56,6 @@ class StatsStream:
     bus: EventBus
     interval: float = 1.0
     source: str = "auto"
-    history: History = field(default_factory=History)
     # The alert rules judge each sample here, where it is made: every front end and the session
     # get the same stats.alert events, and a replay shows them without judging again.
     alerts: AlertConfig = field(default_factory=AlertConfig)
@@ -240,7 +239,6 @@ class StatsStream:
                               message=f"malformed sampler output ({exc}): {text[:120]!r}{more}")
             return False
         payload["interval"] = self.interval
-        self.history.add(payload)
         self.samples += 1
         # The text a printer shows is derived from the fields (console/printer.py), not sent.
         event = self.bus.publish(Event(ev.STATS_SAMPLE, self.name, payload))

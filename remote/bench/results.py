@@ -64,11 +64,11 @@ class Point:
     # file names no categories (and every result written before #49)
     categories: dict[str, dict[str, Any]] | None = None
 
-    def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """As events carry it: without the per-request lists, which result files hold."""
         data = asdict(self)
-        if not per_request:
-            for name in PER_REQUEST:
-                data.pop(name)
+        for name in PER_REQUEST:
+            data.pop(name)
         return data
 
 

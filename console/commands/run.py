@@ -159,7 +159,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     """The closing step: baseline and speculative servers in turn, benched alike."""
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
-    from remote.bench.driver import parse_concurrency
+    from remote.bench.matrix import parse_concurrency
     from remote.bench.results import MIN_REQUESTS
     from remote.bench.served import offline_vs_served
     from remote.errors import EngineFailed

@@ -52,7 +52,8 @@ def parse_list(text: str, what: str, kind: type) -> list[Any]:
         try:
             value = kind(raw)
         except ValueError:
-            raise UsageError(f"{what} {text!r}: {raw!r} is not a {kind.__name__}") from None
+            noun = "an integer" if kind is int else "a number"
+            raise UsageError(f"{what} {text!r}: {raw!r} is not {noun}") from None
         if (kind is float and (not math.isfinite(value) or value < 0)) or \
                 (kind is int and value < 1):
             raise UsageError(f"{what} {text!r}: {raw!r} is out of range")

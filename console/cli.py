@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Coroutine, Sequence
+from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
@@ -204,13 +205,10 @@ def _internal_error(exc: BaseException) -> int:
     import traceback
 
     where = ""
-    try:
-        with tempfile.NamedTemporaryFile("w", prefix="console-crash-", suffix=".txt",
-                                         delete=False) as fh:
-            traceback.print_exception(exc, file=fh)
-            where = f" (traceback in {fh.name})"
-    except OSError:
-        pass
+    with suppress(OSError), tempfile.NamedTemporaryFile("w", prefix="console-crash-",
+                                                        suffix=".txt", delete=False) as fh:
+        traceback.print_exception(exc, file=fh)
+        where = f" (traceback in {fh.name})"
     print(f"error: internal error: {type(exc).__name__}: {_one_line(str(exc))}{where}",
           file=sys.stderr)
     return EXIT_FAILED

@@ -32,6 +32,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import stages as stage_table
@@ -99,8 +100,6 @@ def advisor_inputs(cfg: PipelineConfig) -> dict[str, Any]:
 def _shard(args: argparse.Namespace, stage: str) -> int:
     """The sharded-extraction commands (pipeline/stages/extract_shard.py); each prints one JSON
     line for the console. A shard box need not hold the dataset: its samples come with --rows."""
-    from pathlib import Path
-
     from pipeline import config as config_mod
     from pipeline import shard_copy
     from pipeline.stages import extract_shard

@@ -20,6 +20,7 @@ Output lines:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import socket
@@ -119,8 +120,6 @@ def launch(args, argv):
 
 
 def worker(args):
-    import datetime
-
     import torch
     import torch.distributed as dist
 

@@ -255,11 +255,8 @@ ONLINE_MIN_VLLM = (0, 18)  # the first vLLM with the extract_hidden_states specu
 
 
 def _release(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit())
-        out.append(int(digits or 0))
-    return tuple(out)
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0)
+                 for part in version.split(".")[:2])
 
 
 def online_refusal(cfg: PipelineConfig) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,7 @@ def conversations(n: int, seed: int) -> list[dict[str, Any]]:
         else:
             length = rng.randint(6, 12)
             start = rng.randint(0, 26 - length)
-            user = f"alphabet from {LETTERS[start]} go on {length} steps".replace(
-                f"{length} steps", f"n{length} steps")
+            user = f"alphabet from {LETTERS[start]} go on n{length} steps"
             reply = " ".join(LETTERS[start:start + length])
         rows.append({"conversations": [{"role": "user", "content": user},
                                        {"role": "assistant", "content": reply}]})
@@ -198,8 +198,6 @@ def build_demo(directory: str | Path, *, rows: int = 240, target_steps: int = 25
         tok = build_tokenizer(partial)
         build_target(partial, tok, convs, steps=target_steps, seed=seed)
         if model_dir.exists():
-            import shutil
-
             shutil.rmtree(model_dir)
         partial.rename(model_dir)
         tmp = data.with_suffix(".part")

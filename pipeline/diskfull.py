@@ -35,7 +35,6 @@ def mount_point(path: Path) -> Path:
     return p
 
 
-
 def is_disk_full(exc: BaseException, where: Path) -> bool:
     """Whether `exc` (or an exception it was raised from) is a full disk under `where`."""
     seen: set[int] = set()

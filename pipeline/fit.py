@@ -13,6 +13,7 @@ It is within a few percent for Llama, Qwen, Mixtral and DeepSeek-V3/Kimi-K2 conf
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -107,16 +108,12 @@ class FitReport:
                 f"{fmt_bytes(self.need_bytes)} with headroom; {where}: {verdict}")
 
 
-
 def host_available() -> int:
     """MemAvailable from /proc/meminfo (what can be allocated without swapping)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/meminfo", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 

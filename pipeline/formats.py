@@ -12,8 +12,10 @@ sample with input_ids and loss_mask, the rows `speculators prepare-data` passes 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import struct
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -93,9 +95,6 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     sample (at Kimi-K2.5's width 117 MB per 2,048 tokens; docs/measurements.md, the extract
     writer). False, and nothing written, where the states are not CPU tensors of `dtype`, one
     contiguous [seq, H] each: save_file's path then."""
-    import json
-    import struct
-
     import torch
 
     name = _SAFETENSORS_DTYPES.get(str(dtype).removeprefix("torch."))
@@ -132,18 +131,6 @@ def _write_safetensors_rows(tmp: Path, input_ids: Any, states: list[Any], dtype:
     return True
 
 
-def read_sample(fmt: str, path: Path) -> dict[str, Any]:
-    import torch
-
-    if fmt == "0.3":
-        d = torch.load(path, weights_only=True, map_location="cpu")
-        return {"input_ids": d["input_ids"], "states": list(d["hidden_states"])}
-    from safetensors.torch import load_file
-
-    d = load_file(str(path))
-    return {"input_ids": d["token_ids"], "states": list(d["hidden_states"].unbind(1))}
-
-
 def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> list[Path]:
     """The prepared rows as the Arrow dataset speculators 0.9 trains from (input_ids,
     loss_mask, seq_len), beside hidden_states/."""
@@ -162,8 +149,7 @@ def write_arrow_dataset(workdir: Path, samples: list[dict[str, list[int]]]) -> l
     files = []
     for child in tmp.iterdir():
         dest = workdir / child.name
-        if dest.exists():
-            dest.unlink()
+        dest.unlink(missing_ok=True)
         child.rename(dest)
         files.append(dest)
     tmp.rmdir()

@@ -133,10 +133,7 @@ def package_versions() -> dict[str, str]:
 
 def invalidate(cfg: PipelineConfig, stage: str) -> None:
     """First thing a stage does when it starts work: it is no longer complete."""
-    try:
-        manifest_path(cfg, stage).unlink()
-    except FileNotFoundError:
-        pass
+    manifest_path(cfg, stage).unlink(missing_ok=True)
 
 
 def write(cfg: PipelineConfig, stage: str, outputs: list[Path], *, key: str,

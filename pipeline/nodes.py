@@ -54,7 +54,6 @@ def data_digest(cfg: PipelineConfig) -> str:
     what must be alike is the plan they were cut from: prepare's and vocab's outputs (token
     ids, masks, counts, the draft vocab: path, size, sha256) and the shards' ranges (extract's
     meta.json). Each box's extract stage checked its own shard against its manifest."""
-
     local = cfg.train.data == LOCAL_SHARDS
     rows: list[Any] = []
     for stage in (stage_table.PREPARE, stage_table.VOCAB, stage_table.EXTRACT) if local \

@@ -78,9 +78,8 @@ def weights_bytes(model_dir: Path) -> int:
     return sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
 
 
-
 def check(model_dir: Path, tensor_parallel_size: int,
-          devices: list[dict[str, Any]] | None = None, *, own_pid: int | None = None) -> list[str]:
+          devices: list[dict[str, Any]] | None = None) -> list[str]:
     """Notes on what was checked; raises PipelineError with the cause and the fix."""
     if devices is None:
         devices, why = gpus()
@@ -94,8 +93,7 @@ def check(model_dir: Path, tensor_parallel_size: int,
         raise PipelineError(f"extract.tensor_parallel_size = {tp} but {len(devices)} GPU(s) "
                             "are visible: lower it or expose more GPUs (CUDA_VISIBLE_DEVICES)")
     use = devices[:tp]
-    own = own_pid if own_pid is not None else os.getpid()
-    held = [(d, p) for d in use for p in d["procs"] if p["pid"] != own and p["used"] > HELD_BYTES]
+    held = [(d, p) for d in use for p in d["procs"] if p["pid"] != os.getpid() and p["used"] > HELD_BYTES]
     if held:
         who = "; ".join(f"GPU {d['index']}: pid {p['pid']} holds {fmt_bytes(p['used'])} "
                         f"({p['cmd']})" for d, p in held)

@@ -28,6 +28,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -82,11 +84,7 @@ def ranks_per_node(cfg: PipelineConfig, device: str) -> int:
                 f"{'' if have == 1 else 's'} ({device}): at most one rank per {what}; set it "
                 f"to {have} or fewer (0: one per GPU, 1 on CPU)"))
         return n
-    if device == "cuda":
-        import torch
-
-        return max(1, torch.cuda.device_count())
-    return 1
+    return max(1, slots(device)[0]) if device == "cuda" else 1
 
 
 def refuse_03(cfg: PipelineConfig, device: str, key: str = "train.hosts") -> None:
@@ -145,8 +143,6 @@ def run_id() -> str:
 def collect(ranks_dir: Path) -> dict[str, Any]:
     """Rank 0's result, with this box's ranks' shares (`ranks`: rank, steps, files it wrote
     under its save dir); the directory is removed (it is no output of the stage)."""
-    import shutil
-
     results = sorted((json.loads(p.read_text()) for p in ranks_dir.glob("rank-*.json")),
                      key=lambda r: int(r["rank"]))
     if not results or results[0]["rank"] != 0:
@@ -173,8 +169,6 @@ def run_torchrun(cfg: PipelineConfig, *, nnodes: int, nproc: int, endpoint: str,
     (stdout to ours: the ranks' records reach the log), its stderr relayed line by line and
     read for its failure summary. ('' when it succeeded, else one line: the first rank that
     failed and its error; the ranks directory)."""
-    import shutil
-
     ranks_dir = save_dir.parent / RANKS_DIR
     if ranks_dir.exists():
         shutil.rmtree(ranks_dir)
@@ -259,8 +253,6 @@ def rank_failure(stderr: list[str], ranks_dir: Path, world: int | None, rc: int)
 
 
 def _signal(code: str) -> str:
-    import signal
-
     try:
         return signal.Signals(-int(code)).name
     except ValueError:

@@ -37,8 +37,7 @@ class Reply:
 
 def base_url(url: str) -> str:
     """`http://host:port` from a URL given with or without `/v1` and a trailing slash."""
-    url = url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    return url.rstrip("/").removesuffix("/v1")
 
 
 _LOCAL = threading.local()  # each thread's kept-alive connection to the server
@@ -80,14 +79,11 @@ def _open(method: str, url: str, body: bytes | None, timeout: float) -> Any:
         except TimeoutError:
             _drop(url)
             raise RequestRefused(f"timed out after {timeout:g} s") from None
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-            _drop(url)
-            if attempt == 0:
-                continue  # the server closed an idle kept-alive connection
-            raise PipelineError(f"the vLLM server at {base_url(url)} stopped answering: "
-                                f"{type(exc).__name__}: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             _drop(url)
+            if attempt == 0 and isinstance(exc, (http.client.RemoteDisconnected, BrokenPipeError,
+                                                 ConnectionResetError)):
+                continue  # the server closed an idle kept-alive connection
             raise PipelineError(f"the vLLM server at {base_url(url)} stopped answering: "
                                 f"{type(exc).__name__}: {exc}") from None
         if resp.status >= 400:

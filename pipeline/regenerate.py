@@ -18,8 +18,6 @@ to the journal (pipeline/regen_journal.py) as they finish; a rerun skips them.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -39,24 +37,13 @@ Conversation = list[dict[str, str]]
 def server_argv(cfg: PipelineConfig, port: int, *, cpu: bool) -> list[str]:
     """The target served as extract serves it (pipeline.stages.extract_server), without the
     capture: context long enough for a max_seq_len prompt and its answer."""
-    from pipeline.serve import SERVER_MODULE
+    from pipeline.stages.extract_server import engine_server_argv
 
-    e, d = cfg.extract, cfg.data
-    argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--tensor-parallel-size", str(e.tensor_parallel_size),
-            "--max-model-len", str(d.max_seq_len + d.regenerate_max_new_tokens),
-            "--dtype", e.dtype]
-    if e.max_num_batched_tokens:
-        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
-        if e.max_num_batched_tokens < 256:  # vLLM refuses a chunk below max_num_seqs
-            argv += ["--max-num-seqs", str(e.max_num_batched_tokens)]
+    d = cfg.data
+    argv = engine_server_argv(cfg, port, max_model_len=d.max_seq_len + d.regenerate_max_new_tokens,
+                              cpu=cpu)
     if d.regenerate_reasoning_parser:
         argv += ["--reasoning-parser", d.regenerate_reasoning_parser]
-    if cpu:
-        argv.append("--enforce-eager")
-    if cfg.target.trust_remote_code:
-        argv.append("--trust-remote-code")
     return argv
 
 
@@ -68,16 +55,12 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
         return
     import torch
 
-    from pipeline.ranks import free_port
-    from pipeline.stages.extract_server import server_beside
-    from pipeline.vllm_engine_kw import with_cpu_kv_cache
+    from pipeline.stages.extract_server import loopback_server
 
-    port = free_port()
-    argv = server_argv(cfg, port, cpu=not torch.cuda.is_available())
-    emit("info", PREPARE, message="starting the regeneration server: " + " ".join(argv))
-    url = f"http://127.0.0.1:{port}"
-    with server_beside(argv, url + "/v1", log, env=with_cpu_kv_cache(os.environ)):
-        yield url
+    cpu = not torch.cuda.is_available()
+    with loopback_server(lambda port: server_argv(cfg, port, cpu=cpu), log, PREPARE,
+                         "starting the regeneration server") as endpoint:
+        yield endpoint.removesuffix("/v1")
 
 
 def sampling(cfg: PipelineConfig) -> dict[str, Any]:

@@ -8,7 +8,9 @@ does the rest; a different key wipes the directory first.
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import os
 import shutil
 import sys
 import time
@@ -112,9 +114,6 @@ def lock_stage(cfg: PipelineConfig, stage: str) -> None:
     SIGKILL included, so a dead writer never blocks a rerun). A second writer (a stage left
     running by a killed runner, a second console's run) is refused with one line naming the
     holder: two writers renamed the same `.evaluate.partial` and one failed (issue 41)."""
-    import fcntl
-    import os
-
     path = cfg.output_dir / f".{stage}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:

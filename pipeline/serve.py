@@ -26,6 +26,7 @@ model; GPU builds ignore the variable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -88,12 +89,10 @@ def head_tokens(head: Path) -> int | None:
 
 def _train_k(cfg: PipelineConfig) -> int:
     path = stage_dir(cfg, TRAIN) / "speculative_config.json"
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         k = json.loads(path.read_text(encoding="utf-8"))["num_speculative_tokens"]
         if isinstance(k, int) and k >= 1:
             return k
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
     return cfg.evaluate.num_speculative_tokens
 
 

@@ -156,7 +156,4 @@ def measure(url: str, prompts: list[list[int]], k: int, max_new_tokens: int,
     if result["num_drafts"] == 0:
         raise ServedError(f"{url} generated {generated} tokens but drafted nothing: is it "
                           "serving with the head (--speculative-config)?")
-    result["generated_tokens"] = generated
-    result["served_model"] = model
-    result["url"] = url
-    return result
+    return {**result, "generated_tokens": generated, "served_model": model, "url": url}

@@ -26,6 +26,7 @@ token only as `Authorization: Bearer TOKEN`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -119,9 +120,9 @@ def _open_regular(directory: Path, name: str) -> int:
     return fd
 
 
-def read_token(stream: Any = None) -> str:
+def read_token() -> str:
     """The copy's token, the first line of stdin."""
-    token = (stream or sys.stdin).readline().strip()
+    token = sys.stdin.readline().strip()
     if not token:
         raise CopyRefused("no token on stdin (the console passes it there)")
     return token
@@ -287,10 +288,8 @@ def _request(url: str, token: str, *, method: str = "GET", timeout: float = CONN
 
 
 def _say_done(base: str, token: str) -> None:
-    try:
+    with contextlib.suppress(PipelineError):  # it also stops when its stdin closes or it idles out
         _request(f"{base}/done", token, method="POST", timeout=5).close()
-    except PipelineError:
-        pass  # the server also stops when its stdin closes or it idles out
 
 
 def probe(base: str, token: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ the final norm module instead.
 
 from __future__ import annotations
 
+from functools import reduce
 from typing import Any
 
 from pipeline.config_types import PipelineConfig
@@ -47,11 +48,7 @@ def final_norm(model: Any) -> Any:
     for path in ("model.norm", "model.language_model.norm", "language_model.model.norm",
                  "language_model.norm",
                  "model.final_layernorm", "transformer.ln_f"):
-        obj = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
+        obj = reduce(lambda o, part: getattr(o, part, None), path.split("."), model)
         if obj is not None:
             return obj
     raise PipelineError(f"cannot find the final norm of {type(model).__name__}")
@@ -78,7 +75,6 @@ class HiddenStateCapture:
         hs = out.hidden_states
         if len(hs) != self.num_layers + 1:
             raise PipelineError(f"expected {self.num_layers + 1} hidden states, got {len(hs)}")
-        states = {}
-        for lid in layer_ids:
-            states[lid] = (self._pre_norm if lid == self.num_layers else hs[lid])[0]
+        states = {lid: (self._pre_norm if lid == self.num_layers else hs[lid])[0]
+                  for lid in layer_ids}
         return states, out.logits[0]

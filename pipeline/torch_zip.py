@@ -80,9 +80,6 @@ class _Records:
             raise ValueError(f"record {name}: {len(view)} bytes, torch said {nbytes}")
         self.records.append((name, view))
 
-    def write_record_metadata(self, name: str, nbytes: int) -> None:
-        raise NotImplementedError("torch's skip_data mode")
-
 
 def archive_name(path: str | os.PathLike[str]) -> str:
     """The folder torch.save names inside the zip: the file's name less its last extension
@@ -90,9 +87,7 @@ def archive_name(path: str | os.PathLike[str]) -> str:
     name = os.fspath(path)
     if not name.isascii():
         return "archive"
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    stem = base.rsplit(".", 1)[0] if "." in base else base
-    return stem
+    return name.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
 
 
 def _padding(offset: int, name_len: int, alignment: int) -> bytes:
@@ -211,10 +206,9 @@ def _alignment() -> int:
     return int(get()) if get else 64
 
 
-def to_bytes(obj: Any, archive: str, serialization_id: bytes | None = None,
-             crc: Callable[..., int] | None = None) -> bytes:
-    """The whole file in memory (tests and the layout check; small objects)."""
-    z = _Zip(None, archive, _alignment(), crc or fast_crc32()[1])
+def to_bytes(obj: Any, archive: str, serialization_id: bytes | None = None) -> bytes:
+    """The whole file in memory (the layout check: a small object)."""
+    z = _Zip(None, archive, _alignment(), fast_crc32()[1])
     records = _records(obj)
     for name, data in records:
         z.record(name, data)

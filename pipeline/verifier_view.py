@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,6 @@ def verifier_dir(model_dir: Path, cache_dir: Path) -> Path:
     (tmp / "config.json").write_text(json.dumps(text, indent=2))
     save_file(tensors, str(tmp / "model.safetensors"))
     if view.exists():
-        import shutil
-
         shutil.rmtree(view)
     tmp.rename(view)
     return view

@@ -8,7 +8,9 @@ Runs on the box (vLLM installed); imports vLLM only to ask which text-only switc
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,6 @@ def default_cpu_kv_cache() -> None:
     minus what is used, and refuses to start unless that much is available: a suite run failed
     so (17.8 of 23.5 GiB available). Set in this process's environment, which the engine's
     workers inherit; GPU builds ignore it."""
-    import os
-
     if not _has_cuda():
         os.environ.setdefault(CPU_KV_CACHE_VAR, CPU_KV_CACHE_GIB)
 
@@ -75,8 +75,6 @@ def text_only_kwargs() -> dict[str, Any]:
     declares only `vision_chunk`, and `{"image": 0}` left its MoonViT tower built.
     `language_model_only` (vLLM >= 0.17) is vLLM's switch for exactly that; older vLLM has only
     the per-modality limits, where image is what its multimodal wrappers declare."""
-    import dataclasses
-
     from vllm.engine.arg_utils import EngineArgs
 
     if "language_model_only" in {f.name for f in dataclasses.fields(EngineArgs)}:

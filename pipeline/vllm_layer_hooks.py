@@ -26,6 +26,7 @@ Runs inside vLLM's worker process (loaded by dotted path); needs torch and vLLM 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 WireState = tuple[str, list[int], bytes]  # dtype name, shape, raw bytes
@@ -40,10 +41,8 @@ def find_decoder_layers(model: Any, num_layers: int) -> tuple[str, Any]:
     roots: list[tuple[str, Any]] = []
     get_lm = getattr(model, "get_language_model", None)
     if callable(get_lm):
-        try:
+        with contextlib.suppress(Exception):  # some wrappers raise: no language model split off
             roots.append(("get_language_model()", get_lm()))
-        except Exception:  # some wrappers raise when no language model is split off
-            pass
     for name in ("language_model", ""):
         sub = getattr(model, name, None) if name else model
         if sub is not None:

@@ -13,10 +13,11 @@ capture, is then the limit, and the progress line says so (`fields`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from pathlib import Path
@@ -152,9 +153,15 @@ class CaptureFeed:
         self.captured = 0
         self.capture_s = 0.0
 
-    def capturing(self, tokens: int) -> _Timed:
+    @contextlib.contextmanager
+    def capturing(self, tokens: int) -> Iterator[None]:
         """`with feed.capturing(tokens):` around a capture: its time and tokens counted."""
-        return _Timed(self, tokens)
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.capture_s += time.monotonic() - t0
+            self.captured += tokens
 
     def hand_over(self, path: Path, tokens: int, write: Any, in_flight: int | None = None) -> None:
         self.pool.wait(self.pool.threads - 1 if in_flight is None else in_flight)
@@ -172,15 +179,3 @@ class CaptureFeed:
         self.pool.wait(0, count=False)
         self.report(force=True)
         return self.pool.tokens
-
-
-class _Timed:
-    def __init__(self, feed: CaptureFeed, tokens: int) -> None:
-        self.feed, self.tokens, self.t0 = feed, tokens, 0.0
-
-    def __enter__(self) -> None:
-        self.t0 = time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        self.feed.capture_s += time.monotonic() - self.t0
-        self.feed.captured += self.tokens

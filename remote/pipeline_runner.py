@@ -17,7 +17,7 @@ import importlib.util
 import json
 import posixpath
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -211,10 +211,8 @@ class PipelineRunner:
             raise RemoteCommandError(["python", "-m", "pipeline", "plan"], rc, err or out)
         rows = []
         for line in out.splitlines():
-            try:
+            with suppress(ValueError):
                 rows.append(json.loads(line))
-            except ValueError:
-                continue
         return rows
 
     def _runner_args(self, config: str | None, demo_dir: str | None, start: str | None,

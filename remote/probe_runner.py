@@ -81,7 +81,6 @@ async def run_probe(
     bus: EventBus | None = None,
     host: str = "",
     timeout: float = DEFAULT_TIMEOUT,
-    emit_results: bool = True,
 ) -> list[dict[str, Any]]:
     """Upload (content-hashed) and run one probe's script (its row in remote/probe_table.py)
     with `args` (`--opt=value` words, as the row's options give them); emit probe.result per
@@ -112,7 +111,7 @@ async def run_probe(
         raise
     for result in results:  # a probe that says which container it ran in (env)
         with_container(result, transport)
-    if bus is not None and emit_results:
+    if bus is not None:
         for result in results:
             bus.emit(ev.PROBE_RESULT, host, probe=probe, result=result, summary=row.summary(result))
     return results

@@ -61,10 +61,10 @@ def register(p: argparse.ArgumentParser) -> None:
     c.add_argument("--seconds", type=positive_float, default=5.0,
                    help="how long to profile (drive load meanwhile, e.g. `console bench`)")
     c.add_argument("--url", default=None, help="vLLM URL on the box (default: the host's)")
-    c.add_argument("--requests", type=int, default=0,
+    c.add_argument("--requests", type=nonneg_int, default=0,
                    help="send this many greedy completions during the window, so it holds "
                    "decode steps (default 0: profile whatever load is running)")
-    c.add_argument("--max-tokens", type=int, default=32,
+    c.add_argument("--max-tokens", type=positive_int, default=32,
                    help="tokens per --requests completion (default 32)")
     add_out_options(c, "local directory for the fetched traces (default ./traces)",
                     "replace a trace file of the same name already in --out", "DIR",
@@ -118,8 +118,6 @@ async def run_capture_cmd(args: argparse.Namespace) -> int:
     from remote.ops import allreduce as ops
 
     patterns = _patterns(args)
-    if args.requests < 0 or args.max_tokens < 1:
-        raise UsageError("--requests must be >= 0 and --max-tokens >= 1")
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host, transport = await ctx.reach(args.host)
         payload = await ops.capture(transport, host, ctx.bus, patterns=patterns,

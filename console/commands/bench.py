@@ -135,7 +135,7 @@ def run_plan(args: argparse.Namespace) -> tuple[SweepSettings, str, ResultFile |
     """`bench run`'s options checked and read as the sweep's settings, its label and the earlier
     result to compare with: the CLI's and the TUI's (parse_options reads the same options)
     in one place."""
-    from remote.bench.driver import parse_concurrency
+    from remote.bench.matrix import parse_concurrency
     from remote.bench.prompts import BUILTIN, load_prompts
     from remote.bench.results import MIN_REQUESTS, load_result
     from remote.ops.bench import SweepSettings

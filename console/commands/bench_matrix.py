@@ -71,8 +71,7 @@ def register_matrix(bsub: Subcommands) -> None:
 
 def matrix_plan(args: argparse.Namespace) -> tuple[MatrixPlan, PromptSet]:
     """The options checked and read as the plan (the TUI's `M` reads the same options)."""
-    from remote.bench.driver import parse_concurrency
-    from remote.bench.matrix import MatrixPlan, parse_drafts, parse_list
+    from remote.bench.matrix import MatrixPlan, parse_concurrency, parse_drafts, parse_list
     from remote.bench.prompts import BUILTIN, load_prompts
 
     if args.demo == bool(args.pipeline):

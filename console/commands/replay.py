@@ -6,6 +6,7 @@ import argparse
 import gc
 import os
 import sys
+from contextlib import suppress
 from typing import TYPE_CHECKING, BinaryIO
 
 from remote.errors import EXIT_FAILED, EXIT_OK, UsageError
@@ -112,9 +113,7 @@ def print_session(reader: SessionReader, out: BinaryIO, *, as_json: bool
 
 
 def _silence_stdout() -> None:
-    try:
+    with suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):
-        pass

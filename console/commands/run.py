@@ -33,6 +33,7 @@ import posixpath
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from console.argtypes import positive_int
 from console.context import Context, add_common_options, add_host_options, add_point_size_options
 from remote.errors import EXIT_FAILED, EXIT_OK, StageFailed, UsageError
 
@@ -84,7 +85,7 @@ def register(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", default="1,4",
                    help="with --serve: bench concurrencies (default 1,4)")
     add_point_size_options(p, when="with --serve: ")
-    p.add_argument("--max-tokens", type=int,
+    p.add_argument("--max-tokens", type=positive_int,
                    help="with --serve: output tokens per request (default: evaluate's "
                    "max_new_tokens)")
     p.add_argument("--vllm-args", metavar="'ARGS'",
@@ -132,11 +133,6 @@ def _toml(path: str) -> dict[str, Any]:
         return {}
 
 
-def _is_pipeline_toml(path: str) -> bool:
-    data = _toml(path)
-    return "output_dir" in data or "target" in data
-
-
 def _extract_hosts(path: str) -> list[str]:
     """`[extract] hosts` as written in the local pipeline TOML."""
     section = _toml(path).get("extract")  # not a stage: the TOML's [extract] section
@@ -163,7 +159,7 @@ async def serve_step(ctx: Context, args: argparse.Namespace, runner: PipelineRun
     """The closing step: baseline and speculative servers in turn, benched alike."""
     from console.bench_tables import compare_table, point_summary, run_table
     from console.commands.bench import result_path
-    from remote.bench.driver import parse_concurrency
+    from remote.bench.matrix import parse_concurrency
     from remote.bench.results import MIN_REQUESTS
     from remote.bench.served import offline_vs_served
     from remote.errors import EngineFailed
@@ -205,7 +201,8 @@ async def run(args: argparse.Namespace) -> int:
     from remote.spine import events as ev
     from remote.spine.stage_life import DONE, SKIPPED
 
-    if args.config and not args.pipeline and _is_pipeline_toml(args.config):
+    # a pipeline TOML (its output_dir or [target]) given as --config is --pipeline
+    if args.config and not args.pipeline and {"output_dir", "target"} & _toml(args.config).keys():
         args.pipeline, args.config = args.config, None
     if args.demo and args.pipeline:
         raise UsageError("--demo builds its own pipeline config: give --demo or --pipeline")
@@ -219,8 +216,6 @@ async def run(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.requests is not None:
         raise UsageError("--rounds and --requests: give one (rounds x concurrency, or a "
                          "minimum per point)")
-    if args.max_tokens is not None and args.max_tokens < 1:
-        raise UsageError("--max-tokens must be positive")
     if args.baseline_url is not None:
         from remote.bench.reach import parse_vllm_url
 

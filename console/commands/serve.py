@@ -72,8 +72,6 @@ async def start_command(args: argparse.Namespace) -> int:
     if args.demo == bool(args.pipeline):
         raise UsageError("give --pipeline FILE or --demo")
     pipeline, vllm_args = ops.options(args.pipeline, args.vllm_args, demo=args.demo)
-    if args.start_timeout <= 0:
-        raise UsageError("--start-timeout must be positive")
     role = "baseline" if args.baseline else "speculative"
     async with Context.from_args(args, hosts=[args.host]) as ctx:
         host = ctx.config.host(args.host)

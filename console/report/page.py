@@ -123,11 +123,10 @@ def _result(metrics: dict[str, Any]) -> str:
 
 
 def _stages(host: HostState) -> str:
-    rows = []
-    for st in host.ordered_stages():  # set-up steps (demo-setup) first, as they ran
-        rows.append([st.name, st.status, f"{fmt_sig(st.seconds)} s" if st.seconds is not None else "-",
-                     f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
-                     _outputs(st.outputs), _result(st.metrics)])
+    rows = [[st.name, st.status, f"{fmt_sig(st.seconds)} s" if st.seconds is not None else "-",
+             f"{st.done:g}/{st.total:g} {st.unit}".strip() if st.total else "-",
+             _outputs(st.outputs), _result(st.metrics)]
+            for st in host.ordered_stages()]  # set-up steps (demo-setup) first, as they ran
     return _table(["stage", "status", "time", "progress", "outputs", "result"], rows) or \
         '<p class="none">No pipeline stages in this session.</p>'
 

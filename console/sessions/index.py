@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,6 @@ def save(session: Path, fp: dict[str, Any], segments: list[Segment], markers: li
         os.replace(tmp, path)
         return True
     except (OSError, UnicodeDecodeError):
-        try:
+        with suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         return False

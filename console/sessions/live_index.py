@@ -33,6 +33,7 @@ import os
 import time
 import zlib
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,10 +123,8 @@ class LiveIndexWriter:
 
     def close(self) -> None:
         if self._jfd is not None:
-            try:
+            with suppress(OSError):
                 os.close(self._jfd)
-            except OSError:
-                pass
             self._jfd = None
 
 

@@ -165,10 +165,8 @@ class SessionReader:
     def _find_markers(self) -> list[int]:
         """Events worth seeking to, found by one regex pass per segment (kept in the index)."""
         finder = MarkerFinder()
-        for seg in self._segments:
-            data = self._segment_bytes(seg)
-            if data is not None:
-                finder.feed(seg.first, data)
+        for first, _, data in self.segment_data():
+            finder.feed(first, data)
         return finder.result()
 
     def _segment_bytes(self, seg: Segment) -> bytes | None:

@@ -19,6 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -61,19 +62,12 @@ def default_session_path(host: str) -> Path:
 
 
 def _make_private_dirs(directory: Path) -> None:
-    """Create missing directories 0700: sessions hold command lines, paths and log text."""
-    missing: list[Path] = []
-    d = directory
-    while not d.exists():
-        missing.append(d)
-        if d.parent == d:
-            break
-        d = d.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
+    """Create missing directories 0700: sessions hold command lines, paths and log text
+    (mkdir(parents=True) makes the parents with the default mode), outermost first."""
+    for d in reversed((directory, *directory.parents)):
+        if not d.exists():
+            with suppress(FileExistsError):
+                d.mkdir(mode=0o700)
 
 
 class SessionWriter:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from functools import partial
 from typing import Any, ClassVar
 
@@ -68,11 +68,6 @@ DRAIN_SLICE_S = 0.008  # fold for at most this long per frame, so key presses ar
 DRAIN_CHECK = 256  # events folded between clock checks
 
 
-def _bindings() -> list[BindingType]:
-    return [Binding(c.key, c.action, c.title, show=c.show, id=c.id, key_display=key_label(c.key))
-            for c in COMMANDS]
-
-
 def _action_name(action: str) -> str:
     return action.split("(", 1)[0]
 
@@ -86,7 +81,9 @@ def _palette_provider() -> Any:
 class ConsoleApp(BoxActions, ReplayControls, App[int]):
     TITLE = "EAGLE-3 console"
     CSS_PATH = "console.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = _bindings()
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(c.key, c.action, c.title, show=c.show, id=c.id, key_display=key_label(c.key))
+        for c in COMMANDS]
     COMMANDS = {_palette_provider}  # textual.command is imported when the palette first opens
     ENABLE_COMMAND_PALETTE = True
     # Focus is given by _activated when a screen is shown; Textual's own auto-focus could land
@@ -240,10 +237,8 @@ class ConsoleApp(BoxActions, ReplayControls, App[int]):
             if due is None:
                 await self._wake.wait()
             elif due > 0:
-                try:
+                with suppress(TimeoutError):
                     await aio.wait_for(self._wake.wait(), due)
-                except TimeoutError:
-                    pass
             self._wake.clear()
             # From a switch's key to its paint the stream waits in the queue (O(1) per event):
             # the operator's switch is drawn at once, the stream's fold a frame after it.

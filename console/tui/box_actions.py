@@ -126,14 +126,10 @@ class BoxActions(AppBase):
             self._act("env probe", lambda: self.source.controller.run_probe(host, probe))
             return
 
-        def answered(target: str | None) -> None:
-            if target:
-                self.probe_targets[host] = target
-                self._act(f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target))
-
-        self.push_screen(AskScreen(f"{probe} probe on {host}: HF model directory or config.json on the box, "
-                                   "or an architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
-                                   self.probe_targets.get(host, "")), answered)
+        self._ask(f"{probe} probe on {host}: HF model directory or config.json on the box, or an "
+                  "architecture name", "/models/Kimi-K2.5 or KimiK25ForConditionalGeneration",
+                  self.probe_targets, "", lambda target: self._act(
+                      f"{probe} probe", lambda: self.source.controller.run_probe(host, probe, target)))
 
     def action_patch_plan(self) -> None:
         host = self.current_host
@@ -164,6 +160,22 @@ class BoxActions(AppBase):
             self._confirm(question.format(file=file, host=host),
                           lambda: self._act(f"patch {label}", lambda: call(host, file)),
                           no=f"patch {label} cancelled")
+
+    def _ask(self, question: str, placeholder: str, kept: dict[str, str], default: str,
+             then: Callable[[str], None], no: str | None = None) -> None:
+        """Ask one line, offering the host's last answer (`kept`, else `default`); an answer is
+        kept for next time and given to `then`, none (blank, escape) says `no` (if any)."""
+        host = self.current_host
+
+        def answered(value: str | None) -> None:
+            if value is None:
+                if no is not None:
+                    self.notify(no, timeout=2)
+                return
+            kept[host] = value
+            then(value)
+
+        self.push_screen(AskScreen(question, placeholder, kept.get(host, default)), answered)
 
     def _confirm(self, question: str, then: Callable[[], None], no: str | None = None) -> None:
         """Ask `question`; on yes do `then`, on no say `no` (if any)."""
@@ -218,19 +230,12 @@ class BoxActions(AppBase):
                         title="serve", severity="warning", markup=False)
             return
 
-        def answered(value: str | None) -> None:
-            if not value:
-                self.notify(f"{role} server not started", timeout=2)
-                return
-            self.serve_pipelines[host] = value
-            pipeline = None if value == "demo" else value
-            self._act(f"serve {role}",
-                      lambda: self.source.controller.serve_start(host, role, pipeline))
-
-        self.push_screen(AskScreen(
-            f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, or "
-            "'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
-            self.serve_pipelines.get(host, "demo")), answered)
+        self._ask(f"Start the {role} vLLM server on {host}: pipeline config (TOML) on this machine, "
+                  "or 'demo' for the demo built by `console run --demo`", "demo or path/to/pipeline.toml",
+                  self.serve_pipelines, "demo", lambda value: self._act(
+                      f"serve {role}", lambda: self.source.controller.serve_start(
+                          host, role, None if value == "demo" else value)),
+                  no=f"{role} server not started")
 
     def action_serve_stop(self) -> None:
         host = self.current_host
@@ -242,33 +247,21 @@ class BoxActions(AppBase):
         base = self.state.host(host).servers.get("baseline")
         baseline_url = base.url if base is not None and base.state == "ready" else None
 
-        def answered(options: str | None) -> None:
-            if options is None:
-                return
-            self.bench_options[host] = options
-            self._act("bench", lambda: self.source.controller.run_bench(host, options, baseline_url))
-
         note = (f"; the baseline server at {baseline_url} is measured first" if baseline_url
                 else "; start the baseline server (o) to get speedups")
-        self.push_screen(AskScreen(f"Benchmark the server on {host}: `console bench run` options{note}",
-                                   "--concurrency 1,4,16 --max-tokens 256 --requests 32",
-                                   self.bench_options.get(host, DEFAULT_BENCH_OPTIONS)), answered)
+        self._ask(f"Benchmark the server on {host}: `console bench run` options{note}",
+                  "--concurrency 1,4,16 --max-tokens 256 --requests 32", self.bench_options,
+                  DEFAULT_BENCH_OPTIONS, lambda options: self._act(
+                      "bench", lambda: self.source.controller.run_bench(host, options, baseline_url)))
 
     def action_bench_matrix(self) -> None:
         host = self.current_host
-
-        def answered(options: str | None) -> None:
-            if options is None:
-                return
-            self.matrix_options[host] = options
-            self._act("matrix", lambda: self.source.controller.run_matrix(host, options))
-
-        self.push_screen(AskScreen(
-            f"Speculation matrix on {host}: `console bench matrix` options (one engine per "
-            "draft and K in turn, minutes each; progress and ETA on this screen; the same "
-            "options again continue a stopped matrix)",
-            "--demo --drafts none,ngram,pipeline --k 1,3 --temperature 0,0.7 --concurrency 1,4",
-            self.matrix_options.get(host, DEFAULT_MATRIX_OPTIONS)), answered)
+        self._ask(f"Speculation matrix on {host}: `console bench matrix` options (one engine per "
+                  "draft and K in turn, minutes each; progress and ETA on this screen; the same "
+                  "options again continue a stopped matrix)",
+                  "--demo --drafts none,ngram,pipeline --k 1,3 --temperature 0,0.7 --concurrency 1,4",
+                  self.matrix_options, DEFAULT_MATRIX_OPTIONS, lambda options: self._act(
+                      "matrix", lambda: self.source.controller.run_matrix(host, options)))
 
     def _log_view(self) -> LogView | None:
         view = self._pipeline_view()

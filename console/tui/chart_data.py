@@ -127,9 +127,7 @@ def _fold_gpus(charts: ChartData, e: Event) -> bool:
         if current is not None and current[0] == second:
             charts.gpu_open[i] = (second, current[1] + util, current[2] + mem, current[3] + 1)
             continue
-        series = charts.gpu.get(i)
-        if series is None:
-            series = charts.gpu[i] = deque(maxlen=GPU_WINDOW_S)
+        series = charts.gpu.setdefault(i, deque(maxlen=GPU_WINDOW_S))
         if current is not None:
             t, u, m, n = current
             series.append((t, u / n, m / n))

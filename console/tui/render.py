@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.cells import cell_len
+from rich.table import Column, Table
+from rich.text import Text
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -88,14 +91,16 @@ def fmt_seconds(s: float | None) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
-def columns_of(rows: Sequence[dict[str, object]]) -> list[str]:
-    """Keys of a list of dicts in first-seen order (rows from other engineers' producers)."""
-    cols: list[str] = []
-    for r in rows:
-        for k in r:
-            if k not in cols and k != "summary":
-                cols.append(k)
-    return cols
+def titled_table(title: str | Text | None, *columns: str | Column, **options: Any) -> Table:
+    """A table as the screens draw them: no box, a bold header, the title flush left; a column
+    given by its header alone is a plain one."""
+    return Table(*columns, box=None, title=title, title_justify="left", header_style="bold",
+                 **options)
+
+
+def right(header: str = "", **options: Any) -> Column:
+    """A right-aligned column (numbers, and the figure beside a bar)."""
+    return Column(header, justify="right", **options)
 
 
 def meter_style(fraction: float, warn: float = 0.6, crit: float = 0.85) -> str:

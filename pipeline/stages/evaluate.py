@@ -77,18 +77,6 @@ def speculative_decode(capture: Any, draft: Any, draft_fn: Any, prompt: list[int
     return seq[len(prompt):]
 
 
-def _heads(cfg: PipelineConfig, ctx: StageContext, device: str) -> tuple[Any, dict[str, Any]]:
-    ckpt = ctx.input_dir("train") / "checkpoint"
-    vocab = ctx.cfg.output_dir / "vocab"
-    from pipeline import trainers
-
-    impl = trainers.for_config(cfg)
-    heads = {"trained": impl.load_trained(cfg, ckpt, vocab, device)}
-    if cfg.evaluate.baseline:
-        heads["untrained"] = impl.untrained(cfg, vocab, device)
-    return impl.draft_tokens, heads
-
-
 def check_fit(cfg: PipelineConfig, device: str, free: dict[str, int] | None = None
               ) -> fit.FitReport:
     """Refuse, with the arithmetic, a load that cannot fit (free: measured when None)."""
@@ -158,6 +146,7 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
 
     import torch
 
+    from pipeline import trainers
     from pipeline.target import HiddenStateCapture, load_target
 
     if device == "cpu":
@@ -169,14 +158,17 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     capture = HiddenStateCapture(model, cfg.num_layers)
     eos = getattr(model.generation_config, "eos_token_id", None)
     eos = eos[0] if isinstance(eos, list) else eos
-    draft_fn, heads = _heads(cfg, ctx, device)
+    impl, vocab = trainers.for_config(cfg), ctx.input_dir("vocab")
+    heads = {"trained": impl.load_trained(cfg, ctx.input_dir("train") / "checkpoint", vocab, device)}
+    if cfg.evaluate.baseline:
+        heads["untrained"] = impl.untrained(cfg, vocab, device)
     k = cfg.evaluate.num_speculative_tokens
     progress = Progress("evaluate", len(prompts) * len(heads), "prompts")
     results: dict[str, Any] = {}
     for name, head in heads.items():
         stats = Acceptance(k)
         for p in prompts:
-            speculative_decode(capture, head, draft_fn, p, cfg.aux_layer_ids, k,
+            speculative_decode(capture, head, impl.draft_tokens, p, cfg.aux_layer_ids, k,
                                cfg.evaluate.max_new_tokens, eos, stats, device)
             progress.advance(head=name)
         results[name] = stats.result()

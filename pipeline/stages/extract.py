@@ -144,9 +144,9 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
     if todo and len(todo) < len(samples):
         emit("info", "extract", message=f"resuming: {len(samples) - len(todo)} of "
              f"{len(samples)} samples already on disk")
-    if cfg.extract.backend == "hf":
+    if todo and cfg.extract.backend == "hf":
         _extract_hf(cfg, fmt, samples, todo, hs_dir, progress)
-    elif fmt == "0.3":
+    elif todo and fmt == "0.3":
         _extract_vllm_03(cfg, samples, todo, hs_dir, progress)
     elif todo:
         import torch
@@ -167,8 +167,6 @@ def extract_todo(ctx: StageContext, fmt: str, samples: list[dict[str, list[int]]
 
 def _extract_hf(cfg: PipelineConfig, fmt: str, samples: list[dict[str, list[int]]],
                 todo: list[int], hs_dir: Path, progress: Progress) -> None:
-    if not todo:
-        return
     import torch
 
     from pipeline.devices import pick_device, torch_dtype
@@ -217,8 +215,6 @@ def _extract_vllm_03(cfg: PipelineConfig, samples: list[dict[str, list[int]]], t
                      hs_dir: Path, progress: Progress) -> None:
     """speculators 0.3.x: its worker extension inside a plain `vllm.LLM` (pipeline.vllm_capture
     says why not its generator), one sample at a time, every row count checked."""
-    if not todo:
-        return
     import torch
 
     _require_vllm(cfg)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,39 +33,45 @@ from pipeline.runner import StageContext
 from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
 
-def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
-                        cpu: bool = False) -> list[str]:
-    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
-    target served with the extract_hidden_states speculative method (ids incl. N) and the
-    ExampleHiddenStatesConnector writing to a shared directory.
-
-    Started as `python -m vllm.entrypoints.openai.api_server` (pipeline.serve says why not
-    `vllm serve`). Prefix caching off: a cached prefix skips the forward for its tokens, so
-    their rows would be missing. On a CPU build: eager (compiling takes minutes there)."""
+def engine_server_argv(cfg: PipelineConfig, port: int, *, max_model_len: int,
+                       cpu: bool) -> list[str]:
+    """The target on vLLM's OpenAI server on loopback with the extract stage's engine settings
+    (tensor parallel, dtype, prefill chunk, trust_remote_code): the extraction server's base and
+    regeneration's (pipeline/regenerate.py). Started as `python -m
+    vllm.entrypoints.openai.api_server` (pipeline.serve says why not `vllm serve`). On a CPU
+    build: eager (compiling takes minutes there)."""
     from pipeline.serve import SERVER_MODULE
 
-    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
-                   "draft_model_config": {"hf_config": {
-                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
-    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
-                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
+    e = cfg.extract
     argv = [sys.executable, "-m", SERVER_MODULE, "--model", str(cfg.model_path),
             "--host", "127.0.0.1", "--port", str(port),
-            "--speculative_config", json.dumps(speculative),
-            "--kv_transfer_config", json.dumps(kv_transfer),
-            "--tensor-parallel-size", str(cfg.extract.tensor_parallel_size),
-            "--max-model-len", str(cfg.data.max_seq_len + 1),
-            "--dtype", cfg.extract.dtype, "--no-enable-prefix-caching"]
-    chunk = cfg.extract.max_num_batched_tokens
-    if chunk:
-        argv += ["--max-num-batched-tokens", str(chunk)]
-        if chunk < 256:  # vLLM refuses a chunk below max_num_seqs (its default is larger)
-            argv += ["--max-num-seqs", str(chunk)]
+            "--tensor-parallel-size", str(e.tensor_parallel_size),
+            "--max-model-len", str(max_model_len), "--dtype", e.dtype]
+    if e.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(e.max_num_batched_tokens)]
+        if e.max_num_batched_tokens < 256:  # vLLM refuses a chunk below max_num_seqs
+            argv += ["--max-num-seqs", str(e.max_num_batched_tokens)]
     if cpu:
         argv.append("--enforce-eager")
     if cfg.target.trust_remote_code:
         argv.append("--trust-remote-code")
     return argv
+
+
+def vllm_09_server_argv(cfg: PipelineConfig, staging: Path, port: int, *,
+                        cpu: bool = False) -> list[str]:
+    """The extraction server, as speculators 0.9's scripts/launch_vllm.py builds it: the
+    target served with the extract_hidden_states speculative method (ids incl. N) and the
+    ExampleHiddenStatesConnector writing to a shared directory. Prefix caching off: a cached
+    prefix skips the forward for its tokens, so their rows would be missing."""
+    speculative = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+                   "draft_model_config": {"hf_config": {
+                       "eagle_aux_hidden_state_layer_ids": cfg.all_layer_ids}}}
+    kv_transfer = {"kv_connector": "ExampleHiddenStatesConnector", "kv_role": "kv_producer",
+                   "kv_connector_extra_config": {"shared_storage_path": str(staging)}}
+    return [*engine_server_argv(cfg, port, max_model_len=cfg.data.max_seq_len + 1, cpu=cpu),
+            "--speculative_config", json.dumps(speculative),
+            "--kv_transfer_config", json.dumps(kv_transfer), "--no-enable-prefix-caching"]
 
 
 def wait_ready(proc: subprocess.Popen[bytes], endpoint: str, timeout: float, log: Path) -> None:
@@ -98,14 +104,11 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     staging.mkdir(exist_ok=True)
     import torch
 
-    port = free_port()
-    server_argv = vllm_09_server_argv(cfg, staging, port, cpu=not torch.cuda.is_available())
-    emit("info", "extract", message="starting the extraction server: " + " ".join(server_argv))
-    endpoint = f"http://127.0.0.1:{port}/v1"
-
+    cpu = not torch.cuda.is_available()
     try:
-        with server_beside(server_argv, endpoint, ctx.workdir / "vllm_server.log",
-                           env=with_cpu_kv_cache(os.environ)):
+        with loopback_server(lambda port: vllm_09_server_argv(cfg, staging, port, cpu=cpu),
+                             ctx.workdir / "vllm_server.log", "extract",
+                             "starting the extraction server") as endpoint:
             argv = [sys.executable, "-m", "speculators", "generate-offline-data",
                     "--model", str(cfg.model_path), "--endpoint", endpoint,
                     "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
@@ -178,3 +181,17 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
         finally:
             signal.signal(signal.SIGTERM, previous)
             sink.close()
+
+
+@contextlib.contextmanager
+def loopback_server(make_argv: Callable[[int], list[str]], log: Path, stage: str,
+                    what: str) -> Iterator[str]:
+    """`make_argv(port)` on a free loopback port, said in one line (`WHAT: ARGV`) and kept
+    beside the stage (`server_beside`, with a CPU build's KV cache default); its /v1 endpoint.
+    The extraction server, online training's and regeneration's."""
+    port = free_port()
+    argv = make_argv(port)
+    emit("info", stage, message=f"{what}: " + " ".join(argv))
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    with server_beside(argv, endpoint, log, env=with_cpu_kv_cache(os.environ)):
+        yield endpoint

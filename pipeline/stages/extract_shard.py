@@ -58,13 +58,6 @@ from pipeline.stages.extract import (
 from pipeline.state_size import bytes_per_token
 
 
-def _threads(cfg: PipelineConfig) -> None:
-    if cfg.cpu_threads:
-        import torch
-
-        torch.set_num_threads(cfg.cpu_threads)
-
-
 def plan(cfg: PipelineConfig, *, force: bool = False) -> dict[str, Any]:
     """The shards of this config's prepared samples, one per extract.hosts entry, and which of
     them the training box holds already. Starting (not complete, or forced) resets the extract
@@ -131,7 +124,10 @@ def extract(cfg: PipelineConfig, rows_path: Path, shard_dir: Path, *,
     prepare_resume(ctx)
     hs = shard_dir / "hidden_states"
     todo = [i for i in range(len(rows)) if not (hs / sample_name(fmt, i)).exists()]
-    _threads(cfg)
+    if cfg.cpu_threads:
+        import torch
+
+        torch.set_num_threads(cfg.cpu_threads)
     extract_todo(ctx, fmt, rows, todo, hs)
     files = []
     for i in range(len(rows)):
@@ -207,8 +203,6 @@ def gather(cfg: PipelineConfig, shard_dir: Path, start: int, *, move: bool = Fal
         shutil.rmtree(shard_dir, ignore_errors=True)
     return {"gathered": len(files), "start": start, "bytes": size,
             "packages": m.get("packages") or {}}
-
-
 
 
 def extract_local(cfg: PipelineConfig, rows_path: Path, start: int, *,

@@ -55,7 +55,6 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
 
         result = online.train(cfg, ctx.input_dir("extract"), ctx.input_dir("vocab"), save_dir,
                               device)
-        result["world_size"] = 1
     elif nodes.across(cfg):
         result = nodes.train_across(cfg, save_dir, device)
         result["hosts"] = list(cfg.train.hosts)
@@ -64,8 +63,11 @@ def run(ctx: StageContext) -> tuple[list[Path], dict[str, Any]]:
     else:
         result = trainers.for_config(cfg).train(cfg, ctx.input_dir("extract"),
                                                 ctx.input_dir("vocab"), save_dir, device)
-        result["world_size"] = 1
-    last = _last_epoch_dir(save_dir)
+    result.setdefault("world_size", 1)  # one process; the ranks' results carry their own
+    newest_first = checkpoints.epoch_dirs(save_dir)
+    if not newest_first:
+        raise RuntimeError(f"the trainer wrote no checkpoint under {save_dir}")
+    last = newest_first[0]
     shutil.rmtree(save_dir / checkpoints.WRITING, ignore_errors=True)
     save_dir.rename(ctx.workdir / "checkpoints")  # the stage's outputs, as before resuming
     shutil.rmtree(kept)
@@ -105,11 +107,3 @@ def checkpoints_said(cfg: Any, fmt: str) -> str:
         when.append(f"every {t.checkpoint_every_minutes:g} min")
     return f"checkpoints: {', '.join([*when, 'at the end of every epoch'])}; a rerun resumes " \
         "from the newest complete one"
-
-
-def _last_epoch_dir(save_dir: Path) -> Path:
-    epochs = sorted((int(p.name), p) for p in save_dir.iterdir()
-                    if p.is_dir() and p.name.isdigit())
-    if not epochs:
-        raise RuntimeError(f"the trainer wrote no checkpoint under {save_dir}")
-    return epochs[-1][1]

@@ -25,8 +25,11 @@ output), so --target-layer-ids gets the three auxiliary ids as they are.
 
 from __future__ import annotations
 
+import inspect
+import json
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +44,7 @@ from pipeline.trainers.common import METRICS_KEY, MetricsToProgress, load_vocab
 def _cpu_patches() -> None:
     import torch
 
-    def _no_sync(*_a: Any, **_k: Any) -> None:
-        return None
-
-    torch.accelerator.synchronize = _no_sync  # type: ignore[assignment]
+    torch.accelerator.synchronize = lambda *_a, **_k: None  # type: ignore[assignment]
     import speculators.train.checkpointer as checkpointer
     import speculators.train.cli as cli
 
@@ -79,8 +79,6 @@ def _ddp_options() -> Any:
     constants (d2t/t2d, read from the vocab stage's files, and the rotary frequencies);
     `batched_grad_copy` where torch has it: a bucket's gradients copied in one op, not one per
     parameter, the same values (issue 51, docs/measurements.md). Returns the undo."""
-    import inspect
-
     from speculators.train import trainer as trainer_mod
 
     ddp = trainer_mod.DistributedDataParallel
@@ -133,14 +131,10 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
     only the shard this box holds (extract's meta.json: every shard's range and the one held).
     Returns (undo, record, val): record collects (epoch, global indices) of the train split,
     val the validation split's samplers."""
-    import json
-
     from pipeline.trainers.shard_sampler import LOCAL_SHARDS, NodeShards, NodeShardSampler
 
     if cfg.train.data != LOCAL_SHARDS:
         return None
-    from pipeline.errors import PipelineError
-
     meta = json.loads((extract_dir / "meta.json").read_text())
     shards = NodeShards(tuple((int(a), int(b)) for a, b in meta["shards"]))
     held = list(meta["local_shards"])
@@ -181,11 +175,7 @@ def _node_sampler(cfg: PipelineConfig, extract_dir: Path) -> tuple[Any, list[Any
 
     upstream = dataloader.MultipackDistributedBatchSamplerV2
     dataloader._setup_dataloader = setup  # type: ignore[assignment]
-
-    def undo() -> None:
-        dataloader._setup_dataloader = original  # type: ignore[assignment]
-
-    return undo, record, val
+    return (lambda: setattr(dataloader, "_setup_dataloader", original)), record, val
 
 
 def _runs(indices: list[int]) -> list[list[int]]:
@@ -278,8 +268,6 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
                argv: list[str]) -> dict[str, Any]:
     """`speculators train` with this argv (online mode's: pipeline.trainers.online), its
     metrics as our progress records."""
-    import json
-
     if device == "cpu":
         _cpu_patches()
     from speculators.train.cli import main
@@ -328,8 +316,6 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
         cli.setup_metric_logger = original_setup  # type: ignore[attr-defined]
     resumed = got[0] if got else resume.Resumed()
     for copy in resumed.received:  # a rank > 0's copy of rank 0's checkpoint: not its own
-        import shutil
-
         shutil.rmtree(copy, ignore_errors=True)
     if saves.interrupted:  # speculators' SIGTERM path returns as if training had ended
         raise PipelineError(f"train: interrupted by a signal at step {progress.done}: the "

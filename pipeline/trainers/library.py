@@ -59,12 +59,6 @@ def dense_attention_forward(module: Any, query: Any, key: Any, value: Any, atten
     return out.transpose(1, 2).contiguous(), None
 
 
-def register_dense_attention() -> None:
-    from transformers.modeling_utils import AttentionInterface
-
-    AttentionInterface.register(DENSE_ATTN, dense_attention_forward)
-
-
 def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
     """An untrained Eagle3DraftModel for this target, as speculators' own train script builds
     it, with the layer ids and their convention recorded in its config."""
@@ -87,7 +81,9 @@ def build_draft(cfg: PipelineConfig, d2t: Any, t2d: Any, *, dense: bool) -> Any:
         rms_norm_eps=v.get("rms_norm_eps", 1e-6), head_dim=v.get("head_dim"),
     )
     if dense:
-        register_dense_attention()
+        from transformers.modeling_utils import AttentionInterface
+
+        AttentionInterface.register(DENSE_ATTN, dense_attention_forward)
     layer_cfg._attn_implementation = DENSE_ATTN if dense else "simple_flex_attention"
     spec_cfg = Eagle3SpeculatorConfig(
         transformer_layer_config=layer_cfg,

@@ -23,7 +23,6 @@ The server's lifecycle is the extraction server's own (pipeline/stages/extract_s
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +32,6 @@ from pipeline.stages import TRAIN
 
 if TYPE_CHECKING:
     from pipeline.config_types import PipelineConfig
-
-MODES = ("offline", "online")
 
 
 def train_argv(base: Sequence[str], endpoint: str) -> list[str]:
@@ -57,22 +54,15 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     why = online_refusal(cfg)
     if why:
         raise PipelineError(why)
-    from pipeline.ranks import free_port
-    from pipeline.stages.extract_server import server_beside, vllm_09_server_argv
+    from pipeline.stages.extract_server import loopback_server, vllm_09_server_argv
     from pipeline.trainers import cli
-    from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
     staging = save_dir.parent / "online-states"  # the connector's files, each deleted once read
     staging.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    argv = (server_argv or (lambda d, p: vllm_09_server_argv(cfg, d, p)))(staging, port)
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    from pipeline.progress import emit
-
-    emit("info", TRAIN, message="online: starting the extraction server beside training: "
-         + " ".join(argv))
-    with server_beside(argv, endpoint, save_dir.parent / "online_server.log",
-                       env=with_cpu_kv_cache(os.environ)):
+    make = server_argv or (lambda d, p: vllm_09_server_argv(cfg, d, p))
+    with loopback_server(lambda port: make(staging, port), save_dir.parent / "online_server.log",
+                         TRAIN, "online: starting the extraction server beside training"
+                         ) as endpoint:
         base = cli.train_argv(cfg, extract_dir, vocab_dir, save_dir, device)
         result = cli.train_with(cfg, extract_dir, device, train_argv(base, endpoint))
     return {**result, "mode": "online"}

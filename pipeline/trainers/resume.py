@@ -115,8 +115,6 @@ STALL_ENV = "EAGLE3_CHECKPOINT_STALL_AT"  # a test's hook (below)
 def _stall(info: dict[str, Any]) -> None:
     """For the test that kills a process while it writes a checkpoint: with STALL_ENV set to a
     step, the save of that step says so and waits between its files and its seal."""
-    import time
-
     if os.environ.get(STALL_ENV) == str(info.get("global_step")):
         emit("info", TRAIN, stalled_at=info["global_step"],
              message=f"checkpoint at step {info['global_step']} held unsealed ({STALL_ENV})")
@@ -137,8 +135,6 @@ class Saves:
     published directory (its validation metrics) and before training is reported done."""
 
     def __init__(self, epochs: int, *, background: bool = False) -> None:
-        import time
-
         self.epochs = epochs
         self.last = time.monotonic()
         self.interrupted = False  # speculators' graceful-shutdown save was asked (SIGTERM)
@@ -149,8 +145,6 @@ class Saves:
     def around(self, checkpointer: Any, rank: int, epoch: int, save: Callable[[], None],
                info: dict[str, Any]) -> None:
         """Run `save` (the trainer's own, writing under checkpointer.path/<epoch>) staged."""
-        import time
-
         self.wait()
         real = Path(checkpointer.path)
         staging = real / checkpoints.WRITING
@@ -232,8 +226,6 @@ def patch_09(cfg: Any, save_dir: Path, handler: Any
     the checkpoint chosen (and shared between ranks) right after its distributed setup, the
     step frequency set once its loader is built, each save staged and sealed, the time-based
     saves from its per-step callback. Returns (undo, saves, [what was resumed])."""
-    import time
-
     import speculators.train.cli as cli
     from speculators.train import trainer as trainer_mod
 

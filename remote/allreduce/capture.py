@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from remote.allreduce.trace import is_frontend_trace
-from remote.errors import OutputRefused, Refused, RemoteError, UsageError
+from remote.bench.reach import parse_vllm_url
+from remote.errors import OutputRefused, Refused, RemoteError
 from remote.link.hosts import HostConfig
 from remote.link.out_files import claim
 from remote.link.transport import Transport
@@ -76,12 +76,9 @@ async def capture(
     frontend's is left on the box). Returns local paths."""
     import httpx
 
-    base = urlsplit(url or host.vllm_url)
-    if base.scheme not in ("http", "https") or not base.hostname:
-        raise UsageError(f"not an http URL for vLLM: {url or host.vllm_url!r}")
-    port = base.port or (443 if base.scheme == "https" else 80)
-    fwd = await transport.forward(port, base.hostname)
-    root = f"{base.scheme}://127.0.0.1:{fwd.local_port}{base.path.rstrip('/')}"
+    target = parse_vllm_url(url or host.vllm_url)
+    fwd = await transport.forward(target.port, target.host)
+    root = target.with_host_port("127.0.0.1", fwd.local_port)
     before = await list_traces(transport, host.python, profiler_dir)
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=600.0)) as client:
@@ -142,13 +139,11 @@ async def capture(
     dests = [claim(local_dir / posixpath.basename(remote), force=force, what="trace").path
              for remote in workers]
     local_dir.mkdir(parents=True, exist_ok=True)
-    fetched = []
     for remote, dest in zip(workers, dests, strict=True):
         await transport.get(remote, dest)
-        fetched.append(dest)
-    bus.emit(ev.CONSOLE_INFO, host.name, message=f"fetched {len(fetched)} trace file(s) to "
-             f"{local_dir}", files=[str(p) for p in fetched])
-    return fetched
+    bus.emit(ev.CONSOLE_INFO, host.name, message=f"fetched {len(dests)} trace file(s) to "
+             f"{local_dir}", files=[str(p) for p in dests])
+    return dests
 
 
 async def _load(client: Any, root: str, requests: int, max_tokens: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import posixpath
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ async def run_sweep(
             "--timeout", repr(float(timeout))]
     start: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
-    stderr: list[str] = []
+    stderr: deque[str] = deque(maxlen=50)
     error: str | None = None
     ended = False
     # Streamed, not collected: a CPU sweep up to 256M takes minutes, and each size is progress.
@@ -109,7 +110,6 @@ async def run_sweep(
             async for line in proc.lines():
                 if line.stream == "stderr":
                     stderr.append(line.text)
-                    del stderr[:-50]
                     continue
                 try:
                     obj = json.loads(line.text)
@@ -139,7 +139,7 @@ async def run_sweep(
     finally:
         await proc.close()
     if returncode != 0 or not ended:
-        why = error or (stderr or [f"exit {returncode}"])[-1]
+        why = error or (stderr[-1] if stderr else f"exit {returncode}")
         if "No module named 'torch'" in ("\n".join(stderr) + (error or "")):
             why = f"torch is not importable with {host.python} on {host.name}"
         bus.emit(ev.STAGE_END, host.name, stage=STAGE, ok=False,

@@ -244,10 +244,8 @@ def _has_content(chunk: dict[str, Any]) -> bool:
 
 
 def _finish_reason(chunk: dict[str, Any]) -> str | None:
-    for choice in chunk.get("choices") or []:
-        if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str):
-            return str(choice["finish_reason"])
-    return None
+    return next((str(choice["finish_reason"]) for choice in chunk.get("choices") or []
+                 if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str)), None)
 
 
 def _no_content_error(finish_reason: str | None, ignore_eos: bool) -> str:

@@ -26,7 +26,7 @@ from remote.bench.client import RequestResult, VllmClient
 from remote.bench.metrics import SpecCounters, acceptance_between, sum_acceptance
 from remote.bench.prompts import PromptSet
 from remote.bench.results import DEFINITIONS, MIN_REQUESTS, BenchRun, Point
-from remote.errors import BenchFailed, ModelMismatch, UsageError
+from remote.errors import BenchFailed, ModelMismatch
 from remote.spine.events import format_ts, utc_now
 
 MAX_ERRORS_KEPT = 5
@@ -48,16 +48,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     lo = math.floor(pos)
     hi = math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def parse_concurrency(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"--concurrency {text!r}: expected comma-separated integers") from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"--concurrency {text!r}: expected positive integers")
-    return sorted(set(values))
 
 
 async def resolve_model(client: VllmClient, model: str | None) -> str:

@@ -35,7 +35,6 @@ VERSION = 1
 NONE = "none"
 NGRAM = "ngram"
 PIPELINE = "pipeline"
-DEFAULT_ROUNDS = 3
 # Before anything is measured: an engine start on a GPU box or these CPU cores takes about a
 # minute (docs/design.md §7: 36-70 s here); a window's time is guessed from this decode rate per
 # request in flight, then replaced by the rate the matrix measures.
@@ -53,7 +52,8 @@ def parse_list(text: str, what: str, kind: type) -> list[Any]:
         try:
             value = kind(raw)
         except ValueError:
-            raise UsageError(f"{what} {text!r}: {raw!r} is not a {kind.__name__}") from None
+            noun = "an integer" if kind is int else "a number"
+            raise UsageError(f"{what} {text!r}: {raw!r} is not {noun}") from None
         if (kind is float and (not math.isfinite(value) or value < 0)) or \
                 (kind is int and value < 1):
             raise UsageError(f"{what} {text!r}: {raw!r} is out of range")
@@ -62,6 +62,11 @@ def parse_list(text: str, what: str, kind: type) -> list[Any]:
     if not out:
         raise UsageError(f"{what} {text!r}: no value")
     return out
+
+
+def parse_concurrency(text: str) -> list[int]:
+    """--concurrency: each level measured once, lowest first."""
+    return sorted(parse_list(text, "--concurrency", int))
 
 
 def parse_drafts(text: str) -> list[str]:
@@ -196,9 +201,7 @@ class Cell:
                       "acceptance": sum_acceptance(a["acc"])} for cat, a in out.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"draft": self.draft, "k": self.k, "temperature": self.temperature,
-                "concurrency": self.concurrency,
-                "rounds": [p.to_dict(per_request=True) for p in self.rounds]}
+        return asdict(self)  # every round whole, its per-request lists included
 
 
 @dataclass
@@ -315,28 +318,6 @@ def save_matrix(path: Path, m: MatrixResult) -> Path:
     return path
 
 
-def is_matrix(doc: object) -> bool:
-    return isinstance(doc, dict) and doc.get("format") == FORMAT
-
-
-def read_matrix_doc(doc: dict[str, Any], path: Path) -> MatrixResult:
-    if doc.get("version") != VERSION:
-        raise ResultFileError(f"bench matrix {path}: unsupported version {doc.get('version')!r}")
-    try:
-        plan = msgspec.convert(doc["plan"], MatrixPlan)
-        cells = [Cell(str(c["draft"]), int(c["k"]), float(c["temperature"]),
-                      int(c["concurrency"]), msgspec.convert(c["rounds"], list[Point]))
-                 for c in doc.get("cells") or []]
-    except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
-        raise ResultFileError(f"bench matrix {path}: malformed ({exc})") from None
-    return MatrixResult(plan, {c.key: c for c in cells},
-                        engine_starts=dict(doc.get("engine_starts") or {}),
-                        time_split=dict(doc.get("time_split") or {}),
-                        complete=doc.get("complete") is True, host=str(doc.get("host", "")),
-                        model=str(doc.get("model", "")), started=str(doc.get("started", "")),
-                        path=path)
-
-
 def load_matrix(path: str | os.PathLike[str]) -> MatrixResult:
     p = Path(path).expanduser()
     try:
@@ -345,9 +326,23 @@ def load_matrix(path: str | os.PathLike[str]) -> MatrixResult:
         raise ResultFileError(f"bench matrix {p}: {exc.strerror or exc}") from None
     except (ValueError, UnicodeDecodeError):
         raise ResultFileError(f"bench matrix {p}: not JSON") from None
-    if not is_matrix(doc):
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ResultFileError(f"{p}: not a bench matrix (format is not {FORMAT!r})")
-    return read_matrix_doc(doc, p)
+    if doc.get("version") != VERSION:
+        raise ResultFileError(f"bench matrix {p}: unsupported version {doc.get('version')!r}")
+    try:
+        plan = msgspec.convert(doc["plan"], MatrixPlan)
+        cells = [Cell(str(c["draft"]), int(c["k"]), float(c["temperature"]),
+                      int(c["concurrency"]), msgspec.convert(c["rounds"], list[Point]))
+                 for c in doc.get("cells") or []]
+    except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
+        raise ResultFileError(f"bench matrix {p}: malformed ({exc})") from None
+    return MatrixResult(plan, {c.key: c for c in cells},
+                        engine_starts=dict(doc.get("engine_starts") or {}),
+                        time_split=dict(doc.get("time_split") or {}),
+                        complete=doc.get("complete") is True, host=str(doc.get("host", "")),
+                        model=str(doc.get("model", "")), started=str(doc.get("started", "")),
+                        path=p)
 
 
 def estimate_seconds(plan: MatrixPlan, todo: list[tuple[str, int, float, int]], *,

@@ -9,7 +9,8 @@ ranks) and filtered by model_name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -157,26 +158,29 @@ def _add(counters: SpecCounters, metric: str, labels: dict[str, str], value: flo
 
 @dataclass(frozen=True)
 class Acceptance:
-    """Acceptance over one window, with the raw deltas it was computed from."""
+    """Acceptance over one window, with the raw deltas it was computed from (fields in the
+    order to_dict writes them)."""
 
+    rate: float | None  # None: no drafts in the window (nothing was decoded)
+    mean_length: float | None
+    per_position: list[float | None]
     drafts: float
     draft_tokens: float
     accepted: float
     accepted_per_pos: list[float]
-    rate: float | None  # None: no drafts in the window (nothing was decoded)
-    mean_length: float | None
-    per_position: list[float | None]
+
+    @classmethod
+    def of(cls, drafts: float, draft_tokens: float, accepted: float,
+           accepted_per_pos: list[float]) -> Acceptance:
+        """The figures of these deltas by vLLM's definitions."""
+        return cls(rate=accepted / draft_tokens if draft_tokens > 0 else None,
+                   mean_length=1.0 + accepted / drafts if drafts > 0 else None,
+                   per_position=[(d / drafts if drafts > 0 else None) for d in accepted_per_pos],
+                   drafts=drafts, draft_tokens=draft_tokens, accepted=accepted,
+                   accepted_per_pos=accepted_per_pos)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "rate": self.rate,
-            "mean_length": self.mean_length,
-            "per_position": self.per_position,
-            "drafts": self.drafts,
-            "draft_tokens": self.draft_tokens,
-            "accepted": self.accepted,
-            "accepted_per_pos": self.accepted_per_pos,
-        }
+        return asdict(self)
 
     def short(self) -> str:
         if self.rate is None or self.mean_length is None:
@@ -206,20 +210,7 @@ def acceptance_between(before: SpecCounters, after: SpecCounters,
             f"{url}: spec-decode counters went backwards between scrapes "
             "(server restarted): rerun the measurement"
         )
-    rate = d_accepted / d_draft_tokens if d_draft_tokens > 0 else None
-    mean_length = 1.0 + d_accepted / d_drafts if d_drafts > 0 else None
-    per_position: list[float | None] = [
-        (d / d_drafts if d_drafts > 0 else None) for d in d_pos
-    ]
-    return Acceptance(
-        drafts=d_drafts,
-        draft_tokens=d_draft_tokens,
-        accepted=d_accepted,
-        accepted_per_pos=d_pos,
-        rate=rate,
-        mean_length=mean_length,
-        per_position=per_position,
-    )
+    return Acceptance.of(d_drafts, d_draft_tokens, d_accepted, d_pos)
 
 
 def sum_acceptance(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -232,13 +223,6 @@ def sum_acceptance(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
     drafts = sum(float(w.get("drafts") or 0) for w in windows)
     draft_tokens = sum(float(w.get("draft_tokens") or 0) for w in windows)
     accepted = sum(float(w.get("accepted") or 0) for w in windows)
-    n_pos = max(len(w.get("accepted_per_pos") or []) for w in windows)
-    per_pos = [sum(float((w.get("accepted_per_pos") or [])[i])
-                   for w in windows if i < len(w.get("accepted_per_pos") or []))
-               for i in range(n_pos)]
-    return Acceptance(
-        drafts=drafts, draft_tokens=draft_tokens, accepted=accepted, accepted_per_pos=per_pos,
-        rate=accepted / draft_tokens if draft_tokens > 0 else None,
-        mean_length=1.0 + accepted / drafts if drafts > 0 else None,
-        per_position=[(d / drafts if drafts > 0 else None) for d in per_pos],
-    ).to_dict()
+    per_pos = [sum(map(float, column)) for column in
+               zip_longest(*(w.get("accepted_per_pos") or [] for w in windows), fillvalue=0)]
+    return Acceptance.of(drafts, draft_tokens, accepted, per_pos).to_dict()

@@ -8,7 +8,6 @@ side and check that they used the same prompts and output length.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from remote.bench import vllm_results
 from remote.errors import ResultFileError
 from remote.spine.sanitize import visible
 
@@ -64,11 +64,11 @@ class Point:
     # file names no categories (and every result written before #49)
     categories: dict[str, dict[str, Any]] | None = None
 
-    def to_dict(self, *, per_request: bool = False) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
+        """As events carry it: without the per-request lists, which result files hold."""
         data = asdict(self)
-        if not per_request:
-            for name in PER_REQUEST:
-                data.pop(name)
+        for name in PER_REQUEST:
+            data.pop(name)
         return data
 
 
@@ -95,15 +95,10 @@ class BenchRun:
     seed: int | None = None  # request i sampled with seed + i (temperature > 0 only)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["points"] = [p.to_dict(per_request=True) for p in self.points]
-        return data
+        return asdict(self)  # every point whole, its per-request lists included
 
     def point(self, concurrency: int) -> Point | None:
-        for p in self.points:
-            if p.concurrency == concurrency:
-                return p
-        return None
+        return next((p for p in self.points if p.concurrency == concurrency), None)
 
 
 def save_result(path: str | os.PathLike[str], run: BenchRun | None, *, baseline: BenchRun | None = None,
@@ -156,13 +151,7 @@ def _short(text: str) -> str:
 
 
 def _bad_number(v: object, *, count: bool = False) -> bool:
-    if v is None:
-        return False
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return True
-    if count and not isinstance(v, int):
-        return True
-    return not (math.isfinite(v) and 0 <= v <= 10**15)
+    return v is not None and (not vllm_results.finite_number(v) or (count and not isinstance(v, int)))
 
 
 # A category's window in a point (driver.category_figures): its numbers, checked as a point's
@@ -216,8 +205,6 @@ def checked_run(run: BenchRun, where: str) -> BenchRun:
 def load_result(path: str | os.PathLike[str]) -> ResultFile:
     """The console's own result file, or one `vllm bench serve --save-result` wrote
     (remote/bench/vllm_results.py): either reads as a run."""
-    from remote.bench import vllm_results
-
     p = Path(path).expanduser()
     try:
         docs = vllm_results.parse_objects(p.read_text(encoding="utf-8"))

@@ -12,30 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from remote.bench.metrics import sum_acceptance
 from remote.bench.results import Point
 
 
 def sweep_acceptance(points: Iterable[Point]) -> dict[str, Any] | None:
     """vLLM's figures over every point's window together; None without any drafts."""
-    drafts = draft_tokens = accepted = 0.0
-    per_pos: list[float] = []
-    for p in points:
-        acc = p.acceptance
-        if not acc:
-            continue
-        drafts += float(acc.get("drafts") or 0)
-        draft_tokens += float(acc.get("draft_tokens") or 0)
-        accepted += float(acc.get("accepted") or 0)
-        for i, v in enumerate(acc.get("accepted_per_pos") or []):
-            if i >= len(per_pos):
-                per_pos.append(0.0)
-            per_pos[i] += float(v)
-    if drafts <= 0:
-        return None
-    return {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted,
-            "accepted_per_pos": per_pos, "mean_length": 1 + accepted / drafts,
-            "rate": accepted / draft_tokens if draft_tokens > 0 else None,
-            "per_position": [a / drafts for a in per_pos]}
+    acc = sum_acceptance([p.acceptance for p in points if p.acceptance])
+    return acc if acc and acc["drafts"] > 0 else None
 
 
 def offline_vs_served(offline: Mapping[str, Any] | None,

@@ -52,7 +52,7 @@ def parse_objects(text: str) -> list[Any]:
 MAX_COUNT = 10**15
 
 
-def _finite(v: object) -> TypeGuard[int | float]:
+def finite_number(v: object) -> TypeGuard[int | float]:
     """A real, finite, non-negative number (not a bool: JSON's true is not 1 request)."""
     return (isinstance(v, (int, float)) and not isinstance(v, bool) and
             (not isinstance(v, float) or math.isfinite(v)) and 0 <= v <= MAX_COUNT)
@@ -62,22 +62,21 @@ def _s(doc: dict[str, Any], key: str) -> float | None:
     """A time in ms as seconds (the console's unit), None where vLLM did not report it (or
     reported something that is no time: NaN, inf, a negative, a string)."""
     v = doc.get(key)
-    return float(v) / 1000.0 if _finite(v) else None
+    return float(v) / 1000.0 if finite_number(v) else None
 
 
 def _num(doc: dict[str, Any], key: str, where: str) -> float:
     v = doc.get(key)
-    if not _finite(v):
+    if not finite_number(v):
         raise ResultFileError(f"{where}: vLLM result without a number for {key!r} (a finite "
                               f"number from 0 to {MAX_COUNT}; it holds {str(v)[:40]!r})")
     return float(v)
 
 
 def _count(doc: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
-    v = doc.get(key, default)
-    if v is None and default is not None:
-        v = default
-    if not _finite(v) or float(v) != int(v):
+    v = doc.get(key)
+    v = default if v is None else v
+    if not finite_number(v) or float(v) != int(v):
         raise ResultFileError(f"{where}: vLLM result whose {key!r} is {str(v)[:40]!r}, not a "
                               f"count from 0 to {MAX_COUNT}")
     return int(v)
@@ -88,20 +87,20 @@ def _acceptance(doc: dict[str, Any], where: str) -> dict[str, Any] | None:
         return None
     rate = doc.get("spec_decode_acceptance_rate")
     per = doc.get("spec_decode_per_position_acceptance_rates") or []
-    if not isinstance(per, list) or not all(_finite(p) and p <= 1 for p in per):
+    if not isinstance(per, list) or not all(finite_number(p) and p <= 1 for p in per):
         raise ResultFileError(f"{where}: vLLM result whose per-position acceptance rates are not "
                               "a list of rates from 0 to 1")
     drafts = _count(doc, "spec_decode_num_drafts", where, 0)
     length = doc.get("spec_decode_acceptance_length")
     return {
-        "rate": float(rate) / 100.0 if _finite(rate) else None,
-        "mean_length": float(length) if _finite(length) else None,
+        "rate": float(rate) / 100.0 if finite_number(rate) else None,
+        "mean_length": float(length) if finite_number(length) else None,
         "per_position": [float(p) for p in per],
         "drafts": drafts,
         "draft_tokens": doc.get("spec_decode_draft_tokens")
-        if _finite(doc.get("spec_decode_draft_tokens")) else None,
+        if finite_number(doc.get("spec_decode_draft_tokens")) else None,
         "accepted": doc.get("spec_decode_accepted_tokens")
-        if _finite(doc.get("spec_decode_accepted_tokens")) else None,
+        if finite_number(doc.get("spec_decode_accepted_tokens")) else None,
         "accepted_per_pos": [round(float(p) * drafts) for p in per],
     }
 

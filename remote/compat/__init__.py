@@ -2,23 +2,17 @@
 rules name (checks.py) and version ranges (versions.py). What callers use is re-exported here."""
 
 from remote.compat.advisor import (
-    ERROR_FIXES,
     RULES,
     SEVERITIES,
-    ErrorFix,
-    Evidence,
     Finding,
-    Fix,
-    Rule,
     advise,
     fix_for_error,
     pipeline_blockers,
     shorten,
     summarize,
 )
-from remote.compat.checks import Facts, config_facts
-from remote.compat.versions import parse_version, version_in
+from remote.compat.checks import config_facts
+from remote.compat.versions import version_in
 
-__all__ = ["ERROR_FIXES", "RULES", "SEVERITIES", "ErrorFix", "Evidence", "Facts", "Finding", "Fix", "Rule",
-           "advise", "config_facts", "fix_for_error", "parse_version", "pipeline_blockers", "shorten",
-           "summarize", "version_in"]
+__all__ = ["RULES", "SEVERITIES", "Finding", "advise", "config_facts", "fix_for_error",
+           "pipeline_blockers", "shorten", "summarize", "version_in"]

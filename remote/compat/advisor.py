@@ -124,9 +124,7 @@ def advise(env: Mapping[str, Any] | None, model: Mapping[str, Any] | None,
     facts = Facts.from_probes(env, model)
     fired: dict[str, Finding] = {}
     for rule in rules:
-        if any(u in fired for u in rule.unless):
-            continue
-        if not rule.about(facts):
+        if any(u in fired for u in rule.unless) or not rule.about(facts):
             continue
         if not all(version_in(facts.version(pkg), spec) for pkg, spec in rule.versions.items()):
             continue
@@ -164,10 +162,7 @@ def summarize(findings: list[Finding]) -> str:
 
 # -- failed stages: the fix for an error message the advisor recognizes ---------------------------
 def fix_for_error(message: str) -> ErrorFix | None:
-    for known in ERROR_FIXES:
-        if re.search(known.pattern, message):
-            return known
-    return None
+    return next((known for known in ERROR_FIXES if re.search(known.pattern, message)), None)
 
 
 def shorten(message: str, limit: int = 400) -> str:

@@ -14,6 +14,7 @@ import builtins
 import json
 import posixpath
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import suppress
 
 from remote.errors import (
     CancelRefused,
@@ -199,13 +200,9 @@ class Jobs:
         rc, out = await self._served("list", posixpath.join(root, "runs"))
         if rc != 0:
             raise RemoteCommandError(["job_helper", "list"], rc, out)
-        lines = out.splitlines()
-        runs: builtins.list[RunInfo] = []
-        for line in lines:
-            if line.strip():
-                info = RunInfo.from_dict(parse_record(line, "list"))
-                self._names[info.run_id] = info.name
-                runs.append(info)
+        runs = [RunInfo.from_dict(parse_record(line, "list"))
+                for line in out.splitlines() if line.strip()]
+        self._names.update((info.run_id, info.name) for info in runs)
         return runs
 
     async def _name(self, run_id: str) -> str:
@@ -317,14 +314,14 @@ class Jobs:
         if self.cursors is not None:
             self.cursors.save(self.host, run_id, offset)
 
-    async def _helper_retrying(self, what: str, *args: str,
-                               allow_empty: bool = False) -> builtins.list[str]:
-        """An idempotent helper command, simply asked again after a dropped connection.
+    async def _helper_retrying(self, *args: str) -> builtins.list[str]:
+        """An idempotent helper command (`args`: its name and arguments), simply asked again
+        after a dropped connection.
 
         Started with stdin left open: the helper exits when it sees stdin close, so a console
         that goes away leaves no waiter behind on the box."""
         _, helper = await self._ready()
-        backoff = Backoff(f"{what}: no answer from {self.host}", limit=MAX_IDLE_RESTARTS)
+        backoff = Backoff(f"{args[0]}: no answer from {self.host}", limit=MAX_IDLE_RESTARTS)
         while True:
             out = bytearray()
             err = bytearray()
@@ -337,31 +334,29 @@ class Jobs:
                 rc = await proc.wait()
             except ConnectionFailed as exc:
                 reraise_fatal(exc)
-                rc = None
             finally:
                 await _close_quietly(proc)
             lines = out.decode("utf-8", "replace").strip().splitlines()
-            if rc == 0 and (lines or allow_empty):
+            if rc == 0 and lines:
                 return lines
             if rc not in (0, None) and self.transport.connected:
-                raise RemoteCommandError(["job_helper", what], rc,
+                raise RemoteCommandError(["job_helper", args[0]], rc,
                                          err.decode("utf-8", "replace"))
             await backoff.failed()
 
     async def wait(self, run_id: str) -> RunInfo:
         root, _ = await self._ready()
-        lines = await self._helper_retrying("wait", "wait", self._run_dir(root, run_id))
+        lines = await self._helper_retrying("wait", self._run_dir(root, run_id))
         info = self._run_info(lines[-1], "wait", run_id)
         self._emit_exit(info)
         return info
 
     async def cancel(self, run_id: str, *, grace: float = 10.0) -> RunInfo:
-        root, _ = await self._ready()
         """Stop a run; returns once its name can be launched again. Raises CancelRefused when the
         box found the run's pid naming something else than its job (nothing was signalled), and
         NameHeld when the run ended but its supervisor kept the name past the wait."""
-        lines = await self._helper_retrying("cancel", "cancel", self._run_dir(root, run_id),
-                                            str(float(grace)))
+        root, _ = await self._ready()
+        lines = await self._helper_retrying("cancel", self._run_dir(root, run_id), str(float(grace)))
         data = parse_record(lines[-1], "cancel")
         refused, held = data.pop("refused", None), data.pop("held", None)
         if refused:
@@ -389,7 +384,5 @@ async def _close_quietly(proc: RemoteProcess | None) -> None:
     """Release a helper's channel after its stream ended or broke: the channel may already be
     gone with the connection, and that is not an error worth more than the one that got us here."""
     if proc is not None:
-        try:
+        with suppress(Exception):
             await proc.close()
-        except Exception:
-            pass

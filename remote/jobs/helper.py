@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 
 if __package__:  # imported as remote.jobs.helper (the console's tests)
     from . import helper_runs as runs_io
@@ -160,11 +161,9 @@ def cmd_launch(runs, locks, name, cwd, env_json, *argv):
     os.close(env_r)
     os.close(devnull)
     os.close(fd)  # the supervisor holds the lock now
-    with os.fdopen(env_w, "w") as pipe:
-        try:
-            pipe.write(json.dumps(env))
-        except BrokenPipeError:  # the supervisor died at start: its exit.json says why
-            pass
+    # BrokenPipeError: the supervisor died at start; its exit.json says why.
+    with os.fdopen(env_w, "w") as pipe, suppress(BrokenPipeError):
+        pipe.write(json.dumps(env))
     with os.fdopen(rfd) as pipe:
         pipe.read()  # the supervisor closes its end once the job is started (or failed to)
     del sup  # not waited for: it outlives this process, reparented to init
@@ -174,8 +173,6 @@ def cmd_launch(runs, locks, name, cwd, env_json, *argv):
 
 def _read_env(envfd):
     """The run's environment values, from the launcher's pipe (never from meta.json)."""
-    if envfd is None:
-        return {}
     with os.fdopen(int(envfd), "r") as pipe:
         text = pipe.read()
     try:
@@ -185,7 +182,7 @@ def _read_env(envfd):
     return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
-def cmd_supervise(run_dir, wfd, envfd=None):
+def cmd_supervise(run_dir, wfd, envfd):
     wfd = int(wfd)
     runs_io.become_subreaper()
     extra = _read_env(envfd)
@@ -271,19 +268,18 @@ def cmd_tail(run_dir, offset, follow):
                 offset += len(rest)
                 rest = fh.read()
             out.flush()
-            final["end"] = offset
-            sys.stderr.write("END " + json.dumps(final) + "\n")
-            sys.stderr.flush()
-            return 0
+            return _trailer(final, end=offset)
         if not follow:
-            rec = runs_io.record(run_dir)
-            rec["end"] = offset
-            rec["partial"] = True
-            sys.stderr.write("END " + json.dumps(rec) + "\n")
-            sys.stderr.flush()
-            return 0
+            return _trailer(runs_io.record(run_dir), end=offset, partial=True)
         if stdin_closed(POLL):
             return 0
+
+
+def _trailer(rec, **extra):
+    """The END line a tail ends with on stderr: the run record and where the stream stopped."""
+    sys.stderr.write("END " + json.dumps({**rec, **extra}) + "\n")
+    sys.stderr.flush()
+    return 0
 
 
 def unknown(run_dir):
@@ -333,10 +329,8 @@ def cmd_cancel(run_dir, grace):
         elif verdict == "bad" or (pid is not None and runs_io.alive(pid)):
             refused = f"not signalled: {why}"
             if asked and runs_io.ended(run_dir) is None:
-                try:
+                with suppress(OSError):
                     os.unlink(flag)
-                except OSError:
-                    pass
         elif pid is not None:  # the leader ended: the supervisor ends the rest of its group
             runs_io.wait_ended(run_dir, grace + runs_io.GROUP_GRACE + 5)
     rec = runs_io.record(run_dir)

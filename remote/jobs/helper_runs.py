@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+from contextlib import suppress
 
 
 def now_iso():
@@ -235,10 +236,8 @@ def ended(run_dir):
 
 
 def killpg(pgid, sig):
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def group_alive(pgid):

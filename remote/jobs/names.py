@@ -31,8 +31,8 @@ from remote.spine.redact import Redactor
 KEY_FILE = "run-name-key"
 
 
-def _key(root: Path | None = None) -> bytes:
-    path = (root or Path(platformdirs.user_state_dir(APP_NAME))) / KEY_FILE
+def _key() -> bytes:
+    path = Path(platformdirs.user_state_dir(APP_NAME)) / KEY_FILE
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -55,13 +55,13 @@ def _key(root: Path | None = None) -> bytes:
 _PROCESS_KEY = os.urandom(32)
 
 
-def masked_name(name: str, *, key_dir: Path | None = None) -> str:
+def masked_name(name: str) -> str:
     """`name` unchanged when it holds no secret shape; else its masked text and 8 hex digits
     of an HMAC of the whole name."""
     masked = Redactor().text(name)
     if masked == name:
         return name
-    digest = hmac.new(_key(key_dir) or _PROCESS_KEY, name.encode("utf-8"), hashlib.sha256)
+    digest = hmac.new(_key() or _PROCESS_KEY, name.encode("utf-8"), hashlib.sha256)
     return f"{masked}-{digest.hexdigest()[:8]}"
 
 

@@ -58,7 +58,7 @@ def parse_record(line: str, what: str) -> dict[str, Any]:
     try:
         data = json.loads(line)
     except ValueError:
-        raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record") from None
+        data = None
     if not isinstance(data, dict):
         raise JobHelperError(f"{what}: the box printed {line[:200]!r}, not a run record")
     return data

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,9 @@ from remote.jobs.cursors import safe_part, write_private_json
 from remote.link.hosts import APP_NAME, HostConfig
 
 
-def default_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP_NAME)) / "pipelines"
-
-
 class RememberedRuns:
     def __init__(self, root: Path | None = None) -> None:
-        self.root = Path(root) if root is not None else default_dir()
+        self.root = Path(root or Path(platformdirs.user_state_dir(APP_NAME)) / "pipelines")
 
     def path(self, host: HostConfig) -> Path:
         where = hashlib.sha256(f"{host.ssh or ''}|{host.workdir}".encode()).hexdigest()[:12]
@@ -42,10 +39,8 @@ class RememberedRuns:
 
         record = {"run_id": run_id, "config": config, "workdir": host.workdir,
                   "host": host.name, "started": started, "remembered": format_ts(utc_now())}
-        try:
+        with suppress(OSError):
             write_private_json(self.path(host), record)
-        except OSError:
-            pass
 
     def recall(self, host: HostConfig) -> dict[str, Any] | None:
         try:

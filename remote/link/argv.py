@@ -29,8 +29,3 @@ def with_env(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
         if not key or "=" in key or not key.replace("_", "a").isalnum():
             raise ValueError(f"invalid environment variable name: {key!r}")
     return ["env", *(f"{k}={v}" for k, v in env.items()), *argv]
-
-
-def in_dir(cwd: str, argv: Sequence[str]) -> list[str]:
-    """Run argv in cwd; the directory is passed as a positional parameter, not spliced in."""
-    return ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", cwd, *argv]

@@ -25,15 +25,12 @@ def exec_argv(
     argv: Sequence[str],
     *,
     env: Mapping[str, str] | None = None,
-    workdir: str | None = None,
     binary: str | None = None,
 ) -> list[str]:
     if runtime not in RUNTIMES:
         raise ContainerConfigError(f"unknown container runtime {runtime!r} (use docker, podman or none)")
     _check_name(container)
     out = [binary or runtime, "exec", "-i"]
-    if workdir:
-        out += ["-w", workdir]
     for key, value in (env or {}).items():
         out += ["-e", f"{key}={value}"]
     # `--` is not understood by `docker exec`; the container name is the first positional.

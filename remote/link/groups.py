@@ -25,12 +25,6 @@ class Resolved:
 
     names: list[str]
     problems: list[tuple[str, str]] = field(default_factory=list)
-    group: str | None = None  # the one group named, if the value was a group
-
-    @property
-    def many(self) -> bool:
-        """A fleet command (a table, a result per host) rather than the one-host form."""
-        return len(self.names) + len(self.problems) > 1 or self.group is not None
 
 
 def resolve(config: Config, spec: str) -> Resolved:
@@ -42,7 +36,6 @@ def resolve(config: Config, spec: str) -> Resolved:
     out = Resolved(names=[])
     for item in items:
         if item in config.groups:
-            out.group = item if len(items) == 1 else None
             _expand(config, item, (), out)
         else:
             config.host(item)  # ConfigError (exit 2) naming the known hosts

@@ -168,10 +168,10 @@ def _alert_settings(table: Any, source: str) -> dict[str, float]:
     """The [alerts] table: each key a positive number (seconds, minutes), as AlertConfig names it."""
     if not isinstance(table, dict):
         raise ConfigError(source, "alerts", "must be a table ([alerts])")
-    allowed = ALERT_KEYS
     for k, v in table.items():
-        if k not in allowed:
-            raise ConfigError(source, f"alerts.{k}", f"unknown key (allowed: {', '.join(allowed)})")
+        if k not in ALERT_KEYS:
+            raise ConfigError(source, f"alerts.{k}",
+                              f"unknown key (allowed: {', '.join(ALERT_KEYS)})")
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
             raise ConfigError(source, f"alerts.{k}", f"must be a positive number (got {v!r})")
     return {k: float(v) for k, v in table.items()}
@@ -194,9 +194,13 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
             values[k] = table[k]
     if "vllm_url" in values:
         _check_url(source, f"{key}.vllm_url", values["vllm_url"])
-    if "stats_interval" in table:
-        values["stats_interval"] = _stats_interval(source, f"{key}.stats_interval",
-                                                   table["stats_interval"])
+    if "stats_interval" in table:  # seconds between live stats samples (0.1: the sampler's floor)
+        v = table["stats_interval"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ConfigError(source, f"{key}.stats_interval",
+                              "must be a number of seconds (0.1 .. 3600)")
+        _check_option(source, f"{key}.stats_interval", "stats_interval", v)
+        values["stats_interval"] = float(v)
     ssh_options: dict[str, Any] = {}
     for k, typ in _SSH_OPTION_KEYS.items():
         if k in table:
@@ -232,23 +236,15 @@ def _parse_host(name: str, table: Any, source: str) -> HostConfig:
     return HostConfig(name=name, ssh_options=ssh_options, source=source, **values)
 
 
-# Ranges of the SSH options: a value out of range is refused here, with its key, rather than
-# failing deep inside a connect (OverflowError for port 70000) or silently meaning something
-# else (port 0 became 22; a nan timeout waits forever).
+# Ranges of the SSH options and stats_interval: a value out of range is refused here, with its
+# key, rather than failing deep inside a connect (OverflowError for port 70000) or silently
+# meaning something else (port 0 became 22; a nan timeout waits forever).
 _RANGES: dict[str, tuple[float, float, str]] = {
     "port": (1, 65535, "a TCP port, 1..65535"),
     "keepalive_interval": (0, 86400, "seconds, 0 (off) .. 86400"),
     "connect_timeout": (0.1, 3600, "seconds, 0.1 .. 3600"),
+    "stats_interval": (0.1, 3600, "seconds, 0.1 .. 3600"),
 }
-
-
-def _stats_interval(source: str, key: str, value: Any) -> float:
-    """Seconds between live stats samples: 0.1 (the sampler's floor) to an hour."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(source, key, "must be a number of seconds (0.1 .. 3600)")
-    if not (math.isfinite(value) and 0.1 <= value <= 3600):
-        raise ConfigError(source, key, f"{value} is out of range: must be seconds, 0.1 .. 3600")
-    return float(value)
 
 
 def _check_option(source: str, key: str, name: str, value: Any) -> None:
@@ -292,8 +288,7 @@ def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), None, f"cannot read: {exc}") from None
-    cfg = parse_config(text, str(path))
-    return cfg
+    return parse_config(text, str(path))
 
 
 def all_hosts(cfg: Config) -> list[HostConfig]:

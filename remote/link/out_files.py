@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,10 +108,8 @@ def write_claimed(claimed: Claimed, data: bytes) -> None:
         except OSError:  # a file system without hard links: create it exclusively instead
             _write_new(target, data)
     finally:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
 
 
 def _write_new(target: Path, data: bytes) -> None:

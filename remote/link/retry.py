@@ -10,7 +10,6 @@ with the host-key message and exit code 3.
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass
 
 from remote.errors import AuthFailed, ConfigError, ConnectionFailed, HostKeyError
@@ -27,22 +26,17 @@ def is_fatal(exc: BaseException) -> bool:
 class Backoff:
     """Capped, growing delays between attempts; `limit` failures in a row end the loop.
 
-    delay(n) = min(cap, base * factor ** (n - 1)), times a random factor in [1 - jitter, 1]."""
+    delay(n) = min(cap, base * n): linear growth, the cheap policy for a helper on the box (the
+    transport does its own reconnect backoff underneath)."""
 
     what: str
     base: float = 0.05
-    factor: float = 1.0  # 1.0: linear growth (base * n), the cheap policy for a local helper
     cap: float = 1.0
     limit: int | None = 60
-    jitter: float = 0.0
     failures: int = 0
 
     def delay(self) -> float:
-        n = self.failures
-        d = min(self.cap, self.base * n if self.factor == 1.0 else self.base * self.factor ** (n - 1))
-        if self.jitter:
-            d *= random.uniform(1.0 - self.jitter, 1.0)
-        return d
+        return min(self.cap, self.base * self.failures)
 
     def succeeded(self) -> None:
         self.failures = 0

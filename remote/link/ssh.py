@@ -13,6 +13,7 @@ import os
 import random
 import socket
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,6 @@ class SSHTransport(Transport):
         self.keepalive_interval = float(opts.get("keepalive_interval", DEFAULT_KEEPALIVE))
         self.connect_timeout = float(opts.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._client: _Client | None = None
         self._closing = False
         self._ever_up = False
         self._lock = asyncio.Lock()
@@ -173,13 +173,11 @@ class SSHTransport(Transport):
         """What the server offers, seen by a handshake that allows every algorithm and trusts
         nothing (the probe refuses every key, so no connection is ever kept)."""
         probe = KeyTypeProbe(self.known_hosts, accept_new=False)
-        try:
+        with suppress(asyncssh.Error, OSError, TimeoutError, ValueError):
             await aio.wait_for(
                 asyncssh.connect(target, client_factory=lambda: _Client(self, probe),
                                  **{**kwargs, "known_hosts": []}),
                 self.connect_timeout + 5)
-        except (asyncssh.Error, OSError, TimeoutError, ValueError):
-            pass
         return probe
 
     async def _key_type_changed(self, target: str, kwargs: dict[str, Any], box: str,
@@ -265,10 +263,8 @@ class SSHTransport(Transport):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-            try:
+            with suppress(TimeoutError, *LOST):
                 await aio.wait_for(conn.wait_closed(), 5)
-            except (TimeoutError, *LOST):
-                pass
         self._ever_up = False
 
     # -- commands ---------------------------------------------------------------------------

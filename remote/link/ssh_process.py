@@ -4,11 +4,12 @@ with a dropped connection raised as one line (ConnectionFailed)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import suppress
 
 import asyncssh
 
 from remote.errors import ConnectionFailed
-from remote.link.streams import merge_streams
+from remote.link.streams import MergedStreams
 from remote.link.transport import RemoteProcess
 
 # what a dropped connection raises, from asyncssh or the socket under it
@@ -23,7 +24,7 @@ class SSHProcess(RemoteProcess):
 
     async def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
         out, err = self._proc.stdout, self._proc.stderr
-        merged = merge_streams({"stdout": lambda: out.read(1 << 18),
+        merged = MergedStreams({"stdout": lambda: out.read(1 << 18),
                                 "stderr": lambda: err.read(1 << 18)}, lost=LOST)
         try:
             async for item in merged:
@@ -51,10 +52,8 @@ class SSHProcess(RemoteProcess):
             raise ConnectionFailed(f"connection to {self._host} lost: {one_line(exc)}") from None
 
     async def close_stdin(self) -> None:
-        try:
+        with suppress(*LOST):
             self._proc.stdin.write_eof()
-        except LOST:
-            pass
 
     async def close(self) -> None:
         self._proc.close()

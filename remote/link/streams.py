@@ -69,9 +69,3 @@ class MergedStreams:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def merge_streams(readers: Mapping[str, Read | None], *,
-                  lost: tuple[type[BaseException], ...] = ()) -> MergedStreams:
-    """The merger of `readers` (see MergedStreams)."""
-    return MergedStreams(readers, lost=lost)

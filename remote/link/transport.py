@@ -19,7 +19,7 @@ from pathlib import Path
 from remote.errors import RemoteCommandError
 from remote.link import aio
 from remote.link.argv import with_env
-from remote.link.streams import merge_streams
+from remote.link.streams import MergedStreams
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -30,10 +30,6 @@ class CompletedRun:
     returncode: int  # negative: killed by that signal
     stdout: str
     stderr: str
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
 
     def check(self) -> CompletedRun:
         if self.returncode != 0:
@@ -181,7 +177,7 @@ class _LocalProcess(RemoteProcess):
     def chunks(self) -> AsyncIterator[tuple[str, bytes]]:
         """stdout and stderr read concurrently, items in arrival order, until both close."""
         out, err = self._proc.stdout, self._proc.stderr
-        return merge_streams({"stdout": (lambda: out.read(1 << 18)) if out is not None else None,
+        return MergedStreams({"stdout": (lambda: out.read(1 << 18)) if out is not None else None,
                               "stderr": (lambda: err.read(1 << 18)) if err is not None else None})
 
     async def wait(self) -> int:
@@ -224,10 +220,8 @@ class LocalTransport(Transport):
             try:
                 await aio.wait_for(proc.wait(), 2.0)
             except TimeoutError:
-                try:
+                with suppress(ProcessLookupError):
                     proc.kill()
-                except ProcessLookupError:
-                    pass
                 # wait() also waits for its pipes, which a grandchild may still hold: bounded.
                 with suppress(TimeoutError):
                     await aio.wait_for(proc.wait(), 2.0)

@@ -43,17 +43,12 @@ def target_from(config: str, resolved: dict[str, Any]) -> PipelineTarget:
                           head=posixpath.join(out, TRAIN, "checkpoint"))
 
 
-def method_of(draft: str) -> str:
-    """The speculative method a --draft is served with (pipeline/serve.py draft_config)."""
-    return "ngram" if draft == "ngram" else "eagle3"
-
-
 async def check(transport: Transport, host: HostConfig, bus: EventBus, *, draft: str,
                 target: str, pipeline_head: str, timeout: float = 600.0) -> dict[str, Any]:
     """The head probe for `draft` (pipeline: `pipeline_head`; a directory: itself; ngram: the
     build alone) with `host.python`, the python that will serve. Its result (a probe.result
     event), its warnings said; DraftRefused with every mismatch."""
-    method = method_of(draft)
+    method = "ngram" if draft == "ngram" else "eagle3"  # as pipeline/serve.py draft_config serves it
     head = None if method == "ngram" else (pipeline_head if draft == "pipeline" else draft)
     request = ProbeRequest(model=target if head else None, head=head, method=method)
     (result,) = await run_probe(transport, "head", head_options(request), workdir=host.workdir,

@@ -100,7 +100,7 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
             tok_s_per_stream=sum(rates) / len(rates) if rates else GUESS_TOK_S_PER_STREAM)
 
     if todo:
-        await preflight(r, plan, {d for d, _, _, _ in todo}, pipeline)
+        await preflight(r, {d for d, _, _, _ in todo}, pipeline)
     emit("plan", f"measuring {total} cells ({len(m.cells)} kept), "
          f"estimate {eta() / 60:.0f} min", total=total, kept=len(m.cells), eta_s=eta(), result_file=str(out_path))
     for draft, k in plan.servers():
@@ -160,8 +160,7 @@ async def run_matrix(r: ServeRunner, m: MatrixResult, prompts: PromptSet, *,
     return m
 
 
-async def preflight(r: ServeRunner, plan: MatrixPlan, drafts: set[str],
-                    pipeline: Path | None) -> None:
+async def preflight(r: ServeRunner, drafts: set[str], pipeline: Path | None) -> None:
     """Every draft still to serve checked against the target and the box's vLLM (the head
     probe `serve start` runs) before the first engine starts: a head that does not fit, or a
     method this build lacks, is refused (DraftRefused, one line per mismatch) now, not after

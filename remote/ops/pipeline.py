@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import posixpath
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 
 from pipeline import stages as stage_table
 from remote.errors import PipelineFailed, RemoteError, StageFailed, UsageError
@@ -106,10 +106,9 @@ async def _follow(runner: PipelineRunner, info: RunInfo, how: str,
             following.discard(info.run_id)
     config = run_config(info.argv)
     if config and outcome.ok:  # the stages as their manifests now say: times and sizes
-        try:
+        # RemoteError: the run's own events said what happened; the manifests are extra.
+        with suppress(RemoteError):
             await runner.show_manifests(config)
-        except RemoteError:
-            pass  # the run's own events said what happened; the manifests are extra
     if not outcome.ok:
         failed = outcome.failed
         what = (f"stage {failed.name} failed" if failed is not None
@@ -236,10 +235,8 @@ async def reattach(transport: Transport, host: HostConfig, bus: EventBus, *,
     async def drain(info: RunInfo) -> None:
         if info.name == RUN_NAME:
             runner.announce(info, "reattached")
-            try:
+            with suppress(StageFailed):  # its stage events and not-run stages say it
                 await _follow(runner, info, "reattached", following)
-            except StageFailed:
-                pass  # its stage events and not-run stages say it
             return
         following.add(info.run_id)
         try:

@@ -30,7 +30,6 @@ import json
 import posixpath
 import tempfile
 from collections import deque
-from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -40,15 +39,12 @@ from pipeline.progress import PREFIX
 from remote.errors import EXIT_USAGE, ConnectionFailed, RemoteError, StageFailed, UsageError
 from remote.jobs.client import JobLocked, Jobs, RunInfo
 from remote.link import aio
-from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
 from remote.link.upload import upload
 from remote.ops.shard_gather import gather, gather_direct
 from remote.pipeline_runner import QUIET_ENV, PipelineRunner, last_error
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
-
-Connect = Callable[[str], Awaitable[tuple[HostConfig, Transport]]]
 
 
 @dataclass
@@ -265,14 +261,11 @@ class ShardedExtract:
         finally:
             self._busy -= 1
 
-    async def _prepare(self, box: Box) -> None:
-        if not box.config:
-            await box.runner.source_dir()
-            box.config = await box.runner.remote_config(self.local_config)
-
     async def _launch(self, box: Box, shard: dict[str, Any], plan: Plan,
                       rows: list[str]) -> tuple[str, RunInfo]:
-        await self._prepare(box)
+        if not box.config:  # its pipeline and config uploaded, once per box
+            await box.runner.source_dir()
+            box.config = await box.runner.remote_config(self.local_config)
         k, n = shard["index"], len(plan.shards)
         base = posixpath.join(await box.runner.root(), "extract-shards", plan.tag)
         name = f"shard-{k + 1}-of-{n}"

@@ -70,17 +70,6 @@ def markers_present(text: str, recipe: Recipe) -> bool:
     return all(edit.replacement in text for edit in recipe.edits)
 
 
-def unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
-        )
-    )
-
-
 # Facts about the box a recipe may depend on: (inspect result) -> (holds, reason).
 def _scheduler_requires(box: dict[str, Any]) -> tuple[bool, str]:
     vllm = box.get("vllm") or {}
@@ -131,7 +120,9 @@ class FilePlan:
 
     @property
     def diff(self) -> str:
-        return unified_diff(self.current, self.target, self.rel)
+        return "".join(difflib.unified_diff(
+            self.current.splitlines(keepends=True), self.target.splitlines(keepends=True),
+            fromfile=f"a/{self.rel}", tofile=f"b/{self.rel}"))
 
     @property
     def changes(self) -> bool:

@@ -29,6 +29,14 @@ from remote.spine.bus import EventBus
 HELPER = Path(__file__).resolve().parents[1] / "probes" / "patch_helper.py"
 
 
+def write_entry(p: FilePlan, text: str) -> dict[str, Any]:
+    """The helper's entry that writes `text` over `p`'s file, refused on the box unless the file
+    still holds what was planned."""
+    return {"file": p.path, "expect_sha256": p.current_sha256,
+            "original_sha256": p.original_sha256,
+            "content_b64": base64.b64encode(text.encode("utf-8")).decode("ascii")}
+
+
 def rollback_request(
     plans: Sequence[FilePlan], selected: set[str] | None,
 ) -> tuple[list[dict[str, Any]], dict[str, tuple[str, frozenset[str]]]]:
@@ -41,10 +49,7 @@ def rollback_request(
         content, remaining = rollback_target(p, selected)
         targets[p.path] = (content, remaining)
         if remaining:
-            entries.append({
-                "file": p.path, "expect_sha256": p.current_sha256,
-                "original_sha256": p.original_sha256,
-                "content_b64": base64.b64encode(content.encode("utf-8")).decode("ascii")})
+            entries.append(write_entry(p, content))
         else:
             entries.append({"file": p.path, "action": "restore",
                             "expect_sha256": p.current_sha256,
@@ -213,11 +218,8 @@ class Patcher:
         answers: dict[str, dict[str, Any]] = {}
         if writes:
             # One helper call for every file: all-or-nothing on the box (its journal).
-            done = await self._call({"op": "apply_all", "files": [{
-                "file": p.path, "expect_sha256": p.current_sha256,
-                "original_sha256": p.original_sha256,
-                "content_b64": base64.b64encode(p.target.encode("utf-8")).decode("ascii"),
-            } for p in writes]})
+            done = await self._call({"op": "apply_all",
+                                     "files": [write_entry(p, p.target) for p in writes]})
             answers = {a["file"]: a for a in done.get("files", [])}
         for p in plans:
             if not p.changes:

@@ -58,15 +58,11 @@ def mount_ids(text):
 def identify(root="/"):
     """{"in_container": bool, "evidence": [...], "id": ID or None, ...}."""
     env = containerenv(os.path.join(root, "run/.containerenv"))
-    evidence = []
-    if env is not None:
-        evidence.append("/run/.containerenv")
     from_cgroup = ids_in(_read(os.path.join(root, "proc/self/cgroup")))
     from_mounts = mount_ids(_read(os.path.join(root, "proc/self/mountinfo")))
-    if from_cgroup:
-        evidence.append("/proc/self/cgroup")
-    if from_mounts:
-        evidence.append("/proc/self/mountinfo")
+    evidence = [where for where, found in (("/run/.containerenv", env is not None),
+                                           ("/proc/self/cgroup", from_cgroup),
+                                           ("/proc/self/mountinfo", from_mounts)) if found]
     dockerenv = os.path.exists(os.path.join(root, ".dockerenv"))
     cid = (env or {}).get("id") or next(iter(from_cgroup or from_mounts), None)
     return {

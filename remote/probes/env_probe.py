@@ -11,6 +11,7 @@ Output: one JSON line, `{"kind": "result", "probe": "env", "result": {...}}`.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -63,10 +64,8 @@ def torch_build():
     info = {"version": find_package.dist_version("torch"), "path": root}
     if root:
         v = find_package.read_assignments(os.path.join(root, "version.py"))
-        info["version_py"] = v.get("__version__")
-        info["cuda"] = v.get("cuda")
-        info["hip"] = v.get("hip")
-        info["git_version"] = v.get("git_version")
+        info.update(version_py=v.get("__version__"), cuda=v.get("cuda"), hip=v.get("hip"),
+                    git_version=v.get("git_version"))
     nccl = None
     for dist in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
         ver = find_package.dist_version(dist)
@@ -206,26 +205,20 @@ def gpu_section():
 
 def meminfo(path="/proc/meminfo"):
     out = {}
-    try:
-        with open(path) as fh:
-            for line in fh:
-                key, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path) as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                out[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
     return out
 
 
 def cpu_model(path="/proc/cpuinfo"):
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(path) as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or None
 
 

@@ -6,6 +6,7 @@ Box side: stdlib only, Python >= 3.8, uploaded beside each of them (upload_probe
 """
 
 import ast
+import contextlib
 import importlib.util
 import os
 
@@ -42,25 +43,35 @@ def dist_version(name, site_packages=None):
         return None
 
 
+def parse_file(path):
+    """The module's syntax tree, or None when the file is missing or not Python this python
+    reads."""
+    try:
+        with open(path, "rb") as fh:
+            return ast.parse(fh.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def name_assignments(nodes):
+    """(name, value node) of each `name = value` and `name: T = value` among `nodes`."""
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        for t in targets:
+            if isinstance(t, ast.Name):
+                yield t.id, node.value
+
+
 def read_assignments(path):
     """Top-level `name = <literal>` of a generated file like torch/version.py, without running it."""
     out = {}
-    try:
-        with open(path, "rb") as fh:
-            tree = ast.parse(fh.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return out
-    for node in tree.body:
-        targets = []
-        value = None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        for t in targets:
-            if isinstance(t, ast.Name):
-                try:
-                    out[t.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
+    tree = parse_file(path)
+    for name, value in name_assignments(tree.body if tree is not None else ()):
+        with contextlib.suppress(ValueError):
+            out[name] = ast.literal_eval(value)
     return out

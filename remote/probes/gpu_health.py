@@ -149,9 +149,8 @@ class Health(object):
                 if value is not None:
                     row[key] = int(value)
             rows.append(row)
-        ids = []
-        for link in links:
-            ids += [(NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, link), (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, link)]
+        ids = [(field, link) for link in links
+               for field in (NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)]
         values = self.reader.get("nvmlDeviceGetFieldValues", h, ids)
         kib = {}
         for v in values or ():

@@ -34,11 +34,6 @@ from .probe_errors import HeadFileError
 EAGLE3_METHODS = ("eagle3",)
 
 
-def emit(obj):
-    sys.stdout.write(json.dumps(obj, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
 def read_head(head, out):
     """The head's config facts and tensors (None where unreadable), each problem a mismatch."""
     conf_path = os.path.join(head, "config.json")
@@ -85,12 +80,8 @@ def read_head(head, out):
 
 
 def _shape(tensors, name):
-    if not tensors:
-        return None
-    for key, info in tensors.items():  # `model.fc.weight` in some exports
-        if key == name or key.endswith("." + name):
-            return info["shape"]
-    return None
+    return next((info["shape"] for key, info in (tensors or {}).items()  # `model.fc.weight` too
+                 if key == name or key.endswith("." + name)), None)
 
 
 def compare(facts, tensors, target, max_aux_id, out, build="this vLLM"):
@@ -229,8 +220,9 @@ def main(argv=None):
         signal.alarm(args.deadline)  # SIGALRM's default action ends the process
     head = os.path.abspath(os.path.expanduser(args.head)) if args.head else None
     target = os.path.abspath(os.path.expanduser(args.target)) if args.target else None
-    emit({"kind": "result", "probe": "head",
-          "result": probe(args.method, head, target, args.vllm_root)})
+    sys.stdout.write(json.dumps({"kind": "result", "probe": "head",
+                                 "result": probe(args.method, head, target, args.vllm_root)},
+                                sort_keys=True) + "\n")
     return 0
 
 

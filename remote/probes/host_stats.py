@@ -3,6 +3,7 @@ process's own cost, on the box with only its python (stdlib, Python >= 3.8). Upl
 the sampler (remote/link/upload.py finds it from the sampler's imports).
 """
 
+import contextlib
 import os
 
 
@@ -30,10 +31,8 @@ class HostReader:
 
     def close(self):
         for fd in (self._stat, self._meminfo, self._loadavg):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def parse_proc_stat_cpu(line):

@@ -49,10 +49,10 @@ class ArchitectureChoice(object):
             names = self._forced(fn, archs.id, call, mod)
         read_from = None  # (config key path, the expression's text) vLLM reads the names from
         if archs is not None and names is None and not (isinstance(archs, ast.Constant) and archs.value is None):
-            if isinstance(archs, ast.Name):
-                names = self._forced(fn, archs.id, call, mod)
-                if names is None and local_value(fn, archs.id, call) is not None:
-                    read_from = (config_path(local_value(fn, archs.id, call), fn), archs.id)
+            if isinstance(archs, ast.Name):  # not forced (_forced said None above)
+                local = local_value(fn, archs.id, call)
+                if local is not None:
+                    read_from = (config_path(local, fn), archs.id)
             else:
                 read_from = (config_path(archs, fn), expr_text(archs))
             if read_from is not None and read_from[0] is None:

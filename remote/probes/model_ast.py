@@ -7,6 +7,8 @@ the layer-path walk) imports one small vocabulary instead of the others.
 
 import ast
 
+from .find_package import name_assignments
+
 
 def expr_text(node):
     """A short rendering of an expression (ast.unparse is 3.9+)."""
@@ -47,13 +49,8 @@ class Module(object):
                 self.classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[node.name] = node
-        for node in _module_level(tree.body, runtime_only=True):
-            if isinstance(node, ast.Assign):  # a later (runtime) assignment wins
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self.assigns[t.id] = node.value
-            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
-                self.assigns[node.target.id] = node.value  # `_X: dict[str, str] = {...}`
+        # a later (runtime) assignment wins; `_X: dict[str, str] = {...}` counts too
+        self.assigns.update(name_assignments(_module_level(tree.body, runtime_only=True)))
         for node in _module_level(tree.body):  # imports under `if TYPE_CHECKING:` / try too
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -84,11 +81,9 @@ def _module_level(body, runtime_only=False):
             if runtime_only and isinstance(stmt, ast.If) and expr_text(stmt.test).endswith("TYPE_CHECKING"):
                 fields = ["orelse"]
             for field in fields:
-                for inner in _module_level(getattr(stmt, field, []) or [], runtime_only):
-                    yield inner
+                yield from _module_level(getattr(stmt, field, []) or [], runtime_only)
             for handler in getattr(stmt, "handlers", []) or []:
-                for inner in _module_level(handler.body, runtime_only):
-                    yield inner
+                yield from _module_level(handler.body, runtime_only)
 
 
 class ClassRef(object):
@@ -137,25 +132,19 @@ def guarded_statements(body, guards):
     for stmt in body:
         yield stmt, guards
         if isinstance(stmt, ast.If):
-            for inner in guarded_statements(stmt.body, [*guards, (stmt.test, True)]):
-                yield inner
-            for inner in guarded_statements(stmt.orelse, [*guards, (stmt.test, False)]):
-                yield inner
+            yield from guarded_statements(stmt.body, [*guards, (stmt.test, True)])
+            yield from guarded_statements(stmt.orelse, [*guards, (stmt.test, False)])
         elif isinstance(stmt, (ast.With, ast.Try)):
             for field in ("body", "orelse", "finalbody"):
-                for inner in guarded_statements(getattr(stmt, field, []) or [], guards):
-                    yield inner
+                yield from guarded_statements(getattr(stmt, field, []) or [], guards)
 
 
 def local_value(fn, name, before):
     """The value last assigned to a local name in `fn` before `before` (same function)."""
     if fn is None:
         return None
-    best = None
     line = getattr(before, "lineno", 1 << 30)
-    for node in ast.walk(fn):
-        if (isinstance(node, ast.Assign) and node.lineno < line
-                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-                and (best is None or node.lineno > best.lineno)):
-            best = node
+    best = max((node for node in ast.walk(fn) if isinstance(node, ast.Assign) and node.lineno < line
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)),
+               key=lambda node: node.lineno, default=None)
     return best.value if best is not None else None

@@ -8,6 +8,7 @@ their modules are parsed; it uses only `self.module(name)` and `self.parse_error
 
 import ast
 
+from .find_package import name_assignments
 from .model_ast import ClassRef, expr_text
 
 
@@ -60,8 +61,7 @@ class ClassIndex(object):
         if cls.key in memo:
             return memo[cls.key]
         out = memo[cls.key] = []
-        for b in cls.node.bases:
-            out.append((b, self.resolve_expr_class(cls.module, b)))
+        out.extend((b, self.resolve_expr_class(cls.module, b)) for b in cls.node.bases)
         return out
 
     def mro(self, cls):
@@ -108,11 +108,8 @@ class ClassIndex(object):
 
     def inherits(self, cls, name):
         """Does `cls` name a class called `name` among its bases, at any depth?"""
-        for c in self.mro(cls):
-            for _, r in self.bases(c):
-                if isinstance(r, ClassRef) and r.name == name:
-                    return True
-        return False
+        return any(isinstance(r, ClassRef) and r.name == name
+                   for c in self.mro(cls) for _, r in self.bases(c))
 
     def method(self, cls, name):
         for c in self.mro(cls):
@@ -123,11 +120,7 @@ class ClassIndex(object):
 
     def class_attr(self, cls, name):
         for c in self.mro(cls):
-            for stmt in c.node.body:
-                if isinstance(stmt, ast.Assign) and any(
-                        isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-                    return c, stmt.value
-                if (isinstance(stmt, ast.AnnAssign) and stmt.value is not None
-                        and isinstance(stmt.target, ast.Name) and stmt.target.id == name):
-                    return c, stmt.value
+            for target, value in name_assignments(c.node.body):
+                if target == name:
+                    return c, value
         return None, None

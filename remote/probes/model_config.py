@@ -6,6 +6,7 @@ sibling; stdlib only, Python >= 3.8).
 
 import ast
 import json
+import operator
 import os
 
 from .model_ast import const_str, expr_text, literal, local_value, self_attr_targets
@@ -63,6 +64,13 @@ def config_lookup(hf, path):
     return True, cur
 
 
+# A comparison of a config value with a literal: `is` reads as `==` (the literal is None, a
+# bool or a string, which config.json gives as equal values, not the same objects).
+_COMPARE = {ast.Eq: operator.eq, ast.Is: operator.eq, ast.NotEq: operator.ne,
+            ast.IsNot: operator.ne, ast.In: lambda a, b: a in b,
+            ast.NotIn: lambda a, b: a not in b}
+
+
 def eval_condition(test, fn, hf):
     """(True/False, None) for a condition on the HF config, or (None, key) when it cannot be
     decided: no config given, or an expression that is not a comparison of config keys."""
@@ -85,16 +93,10 @@ def eval_condition(test, fn, hf):
             return None, path_text(path)
         found, left = config_lookup(hf, path)
         left = left if found else None
-        op = test.ops[0]
+        compare = _COMPARE.get(type(test.ops[0]))
         try:
-            if isinstance(op, (ast.Eq, ast.Is)):
-                return left == right, None
-            if isinstance(op, (ast.NotEq, ast.IsNot)):
-                return left != right, None
-            if isinstance(op, ast.In):
-                return left in right, None
-            if isinstance(op, ast.NotIn):
-                return left not in right, None
+            if compare is not None:
+                return compare(left, right), None
         except TypeError:
             return None, path_text(path)
     return None, expr_text(test)

@@ -21,6 +21,7 @@ Output: JSON lines on stdout, `{"kind": "result", "probe": "model", "result": {.
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import signal
@@ -185,10 +186,8 @@ def source_report(src, family):
                     hits.append({"line": i, "text": s[:200]})
         files.append({"file": mod.rel, "classes": classes, "mentions": hits[:200]})
     reg = {}
-    try:
+    with contextlib.suppress(Stop):
         reg = src.registry()
-    except Stop:
-        pass
     archs = sorted(a for a, v in reg.items() if fam in v[0].lower() or fam in a.lower())
     return {"family": family, "vllm_version": src.version, "vllm_root": src.root, "files": files,
             "architectures": archs}

@@ -5,6 +5,7 @@ Python >= 3.8). Anything it cannot follow raises Stop with the file:line where i
 """
 
 import ast
+import contextlib
 
 from .model_archs import ArchitectureChoice
 from .model_ast import ClassRef, const_str, expr_text, local_value
@@ -25,10 +26,8 @@ class ValueResolver(ArchitectureChoice):
         if isinstance(value, ast.IfExp):
             out = []
             for branch in (value.body, value.orelse):
-                try:
+                with contextlib.suppress(Stop):
                     out.extend(self.value_classes(branch, cls, fn, mod_of, depth + 1))
-                except Stop:
-                    pass
             if not out:
                 raise Stop("neither branch of a conditional resolves: " + expr_text(value), where)
             return out

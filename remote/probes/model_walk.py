@@ -35,10 +35,8 @@ class Resolver(ValueResolver):
     def _assignments(self, cls):
         out = {}
         for c in self.src.mro(cls):
-            init = None
-            for stmt in c.node.body:
-                if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
-                    init = stmt
+            init = next((stmt for stmt in reversed(c.node.body)  # the last definition wins
+                         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__"), None)
             if init is None:
                 continue
             funcs = [(c, init)]

@@ -5,6 +5,7 @@ bytecode refresh, and the step points the crash-safety test kills between.
 Box side: stdlib only, Python >= 3.8, uploaded beside the patch helper.
 """
 
+import contextlib
 import hashlib
 import os
 import py_compile
@@ -46,9 +47,8 @@ def fsync_dir(directory):
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -67,10 +67,8 @@ def write_atomic(path, data, mode=None):
         step("tmp-written")
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     fsync_dir(directory)
 
@@ -82,10 +80,8 @@ def clean_stale_tmp(path):
     journal_tmp = "." + JOURNAL_NAME + TMP_TAG  # a journal never renamed into place
     for name in os.listdir(directory):
         if (name.startswith(prefix) and TMP_TAG in name) or name.startswith(journal_tmp):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(directory, name))
-            except OSError:
-                pass
 
 
 def list_backups(path):

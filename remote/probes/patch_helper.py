@@ -33,6 +33,7 @@ find_package: a package found without importing it) are uploaded beside it.
 
 import ast
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -76,7 +77,6 @@ def op_inspect(req):
                     backups.append(b)
                 entry["backups"] = backups
             out["files"][rel] = entry
-    if pkg_dir is not None:
         paths = [os.path.join(pkg_dir, *rel.split("/")) for rel in req.get("files", [])]
         journal = patch_journal.journal_path(paths) if paths else None
         out["journal"] = journal
@@ -104,13 +104,8 @@ def scheduler_is_encoder_decoder(vllm_dir):
         os.path.join(vllm_dir, "config.py"),
     ]
     for source in candidates:
-        if not os.path.isfile(source):
-            continue
-        try:
-            tree = ast.parse(patch_files.read(source).decode("utf-8"), source)
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
-        for node in tree.body:
+        tree = find_package.parse_file(source)  # None: missing, or not Python
+        for node in tree.body if tree is not None else ():
             if isinstance(node, ast.ClassDef) and node.name == "SchedulerConfig":
                 for item in node.body:
                     if (
@@ -171,23 +166,17 @@ def op_recover(req):
     return {"journal": journal, "recovered": patch_journal.complete(journal, files), "kind": kind}
 
 
-class _DirLock(object):
+@contextlib.contextmanager
+def _dir_lock(directory):
     """Exclusive flock on the target's directory: two patchers (two consoles, or a retry racing
     a run the dropped connection left behind) take turns instead of interleaving steps. Locking
     the directory itself leaves no lock file behind in site-packages."""
-
-    def __init__(self, path):
-        self.directory = os.path.dirname(path) or "."
-        self.fd = None
-
-    def __enter__(self):
-        self.fd = os.open(self.directory, os.O_RDONLY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)  # closing drops the lock
-        return False
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _locked_all(paths_of, op):
@@ -195,15 +184,10 @@ def _locked_all(paths_of, op):
     never interleave nor deadlock."""
 
     def run(req):
-        dirs = sorted({os.path.dirname(p) or "." for p in paths_of(req)})
-        locks = []
-        try:
-            for d in dirs:
-                locks.append(_DirLock(os.path.join(d, "x")).__enter__())
+        with contextlib.ExitStack() as locks:
+            for d in sorted({os.path.dirname(p) or "." for p in paths_of(req)}):
+                locks.enter_context(_dir_lock(d))
             return op(req)
-        finally:
-            for lock in reversed(locks):
-                lock.__exit__()
 
     return run
 
@@ -212,10 +196,8 @@ def _journal_files(req):
     journal = req["journal"]
     paths = [journal]
     if os.path.exists(journal):
-        try:
+        with contextlib.suppress(HelperError):
             paths += [f["file"] for f in patch_journal.read_journal(journal)[1]]
-        except HelperError:
-            pass
     return paths
 
 

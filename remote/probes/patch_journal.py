@@ -59,13 +59,11 @@ def apply_entry(entry):
 
 def write_apply(path, new, backup, original_sha):
     """The writes of one checked apply: the backup first (if none yet), then the target."""
+    mode = os.stat(path).st_mode & 0o7777  # kept by the backup and by the new content
     if backup is None:
-        current = patch_files.read(path)
-        mode = os.stat(path).st_mode & 0o7777
-        patch_files.write_atomic(patch_files.backup_path(path, original_sha), current, mode)
-        patch_files.step("backed-up")
         backup = (patch_files.backup_path(path, original_sha), original_sha)
-    mode = os.stat(path).st_mode & 0o7777
+        patch_files.write_atomic(backup[0], patch_files.read(path), mode)
+        patch_files.step("backed-up")
     patch_files.write_atomic(path, new, mode)
     patch_files.step("replaced")
     return {

@@ -306,19 +306,16 @@ def main(argv=None):
             next_at += args.interval
             if next_at < now:  # fell behind (a slow nvidia-smi): skip, do not burst
                 next_at = now + args.interval
-            sample = {"type": "sample", "seq": seq, "t": round(time.time(), 3), "source": source}
-            sample["host"] = host.read()
+            sample = {"type": "sample", "seq": seq, "t": round(time.time(), 3), "source": source,
+                      "host": host.read(), "gpus": []}
             if gpu is not None:
                 try:
                     sample["gpus"] = gpu.read(now)
                 except Exception as exc:
-                    sample["gpus"] = []
                     emit({"type": "error", "message": "%s read failed: %s" % (gpu.name, exc)})
                 error = gpu.take_error() if hasattr(gpu, "take_error") else None
                 if error:
                     emit({"type": "error", "message": "Xid events: %s" % error})
-            else:
-                sample["gpus"] = []
             sample["self_cpu"] = process_cpu_seconds()
             emit(sample)
             seq += 1

@@ -30,14 +30,6 @@ PROPOSERS = {"ngram": "ngram_proposer.py", "eagle3": "eagle.py", "eagle": "eagle
              "draft_model": "draft_model.py"}
 
 
-def _parse(path):
-    try:
-        with open(path, "rb") as fh:
-            return ast.parse(fh.read(), path)
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
 def build(root):
     """The build: version, distribution, and whether it is a CPU build."""
     site = os.path.dirname(root)
@@ -64,15 +56,8 @@ def _literal_values(tree, name, seen=None):
     if name in seen:
         return []
     seen.add(name)
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names = [node.target.id]
-        else:
-            continue
-        value = node.value
-        if name not in names or not isinstance(value, ast.Subscript):
+    for target, value in find_package.name_assignments(tree.body):
+        if target != name or not isinstance(value, ast.Subscript):
             continue
         sl = value.slice
         sl = getattr(sl, "value", sl)  # Python 3.8's ast.Index
@@ -90,7 +75,7 @@ def _literal_values(tree, name, seen=None):
 def methods(root):
     """(the speculative methods this vLLM's config accepts, file:line), or (None, why)."""
     path = os.path.join(root, METHODS_FILE)
-    tree = _parse(path)
+    tree = find_package.parse_file(path)
     if tree is None:
         return None, "no vllm/%s to read" % METHODS_FILE.replace(os.sep, "/")
     found = _literal_values(tree, "SpeculativeMethod")
@@ -102,7 +87,7 @@ def methods(root):
 def cpu_runner_refuses(root):
     """"file:line" where the CPU model runner asserts there is no speculative config, or None."""
     path = os.path.join(root, CPU_RUNNER_FILE)
-    tree = _parse(path)
+    tree = find_package.parse_file(path)
     if tree is None:
         return None
     for node in ast.walk(tree):

@@ -24,6 +24,7 @@ from remote.errors import RemoteError, UsageError
 from remote.jobs.records import RunInfo
 from remote.link.hosts import HostConfig
 from remote.link.transport import Transport
+from remote.pipeline_runner import argv_value
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.sanitize import visible
@@ -89,11 +90,8 @@ def url_from_argv(argv: list[str], host: HostConfig) -> str:
     """Where a serve job listens, from its own command line (`--bind H --port P`): the URL a
     console without its record shows. The host's vllm_url when it names the same place (its
     scheme and path kept), else plain http."""
-    def value(flag: str) -> str | None:
-        return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
-
-    bind, port = value("--bind"), value("--port")
-    if bind is None or port is None or not port.isdigit():
+    bind, port = argv_value(argv, "--bind"), argv_value(argv, "--port")
+    if not bind or not port.isdigit():
         return ""
     with suppress(UsageError):
         url = parse_vllm_url(host.vllm_url)

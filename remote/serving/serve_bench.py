@@ -6,9 +6,9 @@ length and concurrencies. Two engines at once would share the box's cores or mem
 would slow the other, so the speedup would measure the contention, not the speculation; on a
 GPU box the same sequence costs one extra engine start.
 
-The prompts are the pipeline's own held-out prompts (prepare/eval.jsonl) when no prompt file
-is given, and requests stop at the end token as evaluate does, so "offline X vs served Y"
-compares the same decoding of the same prompts: the difference is the engine.
+The prompts are the pipeline's own held-out prompts (prepare/eval.jsonl), and requests stop at
+the end token as evaluate does, so "offline X vs served Y" compares the same decoding of the
+same prompts: the difference is the engine.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import posixpath
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pipeline.stages import EVALUATE, PREPARE
 from remote.bench.compare import Comparison, compare_runs
 from remote.bench.driver import run_sweep
-from remote.bench.prompts import PromptSet, load_prompts
+from remote.bench.prompts import load_prompts
 from remote.bench.reach import vllm_client
 from remote.bench.results import MIN_REQUESTS, BenchRun, Point
 from remote.bench.served import sweep_acceptance
@@ -43,10 +44,9 @@ class ServedBench:
 
 async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
                           concurrencies: list[int], max_tokens: int, rounds: int | None,
-                          min_requests: int = MIN_REQUESTS, prompts: PromptSet | None = None, ignore_eos: bool = False,
-                          vllm_args: list[str] | None = None, start_timeout: float = 1800.0,
-                          on_point: Callable[[str, BenchRun, Point], None] | None = None,
-                          on_ready: Callable[[str, float], None] | None = None,
+                          min_requests: int = MIN_REQUESTS, vllm_args: list[str] | None = None,
+                          on_point: Callable[[str, BenchRun, Point], None],
+                          on_ready: Callable[[str, float], None],
                           urls: dict[str, str] | None = None) -> ServedBench:
     """`rounds`: rounds x concurrency requests per point; None: at least `min_requests` (the
     default of `console bench run`, remote/bench/results.py). `urls`: role -> address as seen
@@ -67,26 +67,20 @@ async def serve_and_bench(runner: ServeRunner, config: str, output_dir: str, *,
             return Path(tmp) / name
 
         offline = read_offline(await fetched(EVALUATE, "acceptance.json"))  # the trained head
-        if prompts is None:  # the pipeline's held-out prompts (their rows carry `messages`)
-            prompts = load_prompts(await fetched(PREPARE, "eval.jsonl"))
+        # the pipeline's held-out prompts (their rows carry `messages`)
+        prompts = load_prompts(await fetched(PREPARE, "eval.jsonl"))
     runs: dict[str, BenchRun] = {}
     starts: dict[str, float] = {}
     for role in ("baseline", "speculative"):
-        async with serving(runner, config, role, url=where[role], vllm_args=vllm_args,
-                           timeout=start_timeout) as served:
+        async with serving(runner, config, role, url=where[role], vllm_args=vllm_args) as served:
             starts[role] = served.seconds or 0.0  # always measured by a start
-            if on_ready is not None:
-                on_ready(role, starts[role])
+            on_ready(role, starts[role])
             async with vllm_client(runner.transport, served.url,
                                    is_local=runner.host.is_local) as client:
-                def point(run: BenchRun, p: Point, role: str = role) -> None:
-                    if on_point is not None:
-                        on_point(role, run, p)
-
                 runs[role] = await run_sweep(
                     client, prompts, concurrencies, label=role, model=None,
                     speculative=role == "speculative", max_tokens=max_tokens, rounds=rounds,
-                    host=runner.host.name, on_point=point, ignore_eos=ignore_eos,
+                    host=runner.host.name, on_point=partial(on_point, role), ignore_eos=False,
                     min_requests=min_requests)
     spec = runs["speculative"]
     return ServedBench(baseline=runs["baseline"], speculative=spec,

@@ -1,8 +1,8 @@
 """Fan one event stream out to several consumers (TUI, headless printer, recorder).
 
-Consumers are either synchronous callbacks (the recorder must see every event, in order, before
-the producer moves on) or async subscriptions with their own queue (a slow TUI must not stall a
-job tail). Nothing is dropped: the stream is the record of what happened.
+Consumers are synchronous callbacks: the recorder must see every event, in order, before the
+producer moves on; one that must not stall a job tail (the TUI) hands events to its own queue.
+Nothing is dropped: the stream is the record of what happened.
 
 A bus built with a `Redactor` (remote/spine/redact.py; every session the console opens, unless
 `--no-redact`) masks secret shapes in each event before any consumer sees it: the recorder, the
@@ -11,8 +11,7 @@ printer and the TUI get the same masked event.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 from remote.spine import event_types as et
@@ -22,48 +21,12 @@ from remote.spine.redact import Redactor
 Callback = Callable[[Event], None]
 BatchCallback = Callable[[Sequence[Event]], None]
 
-_CLOSED = object()
-
-
-class Subscription:
-    def __init__(self, kinds: frozenset[str] | None) -> None:
-        self._kinds = kinds
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
-
-    def _offer(self, event: Event) -> None:
-        if self._kinds is None or event.kind in self._kinds or any(
-            event.kind.startswith(k + ".") for k in self._kinds
-        ):
-            self._queue.put_nowait(event)
-
-    def _close(self) -> None:
-        self._queue.put_nowait(_CLOSED)
-
-    def pending(self) -> int:
-        return self._queue.qsize()
-
-    async def get(self) -> Event | None:
-        """The next event, or None once the bus is closed and this queue drained."""
-        item = await self._queue.get()
-        if item is _CLOSED:
-            return None
-        assert isinstance(item, Event)
-        return item
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iter()
-
-    async def _iter(self) -> AsyncIterator[Event]:
-        while (event := await self.get()) is not None:
-            yield event
-
 
 class EventBus:
     def __init__(self, *, redactor: Redactor | None = None) -> None:
         self.redactor = redactor
         self._callbacks: list[Callback] = []
         self._batch_callbacks: list[BatchCallback] = []
-        self._subs: set[Subscription] = set()
         self.closed = False
 
     def add_callback(self, callback: Callback) -> Callable[[], None]:
@@ -86,14 +49,6 @@ class EventBus:
                 self._batch_callbacks.remove(callback)
 
         return remove
-
-    def subscribe(self, kinds: set[str] | frozenset[str] | None = None) -> Subscription:
-        """kinds: exact kinds or prefixes ("job" matches "job.line"); None for everything."""
-        sub = Subscription(frozenset(kinds) if kinds is not None else None)
-        self._subs.add(sub)
-        if self.closed:
-            sub._close()
-        return sub
 
     def _redacted(self, event: Event) -> Event:
         assert self.redactor is not None
@@ -123,8 +78,6 @@ class EventBus:
             callback(event)
         for batch_callback in list(self._batch_callbacks):
             batch_callback((event,))
-        for sub in list(self._subs):
-            sub._offer(event)
         return event
 
     def publish_many(self, events: Sequence[Event]) -> None:
@@ -139,9 +92,6 @@ class EventBus:
                 callback(event)
         for batch_callback in list(self._batch_callbacks):
             batch_callback(events)
-        for sub in list(self._subs):
-            for event in events:
-                sub._offer(event)
 
     def emit(self, kind: str, host: str = "", **payload: object) -> Event:
         """The keyword form of a producer: the fields are checked against the kind's schema
@@ -153,7 +103,4 @@ class EventBus:
         return self.publish(Event.of(data, host))
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            for sub in list(self._subs):
-                sub._close()
+        self.closed = True

@@ -313,12 +313,10 @@ class JobLines(Sequence[Event]):
                 or any(type(t) is not str for t in texts):
             return self.to_jsonl()
         ts, host, run_id, name = format_ts(self._ts), self._host, self._run_id, self._name
-        out = []
-        for a, b in _record_bounds(texts):
-            out.append(_Wire(ts, host, JOB_LINES, {"run_id": run_id, "name": name,
-                                                   "texts": list(texts[a:b]),
-                                                   "offsets": list(offsets[a:b])}))
-        return _ENCODER.encode_lines(out).decode("utf-8")
+        return _ENCODER.encode_lines([
+            _Wire(ts, host, JOB_LINES, {"run_id": run_id, "name": name, "texts": list(texts[a:b]),
+                                        "offsets": list(offsets[a:b])})
+            for a, b in _record_bounds(texts)]).decode("utf-8")
 
 
 # A job.lines record holds at most this many lines and (roughly) characters of text: a block

@@ -324,8 +324,3 @@ class Redactor:
             self.counts[kind] += 1
             return MASK
         return walked
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """An argv as it may be shown (the count is not kept)."""
-    return list(Redactor()._walk(list(argv)))

@@ -82,12 +82,11 @@ class AlertWatch:
     _stalled: set[str] = field(default_factory=set)
 
     def sample(self, payload: dict[str, Any], t: float) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
         gpus = [g for g in payload.get("gpus") or () if isinstance(g.get("index"), int)]
         present = {g["index"] for g in gpus}
-        for index in sorted(self._seen - present - self._missing):
-            out.append(_alert("gpu_missing", f"GPU {index} is missing from the sample "
-                              f"({len(present)} of {len(self._seen)} reported)", gpu=index))
+        out = [_alert("gpu_missing", f"GPU {index} is missing from the sample "
+                      f"({len(present)} of {len(self._seen)} reported)", gpu=index)
+               for index in sorted(self._seen - present - self._missing)]
         self._missing = self._seen - present  # one that came back can go missing again
         self._seen |= present
         for g in gpus:
@@ -152,10 +151,5 @@ def _alert(rule: str, message: str, *, gpu: int | None = None, stage: str | None
            value: Any = None) -> dict[str, Any]:
     r = RULES[rule]
     out: dict[str, Any] = {"rule": rule, "message": message, "meaning": r.meaning, "advice": r.advice}
-    if gpu is not None:
-        out["gpu"] = gpu
-    if stage is not None:
-        out["stage"] = stage
-    if value is not None:
-        out["value"] = value
+    out.update((k, v) for k, v in (("gpu", gpu), ("stage", stage), ("value", value)) if v is not None)
     return out

@@ -36,10 +36,6 @@ def _mib(v: Any) -> float | None:
     return v / MIB if isinstance(v, (int, float)) else None
 
 
-def _fb_used(g: dict[str, Any]) -> float | None:
-    return _mib(g.get("mem_used"))
-
-
 def _fb_free(g: dict[str, Any]) -> float | None:
     return _mib(g["mem_total"] - g["mem_used"]) if _nums(g, "mem_total", "mem_used") else None
 
@@ -61,7 +57,7 @@ def _links(*keys: str) -> Callable[[dict[str, Any]], float | None]:
 # entry, help): a field the GPU lacks gives no sample.
 _GPU_METRICS: tuple[tuple[str, str | Callable[[dict[str, Any]], Any], str], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "util", "GPU utilisation, percent."),
-    ("DCGM_FI_DEV_FB_USED", _fb_used, "GPU memory in use, MiB."),
+    ("DCGM_FI_DEV_FB_USED", lambda g: _mib(g.get("mem_used")), "GPU memory in use, MiB."),
     ("DCGM_FI_DEV_FB_FREE", _fb_free, "GPU memory free, MiB."),
     ("DCGM_FI_DEV_POWER_USAGE", "power", "Power drawn, watts."),
     ("DCGM_FI_DEV_GPU_TEMP", "temp", "GPU temperature, Celsius."),

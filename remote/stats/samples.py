@@ -1,13 +1,11 @@
-"""A sampler line as a `stats.sample` payload, the bounded history the TUI draws sparklines
-from, and the one-line text the printer shows for a sample. No I/O: the stream
-(remote/stats/stream.py) feeds it, the printer and the TUI read it."""
+"""A sampler line as a `stats.sample` payload, and the one-line text the printer shows for a
+sample. No I/O: the stream (remote/stats/stream.py) feeds it, the printer reads it. The TUI
+keeps its sparklines' history from the stats.sample events themselves (console/tui/reducers.py),
+so a replayed session draws the same."""
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.units import fmt_bytes
@@ -27,52 +25,6 @@ HEALTH_COUNTERS = (
     "remapped_rows_failure", "pcie_replay",
 )
 NVLINK_FIELDS = ("tx", "rx", "replay_errors", "recovery_errors", "crc_flit_errors", "crc_data_errors")
-# Per-metric series kept for sparklines: 10 minutes at 1 Hz, one minute at 10 Hz.
-DEFAULT_HISTORY = 600
-# Metric names are built from GPU indices the box reports; cap them so a confused sampler
-# cannot grow memory through names either.
-MAX_METRICS = 1024
-
-
-@dataclass
-class History:
-    """Bounded series per metric: memory stays flat however long the session runs."""
-
-    maxlen: int = DEFAULT_HISTORY
-    max_metrics: int = MAX_METRICS
-    series: dict[str, deque[tuple[float, float]]] = field(default_factory=dict)
-    dropped_metrics: int = 0
-
-    def add(self, payload: dict[str, Any]) -> None:
-        t = float(payload.get("t") or 0.0)
-        for name, value in metric_values(payload):
-            s = self.series.get(name)
-            if s is None:
-                if len(self.series) >= self.max_metrics:
-                    self.dropped_metrics += 1
-                    continue
-                s = self.series[name] = deque(maxlen=self.maxlen)
-            s.append((t, value))
-
-    def values(self, metric: str) -> list[float]:
-        return [v for _, v in self.series.get(metric, ())]
-
-    def points(self) -> int:
-        return sum(len(s) for s in self.series.values())
-
-
-def metric_values(payload: dict[str, Any]) -> Iterable[tuple[str, float]]:
-    host = payload.get("host") or {}
-    for key in HOST_FIELDS:
-        v = host.get(key)
-        if isinstance(v, (int, float)):
-            yield f"host.{key}", float(v)
-    for gpu in payload.get("gpus") or ():
-        idx = gpu.get("index")
-        for key in GPU_FIELDS:
-            v = gpu.get(key)
-            if isinstance(v, (int, float)):
-                yield f"gpu{idx}.{key}", float(v)
 
 
 # --------------------------------------------------------------------------- sampler lines
@@ -119,12 +71,6 @@ def sample_payload(obj: dict[str, Any], *, reason: str | None = None) -> dict[st
     return payload
 
 
-def _int_list(v: Any, what: str) -> list[int]:
-    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise ValueError(f"{what} is not a list of integers: {str(v)[:80]}")
-    return list(v)
-
-
 def health_fields(g: dict[str, Any]) -> dict[str, Any]:
     """The health fields a sampler GPU entry carries, checked; those it lacks stay absent.
     A sampler from an earlier release sends none of them."""
@@ -139,7 +85,11 @@ def health_fields(g: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"{what}.clock_reasons is not a list of names: {str(reasons)[:80]}")
         out["clock_reasons"] = list(reasons)
     if g.get("xid") is not None:
-        out["xid"] = _int_list(g["xid"], f"{what}.xid")
+        xid = g["xid"]
+        if not isinstance(xid, list) or not all(isinstance(x, int) and not isinstance(x, bool)
+                                                 for x in xid):
+            raise ValueError(f"{what}.xid is not a list of integers: {str(xid)[:80]}")
+        out["xid"] = list(xid)
     if g.get("nvlink") is not None:
         links = g["nvlink"]
         if not isinstance(links, list):

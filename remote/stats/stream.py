@@ -10,6 +10,7 @@ is started again once the transport is back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import posixpath
 from collections import deque
@@ -29,7 +30,7 @@ from remote.spine.bus import EventBus
 from remote.spine.events import Event
 from remote.stats.alerts import AlertConfig, AlertWatch
 from remote.stats.limits import MIN_INTERVAL
-from remote.stats.samples import History, sample_payload
+from remote.stats.samples import sample_payload
 
 SAMPLER = Path(__file__).resolve().parents[1] / "probes" / "sampler.py"
 MAX_MALFORMED_REPORTS = 5
@@ -55,7 +56,6 @@ class StatsStream:
     bus: EventBus
     interval: float = 1.0
     source: str = "auto"
-    history: History = field(default_factory=History)
     # The alert rules judge each sample here, where it is made: every front end and the session
     # get the same stats.alert events, and a replay shows them without judging again.
     alerts: AlertConfig = field(default_factory=AlertConfig)
@@ -115,41 +115,35 @@ class StatsStream:
         delay = self.backoff_initial
         remove = self.bus.add_callback(self._on_event)
         try:
-            return await self._run(loop, deadline, target, first, delay)
+            while not self._stop.is_set():
+                started = self.samples
+                try:
+                    if not self.transport.connected:
+                        await self.transport.connect()
+                    if self._remote_path is None:
+                        self._remote_path = await self.prepare()
+                    proc = await self.transport.start(self.argv(self._remote_path))
+                    await self._pump(proc, deadline, target)
+                    break
+                except (_Broken, ConnectionFailed, OSError, EOFError) as exc:
+                    reraise_fatal(exc)  # a changed host key or refused login: no stats to wait for
+                    if self._stop.is_set():
+                        break
+                    if self.samples > started:
+                        delay = self.backoff_initial  # it worked for a while: a fresh break
+                    self.restarts += 1
+                    self.bus.emit(ev.CONSOLE_WARNING, self.name,
+                                  message=f"stats stream from {self.name} broke ({_why(exc)}); "
+                                  f"restarting in {delay:.1f}s",
+                                  error=_why(exc), delay=delay, attempt=self.restarts)
+                    if deadline is not None and loop.time() + delay >= deadline:
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await aio.wait_for(self._stop.wait(), delay)
+                    delay = min(delay * 2, self.backoff_max)
+            return self.samples - first
         finally:
             remove()
-
-    async def _run(self, loop: asyncio.AbstractEventLoop, deadline: float | None,
-                   target: int | None, first: int, delay: float) -> int:
-        while not self._stop.is_set():
-            started = self.samples
-            try:
-                if not self.transport.connected:
-                    await self.transport.connect()
-                if self._remote_path is None:
-                    self._remote_path = await self.prepare()
-                proc = await self.transport.start(self.argv(self._remote_path))
-                await self._pump(proc, deadline, target)
-                break
-            except (_Broken, ConnectionFailed, OSError, EOFError) as exc:
-                reraise_fatal(exc)  # a changed host key or refused login: no stats to wait for
-                if self._stop.is_set():
-                    break
-                if self.samples > started:
-                    delay = self.backoff_initial  # it worked for a while: a fresh break
-                self.restarts += 1
-                self.bus.emit(ev.CONSOLE_WARNING, self.name,
-                              message=f"stats stream from {self.name} broke ({_why(exc)}); "
-                              f"restarting in {delay:.1f}s",
-                              error=_why(exc), delay=delay, attempt=self.restarts)
-                if deadline is not None and loop.time() + delay >= deadline:
-                    break
-                try:
-                    await aio.wait_for(self._stop.wait(), delay)
-                except TimeoutError:
-                    pass
-                delay = min(delay * 2, self.backoff_max)
-        return self.samples - first
 
     async def _pump(self, proc: RemoteProcess, deadline: float | None, target: int | None) -> None:
         """Read the sampler until done (returns) or the stream breaks (raises _Broken)."""
@@ -202,23 +196,18 @@ class StatsStream:
             if nxt is not None and not nxt.done():
                 nxt.cancel()
                 await asyncio.wait({nxt}, timeout=1)  # let the reader unwind; raises nothing
-            try:
+            with contextlib.suppress(OSError, ConnectionFailed, EOFError, TimeoutError,
+                                     RuntimeError):
                 await proc.close_stdin()  # --watch-stdin: the sampler exits on EOF
                 # Read to the end so the pipes/channel close with the process, not at GC.
                 await aio.wait_for(_drain(lines), 2)
-            except (OSError, ConnectionFailed, EOFError, TimeoutError, RuntimeError):
-                pass
-            try:
+            with contextlib.suppress(OSError, ConnectionFailed, EOFError):
                 await _wait_rc(proc, 2)
                 await proc.close()
-            except (OSError, ConnectionFailed, EOFError):
-                pass
             aclose = getattr(lines, "aclose", None)
             if aclose is not None:
-                try:
+                with contextlib.suppress(RuntimeError, OSError, ConnectionFailed):
                     await aclose()
-                except (RuntimeError, OSError, ConnectionFailed):
-                    pass
 
     def _handle(self, text: str) -> bool:
         """One stdout line; True when it was a sample."""
@@ -250,7 +239,6 @@ class StatsStream:
                               message=f"malformed sampler output ({exc}): {text[:120]!r}{more}")
             return False
         payload["interval"] = self.interval
-        self.history.add(payload)
         self.samples += 1
         # The text a printer shows is derived from the fields (console/printer.py), not sent.
         event = self.bus.publish(Event(ev.STATS_SAMPLE, self.name, payload))

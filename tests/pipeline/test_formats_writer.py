@@ -12,7 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from pipeline.formats import read_sample, write_sample
+from pipeline.formats import write_sample
+from tests.sample_files import read_sample
 
 
 def _reference(path: Path, ids: torch.Tensor, states: list[torch.Tensor],

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from pipeline import torch_zip
-from pipeline.formats import read_sample, write_sample
+from pipeline.formats import write_sample
+from tests.sample_files import read_sample
 
 SID = ".data/serialization_id"
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.formats import read_sample, write_sample
+from pipeline.formats import write_sample
 from pipeline.progress import Progress, parse
 from pipeline.write_pool import CaptureFeed, WritePool, default_threads
+from tests.sample_files import read_sample
 
 
 def _sample(seed: int, seq: int = 30, hidden: int = 16) -> tuple[torch.Tensor, list[torch.Tensor]]:

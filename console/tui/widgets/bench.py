@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from console.tui.chart_data import matrix_grid, speedups, summary_speedups
 from console.tui.model import BENCH, JOBS, STAGES, ConsoleState, HostState
-from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, spark
+from console.tui.render import fmt_num, fmt_pct, fmt_sig, hbar, right, spark, titled_table
 from console.tui.shown import plain
 from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View, panels
@@ -29,11 +29,8 @@ NARROW_DROP = {"req/s", "ttft p99", "tpot p99"}  # what goes first when the scre
 
 
 def sweep_table(points: list[dict[str, Any]], narrow: bool = False) -> Table:
-    t = Table(box=None, title="Sweep", title_justify="left", header_style="bold")
     keep = [c not in NARROW_DROP or not narrow for c in SWEEP_COLUMNS]
-    for col, k in zip(SWEEP_COLUMNS, keep, strict=True):
-        if k:
-            t.add_column(col, justify="right")
+    t = titled_table("Sweep", *(right(c) for c, k in zip(SWEEP_COLUMNS, keep, strict=True) if k))
     for p in points:
         raw = p.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -66,10 +63,7 @@ def acceptance_chart(points: list[dict[str, Any]], width: int = 30) -> Table | T
 
 def position_table(rates: list[tuple[int, Any]], width: int, title: str | None = None) -> Table:
     """(position, rate) rows as bars; a rate of None is a position with nothing measured."""
-    t = Table(box=None, title=title, title_justify="left", header_style="bold")
-    t.add_column("pos", justify="right")
-    t.add_column("rate", no_wrap=True)
-    t.add_column("", justify="right")
+    t = titled_table(title, right("pos"), Column("rate", no_wrap=True), right())
     for i, v in rates:
         if v is None:
             t.add_row(str(i), "", "-")
@@ -85,11 +79,8 @@ def speedup_chart(points: list[dict[str, Any]], summary: dict[str, Any] | None =
         return Text("Speedup vs concurrency: needs a baseline label and a speculative label at the same "
                     "concurrency", style="dim")
     top = max(s for *_, s in rows)
-    t = Table(box=None, title="Speedup vs concurrency", title_justify="left", header_style="bold")
-    t.add_column("label")
-    t.add_column("conc", justify="right")
-    t.add_column("speedup", no_wrap=True)
-    t.add_column("", justify="right")
+    t = titled_table("Speedup vs concurrency", "label", right("conc"), Column("speedup", no_wrap=True),
+                     right())
     for label, conc, s in rows:
         t.add_row(label, str(conc), Text(hbar(s, max(top, 1.0), width), style="magenta"), f"{fmt_sig(s)}x")
     return t
@@ -153,9 +144,7 @@ def servers_panel(host: HostState, live: bool) -> Group | Text:
     if not rows:
         return Text("vLLM servers: none (g serves the trained head, o the baseline)" if live
                     else "vLLM servers: none in this recording", style="dim")
-    t = Table(box=None, title="vLLM servers", title_justify="left", header_style="bold")
-    for col in ("role", "state", "url", ""):
-        t.add_column(col, no_wrap=col != "")
+    t = titled_table("vLLM servers", *(Column(c, no_wrap=c != "") for c in ("role", "state", "url", "")))
     for role, state, url, detail in rows:
         t.add_row(role, Text(state, style=SERVER_STYLE.get(state, "")), plain(url), plain(detail))
     parts: list[Table | Text] = [t]
@@ -176,10 +165,9 @@ def windows_table(windows: list[dict[str, Any]]) -> Table | Text:
         return Text("")
     rates = [float(w["acceptance"]["rate"]) for w in windows
              if isinstance(w.get("acceptance"), dict) and isinstance(w["acceptance"].get("rate"), (int, float))]
-    t = Table(box=None, header_style="bold", title_justify="left",
-              title=Text.assemble(("Live acceptance per window ", "bold"), (spark(rates, 30, 0, 1), "green")))
-    for col in ("window", "secs", "drafts", "accept", "mean len", "per position", "acc tok/s"):
-        t.add_column(col, justify="right" if col != "per position" else "left", no_wrap=True)
+    t = titled_table(Text.assemble(("Live acceptance per window ", "bold"), (spark(rates, 30, 0, 1), "green")),
+                     *(Column(c, justify="right" if c != "per position" else "left", no_wrap=True)
+                       for c in ("window", "secs", "drafts", "accept", "mean len", "per position", "acc tok/s")))
     for w in windows[-WINDOWS_SHOWN:]:
         raw = w.get("acceptance")
         acc: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -206,11 +194,8 @@ def matrix_panel(host: HostState) -> Group | Text:
         if isinstance(eta, (int, float)):
             line += f", ETA {eta / 60:.1f} min"
         parts.append(Text(line, style="bold yellow"))
-    t = Table(box=None, title="Matrix: speedup over no speculation", title_justify="left",
-              header_style="bold")
-    t.add_column("draft")
-    for temp, c in grid.columns:
-        t.add_column(f"T={temp:g} c={c}", justify="right")
+    t = titled_table("Matrix: speedup over no speculation", "draft",
+                     *(right(f"T={temp:g} c={c}") for temp, c in grid.columns))
     for name, values in grid.rows:
         t.add_row(name, *(Text("-", style="dim") if v is None else
                           Text(f"{v:.2f}x", style="green" if v >= 1.0 else "red")

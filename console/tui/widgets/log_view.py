@@ -42,16 +42,14 @@ class LogView(ScrollView, can_focus=True):
     def show_job(self, job: JobState | None) -> None:
         """A run's log: without its stage records unless the operator asked for them."""
         self.job = job
-        self.show_tail(None if job is None else (job.tail if self.records else job.text))
+        tail = None if job is None else (job.tail if self.records else job.text)
+        if tail is not self.tail:
+            self.tail, self._seen = tail, -1
+        self.sync()
 
     def set_records(self, records: bool) -> None:
         self.records = records
         self.show_job(self.job)
-
-    def show_tail(self, tail: LogTail | None) -> None:
-        if tail is not self.tail:
-            self.tail, self._seen = tail, -1
-        self.sync()
 
     def _title(self) -> None:
         """The log's state where the eye is: following or paused, records shown or hidden."""

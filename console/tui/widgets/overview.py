@@ -4,7 +4,7 @@ latest compat findings and notes."""
 from __future__ import annotations
 
 from rich.console import Group
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
@@ -20,7 +20,7 @@ from console.tui.model import (
     JobState,
 )
 from console.tui.quiet import set_content, text_shape
-from console.tui.render import ALERT_MARK, fmt_num, meter, spark
+from console.tui.render import ALERT_MARK, fmt_num, meter, right, spark, titled_table
 from console.tui.shown import plain
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.common import View, panels
@@ -40,13 +40,9 @@ def gpu_table(host: HostState, width: int = SPARK, narrow: bool = False) -> Tabl
     """nvitop-style rows: meters on fixed scales (0-100 %, memory total, power limit) coloured by
     threshold, the processes holding GPU memory under each GPU, and, when there is room, the
     utilisation history on its fixed 0-100 scale."""
-    t = Table(expand=True, box=None, header_style="bold")
+    t = titled_table(None, *(Column(c, no_wrap=True) for c in ("GPU", "util", "memory", "power")),
+                     right("temp", no_wrap=True), expand=True)
     meter_w = 8 if narrow else 12
-    t.add_column("GPU", no_wrap=True)
-    t.add_column("util", no_wrap=True)
-    t.add_column("memory", no_wrap=True)
-    t.add_column("power", no_wrap=True)
-    t.add_column("temp", no_wrap=True, justify="right")
     if not narrow:
         t.add_column("util 0-100 % history", no_wrap=True)
     marked = host.alerted_gpus()
@@ -103,9 +99,8 @@ def host_line(host: HostState) -> Text:
 
 def findings_table(findings: list[dict[str, object]], limit: int | None = None, narrow: bool = False) -> Table:
     """Severity, finding, fix; narrow, the fix goes under its finding instead of a third column."""
-    t = Table(expand=True, box=None, header_style="bold")
-    t.add_column("severity" if not narrow else "sev", no_wrap=True)
-    t.add_column("finding" if not narrow else "finding → fix", ratio=3)
+    t = titled_table(None, Column("severity" if not narrow else "sev", no_wrap=True),
+                     Column("finding" if not narrow else "finding → fix", ratio=3), expand=True)
     if not narrow:
         t.add_column("fix", ratio=2)
     for f in findings[:limit]:
@@ -127,10 +122,8 @@ def jobs_table(running: list[JobState]) -> Table:
     """The running jobs, one line each: the last line takes the room the others leave, cut
     with an ellipsis (FastTable draws it line by line: redrawn 4 times a second while a job
     prints)."""
-    jobs = Table(expand=True, box=None, header_style="bold", title="Running jobs", title_justify="left")
-    for col in ("run", "name", "pid", "lines"):
-        jobs.add_column(col, no_wrap=True)
-    jobs.add_column("last line", no_wrap=True, overflow="ellipsis", ratio=1)
+    jobs = titled_table("Running jobs", *(Column(c, no_wrap=True) for c in ("run", "name", "pid", "lines")),
+                        Column("last line", no_wrap=True, overflow="ellipsis", ratio=1), expand=True)
     for j in running:
         last = j.tail.line(len(j.tail) - 1) if len(j.tail) else ""
         jobs.add_row(plain(j.run_id[-22:]), plain(j.name.removeprefix("pipeline-")),

@@ -17,11 +17,6 @@ STATUS_STYLE = {"planned": "cyan", "applied": "yellow", "verified": "bold green"
                 "drift": "bold red"}
 
 
-def short_path(path: str, parts: int = 2) -> str:
-    bits = path.split("/")
-    return "/".join(bits[-parts:]) if len(bits) > parts else path
-
-
 class PatchView(View):
     DOMAINS = (PATCH,)
 
@@ -56,7 +51,7 @@ class PatchView(View):
         table.clear()
         for f, ps in host.patches.items():
             status = Text(ps.status, style=STATUS_STYLE.get(ps.status, ""))
-            table.add_row(plain(short_path(f, 3)), status, ps.sha256[:12] or "-", key=f)
+            table.add_row(plain("/".join(f.split("/")[-3:])), status, ps.sha256[:12] or "-", key=f)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         self.show_file(host)

@@ -37,16 +37,12 @@ class ReplayView(View):
         yield QuickTable(id="markers", cursor_type="row")
 
     def on_mount(self) -> None:
-        self.query_one("#markers", DataTable).add_columns("#", "time", "kind", "what")
-        self.set_markers(self.markers)
+        table = self.query_one("#markers", DataTable)
+        table.add_columns("#", "time", "kind", "what")
+        for r in self.markers:
+            table.add_row(str(r.index), r.time, r.kind, r.label[:70], key=str(r.index))
         if self._status is not None:
             self.set_status(self._status)
-
-    def set_markers(self, rows: list[MarkerRow]) -> None:
-        table = self.query_one("#markers", DataTable)
-        table.clear()
-        for r in rows:
-            table.add_row(str(r.index), r.time, r.kind, r.label[:70], key=str(r.index))
 
     _status: Text | None = None
 

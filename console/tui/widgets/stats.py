@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
 from console.tui.model import ALLREDUCE, STATS, ConsoleState, HostState
 from console.tui.quiet import set_content
-from console.tui.render import ALERT_MARK, columns_of, fmt_num, hbar, spark
+from console.tui.render import ALERT_MARK, fmt_num, hbar, right, spark, titled_table
 from console.tui.table_lines import FastTable, TableVisual
 from console.tui.widgets.charts import Chart, ChartRow, draw_gpus
 from console.tui.widgets.common import View, panels
@@ -37,11 +37,8 @@ def sweep_chart(rows: list[dict[str, Any]], width: int = 40) -> Group | Table | 
     if not points:
         return generic_table(rows, "AllReduce sweep (console allreduce --host H)")
     top = max(b for _, b in points) or 1.0
-    t = Table(box=None, title="AllReduce bus bandwidth by message size", title_justify="left",
-              header_style="bold")
-    t.add_column("size", justify="right")
-    t.add_column("busbw", no_wrap=True)
-    t.add_column("", justify="right")
+    t = titled_table("AllReduce bus bandwidth by message size", right("size"),
+                     Column("busbw", no_wrap=True), right())
     for size, bw in points:
         t.add_row(fmt_bytes(size) if isinstance(size, (int, float)) else str(size),
                   Text(hbar(bw, top, width), style="cyan"), f"{fmt_bytes(bw)}/s")
@@ -51,10 +48,9 @@ def sweep_chart(rows: list[dict[str, Any]], width: int = 40) -> Group | Table | 
 def generic_table(rows: list[dict[str, Any]], title: str) -> Table | Text:
     if not rows:
         return Text(f"{title}: no data yet", style="dim")
-    t = Table(box=None, title=title, title_justify="left", header_style="bold")
-    cols = columns_of(rows)
-    for c in cols:
-        t.add_column(c)
+    # every key of the rows in first-seen order (rows from other engineers' producers)
+    cols = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "summary"]
+    t = titled_table(title, *cols)
     for r in rows:
         t.add_row(*(fmt_num(r.get(c), 2) if isinstance(r.get(c), float) else str(r.get(c, "")) for c in cols))
     return t
@@ -64,12 +60,10 @@ def history_table(host: HostState, narrow: bool = False) -> Table:
     """Per-GPU history on fixed scales (util 0-100 %, power 0-limit), labelled with the scale
     and the latest value, so a load of 0.5 never looks full."""
     w = 16 if narrow else 32
-    t = Table(box=None, title="GPU history (oldest → newest)", title_justify="left", header_style="bold")
     cols = ["GPU", "util % (0-100)", "power W (0-limit)", "mem", "temp"]
     if not narrow:
         cols += ["sm MHz", "pcie tx/rx"]
-    for col in cols:
-        t.add_column(col, no_wrap=True)
+    t = titled_table("GPU history (oldest → newest)", *(Column(c, no_wrap=True) for c in cols))
     marked = host.alerted_gpus()
     for g in sorted(host.gpus.values(), key=lambda g: g.index):
         last = g.last
@@ -91,9 +85,8 @@ def history_table(host: HostState, narrow: bool = False) -> Table:
 def host_history(host: HostState, narrow: bool = False) -> Table:
     """CPU, memory and load history: all a host without GPUs has, and worth seeing on one with."""
     w = 24 if narrow else 48
-    t = Table(box=None, title="Host history (oldest → newest)", title_justify="left", header_style="bold")
-    for col in ("", "history", "now"):
-        t.add_column(col, no_wrap=True)
+    t = titled_table("Host history (oldest → newest)",
+                     *(Column(c, no_wrap=True) for c in ("", "history", "now")))
     mem = (f"{fmt_bytes(host.mem_used)} / {fmt_bytes(host.mem_total)}" if host.mem_total else "-")
     top_load = max(4.0, max(host.load, default=0.0))  # fixed floor: a load of 0.5 is not a full bar
     t.add_row("cpu % (0-100)", Text(spark(host.cpu_history, w, 0, 100), style="green"),

@@ -19,7 +19,7 @@ from console.sessions.live import open_session
 from console.sessions.reader import SessionReader
 from remote.spine import events as ev
 from remote.spine.events import JobLines
-from remote.spine.redact import Redactor, redact_argv
+from remote.spine.redact import Redactor
 from tests.local_box import local_console_toml
 
 HF = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4"  # the shape of a hub token, not a real one
@@ -54,7 +54,7 @@ def test_ordinary_text_is_left_alone_and_is_the_same_object() -> None:
 def test_argv_with_secrets_in_several_shapes() -> None:
     argv = ["curl", "-H", f"Authorization: Bearer {HF}", "https://user:pw@host/x",
             f"HF_TOKEN={HF}", "--plain"]
-    assert redact_argv(argv) == ["curl", "-H", "Authorization: Bearer ***", "https://***@host/x",
+    assert Redactor().value(argv) == ["curl", "-H", "Authorization: Bearer ***", "https://***@host/x",
                                  "HF_TOKEN=***", "--plain"]
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from remote.bench.client import VllmClient
 from remote.bench.compare import compare_runs, find_crossover
-from remote.bench.driver import parse_concurrency, percentile, resolve_model, run_point, run_sweep
+from remote.bench.driver import percentile, resolve_model, run_point, run_sweep
+from remote.bench.matrix import parse_concurrency
 from remote.bench.prompts import BUILTIN, load_prompts, parse_prompts
 from remote.bench.results import BenchRun, Point, load_result, save_result
 from remote.errors import BenchFailed, CountersReset, ModelMismatch, NoServer, NoSpeculation, UsageError

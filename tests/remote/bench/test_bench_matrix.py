@@ -143,7 +143,7 @@ def test_matrix_cli_refuses_bad_input_in_one_line(tmp_path: Path,
     other.write_text(json.dumps({"format": "something"}))
     for extra, message in (([], "give --pipeline FILE or --demo"),
                            (["--demo", "--k", "0"], "--k '0': '0' is out of range"),
-                           (["--demo", "--temperature", "hot"], "is not a float"),
+                           (["--demo", "--temperature", "hot"], "is not a number"),
                            (["--demo", "--out", str(other)], "holds something else")):
         rc = console_main(["bench", "matrix", "--host", "local", "--config", str(cfg),
                            "--no-record", *extra])

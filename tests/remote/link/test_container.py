@@ -25,8 +25,8 @@ HOSTILE = ["a b", "it's", 'say "hi"', "x;y", "$(touch PWNED)", "`touch PWNED2`",
 def test_exec_argv_shapes() -> None:
     assert exec_argv("docker", "vllm", ["python3", "-V"]) == [
         "docker", "exec", "-i", "vllm", "python3", "-V"]
-    assert exec_argv("podman", "c 1", ["ls"], env={"A": "1 2", "B": "$(x)"}, workdir="/w d") == [
-        "podman", "exec", "-i", "-w", "/w d", "-e", "A=1 2", "-e", "B=$(x)", "c 1", "ls"]
+    assert exec_argv("podman", "c 1", ["ls"], env={"A": "1 2", "B": "$(x)"}) == [
+        "podman", "exec", "-i", "-e", "A=1 2", "-e", "B=$(x)", "c 1", "ls"]
     assert cp_into_argv("docker", "c", "/tmp/f", "/opt/x y") == ["docker", "cp", "/tmp/f", "c:/opt/x y"]
     assert cp_out_argv("docker", "c", "/opt/f", "rel:name") == ["docker", "cp", "c:/opt/f", "./rel:name"]
     assert cp_out_argv("docker", "c", "/opt/f", "-x") == ["docker", "cp", "c:/opt/f", "./-x"]

@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_backoff_grows_to_its_cap_and_gives_up_after_the_limit() -> None:
-    b = Backoff("ask", base=0.001, factor=2.0, cap=0.004, limit=3)
+    b = Backoff("ask", base=0.002, cap=0.005, limit=3)
     delays = []
     for _ in range(3):
         await b.failed(ConnectionFailed("dropped"))
         delays.append(b.delay())
-    assert delays == [0.001, 0.002, 0.004]
+    assert delays == [0.002, 0.004, 0.005]
     with pytest.raises(ConnectionFailed, match=r"ask: gave up after 4 tries: dropped"):
         await b.failed(ConnectionFailed("dropped"))
     b.succeeded()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from remote.errors import RemoteCommandError
-from remote.link.argv import in_dir, shell_join, with_env
+from remote.link.argv import shell_join, with_env
 from remote.link.transport import LocalTransport
 from remote.link.upload import upload
 
@@ -29,7 +29,9 @@ async def test_hostile_arguments_arrive_verbatim_and_run_nothing(tmp_path: Path)
         argv = ["python3", "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *HOSTILE]
         import json
 
-        done = await t.run(in_dir(str(tmp_path), argv), check=True)
+        # run in tmp_path, the directory a positional parameter of the shell, not spliced in
+        in_dir = ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", str(tmp_path), *argv]
+        done = await t.run(in_dir, check=True)
         assert json.loads(done.stdout) == HOSTILE
         # the same argv through one shell (as SSH does) is just as inert
         done = await t.run(["sh", "-c", shell_join(argv)], check=True)

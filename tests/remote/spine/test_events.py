@@ -52,12 +52,10 @@ def test_payload_must_be_serialisable() -> None:
         Event("x", payload={"obj": object()}).to_json()
 
 
-async def test_bus_fans_out_in_order_to_callbacks_and_subscribers() -> None:
+def test_bus_fans_out_in_order_to_callbacks() -> None:
     bus = EventBus()
     seen: list[str] = []
     remove = bus.add_callback(lambda e: seen.append(e.kind))
-    all_sub = bus.subscribe()
-    jobs_sub = bus.subscribe({"job"})
     bus.emit("job.started", "h", run_id="r", name="n")
     bus.post(et.StatsSample(host=ot.HostSample(cpu=1.0)), "h")
     bus.emit("job.line", "h", run_id="r", text="t", offset=1)
@@ -66,29 +64,22 @@ async def test_bus_fans_out_in_order_to_callbacks_and_subscribers() -> None:
     bus.emit("job.exit", "h", run_id="r")
     bus.close()
     assert seen == ["job.started", "stats.sample", "job.line", "jobs.other"]
-    assert [e.kind async for e in all_sub] == [
-        "job.started", "stats.sample", "job.line", "jobs.other", "job.exit"
-    ]
-    # prefix filtering matches whole dotted components only ("job" is not "jobs")
-    assert [e.kind async for e in jobs_sub] == ["job.started", "job.line", "job.exit"]
     with pytest.raises(RuntimeError):
         bus.emit("late")
 
 
-async def test_publish_many_reaches_every_kind_of_consumer_in_order() -> None:
+def test_publish_many_reaches_every_kind_of_consumer_in_order() -> None:
     bus = EventBus()
     single: list[int] = []
     batches: list[list[int]] = []
     bus.add_callback(lambda e: single.append(e.payload["i"]))
     bus.add_batch_callback(lambda es: batches.append([e.payload["i"] for e in es]))
-    sub = bus.subscribe({"job"})
     bus.publish_many([Event("job.line", "h", {"i": i}) for i in range(3)])
     bus.publish(Event("job.line", "h", {"i": 3}))
     bus.publish_many([])
     bus.close()
     assert single == [0, 1, 2, 3]
     assert batches == [[0, 1, 2], [3]]
-    assert [e.payload["i"] async for e in sub] == [0, 1, 2, 3]
 
 
 def test_job_lines_are_ordinary_events_encoded_byte_for_byte_as_each_one() -> None:

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import tracemalloc
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from remote.ops.stats import stream as stream_stats
 from remote.spine import events as ev
 from remote.spine.bus import EventBus
 from remote.spine.events import Event
-from remote.stats.samples import History, sample_payload, summary_line
+from remote.stats.samples import sample_payload, summary_line
 from remote.stats.stream import StatsStream
 from tests.local_box import local_console_toml
 
@@ -71,35 +70,6 @@ def test_sample_payload_shape_and_rejections() -> None:
     assert sample_payload({"host": {}, "source": "none"}, reason="no driver")["reason"] == "no driver"
 
 
-def test_history_memory_does_not_grow_with_session_length() -> None:
-    hist = History(maxlen=120)
-    base = _payload(0.0)
-    for i in range(300):
-        hist.add({**base, "t": float(i)})
-    points = hist.points()
-    assert points == 120 * (4 + 9 * 8)  # 4 host metrics, 9 per GPU
-    tracemalloc.start()
-    try:
-        for i in range(300, 600):
-            hist.add({**base, "t": float(i)})
-        before = tracemalloc.get_traced_memory()[0]
-        for i in range(600, 5600):
-            hist.add({**base, "t": float(i)})
-        after = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert hist.points() == points
-    assert after - before < 32 * 1024, after - before
-    assert hist.series["gpu3.util"][-1][0] == 5599.0
-    assert hist.series["host.cpu"][0][0] == 5600.0 - 120
-
-
-def test_history_caps_the_number_of_metrics() -> None:
-    hist = History(maxlen=4, max_metrics=10)
-    hist.add(_payload(0.0, gpus=8))
-    assert len(hist.series) == 10 and hist.dropped_metrics > 0
-
-
 async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) -> None:
     _, seen, stream = await _local_stream(tmp_path, interval=0.1)
     assert await stream.run(count=3) == 3
@@ -112,7 +82,6 @@ async def test_stream_publishes_samples_from_the_real_sampler(tmp_path: Path) ->
     warnings = [e for e in seen if e.kind == ev.CONSOLE_WARNING]
     assert len(warnings) == 1 and "no GPU stats" in warnings[0].payload["message"]
     assert (tmp_path / "probes" / "sampler.py").is_file()
-    assert len(stream.history.values("host.cpu")) == 3
     # The event round-trips through the session format.
     assert Event.from_json(samples[0].to_json()).payload == samples[0].payload
 

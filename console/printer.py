@@ -41,9 +41,14 @@ def job_head(run_id: str) -> str:
     return f"{run_id[:20]}| "
 
 
+def job_line_text(run_id: str, text: str) -> str | None:
+    """A job line as shown; None for a stage record (its stage events say it). replay --print's
+    fast path (console/sessions/human.py) shows a checked record's line by this rule too."""
+    return None if text.startswith(STAGE_RECORD_PREFIX) else job_head(run_id) + text
+
+
 def _job_line(kind: str, p: dict[str, Any]) -> str | None:
-    text = str(p.get("text", ""))
-    return None if text.startswith(STAGE_RECORD_PREFIX) else job_head(p.get("run_id", "")) + text
+    return job_line_text(p.get("run_id", ""), str(p.get("text", "")))
 
 
 def _progress(kind: str, p: dict[str, Any]) -> str | None:

@@ -30,6 +30,7 @@ from console.printer import (
     host_part,
     human_line,
     job_head,
+    job_line_text,
 )
 from console.sessions.decode import (
     CHECKED_KIND,
@@ -152,10 +153,10 @@ def _skipping(data: bytes, count: int, first: int, bad: list[tuple[int, str]], o
             _block(rec.ts[11:19] + hosts[rec.host] + job_head(block.run_id), block.texts,
                    out, blocks)
             continue
-        if kind == JOB_LINE:  # printer._job_line, from the checked record
-            line = rec.payload
-            if not line.text.startswith(STAGE_RECORD_PREFIX):
-                out.append(f"{rec.ts[11:19]}{hosts[rec.host]}{line.run_id[:20]}| {line.text}\n")
+        if kind == JOB_LINE:  # the printer's job line rule, from the checked record
+            text = job_line_text(rec.payload.run_id, rec.payload.text)
+            if text is not None:
+                out.append(f"{rec.ts[11:19]}{hosts[rec.host]}{text}\n")
             continue
         if kind in gates:  # only its gate read
             if p is None or not getattr(p, gates[kind]):

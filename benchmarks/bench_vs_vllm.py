@@ -37,6 +37,7 @@ from pathlib import Path
 from _common import load_average  # first: the repository on sys.path
 
 from console.cli import main as console_main
+from pipeline.stages import PREPARE
 from tests import box_env
 from tests.sshd_harness import free_port
 from tests.vllm_peer import PeerSettings, compare, report, served_model
@@ -77,7 +78,7 @@ def main() -> int:
 def measure(python: Path, url: str, workdir: Path, tmp: Path, args: argparse.Namespace) -> float:
     s = PeerSettings(url=url, model=served_model(url), max_tokens=args.max_tokens)
     print(f"load before: {load_average()} (1, 5, 15 min)", flush=True)
-    runs = compare(python, s, workdir / "demo" / "out" / "prepare" / "eval.jsonl", tmp,
+    runs = compare(python, s, workdir / "demo" / "out" / PREPARE / "eval.jsonl", tmp,
                    args.pairs)
     lines, worst = report(runs)
     print(f"load after: {load_average()} (1, 5, 15 min)")

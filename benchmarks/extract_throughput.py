@@ -42,6 +42,8 @@ from typing import Any
 
 from _common import ROOT, pipeline  # first: the repository on sys.path
 
+from pipeline.stages import PREPARE
+
 RESULT = "RESULT "
 
 
@@ -74,7 +76,7 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
 
     cfg = config_mod.load(config, check_disk=False)
     limit = json.loads((cfg.model_path / "config.json").read_text()).get("max_position_embeddings")
-    samples = _packed(read_samples(cfg.output_dir / "prepare"),
+    samples = _packed(read_samples(cfg.output_dir / PREPARE),
                       min(pack, int(limit or pack) - 1)) * repeat
     prompts = [s["input_ids"] for s in samples]
     tokens = sum(len(p) for p in prompts)
@@ -87,11 +89,11 @@ def inner(config: str, rounds: int, pack: int, repeat: int, profile: bool = Fals
     params = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False)
     todo = list(range(len(samples)))
     out = Path(tempfile.mkdtemp(prefix="extract-bench-"))
-    times: dict[str, list[float]] = {"prefill": [], "extract": []}
-    cpu: dict[str, list[float]] = {"prefill": [], "extract": []}
+    times: dict[str, list[float]] = {"prefill": [], "extraction": []}
+    cpu: dict[str, list[float]] = {"prefill": [], "extraction": []}
     try:
         for r in range(rounds + 1):  # round 0 warms both routes up and is not counted
-            for route in ("prefill", "extract"):
+            for route in ("prefill", "extraction"):
                 hs_dir = out / f"r{r}"
                 hs_dir.mkdir(exist_ok=True)
                 c0, w0 = time.process_time(), time.perf_counter()
@@ -199,7 +201,7 @@ def main() -> int:
     work = Path(args.workdir or Path(tempfile.gettempdir()) / "extract-throughput").expanduser()
     demo = work / "demo"
     pipeline(sys.executable, "demo-setup", "--dir", str(demo))
-    pipeline(sys.executable, "prepare", "--config", str(demo / "pipeline.toml"))
+    pipeline(sys.executable, PREPARE, "--config", str(demo / "pipeline.toml"))
     ratio = 0.0
     for spec in args.widths.split(","):
         w, _, n = spec.partition("x")
@@ -211,7 +213,7 @@ def main() -> int:
         r = _measure(box_python, _config(demo, model, args.dtype), args.rounds, args.pack, repeat)
         times = r["times"]
         assert isinstance(times, dict)
-        prefill, extract = statistics.median_high(times["prefill"]), statistics.median_high(times["extract"])
+        prefill, extract = statistics.median_high(times["prefill"]), statistics.median_high(times["extraction"])
         tokens = float(str(r["tokens"]))
         ratio = prefill / extract
         print(f"hidden {r['hidden']} x {r['layers']} layers, ids {r['layer_ids']}, "

@@ -35,6 +35,7 @@ from tests.chart_sessions import chart_events
 from tests.tui_sessions import demo_events
 
 Item = Event | JobLines
+JOB = "train"  # not a stage: the synthetic job's name
 
 
 def real_shaped(copies: int) -> list[Item]:
@@ -56,13 +57,13 @@ def _block(lines: list[Event]) -> JobLines:
 
 def synthetic(n: int) -> list[Item]:
     items: list[Item] = [Event.checked(ev.JOB_STARTED, "box", {
-        "run_id": "r1", "name": "train", "argv": ["curl", "-H", "Authorization: Bearer "
+        "run_id": "r1", "name": JOB, "argv": ["curl", "-H", "Authorization: Bearer "
                                                   "hf_aB3dE6gH9jK2mN5pQ8sT1vW4", "x"]})]
     for start in range(0, n, 500):
         texts = [f"step {i} loss 0.{i % 9973:04d} lr 2e-5 grad 1.{i % 97:02d}"
                  if i % 1000 != 999 else "export HF_TOKEN=hf_aB3dE6gH9jK2mN5pQ8sT1vW4"
                  for i in range(start, min(n, start + 500))]
-        items.append(JobLines("box", "r1", "train", texts,
+        items.append(JobLines("box", "r1", JOB, texts,
                               list(range(start * 48, (start + len(texts)) * 48, 48))))
     return items
 

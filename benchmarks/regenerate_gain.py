@@ -26,6 +26,7 @@ from typing import Any
 from _common import ROOT, int_options
 from regenerate_speed import start_server, wait_ready
 
+from pipeline.stages import EVALUATE, PREPARE, TRAIN
 from tests import box_env
 from tests.sshd_harness import free_port
 
@@ -38,7 +39,7 @@ def run_all(cfg: Path) -> dict[str, Any]:
         raise SystemExit(f"pipeline all ({cfg.name}) failed: {done.stderr[-2000:]}")
     out = cfg.parent / cfg.stem
     manifests = {s: json.loads((out / "manifests" / f"{s}.json").read_text())["summary"]
-                 for s in ("prepare", "train", "evaluate")}
+                 for s in (PREPARE, TRAIN, EVALUATE)}
     return manifests
 
 
@@ -69,14 +70,14 @@ def main() -> int:
             os.killpg(proc.pid, 15)
             proc.wait(60)
     for name, r in results.items():
-        p, t, e = r["prepare"], r["train"], r["evaluate"]
+        p, t, e = r[PREPARE], r[TRAIN], r[EVALUATE]
         print(f"{name}: {p['samples']} samples, {p['loss_tokens']} answer tokens, "
               f"regenerated {p.get('regenerated', 0)}, train "
               + ", ".join(f"{k} {t[k]}" for k in ("steps", "epochs", "loss") if k in t)
               + f"; offline mean acceptance length {e['mean_length']:.3f} "
               f"(untrained head {e.get('untrained_mean_length', float('nan')):.3f})")
-    ratio = results["regenerated"]["evaluate"]["mean_length"] / \
-        results["original"]["evaluate"]["mean_length"]
+    ratio = results["regenerated"][EVALUATE]["mean_length"] / \
+        results["original"][EVALUATE]["mean_length"]
     print(f"regenerated / original acceptance: {ratio:.3f}")
     return 0
 

@@ -35,6 +35,7 @@ from _common import ROOT, int_options
 
 from pipeline import config as pconfig
 from pipeline.progress import parse
+from pipeline.stages import PREPARE
 from pipeline.stages.prepare import load_conversations
 from tests import box_env
 from tests.box_env import run_env
@@ -101,7 +102,7 @@ def plain_client(url: str, model: str, convs: list[list[dict[str, str]]], concur
 def prepare_rate(cfg: Path) -> tuple[float, int]:
     """prepare's own rate from its last progress record of the regeneration."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-m", "pipeline", "prepare", "--config", str(cfg),
+    done = subprocess.run([sys.executable, "-m", "pipeline", PREPARE, "--config", str(cfg),
                            "--force"], cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"prepare failed: {done.stderr[-2000:]}")

@@ -77,7 +77,7 @@ def write_day(path: Path, n: int, batch: int = 500, *, blocks: bool = True,
                 if block <= 0:
                     break
                 w.write_many(JobLines(
-                    "box", "20261202-120000-train-abcdef", "train",
+                    "box", "20261202-120000-train-abcdef", "train",  # not a stage: the synthetic job's name
                     [f"step {written + i} loss {1 / (written + i + 1):.6f} lr 2e-5"
                      for i in range(block)], list(range(written, written + block)),
                     ts + timedelta(milliseconds=start)))

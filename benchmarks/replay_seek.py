@@ -28,6 +28,7 @@ from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter
 from console.tui.checkpoints import StateCheckpoints
 from console.tui.model import ConsoleState
+from pipeline.stages import TRAIN
 from remote.spine import events as ev
 from remote.spine.events import Event, JobLines, utc_now
 
@@ -39,9 +40,9 @@ def write(path: Path, n: int) -> None:
         for start in range(0, n, block):
             ts = t0 + timedelta(milliseconds=start)
             texts = [f"step {i} loss 0.123" for i in range(start, start + block - 3)]
-            w.write_many(JobLines("box", "r1", "train", texts,
+            w.write_many(JobLines("box", "r1", "train", texts,  # not a stage: the synthetic job's name
                                   [24 * (i + 1) for i in range(start, start + len(texts))], ts))
-            w.write(Event(ev.STAGE_PROGRESS, "box", {"stage": "train", "done": start,
+            w.write(Event(ev.STAGE_PROGRESS, "box", {"stage": TRAIN, "done": start,
                                                      "total": n, "unit": "steps"}, ts))
             w.write(Event(ev.STATS_SAMPLE, "box", {"source": "none", "host": {
                 "cpu": 10.0, "mem_used": 1, "mem_total": 2, "load1": 0.5}, "gpus": []}, ts))

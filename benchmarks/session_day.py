@@ -35,7 +35,7 @@ def day_batches(n: int) -> Iterator[Sequence[Event]]:
     while written < n:
         ts = t0 + timedelta(seconds=second)
         block = min(500, n - written)
-        yield JobLines("box", run, "train",
+        yield JobLines("box", run, "train",  # not a stage: the synthetic job's name
                        [f"step {written + i} loss 0.{(written + i) % 9973:04d} lr 2e-5 grad "
                         f"1.{i % 97:02d}" for i in range(block)],
                        [(written + i) * 48 for i in range(block)], ts)

@@ -37,6 +37,8 @@ from console.sessions.reader import SessionReader
 from console.sessions.writer import SessionWriter
 from remote.spine.events import Event, JobLines, parse_ts, to_jsonl, utc_now
 
+JOB = "train"  # not a stage: the synthetic job's name
+
 
 def write(path: Path, n: int) -> None:
     t0 = utc_now()
@@ -75,7 +77,7 @@ def encode_figures(blocks: int, size: int = 1000, repeats: int = 5) -> dict[str,
     for b in range(blocks):
         texts = [f"step {b * size + i} loss 0.{i:03d} lr 3e-4 tok/s 1234.5" for i in range(size)]
         offsets = [60 * (b * size + i + 1) for i in range(size)]
-        made.append((JobLines("bench", "r1", "train", texts, offsets,
+        made.append((JobLines("bench", "r1", JOB, texts, offsets,
                               t0 + timedelta(seconds=b)), texts, offsets))
     ways = {
         "pre-typed (3294b4f)": lambda jl, t, o: pre_typed_to_jsonl(jl, t, o),
@@ -113,7 +115,7 @@ def recorder_cost(n: int, d: Path) -> None:
         inside[1] += 1
 
     t0 = utc_now()
-    lines = [Event("job.line", "bench", {"run_id": "r1", "name": "train",
+    lines = [Event("job.line", "bench", {"run_id": "r1", "name": JOB,
                                          "text": f"step {i} loss 0.{i % 9973:04d} lr 2e-5",
                                          "offset": i * 48}, t0 + timedelta(milliseconds=i)
                    ).to_json().encode() + b"\n" for i in range(n)]

@@ -46,6 +46,7 @@ from typing import NamedTuple
 from _common import ROOT, pipeline  # first: the repository root on sys.path
 
 from pipeline.progress import parse
+from pipeline.stages import EXTRACT, PREPARE, TRAIN, VOCAB
 from tests import box_env
 
 ENV = box_env.run_env(OMP_NUM_THREADS="1")  # one torch thread per rank
@@ -63,7 +64,7 @@ class Run(NamedTuple):
 def train(python: str, config: Path, samples: int) -> Run:
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python, "-m", "pipeline", "train", "--config", str(config),
+    proc = subprocess.Popen([python, "-m", "pipeline", TRAIN, "--config", str(config),
                              "--force"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
@@ -72,7 +73,7 @@ def train(python: str, config: Path, samples: int) -> Run:
     end: dict[str, object] = {}
     for line in proc.stdout:
         rec = parse(line)
-        if rec is None or rec.get("stage") != "train":
+        if rec is None or rec.get("stage") != TRAIN:
             continue
         if rec["type"] == "progress":
             if first is None:
@@ -130,9 +131,9 @@ def main() -> int:
             configs[n] = demo / f"ranks{n}.toml"
             configs[n].write_text(base.replace("noise_std = 0.0",
                                                f"noise_std = 0.0\nnproc_per_node = {n}"))
-        for name in ("prepare", "extract", "vocab"):  # one copy of the data for both
+        for name in (PREPARE, EXTRACT, VOCAB):  # one copy of the data for both
             pipeline(python, name, "--config", str(configs[1]), "--force", env=ENV)
-        samples = int(json.loads((demo / "out" / "manifests" / "prepare.json").read_text())
+        samples = int(json.loads((demo / "out" / "manifests" / f"{PREPARE}.json").read_text())
                       ["summary"]["samples"])
         runs: dict[int, list[Run]] = {1: [], 2: []}
         ceilings: list[float] = []

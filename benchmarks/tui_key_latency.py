@@ -27,11 +27,13 @@ from textual import events
 from console.tui.app import ConsoleApp
 from console.tui.controller import LiveSource
 from console.tui.widgets.pipeline import LogView
+from pipeline.stages import TRAIN
 from remote.link.hosts import Config
 from remote.spine import events as ev
 
 HOST = "local"
 PREFILL = 5_000
+JOB = "train"  # not a stage: the synthetic job's name (run r-train runs the train stage)
 
 
 async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[float], float, int, int]:
@@ -59,11 +61,11 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
     produced = 0
     async with app.run_test(size=(120, 36)) as pilot:
         bus = app.source.bus
-        bus.emit(ev.STAGE_START, HOST, stage="train", run_id="r-train")
-        bus.emit(ev.JOB_STARTED, HOST, run_id="r-train", name="train", argv=["python"], pid=1, log="log")
+        bus.emit(ev.STAGE_START, HOST, stage=TRAIN, run_id="r-train")
+        bus.emit(ev.JOB_STARTED, HOST, run_id="r-train", name=JOB, argv=["python"], pid=1, log="log")
         stop = asyncio.Event()
         for i in range(PREFILL):  # a log already long, so scrolling it has something to show
-            bus.emit(ev.JOB_LINE, HOST, run_id="r-train", name="train", text=f"earlier line {i}", offset=i)
+            bus.emit(ev.JOB_LINE, HOST, run_id="r-train", name=JOB, text=f"earlier line {i}", offset=i)
         produced = PREFILL
 
         async def producer() -> None:
@@ -73,7 +75,7 @@ async def measure(rate: int, presses: int, mode: str = "switch") -> tuple[list[f
                 due = int((time.perf_counter() - start) * rate)
                 while produced < due:
                     produced += 1
-                    bus.emit(ev.JOB_LINE, HOST, run_id="r-train", name="train",
+                    bus.emit(ev.JOB_LINE, HOST, run_id="r-train", name=JOB,
                              text=f"step {produced} loss {1 / produced:.6f} lr 3e-4 tokens/s 12345.6",
                              offset=produced * 64)
                 await asyncio.sleep(0.005)

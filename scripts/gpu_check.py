@@ -330,7 +330,8 @@ def main() -> int:
     ap.add_argument("--online-python", default=sys.executable,
                     help="a python with vLLM >= 0.18 (CUDA) and speculators 0.9, for the online "
                     "training check (default: this one)")
-    ap.add_argument("--only", choices=["all", "nvml", "train", "online"], default="all",
+    ap.add_argument("--only", default="all",
+                    choices=["all", "nvml", "train", "online"],  # not a stage: the checks' names
                     help="the NVML readers (1-4), the train stage's CUDA path (5), online "
                     "training (6), or all")
     ap.add_argument("--train-site", type=Path, action="append", default=[],
@@ -357,7 +358,7 @@ def main() -> int:
                    ("env", env_check),
                    ("sampler_nvml", lambda: sampler_check("nvml", args.count)),
                    ("sampler_smi", lambda: sampler_check("nvidia-smi", args.count))]
-    if args.only in ("all", "train"):
+    if args.only in ("all", "train"):  # not a stage: the check's name (--only)
         work = Path(tempfile.mkdtemp(prefix="gpu-check-train-"))
         for i, site in enumerate(args.train_site or [None]):
             checks.append((f"train_{i}", lambda site=site: train_check(site, args.train_device, work)))

@@ -12,6 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the stage table (standard library)
+
+from pipeline.stages import EXTRACT, PREPARE, TRAIN, VOCAB
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,7 +34,7 @@ def online_check(python: str) -> dict:
     text = text.replace('device = "cpu"', 'device = "auto"')
     cfg.write_text(text.replace("[train]\n", '[train]\nmode = "online"\n'))
     logs = {}
-    for stage in ("prepare", "extract", "vocab", "train"):
+    for stage in (PREPARE, EXTRACT, VOCAB, TRAIN):
         run = subprocess.run([python, "-m", "pipeline", stage, "--config", str(cfg)], env=env,
                              capture_output=True, text=True, timeout=1800)
         logs[stage] = (run.stdout + run.stderr)[-3000:]
@@ -38,14 +42,14 @@ def online_check(python: str) -> dict:
             problems.append(f"online: {stage} exited {run.returncode}: {logs[stage][-500:]}")
             break
     out = work / "out"
-    train = out / "manifests" / "train.json"
+    train = out / "manifests" / f"{TRAIN}.json"
     summary = json.loads(train.read_text()).get("summary", {}) if train.exists() else {}
     if not problems and summary.get("mode") != "online":
         problems.append(f"online: train's summary says mode {summary.get('mode')!r}")
-    left = [p.name for p in (out / "extract" / "hidden_states").glob("*")]  # none if no folder
+    left = [p.name for p in (out / EXTRACT / "hidden_states").glob("*")]  # none if no folder
     if left:
         problems.append(f"online: states left on disk under extract/: {left[:5]}")
-    staged = list((out / "train" / "online-states").glob("*"))
+    staged = list((out / TRAIN / "online-states").glob("*"))
     if staged:
         problems.append(f"online: the server's files were not all consumed: {len(staged)}")
     alive = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
@@ -113,7 +117,7 @@ def train_check(site: Path | None, device: str, work: Path) -> dict:
             return {"site": label, "problems": [f"the demo config has no {a!r}"]}
         text = text.replace(a, b)
     cfg.write_text(text)
-    for stage in ("prepare", "extract", "vocab"):
+    for stage in (PREPARE, EXTRACT, VOCAB):
         done = _run([sys.executable, "-m", "pipeline", stage, "--config", str(cfg)], env, 1200)
         if done.returncode != 0:
             return {"site": label, "version": version, "problems": [

@@ -1,9 +1,13 @@
 """No stage's name written outside the stage table (pipeline/stages/): every other module reads
-the table (`stage_table.TRAIN`, `names()`), so a renamed or added stage is one edit there.
+the table (`stage_table.TRAIN`, `names()`), so a renamed or added stage is one edit there. The
+packages, and the benchmarks and scripts that drive the pipeline (its commands, its output
+folders, its events' `stage` field): a benchmark that wrote "train" would break on a rename
+without a test noticing, since benchmarks are not run by the suite.
 
 Not counted: pipeline/config.py and config_types.py, whose TOML sections ([extract], [train], ...) share the names
 and are the config's own vocabulary; and a line that says `# not a stage` and why (another
-vocabulary that happens to use the word, such as speculators' metrics key)."""
+vocabulary that happens to use the word, such as speculators' metrics key, a synthetic job's
+name, or a script's option)."""
 
 from __future__ import annotations
 
@@ -13,15 +17,15 @@ from pathlib import Path
 from pipeline import stages as stage_table
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("console", "remote", "pipeline")
+DIRS = ("console", "remote", "pipeline", "benchmarks", "scripts")
 NOT_COUNTED = {Path("pipeline/config.py"), Path("pipeline/config_types.py")}
 QUOTED = re.compile(r"""(["'])(""" + "|".join(map(re.escape, stage_table.names())) + r")\1")
 
 
 def literal_stage_names() -> list[str]:
     found = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+    for folder in DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT)
             if rel.parts[:2] == ("pipeline", "stages") or rel in NOT_COUNTED:
                 continue

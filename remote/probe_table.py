@@ -99,6 +99,13 @@ class Probe(NamedTuple):
     title: str = ""
     tui_help: str = ""
     asks_target: bool = False
+    # It reads an EAGLE-3 head directory against its target: `console probe NAME` takes the DIR
+    # and the target as --target DIR, --demo or --pipeline FILE (that pipeline's target and,
+    # without DIR, its own head, as the box resolves them).
+    takes_head: bool = False
+    # Run with the python that serves (on `local` the box environment: remote/ops/serve.py
+    # probe_python), not the host's own: its answer is about the vLLM a server would load.
+    serving_python: bool = False
 
 
 def _container_part(c: Any) -> str:
@@ -301,7 +308,7 @@ TABLE: tuple[Probe, ...] = (
     Probe("head", "whether an EAGLE-3 head directory fits its target and this box's vLLM, "
           "from config.json and the safetensors headers alone (no weights loaded; exit 4 on a "
           "mismatch)", head_summary, script="head_probe.py", options=head_options,
-          needs=_needs_head, verdict=_head_verdict),
+          needs=_needs_head, verdict=_head_verdict, takes_head=True, serving_python=True),
     # The source diagnostic is a mode of the model probe, which already reads vLLM's source.
     Probe("source", "the model files, classes and attribute mentions for a family, for what the "
           "resolver cannot settle", source_summary, script="model_probe.py",

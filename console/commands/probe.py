@@ -24,8 +24,8 @@ HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + "
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    """One verb per probe row, each with the same options (head adds its DIR, --target, --demo
-    and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
+    """One verb per probe row, each with the same options (a row that takes a head adds its DIR,
+    --target, --demo and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
     optional positional beside the probe's name would have been taken, empty, before --host.
     As with every command made of verbs, the options follow the probe's name."""
     psub = add_verbs(p, dest="probe", metavar="PROBE", description=(
@@ -33,11 +33,11 @@ def register(p: argparse.ArgumentParser) -> None:
         + " ".join(f"{row.name}: {row.help}." for row in probe_table.TABLE)))
     for row in probe_table.TABLE:
         v = psub.add_parser(row.name, help=row.help)
-        if row.name == "head":
+        if row.takes_head:
             v.add_argument("head_dir", nargs="?", metavar="DIR",
                            help="the EAGLE-3 head directory on the host (default with --demo or "
                            "--pipeline: that pipeline's own head)")
-        _options(v, head=row.name == "head")
+        _options(v, head=row.takes_head)
         v.set_defaults(func=run)
 
 
@@ -59,32 +59,33 @@ def _options(p: argparse.ArgumentParser, *, head: bool) -> None:
 
 
 def _head_usage(args: argparse.Namespace) -> str | None:
-    """What is wrong with the head probe's own options (DIR, --target, --demo, --pipeline)."""
+    """What is wrong with a head-taking probe's own options (DIR, --target, --demo,
+    --pipeline); the other probes' verbs have none of them."""
     given = [o for o, v in (("DIR", args.head_dir), ("--target", args.target),
                             ("--demo", args.demo), ("--pipeline", args.pipeline)) if v]
-    if args.probe != "head":
-        return f"{', '.join(given)}: for probe head only" if given else None
     targets = [o for o in given if o != "DIR"] + (["--model"] if args.model else [])
     if len(targets) != 1:
-        return ("probe head needs one target: --target DIR, --demo or --pipeline FILE"
+        return (f"probe {args.probe} needs one target: --target DIR, --demo or --pipeline FILE"
                 + (f" (got {', '.join(targets)})" if targets else ""))
     if not args.head_dir and not (args.demo or args.pipeline):
-        return "probe head needs the head directory: console probe head --host H DIR --target DIR"
+        return (f"probe {args.probe} needs the head directory: console probe {args.probe} "
+                "--host H DIR --target DIR")
     if args.pipeline and not Path(args.pipeline).expanduser().is_file():
         return f"{args.pipeline}: pipeline config not found"
     return None
 
 
 async def run(args: argparse.Namespace) -> int:
-    bad = _head_usage(args)
+    row = probe_table.get(args.probe)
+    bad = _head_usage(args) if row.takes_head else None
     if bad:
         raise UsageError(bad)
-    if args.probe == "head" and (args.demo or args.pipeline):
+    if row.takes_head and (args.demo or args.pipeline):
         return await _head_of_pipeline(args)
     from console.commands.probe_fleet import request, run_fleet, run_one
     from console.fleet import names_several
 
-    missing = probe_table.get(args.probe).needs(request(args))
+    missing = row.needs(request(args))
     if missing:
         raise UsageError(missing)
 
@@ -95,7 +96,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _head_of_pipeline(args: argparse.Namespace) -> int:
-    """probe head --demo | --pipeline FILE: the target (and, without DIR, the head) that
+    """probe NAME (a head-taking row) --demo | --pipeline FILE: the target (and, without DIR, the head) that
     pipeline config names, resolved on the box, then the probe."""
     from console.commands.probe_fleet import run_one
     from remote.ops import serve

@@ -16,6 +16,7 @@ from typing import Any
 
 from console.context import Context
 from console.fleet import open_fleet, run_each, summary, table
+from remote import probe_table
 from remote.errors import RemoteError
 from remote.probe_table import ProbeRequest
 
@@ -44,7 +45,6 @@ async def _patch_state(ctx: Context, name: str) -> str:
 
 
 async def run_fleet(args: argparse.Namespace) -> int:
-    from remote import probe_table
     from remote.spine import events as ev
 
     row = probe_table.get(args.probe)
@@ -91,7 +91,7 @@ async def run_one(ctx: Context, args: argparse.Namespace, name: str) -> int:
     from remote.ops import probes as ops
 
     host, transport = await ctx.reach(name)
-    if args.probe == "head":  # with the python that serves (on `local`: the box environment)
+    if probe_table.get(args.probe).serving_python:
         from remote.ops import serve
 
         host = await serve.probe_python(transport, host)

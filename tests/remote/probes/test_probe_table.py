@@ -89,6 +89,31 @@ def test_a_dummy_probe_runs_and_prints_on_one_host_and_on_two(
     assert "probe dummy needs --family NAME" in capsys.readouterr().err
 
 
+def test_a_row_that_takes_a_head_gets_its_dir_and_target_from_its_field_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`takes_head` on a row gives its verb the head's DIR, --target, --demo and --pipeline and
+    their usage rule: no command compares the head probe's name."""
+    script = tmp_path / "scripts" / "fits_probe.py"
+    script.parent.mkdir()
+    script.write_text("import json, sys\n"
+                      'print(json.dumps({"kind": "result", "result": {"argv": sys.argv[1:]}}))\n')
+    row = Probe("fits", "a head against its target", lambda r: f"argv {r.get('argv')}",
+                script=str(script), takes_head=True,
+                options=lambda req: [f"--head={req.head}", f"--target={req.model}"])
+    monkeypatch.setattr(probe_table, "TABLE", (*probe_table.TABLE, row))
+    common = ["probe", "fits", "--config", str(_config(tmp_path)), "--no-record", "--host", "a"]
+    assert main([*common, "/h"]) == EXIT_USAGE
+    assert "probe fits needs one target: --target DIR" in capsys.readouterr().err
+    assert main([*common, "--target", "/t"]) == EXIT_USAGE
+    assert "probe fits needs the head directory: console probe fits --host H DIR" in \
+        capsys.readouterr().err
+    assert main([*common, "/h", "--target", "/t"]) == 0
+    assert "probe.result: argv ['--head=/h', '--target=/t', " in capsys.readouterr().out
+    # a row without the field: its verb has no DIR
+    assert main(["probe", "env", "--host", "a", "/h"]) == EXIT_USAGE
+    assert "unrecognized arguments: /h" in capsys.readouterr().err
+
+
 def test_an_unknown_probe_is_refused_naming_the_probes(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     from remote.link.hosts import HostConfig

@@ -24,9 +24,10 @@ HELP = "run a diagnostic probe on a host (" + ", ".join(probe_table.names()) + "
 
 
 def register(p: argparse.ArgumentParser) -> None:
-    """One verb per probe row, each with the same options (a row that takes a head adds its DIR,
-    --target, --demo and --pipeline): a verb of its own so that `probe head --host H DIR` parses, where an
-    optional positional beside the probe's name would have been taken, empty, before --host.
+    """One verb per probe row, each with the same options (a row that takes a head adds its
+    DIR, --target, --demo and --pipeline): a verb of its own so that `probe head --host H DIR`
+    parses, where an optional positional beside the probe's name would have been taken, empty,
+    before --host.
     As with every command made of verbs, the options follow the probe's name."""
     psub = add_verbs(p, dest="probe", metavar="PROBE", description=(
         "Upload a stdlib-only probe to the host and run it with the host's python. "
@@ -96,8 +97,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _head_of_pipeline(args: argparse.Namespace) -> int:
-    """probe NAME (a head-taking row) --demo | --pipeline FILE: the target (and, without DIR, the head) that
-    pipeline config names, resolved on the box, then the probe."""
+    """probe NAME (a row that takes a head) --demo | --pipeline FILE: the target (and, without
+    DIR, the head) that pipeline config names, resolved on the box, then the probe."""
     from console.commands.probe_fleet import run_one
     from remote.ops import serve
 

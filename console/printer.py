@@ -66,29 +66,47 @@ def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-# The numbers a stage may add to its progress (pipeline/progress.py) that the line shows.
-_EXTRAS = frozenset(("tokens_per_s", "eta_s", "capture_tok_s", "write_tok_s", "writer_waits"))
+def _write_rate(v: Any, p: dict[str, Any]) -> str | None:
+    mb = f" ({fmt_bytes(p['write_mb_s'] * 1e6)}/s)" if _num(p.get("write_mb_s")) else ""
+    return f"write {_fmt_num(v)} tok/s{mb}"
+
+
+def _writer_waits(v: Any, p: dict[str, Any]) -> str | None:
+    if not v:  # a writer that kept up: nothing to say
+        return None
+    secs = f" {_fmt_num(p['writer_wait_s'])} s" if _num(p.get("writer_wait_s")) else ""
+    return f"waited on the writer {_fmt_num(v)}x{secs}"
+
+
+# The numbers a stage may add to its progress (pipeline/progress.py) that the line shows, in
+# the order shown, each written once: (field, after the semicolon, how it reads). A field reads
+# only when it is a number; its rule may read a field that qualifies it (write_mb_s,
+# writer_wait_s) or say nothing (None). Those before the semicolon follow the rate (", X");
+# those after it are joined by commas. A stage that generates (prepare regenerating answers)
+# adds its tokens/s and an ETA; the extract stage its capture and writer rates and the captures
+# that waited on the writer (pipeline/write_pool.py). Records of other stages and of older
+# boxes have none and read as before.
+_EXTRA_RULES: tuple[tuple[str, bool, Callable[[Any, dict[str, Any]], str | None]], ...] = (
+    ("tokens_per_s", False, lambda v, p: f", {_fmt_num(v)} tokens/s"),
+    ("eta_s", False, lambda v, p: f", ETA {_fmt_num(v)} s"),
+    ("capture_tok_s", True, lambda v, p: f"capture {_fmt_num(v)} tok/s"),
+    ("write_tok_s", True, _write_rate),
+    ("writer_waits", True, _writer_waits),
+)
+# What `_progress` looks for before it reads them: most records carry none.
+_EXTRAS = frozenset(field for field, _, _ in _EXTRA_RULES)
 
 
 def _extras(p: dict[str, Any]) -> str:
-    """A stage that generates (prepare regenerating answers) adds its tokens/s and an ETA; the
-    extract stage its capture and writer rates and the captures that waited on the writer
-    (pipeline/write_pool.py). Records of other stages and of older boxes have none and read as
-    before."""
-    extra = ""
-    if _num(p.get("tokens_per_s")):
-        extra += f", {_fmt_num(p['tokens_per_s'])} tokens/s"
-    if _num(p.get("eta_s")):
-        extra += f", ETA {_fmt_num(p['eta_s'])} s"
-    parts = []
-    if _num(p.get("capture_tok_s")):
-        parts.append(f"capture {_fmt_num(p['capture_tok_s'])} tok/s")
-    if _num(p.get("write_tok_s")):
-        mb = f" ({fmt_bytes(p['write_mb_s'] * 1e6)}/s)" if _num(p.get("write_mb_s")) else ""
-        parts.append(f"write {_fmt_num(p['write_tok_s'])} tok/s{mb}")
-    if _num(p.get("writer_waits")) and p["writer_waits"]:
-        secs = f" {_fmt_num(p['writer_wait_s'])} s" if _num(p.get("writer_wait_s")) else ""
-        parts.append(f"waited on the writer {_fmt_num(p['writer_waits'])}x{secs}")
+    """The `_EXTRA_RULES` fields a record carries, as its progress line shows them."""
+    extra, parts = "", []
+    for field, after, rule in _EXTRA_RULES:
+        v = p.get(field)
+        if _num(v) and (text := rule(v, p)) is not None:
+            if after:
+                parts.append(text)
+            else:
+                extra += text
     return extra + ("; " + ", ".join(parts) if parts else "")
 
 

@@ -35,9 +35,23 @@ class Reply:
     completion_tokens: int
 
 
+# Where a vLLM server's OpenAI API answers under its base URL. The URL form is owned here: the
+# pipeline keeps a server's address as its base URL (`base_url`: a user's data.vllm_url may be
+# written either way) and adds the API's root only where a request or a tool is pointed at it
+# (`api_url`), the servers it starts itself included (pipeline/stages/extract_server.py
+# `loopback_server`).
+API = "/v1"
+
+
 def base_url(url: str) -> str:
     """`http://host:port` from a URL given with or without `/v1` and a trailing slash."""
-    return url.rstrip("/").removesuffix("/v1")
+    return url.rstrip("/").removesuffix(API)
+
+
+def api_url(url: str) -> str:
+    """`http://host:port/v1` (what speculators' `--endpoint` and `--vllm-endpoint` take) from a
+    URL given either way."""
+    return base_url(url) + API
 
 
 _LOCAL = threading.local()  # each thread's kept-alive connection to the server
@@ -111,7 +125,7 @@ def _error_text(body: bytes, reason: str) -> str:
 def model_id(url: str, timeout: float = 30) -> str:
     """The model the server serves (the first of `/v1/models`)."""
     try:
-        data = _open("GET", base_url(url) + "/v1/models", None, timeout)
+        data = _open("GET", api_url(url) + "/models", None, timeout)
     except RequestRefused as exc:
         raise PipelineError(f"the vLLM server at {url} did not list its model: "
                             f"{exc.reason}") from None
@@ -125,7 +139,7 @@ def chat(url: str, model: str, messages: list[dict[str, str]], sampling: dict[st
          timeout: float) -> Reply:
     """One chat completion; `sampling` is the request's max_tokens, temperature, top_p, seed."""
     body = json.dumps({"model": model, "messages": messages, **sampling}).encode()
-    data = _open("POST", base_url(url) + "/v1/chat/completions", body, timeout)
+    data = _open("POST", api_url(url) + "/chat/completions", body, timeout)
     try:
         choice = data["choices"][0]
         msg = choice["message"]

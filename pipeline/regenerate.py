@@ -27,7 +27,7 @@ from typing import Any
 from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError, RequestRefused
 from pipeline.progress import Progress, emit
-from pipeline.regen_client import chat, history_turn, model_id, turn_of
+from pipeline.regen_client import base_url, chat, history_turn, model_id, turn_of
 from pipeline.regen_journal import Journal
 from pipeline.stages import PREPARE
 
@@ -51,7 +51,7 @@ def server_argv(cfg: PipelineConfig, port: int, *, cpu: bool) -> list[str]:
 def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
     """The base URL of the server to regenerate with: data.vllm_url, or one started here."""
     if cfg.data.vllm_url:
-        yield cfg.data.vllm_url
+        yield base_url(cfg.data.vllm_url)  # written with or without /v1
         return
     import torch
 
@@ -59,8 +59,8 @@ def server(cfg: PipelineConfig, log: Path) -> Iterator[str]:
 
     cpu = not torch.cuda.is_available()
     with loopback_server(lambda port: server_argv(cfg, port, cpu=cpu), log, PREPARE,
-                         "starting the regeneration server") as endpoint:
-        yield endpoint.removesuffix("/v1")
+                         "starting the regeneration server") as url:
+        yield url
 
 
 def sampling(cfg: PipelineConfig) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from pipeline.config_types import PipelineConfig
 from pipeline.errors import PipelineError
 from pipeline.progress import Progress, emit
 from pipeline.ranks import free_port
+from pipeline.regen_client import api_url
 from pipeline.runner import StageContext
 from pipeline.vllm_engine_kw import with_cpu_kv_cache
 
@@ -108,9 +109,9 @@ def extract_vllm_09(cfg: PipelineConfig, ctx: StageContext, samples: list[dict[s
     try:
         with loopback_server(lambda port: vllm_09_server_argv(cfg, staging, port, cpu=cpu),
                              ctx.workdir / "vllm_server.log", "extract",
-                             "starting the extraction server") as endpoint:
+                             "starting the extraction server") as url:
             argv = [sys.executable, "-m", "speculators", "generate-offline-data",
-                    "--model", str(cfg.model_path), "--endpoint", endpoint,
+                    "--model", str(cfg.model_path), "--endpoint", api_url(url),
                     "--preprocessed-data", str(ctx.workdir), "--output", str(hs_dir),
                     "--validate-outputs", "--fail-on-error"]
             emit("info", "extract", message="running " + " ".join(argv))
@@ -187,11 +188,12 @@ def server_beside(argv: Sequence[str], endpoint: str, log: Path, *,
 def loopback_server(make_argv: Callable[[int], list[str]], log: Path, stage: str,
                     what: str) -> Iterator[str]:
     """`make_argv(port)` on a free loopback port, said in one line (`WHAT: ARGV`) and kept
-    beside the stage (`server_beside`, with a CPU build's KV cache default); its /v1 endpoint.
+    beside the stage (`server_beside`, with a CPU build's KV cache default); its base URL (a
+    caller that points a tool at the API adds its root with pipeline.regen_client.api_url).
     The extraction server, online training's and regeneration's."""
     port = free_port()
     argv = make_argv(port)
     emit("info", stage, message=f"{what}: " + " ".join(argv))
-    endpoint = f"http://127.0.0.1:{port}/v1"
-    with server_beside(argv, endpoint, log, env=with_cpu_kv_cache(os.environ)):
-        yield endpoint
+    url = f"http://127.0.0.1:{port}"
+    with server_beside(argv, api_url(url), log, env=with_cpu_kv_cache(os.environ)):
+        yield url

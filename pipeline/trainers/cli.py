@@ -303,8 +303,8 @@ def train_with(cfg: PipelineConfig, extract_dir: Path, device: str,
     handler.sealed = saves.wait
     undo_ddp = _ddp_options()
     try:
-        main(TrainConfig.resolve(argv))
-        saves.wait()
+        with saves.training():  # a seal in flight is ended and said even if the trainer raises
+            main(TrainConfig.resolve(argv))
     finally:
         undo_ddp()
         undo()

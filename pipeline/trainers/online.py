@@ -54,6 +54,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     why = online_refusal(cfg)
     if why:
         raise PipelineError(why)
+    from pipeline.regen_client import api_url
     from pipeline.stages.extract_server import loopback_server, vllm_09_server_argv
     from pipeline.trainers import cli
 
@@ -62,7 +63,7 @@ def train(cfg: PipelineConfig, extract_dir: Path, vocab_dir: Path, save_dir: Pat
     make = server_argv or (lambda d, p: vllm_09_server_argv(cfg, d, p))
     with loopback_server(lambda port: make(staging, port), save_dir.parent / "online_server.log",
                          TRAIN, "online: starting the extraction server beside training"
-                         ) as endpoint:
+                         ) as url:
         base = cli.train_argv(cfg, extract_dir, vocab_dir, save_dir, device)
-        result = cli.train_with(cfg, extract_dir, device, train_argv(base, endpoint))
+        result = cli.train_with(cfg, extract_dir, device, train_argv(base, api_url(url)))
     return {**result, "mode": "online"}

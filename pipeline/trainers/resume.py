@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,8 @@ class Saves:
     issue 51). Nothing changes for a reader: the checkpoint directory appears only sealed,
     and its line (`checkpoint at step S`) is said once it has. `wait()` joins it: before the
     next save (the staging directory is reused), before the trainer writes into the
-    published directory (its validation metrics) and before training is reported done."""
+    published directory (its validation metrics) and before training is reported done;
+    `training()` joins it on the trainer's failure too."""
 
     def __init__(self, epochs: int, *, background: bool = False) -> None:
         self.epochs = epochs
@@ -140,7 +142,8 @@ class Saves:
         self.interrupted = False  # speculators' graceful-shutdown save was asked (SIGTERM)
         self.background = background
         self._sealing: threading.Thread | None = None
-        self._sealed: list[dict[str, Any] | BaseException] = []
+        # Each finished seal: its step's info, and the marker written or the error it raised
+        self._sealed: list[tuple[dict[str, Any], dict[str, Any] | BaseException]] = []
 
     def around(self, checkpointer: Any, rank: int, epoch: int, save: Callable[[], None],
                info: dict[str, Any]) -> None:
@@ -175,9 +178,9 @@ class Saves:
 
     def _seal(self, written: Path, final: Path, staging: Path, info: dict[str, Any]) -> None:
         try:
-            self._sealed.append(checkpoints.publish(written, final, info))
+            self._sealed.append((info, checkpoints.publish(written, final, info)))
         except BaseException as exc:  # raised where it is waited for
-            self._sealed.append(exc)
+            self._sealed.append((info, exc))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -191,14 +194,40 @@ class Saves:
             t.join()
             self._sealing = None
         while self._sealed:
-            m = self._sealed.pop(0)
+            _, m = self._sealed.pop(0)
             if isinstance(m, BaseException):
                 raise m
-            per = m["steps_per_epoch"]
-            emit("info", TRAIN, checkpoint_step=m["global_step"], message=(
-                f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
-                f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
-                                   else ", its end)")))
+            self._say(m)
+
+    @contextlib.contextmanager
+    def training(self) -> Iterator[None]:
+        """The trainer's run (pipeline/trainers/cli.py `train_with`). Returning: `wait()` (a
+        seal's error raised). Raising: the seal in flight is joined all the same and its line
+        said (left alone, the thread, not a daemon, would finish but say nothing), a seal that
+        failed is said as an error line of its own, and the trainer's error is the one raised."""
+        try:
+            yield
+        except BaseException:
+            if self._sealing is not None:
+                self._sealing.join()
+                self._sealing = None
+            while self._sealed:
+                info, m = self._sealed.pop(0)
+                if isinstance(m, BaseException):
+                    emit("error", TRAIN, message=(
+                        f"the checkpoint at step {info.get('global_step', '?')} was not sealed "
+                        f"({type(m).__name__}: {m}): a rerun resumes from the one before it"))
+                else:
+                    self._say(m)
+            raise
+        self.wait()
+
+    def _say(self, m: dict[str, Any]) -> None:
+        per = m["steps_per_epoch"]
+        emit("info", TRAIN, checkpoint_step=m["global_step"], message=(
+            f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
+            f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
+                               else ", its end)")))
 
 
 def _sealed_at(d: Path) -> str:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as pconfig
+from pipeline import regenerate
 from pipeline.errors import ConfigInvalid, PipelineError, RequestRefused
 from pipeline.ranks import free_port
-from pipeline.regen_client import Reply, base_url, chat, history_turn, turn_of
+from pipeline.regen_client import Reply, api_url, base_url, chat, history_turn, turn_of
 from pipeline.regen_config import regenerate_route
 from pipeline.regen_journal import Journal
 from tests.tiny_pipeline import tiny_pipeline
@@ -54,6 +55,18 @@ def test_route_and_what_changes_the_prepare_key(tmp_path: Path) -> None:
     assert digest(on, "c.toml") == digest('regenerate = true\nvllm_url = "http://127.0.0.2:9"\n'
                                           "regenerate_concurrency = 64", "d.toml")
     assert digest(on, "c.toml") != digest(on + "\nregenerate_temperature = 0.7", "e.toml")
+
+
+@pytest.mark.parametrize("written", ["http://h:8000", "http://h:8000/", "http://h:8000/v1",
+                                     "http://h:8000/v1/"])
+def test_a_users_vllm_url_is_taken_with_or_without_v1(tmp_path: Path, written: str) -> None:
+    """data.vllm_url written either way: regeneration keeps the server's base URL (as for the
+    server prepare starts itself, tests/pipeline/test_train_online.py) and its requests go to
+    the API's root under it."""
+    cfg = _data(tmp_path, f'regenerate = true\nvllm_url = "{written}"')
+    with regenerate.server(cfg, tmp_path / "server.log") as url:
+        assert url == "http://h:8000"
+    assert api_url(written) == "http://h:8000/v1"
 
 
 def test_thinking_kept_in_the_templates_form_or_dropped() -> None:

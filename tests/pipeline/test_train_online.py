@@ -22,6 +22,7 @@ import pytest
 from pipeline import config as pconfig
 from pipeline.errors import PipelineError
 from pipeline.ranks import free_port
+from pipeline.regen_client import api_url, model_id
 from pipeline.stages import extract_server
 from pipeline.stages.extract_server import vllm_09_server_argv
 from pipeline.trainers import cli, online
@@ -183,6 +184,28 @@ def test_the_server_stops_when_training_ends_or_fails(tmp_path: Path) -> None:
           extract_server.server_beside(argv, endpoint, tmp_path / "server.log")):
         pids = _pids(pidfile)
         raise RuntimeError("training failed")
+    assert not wait_gone(pids)
+
+
+def test_a_loopback_server_gives_its_base_url_and_its_api_answers_under_it(
+        tmp_path: Path) -> None:
+    """One place owns a server's URL form (pipeline/regen_client.py): loopback_server (the
+    extraction, online and regeneration servers) yields the base URL, its readiness was asked at
+    the API's root, and a client reaches the API from the base URL or from the /v1 form a user
+    may write, with or without a trailing slash."""
+    pidfile, ports = tmp_path / "server.pids", []
+
+    def argv(port: int) -> list[str]:
+        ports.append(port)
+        return [sys.executable, str(DOUBLE), str(port), str(pidfile)]
+
+    with extract_server.loopback_server(argv, tmp_path / "server.log", "prepare",
+                                        "starting the double") as url:
+        assert url == f"http://127.0.0.1:{ports[0]}"
+        assert api_url(url) == url + "/v1"
+        for written in (url, url + "/", url + "/v1", url + "/v1/"):
+            assert model_id(written) == "double", written
+        pids = _pids(pidfile)
     assert not wait_gone(pids)
 
 

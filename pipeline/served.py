@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import ServedError
+from pipeline.regen_client import base_url
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -138,11 +139,11 @@ def _complete(base: str, model: str, prompt_ids: list[int], max_tokens: int) -> 
 def measure(url: str, prompts: list[list[int]], k: int, max_new_tokens: int,
             concurrency: int = 4, on_prompt: Any = None) -> dict[str, Any]:
     """Acceptance of the served head on these prompts, from the counters' window."""
-    base = url.rstrip("/")
+    base = base_url(url)  # served_url written with or without /v1
     model = _model(base)
     before = _counters(base, model)
     if not before.seen:
-        raise ServedError(f"{url}/metrics has no spec-decode counters ({DRAFTS}): the server "
+        raise ServedError(f"{base}/metrics has no spec-decode counters ({DRAFTS}): the server "
                           "is not speculating; start it with the pipeline's "
                           "speculative_config.json")
     generated = 0

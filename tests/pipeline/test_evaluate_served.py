@@ -113,15 +113,19 @@ def _config_only_target(tmp_path: Path) -> Path:
     return tiny_model(tmp_path, "m")
 
 
-def test_evaluate_says_when_no_server_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["", "/v1/"])
+def test_evaluate_says_when_no_server_answers(tmp_path: Path, api: str) -> None:
+    """served_url as the server's base URL or its API URL (/v1): the same server is asked,
+    at its base URL."""
     import sys
 
+    port = free_port()
     cfg = _served_pipeline(tmp_path, _config_only_target(tmp_path),
-                           f"http://127.0.0.1:{free_port()}")
+                           f"http://127.0.0.1:{port}{api}")
     rc, records, tail = _evaluate(Path(sys.executable), cfg)
     assert rc == 1, tail
     (err,) = [r for r in records if r["type"] == "error"]
-    assert "no vLLM server answers at http://127.0.0.1:" in err["message"]
+    assert f"no vLLM server answers at http://127.0.0.1:{port} (" in err["message"]
     assert "evaluate.served_url" in err["message"]
 
 

@@ -204,7 +204,8 @@ class Saves:
         """The trainer's run (pipeline/trainers/cli.py `train_with`). Returning: `wait()` (a
         seal's error raised). Raising: the seal in flight is joined all the same and its line
         said (left alone, the thread, not a daemon, would finish but say nothing), a seal that
-        failed is said as an error line of its own, and the trainer's error is the one raised."""
+        failed is said in an info line of its own (the stage's one error line stays the
+        trainer's), and the trainer's error is the one raised."""
         try:
             yield
         except BaseException:
@@ -214,7 +215,7 @@ class Saves:
             while self._sealed:
                 info, m = self._sealed.pop(0)
                 if isinstance(m, BaseException):
-                    emit("error", TRAIN, message=(
+                    emit("info", TRAIN, seal_failed=info.get("global_step"), message=(
                         f"the checkpoint at step {info.get('global_step', '?')} was not sealed "
                         f"({type(m).__name__}: {m}): a rerun resumes from the one before it"))
                 else:

@@ -184,9 +184,10 @@ class Saves:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def wait(self, *, block: bool = True) -> None:
-        """The save in flight sealed and its line said (its error raised here); without
-        `block`, only when it has already finished."""
+    def wait(self, *, block: bool = True,
+             unsealed: Callable[[dict[str, Any], BaseException], None] | None = None) -> None:
+        """The save in flight sealed and its line said (its error raised here, or handed to
+        `unsealed` with the save's info); without `block`, only when it has already finished."""
         t = self._sealing
         if t is not None:
             if not block and t.is_alive():
@@ -194,10 +195,13 @@ class Saves:
             t.join()
             self._sealing = None
         while self._sealed:
-            _, m = self._sealed.pop(0)
-            if isinstance(m, BaseException):
+            info, m = self._sealed.pop(0)
+            if not isinstance(m, BaseException):
+                self._say(m)
+            elif unsealed is None:
                 raise m
-            self._say(m)
+            else:
+                unsealed(info, m)
 
     @contextlib.contextmanager
     def training(self) -> Iterator[None]:
@@ -209,17 +213,7 @@ class Saves:
         try:
             yield
         except BaseException:
-            if self._sealing is not None:
-                self._sealing.join()
-                self._sealing = None
-            while self._sealed:
-                info, m = self._sealed.pop(0)
-                if isinstance(m, BaseException):
-                    emit("info", TRAIN, seal_failed=info.get("global_step"), message=(
-                        f"the checkpoint at step {info.get('global_step', '?')} was not sealed "
-                        f"({type(m).__name__}: {m}): a rerun resumes from the one before it"))
-                else:
-                    self._say(m)
+            self.wait(unsealed=_say_unsealed)
             raise
         self.wait()
 
@@ -229,6 +223,12 @@ class Saves:
             f"checkpoint at step {m['global_step']} of {per * self.epochs} (epoch "
             f"{m['epoch']}" + (f", step {m['local_step']} of {per})" if m["local_step"]
                                else ", its end)")))
+
+
+def _say_unsealed(info: dict[str, Any], exc: BaseException) -> None:
+    emit("info", TRAIN, seal_failed=info.get("global_step"), message=(
+        f"the checkpoint at step {info.get('global_step', '?')} was not sealed "
+        f"({type(exc).__name__}: {exc}): a rerun resumes from the one before it"))
 
 
 def _sealed_at(d: Path) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.errors import ServedError
-from pipeline.regen_client import base_url
+from pipeline.regen_client import api_url, base_url
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -109,13 +109,13 @@ def _post(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 def _model(base: str) -> str:
     try:
-        data = json.loads(_get(base + "/v1/models", 30))
+        data = json.loads(_get(api_url(base) + "/models", 30))
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ServedError(f"no vLLM server answers at {base} ({exc}): start the serve "
                           "step, or clear evaluate.served_url") from None
     models = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
     if not models:
-        raise ServedError(f"{base}/v1/models lists no model")
+        raise ServedError(f"{api_url(base)}/models lists no model")
     return str(models[0])
 
 
@@ -129,7 +129,7 @@ def _counters(base: str, model: str) -> Counters:
 
 def _complete(base: str, model: str, prompt_ids: list[int], max_tokens: int) -> int:
     """Greedy completion of one token-id prompt; returns the generated token count."""
-    out = _post(base + "/v1/completions",
+    out = _post(api_url(base) + "/completions",
                 {"model": model, "prompt": prompt_ids, "max_tokens": max_tokens,
                  "temperature": 0.0, "ignore_eos": False}, 600.0)
     usage = out.get("usage") or {}

@@ -207,9 +207,12 @@ class VllmClient:
             result.error = f"{type(exc).__name__}: {_one_line(str(exc))}"
             return result
         result.output_tokens = usage_tokens if usage_tokens is not None else result.text_chunks
-        if not result.text_chunks:
+        if not result.text_chunks and result.output_tokens < 2:
             # vLLM's client counts such a request as a success (its role chunk gives a TTFT);
-            # the console fails it and says why: an empty answer measures no decoding.
+            # the console fails it and says why: an answer of at most one token (its first
+            # its end token) measures no decoding. An answer whose tokens all decode to no
+            # text (tokens the server's detokenizer skips, which a tiny target samples at T > 0)
+            # did decode: the server's usage counts them, and it stands.
             result.error = _no_content_error(finish_reason, ignore_eos)
             return result
         result.ok = True

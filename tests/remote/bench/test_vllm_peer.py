@@ -94,6 +94,23 @@ async def test_timings_are_vllm_bench_serves(vllm_double) -> None:  # noqa: F811
     assert len(r.itl) == 7
 
 
+async def test_an_answer_whose_every_token_has_no_text_still_measured_decoding(
+        vllm_double) -> None:  # noqa: F811
+    """Every token decodes to no text (seen at T=0.7 on the demo target: one request of a
+    matrix cell failed with `the stream carried no content (finish_reason length)`): the
+    server's usage says 6 tokens were decoded, so the request stands, with vLLM's timings; an
+    answer the server does not count beyond one token still fails, saying why."""
+    double = vllm_double(speculative=False, empty_text_tokens=99, step_base_s=0.005,
+                         step_per_seq_s=0.0)
+    async with VllmClient(double.url) as client:
+        r = await client.stream_chat("double-model", [{"role": "user", "content": "hi"}], 6)
+        one = await client.stream_chat("double-model", [{"role": "user", "content": "hi"}], 1)
+    assert r.ok and r.error is None and r.text_chunks == 0 and r.output_tokens == 6
+    assert r.ttft == r.chunk_times[0] and r.latency == r.chunk_times[-1]
+    assert r.tpot == pytest.approx((r.latency - r.ttft) / 5)
+    assert not one.ok and one.error == "the stream carried no content (finish_reason length)"
+
+
 async def test_requests_per_point(vllm_double, tmp_path: Path) -> None:  # noqa: F811
     assert point_requests(4, rounds=2, min_requests=32) == 8
     assert point_requests(4, rounds=None, min_requests=32) == 32

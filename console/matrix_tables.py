@@ -77,6 +77,20 @@ def matrix_report(m: MatrixResult) -> str:
         names = sorted({draft_name(d, k) for d, k, _, _ in missing})
         lines.append(f"not measured: {len(missing)} cells ({', '.join(names)}); rerun the "
                      "same command to measure them")
+    lines += failed_text(m)
     if m.time_split:
         lines.append(time_text(m.time_split))
     return "\n".join(lines)
+
+
+def failed_text(m: MatrixResult) -> list[str]:
+    """A line per cell with failed requests: the table's N counts them, and a failure the
+    table does not show would leave a cell's figures unexplained."""
+    lines = []
+    for r in m.rows():
+        if r["failed"]:
+            cell = m.cells[(r["draft"], r["k"], r["temperature"], r["concurrency"])]
+            why = next((e for p in cell.rounds for e in p.errors), "no reason recorded")
+            lines.append(f"failed requests: {r['name']} T={r['temperature']:g} "
+                         f"c={r['concurrency']}: {r['failed']} of {r['requests']} ({why})")
+    return lines

@@ -176,3 +176,16 @@ def test_category_speedup_per_cell() -> None:
     assert figs["code"]["speedup"] == pytest.approx(0.9)
     assert figs["code"]["acceptance_length"] == pytest.approx(2.0)
     assert "eagle3 K=3 T=0 c=1: chat 1.50x (2.00), code 0.90x (2.00)" in matrix_report(m)
+
+
+def test_a_cell_with_failed_requests_is_said_with_its_reason(tmp_path: Path) -> None:
+    """The table's N counts failed requests; the report names the cell, how many and why, also
+    when read back from the file (`bench compare`)."""
+    plan = _plan(drafts=["none", "pipeline"], ks=[1], temperatures=[0.7], concurrencies=[4])
+    m = _filled(plan, {("pipeline", 1): 1.2})
+    bad = m.cells[("pipeline", 1, 0.7, 4)].rounds[1]
+    bad.failed, bad.errors = 1, ["HTTP 500: boom"]
+    assert "failed requests" not in matrix_report(_filled(plan, {("pipeline", 1): 1.2}))
+    for m2 in (m, load_matrix(save_matrix(tmp_path / "m.json", m))):
+        lines = [ln for ln in matrix_report(m2).splitlines() if ln.startswith("failed")]
+        assert lines == ["failed requests: eagle3 K=1 T=0.7 c=4: 1 of 4 (HTTP 500: boom)"]

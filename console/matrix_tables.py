@@ -27,9 +27,19 @@ def plan_text(plan: MatrixPlan, m: MatrixResult, estimate_s: float, path: Path) 
     return (f"matrix: {len(servers)} servers ({', '.join(servers)}) x temperature "
             f"{','.join(f'{t:g}' for t in plan.temperatures)} x concurrency "
             f"{','.join(map(str, plan.concurrencies))}: {len(todo)} cells to measure, "
-            f"{starts} engine starts, {plan.requests} requests per cell in {plan.rounds} "
+            f"{starts} engine starts, {_per_cell(plan)} requests per cell in {plan.rounds} "
             f"rounds, max_tokens {plan.max_tokens}{kept}; estimate {estimate_s / 60:.0f} min "
             "(engine starts ~1 min each; refined as cells are measured)")
+
+
+def _per_cell(plan: MatrixPlan) -> str:
+    """The requests a cell really sends: each round at least the concurrency and the same count
+    (--requests 4 in 3 rounds is 3 rounds of 2), so the plan line says 6, not the 4 asked."""
+    sent = {c: plan.rounds * plan.round_requests(c) for c in plan.concurrencies}
+    if set(sent.values()) == {plan.requests}:
+        return str(plan.requests)
+    return ", ".join(f"{n} (c={c})" for c, n in sent.items()) if len(set(sent.values())) > 1 \
+        else str(next(iter(sent.values())))
 
 
 def matrix_table(m: MatrixResult) -> str:

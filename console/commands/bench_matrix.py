@@ -59,7 +59,8 @@ def register_matrix(bsub: Subcommands) -> None:
     add_request_options(m, max_tokens=64, warmup="after each engine start")
     m.add_argument("--requests", type=positive_int, default=DEFAULT_REQUESTS, metavar="N",
                    help=f"requests per cell, over its rounds (default {DEFAULT_REQUESTS}; each "
-                   "round sends at least the concurrency)")
+                   "round sends the same count, at least the concurrency: rounded up, and the "
+                   "plan line says the count sent)")
     m.add_argument("--rounds", type=positive_int, default=3,
                    help="measured windows per cell: the spread of the speedup (default 3)")
     add_engine_options(m, start="each engine")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.cli import main as console_main
-from console.matrix_tables import matrix_report
+from console.matrix_tables import matrix_report, plan_text
 from remote.bench.matrix import (
     Cell,
     MatrixPlan,
@@ -189,3 +189,15 @@ def test_a_cell_with_failed_requests_is_said_with_its_reason(tmp_path: Path) -> 
     for m2 in (m, load_matrix(save_matrix(tmp_path / "m.json", m))):
         lines = [ln for ln in matrix_report(m2).splitlines() if ln.startswith("failed")]
         assert lines == ["failed requests: eagle3 K=1 T=0.7 c=4: 1 of 4 (HTTP 500: boom)"]
+
+
+def test_the_plan_line_says_the_requests_a_cell_really_sends(tmp_path: Path) -> None:
+    """Each round sends the same count, at least the concurrency: --requests 4 in 3 rounds is
+    3 rounds of 2 (6) at c=1 and of 4 (12) at c=4, which the table's N then shows."""
+    def line(**kw: object) -> str:
+        plan = _plan(**kw)
+        return plan_text(plan, MatrixResult(plan), 60.0, tmp_path / "m.json")
+
+    assert "8 requests per cell in 2 rounds" in line(requests=8, rounds=2)
+    assert "6 (c=1), 12 (c=4) requests per cell in 3 rounds" in line(requests=4, rounds=3)
+    assert "6 requests per cell in 3 rounds" in line(requests=4, rounds=3, concurrencies=[1])

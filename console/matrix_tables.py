@@ -8,7 +8,7 @@ from typing import Any
 
 from console.bench_tables import _f, _ms
 from console.fleet import aligned
-from remote.bench.matrix import MatrixPlan, MatrixResult, draft_name
+from remote.bench.matrix import MatrixPlan, MatrixResult, draft_name, failed_line
 
 COLUMNS = ["DRAFT", "T", "CONC", "N", "TOK/S", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99",
            "ACC LEN", "ACC RATE", "SPEEDUP", "ROUNDS"]
@@ -94,13 +94,11 @@ def matrix_report(m: MatrixResult) -> str:
 
 
 def failed_text(m: MatrixResult) -> list[str]:
-    """A line per cell with failed requests: the table's N counts them, and a failure the
-    table does not show would leave a cell's figures unexplained."""
+    """A line per cell with failed requests, with the first reason (the file keeps them)."""
     lines = []
     for r in m.rows():
-        if r["failed"]:
-            cell = m.cells[(r["draft"], r["k"], r["temperature"], r["concurrency"])]
-            why = next((e for p in cell.rounds for e in p.errors), "no reason recorded")
-            lines.append(f"failed requests: {r['name']} T={r['temperature']:g} "
-                         f"c={r['concurrency']}: {r['failed']} of {r['requests']} ({why})")
+        cell = m.cells[(r["draft"], r["k"], r["temperature"], r["concurrency"])]
+        line = failed_line(r, next((e for p in cell.rounds for e in p.errors), None))
+        if line:
+            lines.append(line)
     return lines

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,18 @@ def split_pinned(draft: str) -> tuple[str, int | None]:
     if at:
         raise UsageError(f"--drafts: {draft!r}: K after @ must be a positive integer")
     return draft, None
+
+
+def failed_line(row: Mapping[str, Any], why: str | None = None) -> str | None:
+    """`failed requests: CELL: F of N (why)` for a cell row (rows(), or a cell event's payload)
+    with failed requests; None without. The table's N counts them, the CLI's report and the
+    TUI's matrix panel say them in these words."""
+    failed = row.get("failed")
+    if not isinstance(failed, int) or not failed:
+        return None
+    return (f"failed requests: {row.get('name')} T={float(row.get('temperature') or 0):g} "
+            f"c={row.get('concurrency')}: {failed} of {row.get('requests')}"
+            + (f" ({why})" if why else ""))
 
 
 def draft_name(draft: str, k: int) -> str:

@@ -18,6 +18,7 @@ from console.tui.shown import plain
 from console.tui.widgets.charts import Chart, ChartRow, draw_acceptance, draw_concurrency, draw_watch
 from console.tui.widgets.common import View, panels
 from pipeline.stages import EVALUATE
+from remote.bench.matrix import failed_line
 from remote.serving.roles import ROLES
 from remote.spine.sanitize import visible
 
@@ -202,6 +203,8 @@ def matrix_panel(host: HostState) -> Group | Text:
                           for v in values))
     parts.append(t)
     parts += [Text(line, style="bold") for line in grid.recommendations]
+    parts += [Text(line, style="red") for line in
+              filter(None, map(failed_line, host.matrix_cells.values()))]
     split = m.get("time_split")
     if isinstance(split, dict) and split.get("wall"):
         wall = float(split["wall"])

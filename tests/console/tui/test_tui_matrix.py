@@ -25,6 +25,8 @@ SPEEDS = {("ngram", 1): 0.8, ("ngram", 3): 0.9, ("pipeline", 1): 1.2, ("pipeline
 
 def _matrix_session(path: Path, *, running: bool = False) -> tuple[Path, list[str]]:
     m = _filled(_plan(), SPEEDS)
+    bad = m.cells[("pipeline", 1, 0.7, 4)].rounds[0]
+    bad.failed, bad.errors = 1, ["HTTP 500: boom"]
     m.host = HOST
     m.path = path.with_suffix(".json")
     m.time_split = {"wall": 100.0, "engine_start": 70.0, "warmup": 5.0, "measured": 20.0,
@@ -59,6 +61,8 @@ async def test_bench_screen_shows_the_matrix_and_the_recommendation(tmp_path: Pa
         assert "T=0.7 c=4" in text and "1.40x" in text and "0.80x" in text
         assert recs and all(line in text for line in recs)
         assert "the rest 5%" in text
+        assert [ln.strip() for ln in text.splitlines() if "failed" in ln] == [
+            "failed requests: eagle3 K=1 T=0.7 c=4: 1 of 4"]
         assert "Matrix running" not in text and host.matrix.get("finished")
 
 

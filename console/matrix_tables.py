@@ -36,10 +36,9 @@ def _per_cell(plan: MatrixPlan) -> str:
     """The requests a cell really sends: each round at least the concurrency and the same count
     (--requests 4 in 3 rounds is 3 rounds of 2), so the plan line says 6, not the 4 asked."""
     sent = {c: plan.rounds * plan.round_requests(c) for c in plan.concurrencies}
-    if set(sent.values()) == {plan.requests}:
-        return str(plan.requests)
-    return ", ".join(f"{n} (c={c})" for c, n in sent.items()) if len(set(sent.values())) > 1 \
-        else str(next(iter(sent.values())))
+    if len(set(sent.values())) == 1:
+        return str(next(iter(sent.values())))
+    return ", ".join(f"{n} (c={c})" for c, n in sent.items())
 
 
 def matrix_table(m: MatrixResult) -> str:

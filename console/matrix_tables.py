@@ -35,7 +35,7 @@ def plan_text(plan: MatrixPlan, m: MatrixResult, estimate_s: float, path: Path) 
 def _per_cell(plan: MatrixPlan) -> str:
     """The requests a cell really sends: each round at least the concurrency and the same count
     (--requests 4 in 3 rounds is 3 rounds of 2), so the plan line says 6, not the 4 asked."""
-    sent = {c: plan.rounds * plan.round_requests(c) for c in plan.concurrencies}
+    sent = {c: plan.cell_requests(c) for c in plan.concurrencies}
     if len(set(sent.values())) == 1:
         return str(next(iter(sent.values())))
     return ", ".join(f"{n} (c={c})" for c, n in sent.items())

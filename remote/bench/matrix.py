@@ -154,6 +154,10 @@ class MatrixPlan:
     def round_requests(self, concurrency: int) -> int:
         return max(concurrency, math.ceil(self.requests / self.rounds))
 
+    def cell_requests(self, concurrency: int) -> int:
+        """What a cell really sends over its rounds: --requests rounded up to whole rounds."""
+        return self.rounds * self.round_requests(concurrency)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -364,6 +368,6 @@ def estimate_seconds(plan: MatrixPlan, todo: list[tuple[str, int, float, int]], 
     """Engine starts + measured windows for the cells still to measure, from the given rates
     (before anything is measured: the guesses above)."""
     servers = {(d, k) for d, k, _, _ in todo}
-    window = sum(plan.rounds * plan.round_requests(c) * plan.max_tokens
+    window = sum(plan.cell_requests(c) * plan.max_tokens
                  / (tok_s_per_stream * c) for _, _, _, c in todo)
     return len(servers) * start_s + window
